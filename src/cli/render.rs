@@ -1,0 +1,187 @@
+//! Human output: the evidence block. Every path and every byte of command
+//! output goes through `escape_for_humans` so nothing the command wrote can
+//! move the cursor, recolour or reorder the reviewer's screen.
+
+use crate::record::RunRecord;
+use crate::verdict::Decision;
+use crate::workspace::diff::ChangeKind;
+use crate::workspace::paths::escape_for_humans;
+use crate::workspace::textdiff::RunDiff;
+
+fn esc(s: &str) -> String {
+    escape_for_humans(s.as_bytes())
+}
+
+fn list(label: &str, items: &[String]) {
+    if items.is_empty() {
+        println!("{label}: none");
+    } else {
+        println!("{label}:");
+        for i in items {
+            println!("  {i}");
+        }
+    }
+}
+
+fn tail(label: &str, text: &str, truncated: bool) {
+    if text.is_empty() {
+        return;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(10);
+    println!(
+        "{label} ({} line(s){}{}):",
+        lines.len(),
+        if start > 0 { ", last 10 shown" } else { "" },
+        if truncated { ", truncated" } else { "" }
+    );
+    for l in &lines[start..] {
+        println!("  | {}", esc(l));
+    }
+}
+
+pub fn print_evidence(r: &RunRecord) {
+    let task = r.task.as_deref().map(|t| format!(" · task {}", esc(t))).unwrap_or_default();
+    println!("dryrun run {}{task}", r.run_id);
+    println!("command: {}", esc(&r.command));
+    if !r.intent.summary.is_empty() {
+        println!("intent: {} ({})", esc(&r.intent.summary), r.intent.mode);
+    }
+    let Some(reh) = &r.rehearsal else {
+        println!("state: {}", r.state.as_str());
+        if let Some(e) = &r.error {
+            println!("error: {}", esc(e));
+        }
+        return;
+    };
+    let sb = &reh.sandbox;
+    let ll = if sb.landlock_abi > 0 {
+        format!("landlock ABI {}", sb.landlock_abi)
+    } else {
+        "landlock: none (degraded)".into()
+    };
+    println!(
+        "sandbox: overlay on {} · net: none · {ll} · seccomp {}",
+        esc(&r.workspace),
+        if sb.seccomp { "on" } else { "off" }
+    );
+    println!("ids: {}", sb.ids);
+    let exit = match (reh.exit_code, reh.signal) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "none".into(),
+    };
+    let writes = reh.changes.iter().filter(|c| c.kind != ChangeKind::Identical).count();
+    let (surprises, forbidden) = r
+        .verdict
+        .as_ref()
+        .map(|v| (v.surprise_paths.clone(), v.forbidden_paths_touched.clone()))
+        .unwrap_or_default();
+    println!(
+        "exit code: {exit} · files changed: {writes} · surprise paths: {} · {} ms{}",
+        surprises.len(),
+        reh.duration_ms,
+        if reh.timed_out { " · TIMED OUT" } else { "" }
+    );
+    if !reh.changes.is_empty() {
+        println!("changes:");
+        for c in &reh.changes {
+            let mark = match c.kind {
+                ChangeKind::Created => "+",
+                ChangeKind::Modified => "M",
+                ChangeKind::Deleted => "-",
+                ChangeKind::Metadata => "~",
+                ChangeKind::Identical => "=",
+            };
+            let mut extra = Vec::new();
+            if c.kind == ChangeKind::Metadata
+                && let (Some(b), Some(a)) = (c.mode_before, c.mode_after)
+                && a != b
+            {
+                extra.push(format!("mode {b:o} -> {a:o}"));
+            }
+            if c.setid {
+                extra.push("SETID".into());
+            }
+            if let Some(t) = &c.symlink_target {
+                extra.push(format!("-> {}", esc(t)));
+            }
+            if c.symlink_escapes {
+                extra.push("ESCAPES WORKSPACE".into());
+            }
+            if let Some(s) = &c.special {
+                extra.push(s.clone());
+            }
+            if let Some(h) = &c.hardlink_of {
+                extra.push(format!("hard link of {}", esc(h)));
+            }
+            if !c.xattrs_changed.is_empty() {
+                extra.push(format!("xattrs: {}", c.xattrs_changed.join(", ")));
+            }
+            let ft = format!("{:?}", c.file_type).to_lowercase();
+            let extra = if extra.is_empty() { String::new() } else { format!("  ({})", extra.join("; ")) };
+            println!("  {mark} {} [{ft}]{extra}", escape_for_humans(&c.path_bytes()));
+        }
+    }
+    list("surprise paths", &surprises.iter().map(|s| esc(s)).collect::<Vec<_>>());
+    list("forbidden paths touched", &forbidden.iter().map(|s| esc(s)).collect::<Vec<_>>());
+    list(
+        "blocked attempts",
+        &reh.blocked.iter().map(|b| format!("{}: {}", b.kind, esc(&b.detail))).collect::<Vec<_>>(),
+    );
+    println!("stripped: {}", if reh.stripped.is_empty() { "none".into() } else { reh.stripped.join(", ") });
+    println!("limits hit: {}", if reh.limits_hit.is_empty() { "none".into() } else { reh.limits_hit.join(", ") });
+    tail("stdout", &reh.stdout, reh.output_truncated);
+    tail("stderr", &reh.stderr, reh.output_truncated);
+    if let Some(v) = &r.verdict {
+        let first = v.findings.first().map(|f| format!(" — {}", esc(&f.message))).unwrap_or_default();
+        println!("decision: {}{first}", v.decision.as_str());
+        if v.reasons.len() > 1 || (v.decision != Decision::Promote && !v.reasons.is_empty()) {
+            list("reasons", &v.reasons.iter().map(|s| esc(s)).collect::<Vec<_>>());
+        }
+        list("notes", &v.notes.iter().map(|s| esc(s)).collect::<Vec<_>>());
+    }
+    println!("state: {}", r.state.as_str());
+}
+
+pub fn print_run_list(runs: &[RunRecord]) {
+    if runs.is_empty() {
+        println!("no runs");
+        return;
+    }
+    for r in runs {
+        let d = r.verdict.as_ref().map(|v| v.decision.as_str()).unwrap_or("-");
+        let mut cmd = esc(&r.command);
+        if cmd.chars().count() > 60 {
+            cmd = cmd.chars().take(57).collect::<String>() + "...";
+        }
+        println!("{}  {}  {:<17}  {:<14}  {}", r.run_id, r.created_at, r.state.as_str(), d, cmd);
+    }
+}
+
+pub fn print_diff(d: &RunDiff) {
+    if d.files.is_empty() {
+        println!("run {}: no changes", d.run_id);
+    }
+    for f in &d.files {
+        match (&f.diff, &f.note) {
+            (Some(text), _) => print!("{}", escape_diff(text)),
+            (None, Some(n)) => println!("{:?} {} ({n})", f.kind, esc(&f.path)),
+            (None, None) => println!("{:?} {}", f.kind, esc(&f.path)),
+        }
+    }
+}
+
+/// Escape each line of a diff but keep the line structure.
+fn escape_diff(text: &str) -> String {
+    let mut out = String::new();
+    for l in text.split_inclusive('\n') {
+        let (body, nl) = match l.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (l, ""),
+        };
+        out.push_str(&esc(body));
+        out.push_str(nl);
+    }
+    out
+}

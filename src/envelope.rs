@@ -1,0 +1,475 @@
+//! The envelope (SPEC §2): what the caller submits. Parsed strictly (unknown
+//! fields are errors) and validated once into an [`EnvelopeSpec`]; code past
+//! validation never re-checks.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::workspace::paths::{PathMatcher, PatternError};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub intent: Intent,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub stubs: BTreeMap<String, serde_yaml::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<Live>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    ReadOnly,
+    #[default]
+    Mutating,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    #[default]
+    None,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub expected_writes: Vec<String>,
+    #[serde(default)]
+    pub forbidden_paths: Vec<String>,
+    #[serde(default)]
+    pub network: Network,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_kb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_mb: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveMode {
+    #[default]
+    Apply,
+    Rerun,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LiveNetwork {
+    #[default]
+    None,
+    Host,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Live {
+    #[serde(default)]
+    pub mode: LiveMode,
+    #[serde(default)]
+    pub network: LiveNetwork,
+    #[serde(default)]
+    pub env_from_host: Vec<String>,
+}
+
+/// `dryrun.yaml` at a workspace root.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TaskFile {
+    pub tasks: BTreeMap<String, Envelope>,
+}
+
+/// Validated limits in plain units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LimitsSpec {
+    pub timeout_s: u64,
+    pub memory_mb: u64,
+    pub pids: u64,
+    pub output_kb: u64,
+    pub disk_mb: u64,
+}
+
+/// A validated envelope.
+#[derive(Debug, Clone)]
+pub struct EnvelopeSpec {
+    pub task: Option<String>,
+    pub steps: Vec<String>,
+    pub uses_steps: bool,
+    /// The command as recorded: the shell string, or the steps joined by
+    /// ` && ` (they run in that order and stop at the first failure).
+    pub command: String,
+    pub workspace: PathBuf,
+    pub summary: String,
+    pub mode: Mode,
+    pub expected_writes: PathMatcher,
+    pub forbidden: PathMatcher,
+    pub reviewer_note: Option<String>,
+    pub limits: LimitsSpec,
+    pub env: BTreeMap<String, String>,
+    pub live: Live,
+    /// The envelope as validated (with `working_dir` filled in), for hashing.
+    pub envelope: Envelope,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnvelopeError {
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+    #[error("{source_name}: {message}")]
+    Parse { source_name: String, message: String },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("task {name:?} is not defined in {file}; defined tasks: {known}")]
+    UnknownTask {
+        name: String,
+        file: PathBuf,
+        known: String,
+    },
+}
+
+fn field(field: &str, message: impl Into<String>) -> EnvelopeError {
+    EnvelopeError::Field {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Parse YAML or JSON (JSON is YAML, but a JSON body gets JSON's error
+/// messages). Errors name the field path.
+pub fn parse_envelope(source_name: &str, text: &str) -> Result<Envelope, EnvelopeError> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
+            source_name: source_name.into(),
+            message: format!("{} (at {})", e.inner(), path_or_root(&e.path().to_string())),
+        })
+    } else {
+        let de = serde_yaml::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
+            source_name: source_name.into(),
+            message: format!("{} (at {})", e.inner(), path_or_root(&e.path().to_string())),
+        })
+    }
+}
+
+fn path_or_root(p: &str) -> String {
+    if p.is_empty() || p == "." {
+        "the top level".into()
+    } else {
+        p.to_string()
+    }
+}
+
+pub fn parse_task_file(path: &Path) -> Result<TaskFile, EnvelopeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EnvelopeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let de = serde_yaml::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
+        source_name: path.display().to_string(),
+        message: format!("{} (at {})", e.inner(), path_or_root(&e.path().to_string())),
+    })
+}
+
+/// Find task `name` in `<workspace>/dryrun.yaml`.
+pub fn load_task(workspace: &Path, name: &str) -> Result<Envelope, EnvelopeError> {
+    let file = workspace.join("dryrun.yaml");
+    let tf = parse_task_file(&file)?;
+    let mut env = tf
+        .tasks
+        .get(name)
+        .cloned()
+        .ok_or_else(|| EnvelopeError::UnknownTask {
+            name: name.into(),
+            file: file.clone(),
+            known: tf.tasks.keys().cloned().collect::<Vec<_>>().join(", "),
+        })?;
+    if env.working_dir.is_some() {
+        return Err(field(
+            &format!("tasks.{name}.working_dir"),
+            "tasks in dryrun.yaml run in the workspace that holds the file; remove working_dir",
+        ));
+    }
+    if let Some(t) = &env.task
+        && t != name
+    {
+        return Err(field(
+            &format!("tasks.{name}.task"),
+            format!("names the task {t:?} but is listed as {name:?}; remove it or make them equal"),
+        ));
+    }
+    env.task = Some(name.to_string());
+    env.working_dir = Some(workspace.to_path_buf());
+    Ok(env)
+}
+
+pub const DEFAULT_LIMITS: LimitsSpec = LimitsSpec {
+    timeout_s: 60,
+    memory_mb: 1024,
+    pids: 512,
+    output_kb: 256,
+    disk_mb: 1024,
+};
+
+fn check_range(name: &str, v: Option<u64>, default: u64, lo: u64, hi: u64) -> Result<u64, EnvelopeError> {
+    let v = v.unwrap_or(default);
+    if v < lo || v > hi {
+        return Err(field(
+            &format!("limits.{name}"),
+            format!("{v} is out of range; use a value from {lo} to {hi}"),
+        ));
+    }
+    Ok(v)
+}
+
+fn valid_env_name(k: &str) -> bool {
+    let mut chars = k.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+impl Envelope {
+    /// Validate into an [`EnvelopeSpec`]. `default_dir` stands in for a
+    /// missing `working_dir` (the caller's cwd).
+    pub fn validate(mut self, default_dir: Option<&Path>) -> Result<EnvelopeSpec, EnvelopeError> {
+        if let Some(t) = &self.task
+            && (t.is_empty() || t.len() > 128 || t.chars().any(|c| c.is_control()))
+        {
+            return Err(field("task", "must be 1 to 128 printable characters"));
+        }
+        let (steps, uses_steps) = match (&self.command, &self.steps) {
+            (Some(_), Some(_)) => {
+                return Err(field("command", "give either command or steps, not both"));
+            }
+            (None, None) => {
+                return Err(field("command", "missing: give a shell string in command (or a list in steps)"));
+            }
+            (Some(c), None) => {
+                if c.trim().is_empty() {
+                    return Err(field("command", "is empty; give the shell command to rehearse"));
+                }
+                (vec![c.clone()], false)
+            }
+            (None, Some(s)) => {
+                if s.is_empty() {
+                    return Err(field("steps", "is an empty list; give at least one step"));
+                }
+                for (i, st) in s.iter().enumerate() {
+                    if st.trim().is_empty() {
+                        return Err(field(&format!("steps[{i}]"), "is empty"));
+                    }
+                }
+                (s.clone(), true)
+            }
+        };
+        for (i, st) in steps.iter().enumerate() {
+            if st.contains('\0') {
+                let f = if uses_steps { format!("steps[{i}]") } else { "command".into() };
+                return Err(field(&f, "contains a NUL byte"));
+            }
+            if st.len() > 256 * 1024 {
+                let f = if uses_steps { format!("steps[{i}]") } else { "command".into() };
+                return Err(field(&f, "is longer than 256 KiB"));
+            }
+        }
+
+        let wd = match (&self.working_dir, default_dir) {
+            (Some(w), _) => w.clone(),
+            (None, Some(d)) => d.to_path_buf(),
+            (None, None) => return Err(field("working_dir", "missing; give the workspace's absolute path")),
+        };
+        if !wd.is_absolute() {
+            return Err(field(
+                "working_dir",
+                format!("{} is relative; give an absolute path", wd.display()),
+            ));
+        }
+        let canon = std::fs::canonicalize(&wd).map_err(|e| {
+            field(
+                "working_dir",
+                format!("{} cannot be used: {e}", wd.display()),
+            )
+        })?;
+        if !canon.is_dir() {
+            return Err(field("working_dir", format!("{} is not a directory", wd.display())));
+        }
+        if canon == Path::new("/") {
+            return Err(field("working_dir", "the root directory cannot be a workspace; pick a project directory"));
+        }
+        self.working_dir = Some(canon.clone());
+
+        let expected = PathMatcher::new(&self.intent.expected_writes)
+            .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
+        let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
+            .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
+        if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
+            return Err(field(
+                "intent.expected_writes",
+                "a read_only run cannot expect writes; drop expected_writes or use mode: mutating",
+            ));
+        }
+
+        let l = &self.limits;
+        let limits = LimitsSpec {
+            timeout_s: check_range("timeout_s", l.timeout_s, DEFAULT_LIMITS.timeout_s, 1, 86_400)?,
+            memory_mb: check_range("memory_mb", l.memory_mb, DEFAULT_LIMITS.memory_mb, 16, 1 << 20)?,
+            pids: check_range("pids", l.pids, DEFAULT_LIMITS.pids, 8, 1 << 20)?,
+            output_kb: check_range("output_kb", l.output_kb, DEFAULT_LIMITS.output_kb, 1, 1 << 20)?,
+            disk_mb: check_range("disk_mb", l.disk_mb, DEFAULT_LIMITS.disk_mb, 1, 1 << 20)?,
+        };
+
+        for (k, v) in &self.env {
+            if !valid_env_name(k) {
+                return Err(field(&format!("env.{k}"), "is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"));
+            }
+            if v.contains('\0') {
+                return Err(field(&format!("env.{k}"), "contains a NUL byte"));
+            }
+        }
+        if !self.stubs.is_empty() {
+            return Err(field(
+                "stubs",
+                "shadow stubs are not available in this version yet; remove stubs",
+            ));
+        }
+        let live = self.live.clone().unwrap_or_default();
+        if live.mode == LiveMode::Apply && (live.network != LiveNetwork::None || !live.env_from_host.is_empty()) {
+            return Err(field(
+                "live",
+                "network and env_from_host only apply to mode: rerun; mode apply writes the reviewed change set",
+            ));
+        }
+        for (i, k) in live.env_from_host.iter().enumerate() {
+            if !valid_env_name(k) {
+                return Err(field(&format!("live.env_from_host[{i}]"), "is not a valid variable name"));
+            }
+        }
+        let command = if uses_steps { steps.join(" && ") } else { steps[0].clone() };
+        Ok(EnvelopeSpec {
+            task: self.task.clone(),
+            command,
+            steps,
+            uses_steps,
+            workspace: canon,
+            summary: self.intent.summary.clone(),
+            mode: self.intent.mode,
+            expected_writes: expected,
+            forbidden,
+            reviewer_note: self.intent.reviewer_note.clone(),
+            limits,
+            env: self.env.clone(),
+            live,
+            envelope: self,
+        })
+    }
+}
+
+impl EnvelopeSpec {
+    /// BLAKE3 of the canonical JSON of the validated envelope.
+    pub fn envelope_hash(&self) -> String {
+        let bytes = serde_json::to_vec(&self.envelope).expect("envelope serializes");
+        blake3::hash(&bytes).to_hex().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(yaml: &str) -> Result<EnvelopeSpec, EnvelopeError> {
+        parse_envelope("test", yaml)?.validate(Some(Path::new("/tmp")))
+    }
+
+    #[test]
+    fn unknown_fields_are_errors_with_their_path() {
+        let e = v("command: ls\nintent: {summary: x, expected_write: [a]}\n").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("unknown field `expected_write`"), "{s}");
+        assert!(s.contains("intent"), "{s}");
+        let e = parse_envelope("t", r#"{"command":"ls","limts":{}}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `limts`"), "{e}");
+    }
+
+    #[test]
+    fn command_rules() {
+        assert!(v("command: ''\n").unwrap_err().to_string().starts_with("command: is empty"));
+        assert!(v("intent: {summary: x}\n").unwrap_err().to_string().starts_with("command: missing"));
+        assert!(v("command: ls\nsteps: [ls]\n").unwrap_err().to_string().contains("not both"));
+        let s = v("steps: [make, 'make test']\n").unwrap();
+        assert_eq!(s.command, "make && make test");
+        assert_eq!(s.steps.len(), 2);
+    }
+
+    #[test]
+    fn working_dir_rules() {
+        let e = v("command: ls\nworking_dir: rel/dir\n").unwrap_err().to_string();
+        assert!(e.starts_with("working_dir:") && e.contains("relative"), "{e}");
+        let e = v("command: ls\nworking_dir: /definitely/missing/dir\n").unwrap_err().to_string();
+        assert!(e.starts_with("working_dir:"), "{e}");
+        let e = v("command: ls\nworking_dir: /\n").unwrap_err().to_string();
+        assert!(e.contains("root directory"), "{e}");
+    }
+
+    #[test]
+    fn globs_and_limits() {
+        let e = v("command: ls\nintent: {expected_writes: ['../x']}\n").unwrap_err().to_string();
+        assert!(e.starts_with("intent.expected_writes:") && e.contains(".."), "{e}");
+        let e = v("command: ls\nintent: {forbidden_paths: ['/etc']}\n").unwrap_err().to_string();
+        assert!(e.starts_with("intent.forbidden_paths:"), "{e}");
+        let e = v("command: ls\nlimits: {timeout_s: 0}\n").unwrap_err().to_string();
+        assert!(e.starts_with("limits.timeout_s:"), "{e}");
+        let e = v("command: ls\nlimits: {memory_mb: 99999999}\n").unwrap_err().to_string();
+        assert!(e.starts_with("limits.memory_mb:"), "{e}");
+        let e = v("command: ls\nintent: {network: host}\n").unwrap_err().to_string();
+        assert!(e.contains("network"), "{e}");
+        let e = v("command: ls\nenv: {'A-B': x}\n").unwrap_err().to_string();
+        assert!(e.starts_with("env.A-B:"), "{e}");
+        let e = v("command: ls\nintent: {mode: read_only, expected_writes: [a]}\n").unwrap_err().to_string();
+        assert!(e.contains("read_only"), "{e}");
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        let a = v("command: ls\n").unwrap().envelope_hash();
+        let b = v("{\"command\": \"ls\"}").unwrap().envelope_hash();
+        assert_eq!(a, b);
+    }
+}

@@ -1,0 +1,16 @@
+//! dryrun: a dry-run lane for shell commands proposed by AI agents.
+//!
+//! Modules follow the pipeline: `envelope` → `sandbox` (rehearse) →
+//! `workspace` (evidence) → `verdict` → `engine` (which ties them together)
+//! → `cli`. Only `sandbox` may use `unsafe`.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod cli;
+pub mod engine;
+pub mod envelope;
+pub mod record;
+#[allow(unsafe_code)]
+pub mod sandbox;
+pub mod verdict;
+pub mod workspace;

@@ -1,0 +1,16 @@
+//! `dryrun` binary: dispatch to the sandbox helper before anything else runs
+//! (no threads, no runtime), else the CLI.
+#![deny(unsafe_code)]
+
+fn main() {
+    if std::env::args_os().nth(1).is_some_and(|a| a == dryrun::sandbox::helper::HELPER_ARG) {
+        dryrun::sandbox::helper::run_helper();
+    }
+    if std::env::var_os("DRYRUN_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_env("DRYRUN_LOG"))
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    std::process::exit(dryrun::cli::main_with_args());
+}

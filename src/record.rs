@@ -1,0 +1,104 @@
+//! The run record (SPEC §5, `schema: "dryrun.run/v1"`). Fields may be added;
+//! none of the SPEC's may be renamed or removed without a schema bump.
+
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::wire::{Blocked, StepOutcome};
+use crate::verdict::Verdict;
+use crate::workspace::diff::Change;
+
+pub const SCHEMA: &str = "dryrun.run/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Rehearsed,
+    AwaitingApproval,
+    Approved,
+    Rejected,
+    Promoted,
+    Failed,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Rehearsed => "rehearsed",
+            RunState::AwaitingApproval => "awaiting_approval",
+            RunState::Approved => "approved",
+            RunState::Rejected => "rejected",
+            RunState::Promoted => "promoted",
+            RunState::Failed => "failed",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntentRecord {
+    pub summary: String,
+    pub mode: String,
+    pub expected_writes: Vec<String>,
+    pub forbidden_paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer_note: Option<String>,
+}
+
+/// How the sandbox was built for this run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SandboxRecord {
+    pub image: String,
+    pub landlock_abi: u32,
+    pub landlock_status: String,
+    pub seccomp: bool,
+    /// e.g. `shifted: sandbox ids 0-65535 are host ids 1000000-1065535`.
+    pub ids: String,
+    /// How each limit was enforced.
+    pub enforcement: Vec<String>,
+    pub network: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Rehearsal {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    pub stdout: String,
+    pub stderr: String,
+    pub output_truncated: bool,
+    pub changes: Vec<Change>,
+    pub blocked: Vec<Blocked>,
+    pub stripped: Vec<String>,
+    pub limits_hit: Vec<String>,
+    #[serde(default)]
+    pub steps: Vec<StepOutcome>,
+    #[serde(default)]
+    pub sandbox: SandboxRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema: String,
+    pub run_id: String,
+    pub task: Option<String>,
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<String>>,
+    pub workspace: String,
+    pub created_at: String,
+    pub envelope_hash: String,
+    pub intent: IntentRecord,
+    /// Present once the risk classifier has scored the command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<serde_json::Value>,
+    pub rehearsal: Option<Rehearsal>,
+    pub verdict: Option<Verdict>,
+    pub state: RunState,
+    /// Why the run failed, when `state` is `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub receipt: Option<serde_json::Value>,
+}

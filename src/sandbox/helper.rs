@@ -1,0 +1,779 @@
+//! The sandbox helper: `dryrun __sandbox-helper`, a fresh exec of our own
+//! binary, single-threaded from start to end. It never runs inside a tokio
+//! process; the engine spawns it and reads its answer (see `wire`).
+//!
+//! Process tree and the fixed order of steps (docs/design.md repeats it):
+//!
+//! ```text
+//! engine ──spawn──▶ H (host side)                 ──fork──▶ C ──fork──▶ P1 (pid 1) ──fork──▶ CMD
+//! ```
+//!
+//! H, on the host:
+//!  H1. die with the engine (PDEATHSIG), read the spec from stdin, stdin := /dev/null,
+//!      close every fd but 0-2.
+//!  H2. (root) create the run's cgroups, set limits, join them.
+//!  H3. (root) private mount namespace; detached clone of the workspace mount.
+//!  H4. fork C; C unshares a user namespace; H writes its id maps
+//!      (root: a shifted unprivileged range, never host 0; user: itself only).
+//!  H5. (root) make the clone an idmapped mount through C's user namespace and
+//!      attach it at /tmp/lower of H's private namespace.
+//!  H6. release C; watch it with a pidfd and a watchdog deadline; afterwards
+//!      read which cgroup limits were hit, kill leftovers, remove the cgroups,
+//!      send the `H` frame.
+//!
+//! C: becomes id 0 of its user namespace (root plan), unshares mount, pid,
+//! net, ipc, uts and cgroup namespaces, forks P1 and waits for it.
+//!
+//! P1, pid 1 of the new pid namespace, still holding its namespace
+//! capabilities:
+//!  P1. open the lower layer (O_PATH) before anything is mounted over it.
+//!  P2. base tmpfs over /tmp; a size-capped tmpfs for the overlay upper layer
+//!      (owner and mode of the workspace root copied onto it).
+//!  P3. new root tmpfs; image binds (ro, nosuid, nodev, submounts too); masks.
+//!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path.
+//!  P5. minimal /dev; new /proc with kernel knobs read-only.
+//!  P6. pivot_root, detach the old root, remount / read-only.
+//!  P7. hostname, loopback up, nested user namespaces capped to 0.
+//!  P8. per step: fork CMD, supervise (output cap, timeout), then kill every
+//!      process left in the namespace.
+//!  P9. walk the upper layer (evidence), stream blobs and the `R` frame.
+//!
+//! CMD, before exec:
+//!  X1. new session (no controlling terminal), stdin /dev/null, stdout and
+//!      stderr to P1's pipes, every other fd closed, cwd = workspace.
+//!  X2. rlimits.
+//!  X3. supplementary groups cleared, bounding set emptied, securebits locked,
+//!      setresgid/setresuid to the run ids, ambient/effective/permitted/
+//!      inheritable capabilities cleared.
+//!  X4. no_new_privs.
+//!  X5. Landlock.
+//!  X6. seccomp (last).
+//!  X7. execve(bash -c STEP) with the prepared environment only.
+
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{OFlag, open};
+use nix::mount::MsFlags;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::stat::Mode;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Gid, Pid, Uid, dup2_stderr, dup2_stdin, dup2_stdout, pipe2};
+
+use super::mounts;
+use super::spec::{IdPlan, SandboxSpec};
+use super::sys;
+use super::wire::{self, Blocked, HostReport, RehearsalReport, SetupFailure, StepOutcome};
+use crate::workspace::diff::{BlobSink, walk_upper_layer};
+
+/// The hidden subcommand that starts the helper.
+pub const HELPER_ARG: &str = "__sandbox-helper";
+
+/// Where H attaches the idmapped lower layer inside its private namespace.
+const STAGE_LOWER: &str = "/tmp/dryrun-lower";
+/// P1's scratch base (a tmpfs over /tmp in the sandbox's mount namespace).
+const BASE: &str = "/tmp";
+const OUT_FD: RawFd = 1;
+
+type StageResult<T> = Result<T, (String, String)>;
+
+fn fail<E: std::fmt::Display>(stage: &str) -> impl FnOnce(E) -> (String, String) + '_ {
+    move |e| (stage.to_string(), e.to_string())
+}
+
+fn send_failure(stage: &str, message: &str) {
+    let f = SetupFailure {
+        stage: stage.into(),
+        message: message.into(),
+    };
+    let mut out = FdWriter(OUT_FD);
+    let _ = wire::write_json(&mut out, wire::TAG_ERROR, &f);
+}
+
+/// A `Write` over a raw fd we do not own (fd 1 in the helper).
+struct FdWriter(RawFd);
+impl Write for FdWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        sys::write_all_fd(self.0, buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Entry point of the hidden subcommand. Never returns.
+pub fn run_helper() -> ! {
+    let code = match host_stage() {
+        Ok(()) => 0,
+        Err((stage, message)) => {
+            send_failure(&stage, &message);
+            125
+        }
+    };
+    sys::exit_now(code)
+}
+
+fn host_stage() -> StageResult<()> {
+    // H1
+    sys::die_with_parent().map_err(fail("H1 pdeathsig"))?;
+    let mut raw = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(16 << 20)
+        .read_to_end(&mut raw)
+        .map_err(fail("H1 read spec"))?;
+    let spec: SandboxSpec = serde_json::from_slice(&raw).map_err(fail("H1 parse spec"))?;
+    if nix::unistd::getppid().as_raw() != spec.parent_pid {
+        return Err(("H1".into(), "the engine that started this helper is gone".into()));
+    }
+    let devnull = open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty()).map_err(fail("H1 /dev/null"))?;
+    dup2_stdin(&devnull).map_err(fail("H1 stdin"))?;
+    drop(devnull);
+    // No Rust handle refers to fds >= 3 at this point.
+    sys::close_fds_from(3).map_err(fail("H1 close fds"))?;
+
+    // H2
+    let origin = super::limits::original_cgroups();
+    let mut enforcement = Vec::new();
+    if let Some(plan) = &spec.cgroup {
+        enforcement = super::limits::enter_cgroups(plan, &spec.limits).map_err(fail("H2 cgroups"))?;
+    }
+
+    // H3
+    let shifted = matches!(spec.ids, IdPlan::Shifted { .. });
+    let mut clone_fd: Option<OwnedFd> = None;
+    if shifted {
+        unshare(CloneFlags::CLONE_NEWNS).map_err(fail("H3 unshare mount ns"))?;
+        mounts::make_rprivate().map_err(fail("H3"))?;
+        clone_fd = Some(sys::open_tree_clone(&spec.workspace).map_err(fail("H3 open_tree workspace"))?);
+    }
+
+    // H4
+    let (ready_r, ready_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("H4 pipe"))?;
+    let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("H4 pipe"))?;
+    let started = Instant::now();
+    let c = sys::fork_single_threaded().map_err(fail("H4 fork"))?;
+    if c == 0 {
+        drop(ready_r);
+        drop(go_w);
+        drop(clone_fd);
+        let code = match child_stage(&spec, ready_w, go_r) {
+            Ok(code) => code,
+            Err((stage, message)) => {
+                send_failure(&stage, &message);
+                125
+            }
+        };
+        sys::exit_now(code);
+    }
+    drop(ready_w);
+    drop(go_r);
+    let cpid = Pid::from_raw(c);
+    let mut b = [0u8; 1];
+    let n = nix::unistd::read(&ready_r, &mut b).map_err(fail("H4 wait for user namespace"))?;
+    if n != 1 {
+        let _ = waitpid(cpid, None);
+        return Err(("H4".into(), "the sandbox process died before creating its user namespace".into()));
+    }
+    write_id_maps(c, &spec.ids).map_err(fail("H4 id maps"))?;
+
+    // H5
+    if let Some(fd) = clone_fd.take() {
+        let userns = std::fs::File::open(format!("/proc/{c}/ns/user")).map_err(fail("H5 userns fd"))?;
+        sys::mount_setattr_idmap(
+            fd.as_raw_fd(),
+            sys::MOUNT_ATTR_IDMAP | sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            userns.as_raw_fd(),
+        )
+        .map_err(fail("H5 idmap workspace"))?;
+        mounts::mount_tmpfs(Path::new("/tmp"), 65536, 0o755, MsFlags::empty()).map_err(fail("H5"))?;
+        std::fs::create_dir(STAGE_LOWER).map_err(fail("H5 stage"))?;
+        sys::move_mount_to(fd.as_raw_fd(), Path::new(STAGE_LOWER)).map_err(fail("H5 attach lower"))?;
+    }
+
+    // H6
+    nix::unistd::write(&go_w, b"g").map_err(fail("H6 release"))?;
+    drop(go_w);
+    let pidfd = sys::pidfd_open(c).map_err(fail("H6 pidfd"))?;
+    let watchdog = Duration::from_millis(spec.limits.timeout_ms) + Duration::from_secs(10);
+    let mut host = HostReport {
+        enforcement,
+        ..Default::default()
+    };
+    loop {
+        let left = watchdog.saturating_sub(started.elapsed());
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        match poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
+            Ok(0) => {
+                // The sandbox's own timeout did not end it: kill the whole
+                // namespace by killing its init's parent (P1 dies with C).
+                host.killed_by_watchdog = true;
+                let _ = kill(cpid, Signal::SIGKILL);
+                break;
+            }
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(("H6 poll".into(), e.to_string())),
+        }
+    }
+    let _ = waitpid(cpid, None);
+    if let Some(plan) = &spec.cgroup {
+        let (hit, killed) = super::limits::collect_and_remove(plan, &origin);
+        host.limits_hit = hit;
+        host.leftover_processes_killed = killed;
+    }
+    let mut out = FdWriter(OUT_FD);
+    wire::write_json(&mut out, wire::TAG_HOST, &host).map_err(fail("H6 answer"))?;
+    Ok(())
+}
+
+fn write_id_maps(child: i32, ids: &IdPlan) -> std::io::Result<()> {
+    let base = format!("/proc/{child}");
+    match ids {
+        IdPlan::Shifted { host_base, count, .. } => {
+            std::fs::write(format!("{base}/uid_map"), format!("0 {host_base} {count}\n"))?;
+            std::fs::write(format!("{base}/gid_map"), format!("0 {host_base} {count}\n"))?;
+        }
+        IdPlan::SelfOnly { uid, gid } => {
+            std::fs::write(format!("{base}/setgroups"), "deny")?;
+            std::fs::write(format!("{base}/uid_map"), format!("{uid} {uid} 1\n"))?;
+            std::fs::write(format!("{base}/gid_map"), format!("{gid} {gid} 1\n"))?;
+        }
+    }
+    Ok(())
+}
+
+fn child_stage(spec: &SandboxSpec, ready_w: OwnedFd, go_r: OwnedFd) -> StageResult<i32> {
+    sys::die_with_parent().map_err(fail("C pdeathsig"))?;
+    unshare(CloneFlags::CLONE_NEWUSER).map_err(fail("C unshare user ns"))?;
+    nix::unistd::write(&ready_w, b"r").map_err(fail("C ready"))?;
+    drop(ready_w);
+    let mut b = [0u8; 1];
+    if nix::unistd::read(&go_r, &mut b).map_err(fail("C wait"))? != 1 {
+        return Err(("C".into(), "the host side of the helper gave up".into()));
+    }
+    drop(go_r);
+    if let IdPlan::Shifted { .. } = spec.ids {
+        nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).map_err(fail("C setresgid"))?;
+        nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).map_err(fail("C setresuid"))?;
+        nix::unistd::setgroups(&[]).map_err(fail("C setgroups"))?;
+    }
+    unshare(
+        CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWPID
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWIPC
+            | CloneFlags::CLONE_NEWUTS
+            | CloneFlags::CLONE_NEWCGROUP,
+    )
+    .map_err(fail("C unshare namespaces"))?;
+    let p1 = sys::fork_single_threaded().map_err(fail("C fork init"))?;
+    if p1 == 0 {
+        let code = match init_stage(spec) {
+            Ok(()) => 0,
+            Err((stage, message)) => {
+                send_failure(&stage, &message);
+                125
+            }
+        };
+        sys::exit_now(code);
+    }
+    loop {
+        match waitpid(Pid::from_raw(p1), None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+            Ok(WaitStatus::Signaled(..)) => return Ok(125),
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(("C wait init".into(), e.to_string())),
+        }
+    }
+}
+
+/// Blob sink writing `B` frames to fd 1.
+struct FrameSink;
+impl BlobSink for FrameSink {
+    fn put(&mut self, hash: &blake3::Hash, len: u64, content: &mut dyn Read) -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, FdWriter(OUT_FD));
+        wire::write_blob(&mut out, hash, len, content)?;
+        out.flush()
+    }
+}
+
+struct RunIds {
+    uid: u32,
+    gid: u32,
+    shifted: bool,
+}
+
+fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
+    sys::die_with_parent().map_err(fail("P pdeathsig"))?;
+    let _ = nix::sys::prctl::set_dumpable(false);
+    let ids = match spec.ids {
+        IdPlan::Shifted { run_uid, run_gid, .. } => RunIds {
+            uid: run_uid,
+            gid: run_gid,
+            shifted: true,
+        },
+        IdPlan::SelfOnly { uid, gid } => RunIds {
+            uid,
+            gid,
+            shifted: false,
+        },
+    };
+    let ws = spec.workspace.as_path();
+
+    // P1
+    mounts::make_rprivate().map_err(fail("P1"))?;
+    let lower_path: &Path = if ids.shifted { Path::new(STAGE_LOWER) } else { ws };
+    let lower = open(
+        lower_path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(fail("P1 open workspace"))?;
+    let lower_root_meta = std::fs::metadata(format!("/proc/self/fd/{}", lower.as_raw_fd())).map_err(fail("P1 stat workspace"))?;
+    let lower_proc_path = PathBuf::from(format!("/proc/self/fd/{}", lower.as_raw_fd()));
+
+    // P2
+    let base = Path::new(BASE);
+    mounts::mount_tmpfs(base, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P2"))?;
+    let upper_mnt = base.join("upper");
+    mounts::mkdir_p(&upper_mnt, 0o755).map_err(fail("P2"))?;
+    mounts::mount_tmpfs(&upper_mnt, spec.limits.disk_bytes, 0o755, MsFlags::empty()).map_err(fail("P2 upper"))?;
+    let upper = upper_mnt.join("data");
+    let work = upper_mnt.join("work");
+    mounts::mkdir_p(&work, 0o700).map_err(fail("P2"))?;
+    {
+        use std::os::unix::fs::MetadataExt;
+        mounts::mkdir_p(&upper, lower_root_meta.mode() & 0o7777).map_err(fail("P2"))?;
+        // Only possible when the owner is mapped; otherwise the root stays ours.
+        let _ = nix::unistd::chown(
+            &upper,
+            Some(Uid::from_raw(lower_root_meta.uid())),
+            Some(Gid::from_raw(lower_root_meta.gid())),
+        );
+    }
+    let empty_file = base.join("empty");
+    std::fs::write(&empty_file, b"").map_err(fail("P2 empty file"))?;
+
+    // P3
+    let root = base.join("root");
+    mounts::mkdir_p(&root, 0o755).map_err(fail("P3"))?;
+    mounts::mount_tmpfs(&root, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P3 root"))?;
+    let masked = mounts::build_image(&root, &spec.image, &empty_file).map_err(fail("P3 image"))?;
+
+    // P4
+    let tmp = root.join("tmp");
+    mounts::mkdir_p(&tmp, 0o1777).map_err(fail("P4"))?;
+    mounts::mount_tmpfs(&tmp, spec.limits.tmp_bytes, 0o1777, MsFlags::empty()).map_err(fail("P4 /tmp"))?;
+    let home = tmp.join("home");
+    mounts::mkdir_p(&home, 0o700).map_err(fail("P4 home"))?;
+    let _ = nix::unistd::chown(&home, Some(Uid::from_raw(ids.uid)), Some(Gid::from_raw(ids.gid)));
+    let ws_in_root = root.join(ws.strip_prefix("/").unwrap_or(ws));
+    std::fs::create_dir_all(&ws_in_root).map_err(fail("P4 workspace mount point"))?;
+    mounts::mount_overlay(&ws_in_root, &lower_proc_path, &upper, &work).map_err(fail("P4 overlay"))?;
+    let upper_fd = open(
+        &upper,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(fail("P4 upper fd"))?;
+
+    // P5
+    mounts::build_dev(&root).map_err(fail("P5 /dev"))?;
+    mounts::mount_proc(&root).map_err(fail("P5 /proc"))?;
+
+    // P6
+    mounts::pivot_into(&root).map_err(fail("P6"))?;
+    mounts::remount_ro(Path::new("/")).map_err(fail("P6 ro root"))?;
+
+    // P7
+    nix::unistd::sethostname(&spec.image.hostname).map_err(fail("P7 hostname"))?;
+    sys::loopback_up().map_err(fail("P7 loopback"))?;
+    let nested_userns_capped = std::fs::write("/proc/sys/user/max_user_namespaces", "0").is_ok();
+
+    // Everything CMD needs, prepared before forking.
+    let kernel_abi = super::probe::landlock_abi();
+    if kernel_abi < spec.landlock.min_abi && !spec.landlock.allow_degraded {
+        return Err((
+            "P7 landlock".into(),
+            format!(
+                "the kernel offers Landlock ABI {kernel_abi}, below the required minimum {}",
+                spec.landlock.min_abi
+            ),
+        ));
+    }
+    let filter = super::seccomp::build_filter().map_err(fail("P7 seccomp"))?;
+    let cg = spec.cgroup.as_ref();
+    let cg_mem = cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "memory"));
+    let cg_pids = cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "pids"));
+    let rlimits = super::limits::rlimit_plan(&spec.limits, cg_mem, cg_pids);
+    let env: Vec<CString> = spec
+        .env
+        .iter()
+        .map(|(k, v)| CString::new(format!("{k}={v}")))
+        .collect::<Result<_, _>>()
+        .map_err(fail("P7 env"))?;
+    let shell = CString::new(spec.shell.as_os_str().as_bytes()).map_err(fail("P7 shell"))?;
+
+    let mut report = RehearsalReport {
+        landlock_abi: kernel_abi.min(super::landlock::NEWEST_KNOWN_ABI),
+        seccomp: true,
+        ..Default::default()
+    };
+    for m in &masked {
+        report.stripped.push(format!("masked:{}", m.display()));
+    }
+    report.stripped.push("network".into());
+    if !nested_userns_capped {
+        report.enforcement.push("nested user namespaces: seccomp only".into());
+    } else {
+        report.enforcement.push("nested user namespaces: seccomp + max_user_namespaces=0".into());
+    }
+    for (_, _, _, d) in &rlimits {
+        if let Some(d) = d {
+            report.enforcement.push(d.clone());
+        }
+    }
+
+    // P8
+    let cx = CmdContext {
+        ws,
+        ids: &ids,
+        rlimits: &rlimits,
+        kernel_abi,
+        allow_degraded: spec.landlock.allow_degraded,
+        filter: &filter,
+        env: &env,
+        shell: &shell,
+    };
+    let deadline = Instant::now() + Duration::from_millis(spec.limits.timeout_ms);
+    let mut out_buf = OutputBuffer::new(spec.limits.output_bytes);
+    let started = Instant::now();
+    for step in &spec.steps {
+        let outcome = run_step(&cx, step, deadline, &mut out_buf, &mut report)?;
+        let failed = outcome.exit_code != Some(0);
+        report.exit_code = outcome.exit_code;
+        report.signal = outcome.signal;
+        report.steps.push(outcome);
+        if failed || report.timed_out {
+            break;
+        }
+    }
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    report.output_truncated = out_buf.truncated;
+    if out_buf.truncated {
+        report.limits_hit.push("output".into());
+    }
+    if report.timed_out {
+        report.limits_hit.push("timeout".into());
+    }
+    report.stdout = out_buf.stdout;
+    report.stderr = out_buf.stderr;
+    report.landlock_status = if kernel_abi >= 1 {
+        format!("ABI {} enforced on the command", report.landlock_abi)
+    } else {
+        "not available (degraded mode)".into()
+    };
+
+    // Disk caps: a full upper layer or /tmp means the run hit its disk limit.
+    for (what, fd_or_path) in [("disk", format!("/proc/self/fd/{}", upper_fd.as_raw_fd())), ("disk", "/tmp".to_string())] {
+        if let Ok(st) = nix::sys::statvfs::statvfs(fd_or_path.as_str())
+            && st.blocks_free() == 0
+        {
+            report.limits_hit.push(what.into());
+        }
+    }
+    report.limits_hit.sort();
+    report.limits_hit.dedup();
+
+    // P9
+    let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
+    let mut sink = FrameSink;
+    report.changes = walk_upper_layer(&upper_path, &lower, ws, spec.diff_before_max, &mut sink)
+        .map_err(fail("P9 evidence"))?;
+    let mut out = FdWriter(OUT_FD);
+    wire::write_json(&mut out, wire::TAG_REPORT, &report).map_err(fail("P9 answer"))?;
+    Ok(())
+}
+
+struct CmdContext<'a> {
+    ws: &'a Path,
+    ids: &'a RunIds,
+    rlimits: &'a [(nix::sys::resource::Resource, u64, u64, Option<String>)],
+    kernel_abi: u32,
+    allow_degraded: bool,
+    filter: &'a libseccomp::ScmpFilterContext,
+    env: &'a [CString],
+    shell: &'a CString,
+}
+
+struct OutputBuffer {
+    cap: u64,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    truncated: bool,
+}
+
+impl OutputBuffer {
+    fn new(cap: u64) -> Self {
+        OutputBuffer {
+            cap,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            truncated: false,
+        }
+    }
+    /// Append; false once the cap is reached (the caller stops reading).
+    fn push(&mut self, is_err: bool, data: &[u8]) -> bool {
+        let used = (self.stdout.len() + self.stderr.len()) as u64;
+        let room = self.cap.saturating_sub(used) as usize;
+        let take = data.len().min(room);
+        let buf = if is_err { &mut self.stderr } else { &mut self.stdout };
+        buf.extend_from_slice(&data[..take]);
+        if take < data.len() {
+            if !self.truncated {
+                self.truncated = true;
+                let marker = format!("\n[dryrun: output truncated at {} bytes]\n", self.cap);
+                buf.extend_from_slice(marker.as_bytes());
+            }
+            return false;
+        }
+        true
+    }
+}
+
+fn run_step(
+    cx: &CmdContext,
+    step: &str,
+    deadline: Instant,
+    out: &mut OutputBuffer,
+    report: &mut RehearsalReport,
+) -> StageResult<StepOutcome> {
+    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("P8 pipe"))?;
+    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("P8 pipe"))?;
+    let step_c = CString::new(step).map_err(fail("P8 step"))?;
+    let started = Instant::now();
+    let pid = sys::fork_single_threaded().map_err(fail("P8 fork"))?;
+    if pid == 0 {
+        drop(out_r);
+        drop(err_r);
+        let e = exec_command(cx, &step_c, out_w, err_w);
+        let _ = sys::write_all_fd(2, format!("dryrun sandbox: cannot start the command: {e}\n").as_bytes());
+        sys::exit_now(126);
+    }
+    drop(out_w);
+    drop(err_w);
+    let pidfd = sys::pidfd_open(pid).map_err(fail("P8 pidfd"))?;
+    let mut streams: Vec<Option<(OwnedFd, bool)>> = vec![Some((out_r, false)), Some((err_r, true))];
+    let mut status: Option<WaitStatus> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // Reap orphans re-parented to us so zombies do not pile up.
+        reap_others(pid, &mut status);
+        if status.is_some() {
+            break;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            report.timed_out = true;
+            break;
+        }
+        let left = (deadline - now).min(Duration::from_millis(200));
+        let mut fds: Vec<PollFd> = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        let mut map = Vec::new();
+        for (i, s) in streams.iter().enumerate() {
+            if let Some((fd, _)) = s {
+                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                map.push(i);
+            }
+        }
+        let ms = left.as_millis() as i32;
+        match poll(&mut fds, PollTimeout::try_from(ms.max(1)).unwrap_or(PollTimeout::MAX)) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(("P8 poll".into(), e.to_string())),
+        }
+        let ready: Vec<(usize, bool)> = fds
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i, f.revents().is_some_and(|r| !r.is_empty())))
+            .collect();
+        drop(fds);
+        for (i, is_ready) in ready {
+            if !is_ready {
+                continue;
+            }
+            if i == 0 {
+                if let Ok(st) = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG))
+                    && st != WaitStatus::StillAlive
+                {
+                    status = Some(st);
+                }
+                continue;
+            }
+            let idx = map[i - 1];
+            if !read_stream(&mut streams[idx], &mut buf, out) {
+                streams[idx] = None;
+            }
+        }
+    }
+    // The command is over (or out of time): nothing else of it may survive.
+    kill_all_and_reap(pid, &mut status);
+    // Drain what is left in the pipes: every writer is dead now.
+    for s in streams.iter_mut() {
+        while s.is_some() {
+            if !read_stream(s, &mut buf, out) {
+                *s = None;
+            }
+        }
+    }
+    let (exit_code, signal) = match status {
+        Some(WaitStatus::Exited(_, c)) => (Some(c), None),
+        Some(WaitStatus::Signaled(_, s, _)) => (None, Some(s as i32)),
+        _ => (None, Some(libc::SIGKILL)),
+    };
+    if signal == Some(libc::SIGSYS) {
+        report.blocked.push(Blocked {
+            kind: "seccomp".into(),
+            detail: "the command was killed for a foreign-architecture system call".into(),
+        });
+    }
+    Ok(StepOutcome {
+        command: step.to_string(),
+        exit_code,
+        signal,
+        duration_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// Read once from a stream; false when it is finished (EOF, error, or the
+/// output cap was reached, in which case closing our end gives the writer
+/// EPIPE/SIGPIPE like `cmd | head`).
+fn read_stream(s: &mut Option<(OwnedFd, bool)>, buf: &mut [u8], out: &mut OutputBuffer) -> bool {
+    let Some((fd, is_err)) = s else { return false };
+    match nix::unistd::read(&*fd, buf) {
+        Ok(0) => false,
+        Ok(n) => out.push(*is_err, &buf[..n]),
+        Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::EAGAIN) => true,
+        Err(_) => false,
+    }
+}
+
+fn reap_others(main: i32, status: &mut Option<WaitStatus>) {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(st) => {
+                if st.pid().map(|p| p.as_raw()) == Some(main) {
+                    *status = Some(st);
+                }
+            }
+        }
+    }
+}
+
+/// As pid 1, `kill(-1, SIGKILL)` reaches every other process of the
+/// namespace (orphans, double forks, daemons); then reap them all.
+fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) {
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    loop {
+        match waitpid(Pid::from_raw(-1), None) {
+            Ok(st) => {
+                if st.pid().map(|p| p.as_raw()) == Some(main) && status.is_none() {
+                    *status = Some(st);
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return, // ECHILD: nobody left
+        }
+    }
+}
+
+/// X1–X7 in the forked command process. Returns only on failure.
+fn exec_command(cx: &CmdContext, step: &CString, out_w: OwnedFd, err_w: OwnedFd) -> std::io::Error {
+    match prepare_command(cx, out_w, err_w) {
+        Ok(()) => {}
+        Err(e) => return e,
+    }
+    let argv = [CString::new("bash").expect("static"), CString::new("-c").expect("static"), step.clone()];
+    sys::execve(cx.shell, &argv, cx.env)
+}
+
+fn prepare_command(cx: &CmdContext, out_w: OwnedFd, err_w: OwnedFd) -> std::io::Result<()> {
+    let io = |what: &'static str| move |e: nix::errno::Errno| std::io::Error::other(format!("{what}: {e}"));
+    // X1
+    nix::unistd::setsid().map_err(io("setsid"))?;
+    let devnull = open("/dev/null", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).map_err(io("/dev/null"))?;
+    dup2_stdin(&devnull).map_err(io("stdin"))?;
+    dup2_stdout(&out_w).map_err(io("stdout"))?;
+    dup2_stderr(&err_w).map_err(io("stderr"))?;
+    drop(devnull);
+    drop(out_w);
+    drop(err_w);
+    // Nothing past fd 2 is used from here on; the lower/upper fds and the
+    // helper's answer pipe must not reach the command.
+    sys::close_fds_from(3)?;
+    nix::unistd::chdir(cx.ws).map_err(io("chdir workspace"))?;
+    // X2
+    for (res, soft, hard, _) in cx.rlimits {
+        nix::sys::resource::setrlimit(*res, *soft, *hard).map_err(io("setrlimit"))?;
+    }
+    // X3
+    if cx.ids.shifted {
+        nix::unistd::setgroups(&[]).map_err(io("setgroups"))?;
+    }
+    for cap in 0..=63u64 {
+        match sys::capbset_drop(cap as libc::c_ulong) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break, // past the last cap
+            Err(e) => return Err(e),
+        }
+    }
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+    sys::set_securebits(
+        SECBIT_NOROOT
+            | SECBIT_NOROOT_LOCKED
+            | SECBIT_NO_SETUID_FIXUP
+            | SECBIT_NO_SETUID_FIXUP_LOCKED
+            | SECBIT_KEEP_CAPS_LOCKED
+            | SECBIT_NO_CAP_AMBIENT_RAISE
+            | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+    )?;
+    let g = Gid::from_raw(cx.ids.gid);
+    let u = Uid::from_raw(cx.ids.uid);
+    nix::unistd::setresgid(g, g, g).map_err(io("setresgid"))?;
+    nix::unistd::setresuid(u, u, u).map_err(io("setresuid"))?;
+    sys::clear_ambient_caps()?;
+    for set in [
+        caps::CapSet::Effective,
+        caps::CapSet::Permitted,
+        caps::CapSet::Inheritable,
+    ] {
+        caps::clear(None, set).map_err(|e| std::io::Error::other(format!("clear capabilities: {e}")))?;
+    }
+    // X4
+    nix::sys::prctl::set_no_new_privs().map_err(io("no_new_privs"))?;
+    // X5
+    if cx.kernel_abi >= 1 {
+        super::landlock::apply_landlock_on_current_thread(cx.kernel_abi, cx.ws, cx.allow_degraded)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    // X6
+    super::seccomp::load_seccomp_filter(cx.filter).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(())
+}

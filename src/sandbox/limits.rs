@@ -1,0 +1,250 @@
+//! Resource limits: cgroups where dryrun may create them (root: v1
+//! controllers or a v2 hierarchy with the controllers enabled), rlimits
+//! otherwise and always as a second line.
+
+use std::path::{Path, PathBuf};
+
+use super::spec::{CgroupPlan, SandboxLimits};
+
+const V1_ROOT: &str = "/sys/fs/cgroup";
+
+/// Decide where a run's cgroups go. `None` when this process cannot create
+/// cgroups (not root, or no usable controllers).
+pub fn plan_cgroups(run_id: &str) -> Option<CgroupPlan> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let root = Path::new(V1_ROOT);
+    // cgroup v2 with controllers available at the root.
+    if let Ok(ctrl) = std::fs::read_to_string(root.join("cgroup.controllers")) {
+        if ctrl.split_whitespace().any(|c| c == "memory") && ctrl.split_whitespace().any(|c| c == "pids") {
+            return Some(CgroupPlan {
+                dirs: Vec::new(),
+                unified: Some(root.join("dryrun").join(run_id)),
+            });
+        }
+        return None;
+    }
+    let mut dirs = Vec::new();
+    for c in ["memory", "pids", "cpu"] {
+        let d = root.join(c);
+        if d.join("cgroup.procs").exists() {
+            dirs.push((c.to_string(), d.join("dryrun").join(run_id)));
+        }
+    }
+    if dirs.is_empty() {
+        None
+    } else {
+        Some(CgroupPlan {
+            dirs,
+            unified: None,
+        })
+    }
+}
+
+fn write(p: &Path, v: &str) -> std::io::Result<()> {
+    std::fs::write(p, v)
+}
+
+/// Create the cgroups, set the limits and move the calling process in.
+/// Returns how each limit is enforced.
+pub fn enter_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Result<Vec<String>> {
+    let me = std::process::id().to_string();
+    let mut how = Vec::new();
+    if let Some(dir) = &plan.unified {
+        let parent = dir.parent().expect("run cgroup has a parent");
+        std::fs::create_dir_all(parent)?;
+        let _ = write(&parent.parent().unwrap_or(parent).join("cgroup.subtree_control"), "+memory +pids +cpu");
+        let _ = write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
+        std::fs::create_dir_all(dir)?;
+        write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
+        let _ = write(&dir.join("memory.swap.max"), "0");
+        write(&dir.join("pids.max"), &limits.pids.to_string())?;
+        let _ = write(&dir.join("cpu.max"), "100000 100000");
+        write(&dir.join("cgroup.procs"), &me)?;
+        how.push("memory: cgroup v2".into());
+        how.push("pids: cgroup v2".into());
+        return Ok(how);
+    }
+    for (ctrl, dir) in &plan.dirs {
+        std::fs::create_dir_all(dir)?;
+        match ctrl.as_str() {
+            "memory" => {
+                write(&dir.join("memory.limit_in_bytes"), &limits.memory_bytes.to_string())?;
+                let _ = write(&dir.join("memory.memsw.limit_in_bytes"), &limits.memory_bytes.to_string());
+                how.push("memory: cgroup v1".into());
+            }
+            "pids" => {
+                write(&dir.join("pids.max"), &limits.pids.to_string())?;
+                how.push("pids: cgroup v1".into());
+            }
+            "cpu" => {
+                // One CPU's worth of time per period.
+                let _ = write(&dir.join("cpu.cfs_period_us"), "100000");
+                if write(&dir.join("cpu.cfs_quota_us"), "100000").is_ok() {
+                    how.push("cpu: cgroup v1 (1 core)".into());
+                }
+            }
+            _ => {}
+        }
+        write(&dir.join("cgroup.procs"), &me)?;
+    }
+    Ok(how)
+}
+
+fn read_kv(p: &Path, key: &str) -> u64 {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(key)).then(|| it.next().and_then(|v| v.parse().ok()).unwrap_or(0))
+        })
+        .unwrap_or(0)
+}
+
+/// The cgroup the calling process started in, per controller (v1) or
+/// unified, so it can move back before removing the run's cgroups.
+pub fn original_cgroups() -> Vec<(String, PathBuf)> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut out = Vec::new();
+    for l in text.lines() {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctrls, path) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), Some(b), Some(c)) => (a, b, c),
+            _ => continue,
+        };
+        let rel = path.trim_start_matches('/');
+        if ctrls.is_empty() {
+            out.push((String::new(), Path::new(V1_ROOT).join(rel)));
+        } else {
+            for c in ctrls.split(',') {
+                out.push((c.to_string(), Path::new(V1_ROOT).join(c).join(rel)));
+            }
+        }
+    }
+    out
+}
+
+/// After the run: which limits were hit, then kill anything left, move back
+/// out and remove the cgroups. Returns (limits hit, processes killed).
+pub fn collect_and_remove(plan: &CgroupPlan, origin: &[(String, PathBuf)]) -> (Vec<String>, u32) {
+    let me = std::process::id().to_string();
+    let mut hit = Vec::new();
+    let mut dirs: Vec<(String, PathBuf)> = plan.dirs.clone();
+    if let Some(u) = &plan.unified {
+        if read_kv(&u.join("memory.events"), "oom_kill") > 0 {
+            hit.push("memory".to_string());
+        }
+        if read_kv(&u.join("pids.events"), "max") > 0 {
+            hit.push("pids".to_string());
+        }
+        dirs.push((String::new(), u.clone()));
+    }
+    for (ctrl, dir) in &plan.dirs {
+        match ctrl.as_str() {
+            "memory" => {
+                if read_kv(&dir.join("memory.oom_control"), "oom_kill") > 0 {
+                    hit.push("memory".to_string());
+                }
+            }
+            "pids" => {
+                if read_kv(&dir.join("pids.events"), "max") > 0 {
+                    hit.push("pids".to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    // Move ourselves back where we came from.
+    for (ctrl, dir) in &dirs {
+        let back = origin
+            .iter()
+            .find(|(c, _)| c == ctrl)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| dir.parent().and_then(|p| p.parent()).unwrap_or(Path::new(V1_ROOT)).to_path_buf());
+        let _ = write(&back.join("cgroup.procs"), &me);
+    }
+    let mut killed = 0u32;
+    for _ in 0..50 {
+        let mut any = false;
+        for (_, dir) in &dirs {
+            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                if pid == std::process::id() as i32 {
+                    continue;
+                }
+                any = true;
+                if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).is_ok() {
+                    killed += 1;
+                }
+            }
+        }
+        let removed = dirs.iter().all(|(_, d)| std::fs::remove_dir(d).is_ok() || !d.exists());
+        if removed && !any {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    hit.sort();
+    hit.dedup();
+    (hit, killed)
+}
+
+/// Remove empty run cgroups left by a dryrun that was killed (never touches
+/// a cgroup that still has processes: rmdir refuses that).
+pub fn sweep_stale_cgroups() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let mut bases = vec![Path::new(V1_ROOT).join("dryrun")];
+    for c in ["memory", "pids", "cpu"] {
+        bases.push(Path::new(V1_ROOT).join(c).join("dryrun"));
+    }
+    for b in bases {
+        if let Ok(rd) = std::fs::read_dir(&b) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_dir(e.path());
+            }
+        }
+    }
+}
+
+/// rlimits for the command: always no core dumps, a file-size cap and a CPU
+/// time cap; processes and memory only when no cgroup enforces them. Returns
+/// `(resource, soft, hard, description)`; applied by the command's process.
+pub fn rlimit_plan(
+    limits: &SandboxLimits,
+    cgroup_memory: bool,
+    cgroup_pids: bool,
+) -> Vec<(nix::sys::resource::Resource, u64, u64, Option<String>)> {
+    use nix::sys::resource::Resource;
+    let cpu = limits.timeout_ms / 1000 + 2;
+    let mut plan = vec![
+        (Resource::RLIMIT_CORE, 0, 0, None),
+        (Resource::RLIMIT_FSIZE, limits.disk_bytes, limits.disk_bytes, None),
+        (
+            Resource::RLIMIT_CPU,
+            cpu,
+            cpu + 1,
+            Some(format!("cpu: rlimit ({cpu} s of CPU time)")),
+        ),
+    ];
+    if !cgroup_pids {
+        plan.push((
+            Resource::RLIMIT_NPROC,
+            limits.pids,
+            limits.pids,
+            Some("pids: rlimit (RLIMIT_NPROC, per sandbox user)".into()),
+        ));
+    }
+    if !cgroup_memory {
+        plan.push((
+            Resource::RLIMIT_DATA,
+            limits.memory_bytes,
+            limits.memory_bytes,
+            Some("memory: rlimit (RLIMIT_DATA, per process)".into()),
+        ));
+    }
+    plan
+}

@@ -1,0 +1,99 @@
+//! The sandbox: the only module allowed to use `unsafe` (each block one
+//! system call, in `sys`). The engine builds a [`spec::SandboxSpec`], and
+//! [`rehearse`] runs it through a fresh exec of this binary (the helper).
+
+pub mod helper;
+mod landlock;
+pub mod limits;
+mod mounts;
+pub mod probe;
+mod seccomp;
+pub mod spec;
+mod sys;
+pub mod wire;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+pub use landlock::NEWEST_KNOWN_ABI;
+pub use seccomp::DENIED_SYSCALLS;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot start the sandbox helper ({exe}): {source}")]
+    Spawn {
+        exe: String,
+        source: std::io::Error,
+    },
+    #[error("talking to the sandbox helper: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Wire(#[from] wire::WireError),
+    #[error("sandbox setup failed at step {stage}: {message}")]
+    Setup { stage: String, message: String },
+    #[error("the sandbox helper ended without a report (status {status}); its stderr: {stderr}")]
+    NoReport { status: String, stderr: String },
+}
+
+/// The binary to re-exec as the helper.
+fn helper_exe() -> std::path::PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into())
+}
+
+/// Run one rehearsal. Blobs land in `blob_dir`; at most `max_blob_bytes` of
+/// them are accepted.
+pub fn rehearse(
+    spec: &spec::SandboxSpec,
+    blob_dir: &Path,
+    max_blob_bytes: u64,
+) -> Result<(wire::RehearsalReport, wire::HostReport), SandboxError> {
+    let exe = helper_exe();
+    let mut child = Command::new(&exe)
+        .arg(helper::HELPER_ARG)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| SandboxError::Spawn {
+            exe: exe.display().to_string(),
+            source,
+        })?;
+    let spec_json = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+    {
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        stdin.write_all(&spec_json)?;
+    }
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let err_reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut s = Vec::new();
+        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut s);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        String::from_utf8_lossy(&s).into_owned()
+    });
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let read = wire::read_frames(&mut stdout, blob_dir, max_blob_bytes);
+    if read.is_err() {
+        let _ = child.kill();
+    }
+    drop(stdout);
+    let status = child.wait()?;
+    let stderr_text = err_reader.join().unwrap_or_default();
+    let out = read?;
+    if let Some(f) = out.failure {
+        return Err(SandboxError::Setup {
+            stage: f.stage,
+            message: f.message,
+        });
+    }
+    match (out.report, out.host) {
+        (Some(r), h) => Ok((r, h.unwrap_or_default())),
+        (None, _) => Err(SandboxError::NoReport {
+            status: status.to_string(),
+            stderr: stderr_text,
+        }),
+    }
+}

@@ -1,0 +1,299 @@
+//! Building the sandbox's filesystem view inside its own mount namespace.
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::spec::ImageProfile;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("mount {what} at {target}: {source}")]
+    Mount {
+        what: String,
+        target: PathBuf,
+        source: io::Error,
+    },
+    #[error("preparing {path}: {source}")]
+    Prepare { path: PathBuf, source: io::Error },
+}
+
+fn merr(what: &str, target: &Path, e: impl Into<io::Error>) -> MountError {
+    MountError::Mount {
+        what: what.into(),
+        target: target.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+fn perr(path: &Path, e: impl Into<io::Error>) -> MountError {
+    MountError::Prepare {
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+pub fn make_rprivate() -> Result<(), MountError> {
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| merr("--make-rprivate", Path::new("/"), e))
+}
+
+pub fn mount_tmpfs(target: &Path, size_bytes: u64, mode: u32, extra: MsFlags) -> Result<(), MountError> {
+    let data = format!("size={size_bytes},mode={mode:o}");
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | extra,
+        Some(data.as_str()),
+    )
+    .map_err(|e| merr("tmpfs", target, e))
+}
+
+pub fn mkdir_p(path: &Path, mode: u32) -> Result<(), MountError> {
+    std::fs::create_dir_all(path).map_err(|e| perr(path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| perr(path, e))
+}
+
+/// Flags that must be preserved on a bind remount inside a user namespace
+/// (the kernel locks them), read from the mount as it is now.
+fn locked_flags(path: &Path) -> MsFlags {
+    let mut f = MsFlags::empty();
+    if let Ok(st) = nix::sys::statvfs::statvfs(path) {
+        use nix::sys::statvfs::FsFlags;
+        let fl = st.flags();
+        if fl.contains(FsFlags::ST_NOSUID) {
+            f |= MsFlags::MS_NOSUID;
+        }
+        if fl.contains(FsFlags::ST_NODEV) {
+            f |= MsFlags::MS_NODEV;
+        }
+        if fl.contains(FsFlags::ST_NOEXEC) {
+            f |= MsFlags::MS_NOEXEC;
+        }
+        if fl.contains(FsFlags::ST_NOATIME) {
+            f |= MsFlags::MS_NOATIME;
+        }
+        if fl.contains(FsFlags::ST_NODIRATIME) {
+            f |= MsFlags::MS_NODIRATIME;
+        }
+        if fl.contains(FsFlags::ST_RELATIME) {
+            f |= MsFlags::MS_RELATIME;
+        }
+    }
+    f
+}
+
+/// Remount an existing mount point read-only, nosuid, nodev.
+pub fn remount_ro(target: &Path) -> Result<(), MountError> {
+    let flags = MsFlags::MS_REMOUNT
+        | MsFlags::MS_BIND
+        | MsFlags::MS_RDONLY
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV
+        | locked_flags(target);
+    mount(None::<&str>, target, None::<&str>, flags, None::<&str>)
+        .map_err(|e| merr("read-only remount", target, e))
+}
+
+/// Mount points at or below `prefix` in this mount namespace, shallowest first.
+fn mounts_below(prefix: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut out: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape_mountinfo)
+        .filter(|p| p.starts_with(prefix))
+        .collect();
+    out.sort_by_key(|p| p.components().count());
+    out.dedup();
+    out
+}
+
+fn unescape_mountinfo(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// Bind `src` (host path) at `root/src`, read-only, nosuid, nodev, including
+/// every submount. Host symlinks (merged /usr) are recreated as symlinks.
+/// Returns false when the host path does not exist.
+pub fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountError> {
+    let meta = match std::fs::symlink_metadata(src) {
+        Ok(m) => m,
+        Err(_) => return Ok(false),
+    };
+    let target = root.join(src.strip_prefix("/").unwrap_or(src));
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| perr(parent, e))?;
+    }
+    if meta.file_type().is_symlink() {
+        let link = std::fs::read_link(src).map_err(|e| perr(src, e))?;
+        std::os::unix::fs::symlink(&link, &target).map_err(|e| perr(&target, e))?;
+        return Ok(true);
+    }
+    if meta.is_dir() {
+        std::fs::create_dir_all(&target).map_err(|e| perr(&target, e))?;
+    } else {
+        std::fs::write(&target, b"").map_err(|e| perr(&target, e))?;
+    }
+    mount(
+        Some(src),
+        &target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| merr("bind", &target, e))?;
+    for m in mounts_below(&target) {
+        remount_ro(&m)?;
+    }
+    Ok(true)
+}
+
+/// Hide `path` (inside the new root) behind an empty read-only file or
+/// directory. Returns false when there is nothing to hide.
+pub fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<bool, MountError> {
+    let target = root.join(path.strip_prefix("/").unwrap_or(path));
+    let meta = match std::fs::symlink_metadata(&target) {
+        Ok(m) => m,
+        Err(_) => return Ok(false),
+    };
+    if meta.file_type().is_symlink() {
+        // A symlink in a read-only tree points somewhere we bind or mask on
+        // its own; nothing to mount over.
+        return Ok(false);
+    }
+    if meta.is_dir() {
+        mount_tmpfs(&target, 4096, 0o755, MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC)?;
+    } else {
+        mount(
+            Some(empty_file),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| merr("mask", &target, e))?;
+        remount_ro(&target)?;
+    }
+    Ok(true)
+}
+
+/// Build the read-only image from the profile under `root`; returns the masked
+/// paths that existed.
+pub fn build_image(root: &Path, image: &ImageProfile, empty_file: &Path) -> Result<Vec<PathBuf>, MountError> {
+    for b in &image.ro_binds {
+        bind_ro_from_host(root, b)?;
+    }
+    let mut masked = Vec::new();
+    for m in &image.mask {
+        if mask_path(root, m, empty_file)? {
+            masked.push(m.clone());
+        }
+    }
+    Ok(masked)
+}
+
+/// A minimal /dev: null, zero, full, random, urandom bound from the host, the
+/// usual symlinks, nothing else.
+pub fn build_dev(root: &Path) -> Result<(), MountError> {
+    let dev = root.join("dev");
+    mkdir_p(&dev, 0o755)?;
+    mount_tmpfs(&dev, 65536, 0o755, MsFlags::MS_NOEXEC)?;
+    for name in ["null", "zero", "full", "random", "urandom"] {
+        let target = dev.join(name);
+        std::fs::write(&target, b"").map_err(|e| perr(&target, e))?;
+        let src = Path::new("/dev").join(name);
+        mount(
+            Some(src.as_path()),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| merr("device bind", &target, e))?;
+    }
+    for (name, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let l = dev.join(name);
+        std::os::unix::fs::symlink(to, &l).map_err(|e| perr(&l, e))?;
+    }
+    remount_ro(&dev)
+}
+
+/// A new /proc for the new pid namespace, with the kernel knobs read-only.
+pub fn mount_proc(root: &Path) -> Result<(), MountError> {
+    let p = root.join("proc");
+    mkdir_p(&p, 0o555)?;
+    mount(
+        Some("proc"),
+        &p,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| merr("proc", &p, e))?;
+    for sub in ["sys", "sysrq-trigger", "irq", "bus", "fs"] {
+        let t = p.join(sub);
+        if t.exists() {
+            mount(Some(&t), &t, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+                .map_err(|e| merr("proc bind", &t, e))?;
+            remount_ro(&t)?;
+        }
+    }
+    Ok(())
+}
+
+/// The workspace overlay at its own absolute path.
+pub fn mount_overlay(target: &Path, lower: &Path, upper: &Path, work: &Path) -> Result<(), MountError> {
+    let esc = |p: &Path| p.display().to_string().replace('\\', "\\\\").replace(',', "\\,").replace(':', "\\:");
+    let data = format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        esc(lower),
+        esc(upper),
+        esc(work)
+    );
+    mount(
+        Some("overlay"),
+        target,
+        Some("overlay"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(data.as_str()),
+    )
+    .map_err(|e| merr("overlay", target, e))
+}
+
+/// `pivot_root` into `new_root` and detach the old root entirely.
+pub fn pivot_into(new_root: &Path) -> Result<(), MountError> {
+    nix::unistd::chdir(new_root).map_err(|e| perr(new_root, e))?;
+    nix::unistd::pivot_root(".", ".").map_err(|e| merr("pivot_root", new_root, e))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| merr("detach old root", Path::new("/"), e))?;
+    nix::unistd::chdir("/").map_err(|e| perr(Path::new("/"), e))?;
+    Ok(())
+}

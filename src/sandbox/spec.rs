@@ -1,0 +1,188 @@
+//! What the engine hands to the sandbox helper (serialized over a pipe), and
+//! the image profiles from `sandbox-images/`.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The default image profile, compiled in so the binary works from anywhere.
+pub const DEFAULT_IMAGE_YAML: &str = include_str!("../../sandbox-images/default.yaml");
+
+/// An image profile: which host trees form the sandbox's read-only root.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ImageProfile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub ro_binds: Vec<PathBuf>,
+    #[serde(default)]
+    pub mask: Vec<PathBuf>,
+    #[serde(default = "default_hostname")]
+    pub hostname: String,
+    #[serde(default = "default_tmp_size")]
+    pub tmp_size_mb: u64,
+}
+
+fn default_hostname() -> String {
+    "dryrun".into()
+}
+fn default_tmp_size() -> u64 {
+    256
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("image profile {file}: {message}")]
+    Invalid { file: String, message: String },
+    #[error("image profile {file}: cannot read it: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+}
+
+impl ImageProfile {
+    pub fn default_profile() -> Self {
+        Self::parse("sandbox-images/default.yaml", DEFAULT_IMAGE_YAML)
+            .expect("the bundled default image profile is valid (checked by a unit test)")
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ImageError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ImageError::Read {
+            file: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&path.display().to_string(), &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Self, ImageError> {
+        let invalid = |message: String| ImageError::Invalid {
+            file: file.to_string(),
+            message,
+        };
+        let p: ImageProfile = serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        for b in p.ro_binds.iter().chain(p.mask.iter()) {
+            if !b.is_absolute() || b.components().any(|c| c == std::path::Component::ParentDir) {
+                return Err(invalid(format!(
+                    "path {} must be absolute and must not contain '..'",
+                    b.display()
+                )));
+            }
+            if b == Path::new("/") {
+                return Err(invalid("binding or masking / itself is not allowed".into()));
+            }
+        }
+        for m in &p.mask {
+            if !p.ro_binds.iter().any(|b| m.starts_with(b)) {
+                return Err(invalid(format!(
+                    "mask {} is not inside any ro_binds entry",
+                    m.display()
+                )));
+            }
+        }
+        if p.tmp_size_mb == 0 || p.tmp_size_mb > 65536 {
+            return Err(invalid("tmp_size_mb must be between 1 and 65536".into()));
+        }
+        if p.hostname.is_empty() || p.hostname.len() > 64 {
+            return Err(invalid("hostname must be 1 to 64 bytes".into()));
+        }
+        Ok(p)
+    }
+
+    /// True when `path` lies inside one of the read-only image trees, where a
+    /// workspace cannot be mounted.
+    pub fn covers(&self, path: &Path) -> Option<&Path> {
+        self.ro_binds
+            .iter()
+            .find(|b| path.starts_with(b))
+            .map(|b| b.as_path())
+    }
+}
+
+/// How sandbox ids relate to host ids.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum IdPlan {
+    /// dryrun runs as root: sandbox ids `0..count` are host ids
+    /// `host_base..host_base+count`; the workspace is shown through an
+    /// idmapped mount so its owners keep their numbers inside. The command
+    /// runs as `run_uid`/`run_gid` (the workspace owner's numbers).
+    Shifted {
+        host_base: u32,
+        count: u32,
+        run_uid: u32,
+        run_gid: u32,
+    },
+    /// dryrun runs as an ordinary user: the only id inside is the user's own.
+    SelfOnly { uid: u32, gid: u32 },
+}
+
+/// Limits in kernel units.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SandboxLimits {
+    pub timeout_ms: u64,
+    pub memory_bytes: u64,
+    pub pids: u64,
+    pub output_bytes: u64,
+    pub disk_bytes: u64,
+    pub tmp_bytes: u64,
+}
+
+/// A cgroup v1 plan (root only): directories the helper creates and joins.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CgroupPlan {
+    /// `(controller, directory)`, e.g. `("memory", "/sys/fs/cgroup/memory/dryrun/RUN")`.
+    pub dirs: Vec<(String, PathBuf)>,
+    /// A cgroup v2 directory instead of v1 controllers.
+    pub unified: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LandlockPlan {
+    /// Refuse to run below this ABI unless `allow_degraded`.
+    pub min_abi: u32,
+    pub allow_degraded: bool,
+}
+
+/// Everything the helper needs; validated by the engine before it is sent.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SandboxSpec {
+    pub run_id: String,
+    pub parent_pid: i32,
+    pub workspace: PathBuf,
+    pub steps: Vec<String>,
+    pub shell: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub limits: SandboxLimits,
+    pub ids: IdPlan,
+    pub image: ImageProfile,
+    pub landlock: LandlockPlan,
+    pub cgroup: Option<CgroupPlan>,
+    /// Keep at most this many bytes of "before" content for text diffs.
+    pub diff_before_max: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_default_profile_is_valid() {
+        let p = ImageProfile::default_profile();
+        assert!(p.ro_binds.contains(&PathBuf::from("/usr")));
+        assert!(p.mask.contains(&PathBuf::from("/etc/shadow")));
+        assert!(p.covers(Path::new("/usr/src/x")).is_some());
+        assert!(p.covers(Path::new("/home/me")).is_none());
+    }
+
+    #[test]
+    fn profile_rejects_relative_and_stray_masks() {
+        let e = ImageProfile::parse("t", "name: x\nro_binds: [usr]\n").unwrap_err();
+        assert!(e.to_string().contains("must be absolute"), "{e}");
+        let e =
+            ImageProfile::parse("t", "name: x\nro_binds: [/usr]\nmask: [/etc/shadow]\n").unwrap_err();
+        assert!(e.to_string().contains("not inside any ro_binds"), "{e}");
+        let e = ImageProfile::parse("t", "name: x\nro_binds: [/usr]\nbogus: 1\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+}

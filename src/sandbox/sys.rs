@@ -1,0 +1,245 @@
+//! Raw system calls that neither `nix` nor `libc` wrap. Every `unsafe` block is
+//! exactly one system call with a `SAFETY:` line.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`: a detached copy of
+/// the mount at `path` (not recursive).
+pub fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
+    let c = cstr(path)?;
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; the
+    // kernel returns a new fd or -1.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    })?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// `mount_setattr(fd, "", AT_EMPTY_PATH, {attr_set, userns_fd})`.
+pub fn mount_setattr_idmap(mount_fd: RawFd, attr_set: u64, userns_fd: RawFd) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns_fd as u64,
+    };
+    let empty = c"";
+    // SAFETY: `attr` and `empty` live across the call and the size passed is
+    // the size of the struct the kernel reads.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mount_fd,
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
+/// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attach a
+/// detached mount at `target`.
+pub fn move_mount_to(mount_fd: RawFd, target: &Path) -> io::Result<()> {
+    let c = cstr(target)?;
+    let empty = c"";
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    // SAFETY: both strings are valid for the duration of the call.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mount_fd,
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })?;
+    Ok(())
+}
+
+/// `pidfd_open(pid, 0)`.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: plain integer arguments; returns a new fd or -1.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `close_range(first, ~0, 0)`: close every fd from `first` up.
+pub fn close_fds_from(first: u32) -> io::Result<()> {
+    // SAFETY: closes descriptors only; the caller owns no Rust handle to them
+    // that it still uses (documented at every call site).
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) })?;
+    Ok(())
+}
+
+/// The Landlock ABI version the running kernel offers (0 when Landlock is
+/// absent or disabled).
+pub fn landlock_abi_version() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attr, size 0 and the VERSION flag the call only
+    // returns an integer.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 { 0 } else { v as u32 }
+}
+
+/// Bring the loopback interface of the current network namespace up.
+pub fn loopback_up() -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let sock = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Inet,
+        nix::sys::socket::SockType::Datagram,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo".iter().enumerate() {
+        req.ifr_name[i] = *b as libc::c_char;
+    }
+    req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: `req` is a valid ifreq that lives across the call.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Set the secure bits of the current thread (`prctl(PR_SET_SECUREBITS)`).
+pub fn set_securebits(bits: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    let r = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Drop one capability from the bounding set (`prctl(PR_CAPBSET_DROP)`).
+pub fn capbset_drop(cap: libc::c_ulong) -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Clear the ambient capability set.
+pub fn clear_ambient_caps() -> io::Result<()> {
+    // SAFETY: integer arguments only.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `fork()`. Only called from the single-threaded sandbox helper.
+///
+/// Returns 0 in the child and the child's pid in the parent.
+pub fn fork_single_threaded() -> io::Result<libc::pid_t> {
+    // SAFETY: the helper process is single-threaded (it is a fresh exec of our
+    // binary that never starts threads), so the child may run arbitrary code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// `execve(path, argv, envp)`; returns only on failure.
+pub fn execve(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: argv/envp are NULL-terminated arrays of pointers into CStrings
+    // that outlive the call.
+    unsafe { libc::execve(path.as_ptr(), a.as_ptr(), e.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// `_exit(code)`: leave a forked child without running destructors or atexit
+/// handlers that belong to the parent.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: `_exit` never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+/// Become the child reaper's victim when our parent dies.
+pub fn die_with_parent() -> io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)
+}
+
+/// Write all of `buf` to a raw fd (used where std handles are not set up).
+pub fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is a valid readable slice for its length.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! The helper's answer: a stream of frames on its stdout.
+//!
+//! Frame = tag (1 byte) + payload length (u64 LE) + payload.
+//! - `B`: a content blob: 32-byte BLAKE3 hash, then the bytes.
+//! - `R`: the rehearsal report (JSON), written by the sandbox's init after the
+//!   command's processes are all dead.
+//! - `H`: host-side observations (JSON), written by the outer helper last.
+//! - `E`: a setup failure (JSON `{"stage": ..., "message": ...}`).
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use crate::workspace::diff::Change;
+
+pub const TAG_BLOB: u8 = b'B';
+pub const TAG_REPORT: u8 = b'R';
+pub const TAG_HOST: u8 = b'H';
+pub const TAG_ERROR: u8 = b'E';
+
+/// Largest JSON frame accepted (the report carries capped output).
+const MAX_JSON_FRAME: u64 = 256 << 20;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Blocked {
+    pub kind: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepOutcome {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+}
+
+/// What the sandbox's init reports.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RehearsalReport {
+    pub steps: Vec<StepOutcome>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub output_truncated: bool,
+    pub changes: Vec<Change>,
+    pub blocked: Vec<Blocked>,
+    pub stripped: Vec<String>,
+    pub limits_hit: Vec<String>,
+    /// How each limit is enforced, e.g. `memory: cgroup v1`.
+    pub enforcement: Vec<String>,
+    pub landlock_abi: u32,
+    pub landlock_status: String,
+    pub seccomp: bool,
+}
+
+/// What the outer helper saw from the host side.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HostReport {
+    pub limits_hit: Vec<String>,
+    pub enforcement: Vec<String>,
+    pub killed_by_watchdog: bool,
+    pub leftover_processes_killed: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SetupFailure {
+    pub stage: String,
+    pub message: String,
+}
+
+pub fn write_frame(out: &mut dyn Write, tag: u8, payload: &[u8]) -> io::Result<()> {
+    out.write_all(&[tag])?;
+    out.write_all(&(payload.len() as u64).to_le_bytes())?;
+    out.write_all(payload)?;
+    out.flush()
+}
+
+pub fn write_json<T: Serialize>(out: &mut dyn Write, tag: u8, v: &T) -> io::Result<()> {
+    let bytes = serde_json::to_vec(v).map_err(io::Error::other)?;
+    write_frame(out, tag, &bytes)
+}
+
+pub fn write_blob(
+    out: &mut dyn Write,
+    hash: &blake3::Hash,
+    len: u64,
+    content: &mut dyn Read,
+) -> io::Result<()> {
+    out.write_all(&[TAG_BLOB])?;
+    out.write_all(&(len + 32).to_le_bytes())?;
+    out.write_all(hash.as_bytes())?;
+    let copied = io::copy(&mut content.take(len), out)?;
+    if copied != len {
+        // The file shrank under us (cannot happen once the run is dead, but a
+        // short frame would desynchronise the stream): pad, the hash check on
+        // the receiving side then rejects the blob.
+        io::copy(&mut io::repeat(0).take(len - copied), out)?;
+    }
+    out.flush()
+}
+
+/// Everything read back from a helper.
+#[derive(Debug, Default)]
+pub struct HelperOutput {
+    pub report: Option<RehearsalReport>,
+    pub host: Option<HostReport>,
+    pub failure: Option<SetupFailure>,
+    pub blobs_stored: u64,
+    pub bad_blobs: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("reading the sandbox helper's answer: {0}")]
+    Io(#[from] io::Error),
+    #[error("the sandbox helper sent a malformed frame: {0}")]
+    Malformed(String),
+    #[error("the sandbox helper sent more than the disk limit allows ({0} bytes)")]
+    TooLarge(u64),
+}
+
+/// Read frames until EOF, storing blobs under `blob_dir` (named by hash).
+pub fn read_frames(
+    input: &mut dyn Read,
+    blob_dir: &Path,
+    max_blob_bytes: u64,
+) -> Result<HelperOutput, WireError> {
+    let mut out = HelperOutput::default();
+    let mut blob_total: u64 = 0;
+    loop {
+        let mut tag = [0u8; 1];
+        match input.read(&mut tag)? {
+            0 => break,
+            _ => {}
+        }
+        let mut lenb = [0u8; 8];
+        input.read_exact(&mut lenb)?;
+        let len = u64::from_le_bytes(lenb);
+        match tag[0] {
+            TAG_BLOB => {
+                if len < 32 {
+                    return Err(WireError::Malformed("blob frame shorter than its hash".into()));
+                }
+                blob_total += len - 32;
+                if blob_total > max_blob_bytes {
+                    return Err(WireError::TooLarge(blob_total));
+                }
+                let mut hb = [0u8; 32];
+                input.read_exact(&mut hb)?;
+                let want = blake3::Hash::from_bytes(hb);
+                let name = want.to_hex().to_string();
+                let final_path = blob_dir.join(&name);
+                let tmp = blob_dir.join(format!(".{name}.partial"));
+                let mut f = std::fs::File::create(&tmp)?;
+                let mut hasher = blake3::Hasher::new();
+                let mut limited = input.take(len - 32);
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = limited.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..n]);
+                    f.write_all(&buf[..n])?;
+                }
+                if limited.limit() != 0 {
+                    return Err(WireError::Malformed("blob frame cut short".into()));
+                }
+                if hasher.finalize() == want {
+                    f.sync_all()?;
+                    std::fs::rename(&tmp, &final_path)?;
+                    out.blobs_stored += 1;
+                } else {
+                    let _ = std::fs::remove_file(&tmp);
+                    out.bad_blobs.push(name);
+                }
+            }
+            TAG_REPORT | TAG_HOST | TAG_ERROR => {
+                if len > MAX_JSON_FRAME {
+                    return Err(WireError::Malformed(format!("JSON frame of {len} bytes")));
+                }
+                let mut buf = vec![0u8; len as usize];
+                input.read_exact(&mut buf)?;
+                let bad = |e: serde_json::Error| WireError::Malformed(e.to_string());
+                match tag[0] {
+                    TAG_REPORT => out.report = Some(serde_json::from_slice(&buf).map_err(bad)?),
+                    TAG_HOST => out.host = Some(serde_json::from_slice(&buf).map_err(bad)?),
+                    _ => out.failure = Some(serde_json::from_slice(&buf).map_err(bad)?),
+                }
+            }
+            other => return Err(WireError::Malformed(format!("unknown frame tag {other:#x}"))),
+        }
+    }
+    Ok(out)
+}

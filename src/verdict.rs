@@ -1,0 +1,326 @@
+//! Evidence + intent → decision with reasons (SPEC §1 step 5).
+//!
+//! Checks run in a fixed order: forbidden paths first, then writes in a
+//! read-only run, writes outside `expected_writes`, unsafe file kinds, network
+//! attempts, limits and exit status. Every finding carries the id of the rule
+//! that produced it; the decision is the maximum over findings.
+
+use serde::{Deserialize, Serialize};
+
+use crate::envelope::{EnvelopeSpec, Mode};
+use crate::sandbox::wire::{HostReport, RehearsalReport};
+use crate::workspace::diff::{Change, ChangeKind, FileType};
+use crate::workspace::paths::escape_for_humans;
+
+/// Ordered: combining findings is `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Promote,
+    NeedsApproval,
+    Blocked,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Promote => "promote",
+            Decision::NeedsApproval => "needs_approval",
+            Decision::Blocked => "blocked",
+        }
+    }
+    /// `dryrun execute` exit code (SPEC §3).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Decision::Promote => 0,
+            Decision::NeedsApproval => 3,
+            Decision::Blocked => 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub rule: String,
+    pub decision: Decision,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub surprise_paths: Vec<String>,
+    pub forbidden_paths_touched: Vec<String>,
+    /// `[rule] message`, most severe first.
+    pub reasons: Vec<String>,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+    /// Context that explains the decision without changing it.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+fn show(c: &Change) -> String {
+    escape_for_humans(&c.path_bytes())
+}
+
+/// Does the change count as a write at all? An identical rewrite (same bytes,
+/// same mode, only timestamps) changes nothing a promotion would apply.
+fn is_write(c: &Change) -> bool {
+    c.kind != ChangeKind::Identical
+}
+
+pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Verdict {
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut notes = Vec::new();
+    let mut add = |rule: &str, decision: Decision, message: String| {
+        findings.push(Finding {
+            rule: rule.into(),
+            decision,
+            message,
+        })
+    };
+
+    // 1. forbidden paths: any touch, even an identical rewrite.
+    let mut forbidden = Vec::new();
+    for c in &r.changes {
+        if let Some(p) = spec.forbidden.first_match(&c.path_bytes()) {
+            forbidden.push(c.path.clone());
+            add(
+                "intent.forbidden_paths",
+                Decision::Blocked,
+                format!("{} {} which intent forbids ({p})", verb(c), show(c)),
+            );
+        }
+    }
+
+    // 2./3. read-only runs and expected writes.
+    let mut surprises = Vec::new();
+    let writes: Vec<&Change> = r.changes.iter().filter(|c| is_write(c)).collect();
+    match spec.mode {
+        Mode::ReadOnly => {
+            for c in &writes {
+                surprises.push(c.path.clone());
+                add(
+                    "intent.read_only",
+                    Decision::Blocked,
+                    format!("{} {} but the run was declared read_only", verb(c), show(c)),
+                );
+            }
+        }
+        Mode::Mutating => {
+            let allowed = |c: &Change| spec.expected_writes.matches(&c.path_bytes());
+            for c in &writes {
+                if allowed(c) || forbidden.contains(&c.path) {
+                    continue;
+                }
+                // A directory created or re-moded only to hold expected files
+                // is part of those writes.
+                if c.file_type == FileType::Dir && c.kind != ChangeKind::Deleted {
+                    let prefix = format!("{}/", c.path);
+                    if writes.iter().any(|o| o.path.starts_with(&prefix) && allowed(o)) {
+                        continue;
+                    }
+                }
+                surprises.push(c.path.clone());
+                let allowed_desc = if spec.expected_writes.is_empty() {
+                    "intent expected no writes".to_string()
+                } else {
+                    format!("intent only allowed {}", spec.expected_writes.patterns.join(", "))
+                };
+                add(
+                    "intent.expected_writes",
+                    Decision::Blocked,
+                    format!("{} {} but {allowed_desc}", verb(c), show(c)),
+                );
+            }
+        }
+    }
+
+    // 4. file kinds a promotion must never carry.
+    for c in &r.changes {
+        if c.setid {
+            add(
+                "evidence.setid",
+                Decision::Blocked,
+                format!("{} has a setuid/setgid bit (mode {:o})", show(c), c.mode_after.unwrap_or(0)),
+            );
+        }
+        if c.kind != ChangeKind::Deleted && c.file_type == FileType::Other {
+            add(
+                "evidence.special_file",
+                Decision::Blocked,
+                format!("{} is a {}", show(c), c.special.as_deref().unwrap_or("special file")),
+            );
+        }
+        if c.symlink_escapes {
+            add(
+                "evidence.symlink_escape",
+                Decision::Blocked,
+                format!(
+                    "{} is a symlink pointing outside the workspace ({})",
+                    show(c),
+                    escape_for_humans(c.symlink_target.as_deref().unwrap_or("").as_bytes())
+                ),
+            );
+        }
+        if let Some(other) = &c.hardlink_of {
+            notes.push(format!("{} is a hard link of {}", show(c), escape_for_humans(other.as_bytes())));
+        }
+    }
+
+    // 5. blocked attempts observed in the sandbox.
+    for b in &r.blocked {
+        let (rule, decision) = match b.kind.as_str() {
+            "network" => ("evidence.network", Decision::Blocked),
+            _ => ("evidence.blocked", Decision::Blocked),
+        };
+        add(rule, decision, format!("{}: {}", b.kind, b.detail));
+    }
+
+    // 6. limits and exit status.
+    let mut hit: Vec<String> = r.limits_hit.iter().chain(host.limits_hit.iter()).cloned().collect();
+    hit.sort();
+    hit.dedup();
+    for l in &hit {
+        add(
+            &format!("limits.{l}"),
+            Decision::Blocked,
+            format!("the rehearsal hit its {l} limit"),
+        );
+    }
+    if host.killed_by_watchdog && !hit.iter().any(|h| h == "timeout") {
+        add("limits.timeout", Decision::Blocked, "the rehearsal was killed by the watchdog".into());
+    }
+    match (r.exit_code, r.signal) {
+        (Some(0), _) => {}
+        (Some(code), _) => add(
+            "evidence.exit_status",
+            Decision::Blocked,
+            format!("the command exited with status {code}"),
+        ),
+        (None, Some(sig)) => add(
+            "evidence.exit_status",
+            Decision::Blocked,
+            format!("the command was killed by signal {sig}"),
+        ),
+        (None, None) => add(
+            "evidence.exit_status",
+            Decision::Blocked,
+            "the command did not finish".into(),
+        ),
+    }
+    if r.landlock_abi == 0 {
+        notes.push("Landlock was not available: the run relied on namespaces and mounts alone".into());
+    }
+    let identical = r.changes.iter().filter(|c| c.kind == ChangeKind::Identical).count();
+    if identical > 0 {
+        notes.push(format!("{identical} file(s) rewritten with identical content (not counted as writes)"));
+    }
+    notes.push("the network was cut during the rehearsal (only loopback existed)".into());
+
+    findings.sort_by(|a, b| b.decision.cmp(&a.decision));
+    let decision = findings.iter().map(|f| f.decision).max().unwrap_or(Decision::Promote);
+    if decision == Decision::Promote {
+        notes.insert(
+            0,
+            format!("{} change(s), all within the declared intent", writes.len()),
+        );
+    }
+    surprises.sort();
+    surprises.dedup();
+    forbidden.sort();
+    forbidden.dedup();
+    Verdict {
+        decision,
+        surprise_paths: surprises,
+        forbidden_paths_touched: forbidden,
+        reasons: findings.iter().map(|f| format!("[{}] {}", f.rule, f.message)).collect(),
+        findings,
+        notes,
+    }
+}
+
+fn verb(c: &Change) -> &'static str {
+    match c.kind {
+        ChangeKind::Created => "created",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::Metadata => "changed metadata of",
+        ChangeKind::Identical => "rewrote",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::parse_envelope;
+
+    fn change(path: &str, kind: ChangeKind, ft: FileType) -> Change {
+        serde_json::from_value(serde_json::json!({
+            "path": path, "kind": kind, "file_type": ft, "before": null, "after": null
+        }))
+        .unwrap()
+    }
+
+    fn spec(yaml: &str) -> EnvelopeSpec {
+        parse_envelope("t", yaml).unwrap().validate(Some(std::path::Path::new("/tmp"))).unwrap()
+    }
+
+    fn ok_report(changes: Vec<Change>) -> RehearsalReport {
+        RehearsalReport {
+            exit_code: Some(0),
+            changes,
+            landlock_abi: 7,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn decision_is_ordered() {
+        assert!(Decision::Promote < Decision::NeedsApproval);
+        assert!(Decision::NeedsApproval < Decision::Blocked);
+        assert_eq!([Decision::Promote, Decision::Blocked, Decision::NeedsApproval].iter().max(), Some(&Decision::Blocked));
+    }
+
+    #[test]
+    fn surprise_path_blocks_with_reason() {
+        let s = spec("command: x\nintent: {expected_writes: ['blog/*.md']}\n");
+        let r = ok_report(vec![
+            change("blog/a.md", ChangeKind::Modified, FileType::File),
+            change("blog/index.html", ChangeKind::Modified, FileType::File),
+        ]);
+        let v = judge(&s, &r, &HostReport::default());
+        assert_eq!(v.decision, Decision::Blocked);
+        assert_eq!(v.surprise_paths, vec!["blog/index.html"]);
+        assert!(v.reasons[0].contains("touched") || v.reasons[0].contains("modified blog/index.html but intent only allowed blog/*.md"), "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn matching_intent_promotes_and_parent_dirs_are_fine() {
+        let s = spec("command: x\nintent: {expected_writes: ['dist/**/*.js']}\n");
+        let r = ok_report(vec![
+            change("dist", ChangeKind::Created, FileType::Dir),
+            change("dist/a", ChangeKind::Created, FileType::Dir),
+            change("dist/a/x.js", ChangeKind::Created, FileType::File),
+            change("notes.txt", ChangeKind::Identical, FileType::File),
+        ]);
+        let v = judge(&s, &r, &HostReport::default());
+        assert_eq!(v.decision, Decision::Promote, "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn forbidden_read_only_exit_and_limits() {
+        let s = spec("command: x\nintent: {mode: read_only, forbidden_paths: ['.git/']}\n");
+        let mut r = ok_report(vec![change(".git/config", ChangeKind::Identical, FileType::File)]);
+        r.exit_code = Some(2);
+        r.limits_hit = vec!["timeout".into()];
+        let v = judge(&s, &r, &HostReport::default());
+        assert_eq!(v.decision, Decision::Blocked);
+        assert_eq!(v.forbidden_paths_touched, vec![".git/config"]);
+        let joined = v.reasons.join("\n");
+        assert!(joined.contains("[intent.forbidden_paths]"), "{joined}");
+        assert!(joined.contains("[evidence.exit_status] the command exited with status 2"), "{joined}");
+        assert!(joined.contains("[limits.timeout]"), "{joined}");
+    }
+}

@@ -1,0 +1,612 @@
+//! Evidence: what a rehearsal changed, read from the overlay's upper layer
+//! only. The cost grows with what changed, never with the workspace.
+//!
+//! Runs inside the sandbox helper after every process of the command is dead,
+//! so nothing moves under the walk. Symlinks are recorded, never followed: the
+//! upper layer is walked with `lstat` semantics and the lower layer (the real
+//! workspace) is looked up with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::Metadata;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
+
+/// Overlay's own bookkeeping attributes (mounted with `userxattr`).
+const OVERLAY_XATTR_PREFIX: &str = "user.overlay.";
+/// At most this many entries are listed under one deleted directory tree.
+const MAX_DELETED_EXPANSION: usize = 100_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Created,
+    Modified,
+    Deleted,
+    Metadata,
+    Identical,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileType {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// One entry of `rehearsal.changes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// Workspace-relative path (lossy UTF-8 when the name is not UTF-8; then
+    /// `path_hex` holds the exact bytes).
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
+    pub kind: ChangeKind,
+    pub file_type: FileType,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_before: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_after: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_after: Option<u64>,
+    /// The setuid or setgid bit is set on the result.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub setid: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symlink_target: Option<String>,
+    /// The link points outside the workspace (absolute elsewhere, or `..`
+    /// climbing above the root).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub symlink_escapes: bool,
+    /// Another changed path that is the same inode (a hard link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardlink_of: Option<String>,
+    /// fifo, socket, char or block device (with numbers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub special: Option<String>,
+    /// Extended attribute names whose presence or value changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xattrs_changed: Vec<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Change {
+    pub fn path_bytes(&self) -> Vec<u8> {
+        match &self.path_hex {
+            Some(h) => hex::decode(h).unwrap_or_else(|_| self.path.as_bytes().to_vec()),
+            None => self.path.as_bytes().to_vec(),
+        }
+    }
+
+    fn new(path: &[u8], kind: ChangeKind, file_type: FileType) -> Self {
+        let (path, path_hex) = match std::str::from_utf8(path) {
+            Ok(s) => (s.to_string(), None),
+            Err(_) => (
+                String::from_utf8_lossy(path).into_owned(),
+                Some(hex::encode(path)),
+            ),
+        };
+        Change {
+            path,
+            path_hex,
+            kind,
+            file_type,
+            before: None,
+            after: None,
+            mode_before: None,
+            mode_after: None,
+            size_after: None,
+            setid: false,
+            symlink_target: None,
+            symlink_escapes: false,
+            hardlink_of: None,
+            special: None,
+            xattrs_changed: Vec::new(),
+        }
+    }
+}
+
+/// Where a blob goes: the walker hands over content it hashed so the caller
+/// can persist it (the live lane applies exactly these bytes).
+pub trait BlobSink {
+    fn put(&mut self, hash: &blake3::Hash, len: u64, content: &mut dyn Read) -> io::Result<()>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("walking the overlay upper layer at {path}: {source}")]
+    Walk { path: PathBuf, source: io::Error },
+    #[error("reading {path} from the upper layer: {source}")]
+    Upper { path: String, source: io::Error },
+    #[error("looking up {path} in the real workspace: {source}")]
+    Lower { path: String, source: io::Error },
+    #[error("storing content of {path}: {source}")]
+    Blob { path: String, source: io::Error },
+}
+
+/// Walk the upper layer rooted at `upper_root` (a path that may go through a
+/// `/proc/self/fd/N` magic link) against the lower layer `lower`.
+pub fn walk_upper_layer(
+    upper_root: &Path,
+    lower: &OwnedFd,
+    workspace: &Path,
+    diff_before_max: u64,
+    sink: &mut dyn BlobSink,
+) -> Result<Vec<Change>, DiffError> {
+    let mut changes = Vec::new();
+    let mut inodes: HashMap<(u64, u64), String> = HashMap::new();
+    let walker = walkdir::WalkDir::new(upper_root)
+        .follow_links(false)
+        .follow_root_links(true)
+        .min_depth(1)
+        .sort_by_file_name();
+    for entry in walker {
+        let entry = entry.map_err(|e| DiffError::Walk {
+            path: upper_root.to_path_buf(),
+            source: e.into(),
+        })?;
+        let rel = entry
+            .path()
+            .strip_prefix(upper_root)
+            .expect("walkdir yields paths under its root");
+        let rel_bytes = rel.as_os_str().as_bytes().to_vec();
+        let shown = String::from_utf8_lossy(&rel_bytes).into_owned();
+        let meta = entry.path().symlink_metadata().map_err(|source| DiffError::Upper {
+            path: shown.clone(),
+            source,
+        })?;
+        let lower_entry = lookup_lower(lower, rel).map_err(|source| DiffError::Lower {
+            path: shown.clone(),
+            source,
+        })?;
+        let ft = meta.file_type();
+
+        if ft.is_char_device() && meta.rdev() == 0 {
+            // A whiteout: the entry was deleted.
+            if let Some(l) = &lower_entry {
+                push_deleted(&mut changes, lower, rel, l)?;
+            }
+            continue;
+        }
+
+        if ft.is_dir() {
+            let opaque = xattr::get(entry.path(), "user.overlay.opaque")
+                .ok()
+                .flatten()
+                .is_some_and(|v| v == b"y" || v == b"x");
+            match &lower_entry {
+                None => {
+                    let mut c = Change::new(&rel_bytes, ChangeKind::Created, FileType::Dir);
+                    fill_mode(&mut c, None, Some(&meta));
+                    c.xattrs_changed = xattr_diff(entry.path(), None);
+                    changes.push(c);
+                }
+                Some(l) if l.file_type != FileType::Dir => {
+                    let mut c = Change::new(&rel_bytes, ChangeKind::Modified, FileType::Dir);
+                    c.before = l.hash.clone();
+                    fill_mode(&mut c, Some(l), Some(&meta));
+                    changes.push(c);
+                }
+                Some(l) => {
+                    let xch = xattr_diff(entry.path(), Some(l));
+                    if perm_bits(&meta) != l.mode || !xch.is_empty() || owner(&meta) != l.owner {
+                        let mut c = Change::new(&rel_bytes, ChangeKind::Metadata, FileType::Dir);
+                        fill_mode(&mut c, Some(l), Some(&meta));
+                        c.xattrs_changed = xch;
+                        changes.push(c);
+                    }
+                    if opaque {
+                        // Everything the lower directory held and the upper
+                        // one does not list was removed.
+                        expand_opaque(&mut changes, lower, rel, entry.path())?;
+                    }
+                }
+            }
+            continue;
+        }
+
+        let file_type = if ft.is_file() {
+            FileType::File
+        } else if ft.is_symlink() {
+            FileType::Symlink
+        } else {
+            FileType::Other
+        };
+        let mut c = Change::new(&rel_bytes, ChangeKind::Created, file_type);
+        fill_mode(&mut c, lower_entry.as_ref(), Some(&meta));
+        c.xattrs_changed = if file_type == FileType::Symlink {
+            Vec::new()
+        } else {
+            xattr_diff(entry.path(), lower_entry.as_ref())
+        };
+
+        match file_type {
+            FileType::File => {
+                let hash = hash_file(entry.path()).map_err(|source| DiffError::Upper {
+                    path: shown.clone(),
+                    source,
+                })?;
+                c.after = Some(hash.to_hex().to_string());
+                c.size_after = Some(meta.len());
+                if meta.nlink() > 1 {
+                    let key = (meta.dev(), meta.ino());
+                    if let Some(first) = inodes.get(&key) {
+                        c.hardlink_of = Some(first.clone());
+                    } else {
+                        inodes.insert(key, c.path.clone());
+                    }
+                }
+                let mut f = std::fs::File::open(entry.path()).map_err(|source| DiffError::Upper {
+                    path: shown.clone(),
+                    source,
+                })?;
+                sink.put(&hash, meta.len(), &mut f)
+                    .map_err(|source| DiffError::Blob {
+                        path: shown.clone(),
+                        source,
+                    })?;
+            }
+            FileType::Symlink => {
+                let target = std::fs::read_link(entry.path()).map_err(|source| DiffError::Upper {
+                    path: shown.clone(),
+                    source,
+                })?;
+                let tb = target.as_os_str().as_bytes();
+                c.after = Some(blake3::hash(tb).to_hex().to_string());
+                c.symlink_target = Some(String::from_utf8_lossy(tb).into_owned());
+                c.symlink_escapes = symlink_escapes(rel, &target, workspace);
+            }
+            _ => {
+                c.special = Some(describe_special(&meta));
+            }
+        }
+
+        match &lower_entry {
+            None => {}
+            Some(l) => {
+                c.before = l.hash.clone();
+                let same_content = l.file_type == file_type && l.hash == c.after && c.after.is_some();
+                c.kind = if !same_content {
+                    ChangeKind::Modified
+                } else if l.mode != perm_bits(&meta) || l.owner != owner(&meta) || !c.xattrs_changed.is_empty() {
+                    ChangeKind::Metadata
+                } else {
+                    ChangeKind::Identical
+                };
+                if c.kind == ChangeKind::Modified
+                    && l.file_type == FileType::File
+                    && file_type == FileType::File
+                    && l.size <= diff_before_max
+                {
+                    // Keep the old content of small files for text diffs.
+                    if let Some(h) = &l.hash
+                        && let Ok(f) = open_lower(lower, rel, OFlag::O_RDONLY)
+                        && let Ok(hash) = blake3::Hash::from_hex(h)
+                    {
+                        let mut file = std::fs::File::from(f);
+                        sink.put(&hash, l.size, &mut file)
+                            .map_err(|source| DiffError::Blob {
+                                path: shown.clone(),
+                                source,
+                            })?;
+                    }
+                }
+            }
+        }
+        changes.push(c);
+    }
+    changes.sort_by(|a, b| a.path_bytes().cmp(&b.path_bytes()));
+    Ok(changes)
+}
+
+/// What the lower layer holds at a path.
+#[derive(Debug, Clone)]
+struct LowerEntry {
+    file_type: FileType,
+    hash: Option<String>,
+    mode: u32,
+    owner: (u32, u32),
+    size: u64,
+    xattrs: BTreeMap<String, Vec<u8>>,
+}
+
+fn perm_bits(m: &Metadata) -> u32 {
+    m.mode() & 0o7777
+}
+
+fn owner(m: &Metadata) -> (u32, u32) {
+    (m.uid(), m.gid())
+}
+
+fn fill_mode(c: &mut Change, lower: Option<&LowerEntry>, upper: Option<&Metadata>) {
+    c.mode_before = lower.map(|l| l.mode);
+    if let Some(m) = upper {
+        c.mode_after = Some(perm_bits(m));
+        c.setid = perm_bits(m) & 0o6000 != 0 && !m.file_type().is_dir();
+    }
+}
+
+fn open_lower(lower: &OwnedFd, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .mode(Mode::empty())
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        );
+    nix::fcntl::openat2(lower.as_fd(), rel, how).map_err(io::Error::from)
+}
+
+fn lookup_lower(lower: &OwnedFd, rel: &Path) -> io::Result<Option<LowerEntry>> {
+    let fd = match open_lower(lower, rel, OFlag::O_PATH) {
+        Ok(fd) => fd,
+        // Missing, or a parent component that is (was) a symlink or file:
+        // nothing at this path in the lower layer.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ELOOP) | Some(libc::EXDEV)
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let st = nix::sys::stat::fstat(fd.as_fd()).map_err(io::Error::from)?;
+    let fmt = st.st_mode & libc::S_IFMT;
+    let file_type = match fmt {
+        libc::S_IFREG => FileType::File,
+        libc::S_IFDIR => FileType::Dir,
+        libc::S_IFLNK => FileType::Symlink,
+        _ => FileType::Other,
+    };
+    let mut xattrs = BTreeMap::new();
+    let hash = match file_type {
+        FileType::File => {
+            let f = open_lower(lower, rel, OFlag::O_RDONLY)?;
+            let mut file = std::fs::File::from(f);
+            xattrs = read_xattrs_file(&file);
+            let mut h = blake3::Hasher::new();
+            h.update_reader(&mut file)?;
+            Some(h.finalize().to_hex().to_string())
+        }
+        FileType::Symlink => {
+            let t = nix::fcntl::readlinkat(fd.as_fd(), "").map_err(io::Error::from)?;
+            Some(blake3::hash(t.as_bytes()).to_hex().to_string())
+        }
+        FileType::Dir => {
+            if let Ok(d) = open_lower(lower, rel, OFlag::O_RDONLY | OFlag::O_DIRECTORY) {
+                xattrs = read_xattrs_file(&std::fs::File::from(d));
+            }
+            None
+        }
+        FileType::Other => None,
+    };
+    Ok(Some(LowerEntry {
+        file_type,
+        hash,
+        mode: st.st_mode & 0o7777,
+        owner: (st.st_uid, st.st_gid),
+        size: st.st_size as u64,
+        xattrs,
+    }))
+}
+
+fn read_xattrs_file(f: &std::fs::File) -> BTreeMap<String, Vec<u8>> {
+    use xattr::FileExt;
+    let mut out = BTreeMap::new();
+    if let Ok(names) = f.list_xattr() {
+        for n in names {
+            let name = n.to_string_lossy().into_owned();
+            if name.starts_with(OVERLAY_XATTR_PREFIX) {
+                continue;
+            }
+            if let Ok(Some(v)) = f.get_xattr(&n) {
+                out.insert(name, v);
+            }
+        }
+    }
+    out
+}
+
+fn read_xattrs_path(p: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    if let Ok(names) = xattr::list(p) {
+        for n in names {
+            let name = n.to_string_lossy().into_owned();
+            if name.starts_with(OVERLAY_XATTR_PREFIX) {
+                continue;
+            }
+            if let Ok(Some(v)) = xattr::get(p, &n) {
+                out.insert(name, v);
+            }
+        }
+    }
+    out
+}
+
+fn xattr_diff(upper: &Path, lower: Option<&LowerEntry>) -> Vec<String> {
+    let up = read_xattrs_path(upper);
+    let empty = BTreeMap::new();
+    let low = lower.map(|l| &l.xattrs).unwrap_or(&empty);
+    let mut names: Vec<String> = up
+        .iter()
+        .filter(|(k, v)| low.get(*k) != Some(v))
+        .map(|(k, _)| k.clone())
+        .chain(low.keys().filter(|k| !up.contains_key(*k)).cloned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn hash_file(p: &Path) -> io::Result<blake3::Hash> {
+    let mut f = std::fs::File::open(p)?;
+    let mut h = blake3::Hasher::new();
+    h.update_reader(&mut f)?;
+    Ok(h.finalize())
+}
+
+fn describe_special(m: &Metadata) -> String {
+    let ft = m.file_type();
+    let (maj, min) = (libc::major(m.rdev()), libc::minor(m.rdev()));
+    if ft.is_fifo() {
+        "fifo".into()
+    } else if ft.is_socket() {
+        "socket".into()
+    } else if ft.is_char_device() {
+        format!("char device {maj}:{min}")
+    } else if ft.is_block_device() {
+        format!("block device {maj}:{min}")
+    } else {
+        "unknown".into()
+    }
+}
+
+/// Whether a symlink at `rel` with `target` resolves (lexically) outside the
+/// workspace.
+pub fn symlink_escapes(rel: &Path, target: &Path, workspace: &Path) -> bool {
+    if target.is_absolute() {
+        return !target.starts_with(workspace);
+    }
+    let mut depth: i64 = rel.components().count() as i64 - 1;
+    for c in target.components() {
+        match c {
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return true;
+                }
+            }
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    false
+}
+
+fn push_deleted(
+    changes: &mut Vec<Change>,
+    lower: &OwnedFd,
+    rel: &Path,
+    l: &LowerEntry,
+) -> Result<(), DiffError> {
+    let mut c = Change::new(rel.as_os_str().as_bytes(), ChangeKind::Deleted, l.file_type);
+    c.before = l.hash.clone();
+    c.mode_before = Some(l.mode);
+    changes.push(c);
+    if l.file_type == FileType::Dir {
+        let mut budget = MAX_DELETED_EXPANSION;
+        expand_lower_dir(changes, lower, rel, &mut budget)?;
+    }
+    Ok(())
+}
+
+/// List what a deleted lower directory held, as deletions.
+fn expand_lower_dir(
+    changes: &mut Vec<Change>,
+    lower: &OwnedFd,
+    rel: &Path,
+    budget: &mut usize,
+) -> Result<(), DiffError> {
+    for name in list_lower_dir(lower, rel)? {
+        if *budget == 0 {
+            return Ok(());
+        }
+        *budget -= 1;
+        let child = rel.join(std::ffi::OsStr::from_bytes(&name));
+        if let Some(l) = lookup_lower(lower, &child).map_err(|source| DiffError::Lower {
+            path: child.display().to_string(),
+            source,
+        })? {
+            let mut c = Change::new(child.as_os_str().as_bytes(), ChangeKind::Deleted, l.file_type);
+            c.before = l.hash.clone();
+            c.mode_before = Some(l.mode);
+            changes.push(c);
+            if l.file_type == FileType::Dir {
+                expand_lower_dir(changes, lower, &child, budget)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn list_lower_dir(lower: &OwnedFd, rel: &Path) -> Result<Vec<Vec<u8>>, DiffError> {
+    let err = |source: io::Error| DiffError::Lower {
+        path: rel.display().to_string(),
+        source,
+    };
+    let fd = open_lower(lower, rel, OFlag::O_RDONLY | OFlag::O_DIRECTORY).map_err(err)?;
+    let mut names = Vec::new();
+    let mut dir = nix::dir::Dir::from_fd(fd).map_err(|e| err(e.into()))?;
+    for ent in dir.iter() {
+        let ent = ent.map_err(|e| err(e.into()))?;
+        let n = ent.file_name().to_bytes();
+        if n == b"." || n == b".." {
+            continue;
+        }
+        names.push(n.to_vec());
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// An opaque upper directory hides the whole lower directory: the lower
+/// children that the upper one does not hold were deleted.
+fn expand_opaque(
+    changes: &mut Vec<Change>,
+    lower: &OwnedFd,
+    rel: &Path,
+    upper_dir: &Path,
+) -> Result<(), DiffError> {
+    let mut budget = MAX_DELETED_EXPANSION;
+    for name in list_lower_dir(lower, rel)? {
+        let os = std::ffi::OsStr::from_bytes(&name);
+        if upper_dir.join(os).symlink_metadata().is_ok() {
+            continue; // listed by the walk itself
+        }
+        let child = rel.join(os);
+        if let Some(l) = lookup_lower(lower, &child).map_err(|source| DiffError::Lower {
+            path: child.display().to_string(),
+            source,
+        })? {
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            push_deleted(changes, lower, &child, &l)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_escape_detection() {
+        let ws = Path::new("/home/me/site");
+        assert!(!symlink_escapes(Path::new("a/link"), Path::new("../b"), ws));
+        assert!(symlink_escapes(Path::new("a/link"), Path::new("../../b"), ws));
+        assert!(symlink_escapes(Path::new("link"), Path::new("/etc/passwd"), ws));
+        assert!(!symlink_escapes(Path::new("link"), Path::new("/home/me/site/x"), ws));
+        assert!(symlink_escapes(Path::new("link"), Path::new("a/../../x"), ws));
+    }
+}

@@ -1,0 +1,188 @@
+//! Workspace-relative paths: byte-exact internally, escaped for humans, and
+//! matched against intent globs.
+
+use globset::{GlobBuilder, GlobMatcher};
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
+
+/// Render a byte path for a terminal: control characters, ANSI escapes,
+/// bidirectional overrides and other invisible format characters are shown as
+/// visible escapes, invalid UTF-8 as `\xNN`. A name can therefore never move
+/// the cursor, recolour the screen or reorder what a reviewer reads.
+pub fn escape_for_humans(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if is_dangerous_char(c) => {
+                    let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+fn is_dangerous_char(c: char) -> bool {
+    let u = c as u32;
+    c.is_control()
+        || matches!(u,
+            0x061C | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2069 | 0xFEFF | 0xFFF9..=0xFFFB)
+}
+
+/// A set of workspace-relative globs with directory semantics: a pattern
+/// matches a path when it matches the path itself or any of its ancestors, so
+/// `secrets/` or `build` cover everything beneath them. `*` never crosses `/`;
+/// use `**` for that.
+#[derive(Debug, Clone, Default)]
+pub struct PathMatcher {
+    pub patterns: Vec<String>,
+    matchers: Vec<GlobMatcher>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PatternError {
+    #[error("pattern {pattern:?} is absolute; write it relative to the workspace root")]
+    Absolute { pattern: String },
+    #[error("pattern {pattern:?} climbs out of the workspace with '..'; remove the '..'")]
+    ClimbsOut { pattern: String },
+    #[error("pattern {pattern:?} is empty")]
+    Empty { pattern: String },
+    #[error("pattern {pattern:?} is not a valid glob: {message}")]
+    Glob { pattern: String, message: String },
+}
+
+impl PathMatcher {
+    pub fn new(patterns: &[String]) -> Result<Self, PatternError> {
+        let mut m = PathMatcher::default();
+        for p in patterns {
+            m.add(p)?;
+        }
+        Ok(m)
+    }
+
+    pub fn add(&mut self, pattern: &str) -> Result<(), PatternError> {
+        let pat = pattern.trim();
+        if pat.is_empty() {
+            return Err(PatternError::Empty {
+                pattern: pattern.into(),
+            });
+        }
+        if pat.starts_with('/') {
+            return Err(PatternError::Absolute {
+                pattern: pattern.into(),
+            });
+        }
+        if pat.split('/').any(|c| c == "..") {
+            return Err(PatternError::ClimbsOut {
+                pattern: pattern.into(),
+            });
+        }
+        let mut norm = pat.trim_end_matches('/').to_string();
+        while let Some(rest) = norm.strip_prefix("./") {
+            norm = rest.to_string();
+        }
+        if let Some(base) = norm.strip_suffix("/**") {
+            // `dir/**` also covers `dir` itself (deleting the directory).
+            norm = base.to_string();
+        }
+        if norm.is_empty() || norm == "." || norm == "**" {
+            norm = "**".into();
+        }
+        let glob = GlobBuilder::new(&norm)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| PatternError::Glob {
+                pattern: pattern.into(),
+                message: e.kind().to_string(),
+            })?;
+        self.patterns.push(pattern.to_string());
+        self.matchers.push(glob.compile_matcher());
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.matchers.is_empty()
+    }
+
+    /// The first pattern covering `path` (bytes, workspace-relative).
+    pub fn first_match(&self, path: &[u8]) -> Option<&str> {
+        let mut candidate: &[u8] = path;
+        loop {
+            let as_os = std::ffi::OsStr::from_bytes(candidate);
+            for (i, m) in self.matchers.iter().enumerate() {
+                if m.is_match(as_os) {
+                    return Some(&self.patterns[i]);
+                }
+            }
+            match candidate.iter().rposition(|b| *b == b'/') {
+                Some(i) => candidate = &candidate[..i],
+                None => return None,
+            }
+        }
+    }
+
+    pub fn matches(&self, path: &[u8]) -> bool {
+        self.first_match(path).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_newlines_ansi_and_bidi() {
+        assert_eq!(escape_for_humans(b"a\nb"), "a\\nb");
+        assert_eq!(escape_for_humans(b"\x1b[31mred"), "\\u{001b}[31mred");
+        assert_eq!(
+            escape_for_humans("evil\u{202e}txt.sh".as_bytes()),
+            "evil\\u{202e}txt.sh"
+        );
+        assert_eq!(escape_for_humans(b"bad\xffname"), "bad\\xffname");
+        assert_eq!(escape_for_humans("blog/ok-é.md".as_bytes()), "blog/ok-é.md");
+    }
+
+    #[test]
+    fn directory_semantics() {
+        let m = PathMatcher::new(&[".git/".into(), "blog/*.md".into(), "dist/**".into()]).unwrap();
+        assert!(m.matches(b".git"));
+        assert!(m.matches(b".git/hooks/pre-commit"));
+        assert!(!m.matches(b".github/x"));
+        assert!(m.matches(b"blog/a.md"));
+        assert!(!m.matches(b"blog/index.html"));
+        assert!(!m.matches(b"blog/sub/a.md.txt"));
+        assert!(m.matches(b"dist"));
+        assert!(m.matches(b"dist/a/b"));
+        assert!(!m.matches(b"a.md"));
+    }
+
+    #[test]
+    fn rejects_climbing_and_absolute() {
+        assert!(matches!(
+            PathMatcher::new(&["../x".into()]),
+            Err(PatternError::ClimbsOut { .. })
+        ));
+        assert!(matches!(
+            PathMatcher::new(&["a/../../x".into()]),
+            Err(PatternError::ClimbsOut { .. })
+        ));
+        assert!(matches!(
+            PathMatcher::new(&["/etc/passwd".into()]),
+            Err(PatternError::Absolute { .. })
+        ));
+        assert!(matches!(
+            PathMatcher::new(&["a[".into()]),
+            Err(PatternError::Glob { .. })
+        ));
+    }
+}
