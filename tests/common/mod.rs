@@ -1,0 +1,248 @@
+//! Shared harness for the threat tests: real binary, real sandbox, real
+//! workspaces, run both as root (ids shifted to an unprivileged range) and
+//! as an ordinary user created here.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub use serde_json::Value;
+
+/// The unprivileged identity the tests create and use.
+pub const TEST_USER: &str = "dryrun-test";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    Root,
+    User,
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_dryrun"))
+}
+
+pub fn is_root() -> bool {
+    nix_geteuid() == 0
+}
+
+fn nix_geteuid() -> u32 {
+    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX)
+}
+
+/// (uid, gid) of the test user, creating it when running as root.
+pub fn test_user() -> (u32, u32) {
+    static USER: OnceLock<(u32, u32)> = OnceLock::new();
+    *USER.get_or_init(|| {
+        if !is_root() {
+            let m = std::fs::metadata("/proc/self").unwrap();
+            return (m.uid(), m.gid());
+        }
+        let lookup = || -> Option<(u32, u32)> {
+            let out = Command::new("id").arg("-u").arg(TEST_USER).output().ok()?;
+            let uid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+            let out = Command::new("id").arg("-g").arg(TEST_USER).output().ok()?;
+            let gid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+            Some((uid, gid))
+        };
+        if let Some(ids) = lookup() {
+            return ids;
+        }
+        // Several test binaries may race to create the user.
+        let _ = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/bin/bash", TEST_USER])
+            .status();
+        lookup().expect("test user exists after useradd")
+    })
+}
+
+/// Identities to run a test as: both when root; when not root only the
+/// current user (and the root half is reported as skipped, or fails when
+/// DRYRUN_TEST_REQUIRE_ROOT=1 as in CI).
+pub fn identities() -> Vec<Who> {
+    if is_root() {
+        vec![Who::Root, Who::User]
+    } else {
+        if std::env::var("DRYRUN_TEST_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
+            panic!("DRYRUN_TEST_REQUIRE_ROOT=1 but the tests are not running as root");
+        }
+        eprintln!("SKIP root half: the tests are not running as root, so the shifted-id sandbox cannot be exercised");
+        vec![Who::User]
+    }
+}
+
+pub struct Ws {
+    pub who: Who,
+    pub root: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub state: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub json: Value,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn decision(&self) -> &str {
+        self.json["verdict"]["decision"].as_str().unwrap_or("")
+    }
+    pub fn out(&self) -> &str {
+        self.json["rehearsal"]["stdout"].as_str().unwrap_or("")
+    }
+    pub fn err(&self) -> &str {
+        self.json["rehearsal"]["stderr"].as_str().unwrap_or("")
+    }
+    pub fn exit_code(&self) -> Option<i64> {
+        self.json["rehearsal"]["exit_code"].as_i64()
+    }
+    pub fn changes(&self) -> Vec<Value> {
+        self.json["rehearsal"]["changes"].as_array().cloned().unwrap_or_default()
+    }
+    pub fn change(&self, path: &str) -> Option<Value> {
+        self.changes().into_iter().find(|c| c["path"] == path)
+    }
+    pub fn limits_hit(&self) -> Vec<String> {
+        self.json["rehearsal"]["limits_hit"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    }
+    pub fn blocked(&self) -> Vec<Value> {
+        self.json["rehearsal"]["blocked"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Ws {
+    pub fn new(who: Who) -> Ws {
+        let root = tempfile::Builder::new().prefix("dryrun-test-").tempdir_in("/tmp").unwrap();
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = root.path().join("ws");
+        let state = root.path().join("state");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::create_dir(&state).unwrap();
+        let ws = Ws { who, root, dir, state };
+        ws.chown_all();
+        ws
+    }
+
+    /// Give the workspace to the identity that runs dryrun.
+    pub fn chown_all(&self) {
+        if self.who == Who::User && is_root() {
+            let (u, g) = test_user();
+            for p in [&self.dir, &self.state] {
+                let st = Command::new("chown").arg("-R").arg("-h").arg(format!("{u}:{g}")).arg(p).status().unwrap();
+                assert!(st.success());
+            }
+        }
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        self.chown_all();
+        p
+    }
+
+    /// A listing of everything in the workspace: type, mode, owner, size,
+    /// mtime, content hash or link target. Used to prove a rehearsal left the
+    /// real workspace byte-identical.
+    pub fn snapshot(&self) -> BTreeMap<PathBuf, String> {
+        snapshot_tree(&self.dir)
+    }
+
+    pub fn command(&self) -> Command {
+        let mut c = if self.who == Who::User && is_root() {
+            let (u, g) = test_user();
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={u}"))
+                .arg(format!("--regid={g}"))
+                .arg("--clear-groups")
+                .arg("--")
+                .arg(bin());
+            c
+        } else {
+            Command::new(bin())
+        };
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", self.root.path())
+            .env("DRYRUN_STATE_DIR", &self.state)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `dryrun execute --json ARGS...` in this workspace.
+    pub fn execute(&self, args: &[&str]) -> Run {
+        let mut c = self.command();
+        c.arg("execute").arg("--json").args(args);
+        let out = c.output().expect("dryrun runs");
+        to_run(out)
+    }
+
+    /// Rehearse one shell command, with extra `execute` arguments.
+    pub fn rehearse(&self, cmd: &str, extra: &[&str]) -> Run {
+        let mut args = vec!["--command", cmd];
+        args.extend_from_slice(extra);
+        self.execute(&args)
+    }
+
+    /// Rehearse and assert the real workspace did not change at all.
+    pub fn rehearse_untouched(&self, cmd: &str, extra: &[&str]) -> Run {
+        let before = self.snapshot();
+        let r = self.rehearse(cmd, extra);
+        assert_eq!(before, self.snapshot(), "the real workspace changed during a rehearsal of {cmd:?}");
+        r
+    }
+}
+
+pub fn to_run(out: Output) -> Run {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        json,
+        stdout,
+        stderr,
+    }
+}
+
+pub fn snapshot_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut m = BTreeMap::new();
+    for e in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
+        let e = e.unwrap();
+        let md = e.path().symlink_metadata().unwrap();
+        let ft = md.file_type();
+        let what = if ft.is_symlink() {
+            format!("link:{}", std::fs::read_link(e.path()).unwrap().display())
+        } else if ft.is_file() {
+            format!("file:{}", blake3::hash(&std::fs::read(e.path()).unwrap()).to_hex())
+        } else if ft.is_dir() {
+            "dir".to_string()
+        } else {
+            "other".to_string()
+        };
+        let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
+        let mtime = md.mtime_nsec() + md.mtime() * 1_000_000_000;
+        m.insert(rel, format!("{what} mode={:o} owner={}:{} size={} mtime={mtime}", md.mode(), md.uid(), md.gid(), if ft.is_dir() { 0 } else { md.size() }));
+    }
+    m
+}
+
+/// A file on the host outside every workspace, that tests use as a canary.
+pub fn host_canary(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::Builder::new().prefix("dryrun-canary-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let p = d.path().join(name);
+    std::fs::write(&p, content).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    (d, p)
+}

@@ -1,0 +1,104 @@
+//! Threat: writing outside the workspace. Every attack runs inside a real
+//! rehearsal; the assertions look at the host.
+
+mod common;
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+
+/// A host directory the sandbox can see (the image binds /opt read-only) and
+/// that is world-writable on the host, so only the sandbox stops the write.
+fn visible_canary_dir() -> tempfile::TempDir {
+    std::fs::create_dir_all("/opt").unwrap();
+    let d = tempfile::Builder::new().prefix("dryrun-canary-").tempdir_in("/opt").unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(d.path().join("canary"), "original").unwrap();
+    std::fs::set_permissions(d.path().join("canary"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    d
+}
+
+#[test]
+fn writes_outside_the_workspace_fail_and_leave_the_host_alone() {
+    if !is_root() {
+        eprintln!("SKIP: creating a world-writable canary under /opt needs root");
+        return;
+    }
+    for who in identities() {
+        let canary = visible_canary_dir();
+        let c = canary.path().display().to_string();
+        let ws = Ws::new(who);
+        ws.write("keep.txt", "keep");
+        let script = format!(
+            "echo pwned > {c}/canary; echo pwned > {c}/new; touch {c}/touched; rm -f {c}/canary; \
+             mkdir {c}/d; echo x > /etc/dryrun-pwned; echo x > /usr/dryrun-pwned; \
+             echo x >> /etc/passwd; ls {c}; exit 0"
+        );
+        let r = ws.rehearse_untouched(&script, &[]);
+        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert_eq!(std::fs::read_to_string(canary.path().join("canary")).unwrap(), "original", "{who:?}");
+        for name in ["new", "touched", "d"] {
+            assert!(!canary.path().join(name).exists(), "{who:?}: {name} was created on the host");
+        }
+        assert!(!std::path::Path::new("/etc/dryrun-pwned").exists());
+        assert!(!std::path::Path::new("/usr/dryrun-pwned").exists());
+        assert!(r.err().contains("Read-only file system") || r.err().contains("Permission denied"), "{who:?}: {}", r.err());
+        assert!(r.changes().is_empty(), "{who:?}: {:?}", r.changes());
+    }
+}
+
+#[test]
+fn symlink_in_the_workspace_cannot_redirect_writes_to_the_host() {
+    if !is_root() {
+        eprintln!("SKIP: creating a world-writable canary under /opt needs root");
+        return;
+    }
+    for who in identities() {
+        let canary = visible_canary_dir();
+        let ws = Ws::new(who);
+        std::os::unix::fs::symlink(canary.path(), ws.dir.join("out")).unwrap();
+        std::os::unix::fs::symlink(canary.path().join("canary"), ws.dir.join("canary-link")).unwrap();
+        ws.chown_all();
+        let r = ws.rehearse_untouched(
+            "echo pwned > out/canary; echo pwned > out/new; echo pwned > canary-link; ln -sf /opt x; echo y > x/z; exit 0",
+            &["--expect-write", "**"],
+        );
+        assert_eq!(std::fs::read_to_string(canary.path().join("canary")).unwrap(), "original", "{who:?}");
+        assert!(!canary.path().join("new").exists(), "{who:?}");
+        assert!(!std::path::Path::new("/opt/z").exists());
+        // The new symlink is evidence, recorded as a link and flagged.
+        let x = r.change("x").unwrap_or_else(|| panic!("{who:?}: {:?}", r.changes()));
+        assert_eq!(x["file_type"], "symlink");
+        assert_eq!(x["symlink_target"], "/opt");
+        assert_eq!(x["symlink_escapes"], true);
+        assert_eq!(r.decision(), "blocked");
+    }
+}
+
+#[test]
+fn the_workspace_is_mounted_at_its_own_absolute_path() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        ws.write("a.txt", "abc");
+        let dir = ws.dir.display().to_string();
+        let r = ws.rehearse_untouched(&format!("pwd; cat {dir}/a.txt; echo more >> {dir}/a.txt"), &["--expect-write", "a.txt"]);
+        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert_eq!(r.out(), format!("{dir}\nabc"));
+        assert_eq!(r.change("a.txt").unwrap()["kind"], "modified");
+        assert_eq!(r.decision(), "promote");
+    }
+}
+
+#[test]
+fn tmp_is_fresh_and_writable_and_host_tmp_is_invisible() {
+    for who in identities() {
+        let (_d, canary) = host_canary("secret.txt", "host tmp secret");
+        let ws = Ws::new(who);
+        let r = ws.rehearse_untouched(
+            &format!("cat {} ; ls -A /tmp; echo hi > /tmp/x && cat /tmp/x; test -d \"$HOME\" && test -w \"$HOME\" && echo home-ok", canary.display()),
+            &[],
+        );
+        assert!(!r.out().contains("host tmp secret"), "{who:?}");
+        assert!(r.out().contains("hi"), "{who:?}: {}", r.out());
+        assert!(r.out().contains("home-ok"), "{who:?}: {}", r.out());
+        assert!(r.changes().is_empty());
+    }
+}
