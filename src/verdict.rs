@@ -219,7 +219,7 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
     }
     notes.push("the network was cut during the rehearsal (only loopback existed)".into());
 
-    findings.sort_by(|a, b| b.decision.cmp(&a.decision));
+    findings.sort_by_key(|f| std::cmp::Reverse(f.decision));
     let decision = findings.iter().map(|f| f.decision).max().unwrap_or(Decision::Promote);
     if decision == Decision::Promote {
         notes.insert(

@@ -560,19 +560,36 @@ fn run_step(
 ) -> StageResult<StepOutcome> {
     let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("P8 pipe"))?;
     let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("P8 pipe"))?;
+    let (hello_r, hello_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("P8 pipe"))?;
+    let (ack_r, ack_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("P8 pipe"))?;
     let step_c = CString::new(step).map_err(fail("P8 step"))?;
     let started = Instant::now();
     let pid = sys::fork_single_threaded().map_err(fail("P8 fork"))?;
     if pid == 0 {
         drop(out_r);
         drop(err_r);
-        let e = exec_command(cx, &step_c, out_w, err_w);
+        drop(hello_r);
+        drop(ack_w);
+        let e = exec_command(cx, &step_c, [out_w, err_w, hello_w, ack_r]);
         let _ = sys::write_all_fd(2, format!("dryrun sandbox: cannot start the command: {e}\n").as_bytes());
         sys::exit_now(126);
     }
     drop(out_w);
     drop(err_w);
+    drop(hello_w);
+    drop(ack_r);
     let pidfd = sys::pidfd_open(pid).map_err(fail("P8 pidfd"))?;
+    // X6 handshake: the command tells us its seccomp listener's fd number,
+    // we copy it out of its table, then let it exec.
+    let mut watch: Option<super::netwatch::NetWatch> = None;
+    let mut num = [0u8; 4];
+    if nix::unistd::read(&hello_r, &mut num).map_err(fail("P8 handshake"))? == 4 {
+        let fd = sys::pidfd_getfd(pidfd.as_raw_fd(), i32::from_ne_bytes(num)).map_err(fail("P8 listener"))?;
+        watch = Some(super::netwatch::NetWatch::new(fd));
+        nix::unistd::write(&ack_w, b"k").map_err(fail("P8 handshake"))?;
+    }
+    drop(ack_w);
+    drop(hello_r);
     let mut streams: Vec<Option<(OwnedFd, bool)>> = vec![Some((out_r, false)), Some((err_r, true))];
     let mut status: Option<WaitStatus> = None;
     let mut buf = vec![0u8; 64 * 1024];
@@ -589,6 +606,10 @@ fn run_step(
         }
         let left = (deadline - now).min(Duration::from_millis(200));
         let mut fds: Vec<PollFd> = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        if let Some(w) = &watch {
+            fds.push(PollFd::new(w.fd.as_fd(), PollFlags::POLLIN));
+        }
+        let watch_slots = fds.len() - 1;
         let mut map = Vec::new();
         for (i, s) in streams.iter().enumerate() {
             if let Some((fd, _)) = s {
@@ -620,7 +641,13 @@ fn run_step(
                 }
                 continue;
             }
-            let idx = map[i - 1];
+            if i <= watch_slots {
+                if let Some(w) = watch.as_mut() {
+                    w.handle_one();
+                }
+                continue;
+            }
+            let idx = map[i - 1 - watch_slots];
             if !read_stream(&mut streams[idx], &mut buf, out) {
                 streams[idx] = None;
             }
@@ -634,6 +661,15 @@ fn run_step(
             if !read_stream(s, &mut buf, out) {
                 *s = None;
             }
+        }
+    }
+    if let Some(w) = watch.take() {
+        report.blocked.extend(w.recorded);
+        if w.dropped > 0 {
+            report.blocked.push(Blocked {
+                kind: "network".into(),
+                detail: format!("{} more network attempts not listed", w.dropped),
+            });
         }
     }
     let (exit_code, signal) = match status {
@@ -699,8 +735,8 @@ fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) {
 }
 
 /// X1–X7 in the forked command process. Returns only on failure.
-fn exec_command(cx: &CmdContext, step: &CString, out_w: OwnedFd, err_w: OwnedFd) -> std::io::Error {
-    match prepare_command(cx, out_w, err_w) {
+fn exec_command(cx: &CmdContext, step: &CString, fds: [OwnedFd; 4]) -> std::io::Error {
+    match prepare_command(cx, fds) {
         Ok(()) => {}
         Err(e) => return e,
     }
@@ -708,10 +744,18 @@ fn exec_command(cx: &CmdContext, step: &CString, out_w: OwnedFd, err_w: OwnedFd)
     sys::execve(cx.shell, &argv, cx.env)
 }
 
-fn prepare_command(cx: &CmdContext, out_w: OwnedFd, err_w: OwnedFd) -> std::io::Result<()> {
+/// Fixed descriptor numbers for the seccomp handshake (closed before exec).
+const HELLO_FD: RawFd = 3;
+const ACK_FD: RawFd = 4;
+
+fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
+    let [out_w, err_w, hello_w, ack_r] = fds;
     let io = |what: &'static str| move |e: nix::errno::Errno| std::io::Error::other(format!("{what}: {e}"));
     // X1
     nix::unistd::setsid().map_err(io("setsid"))?;
+    // Inherited from P1, which hides itself; the command itself must be
+    // reachable by P1 for the seccomp handshake and notifications.
+    nix::sys::prctl::set_dumpable(true).map_err(io("dumpable"))?;
     let devnull = open("/dev/null", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).map_err(io("/dev/null"))?;
     dup2_stdin(&devnull).map_err(io("stdin"))?;
     dup2_stdout(&out_w).map_err(io("stdout"))?;
@@ -719,9 +763,18 @@ fn prepare_command(cx: &CmdContext, out_w: OwnedFd, err_w: OwnedFd) -> std::io::
     drop(devnull);
     drop(out_w);
     drop(err_w);
-    // Nothing past fd 2 is used from here on; the lower/upper fds and the
+    // Move both out of the way first so neither dup2 clobbers the other.
+    let high = |fd: &OwnedFd| {
+        nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(100)).map_err(io("dup"))
+    };
+    let (hello_hi, ack_hi) = (high(&hello_w)?, high(&ack_r)?);
+    sys::dup2_raw(hello_hi, HELLO_FD)?;
+    sys::dup2_raw(ack_hi, ACK_FD)?;
+    drop(hello_w);
+    drop(ack_r);
+    // Nothing past fd 4 is used from here on; the lower/upper fds and the
     // helper's answer pipe must not reach the command.
-    sys::close_fds_from(3)?;
+    sys::close_fds_from(ACK_FD as u32 + 1)?;
     nix::unistd::chdir(cx.ws).map_err(io("chdir workspace"))?;
     // X2
     for (res, soft, hard, _) in cx.rlimits {
@@ -774,6 +827,13 @@ fn prepare_command(cx: &CmdContext, out_w: OwnedFd, err_w: OwnedFd) -> std::io::
             .map_err(|e| std::io::Error::other(e.to_string()))?;
     }
     // X6
-    super::seccomp::load_seccomp_filter(cx.filter).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let listener = super::seccomp::load_seccomp_filter(cx.filter).map_err(|e| std::io::Error::other(e.to_string()))?;
+    sys::write_all_fd(HELLO_FD, &listener.to_ne_bytes())?;
+    let mut ack = [0u8; 1];
+    let ack_file = sys::adopt_fd(ACK_FD);
+    let _ = nix::unistd::read(&ack_file, &mut ack);
+    drop(ack_file);
+    sys::close_raw(listener);
+    sys::close_raw(HELLO_FD);
     Ok(())
 }

@@ -143,15 +143,11 @@ pub fn collect_and_remove(plan: &CgroupPlan, origin: &[(String, PathBuf)]) -> (V
     }
     for (ctrl, dir) in &plan.dirs {
         match ctrl.as_str() {
-            "memory" => {
-                if read_kv(&dir.join("memory.oom_control"), "oom_kill") > 0 {
-                    hit.push("memory".to_string());
-                }
+            "memory" if read_kv(&dir.join("memory.oom_control"), "oom_kill") > 0 => {
+                hit.push("memory".to_string());
             }
-            "pids" => {
-                if read_kv(&dir.join("pids.events"), "max") > 0 {
-                    hit.push("pids".to_string());
-                }
+            "pids" if read_kv(&dir.join("pids.events"), "max") > 0 => {
+                hit.push("pids".to_string());
             }
             _ => {}
         }

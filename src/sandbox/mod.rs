@@ -6,6 +6,7 @@ pub mod helper;
 mod landlock;
 pub mod limits;
 mod mounts;
+mod netwatch;
 pub mod probe;
 mod seccomp;
 pub mod spec;
@@ -83,6 +84,12 @@ pub fn rehearse(
     let status = child.wait()?;
     let stderr_text = err_reader.join().unwrap_or_default();
     let out = read?;
+    if !out.bad_blobs.is_empty() {
+        return Err(SandboxError::NoReport {
+            status: status.to_string(),
+            stderr: format!("content blobs failed their hash check: {}", out.bad_blobs.join(", ")),
+        });
+    }
     if let Some(f) = out.failure {
         return Err(SandboxError::Setup {
             stage: f.stage,

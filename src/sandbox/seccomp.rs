@@ -123,6 +123,20 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
             ),
         )?;
     }
+    // Network attempts are observed, not decided, here: the sandbox's init
+    // receives each connect() and each sendto() with an address through a
+    // user-notification listener and records it (see `netwatch`).
+    let connect = ctx("connect", ScmpSyscall::from_name("connect"))?;
+    ctx("connect notify", f.add_rule(ScmpAction::Notify, connect))?;
+    let sendto = ctx("sendto", ScmpSyscall::from_name("sendto"))?;
+    ctx(
+        "sendto notify",
+        f.add_rule_conditional(
+            ScmpAction::Notify,
+            sendto,
+            &[ScmpArgCompare::new(4, ScmpCompareOp::NotEqual, 0)],
+        ),
+    )?;
     // clone3 passes its flags in memory where a filter cannot look: make it
     // look unimplemented so libc falls back to clone(2), which is checked.
     ctx(
@@ -132,7 +146,9 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
     Ok(f)
 }
 
-/// Load the filter on the calling thread.
-pub fn load_seccomp_filter(f: &ScmpFilterContext) -> Result<(), SeccompError> {
-    ctx("load", f.load())
+/// Load the filter on the calling thread; returns the notification
+/// listener fd (owned by the caller from here on).
+pub fn load_seccomp_filter(f: &ScmpFilterContext) -> Result<i32, SeccompError> {
+    ctx("load", f.load())?;
+    ctx("notify fd", f.get_notify_fd())
 }

@@ -103,6 +103,36 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `pidfd_getfd(pidfd, targetfd, 0)`: a copy of another process's fd.
+pub fn pidfd_getfd(pidfd: RawFd, target: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: integer arguments only; returns a new fd or -1.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, target, 0) })?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `dup2(old, new)` onto a fixed descriptor number.
+pub fn dup2_raw(old: RawFd, new: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments only; `new` is a number the caller reserved.
+    let r = unsafe { libc::dup2(old, new) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Close one raw fd that no Rust handle owns.
+pub fn close_raw(fd: RawFd) {
+    // SAFETY: the caller guarantees no Rust object owns `fd`.
+    unsafe { libc::close(fd) };
+}
+
+/// Adopt a raw fd returned by a C library as an `OwnedFd`.
+pub fn adopt_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller passes an fd it exclusively owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
 /// `close_range(first, ~0, 0)`: close every fd from `first` up.
 pub fn close_fds_from(first: u32) -> io::Result<()> {
     // SAFETY: closes descriptors only; the caller owns no Rust handle to them

@@ -133,9 +133,8 @@ pub fn read_frames(
     let mut blob_total: u64 = 0;
     loop {
         let mut tag = [0u8; 1];
-        match input.read(&mut tag)? {
-            0 => break,
-            _ => {}
+        if input.read(&mut tag)? == 0 {
+            break;
         }
         let mut lenb = [0u8; 8];
         input.read_exact(&mut lenb)?;

@@ -309,7 +309,7 @@ pub fn walk_upper_layer(
         }
         changes.push(c);
     }
-    changes.sort_by(|a, b| a.path_bytes().cmp(&b.path_bytes()));
+    changes.sort_by_key(|c| c.path_bytes());
     Ok(changes)
 }
 
