@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::envelope::{EnvelopeSpec, Mode};
-use crate::record::{IntentRecord, Rehearsal, RunRecord, RunState, SandboxRecord, SCHEMA};
+use crate::record::{IntentRecord, Rehearsal, RunRecord, RunState, SCHEMA, SandboxRecord};
 use crate::sandbox::spec::{IdPlan, ImageProfile, LandlockPlan, SandboxLimits, SandboxSpec};
 use crate::sandbox::{self, SandboxError};
 use crate::verdict::{self, Decision};
@@ -56,7 +56,10 @@ pub enum EngineError {
 impl EngineError {
     /// Invalid input (exit 2) versus internal failure (exit 1).
     pub fn is_invalid_input(&self) -> bool {
-        matches!(self, EngineError::Workspace(_) | EngineError::BadRunId(_) | EngineError::NoSuchRun(_))
+        matches!(
+            self,
+            EngineError::Workspace(_) | EngineError::BadRunId(_) | EngineError::NoSuchRun(_)
+        )
     }
 }
 
@@ -95,7 +98,9 @@ pub fn default_state_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(x).join("dryrun");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     home.join(".local/state/dryrun")
 }
 
@@ -113,16 +118,40 @@ fn new_run_id() -> String {
 pub fn valid_run_id(id: &str) -> bool {
     id.len() <= 64
         && id.starts_with('r')
-        && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-' || c == 'r')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == '-' || c == 'r')
 }
 
 /// Names of the caller's variables that look like credentials: listed as
 /// stripped (the sandbox never inherits the caller's environment).
 pub fn secret_looking_env_names() -> Vec<String> {
     const MARKERS: &[&str] = &[
-        "TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "SESSION", "COOKIE",
+        "TOKEN",
+        "SECRET",
+        "KEY",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+        "SESSION",
+        "COOKIE",
     ];
-    const PREFIXES: &[&str] = &["AWS_", "GH_", "GITHUB_", "GOOGLE_", "AZURE_", "OPENAI_", "ANTHROPIC_", "SSH_AUTH_SOCK", "DOCKER_", "KUBECONFIG", "NPM_", "PYPI_", "VAULT_"];
+    const PREFIXES: &[&str] = &[
+        "AWS_",
+        "GH_",
+        "GITHUB_",
+        "GOOGLE_",
+        "AZURE_",
+        "OPENAI_",
+        "ANTHROPIC_",
+        "SSH_AUTH_SOCK",
+        "DOCKER_",
+        "KUBECONFIG",
+        "NPM_",
+        "PYPI_",
+        "VAULT_",
+    ];
     let mut names: Vec<String> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
         .filter(|k| {
@@ -288,7 +317,10 @@ impl Engine {
                     "timeout: {} s wall clock, whole process tree",
                     spec.limits.timeout_s
                 ));
-                enforcement.push(format!("disk: {} MiB upper layer (tmpfs)", spec.limits.disk_mb));
+                enforcement.push(format!(
+                    "disk: {} MiB upper layer (tmpfs)",
+                    spec.limits.disk_mb
+                ));
                 enforcement.push(format!("output: {} KiB", spec.limits.output_kb));
                 let mut limits_hit = report.limits_hit.clone();
                 limits_hit.extend(host.limits_hit.iter().cloned());
@@ -421,7 +453,11 @@ impl Engine {
                 out.push(r);
             }
         }
-        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.run_id.cmp(&a.run_id)));
+        out.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then(b.run_id.cmp(&a.run_id))
+        });
         Ok(out)
     }
 
@@ -469,7 +505,10 @@ impl Engine {
 /// Nothing is inherited from the caller.
 pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
     let mut env: std::collections::BTreeMap<String, String> = [
-        ("PATH", "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin"),
+        (
+            "PATH",
+            "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin",
+        ),
         ("HOME", "/tmp/home"),
         ("TMPDIR", "/tmp"),
         ("LANG", "C.UTF-8"),

@@ -149,7 +149,10 @@ pub enum EnvelopeError {
     #[error("{field}: {message}")]
     Field { field: String, message: String },
     #[error("{source_name}: {message}")]
-    Parse { source_name: String, message: String },
+    Parse {
+        source_name: String,
+        message: String,
+    },
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -249,7 +252,13 @@ pub const DEFAULT_LIMITS: LimitsSpec = LimitsSpec {
     disk_mb: 1024,
 };
 
-fn check_range(name: &str, v: Option<u64>, default: u64, lo: u64, hi: u64) -> Result<u64, EnvelopeError> {
+fn check_range(
+    name: &str,
+    v: Option<u64>,
+    default: u64,
+    lo: u64,
+    hi: u64,
+) -> Result<u64, EnvelopeError> {
     let v = v.unwrap_or(default);
     if v < lo || v > hi {
         return Err(field(
@@ -280,11 +289,17 @@ impl Envelope {
                 return Err(field("command", "give either command or steps, not both"));
             }
             (None, None) => {
-                return Err(field("command", "missing: give a shell string in command (or a list in steps)"));
+                return Err(field(
+                    "command",
+                    "missing: give a shell string in command (or a list in steps)",
+                ));
             }
             (Some(c), None) => {
                 if c.trim().is_empty() {
-                    return Err(field("command", "is empty; give the shell command to rehearse"));
+                    return Err(field(
+                        "command",
+                        "is empty; give the shell command to rehearse",
+                    ));
                 }
                 (vec![c.clone()], false)
             }
@@ -302,11 +317,19 @@ impl Envelope {
         };
         for (i, st) in steps.iter().enumerate() {
             if st.contains('\0') {
-                let f = if uses_steps { format!("steps[{i}]") } else { "command".into() };
+                let f = if uses_steps {
+                    format!("steps[{i}]")
+                } else {
+                    "command".into()
+                };
                 return Err(field(&f, "contains a NUL byte"));
             }
             if st.len() > 256 * 1024 {
-                let f = if uses_steps { format!("steps[{i}]") } else { "command".into() };
+                let f = if uses_steps {
+                    format!("steps[{i}]")
+                } else {
+                    "command".into()
+                };
                 return Err(field(&f, "is longer than 256 KiB"));
             }
         }
@@ -314,7 +337,12 @@ impl Envelope {
         let wd = match (&self.working_dir, default_dir) {
             (Some(w), _) => w.clone(),
             (None, Some(d)) => d.to_path_buf(),
-            (None, None) => return Err(field("working_dir", "missing; give the workspace's absolute path")),
+            (None, None) => {
+                return Err(field(
+                    "working_dir",
+                    "missing; give the workspace's absolute path",
+                ));
+            }
         };
         if !wd.is_absolute() {
             return Err(field(
@@ -329,10 +357,16 @@ impl Envelope {
             )
         })?;
         if !canon.is_dir() {
-            return Err(field("working_dir", format!("{} is not a directory", wd.display())));
+            return Err(field(
+                "working_dir",
+                format!("{} is not a directory", wd.display()),
+            ));
         }
         if canon == Path::new("/") {
-            return Err(field("working_dir", "the root directory cannot be a workspace; pick a project directory"));
+            return Err(field(
+                "working_dir",
+                "the root directory cannot be a workspace; pick a project directory",
+            ));
         }
         self.working_dir = Some(canon.clone());
 
@@ -349,16 +383,37 @@ impl Envelope {
 
         let l = &self.limits;
         let limits = LimitsSpec {
-            timeout_s: check_range("timeout_s", l.timeout_s, DEFAULT_LIMITS.timeout_s, 1, 86_400)?,
-            memory_mb: check_range("memory_mb", l.memory_mb, DEFAULT_LIMITS.memory_mb, 16, 1 << 20)?,
+            timeout_s: check_range(
+                "timeout_s",
+                l.timeout_s,
+                DEFAULT_LIMITS.timeout_s,
+                1,
+                86_400,
+            )?,
+            memory_mb: check_range(
+                "memory_mb",
+                l.memory_mb,
+                DEFAULT_LIMITS.memory_mb,
+                16,
+                1 << 20,
+            )?,
             pids: check_range("pids", l.pids, DEFAULT_LIMITS.pids, 8, 1 << 20)?,
-            output_kb: check_range("output_kb", l.output_kb, DEFAULT_LIMITS.output_kb, 1, 1 << 20)?,
+            output_kb: check_range(
+                "output_kb",
+                l.output_kb,
+                DEFAULT_LIMITS.output_kb,
+                1,
+                1 << 20,
+            )?,
             disk_mb: check_range("disk_mb", l.disk_mb, DEFAULT_LIMITS.disk_mb, 1, 1 << 20)?,
         };
 
         for (k, v) in &self.env {
             if !valid_env_name(k) {
-                return Err(field(&format!("env.{k}"), "is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)"));
+                return Err(field(
+                    &format!("env.{k}"),
+                    "is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                ));
             }
             if v.contains('\0') {
                 return Err(field(&format!("env.{k}"), "contains a NUL byte"));
@@ -371,7 +426,9 @@ impl Envelope {
             ));
         }
         let live = self.live.clone().unwrap_or_default();
-        if live.mode == LiveMode::Apply && (live.network != LiveNetwork::None || !live.env_from_host.is_empty()) {
+        if live.mode == LiveMode::Apply
+            && (live.network != LiveNetwork::None || !live.env_from_host.is_empty())
+        {
             return Err(field(
                 "live",
                 "network and env_from_host only apply to mode: rerun; mode apply writes the reviewed change set",
@@ -379,10 +436,17 @@ impl Envelope {
         }
         for (i, k) in live.env_from_host.iter().enumerate() {
             if !valid_env_name(k) {
-                return Err(field(&format!("live.env_from_host[{i}]"), "is not a valid variable name"));
+                return Err(field(
+                    &format!("live.env_from_host[{i}]"),
+                    "is not a valid variable name",
+                ));
             }
         }
-        let command = if uses_steps { steps.join(" && ") } else { steps[0].clone() };
+        let command = if uses_steps {
+            steps.join(" && ")
+        } else {
+            steps[0].clone()
+        };
         Ok(EnvelopeSpec {
             task: self.task.clone(),
             command,
@@ -430,9 +494,24 @@ mod tests {
 
     #[test]
     fn command_rules() {
-        assert!(v("command: ''\n").unwrap_err().to_string().starts_with("command: is empty"));
-        assert!(v("intent: {summary: x}\n").unwrap_err().to_string().starts_with("command: missing"));
-        assert!(v("command: ls\nsteps: [ls]\n").unwrap_err().to_string().contains("not both"));
+        assert!(
+            v("command: ''\n")
+                .unwrap_err()
+                .to_string()
+                .starts_with("command: is empty")
+        );
+        assert!(
+            v("intent: {summary: x}\n")
+                .unwrap_err()
+                .to_string()
+                .starts_with("command: missing")
+        );
+        assert!(
+            v("command: ls\nsteps: [ls]\n")
+                .unwrap_err()
+                .to_string()
+                .contains("not both")
+        );
         let s = v("steps: [make, 'make test']\n").unwrap();
         assert_eq!(s.command, "make && make test");
         assert_eq!(s.steps.len(), 2);
@@ -440,9 +519,16 @@ mod tests {
 
     #[test]
     fn working_dir_rules() {
-        let e = v("command: ls\nworking_dir: rel/dir\n").unwrap_err().to_string();
-        assert!(e.starts_with("working_dir:") && e.contains("relative"), "{e}");
-        let e = v("command: ls\nworking_dir: /definitely/missing/dir\n").unwrap_err().to_string();
+        let e = v("command: ls\nworking_dir: rel/dir\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("working_dir:") && e.contains("relative"),
+            "{e}"
+        );
+        let e = v("command: ls\nworking_dir: /definitely/missing/dir\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("working_dir:"), "{e}");
         let e = v("command: ls\nworking_dir: /\n").unwrap_err().to_string();
         assert!(e.contains("root directory"), "{e}");
@@ -450,19 +536,34 @@ mod tests {
 
     #[test]
     fn globs_and_limits() {
-        let e = v("command: ls\nintent: {expected_writes: ['../x']}\n").unwrap_err().to_string();
-        assert!(e.starts_with("intent.expected_writes:") && e.contains(".."), "{e}");
-        let e = v("command: ls\nintent: {forbidden_paths: ['/etc']}\n").unwrap_err().to_string();
+        let e = v("command: ls\nintent: {expected_writes: ['../x']}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("intent.expected_writes:") && e.contains(".."),
+            "{e}"
+        );
+        let e = v("command: ls\nintent: {forbidden_paths: ['/etc']}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("intent.forbidden_paths:"), "{e}");
-        let e = v("command: ls\nlimits: {timeout_s: 0}\n").unwrap_err().to_string();
+        let e = v("command: ls\nlimits: {timeout_s: 0}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("limits.timeout_s:"), "{e}");
-        let e = v("command: ls\nlimits: {memory_mb: 99999999}\n").unwrap_err().to_string();
+        let e = v("command: ls\nlimits: {memory_mb: 99999999}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("limits.memory_mb:"), "{e}");
-        let e = v("command: ls\nintent: {network: host}\n").unwrap_err().to_string();
+        let e = v("command: ls\nintent: {network: host}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("network"), "{e}");
         let e = v("command: ls\nenv: {'A-B': x}\n").unwrap_err().to_string();
         assert!(e.starts_with("env.A-B:"), "{e}");
-        let e = v("command: ls\nintent: {mode: read_only, expected_writes: [a]}\n").unwrap_err().to_string();
+        let e = v("command: ls\nintent: {mode: read_only, expected_writes: [a]}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("read_only"), "{e}");
     }
 

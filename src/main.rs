@@ -3,7 +3,10 @@
 #![deny(unsafe_code)]
 
 fn main() {
-    if std::env::args_os().nth(1).is_some_and(|a| a == dryrun::sandbox::helper::HELPER_ARG) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == dryrun::sandbox::helper::HELPER_ARG)
+    {
         dryrun::sandbox::helper::run_helper();
     }
     if std::env::var_os("DRYRUN_LOG").is_some() {

@@ -118,7 +118,10 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
                 // is part of those writes.
                 if c.file_type == FileType::Dir && c.kind != ChangeKind::Deleted {
                     let prefix = format!("{}/", c.path);
-                    if writes.iter().any(|o| o.path.starts_with(&prefix) && allowed(o)) {
+                    if writes
+                        .iter()
+                        .any(|o| o.path.starts_with(&prefix) && allowed(o))
+                    {
                         continue;
                     }
                 }
@@ -126,7 +129,10 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
                 let allowed_desc = if spec.expected_writes.is_empty() {
                     "intent expected no writes".to_string()
                 } else {
-                    format!("intent only allowed {}", spec.expected_writes.patterns.join(", "))
+                    format!(
+                        "intent only allowed {}",
+                        spec.expected_writes.patterns.join(", ")
+                    )
                 };
                 add(
                     "intent.expected_writes",
@@ -143,14 +149,22 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
             add(
                 "evidence.setid",
                 Decision::Blocked,
-                format!("{} has a setuid/setgid bit (mode {:o})", show(c), c.mode_after.unwrap_or(0)),
+                format!(
+                    "{} has a setuid/setgid bit (mode {:o})",
+                    show(c),
+                    c.mode_after.unwrap_or(0)
+                ),
             );
         }
         if c.kind != ChangeKind::Deleted && c.file_type == FileType::Other {
             add(
                 "evidence.special_file",
                 Decision::Blocked,
-                format!("{} is a {}", show(c), c.special.as_deref().unwrap_or("special file")),
+                format!(
+                    "{} is a {}",
+                    show(c),
+                    c.special.as_deref().unwrap_or("special file")
+                ),
             );
         }
         if c.symlink_escapes {
@@ -165,7 +179,11 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
             );
         }
         if let Some(other) = &c.hardlink_of {
-            notes.push(format!("{} is a hard link of {}", show(c), escape_for_humans(other.as_bytes())));
+            notes.push(format!(
+                "{} is a hard link of {}",
+                show(c),
+                escape_for_humans(other.as_bytes())
+            ));
         }
     }
 
@@ -179,7 +197,12 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
     }
 
     // 6. limits and exit status.
-    let mut hit: Vec<String> = r.limits_hit.iter().chain(host.limits_hit.iter()).cloned().collect();
+    let mut hit: Vec<String> = r
+        .limits_hit
+        .iter()
+        .chain(host.limits_hit.iter())
+        .cloned()
+        .collect();
     hit.sort();
     hit.dedup();
     for l in &hit {
@@ -190,7 +213,11 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
         );
     }
     if host.killed_by_watchdog && !hit.iter().any(|h| h == "timeout") {
-        add("limits.timeout", Decision::Blocked, "the rehearsal was killed by the watchdog".into());
+        add(
+            "limits.timeout",
+            Decision::Blocked,
+            "the rehearsal was killed by the watchdog".into(),
+        );
     }
     match (r.exit_code, r.signal) {
         (Some(0), _) => {}
@@ -211,16 +238,28 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
         ),
     }
     if r.landlock_abi == 0 {
-        notes.push("Landlock was not available: the run relied on namespaces and mounts alone".into());
+        notes.push(
+            "Landlock was not available: the run relied on namespaces and mounts alone".into(),
+        );
     }
-    let identical = r.changes.iter().filter(|c| c.kind == ChangeKind::Identical).count();
+    let identical = r
+        .changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Identical)
+        .count();
     if identical > 0 {
-        notes.push(format!("{identical} file(s) rewritten with identical content (not counted as writes)"));
+        notes.push(format!(
+            "{identical} file(s) rewritten with identical content (not counted as writes)"
+        ));
     }
     notes.push("the network was cut during the rehearsal (only loopback existed)".into());
 
     findings.sort_by_key(|f| std::cmp::Reverse(f.decision));
-    let decision = findings.iter().map(|f| f.decision).max().unwrap_or(Decision::Promote);
+    let decision = findings
+        .iter()
+        .map(|f| f.decision)
+        .max()
+        .unwrap_or(Decision::Promote);
     if decision == Decision::Promote {
         notes.insert(
             0,
@@ -235,7 +274,10 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
         decision,
         surprise_paths: surprises,
         forbidden_paths_touched: forbidden,
-        reasons: findings.iter().map(|f| format!("[{}] {}", f.rule, f.message)).collect(),
+        reasons: findings
+            .iter()
+            .map(|f| format!("[{}] {}", f.rule, f.message))
+            .collect(),
         findings,
         notes,
     }
@@ -264,7 +306,10 @@ mod tests {
     }
 
     fn spec(yaml: &str) -> EnvelopeSpec {
-        parse_envelope("t", yaml).unwrap().validate(Some(std::path::Path::new("/tmp"))).unwrap()
+        parse_envelope("t", yaml)
+            .unwrap()
+            .validate(Some(std::path::Path::new("/tmp")))
+            .unwrap()
     }
 
     fn ok_report(changes: Vec<Change>) -> RehearsalReport {
@@ -280,7 +325,16 @@ mod tests {
     fn decision_is_ordered() {
         assert!(Decision::Promote < Decision::NeedsApproval);
         assert!(Decision::NeedsApproval < Decision::Blocked);
-        assert_eq!([Decision::Promote, Decision::Blocked, Decision::NeedsApproval].iter().max(), Some(&Decision::Blocked));
+        assert_eq!(
+            [
+                Decision::Promote,
+                Decision::Blocked,
+                Decision::NeedsApproval
+            ]
+            .iter()
+            .max(),
+            Some(&Decision::Blocked)
+        );
     }
 
     #[test]
@@ -293,7 +347,13 @@ mod tests {
         let v = judge(&s, &r, &HostReport::default());
         assert_eq!(v.decision, Decision::Blocked);
         assert_eq!(v.surprise_paths, vec!["blog/index.html"]);
-        assert!(v.reasons[0].contains("touched") || v.reasons[0].contains("modified blog/index.html but intent only allowed blog/*.md"), "{:?}", v.reasons);
+        assert!(
+            v.reasons[0].contains("touched")
+                || v.reasons[0]
+                    .contains("modified blog/index.html but intent only allowed blog/*.md"),
+            "{:?}",
+            v.reasons
+        );
     }
 
     #[test]
@@ -312,7 +372,11 @@ mod tests {
     #[test]
     fn forbidden_read_only_exit_and_limits() {
         let s = spec("command: x\nintent: {mode: read_only, forbidden_paths: ['.git/']}\n");
-        let mut r = ok_report(vec![change(".git/config", ChangeKind::Identical, FileType::File)]);
+        let mut r = ok_report(vec![change(
+            ".git/config",
+            ChangeKind::Identical,
+            FileType::File,
+        )]);
         r.exit_code = Some(2);
         r.limits_hit = vec!["timeout".into()];
         let v = judge(&s, &r, &HostReport::default());
@@ -320,7 +384,10 @@ mod tests {
         assert_eq!(v.forbidden_paths_touched, vec![".git/config"]);
         let joined = v.reasons.join("\n");
         assert!(joined.contains("[intent.forbidden_paths]"), "{joined}");
-        assert!(joined.contains("[evidence.exit_status] the command exited with status 2"), "{joined}");
+        assert!(
+            joined.contains("[evidence.exit_status] the command exited with status 2"),
+            "{joined}"
+        );
         assert!(joined.contains("[limits.timeout]"), "{joined}");
     }
 }

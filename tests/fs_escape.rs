@@ -9,10 +9,17 @@ use std::os::unix::fs::PermissionsExt;
 /// that is world-writable on the host, so only the sandbox stops the write.
 fn visible_canary_dir() -> tempfile::TempDir {
     std::fs::create_dir_all("/opt").unwrap();
-    let d = tempfile::Builder::new().prefix("dryrun-canary-").tempdir_in("/opt").unwrap();
+    let d = tempfile::Builder::new()
+        .prefix("dryrun-canary-")
+        .tempdir_in("/opt")
+        .unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::write(d.path().join("canary"), "original").unwrap();
-    std::fs::set_permissions(d.path().join("canary"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::set_permissions(
+        d.path().join("canary"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
     d
 }
 
@@ -34,13 +41,24 @@ fn writes_outside_the_workspace_fail_and_leave_the_host_alone() {
         );
         let r = ws.rehearse_untouched(&script, &[]);
         assert_eq!(r.code, 0, "{who:?}: {r:?}");
-        assert_eq!(std::fs::read_to_string(canary.path().join("canary")).unwrap(), "original", "{who:?}");
+        assert_eq!(
+            std::fs::read_to_string(canary.path().join("canary")).unwrap(),
+            "original",
+            "{who:?}"
+        );
         for name in ["new", "touched", "d"] {
-            assert!(!canary.path().join(name).exists(), "{who:?}: {name} was created on the host");
+            assert!(
+                !canary.path().join(name).exists(),
+                "{who:?}: {name} was created on the host"
+            );
         }
         assert!(!std::path::Path::new("/etc/dryrun-pwned").exists());
         assert!(!std::path::Path::new("/usr/dryrun-pwned").exists());
-        assert!(r.err().contains("Read-only file system") || r.err().contains("Permission denied"), "{who:?}: {}", r.err());
+        assert!(
+            r.err().contains("Read-only file system") || r.err().contains("Permission denied"),
+            "{who:?}: {}",
+            r.err()
+        );
         assert!(r.changes().is_empty(), "{who:?}: {:?}", r.changes());
     }
 }
@@ -55,17 +73,24 @@ fn symlink_in_the_workspace_cannot_redirect_writes_to_the_host() {
         let canary = visible_canary_dir();
         let ws = Ws::new(who);
         std::os::unix::fs::symlink(canary.path(), ws.dir.join("out")).unwrap();
-        std::os::unix::fs::symlink(canary.path().join("canary"), ws.dir.join("canary-link")).unwrap();
+        std::os::unix::fs::symlink(canary.path().join("canary"), ws.dir.join("canary-link"))
+            .unwrap();
         ws.chown_all();
         let r = ws.rehearse_untouched(
             "echo pwned > out/canary; echo pwned > out/new; echo pwned > canary-link; ln -sf /opt x; echo y > x/z; exit 0",
             &["--expect-write", "**"],
         );
-        assert_eq!(std::fs::read_to_string(canary.path().join("canary")).unwrap(), "original", "{who:?}");
+        assert_eq!(
+            std::fs::read_to_string(canary.path().join("canary")).unwrap(),
+            "original",
+            "{who:?}"
+        );
         assert!(!canary.path().join("new").exists(), "{who:?}");
         assert!(!std::path::Path::new("/opt/z").exists());
         // The new symlink is evidence, recorded as a link and flagged.
-        let x = r.change("x").unwrap_or_else(|| panic!("{who:?}: {:?}", r.changes()));
+        let x = r
+            .change("x")
+            .unwrap_or_else(|| panic!("{who:?}: {:?}", r.changes()));
         assert_eq!(x["file_type"], "symlink");
         assert_eq!(x["symlink_target"], "/opt");
         assert_eq!(x["symlink_escapes"], true);
@@ -79,7 +104,10 @@ fn the_workspace_is_mounted_at_its_own_absolute_path() {
         let ws = Ws::new(who);
         ws.write("a.txt", "abc");
         let dir = ws.dir.display().to_string();
-        let r = ws.rehearse_untouched(&format!("pwd; cat {dir}/a.txt; echo more >> {dir}/a.txt"), &["--expect-write", "a.txt"]);
+        let r = ws.rehearse_untouched(
+            &format!("pwd; cat {dir}/a.txt; echo more >> {dir}/a.txt"),
+            &["--expect-write", "a.txt"],
+        );
         assert_eq!(r.code, 0, "{who:?}: {r:?}");
         assert_eq!(r.out(), format!("{dir}\nabc"));
         assert_eq!(r.change("a.txt").unwrap()["kind"], "modified");

@@ -135,7 +135,11 @@ fn usage_error(msg: impl std::fmt::Display) -> i32 {
 
 fn engine_error(e: EngineError) -> i32 {
     eprintln!("dryrun: {e}");
-    if e.is_invalid_input() { EXIT_INVALID } else { EXIT_INTERNAL }
+    if e.is_invalid_input() {
+        EXIT_INVALID
+    } else {
+        EXIT_INTERNAL
+    }
 }
 
 fn run(cli: Cli) -> i32 {
@@ -261,7 +265,9 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         Ok(e) => e,
         Err(e) => return usage_error(e),
     };
-    env.intent.expected_writes.extend(a.expect_write.iter().cloned());
+    env.intent
+        .expected_writes
+        .extend(a.expect_write.iter().cloned());
     env.intent.forbidden_paths.extend(a.forbid.iter().cloned());
     if a.read_only {
         env.intent.mode = Mode::ReadOnly;
@@ -282,7 +288,10 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         Err(e) => return engine_error(e),
     };
     if a.json {
-        println!("{}", serde_json::to_string(&record).expect("records serialize"));
+        println!(
+            "{}",
+            serde_json::to_string(&record).expect("records serialize")
+        );
     } else {
         render::print_evidence(&record);
     }

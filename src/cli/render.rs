@@ -41,7 +41,11 @@ fn tail(label: &str, text: &str, truncated: bool) {
 }
 
 pub fn print_evidence(r: &RunRecord) {
-    let task = r.task.as_deref().map(|t| format!(" · task {}", esc(t))).unwrap_or_default();
+    let task = r
+        .task
+        .as_deref()
+        .map(|t| format!(" · task {}", esc(t)))
+        .unwrap_or_default();
     println!("dryrun run {}{task}", r.run_id);
     println!("command: {}", esc(&r.command));
     if !r.intent.summary.is_empty() {
@@ -71,7 +75,11 @@ pub fn print_evidence(r: &RunRecord) {
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => "none".into(),
     };
-    let writes = reh.changes.iter().filter(|c| c.kind != ChangeKind::Identical).count();
+    let writes = reh
+        .changes
+        .iter()
+        .filter(|c| c.kind != ChangeKind::Identical)
+        .count();
     let (surprises, forbidden) = r
         .verdict
         .as_ref()
@@ -119,25 +127,62 @@ pub fn print_evidence(r: &RunRecord) {
                 extra.push(format!("xattrs: {}", c.xattrs_changed.join(", ")));
             }
             let ft = format!("{:?}", c.file_type).to_lowercase();
-            let extra = if extra.is_empty() { String::new() } else { format!("  ({})", extra.join("; ")) };
-            println!("  {mark} {} [{ft}]{extra}", escape_for_humans(&c.path_bytes()));
+            let extra = if extra.is_empty() {
+                String::new()
+            } else {
+                format!("  ({})", extra.join("; "))
+            };
+            println!(
+                "  {mark} {} [{ft}]{extra}",
+                escape_for_humans(&c.path_bytes())
+            );
         }
     }
-    list("surprise paths", &surprises.iter().map(|s| esc(s)).collect::<Vec<_>>());
-    list("forbidden paths touched", &forbidden.iter().map(|s| esc(s)).collect::<Vec<_>>());
+    list(
+        "surprise paths",
+        &surprises.iter().map(|s| esc(s)).collect::<Vec<_>>(),
+    );
+    list(
+        "forbidden paths touched",
+        &forbidden.iter().map(|s| esc(s)).collect::<Vec<_>>(),
+    );
     list(
         "blocked attempts",
-        &reh.blocked.iter().map(|b| format!("{}: {}", b.kind, esc(&b.detail))).collect::<Vec<_>>(),
+        &reh.blocked
+            .iter()
+            .map(|b| format!("{}: {}", b.kind, esc(&b.detail)))
+            .collect::<Vec<_>>(),
     );
-    println!("stripped: {}", if reh.stripped.is_empty() { "none".into() } else { reh.stripped.join(", ") });
-    println!("limits hit: {}", if reh.limits_hit.is_empty() { "none".into() } else { reh.limits_hit.join(", ") });
+    println!(
+        "stripped: {}",
+        if reh.stripped.is_empty() {
+            "none".into()
+        } else {
+            reh.stripped.join(", ")
+        }
+    );
+    println!(
+        "limits hit: {}",
+        if reh.limits_hit.is_empty() {
+            "none".into()
+        } else {
+            reh.limits_hit.join(", ")
+        }
+    );
     tail("stdout", &reh.stdout, reh.output_truncated);
     tail("stderr", &reh.stderr, reh.output_truncated);
     if let Some(v) = &r.verdict {
-        let first = v.findings.first().map(|f| format!(" — {}", esc(&f.message))).unwrap_or_default();
+        let first = v
+            .findings
+            .first()
+            .map(|f| format!(" — {}", esc(&f.message)))
+            .unwrap_or_default();
         println!("decision: {}{first}", v.decision.as_str());
         if v.reasons.len() > 1 || (v.decision != Decision::Promote && !v.reasons.is_empty()) {
-            list("reasons", &v.reasons.iter().map(|s| esc(s)).collect::<Vec<_>>());
+            list(
+                "reasons",
+                &v.reasons.iter().map(|s| esc(s)).collect::<Vec<_>>(),
+            );
         }
         list("notes", &v.notes.iter().map(|s| esc(s)).collect::<Vec<_>>());
     }
@@ -150,12 +195,23 @@ pub fn print_run_list(runs: &[RunRecord]) {
         return;
     }
     for r in runs {
-        let d = r.verdict.as_ref().map(|v| v.decision.as_str()).unwrap_or("-");
+        let d = r
+            .verdict
+            .as_ref()
+            .map(|v| v.decision.as_str())
+            .unwrap_or("-");
         let mut cmd = esc(&r.command);
         if cmd.chars().count() > 60 {
             cmd = cmd.chars().take(57).collect::<String>() + "...";
         }
-        println!("{}  {}  {:<17}  {:<14}  {}", r.run_id, r.created_at, r.state.as_str(), d, cmd);
+        println!(
+            "{}  {}  {:<17}  {:<14}  {}",
+            r.run_id,
+            r.created_at,
+            r.state.as_str(),
+            d,
+            cmd
+        );
     }
 }
 

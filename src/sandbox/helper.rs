@@ -131,9 +131,13 @@ fn host_stage() -> StageResult<()> {
         .map_err(fail("H1 read spec"))?;
     let spec: SandboxSpec = serde_json::from_slice(&raw).map_err(fail("H1 parse spec"))?;
     if nix::unistd::getppid().as_raw() != spec.parent_pid {
-        return Err(("H1".into(), "the engine that started this helper is gone".into()));
+        return Err((
+            "H1".into(),
+            "the engine that started this helper is gone".into(),
+        ));
     }
-    let devnull = open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty()).map_err(fail("H1 /dev/null"))?;
+    let devnull = open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(fail("H1 /dev/null"))?;
     dup2_stdin(&devnull).map_err(fail("H1 stdin"))?;
     drop(devnull);
     // No Rust handle refers to fds >= 3 at this point.
@@ -143,7 +147,8 @@ fn host_stage() -> StageResult<()> {
     let origin = super::limits::original_cgroups();
     let mut enforcement = Vec::new();
     if let Some(plan) = &spec.cgroup {
-        enforcement = super::limits::enter_cgroups(plan, &spec.limits).map_err(fail("H2 cgroups"))?;
+        enforcement =
+            super::limits::enter_cgroups(plan, &spec.limits).map_err(fail("H2 cgroups"))?;
     }
 
     // H3
@@ -152,7 +157,8 @@ fn host_stage() -> StageResult<()> {
     if shifted {
         unshare(CloneFlags::CLONE_NEWNS).map_err(fail("H3 unshare mount ns"))?;
         mounts::make_rprivate().map_err(fail("H3"))?;
-        clone_fd = Some(sys::open_tree_clone(&spec.workspace).map_err(fail("H3 open_tree workspace"))?);
+        clone_fd =
+            Some(sys::open_tree_clone(&spec.workspace).map_err(fail("H3 open_tree workspace"))?);
     }
 
     // H4
@@ -180,22 +186,31 @@ fn host_stage() -> StageResult<()> {
     let n = nix::unistd::read(&ready_r, &mut b).map_err(fail("H4 wait for user namespace"))?;
     if n != 1 {
         let _ = waitpid(cpid, None);
-        return Err(("H4".into(), "the sandbox process died before creating its user namespace".into()));
+        return Err((
+            "H4".into(),
+            "the sandbox process died before creating its user namespace".into(),
+        ));
     }
     write_id_maps(c, &spec.ids).map_err(fail("H4 id maps"))?;
 
     // H5
     if let Some(fd) = clone_fd.take() {
-        let userns = std::fs::File::open(format!("/proc/{c}/ns/user")).map_err(fail("H5 userns fd"))?;
+        let userns =
+            std::fs::File::open(format!("/proc/{c}/ns/user")).map_err(fail("H5 userns fd"))?;
         sys::mount_setattr_idmap(
             fd.as_raw_fd(),
-            sys::MOUNT_ATTR_IDMAP | sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            sys::MOUNT_ATTR_IDMAP
+                | sys::MOUNT_ATTR_RDONLY
+                | sys::MOUNT_ATTR_NOSUID
+                | sys::MOUNT_ATTR_NODEV,
             userns.as_raw_fd(),
         )
         .map_err(fail("H5 idmap workspace"))?;
-        mounts::mount_tmpfs(Path::new("/tmp"), 65536, 0o755, MsFlags::empty()).map_err(fail("H5"))?;
+        mounts::mount_tmpfs(Path::new("/tmp"), 65536, 0o755, MsFlags::empty())
+            .map_err(fail("H5"))?;
         std::fs::create_dir(STAGE_LOWER).map_err(fail("H5 stage"))?;
-        sys::move_mount_to(fd.as_raw_fd(), Path::new(STAGE_LOWER)).map_err(fail("H5 attach lower"))?;
+        sys::move_mount_to(fd.as_raw_fd(), Path::new(STAGE_LOWER))
+            .map_err(fail("H5 attach lower"))?;
     }
 
     // H6
@@ -211,7 +226,10 @@ fn host_stage() -> StageResult<()> {
         let left = watchdog.saturating_sub(started.elapsed());
         let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
         let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        match poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
             Ok(0) => {
                 // The sandbox's own timeout did not end it: kill the whole
                 // namespace by killing its init's parent (P1 dies with C).
@@ -238,9 +256,17 @@ fn host_stage() -> StageResult<()> {
 fn write_id_maps(child: i32, ids: &IdPlan) -> std::io::Result<()> {
     let base = format!("/proc/{child}");
     match ids {
-        IdPlan::Shifted { host_base, count, .. } => {
-            std::fs::write(format!("{base}/uid_map"), format!("0 {host_base} {count}\n"))?;
-            std::fs::write(format!("{base}/gid_map"), format!("0 {host_base} {count}\n"))?;
+        IdPlan::Shifted {
+            host_base, count, ..
+        } => {
+            std::fs::write(
+                format!("{base}/uid_map"),
+                format!("0 {host_base} {count}\n"),
+            )?;
+            std::fs::write(
+                format!("{base}/gid_map"),
+                format!("0 {host_base} {count}\n"),
+            )?;
         }
         IdPlan::SelfOnly { uid, gid } => {
             std::fs::write(format!("{base}/setgroups"), "deny")?;
@@ -262,8 +288,10 @@ fn child_stage(spec: &SandboxSpec, ready_w: OwnedFd, go_r: OwnedFd) -> StageResu
     }
     drop(go_r);
     if let IdPlan::Shifted { .. } = spec.ids {
-        nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0)).map_err(fail("C setresgid"))?;
-        nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)).map_err(fail("C setresuid"))?;
+        nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
+            .map_err(fail("C setresgid"))?;
+        nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
+            .map_err(fail("C setresuid"))?;
         nix::unistd::setgroups(&[]).map_err(fail("C setgroups"))?;
     }
     unshare(
@@ -300,7 +328,12 @@ fn child_stage(spec: &SandboxSpec, ready_w: OwnedFd, go_r: OwnedFd) -> StageResu
 /// Blob sink writing `B` frames to fd 1.
 struct FrameSink;
 impl BlobSink for FrameSink {
-    fn put(&mut self, hash: &blake3::Hash, len: u64, content: &mut dyn Read) -> std::io::Result<()> {
+    fn put(
+        &mut self,
+        hash: &blake3::Hash,
+        len: u64,
+        content: &mut dyn Read,
+    ) -> std::io::Result<()> {
         let mut out = std::io::BufWriter::with_capacity(1 << 16, FdWriter(OUT_FD));
         wire::write_blob(&mut out, hash, len, content)?;
         out.flush()
@@ -317,7 +350,9 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     sys::die_with_parent().map_err(fail("P pdeathsig"))?;
     let _ = nix::sys::prctl::set_dumpable(false);
     let ids = match spec.ids {
-        IdPlan::Shifted { run_uid, run_gid, .. } => RunIds {
+        IdPlan::Shifted {
+            run_uid, run_gid, ..
+        } => RunIds {
             uid: run_uid,
             gid: run_gid,
             shifted: true,
@@ -332,14 +367,19 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
 
     // P1
     mounts::make_rprivate().map_err(fail("P1"))?;
-    let lower_path: &Path = if ids.shifted { Path::new(STAGE_LOWER) } else { ws };
+    let lower_path: &Path = if ids.shifted {
+        Path::new(STAGE_LOWER)
+    } else {
+        ws
+    };
     let lower = open(
         lower_path,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
     .map_err(fail("P1 open workspace"))?;
-    let lower_root_meta = std::fs::metadata(format!("/proc/self/fd/{}", lower.as_raw_fd())).map_err(fail("P1 stat workspace"))?;
+    let lower_root_meta = std::fs::metadata(format!("/proc/self/fd/{}", lower.as_raw_fd()))
+        .map_err(fail("P1 stat workspace"))?;
     let lower_proc_path = PathBuf::from(format!("/proc/self/fd/{}", lower.as_raw_fd()));
 
     // P2
@@ -347,7 +387,8 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     mounts::mount_tmpfs(base, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P2"))?;
     let upper_mnt = base.join("upper");
     mounts::mkdir_p(&upper_mnt, 0o755).map_err(fail("P2"))?;
-    mounts::mount_tmpfs(&upper_mnt, spec.limits.disk_bytes, 0o755, MsFlags::empty()).map_err(fail("P2 upper"))?;
+    mounts::mount_tmpfs(&upper_mnt, spec.limits.disk_bytes, 0o755, MsFlags::empty())
+        .map_err(fail("P2 upper"))?;
     let upper = upper_mnt.join("data");
     let work = upper_mnt.join("work");
     mounts::mkdir_p(&work, 0o700).map_err(fail("P2"))?;
@@ -373,13 +414,19 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     // P4
     let tmp = root.join("tmp");
     mounts::mkdir_p(&tmp, 0o1777).map_err(fail("P4"))?;
-    mounts::mount_tmpfs(&tmp, spec.limits.tmp_bytes, 0o1777, MsFlags::empty()).map_err(fail("P4 /tmp"))?;
+    mounts::mount_tmpfs(&tmp, spec.limits.tmp_bytes, 0o1777, MsFlags::empty())
+        .map_err(fail("P4 /tmp"))?;
     let home = tmp.join("home");
     mounts::mkdir_p(&home, 0o700).map_err(fail("P4 home"))?;
-    let _ = nix::unistd::chown(&home, Some(Uid::from_raw(ids.uid)), Some(Gid::from_raw(ids.gid)));
+    let _ = nix::unistd::chown(
+        &home,
+        Some(Uid::from_raw(ids.uid)),
+        Some(Gid::from_raw(ids.gid)),
+    );
     let ws_in_root = root.join(ws.strip_prefix("/").unwrap_or(ws));
     std::fs::create_dir_all(&ws_in_root).map_err(fail("P4 workspace mount point"))?;
-    mounts::mount_overlay(&ws_in_root, &lower_proc_path, &upper, &work).map_err(fail("P4 overlay"))?;
+    mounts::mount_overlay(&ws_in_root, &lower_proc_path, &upper, &work)
+        .map_err(fail("P4 overlay"))?;
     let upper_fd = open(
         &upper,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -413,8 +460,10 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     }
     let filter = super::seccomp::build_filter().map_err(fail("P7 seccomp"))?;
     let cg = spec.cgroup.as_ref();
-    let cg_mem = cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "memory"));
-    let cg_pids = cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "pids"));
+    let cg_mem =
+        cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "memory"));
+    let cg_pids =
+        cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "pids"));
     let rlimits = super::limits::rlimit_plan(&spec.limits, cg_mem, cg_pids);
     let env: Vec<CString> = spec
         .env
@@ -434,9 +483,13 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     }
     report.stripped.push("network".into());
     if !nested_userns_capped {
-        report.enforcement.push("nested user namespaces: seccomp only".into());
+        report
+            .enforcement
+            .push("nested user namespaces: seccomp only".into());
     } else {
-        report.enforcement.push("nested user namespaces: seccomp + max_user_namespaces=0".into());
+        report
+            .enforcement
+            .push("nested user namespaces: seccomp + max_user_namespaces=0".into());
     }
     for (_, _, _, d) in &rlimits {
         if let Some(d) = d {
@@ -485,7 +538,10 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     };
 
     // Disk caps: a full upper layer or /tmp means the run hit its disk limit.
-    for (what, fd_or_path) in [("disk", format!("/proc/self/fd/{}", upper_fd.as_raw_fd())), ("disk", "/tmp".to_string())] {
+    for (what, fd_or_path) in [
+        ("disk", format!("/proc/self/fd/{}", upper_fd.as_raw_fd())),
+        ("disk", "/tmp".to_string()),
+    ] {
         if let Ok(st) = nix::sys::statvfs::statvfs(fd_or_path.as_str())
             && st.blocks_free() == 0
         {
@@ -537,7 +593,11 @@ impl OutputBuffer {
         let used = (self.stdout.len() + self.stderr.len()) as u64;
         let room = self.cap.saturating_sub(used) as usize;
         let take = data.len().min(room);
-        let buf = if is_err { &mut self.stderr } else { &mut self.stdout };
+        let buf = if is_err {
+            &mut self.stderr
+        } else {
+            &mut self.stdout
+        };
         buf.extend_from_slice(&data[..take]);
         if take < data.len() {
             if !self.truncated {
@@ -571,7 +631,10 @@ fn run_step(
         drop(hello_r);
         drop(ack_w);
         let e = exec_command(cx, &step_c, [out_w, err_w, hello_w, ack_r]);
-        let _ = sys::write_all_fd(2, format!("dryrun sandbox: cannot start the command: {e}\n").as_bytes());
+        let _ = sys::write_all_fd(
+            2,
+            format!("dryrun sandbox: cannot start the command: {e}\n").as_bytes(),
+        );
         sys::exit_now(126);
     }
     drop(out_w);
@@ -584,7 +647,8 @@ fn run_step(
     let mut watch: Option<super::netwatch::NetWatch> = None;
     let mut num = [0u8; 4];
     if nix::unistd::read(&hello_r, &mut num).map_err(fail("P8 handshake"))? == 4 {
-        let fd = sys::pidfd_getfd(pidfd.as_raw_fd(), i32::from_ne_bytes(num)).map_err(fail("P8 listener"))?;
+        let fd = sys::pidfd_getfd(pidfd.as_raw_fd(), i32::from_ne_bytes(num))
+            .map_err(fail("P8 listener"))?;
         watch = Some(super::netwatch::NetWatch::new(fd));
         nix::unistd::write(&ack_w, b"k").map_err(fail("P8 handshake"))?;
     }
@@ -618,7 +682,10 @@ fn run_step(
             }
         }
         let ms = left.as_millis() as i32;
-        match poll(&mut fds, PollTimeout::try_from(ms.max(1)).unwrap_or(PollTimeout::MAX)) {
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms.max(1)).unwrap_or(PollTimeout::MAX),
+        ) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(("P8 poll".into(), e.to_string())),
@@ -740,7 +807,11 @@ fn exec_command(cx: &CmdContext, step: &CString, fds: [OwnedFd; 4]) -> std::io::
         Ok(()) => {}
         Err(e) => return e,
     }
-    let argv = [CString::new("bash").expect("static"), CString::new("-c").expect("static"), step.clone()];
+    let argv = [
+        CString::new("bash").expect("static"),
+        CString::new("-c").expect("static"),
+        step.clone(),
+    ];
     sys::execve(cx.shell, &argv, cx.env)
 }
 
@@ -750,13 +821,20 @@ const ACK_FD: RawFd = 4;
 
 fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
     let [out_w, err_w, hello_w, ack_r] = fds;
-    let io = |what: &'static str| move |e: nix::errno::Errno| std::io::Error::other(format!("{what}: {e}"));
+    let io = |what: &'static str| {
+        move |e: nix::errno::Errno| std::io::Error::other(format!("{what}: {e}"))
+    };
     // X1
     nix::unistd::setsid().map_err(io("setsid"))?;
     // Inherited from P1, which hides itself; the command itself must be
     // reachable by P1 for the seccomp handshake and notifications.
     nix::sys::prctl::set_dumpable(true).map_err(io("dumpable"))?;
-    let devnull = open("/dev/null", OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).map_err(io("/dev/null"))?;
+    let devnull = open(
+        "/dev/null",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io("/dev/null"))?;
     dup2_stdin(&devnull).map_err(io("stdin"))?;
     dup2_stdout(&out_w).map_err(io("stdout"))?;
     dup2_stderr(&err_w).map_err(io("stderr"))?;
@@ -817,7 +895,8 @@ fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
         caps::CapSet::Permitted,
         caps::CapSet::Inheritable,
     ] {
-        caps::clear(None, set).map_err(|e| std::io::Error::other(format!("clear capabilities: {e}")))?;
+        caps::clear(None, set)
+            .map_err(|e| std::io::Error::other(format!("clear capabilities: {e}")))?;
     }
     // X4
     nix::sys::prctl::set_no_new_privs().map_err(io("no_new_privs"))?;
@@ -827,7 +906,8 @@ fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
     }
     // X6
-    let listener = super::seccomp::load_seccomp_filter(cx.filter).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let listener = super::seccomp::load_seccomp_filter(cx.filter)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     sys::write_all_fd(HELLO_FD, &listener.to_ne_bytes())?;
     let mut ack = [0u8; 1];
     let ack_file = sys::adopt_fd(ACK_FD);

@@ -52,7 +52,10 @@ pub fn apply_landlock_on_current_thread(
     let status = ruleset
         .create()?
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
-        .add_rules(path_beneath_rules([workspace, Path::new("/tmp")], AccessFs::from_all(abi)))?
+        .add_rules(path_beneath_rules(
+            [workspace, Path::new("/tmp")],
+            AccessFs::from_all(abi),
+        ))?
         .add_rules(path_beneath_rules(
             ["/dev/null", "/dev/zero", "/dev/full"],
             AccessFs::from_file(abi),

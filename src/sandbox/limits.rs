@@ -17,7 +17,9 @@ pub fn plan_cgroups(run_id: &str) -> Option<CgroupPlan> {
     let root = Path::new(V1_ROOT);
     // cgroup v2 with controllers available at the root.
     if let Ok(ctrl) = std::fs::read_to_string(root.join("cgroup.controllers")) {
-        if ctrl.split_whitespace().any(|c| c == "memory") && ctrl.split_whitespace().any(|c| c == "pids") {
+        if ctrl.split_whitespace().any(|c| c == "memory")
+            && ctrl.split_whitespace().any(|c| c == "pids")
+        {
             return Some(CgroupPlan {
                 dirs: Vec::new(),
                 unified: Some(root.join("dryrun").join(run_id)),
@@ -54,7 +56,13 @@ pub fn enter_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Resu
     if let Some(dir) = &plan.unified {
         let parent = dir.parent().expect("run cgroup has a parent");
         std::fs::create_dir_all(parent)?;
-        let _ = write(&parent.parent().unwrap_or(parent).join("cgroup.subtree_control"), "+memory +pids +cpu");
+        let _ = write(
+            &parent
+                .parent()
+                .unwrap_or(parent)
+                .join("cgroup.subtree_control"),
+            "+memory +pids +cpu",
+        );
         let _ = write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
         std::fs::create_dir_all(dir)?;
         write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
@@ -70,8 +78,14 @@ pub fn enter_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Resu
         std::fs::create_dir_all(dir)?;
         match ctrl.as_str() {
             "memory" => {
-                write(&dir.join("memory.limit_in_bytes"), &limits.memory_bytes.to_string())?;
-                let _ = write(&dir.join("memory.memsw.limit_in_bytes"), &limits.memory_bytes.to_string());
+                write(
+                    &dir.join("memory.limit_in_bytes"),
+                    &limits.memory_bytes.to_string(),
+                )?;
+                let _ = write(
+                    &dir.join("memory.memsw.limit_in_bytes"),
+                    &limits.memory_bytes.to_string(),
+                );
                 how.push("memory: cgroup v1".into());
             }
             "pids" => {
@@ -158,7 +172,12 @@ pub fn collect_and_remove(plan: &CgroupPlan, origin: &[(String, PathBuf)]) -> (V
             .iter()
             .find(|(c, _)| c == ctrl)
             .map(|(_, p)| p.clone())
-            .unwrap_or_else(|| dir.parent().and_then(|p| p.parent()).unwrap_or(Path::new(V1_ROOT)).to_path_buf());
+            .unwrap_or_else(|| {
+                dir.parent()
+                    .and_then(|p| p.parent())
+                    .unwrap_or(Path::new(V1_ROOT))
+                    .to_path_buf()
+            });
         let _ = write(&back.join("cgroup.procs"), &me);
     }
     let mut killed = 0u32;
@@ -171,12 +190,19 @@ pub fn collect_and_remove(plan: &CgroupPlan, origin: &[(String, PathBuf)]) -> (V
                     continue;
                 }
                 any = true;
-                if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).is_ok() {
+                if nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+                .is_ok()
+                {
                     killed += 1;
                 }
             }
         }
-        let removed = dirs.iter().all(|(_, d)| std::fs::remove_dir(d).is_ok() || !d.exists());
+        let removed = dirs
+            .iter()
+            .all(|(_, d)| std::fs::remove_dir(d).is_ok() || !d.exists());
         if removed && !any {
             break;
         }
@@ -218,7 +244,12 @@ pub fn rlimit_plan(
     let cpu = limits.timeout_ms / 1000 + 2;
     let mut plan = vec![
         (Resource::RLIMIT_CORE, 0, 0, None),
-        (Resource::RLIMIT_FSIZE, limits.disk_bytes, limits.disk_bytes, None),
+        (
+            Resource::RLIMIT_FSIZE,
+            limits.disk_bytes,
+            limits.disk_bytes,
+            None,
+        ),
         (
             Resource::RLIMIT_CPU,
             cpu,

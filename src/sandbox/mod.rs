@@ -23,10 +23,7 @@ pub use seccomp::DENIED_SYSCALLS;
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("cannot start the sandbox helper ({exe}): {source}")]
-    Spawn {
-        exe: String,
-        source: std::io::Error,
-    },
+    Spawn { exe: String, source: std::io::Error },
     #[error("talking to the sandbox helper: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -87,7 +84,10 @@ pub fn rehearse(
     if !out.bad_blobs.is_empty() {
         return Err(SandboxError::NoReport {
             status: status.to_string(),
-            stderr: format!("content blobs failed their hash check: {}", out.bad_blobs.join(", ")),
+            stderr: format!(
+                "content blobs failed their hash check: {}",
+                out.bad_blobs.join(", ")
+            ),
         });
     }
     if let Some(f) = out.failure {

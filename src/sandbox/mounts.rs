@@ -45,7 +45,12 @@ pub fn make_rprivate() -> Result<(), MountError> {
     .map_err(|e| merr("--make-rprivate", Path::new("/"), e))
 }
 
-pub fn mount_tmpfs(target: &Path, size_bytes: u64, mode: u32, extra: MsFlags) -> Result<(), MountError> {
+pub fn mount_tmpfs(
+    target: &Path,
+    size_bytes: u64,
+    mode: u32,
+    extra: MsFlags,
+) -> Result<(), MountError> {
     let data = format!("size={size_bytes},mode={mode:o}");
     mount(
         Some("tmpfs"),
@@ -187,7 +192,12 @@ pub fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<bool, Mo
         return Ok(false);
     }
     if meta.is_dir() {
-        mount_tmpfs(&target, 4096, 0o755, MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC)?;
+        mount_tmpfs(
+            &target,
+            4096,
+            0o755,
+            MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC,
+        )?;
     } else {
         mount(
             Some(empty_file),
@@ -204,7 +214,11 @@ pub fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<bool, Mo
 
 /// Build the read-only image from the profile under `root`; returns the masked
 /// paths that existed.
-pub fn build_image(root: &Path, image: &ImageProfile, empty_file: &Path) -> Result<Vec<PathBuf>, MountError> {
+pub fn build_image(
+    root: &Path,
+    image: &ImageProfile,
+    empty_file: &Path,
+) -> Result<Vec<PathBuf>, MountError> {
     for b in &image.ro_binds {
         bind_ro_from_host(root, b)?;
     }
@@ -263,8 +277,14 @@ pub fn mount_proc(root: &Path) -> Result<(), MountError> {
     for sub in ["sys", "sysrq-trigger", "irq", "bus", "fs"] {
         let t = p.join(sub);
         if t.exists() {
-            mount(Some(&t), &t, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-                .map_err(|e| merr("proc bind", &t, e))?;
+            mount(
+                Some(&t),
+                &t,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .map_err(|e| merr("proc bind", &t, e))?;
             remount_ro(&t)?;
         }
     }
@@ -272,8 +292,19 @@ pub fn mount_proc(root: &Path) -> Result<(), MountError> {
 }
 
 /// The workspace overlay at its own absolute path.
-pub fn mount_overlay(target: &Path, lower: &Path, upper: &Path, work: &Path) -> Result<(), MountError> {
-    let esc = |p: &Path| p.display().to_string().replace('\\', "\\\\").replace(',', "\\,").replace(':', "\\:");
+pub fn mount_overlay(
+    target: &Path,
+    lower: &Path,
+    upper: &Path,
+    work: &Path,
+) -> Result<(), MountError> {
+    let esc = |p: &Path| {
+        p.display()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace(',', "\\,")
+            .replace(':', "\\:")
+    };
     let data = format!(
         "lowerdir={},upperdir={},workdir={},userxattr",
         esc(lower),

@@ -43,7 +43,9 @@ impl NetWatch {
     /// Handle one pending notification. Errors only mean the caller vanished.
     pub fn handle_one(&mut self) {
         let raw = self.fd.as_raw_fd();
-        let Ok(req) = ScmpNotifReq::receive(raw) else { return };
+        let Ok(req) = ScmpNotifReq::receive(raw) else {
+            return;
+        };
         let is_connect = req.data.syscall == self.connect;
         let (ptr, len) = if is_connect {
             (req.data.args[1], req.data.args[2])
@@ -57,11 +59,14 @@ impl NetWatch {
         if libseccomp::notify_id_valid(raw, req.id).is_err() {
             return;
         }
-        let dest = addr.as_deref().map(describe_sockaddr).unwrap_or_else(|| Dest {
-            text: "an unreadable address".into(),
-            deny: false,
-            ignore: false,
-        });
+        let dest = addr
+            .as_deref()
+            .map(describe_sockaddr)
+            .unwrap_or_else(|| Dest {
+                text: "an unreadable address".into(),
+                deny: false,
+                ignore: false,
+            });
         let resp = if dest.deny {
             ScmpNotifResp::new_error(req.id, -libc::EACCES, ScmpNotifRespFlags::empty())
         } else {
@@ -104,8 +109,12 @@ fn read_remote(pid: i32, ptr: u64, len: usize) -> Option<Vec<u8>> {
 }
 
 fn socket_kind(pid: i32, sockfd: i32) -> &'static str {
-    let Ok(pidfd) = sys::pidfd_open(pid) else { return "" };
-    let Ok(fd) = sys::pidfd_getfd(pidfd.as_raw_fd(), sockfd) else { return "" };
+    let Ok(pidfd) = sys::pidfd_open(pid) else {
+        return "";
+    };
+    let Ok(fd) = sys::pidfd_getfd(pidfd.as_raw_fd(), sockfd) else {
+        return "";
+    };
     match sockopt::SockType.get(&fd) {
         Ok(nix::sys::socket::SockType::Stream) => "tcp/stream ",
         Ok(nix::sys::socket::SockType::Datagram) => "udp/datagram ",
@@ -126,7 +135,10 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
             let port = u16::from_be_bytes([a[2], a[3]]);
             let ip = std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]);
             Dest {
-                text: format!("{ip}:{port}{}", if ip.is_loopback() { " (loopback)" } else { "" }),
+                text: format!(
+                    "{ip}:{port}{}",
+                    if ip.is_loopback() { " (loopback)" } else { "" }
+                ),
                 deny: false,
                 ignore: false,
             }
@@ -137,7 +149,10 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
             o.copy_from_slice(&a[8..24]);
             let ip = std::net::Ipv6Addr::from(o);
             Dest {
-                text: format!("[{ip}]:{port}{}", if ip.is_loopback() { " (loopback)" } else { "" }),
+                text: format!(
+                    "[{ip}]:{port}{}",
+                    if ip.is_loopback() { " (loopback)" } else { "" }
+                ),
                 deny: false,
                 ignore: false,
             }
@@ -147,14 +162,20 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
             if path.first() == Some(&0) {
                 let name: Vec<u8> = path[1..].iter().copied().take_while(|b| *b != 0).collect();
                 Dest {
-                    text: format!("unix abstract socket @{}", crate::workspace::paths::escape_for_humans(&name)),
+                    text: format!(
+                        "unix abstract socket @{}",
+                        crate::workspace::paths::escape_for_humans(&name)
+                    ),
                     deny: false,
                     ignore: false,
                 }
             } else {
                 let name: Vec<u8> = path.iter().copied().take_while(|b| *b != 0).collect();
                 Dest {
-                    text: format!("unix socket {}", crate::workspace::paths::escape_for_humans(&name)),
+                    text: format!(
+                        "unix socket {}",
+                        crate::workspace::paths::escape_for_humans(&name)
+                    ),
                     deny: true,
                     ignore: name.is_empty() || is_libc_lookup_socket(&name),
                 }

@@ -108,7 +108,11 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
             f.add_rule_conditional(
                 eperm,
                 ioctl,
-                &[ScmpArgCompare::new(1, ScmpCompareOp::MaskedEqual(0xffff_ffff), req)],
+                &[ScmpArgCompare::new(
+                    1,
+                    ScmpCompareOp::MaskedEqual(0xffff_ffff),
+                    req,
+                )],
             ),
         )?;
     }
@@ -119,7 +123,11 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
             f.add_rule_conditional(
                 eperm,
                 clone,
-                &[ScmpArgCompare::new(0, ScmpCompareOp::MaskedEqual(*flag), *flag)],
+                &[ScmpArgCompare::new(
+                    0,
+                    ScmpCompareOp::MaskedEqual(*flag),
+                    *flag,
+                )],
             ),
         )?;
     }
@@ -141,7 +149,10 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
     // look unimplemented so libc falls back to clone(2), which is checked.
     ctx(
         "clone3",
-        f.add_rule(ScmpAction::Errno(libc::ENOSYS), ctx("clone3", ScmpSyscall::from_name("clone3"))?),
+        f.add_rule(
+            ScmpAction::Errno(libc::ENOSYS),
+            ctx("clone3", ScmpSyscall::from_name("clone3"))?,
+        ),
     )?;
     Ok(f)
 }

@@ -179,8 +179,8 @@ mod tests {
     fn profile_rejects_relative_and_stray_masks() {
         let e = ImageProfile::parse("t", "name: x\nro_binds: [usr]\n").unwrap_err();
         assert!(e.to_string().contains("must be absolute"), "{e}");
-        let e =
-            ImageProfile::parse("t", "name: x\nro_binds: [/usr]\nmask: [/etc/shadow]\n").unwrap_err();
+        let e = ImageProfile::parse("t", "name: x\nro_binds: [/usr]\nmask: [/etc/shadow]\n")
+            .unwrap_err();
         assert!(e.to_string().contains("not inside any ro_binds"), "{e}");
         let e = ImageProfile::parse("t", "name: x\nro_binds: [/usr]\nbogus: 1\n").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");

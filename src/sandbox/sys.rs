@@ -173,7 +173,8 @@ pub fn loopback_up() -> io::Result<()> {
     for (i, b) in b"lo".iter().enumerate() {
         req.ifr_name[i] = *b as libc::c_char;
     }
-    req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
+    req.ifr_ifru.ifru_flags =
+        (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
     // SAFETY: `req` is a valid ifreq that lives across the call.
     let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
     if r < 0 {

@@ -142,7 +142,9 @@ pub fn read_frames(
         match tag[0] {
             TAG_BLOB => {
                 if len < 32 {
-                    return Err(WireError::Malformed("blob frame shorter than its hash".into()));
+                    return Err(WireError::Malformed(
+                        "blob frame shorter than its hash".into(),
+                    ));
                 }
                 blob_total += len - 32;
                 if blob_total > max_blob_bytes {
@@ -191,7 +193,11 @@ pub fn read_frames(
                     _ => out.failure = Some(serde_json::from_slice(&buf).map_err(bad)?),
                 }
             }
-            other => return Err(WireError::Malformed(format!("unknown frame tag {other:#x}"))),
+            other => {
+                return Err(WireError::Malformed(format!(
+                    "unknown frame tag {other:#x}"
+                )));
+            }
         }
     }
     Ok(out)

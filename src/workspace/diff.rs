@@ -165,10 +165,13 @@ pub fn walk_upper_layer(
             .expect("walkdir yields paths under its root");
         let rel_bytes = rel.as_os_str().as_bytes().to_vec();
         let shown = String::from_utf8_lossy(&rel_bytes).into_owned();
-        let meta = entry.path().symlink_metadata().map_err(|source| DiffError::Upper {
-            path: shown.clone(),
-            source,
-        })?;
+        let meta = entry
+            .path()
+            .symlink_metadata()
+            .map_err(|source| DiffError::Upper {
+                path: shown.clone(),
+                source,
+            })?;
         let lower_entry = lookup_lower(lower, rel).map_err(|source| DiffError::Lower {
             path: shown.clone(),
             source,
@@ -250,10 +253,11 @@ pub fn walk_upper_layer(
                         inodes.insert(key, c.path.clone());
                     }
                 }
-                let mut f = std::fs::File::open(entry.path()).map_err(|source| DiffError::Upper {
-                    path: shown.clone(),
-                    source,
-                })?;
+                let mut f =
+                    std::fs::File::open(entry.path()).map_err(|source| DiffError::Upper {
+                        path: shown.clone(),
+                        source,
+                    })?;
                 sink.put(&hash, meta.len(), &mut f)
                     .map_err(|source| DiffError::Blob {
                         path: shown.clone(),
@@ -261,10 +265,11 @@ pub fn walk_upper_layer(
                     })?;
             }
             FileType::Symlink => {
-                let target = std::fs::read_link(entry.path()).map_err(|source| DiffError::Upper {
-                    path: shown.clone(),
-                    source,
-                })?;
+                let target =
+                    std::fs::read_link(entry.path()).map_err(|source| DiffError::Upper {
+                        path: shown.clone(),
+                        source,
+                    })?;
                 let tb = target.as_os_str().as_bytes();
                 c.after = Some(blake3::hash(tb).to_hex().to_string());
                 c.symlink_target = Some(String::from_utf8_lossy(tb).into_owned());
@@ -279,10 +284,14 @@ pub fn walk_upper_layer(
             None => {}
             Some(l) => {
                 c.before = l.hash.clone();
-                let same_content = l.file_type == file_type && l.hash == c.after && c.after.is_some();
+                let same_content =
+                    l.file_type == file_type && l.hash == c.after && c.after.is_some();
                 c.kind = if !same_content {
                     ChangeKind::Modified
-                } else if l.mode != perm_bits(&meta) || l.owner != owner(&meta) || !c.xattrs_changed.is_empty() {
+                } else if l.mode != perm_bits(&meta)
+                    || l.owner != owner(&meta)
+                    || !c.xattrs_changed.is_empty()
+                {
                     ChangeKind::Metadata
                 } else {
                     ChangeKind::Identical
@@ -535,7 +544,11 @@ fn expand_lower_dir(
             path: child.display().to_string(),
             source,
         })? {
-            let mut c = Change::new(child.as_os_str().as_bytes(), ChangeKind::Deleted, l.file_type);
+            let mut c = Change::new(
+                child.as_os_str().as_bytes(),
+                ChangeKind::Deleted,
+                l.file_type,
+            );
             c.before = l.hash.clone();
             c.mode_before = Some(l.mode);
             changes.push(c);
@@ -604,9 +617,25 @@ mod tests {
     fn symlink_escape_detection() {
         let ws = Path::new("/home/me/site");
         assert!(!symlink_escapes(Path::new("a/link"), Path::new("../b"), ws));
-        assert!(symlink_escapes(Path::new("a/link"), Path::new("../../b"), ws));
-        assert!(symlink_escapes(Path::new("link"), Path::new("/etc/passwd"), ws));
-        assert!(!symlink_escapes(Path::new("link"), Path::new("/home/me/site/x"), ws));
-        assert!(symlink_escapes(Path::new("link"), Path::new("a/../../x"), ws));
+        assert!(symlink_escapes(
+            Path::new("a/link"),
+            Path::new("../../b"),
+            ws
+        ));
+        assert!(symlink_escapes(
+            Path::new("link"),
+            Path::new("/etc/passwd"),
+            ws
+        ));
+        assert!(!symlink_escapes(
+            Path::new("link"),
+            Path::new("/home/me/site/x"),
+            ws
+        ));
+        assert!(symlink_escapes(
+            Path::new("link"),
+            Path::new("a/../../x"),
+            ws
+        ));
     }
 }

@@ -28,7 +28,9 @@ pub struct RunDiff {
 }
 
 fn load_text(engine: &Engine, run_id: &str, hash: Option<&str>) -> Result<String, &'static str> {
-    let Some(h) = hash else { return Ok(String::new()) };
+    let Some(h) = hash else {
+        return Ok(String::new());
+    };
     let p = engine.blob_path(run_id, h);
     let meta = std::fs::metadata(&p).map_err(|_| "content not kept")?;
     if meta.len() > MAX_TEXT_DIFF {
@@ -43,7 +45,11 @@ fn load_text(engine: &Engine, run_id: &str, hash: Option<&str>) -> Result<String
 
 pub fn run_diff(engine: &Engine, r: &RunRecord) -> RunDiff {
     let mut files = Vec::new();
-    let changes = r.rehearsal.as_ref().map(|x| x.changes.as_slice()).unwrap_or(&[]);
+    let changes = r
+        .rehearsal
+        .as_ref()
+        .map(|x| x.changes.as_slice())
+        .unwrap_or(&[]);
     for c in changes {
         let mut fd = FileDiff {
             path: c.path.clone(),
@@ -52,18 +58,36 @@ pub fn run_diff(engine: &Engine, r: &RunRecord) -> RunDiff {
             diff: None,
             note: None,
         };
-        if c.file_type == FileType::File && matches!(c.kind, ChangeKind::Created | ChangeKind::Modified) {
-            let before = if c.kind == ChangeKind::Created { Ok(String::new()) } else { load_text(engine, &r.run_id, c.before.as_deref()) };
+        if c.file_type == FileType::File
+            && matches!(c.kind, ChangeKind::Created | ChangeKind::Modified)
+        {
+            let before = if c.kind == ChangeKind::Created {
+                Ok(String::new())
+            } else {
+                load_text(engine, &r.run_id, c.before.as_deref())
+            };
             match (before, load_text(engine, &r.run_id, c.after.as_deref())) {
                 (Ok(b), Ok(a)) => {
                     let d = similar::TextDiff::from_lines(&b, &a);
-                    let old = if c.kind == ChangeKind::Created { "/dev/null".to_string() } else { format!("a/{}", c.path) };
-                    fd.diff = Some(d.unified_diff().context_radius(3).header(&old, &format!("b/{}", c.path)).to_string());
+                    let old = if c.kind == ChangeKind::Created {
+                        "/dev/null".to_string()
+                    } else {
+                        format!("a/{}", c.path)
+                    };
+                    fd.diff = Some(
+                        d.unified_diff()
+                            .context_radius(3)
+                            .header(&old, &format!("b/{}", c.path))
+                            .to_string(),
+                    );
                 }
                 (Err(n), _) | (_, Err(n)) => fd.note = Some(n.to_string()),
             }
         }
         files.push(fd);
     }
-    RunDiff { run_id: r.run_id.clone(), files }
+    RunDiff {
+        run_id: r.run_id.clone(),
+        files,
+    }
 }

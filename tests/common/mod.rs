@@ -29,7 +29,9 @@ pub fn is_root() -> bool {
 }
 
 fn nix_geteuid() -> u32 {
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX)
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
 }
 
 /// (uid, gid) of the test user, creating it when running as root.
@@ -52,7 +54,13 @@ pub fn test_user() -> (u32, u32) {
         }
         // Several test binaries may race to create the user.
         let _ = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/bin/bash", TEST_USER])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/bin/bash",
+                TEST_USER,
+            ])
             .status();
         lookup().expect("test user exists after useradd")
     })
@@ -68,7 +76,9 @@ pub fn identities() -> Vec<Who> {
         if std::env::var("DRYRUN_TEST_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
             panic!("DRYRUN_TEST_REQUIRE_ROOT=1 but the tests are not running as root");
         }
-        eprintln!("SKIP root half: the tests are not running as root, so the shifted-id sandbox cannot be exercised");
+        eprintln!(
+            "SKIP root half: the tests are not running as root, so the shifted-id sandbox cannot be exercised"
+        );
         vec![Who::User]
     }
 }
@@ -102,7 +112,10 @@ impl Run {
         self.json["rehearsal"]["exit_code"].as_i64()
     }
     pub fn changes(&self) -> Vec<Value> {
-        self.json["rehearsal"]["changes"].as_array().cloned().unwrap_or_default()
+        self.json["rehearsal"]["changes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
     pub fn change(&self, path: &str) -> Option<Value> {
         self.changes().into_iter().find(|c| c["path"] == path)
@@ -110,23 +123,38 @@ impl Run {
     pub fn limits_hit(&self) -> Vec<String> {
         self.json["rehearsal"]["limits_hit"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     }
     pub fn blocked(&self) -> Vec<Value> {
-        self.json["rehearsal"]["blocked"].as_array().cloned().unwrap_or_default()
+        self.json["rehearsal"]["blocked"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
 impl Ws {
     pub fn new(who: Who) -> Ws {
-        let root = tempfile::Builder::new().prefix("dryrun-test-").tempdir_in("/tmp").unwrap();
+        let root = tempfile::Builder::new()
+            .prefix("dryrun-test-")
+            .tempdir_in("/tmp")
+            .unwrap();
         std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let dir = root.path().join("ws");
         let state = root.path().join("state");
         std::fs::create_dir(&dir).unwrap();
         std::fs::create_dir(&state).unwrap();
-        let ws = Ws { who, root, dir, state };
+        let ws = Ws {
+            who,
+            root,
+            dir,
+            state,
+        };
         ws.chown_all();
         ws
     }
@@ -136,7 +164,13 @@ impl Ws {
         if self.who == Who::User && is_root() {
             let (u, g) = test_user();
             for p in [&self.dir, &self.state] {
-                let st = Command::new("chown").arg("-R").arg("-h").arg(format!("{u}:{g}")).arg(p).status().unwrap();
+                let st = Command::new("chown")
+                    .arg("-R")
+                    .arg("-h")
+                    .arg(format!("{u}:{g}"))
+                    .arg(p)
+                    .status()
+                    .unwrap();
                 assert!(st.success());
             }
         }
@@ -198,7 +232,11 @@ impl Ws {
     pub fn rehearse_untouched(&self, cmd: &str, extra: &[&str]) -> Run {
         let before = self.snapshot();
         let r = self.rehearse(cmd, extra);
-        assert_eq!(before, self.snapshot(), "the real workspace changed during a rehearsal of {cmd:?}");
+        assert_eq!(
+            before,
+            self.snapshot(),
+            "the real workspace changed during a rehearsal of {cmd:?}"
+        );
         r
     }
 }
@@ -217,14 +255,20 @@ pub fn to_run(out: Output) -> Run {
 
 pub fn snapshot_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
     let mut m = BTreeMap::new();
-    for e in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
+    for e in walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
         let e = e.unwrap();
         let md = e.path().symlink_metadata().unwrap();
         let ft = md.file_type();
         let what = if ft.is_symlink() {
             format!("link:{}", std::fs::read_link(e.path()).unwrap().display())
         } else if ft.is_file() {
-            format!("file:{}", blake3::hash(&std::fs::read(e.path()).unwrap()).to_hex())
+            format!(
+                "file:{}",
+                blake3::hash(&std::fs::read(e.path()).unwrap()).to_hex()
+            )
         } else if ft.is_dir() {
             "dir".to_string()
         } else {
@@ -232,14 +276,26 @@ pub fn snapshot_tree(dir: &Path) -> BTreeMap<PathBuf, String> {
         };
         let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
         let mtime = md.mtime_nsec() + md.mtime() * 1_000_000_000;
-        m.insert(rel, format!("{what} mode={:o} owner={}:{} size={} mtime={mtime}", md.mode(), md.uid(), md.gid(), if ft.is_dir() { 0 } else { md.size() }));
+        m.insert(
+            rel,
+            format!(
+                "{what} mode={:o} owner={}:{} size={} mtime={mtime}",
+                md.mode(),
+                md.uid(),
+                md.gid(),
+                if ft.is_dir() { 0 } else { md.size() }
+            ),
+        );
     }
     m
 }
 
 /// A file on the host outside every workspace, that tests use as a canary.
 pub fn host_canary(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::Builder::new().prefix("dryrun-canary-").tempdir_in("/tmp").unwrap();
+    let d = tempfile::Builder::new()
+        .prefix("dryrun-canary-")
+        .tempdir_in("/tmp")
+        .unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let p = d.path().join(name);
     std::fs::write(&p, content).unwrap();

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Rehearsal cost versus workspace size, side by side with bubblewrap over an
+# overlay and with an rsync-copy lane. Prints a Markdown table of medians.
+#
+#   benches/rehearsal.sh [SIZES...]      default sizes: 1000 10000 100000
+#
+# Needs: hyperfine, bwrap (bubblewrap >= 0.8 for --overlay-src), rsync;
+# installs them with apt-get when missing and running as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES=("${@:-1000 10000 100000}")
+# shellcheck disable=SC2206
+SIZES=(${SIZES[*]})
+RUNS=${RUNS:-30}
+missing=()
+for t in hyperfine:hyperfine bwrap:bubblewrap rsync:rsync; do
+    command -v "${t%%:*}" >/dev/null || missing+=("${t##*:}")
+done
+if ((${#missing[@]})); then
+    [ "$(id -u)" = 0 ] || { echo "missing: ${missing[*]} (install them)" >&2; exit 1; }
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+cargo build --release --quiet
+DRYRUN=$PWD/target/release/dryrun
+WORK=${BENCH_DIR:-/var/tmp/dryrun-bench}
+mkdir -p "$WORK"
+export DRYRUN_STATE_DIR=$WORK/state
+EDIT='for i in 0 1 2 3 4 5 6 7 8 9; do echo changed >> d0/f$i.txt; done'
+
+make_ws() { # N files in directories of 1000
+    local n=$1 dir=$WORK/ws-$1
+    if [ ! -f "$dir/.complete" ]; then
+        rm -rf "$dir"; mkdir -p "$dir"
+        python3 - "$dir" "$n" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, f"d{i // 1000}")
+    if i % 1000 == 0:
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{i % 1000}.txt"), "w") as f:
+        f.write(f"file {i}\n")
+PY
+        touch "$dir/.complete"
+    fi
+    echo "$dir"
+}
+
+bwrap_cmd() { # workspace, shell command
+    local ws=$1; shift
+    local args=(--unshare-all --die-with-parent --new-session --ro-bind /usr /usr --ro-bind /etc /etc
+        --dev /dev --proc /proc --tmpfs /tmp --overlay-src "$ws" --tmp-overlay "$ws" --chdir "$ws")
+    for l in bin sbin lib lib64; do
+        if [ -L "/$l" ]; then args+=(--symlink "$(readlink "/$l")" "/$l"); elif [ -d "/$l" ]; then args+=(--ro-bind "/$l" "/$l"); fi
+    done
+    printf '%q ' bwrap "${args[@]}" bash -c "$*"
+}
+
+rsync_cmd() { # copy lane: copy, run, list what changed, throw away
+    local ws=$1; shift
+    printf '%s' "rm -rf $WORK/copy && rsync -a $ws/ $WORK/copy/ && (cd $WORK/copy && bash -c '$*') && rsync -rcn --out-format=%n $WORK/copy/ $ws/ >/dev/null; rm -rf $WORK/copy"
+}
+
+results=$WORK/results.tsv
+: >"$results"
+measure() { # label size runs command
+    local label=$1 size=$2 runs=$3 cmd=$4 json=$WORK/h.json
+    hyperfine -N --style none --warmup 3 --runs "$runs" --export-json "$json" "$cmd" >/dev/null 2>&1 ||
+        hyperfine --style none --warmup 2 --runs "$runs" --export-json "$json" "$cmd" >/dev/null 2>&1 || {
+        echo -e "$label\t$size\tfailed" >>"$results"; return; }
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(f"{r[\"median\"]*1000:.1f}")' "$json" |
+        sed "s/^/$label\t$size\t/" >>"$results"
+}
+
+for n in "${SIZES[@]}"; do
+    ws=$(make_ws "$n")
+    echo "measuring $n files..." >&2
+    measure "dryrun: true" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --command true"
+    measure "dryrun: 10-file edit" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --expect-write '**' --command '$EDIT'"
+    measure "bwrap overlay: true" "$n" "$RUNS" "bash -c \"$(bwrap_cmd "$ws" true)\""
+    measure "bwrap overlay: 10-file edit" "$n" "$RUNS" "bash -c \"$(bwrap_cmd "$ws" "$EDIT")\""
+    rruns=$(( n >= 100000 ? 5 : 10 ))
+    measure "rsync copy lane: true" "$n" "$rruns" "bash -c \"$(rsync_cmd "$ws" true)\""
+    measure "rsync copy lane: 10-file edit" "$n" "$rruns" "bash -c \"$(rsync_cmd "$ws" "$EDIT")\""
+done
+
+python3 - "$results" "${SIZES[@]}" <<'PY'
+import sys, collections
+rows = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    label, size, ms = line.rstrip("\n").split("\t")
+    rows.setdefault(label, {})[size] = ms
+sizes = sys.argv[2:]
+print("| median wall time (ms) | " + " | ".join(f"{int(s):,} files" for s in sizes) + " |")
+print("|---|" + "---:|" * len(sizes))
+for label, v in rows.items():
+    print(f"| {label} | " + " | ".join(v.get(s, "-") for s in sizes) + " |")
+PY

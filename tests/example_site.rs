@@ -1,0 +1,133 @@
+//! The bundled example workspace and its tasks, as a newcomer runs them.
+
+mod common;
+use common::*;
+
+fn copy_site(ws: &Ws) {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/site");
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", src.display()))
+        .arg(&ws.dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    ws.chown_all();
+}
+
+#[test]
+fn frontmatter_task_is_blocked_on_the_index_surprise() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        copy_site(&ws);
+        let before = ws.snapshot();
+        let r = ws.execute(&["--task", "normalize-blog-frontmatter"]);
+        assert_eq!(before, ws.snapshot(), "{who:?}: the real workspace changed");
+        assert_eq!(r.code, 4, "{who:?}: {}", r.stderr);
+        assert_eq!(r.decision(), "blocked");
+        assert_eq!(r.json["task"], "normalize-blog-frontmatter");
+        assert_eq!(
+            r.json["verdict"]["surprise_paths"],
+            serde_json::json!(["blog/index.html"])
+        );
+        let modified = r
+            .changes()
+            .iter()
+            .filter(|c| c["kind"] == "modified")
+            .count();
+        assert_eq!(modified, 14, "{who:?}: {:?}", r.changes());
+        let reason = r.json["verdict"]["reasons"][0].as_str().unwrap();
+        assert!(
+            reason.contains("blog/index.html but intent only allowed blog/*.md"),
+            "{reason}"
+        );
+        assert_eq!(
+            r.json["rehearsal"]["sandbox"]["landlock_abi"],
+            expected_landlock_abi(),
+            "{who:?}"
+        );
+
+        // Human output: the evidence block from the README.
+        let out = ws
+            .command()
+            .args(["execute", "--task", "normalize-blog-frontmatter"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(4));
+        assert!(text.contains("sandbox: overlay on "), "{text}");
+        assert!(
+            text.contains("exit code: 0 · files changed: 14 · surprise paths: 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "decision: blocked — modified blog/index.html but intent only allowed blog/*.md"
+            ),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn posts_only_task_promotes_and_read_only_task_stays_clean() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        copy_site(&ws);
+        let before = ws.snapshot();
+        let r = ws.execute(&["--task", "normalize-posts-only"]);
+        assert_eq!(r.code, 0, "{who:?}: {:?} {}", r.json["verdict"], r.stderr);
+        assert_eq!(r.decision(), "promote");
+        assert_eq!(r.changes().len(), 13);
+        let c = r.change("blog/post-02.md").unwrap();
+        assert_ne!(c["before"], c["after"]);
+        let r = ws.execute(&["--task", "word-count"]);
+        assert_eq!(r.code, 0, "{who:?}: {:?}", r.json["verdict"]);
+        assert!(r.out().contains("total"), "{}", r.out());
+        assert_eq!(before, ws.snapshot());
+    }
+}
+
+#[test]
+fn announce_task_is_blocked_with_the_network_attempt_as_evidence() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        copy_site(&ws);
+        let r = ws.execute(&["--task", "announce-posts"]);
+        assert_eq!(r.code, 4, "{who:?}");
+        let blocked = r.blocked();
+        assert!(
+            blocked.iter().any(|b| b["kind"] == "network"
+                && b["detail"].as_str().unwrap().contains("203.0.113.10:80")),
+            "{who:?}: {blocked:?}"
+        );
+        assert!(
+            r.json["verdict"]["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x.as_str().unwrap().starts_with("[evidence.network]"))
+        );
+    }
+}
+
+/// The Landlock ABI CI pins (DRYRUN_EXPECT_LANDLOCK_ABI), else what the
+/// kernel reports, capped at the newest ABI dryrun knows (7).
+fn expected_landlock_abi() -> u64 {
+    if let Ok(v) = std::env::var("DRYRUN_EXPECT_LANDLOCK_ABI") {
+        return v.parse().expect("DRYRUN_EXPECT_LANDLOCK_ABI is a number");
+    }
+    eprintln!("note: DRYRUN_EXPECT_LANDLOCK_ABI not set; accepting the kernel's ABI");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes;print(ctypes.CDLL(None).syscall(444,None,0,1))",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        .min(7)
+}
