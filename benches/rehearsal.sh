@@ -68,7 +68,7 @@ measure() { # label size runs command
     hyperfine -N --style none --warmup 3 --runs "$runs" --export-json "$json" "$cmd" >/dev/null 2>&1 ||
         hyperfine --style none --warmup 2 --runs "$runs" --export-json "$json" "$cmd" >/dev/null 2>&1 || {
         echo -e "$label\t$size\tfailed" >>"$results"; return; }
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(f"{r[\"median\"]*1000:.1f}")' "$json" |
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print("%.1f" % (r["median"]*1000))' "$json" |
         sed "s/^/$label\t$size\t/" >>"$results"
 }
 

@@ -195,8 +195,17 @@ impl Engine {
             state_dir: state_dir.to_path_buf(),
             opts,
         };
-        sandbox::limits::sweep_stale_cgroups();
-        e.collect_garbage();
+        // Housekeeping at most once an hour, so a start stays O(1).
+        let stamp = state_dir.join(".housekeeping");
+        let due = std::fs::metadata(&stamp)
+            .and_then(|m| m.modified())
+            .map(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(3600))
+            .unwrap_or(true);
+        if due {
+            let _ = std::fs::write(&stamp, b"");
+            sandbox::limits::sweep_stale_cgroups();
+            e.collect_garbage();
+        }
         Ok(e)
     }
 
@@ -237,6 +246,7 @@ impl Engine {
             });
         }
 
+        let t0_ns = sandbox::helper::monotonic_ns();
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
         let blobs = dir.join("blobs");
@@ -270,6 +280,7 @@ impl Engine {
             },
             cgroup: sandbox::limits::plan_cgroups(&run_id),
             diff_before_max: 256 * 1024,
+            t0_ns,
         };
 
         let mut record = RunRecord {
@@ -343,6 +354,17 @@ impl Engine {
                     stripped,
                     limits_hit,
                     steps: report.steps,
+                    leftover_processes_killed: report.leftover_processes_killed
+                        + host.leftover_processes_killed,
+                    max_processes: report.max_processes,
+                    timings_us: {
+                        let mut t = report.timings_us.clone();
+                        t.push((
+                            "engine: answer read".into(),
+                            (sandbox::helper::monotonic_ns() - t0_ns) / 1000,
+                        ));
+                        t
+                    },
                     sandbox: SandboxRecord {
                         image: self.opts.image.name.clone(),
                         landlock_abi: report.landlock_abi,
@@ -475,21 +497,17 @@ impl Engine {
         for e in rd.flatten() {
             let dir = e.path();
             let blobs = dir.join("blobs");
-            // Leftovers of an interrupted write.
-            if let Ok(b) = std::fs::read_dir(&blobs) {
-                for f in b.flatten() {
-                    if f.file_name().to_string_lossy().ends_with(".partial") {
-                        let _ = std::fs::remove_file(f.path());
-                    }
-                }
-            }
             let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
                 continue;
             };
+            // Only old runs are read at all, so a start costs one stat per run.
             let old = std::fs::metadata(&dir)
                 .and_then(|m| m.modified())
-                .map(|t| t.elapsed().unwrap_or_default() > retention)
+                .map(|t| t.elapsed().unwrap_or_default() >= retention)
                 .unwrap_or(false);
+            if !old || !blobs.exists() {
+                continue;
+            }
             let pending = match self.get(&name) {
                 Ok(r) => matches!(r.state, RunState::AwaitingApproval | RunState::Approved),
                 Err(_) => false,

@@ -77,6 +77,16 @@ pub struct Rehearsal {
     pub steps: Vec<StepOutcome>,
     #[serde(default)]
     pub sandbox: SandboxRecord,
+    /// Processes still running when the command ended; killed by the
+    /// sandbox's init (background jobs never outlive a rehearsal).
+    #[serde(default)]
+    pub leftover_processes_killed: u32,
+    /// Most processes alive at once in the sandbox (its init included).
+    #[serde(default)]
+    pub max_processes: u64,
+    /// Where the time went: phase marks in µs since the run started.
+    #[serde(default)]
+    pub timings_us: Vec<(String, u64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -237,6 +237,17 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
             "the command did not finish".into(),
         ),
     }
+    if r.leftover_processes_killed > 0 {
+        add(
+            "evidence.background_processes",
+            Decision::Blocked,
+            format!(
+                "{} process(es) were still running when the command ended and were killed; \
+                 live they would keep running, and a rehearsal cannot show what they would do",
+                r.leftover_processes_killed
+            ),
+        );
+    }
     if r.landlock_abi == 0 {
         notes.push(
             "Landlock was not available: the run relied on namespaces and mounts alone".into(),

@@ -94,7 +94,7 @@ fn announce_task_is_blocked_with_the_network_attempt_as_evidence() {
         let ws = Ws::new(who);
         copy_site(&ws);
         let r = ws.execute(&["--task", "announce-posts"]);
-        assert_eq!(r.code, 4, "{who:?}");
+        assert_eq!(r.code, 4, "{who:?}: {} {}", r.json["error"], r.stderr);
         let blocked = r.blocked();
         assert!(
             blocked.iter().any(|b| b["kind"] == "network"

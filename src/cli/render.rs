@@ -5,7 +5,7 @@
 use crate::record::RunRecord;
 use crate::verdict::Decision;
 use crate::workspace::diff::ChangeKind;
-use crate::workspace::paths::escape_for_humans;
+use crate::workspace::paths::{escape_for_humans, sanitize_for_terminal};
 use crate::workspace::textdiff::RunDiff;
 
 fn esc(s: &str) -> String {
@@ -138,19 +138,27 @@ pub fn print_evidence(r: &RunRecord) {
             );
         }
     }
+    // Show listed paths from the change records' exact bytes.
+    let exact = |p: &String| {
+        reh.changes
+            .iter()
+            .find(|c| &c.path == p)
+            .map(|c| escape_for_humans(&c.path_bytes()))
+            .unwrap_or_else(|| esc(p))
+    };
     list(
         "surprise paths",
-        &surprises.iter().map(|s| esc(s)).collect::<Vec<_>>(),
+        &surprises.iter().map(exact).collect::<Vec<_>>(),
     );
     list(
         "forbidden paths touched",
-        &forbidden.iter().map(|s| esc(s)).collect::<Vec<_>>(),
+        &forbidden.iter().map(exact).collect::<Vec<_>>(),
     );
     list(
         "blocked attempts",
         &reh.blocked
             .iter()
-            .map(|b| format!("{}: {}", b.kind, esc(&b.detail)))
+            .map(|b| format!("{}: {}", b.kind, sanitize_for_terminal(&b.detail)))
             .collect::<Vec<_>>(),
     );
     println!(
@@ -175,16 +183,25 @@ pub fn print_evidence(r: &RunRecord) {
         let first = v
             .findings
             .first()
-            .map(|f| format!(" — {}", esc(&f.message)))
+            .map(|f| format!(" — {}", sanitize_for_terminal(&f.message)))
             .unwrap_or_default();
         println!("decision: {}{first}", v.decision.as_str());
         if v.reasons.len() > 1 || (v.decision != Decision::Promote && !v.reasons.is_empty()) {
             list(
                 "reasons",
-                &v.reasons.iter().map(|s| esc(s)).collect::<Vec<_>>(),
+                &v.reasons
+                    .iter()
+                    .map(|s| sanitize_for_terminal(s))
+                    .collect::<Vec<_>>(),
             );
         }
-        list("notes", &v.notes.iter().map(|s| esc(s)).collect::<Vec<_>>());
+        list(
+            "notes",
+            &v.notes
+                .iter()
+                .map(|s| sanitize_for_terminal(s))
+                .collect::<Vec<_>>(),
+        );
     }
     println!("state: {}", r.state.as_str());
 }

@@ -83,6 +83,24 @@ const OUT_FD: RawFd = 1;
 
 type StageResult<T> = Result<T, (String, String)>;
 
+/// Phase marks (µs since the engine started the run), copied into every
+/// forked stage; P1 reports them.
+static MARKS: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
+static T0_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("monotonic clock");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+fn mark(phase: &str) {
+    let t0 = T0_NS.load(std::sync::atomic::Ordering::Relaxed);
+    let us = monotonic_ns().saturating_sub(t0) / 1000;
+    if let Ok(mut m) = MARKS.lock() {
+        m.push((phase.to_string(), us));
+    }
+}
+
 fn fail<E: std::fmt::Display>(stage: &str) -> impl FnOnce(E) -> (String, String) + '_ {
     move |e| (stage.to_string(), e.to_string())
 }
@@ -130,6 +148,8 @@ fn host_stage() -> StageResult<()> {
         .read_to_end(&mut raw)
         .map_err(fail("H1 read spec"))?;
     let spec: SandboxSpec = serde_json::from_slice(&raw).map_err(fail("H1 parse spec"))?;
+    T0_NS.store(spec.t0_ns, std::sync::atomic::Ordering::Relaxed);
+    mark("H1 helper started");
     if nix::unistd::getppid().as_raw() != spec.parent_pid {
         return Err((
             "H1".into(),
@@ -144,6 +164,7 @@ fn host_stage() -> StageResult<()> {
     sys::close_fds_from(3).map_err(fail("H1 close fds"))?;
 
     // H2
+    mark("H2 cgroups");
     let origin = super::limits::original_cgroups();
     let mut enforcement = Vec::new();
     if let Some(plan) = &spec.cgroup {
@@ -152,6 +173,7 @@ fn host_stage() -> StageResult<()> {
     }
 
     // H3
+    mark("H3 mount ns");
     let shifted = matches!(spec.ids, IdPlan::Shifted { .. });
     let mut clone_fd: Option<OwnedFd> = None;
     if shifted {
@@ -162,15 +184,17 @@ fn host_stage() -> StageResult<()> {
     }
 
     // H4
+    mark("H4 fork + user ns");
     let (ready_r, ready_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("H4 pipe"))?;
     let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("H4 pipe"))?;
     let started = Instant::now();
+    let h_pid = std::process::id() as i32;
     let c = sys::fork_single_threaded().map_err(fail("H4 fork"))?;
     if c == 0 {
         drop(ready_r);
         drop(go_w);
         drop(clone_fd);
-        let code = match child_stage(&spec, ready_w, go_r) {
+        let code = match child_stage(&spec, ready_w, go_r, h_pid) {
             Ok(code) => code,
             Err((stage, message)) => {
                 send_failure(&stage, &message);
@@ -194,6 +218,7 @@ fn host_stage() -> StageResult<()> {
     write_id_maps(c, &spec.ids).map_err(fail("H4 id maps"))?;
 
     // H5
+    mark("H5 idmapped lower");
     if let Some(fd) = clone_fd.take() {
         let userns =
             std::fs::File::open(format!("/proc/{c}/ns/user")).map_err(fail("H5 userns fd"))?;
@@ -214,6 +239,7 @@ fn host_stage() -> StageResult<()> {
     }
 
     // H6
+    mark("H6 released");
     nix::unistd::write(&go_w, b"g").map_err(fail("H6 release"))?;
     drop(go_w);
     let pidfd = sys::pidfd_open(c).map_err(fail("H6 pidfd"))?;
@@ -277,8 +303,16 @@ fn write_id_maps(child: i32, ids: &IdPlan) -> std::io::Result<()> {
     Ok(())
 }
 
-fn child_stage(spec: &SandboxSpec, ready_w: OwnedFd, go_r: OwnedFd) -> StageResult<i32> {
+fn child_stage(
+    spec: &SandboxSpec,
+    ready_w: OwnedFd,
+    go_r: OwnedFd,
+    h_pid: i32,
+) -> StageResult<i32> {
     sys::die_with_parent().map_err(fail("C pdeathsig"))?;
+    if nix::unistd::getppid().as_raw() != h_pid {
+        return Err(("C".into(), "the host side of the helper is gone".into()));
+    }
     unshare(CloneFlags::CLONE_NEWUSER).map_err(fail("C unshare user ns"))?;
     nix::unistd::write(&ready_w, b"r").map_err(fail("C ready"))?;
     drop(ready_w);
@@ -293,6 +327,12 @@ fn child_stage(spec: &SandboxSpec, ready_w: OwnedFd, go_r: OwnedFd) -> StageResu
         nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
             .map_err(fail("C setresuid"))?;
         nix::unistd::setgroups(&[]).map_err(fail("C setgroups"))?;
+        // Changing credentials clears the parent-death signal: set it again,
+        // then make sure H did not die in between.
+        sys::die_with_parent().map_err(fail("C pdeathsig"))?;
+        if nix::unistd::getppid().as_raw() != h_pid {
+            return Err(("C".into(), "the host side of the helper is gone".into()));
+        }
     }
     unshare(
         CloneFlags::CLONE_NEWNS
@@ -303,9 +343,13 @@ fn child_stage(spec: &SandboxSpec, ready_w: OwnedFd, go_r: OwnedFd) -> StageResu
             | CloneFlags::CLONE_NEWCGROUP,
     )
     .map_err(fail("C unshare namespaces"))?;
+    // P1 cannot see C (it is outside the new pid namespace); it watches this
+    // pipe instead: HUP means C is gone.
+    let (alive_r, alive_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("C pipe"))?;
     let p1 = sys::fork_single_threaded().map_err(fail("C fork init"))?;
     if p1 == 0 {
-        let code = match init_stage(spec) {
+        drop(alive_w);
+        let code = match init_stage(spec, alive_r) {
             Ok(()) => 0,
             Err((stage, message)) => {
                 send_failure(&stage, &message);
@@ -346,8 +390,14 @@ struct RunIds {
     shifted: bool,
 }
 
-fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
+fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     sys::die_with_parent().map_err(fail("P pdeathsig"))?;
+    let mut pfd = [PollFd::new(parent_alive.as_fd(), PollFlags::POLLIN)];
+    if poll(&mut pfd, PollTimeout::ZERO).is_ok_and(|n| n > 0) {
+        // C died before the death signal was armed.
+        sys::exit_now(125);
+    }
+    drop(parent_alive);
     let _ = nix::sys::prctl::set_dumpable(false);
     let ids = match spec.ids {
         IdPlan::Shifted {
@@ -366,6 +416,7 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     let ws = spec.workspace.as_path();
 
     // P1
+    mark("P1 init started");
     mounts::make_rprivate().map_err(fail("P1"))?;
     let lower_path: &Path = if ids.shifted {
         Path::new(STAGE_LOWER)
@@ -383,6 +434,7 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     let lower_proc_path = PathBuf::from(format!("/proc/self/fd/{}", lower.as_raw_fd()));
 
     // P2
+    mark("P2 upper");
     let base = Path::new(BASE);
     mounts::mount_tmpfs(base, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P2"))?;
     let upper_mnt = base.join("upper");
@@ -406,12 +458,14 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     std::fs::write(&empty_file, b"").map_err(fail("P2 empty file"))?;
 
     // P3
+    mark("P3 image");
     let root = base.join("root");
     mounts::mkdir_p(&root, 0o755).map_err(fail("P3"))?;
     mounts::mount_tmpfs(&root, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P3 root"))?;
     let masked = mounts::build_image(&root, &spec.image, &empty_file).map_err(fail("P3 image"))?;
 
     // P4
+    mark("P4 tmp + overlay");
     let tmp = root.join("tmp");
     mounts::mkdir_p(&tmp, 0o1777).map_err(fail("P4"))?;
     mounts::mount_tmpfs(&tmp, spec.limits.tmp_bytes, 0o1777, MsFlags::empty())
@@ -435,14 +489,17 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     .map_err(fail("P4 upper fd"))?;
 
     // P5
+    mark("P5 dev + proc");
     mounts::build_dev(&root).map_err(fail("P5 /dev"))?;
     mounts::mount_proc(&root).map_err(fail("P5 /proc"))?;
 
     // P6
+    mark("P6 pivot");
     mounts::pivot_into(&root).map_err(fail("P6"))?;
     mounts::remount_ro(Path::new("/")).map_err(fail("P6 ro root"))?;
 
     // P7
+    mark("P7 net + prep");
     nix::unistd::sethostname(&spec.image.hostname).map_err(fail("P7 hostname"))?;
     sys::loopback_up().map_err(fail("P7 loopback"))?;
     let nested_userns_capped = std::fs::write("/proc/sys/user/max_user_namespaces", "0").is_ok();
@@ -458,7 +515,7 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
             ),
         ));
     }
-    let filter = super::seccomp::build_filter().map_err(fail("P7 seccomp"))?;
+    let filter = super::seccomp::compile_filter().map_err(fail("P7 seccomp"))?;
     let cg = spec.cgroup.as_ref();
     let cg_mem =
         cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "memory"));
@@ -498,6 +555,7 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     }
 
     // P8
+    mark("P8 steps");
     let cx = CmdContext {
         ws,
         ids: &ids,
@@ -529,6 +587,11 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     if report.timed_out {
         report.limits_hit.push("timeout".into());
     }
+    // The process table of the namespace reached the pids limit (fork fails
+    // once the count is one below it).
+    if report.max_processes + 1 >= spec.limits.pids {
+        report.limits_hit.push("pids".into());
+    }
     report.stdout = out_buf.stdout;
     report.stderr = out_buf.stderr;
     report.landlock_status = if kernel_abi >= 1 {
@@ -552,10 +615,13 @@ fn init_stage(spec: &SandboxSpec) -> StageResult<()> {
     report.limits_hit.dedup();
 
     // P9
+    mark("P9 evidence");
     let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
     let mut sink = FrameSink;
     report.changes = walk_upper_layer(&upper_path, &lower, ws, spec.diff_before_max, &mut sink)
         .map_err(fail("P9 evidence"))?;
+    mark("P9 evidence done");
+    report.timings_us = MARKS.lock().map(|m| m.clone()).unwrap_or_default();
     let mut out = FdWriter(OUT_FD);
     wire::write_json(&mut out, wire::TAG_REPORT, &report).map_err(fail("P9 answer"))?;
     Ok(())
@@ -567,7 +633,7 @@ struct CmdContext<'a> {
     rlimits: &'a [(nix::sys::resource::Resource, u64, u64, Option<String>)],
     kernel_abi: u32,
     allow_degraded: bool,
-    filter: &'a libseccomp::ScmpFilterContext,
+    filter: &'a [libc::sock_filter],
     env: &'a [CString],
     shell: &'a CString,
 }
@@ -654,12 +720,18 @@ fn run_step(
     }
     drop(ack_w);
     drop(hello_r);
+    mark("P8 command released");
     let mut streams: Vec<Option<(OwnedFd, bool)>> = vec![Some((out_r, false)), Some((err_r, true))];
     let mut status: Option<WaitStatus> = None;
     let mut buf = vec![0u8; 64 * 1024];
+    let mut last_count = Instant::now();
     loop {
         // Reap orphans re-parented to us so zombies do not pile up.
         reap_others(pid, &mut status);
+        if last_count.elapsed() >= Duration::from_millis(50) {
+            report.max_processes = report.max_processes.max(count_processes());
+            last_count = Instant::now();
+        }
         if status.is_some() {
             break;
         }
@@ -720,8 +792,13 @@ fn run_step(
             }
         }
     }
+    mark("P8 command ended");
+    // Whatever is still running when the command ends is left behind.
+    let alive = count_processes();
+    report.max_processes = report.max_processes.max(alive);
     // The command is over (or out of time): nothing else of it may survive.
-    kill_all_and_reap(pid, &mut status);
+    report.leftover_processes_killed += kill_all_and_reap(pid, &mut status);
+    mark("P8 namespace emptied");
     // Drain what is left in the pipes: every writer is dead now.
     for s in streams.iter_mut() {
         while s.is_some() {
@@ -786,19 +863,41 @@ fn reap_others(main: i32, status: &mut Option<WaitStatus>) {
 
 /// As pid 1, `kill(-1, SIGKILL)` reaches every other process of the
 /// namespace (orphans, double forks, daemons); then reap them all.
-fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) {
+/// Returns how many processes other than the command itself were killed.
+fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) -> u32 {
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    let mut others = 0;
     loop {
         match waitpid(Pid::from_raw(-1), None) {
             Ok(st) => {
-                if st.pid().map(|p| p.as_raw()) == Some(main) && status.is_none() {
-                    *status = Some(st);
+                if st.pid().map(|p| p.as_raw()) == Some(main) {
+                    if status.is_none() {
+                        *status = Some(st);
+                    }
+                } else {
+                    others += 1;
                 }
             }
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return, // ECHILD: nobody left
+            Err(_) => return others, // ECHILD: nobody left
         }
     }
+}
+
+/// Processes alive in this pid namespace (including init), from /proc.
+fn count_processes() -> u64 {
+    std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .as_encoded_bytes()
+                        .iter()
+                        .all(|b| b.is_ascii_digit())
+                })
+                .count() as u64
+        })
+        .unwrap_or(0)
 }
 
 /// X1–X7 in the forked command process. Returns only on failure.

@@ -226,7 +226,18 @@ pub fn sweep_stale_cgroups() {
     for b in bases {
         if let Ok(rd) = std::fs::read_dir(&b) {
             for e in rd.flatten() {
-                let _ = std::fs::remove_dir(e.path());
+                // A run that is just starting has an empty cgroup too: only
+                // sweep ones that are clearly stale.
+                let stale = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .map(|t| {
+                        t.elapsed().unwrap_or_default() > std::time::Duration::from_secs(24 * 3600)
+                    })
+                    .unwrap_or(false);
+                if stale {
+                    let _ = std::fs::remove_dir(e.path());
+                }
             }
         }
     }

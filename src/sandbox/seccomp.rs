@@ -78,13 +78,16 @@ const NAMESPACE_FLAGS: &[u64] = &[
 #[error("building the seccomp filter ({what}): {source}")]
 pub struct SeccompError {
     what: String,
-    source: libseccomp::error::SeccompError,
+    source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-fn ctx<T>(what: &str, r: Result<T, libseccomp::error::SeccompError>) -> Result<T, SeccompError> {
+fn ctx<T, E: std::error::Error + Send + Sync + 'static>(
+    what: &str,
+    r: Result<T, E>,
+) -> Result<T, SeccompError> {
     r.map_err(|source| SeccompError {
         what: what.to_string(),
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -157,9 +160,32 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
     Ok(f)
 }
 
-/// Load the filter on the calling thread; returns the notification
+/// Compile the filter to classic BPF once (in the sandbox's init), so each
+/// command only makes one `seccomp()` call after fork.
+pub fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
+    let f = build_filter()?;
+    let (r, w) = ctx("pipe", nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC))?;
+    ctx("export", f.export_bpf(&w))?;
+    drop(w);
+    let mut bytes = Vec::new();
+    ctx(
+        "read exported filter",
+        std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut bytes),
+    )?;
+    let insn = std::mem::size_of::<libc::sock_filter>();
+    Ok(bytes
+        .chunks_exact(insn)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect())
+}
+
+/// Load the compiled filter on the calling thread; returns the notification
 /// listener fd (owned by the caller from here on).
-pub fn load_seccomp_filter(f: &ScmpFilterContext) -> Result<i32, SeccompError> {
-    ctx("load", f.load())?;
-    ctx("notify fd", f.get_notify_fd())
+pub fn load_seccomp_filter(prog: &[libc::sock_filter]) -> std::io::Result<i32> {
+    super::sys::seccomp_set_filter_with_listener(prog)
 }

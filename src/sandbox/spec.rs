@@ -160,6 +160,10 @@ pub struct SandboxSpec {
     pub cgroup: Option<CgroupPlan>,
     /// Keep at most this many bytes of "before" content for text diffs.
     pub diff_before_max: u64,
+    /// CLOCK_MONOTONIC (ns) when the engine started the run; phase timings
+    /// are relative to it.
+    #[serde(default)]
+    pub t0_ns: u64,
 }
 
 #[cfg(test)]

@@ -133,6 +133,29 @@ pub fn adopt_fd(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, prog)`:
+/// install a filter (no_new_privs must already be set) and get its
+/// user-notification listener.
+pub fn seccomp_set_filter_with_listener(prog: &[libc::sock_filter]) -> io::Result<RawFd> {
+    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+    let fprog = libc::sock_fprog {
+        len: prog.len() as libc::c_ushort,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `fprog` points at `prog`, which outlives the call; the kernel
+    // copies the program.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    })?;
+    Ok(fd as RawFd)
+}
+
 /// `close_range(first, ~0, 0)`: close every fd from `first` up.
 pub fn close_fds_from(first: u32) -> io::Result<()> {
     // SAFETY: closes descriptors only; the caller owns no Rust handle to them

@@ -55,6 +55,15 @@ pub struct RehearsalReport {
     pub landlock_abi: u32,
     pub landlock_status: String,
     pub seccomp: bool,
+    /// Most processes seen alive at once in the sandbox (init included).
+    #[serde(default)]
+    pub max_processes: u64,
+    /// Processes still running when the command ended, killed by init.
+    #[serde(default)]
+    pub leftover_processes_killed: u32,
+    /// Phase marks in µs since the engine started the run.
+    #[serde(default)]
+    pub timings_us: Vec<(String, u64)>,
 }
 
 /// What the outer helper saw from the host side.

@@ -31,6 +31,21 @@ pub fn escape_for_humans(bytes: &[u8]) -> String {
     out
 }
 
+/// Make an already-composed message (whose embedded names were escaped with
+/// [`escape_for_humans`]) safe for a terminal without escaping it twice:
+/// control and bidi characters become visible, backslashes stay as they are.
+pub fn sanitize_for_terminal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if is_dangerous_char(c) {
+            let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn is_dangerous_char(c: char) -> bool {
     let u = c as u32;
     c.is_control()
