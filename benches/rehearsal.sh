@@ -4,7 +4,7 @@
 #
 #   benches/rehearsal.sh [SIZES...]      default sizes: 1000 10000 100000
 #
-# Needs: hyperfine, bwrap (bubblewrap >= 0.8 for --overlay-src), rsync;
+# Needs: hyperfine, bwrap (bubblewrap), rsync, util-linux unshare;
 # installs them with apt-get when missing and running as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,14 +46,9 @@ PY
     echo "$dir"
 }
 
-bwrap_cmd() { # workspace, shell command
+bwrap_cmd() { # workspace, shell command (see benches/bwrap-overlay.sh)
     local ws=$1; shift
-    local args=(--unshare-all --die-with-parent --new-session --ro-bind /usr /usr --ro-bind /etc /etc
-        --dev /dev --proc /proc --tmpfs /tmp --overlay-src "$ws" --tmp-overlay "$ws" --chdir "$ws")
-    for l in bin sbin lib lib64; do
-        if [ -L "/$l" ]; then args+=(--symlink "$(readlink "/$l")" "/$l"); elif [ -d "/$l" ]; then args+=(--ro-bind "/$l" "/$l"); fi
-    done
-    printf '%q ' bwrap "${args[@]}" bash -c "$*"
+    printf '%q ' "$PWD/benches/bwrap-overlay.sh" "$ws" "$*"
 }
 
 rsync_cmd() { # copy lane: copy, run, list what changed, throw away
@@ -77,8 +72,8 @@ for n in "${SIZES[@]}"; do
     echo "measuring $n files..." >&2
     measure "dryrun: true" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --command true"
     measure "dryrun: 10-file edit" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --expect-write '**' --command '$EDIT'"
-    measure "bwrap overlay: true" "$n" "$RUNS" "bash -c \"$(bwrap_cmd "$ws" true)\""
-    measure "bwrap overlay: 10-file edit" "$n" "$RUNS" "bash -c \"$(bwrap_cmd "$ws" "$EDIT")\""
+    measure "bwrap overlay: true" "$n" "$RUNS" "$(bwrap_cmd "$ws" true)"
+    measure "bwrap overlay: 10-file edit" "$n" "$RUNS" "$(bwrap_cmd "$ws" "$EDIT")"
     rruns=$(( n >= 100000 ? 5 : 10 ))
     measure "rsync copy lane: true" "$n" "$rruns" "bash -c \"$(rsync_cmd "$ws" true)\""
     measure "rsync copy lane: 10-file edit" "$n" "$rruns" "bash -c \"$(rsync_cmd "$ws" "$EDIT")\""

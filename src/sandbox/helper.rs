@@ -11,13 +11,14 @@
 //! H, on the host:
 //!  H1. die with the engine (PDEATHSIG), read the spec from stdin, stdin := /dev/null,
 //!      close every fd but 0-2.
-//!  H2. (root) create the run's cgroups, set limits, join them.
+//!  H2. (root) create the run's cgroups and set their limits.
 //!  H3. (root) private mount namespace; detached clone of the workspace mount.
 //!  H4. fork C; C unshares a user namespace; H writes its id maps
 //!      (root: a shifted unprivileged range, never host 0; user: itself only).
 //!  H5. (root) make the clone an idmapped mount through C's user namespace and
 //!      attach it at /tmp/lower of H's private namespace.
-//!  H6. release C; watch it with a pidfd and a watchdog deadline; afterwards
+//!  H6. release C, move it into the cgroups (C waits for that before it
+//!      forks P1, so everything of the run is inside); watch it with a pidfd and a watchdog deadline; afterwards
 //!      read which cgroup limits were hit, kill leftovers, remove the cgroups,
 //!      send the `H` frame.
 //!
@@ -165,11 +166,10 @@ fn host_stage() -> StageResult<()> {
 
     // H2
     mark("H2 cgroups");
-    let origin = super::limits::original_cgroups();
     let mut enforcement = Vec::new();
     if let Some(plan) = &spec.cgroup {
         enforcement =
-            super::limits::enter_cgroups(plan, &spec.limits).map_err(fail("H2 cgroups"))?;
+            super::limits::prepare_cgroups(plan, &spec.limits).map_err(fail("H2 cgroups"))?;
     }
 
     // H3
@@ -241,6 +241,14 @@ fn host_stage() -> StageResult<()> {
     // H6
     mark("H6 released");
     nix::unistd::write(&go_w, b"g").map_err(fail("H6 release"))?;
+    if let Some(plan) = &spec.cgroup {
+        // Moving a process between v1 cgroups waits for an RCU grace period
+        // (~10 ms); C creates its namespaces meanwhile and waits for this
+        // before it forks anything.
+        super::limits::join_cgroups(plan, c).map_err(fail("H6 join cgroups"))?;
+        mark("H6 cgroups joined");
+        nix::unistd::write(&go_w, b"c").map_err(fail("H6 release"))?;
+    }
     drop(go_w);
     let pidfd = sys::pidfd_open(c).map_err(fail("H6 pidfd"))?;
     let watchdog = Duration::from_millis(spec.limits.timeout_ms) + Duration::from_secs(10);
@@ -270,7 +278,7 @@ fn host_stage() -> StageResult<()> {
     }
     let _ = waitpid(cpid, None);
     if let Some(plan) = &spec.cgroup {
-        let (hit, killed) = super::limits::collect_and_remove(plan, &origin);
+        let (hit, killed) = super::limits::collect_and_remove(plan);
         host.limits_hit = hit;
         host.leftover_processes_killed = killed;
     }
@@ -320,7 +328,6 @@ fn child_stage(
     if nix::unistd::read(&go_r, &mut b).map_err(fail("C wait"))? != 1 {
         return Err(("C".into(), "the host side of the helper gave up".into()));
     }
-    drop(go_r);
     if let IdPlan::Shifted { .. } = spec.ids {
         nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
             .map_err(fail("C setresgid"))?;
@@ -343,6 +350,10 @@ fn child_stage(
             | CloneFlags::CLONE_NEWCGROUP,
     )
     .map_err(fail("C unshare namespaces"))?;
+    if spec.cgroup.is_some() && nix::unistd::read(&go_r, &mut b).map_err(fail("C wait"))? != 1 {
+        return Err(("C".into(), "the run's cgroups could not be joined".into()));
+    }
+    drop(go_r);
     // P1 cannot see C (it is outside the new pid namespace); it watches this
     // pipe instead: HUP means C is gone.
     let (alive_r, alive_w) = pipe2(OFlag::O_CLOEXEC).map_err(fail("C pipe"))?;

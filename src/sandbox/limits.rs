@@ -48,10 +48,8 @@ fn write(p: &Path, v: &str) -> std::io::Result<()> {
     std::fs::write(p, v)
 }
 
-/// Create the cgroups, set the limits and move the calling process in.
-/// Returns how each limit is enforced.
-pub fn enter_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Result<Vec<String>> {
-    let me = std::process::id().to_string();
+/// Create the cgroups and set the limits. Returns how each limit is enforced.
+pub fn prepare_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Result<Vec<String>> {
     let mut how = Vec::new();
     if let Some(dir) = &plan.unified {
         let parent = dir.parent().expect("run cgroup has a parent");
@@ -69,7 +67,6 @@ pub fn enter_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Resu
         let _ = write(&dir.join("memory.swap.max"), "0");
         write(&dir.join("pids.max"), &limits.pids.to_string())?;
         let _ = write(&dir.join("cpu.max"), "100000 100000");
-        write(&dir.join("cgroup.procs"), &me)?;
         how.push("memory: cgroup v2".into());
         how.push("pids: cgroup v2".into());
         return Ok(how);
@@ -101,9 +98,20 @@ pub fn enter_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Resu
             }
             _ => {}
         }
-        write(&dir.join("cgroup.procs"), &me)?;
     }
     Ok(how)
+}
+
+/// Move process `pid` (and so everything it forks later) into the cgroups.
+pub fn join_cgroups(plan: &CgroupPlan, pid: i32) -> std::io::Result<()> {
+    let p = pid.to_string();
+    if let Some(dir) = &plan.unified {
+        return write(&dir.join("cgroup.procs"), &p);
+    }
+    for (_, dir) in &plan.dirs {
+        write(&dir.join("cgroup.procs"), &p)?;
+    }
+    Ok(())
 }
 
 fn read_kv(p: &Path, key: &str) -> u64 {
@@ -117,33 +125,9 @@ fn read_kv(p: &Path, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The cgroup the calling process started in, per controller (v1) or
-/// unified, so it can move back before removing the run's cgroups.
-pub fn original_cgroups() -> Vec<(String, PathBuf)> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let mut out = Vec::new();
-    for l in text.lines() {
-        let mut parts = l.splitn(3, ':');
-        let (_, ctrls, path) = match (parts.next(), parts.next(), parts.next()) {
-            (Some(a), Some(b), Some(c)) => (a, b, c),
-            _ => continue,
-        };
-        let rel = path.trim_start_matches('/');
-        if ctrls.is_empty() {
-            out.push((String::new(), Path::new(V1_ROOT).join(rel)));
-        } else {
-            for c in ctrls.split(',') {
-                out.push((c.to_string(), Path::new(V1_ROOT).join(c).join(rel)));
-            }
-        }
-    }
-    out
-}
-
-/// After the run: which limits were hit, then kill anything left, move back
-/// out and remove the cgroups. Returns (limits hit, processes killed).
-pub fn collect_and_remove(plan: &CgroupPlan, origin: &[(String, PathBuf)]) -> (Vec<String>, u32) {
-    let me = std::process::id().to_string();
+/// After the run: which limits were hit, then kill anything left and remove
+/// the cgroups. Returns (limits hit, processes killed).
+pub fn collect_and_remove(plan: &CgroupPlan) -> (Vec<String>, u32) {
     let mut hit = Vec::new();
     let mut dirs: Vec<(String, PathBuf)> = plan.dirs.clone();
     if let Some(u) = &plan.unified {
@@ -165,20 +149,6 @@ pub fn collect_and_remove(plan: &CgroupPlan, origin: &[(String, PathBuf)]) -> (V
             }
             _ => {}
         }
-    }
-    // Move ourselves back where we came from.
-    for (ctrl, dir) in &dirs {
-        let back = origin
-            .iter()
-            .find(|(c, _)| c == ctrl)
-            .map(|(_, p)| p.clone())
-            .unwrap_or_else(|| {
-                dir.parent()
-                    .and_then(|p| p.parent())
-                    .unwrap_or(Path::new(V1_ROOT))
-                    .to_path_buf()
-            });
-        let _ = write(&back.join("cgroup.procs"), &me);
     }
     let mut killed = 0u32;
     for _ in 0..50 {
