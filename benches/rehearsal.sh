@@ -25,6 +25,9 @@ DRYRUN=$PWD/target/release/dryrun
 WORK=${BENCH_DIR:-/var/tmp/dryrun-bench}
 mkdir -p "$WORK"
 export DRYRUN_STATE_DIR=$WORK/state
+# The unprivileged rows run as `nobody` with their own state directory.
+mkdir -p "$WORK/state-nobody" && chown nobody "$WORK/state-nobody"
+AS_USER="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
 EDIT='for i in 0 1 2 3 4 5 6 7 8 9; do echo changed >> d0/f$i.txt; done'
 
 make_ws() { # N files in directories of 1000
@@ -41,6 +44,8 @@ for i in range(n):
     with open(os.path.join(d, f"f{i % 1000}.txt"), "w") as f:
         f.write(f"file {i}\n")
 PY
+        # Owned by the unprivileged user so its edits can land in the overlay.
+        chown -R nobody:nogroup "$dir"
         touch "$dir/.complete"
     fi
     echo "$dir"
@@ -70,8 +75,10 @@ measure() { # label size runs command
 for n in "${SIZES[@]}"; do
     ws=$(make_ws "$n")
     echo "measuring $n files..." >&2
-    measure "dryrun: true" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --command true"
-    measure "dryrun: 10-file edit" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --expect-write '**' --command '$EDIT'"
+    measure "dryrun as root (cgroup v1): true" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --command true"
+    measure "dryrun as root (cgroup v1): 10-file edit" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --expect-write '**' --command '$EDIT'"
+    measure "dryrun as a user: true" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $WORK/state-nobody execute --workspace $ws --command true"
+    measure "dryrun as a user: 10-file edit" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $WORK/state-nobody execute --workspace $ws --expect-write '**' --command '$EDIT'"
     measure "bwrap overlay: true" "$n" "$RUNS" "$(bwrap_cmd "$ws" true)"
     measure "bwrap overlay: 10-file edit" "$n" "$RUNS" "$(bwrap_cmd "$ws" "$EDIT")"
     rruns=$(( n >= 100000 ? 5 : 10 ))

@@ -231,6 +231,14 @@ impl Engine {
                 tree.display()
             )));
         }
+        for special in ["/proc", "/sys", "/dev"] {
+            if spec.workspace.starts_with(special) {
+                return Err(EngineError::Workspace(format!(
+                    "{} lies inside {special}, which the sandbox replaces; use a project directory",
+                    spec.workspace.display()
+                )));
+            }
+        }
         if self.state_dir.starts_with(&spec.workspace) {
             return Err(EngineError::Workspace(format!(
                 "the state directory {} is inside the workspace {}; choose another --state-dir",

@@ -74,38 +74,6 @@ fn assert_fields(who: Who, c: &Value, expected: &Value) {
     }
 }
 
-fn reasons(r: &Run) -> Vec<String> {
-    r.json["verdict"]["reasons"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn notes(r: &Run) -> Vec<String> {
-    r.json["verdict"]["notes"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn surprise_paths(r: &Run) -> Vec<String> {
     strings(&r.json["verdict"]["surprise_paths"])
 }
@@ -124,7 +92,7 @@ fn assert_ran(who: Who, r: &Run, decision: &str) {
         "{who:?}: the command failed: {}",
         r.err()
     );
-    assert_eq!(r.decision(), decision, "{who:?}: reasons {:?}", reasons(r));
+    assert_eq!(r.decision(), decision, "{who:?}: reasons {:?}", r.reasons());
     let code = match decision {
         "promote" => 0,
         "needs_approval" => 3,
@@ -194,11 +162,11 @@ fn created_modified_and_deleted_files_carry_exact_hashes_and_sizes() {
             "{who:?}: a file that was only read is not a change"
         );
         assert!(
-            notes(&r)
+            r.notes()
                 .iter()
                 .any(|n| n == "3 change(s), all within the declared intent"),
             "{who:?}: {:?}",
-            notes(&r)
+            r.notes()
         );
     }
 }
@@ -232,10 +200,10 @@ fn a_new_symlink_is_recorded_as_a_link_and_an_escaping_one_blocks() {
             );
         }
         assert!(
-            reasons(&r).iter().any(|x| x
+            r.reasons().iter().any(|x| x
                 == "[evidence.symlink_escape] leak is a symlink pointing outside the workspace (/etc/passwd)"),
             "{who:?}: {:?}",
-            reasons(&r)
+            r.reasons()
         );
         assert!(
             surprise_paths(&r).is_empty(),
@@ -295,7 +263,7 @@ fn symlinks_that_stay_inside_the_workspace_do_not_escape() {
             &serde_json::json!({"symlink_target": "../../x", "symlink_escapes": true}),
         );
         assert_eq!(r.decision(), "blocked", "{who:?}");
-        let rs = reasons(&r);
+        let rs = r.reasons();
         assert_eq!(
             rs.iter()
                 .filter(|x| x.starts_with("[evidence.symlink_escape]"))
@@ -570,9 +538,9 @@ fn hard_links_name_each_other() {
             );
         }
         assert!(
-            notes(&r).iter().any(|n| n.contains("hard link")),
+            r.notes().iter().any(|n| n.contains("hard link")),
             "{who:?}: the verdict notes the hard link: {:?}",
-            notes(&r)
+            r.notes()
         );
 
         // Both names new.
@@ -610,11 +578,11 @@ fn a_fifo_is_a_special_file_and_blocks() {
             &serde_json::json!({"special": "fifo", "before": null, "after": null}),
         );
         assert!(
-            reasons(&r)
+            r.reasons()
                 .iter()
                 .any(|x| x == "[evidence.special_file] p is a fifo"),
             "{who:?}: {:?}",
-            reasons(&r)
+            r.reasons()
         );
     }
 }
@@ -641,9 +609,9 @@ fn chmod_alone_is_a_metadata_change() {
         assert_ran(who, &r, "blocked");
         assert_eq!(surprise_paths(&r), vec!["a.txt"], "{who:?}");
         assert!(
-            reasons(&r).iter().any(|x| x == "[intent.expected_writes] changed metadata of a.txt but intent expected no writes"),
+            r.reasons().iter().any(|x| x == "[intent.expected_writes] changed metadata of a.txt but intent expected no writes"),
             "{who:?}: {:?}",
-            reasons(&r)
+            r.reasons()
         );
         let id = r.json["run_id"].as_str().unwrap().to_string();
         let shown = dryrun(&ws, &["show", &id]);
@@ -705,9 +673,9 @@ fn identical_rewrites_are_reported_but_are_not_writes() {
             );
             assert!(surprise_paths(&r).is_empty(), "{who:?} {cmd}");
             assert!(
-                notes(&r).iter().any(|n| n.contains("identical content")),
+                r.notes().iter().any(|n| n.contains("identical content")),
                 "{who:?} {cmd}: {:?}",
-                notes(&r)
+                r.notes()
             );
             // Nor in a read-only run.
             let r = ws.rehearse_untouched(cmd, &["--read-only"]);
@@ -859,12 +827,12 @@ fn any_write_in_a_read_only_run_blocks() {
         assert_changes(who, &r, &[("new.txt", "created", "file")]);
         assert_eq!(surprise_paths(&r), vec!["new.txt"], "{who:?}");
         assert!(
-            reasons(&r)
+            r.reasons()
                 .iter()
                 .any(|x| x
                     == "[intent.read_only] created new.txt but the run was declared read_only"),
             "{who:?}: {:?}",
-            reasons(&r)
+            r.reasons()
         );
         assert_eq!(r.json["intent"]["mode"], "read_only", "{who:?}");
 
@@ -877,11 +845,11 @@ fn any_write_in_a_read_only_run_blocks() {
             let r = ws.rehearse_untouched(cmd, &["--read-only"]);
             assert_ran(who, &r, "blocked");
             assert!(
-                reasons(&r)
+                r.reasons()
                     .iter()
                     .any(|x| x.starts_with("[intent.read_only] ")),
                 "{who:?} {cmd}: {:?}",
-                reasons(&r)
+                r.reasons()
             );
         }
 
@@ -901,7 +869,7 @@ fn forbidden_paths_block_and_are_checked_before_expected_writes() {
         assert_ran(who, &r, "blocked");
         assert_changes(who, &r, &[("secrets/x", "created", "file")]);
         assert_eq!(forbidden_touched(&r), vec!["secrets/x"], "{who:?}");
-        let rs = reasons(&r);
+        let rs = r.reasons();
         assert_eq!(
             rs.first().map(String::as_str),
             Some("[intent.forbidden_paths] created secrets/x which intent forbids (secrets/)"),
@@ -922,9 +890,9 @@ fn forbidden_paths_block_and_are_checked_before_expected_writes() {
                 surprise_paths(&r)
             );
             assert!(
-                reasons(&r)[0].starts_with("[intent.forbidden_paths] "),
+                r.reasons()[0].starts_with("[intent.forbidden_paths] "),
                 "{who:?} {allow}: {:?}",
-                reasons(&r)
+                r.reasons()
             );
         }
 
@@ -965,11 +933,11 @@ fn a_write_outside_the_expected_globs_is_a_surprise() {
         assert_eq!(surprise_paths(&r), vec!["blog/index.html"], "{who:?}");
         assert!(forbidden_touched(&r).is_empty(), "{who:?}");
         assert!(
-            reasons(&r)
+            r.reasons()
                 .iter()
                 .any(|x| x == "[intent.expected_writes] modified blog/index.html but intent only allowed blog/*.md"),
             "{who:?}: {:?}",
-            reasons(&r)
+            r.reasons()
         );
         assert_fields(
             who,

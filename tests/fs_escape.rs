@@ -130,3 +130,47 @@ fn tmp_is_fresh_and_writable_and_host_tmp_is_invisible() {
         assert!(r.changes().is_empty());
     }
 }
+
+/// The common deployment: dryrun runs as root, the workspace belongs to an
+/// ordinary user. The command runs as that user's numbers (shifted on the
+/// host), can edit the user's files through the idmapped overlay, and its
+/// network attempts are still observed.
+#[test]
+fn root_rehearses_a_workspace_owned_by_an_ordinary_user() {
+    if !is_root() {
+        eprintln!("SKIP: needs root (the other identity is the ordinary user itself)");
+        return;
+    }
+    let (uid, gid) = test_user();
+    let ws = Ws::new(Who::Root);
+    ws.write("notes.txt", "one\n");
+    let st = std::process::Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(&ws.dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let r = ws.rehearse_untouched(
+        "id -u; id -g; echo two >> notes.txt; echo new > new.txt; stat -c %u:%g new.txt; \
+         python3 -c 'import socket; socket.socket().connect_ex((\"192.0.2.1\", 443))'; true",
+        &["--expect-write", "*.txt"],
+    );
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    let lines: Vec<&str> = r.out().lines().collect();
+    assert_eq!(lines[0], uid.to_string(), "{}", r.out());
+    assert_eq!(lines[1], gid.to_string(), "{}", r.out());
+    assert_eq!(lines[2], format!("{uid}:{gid}"), "{}", r.out());
+    assert_eq!(r.change("notes.txt").unwrap()["kind"], "modified");
+    assert_eq!(r.change("new.txt").unwrap()["kind"], "created");
+    let ids = r.json["rehearsal"]["sandbox"]["ids"].as_str().unwrap();
+    assert!(ids.starts_with("shifted"), "{ids}");
+    assert!(
+        r.blocked()
+            .iter()
+            .any(|b| b["detail"].as_str().unwrap().contains("192.0.2.1:443")),
+        "{:?}",
+        r.blocked()
+    );
+    assert_eq!(r.decision(), "blocked");
+}

@@ -15,24 +15,6 @@ use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener};
 use std::process::Command;
 use std::time::Duration;
 
-/// The rehearsal ran the command to its end (every script here ends with
-/// `exit 0`): a failure of dryrun itself is reported as such, with the record.
-fn assert_ran(who: Who, r: &Run) {
-    assert_eq!(
-        r.exit_code(),
-        Some(0),
-        "{who:?}: the command did not run to its end; dryrun exit {}\nstdout: {}\nstderr: {}",
-        r.code,
-        r.stdout,
-        r.stderr
-    );
-}
-
-/// Single-quote a string for bash.
-fn sq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 /// `python3 -c CODE` as a shell word list.
 fn py(code: &str) -> String {
     format!("python3 -c {}", sq(code))

@@ -15,23 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The rehearsal ran the command to its end (every script here ends with
-/// `exit 0`): a failure of dryrun itself is reported as such, with the record.
-fn assert_ran(who: Who, r: &Run) {
-    assert_eq!(
-        r.exit_code(),
-        Some(0),
-        "{who:?}: the command did not run to its end; dryrun exit {}\nstdout: {}\nstderr: {}",
-        r.code,
-        r.stdout,
-        r.stderr
-    );
-}
-
-fn sq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 fn random_hex() -> String {
     let mut b = [0u8; 12];
     std::fs::File::open("/dev/urandom")
@@ -62,17 +45,6 @@ fn run_untouched(ws: &Ws, mut c: Command) -> Run {
         "the real workspace changed during a rehearsal"
     );
     r
-}
-
-fn stripped(r: &Run) -> Vec<String> {
-    r.json["rehearsal"]["stripped"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn everything(r: &Run) -> String {
@@ -336,7 +308,7 @@ fn secret_looking_caller_variables_are_listed_as_stripped() {
         let r = run_untouched(&ws, c);
         assert_ran(who, &r);
         assert_eq!(r.code, 0, "{who:?}: {r:?}");
-        let s = stripped(&r);
+        let s = r.stripped();
         for v in CANARY_VARS {
             assert!(
                 s.contains(&format!("env:{v}")),

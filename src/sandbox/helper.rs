@@ -874,7 +874,8 @@ fn reap_others(main: i32, status: &mut Option<WaitStatus>) {
 
 /// As pid 1, `kill(-1, SIGKILL)` reaches every other process of the
 /// namespace (orphans, double forks, daemons); then reap them all.
-/// Returns how many processes other than the command itself were killed.
+/// Returns how many processes other than the command itself were still
+/// running and had to be killed.
 fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) -> u32 {
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     let mut others = 0;
@@ -885,7 +886,10 @@ fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) -> u32 {
                     if status.is_none() {
                         *status = Some(st);
                     }
-                } else {
+                } else if matches!(st, WaitStatus::Signaled(_, Signal::SIGKILL, _)) {
+                    // Killed by us just now: it was still running. (A process
+                    // already exiting from another signal keeps that signal
+                    // as its status and is not counted.)
                     others += 1;
                 }
             }
@@ -936,9 +940,7 @@ fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
     };
     // X1
     nix::unistd::setsid().map_err(io("setsid"))?;
-    // Inherited from P1, which hides itself; the command itself must be
-    // reachable by P1 for the seccomp handshake and notifications.
-    nix::sys::prctl::set_dumpable(true).map_err(io("dumpable"))?;
+
     let devnull = open(
         "/dev/null",
         OFlag::O_RDONLY | OFlag::O_CLOEXEC,
@@ -1000,6 +1002,10 @@ fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
     nix::unistd::setresgid(g, g, g).map_err(io("setresgid"))?;
     nix::unistd::setresuid(u, u, u).map_err(io("setresuid"))?;
     sys::clear_ambient_caps()?;
+    // Not dumpable is inherited from P1 (which hides itself) and set again by
+    // the credential change above; the command must be reachable by P1 for
+    // the seccomp handshake and the network notifications.
+    nix::sys::prctl::set_dumpable(true).map_err(io("dumpable"))?;
     for set in [
         caps::CapSet::Effective,
         caps::CapSet::Permitted,

@@ -73,17 +73,41 @@ pub fn rehearse(
         String::from_utf8_lossy(&s).into_owned()
     });
     let mut stdout = child.stdout.take().expect("piped stdout");
-    let read = wire::read_frames(&mut stdout, blob_dir, max_blob_bytes);
+    // Without cgroups the host side has nothing to add after the report: by
+    // then every process of the run is dead (P1 killed and reaped them before
+    // walking the upper layer), so the namespaces' teardown need not be
+    // waited for; the helper is reaped in the background.
+    let early = spec.cgroup.is_none();
+    let read = wire::read_frames(&mut stdout, blob_dir, max_blob_bytes, early);
     if read.is_err() {
         let _ = child.kill();
+    }
+    let got_report = read
+        .as_ref()
+        .is_ok_and(|o| o.report.is_some() && o.failure.is_none());
+    if early && got_report {
+        std::thread::spawn(move || {
+            drop(stdout);
+            let _ = child.wait();
+            let _ = err_reader.join();
+        });
+        let out = read?;
+        return finish(out, String::new(), String::new());
     }
     drop(stdout);
     let status = child.wait()?;
     let stderr_text = err_reader.join().unwrap_or_default();
-    let out = read?;
+    finish(read?, status.to_string(), stderr_text)
+}
+
+fn finish(
+    out: wire::HelperOutput,
+    status: String,
+    stderr: String,
+) -> Result<(wire::RehearsalReport, wire::HostReport), SandboxError> {
     if !out.bad_blobs.is_empty() {
         return Err(SandboxError::NoReport {
-            status: status.to_string(),
+            status,
             stderr: format!(
                 "content blobs failed their hash check: {}",
                 out.bad_blobs.join(", ")
@@ -98,9 +122,6 @@ pub fn rehearse(
     }
     match (out.report, out.host) {
         (Some(r), h) => Ok((r, h.unwrap_or_default())),
-        (None, _) => Err(SandboxError::NoReport {
-            status: status.to_string(),
-            stderr: stderr_text,
-        }),
+        (None, _) => Err(SandboxError::NoReport { status, stderr }),
     }
 }

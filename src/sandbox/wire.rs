@@ -132,11 +132,13 @@ pub enum WireError {
     TooLarge(u64),
 }
 
-/// Read frames until EOF, storing blobs under `blob_dir` (named by hash).
+/// Read frames until EOF (or until the report, when `stop_after_report`),
+/// storing blobs under `blob_dir` (named by hash).
 pub fn read_frames(
     input: &mut dyn Read,
     blob_dir: &Path,
     max_blob_bytes: u64,
+    stop_after_report: bool,
 ) -> Result<HelperOutput, WireError> {
     let mut out = HelperOutput::default();
     let mut blob_total: u64 = 0;
@@ -197,7 +199,12 @@ pub fn read_frames(
                 input.read_exact(&mut buf)?;
                 let bad = |e: serde_json::Error| WireError::Malformed(e.to_string());
                 match tag[0] {
-                    TAG_REPORT => out.report = Some(serde_json::from_slice(&buf).map_err(bad)?),
+                    TAG_REPORT => {
+                        out.report = Some(serde_json::from_slice(&buf).map_err(bad)?);
+                        if stop_after_report {
+                            break;
+                        }
+                    }
                     TAG_HOST => out.host = Some(serde_json::from_slice(&buf).map_err(bad)?),
                     _ => out.failure = Some(serde_json::from_slice(&buf).map_err(bad)?),
                 }

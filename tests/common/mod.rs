@@ -121,14 +121,16 @@ impl Run {
         self.changes().into_iter().find(|c| c["path"] == path)
     }
     pub fn limits_hit(&self) -> Vec<String> {
-        self.json["rehearsal"]["limits_hit"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
+        strings(&self.json["rehearsal"]["limits_hit"])
+    }
+    pub fn reasons(&self) -> Vec<String> {
+        strings(&self.json["verdict"]["reasons"])
+    }
+    pub fn notes(&self) -> Vec<String> {
+        strings(&self.json["verdict"]["notes"])
+    }
+    pub fn stripped(&self) -> Vec<String> {
+        strings(&self.json["rehearsal"]["stripped"])
     }
     pub fn blocked(&self) -> Vec<Value> {
         self.json["rehearsal"]["blocked"]
@@ -301,4 +303,33 @@ pub fn host_canary(name: &str, content: &str) -> (tempfile::TempDir, PathBuf) {
     std::fs::write(&p, content).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
     (d, p)
+}
+
+/// The strings of a JSON array (empty when it is not one).
+pub fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Single-quote a string for bash.
+pub fn sq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The rehearsal ran the command to its end (scripts that use this end with
+/// `exit 0`): a failure of dryrun itself is reported as such, with the record.
+pub fn assert_ran(who: Who, r: &Run) {
+    assert_eq!(
+        r.exit_code(),
+        Some(0),
+        "{who:?}: the command did not run to its end; dryrun exit {}\nstdout: {}\nstderr: {}",
+        r.code,
+        r.stdout,
+        r.stderr
+    );
 }
