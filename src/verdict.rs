@@ -191,6 +191,7 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
     for b in &r.blocked {
         let (rule, decision) = match b.kind.as_str() {
             "network" => ("evidence.network", Decision::Blocked),
+            "write" => ("evidence.denied_write", Decision::Blocked),
             _ => ("evidence.blocked", Decision::Blocked),
         };
         add(rule, decision, format!("{}: {}", b.kind, b.detail));

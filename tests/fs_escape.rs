@@ -40,7 +40,26 @@ fn writes_outside_the_workspace_fail_and_leave_the_host_alone() {
              echo x >> /etc/passwd; ls {c}; exit 0"
         );
         let r = ws.rehearse_untouched(&script, &[]);
-        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        // The refused writes are evidence: the command reported them (EROFS).
+        assert_eq!(r.code, 4, "{who:?}: {r:?}");
+        let writes: Vec<String> = r
+            .blocked()
+            .iter()
+            .filter(|b| b["kind"] == "write")
+            .map(|b| b["detail"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            writes.iter().any(|d| d.contains("/etc/dryrun-pwned")),
+            "{who:?}: {writes:?}"
+        );
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[evidence.denied_write]")),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
         assert_eq!(
             std::fs::read_to_string(canary.path().join("canary")).unwrap(),
             "original",

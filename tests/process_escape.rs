@@ -444,7 +444,16 @@ fn mounts_and_new_namespaces_fail() {
             py(&probe)
         );
         let r = ws.rehearse_untouched(&script, &[]);
-        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        // `touch /dryrun-root-rw` is refused with EROFS, which the command
+        // reports: that refused write is evidence and blocks the run.
+        assert_eq!(r.code, 4, "{who:?}: {r:?}");
+        assert!(
+            r.blocked().iter().any(|b| b["kind"] == "write"
+                && b["detail"].as_str().unwrap().contains("/dryrun-root-rw")),
+            "{who:?}: {:?}",
+            r.blocked()
+        );
         for key in [
             "mount",
             "unshare_U",

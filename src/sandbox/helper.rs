@@ -603,6 +603,9 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     if report.max_processes + 1 >= spec.limits.pids {
         report.limits_hit.push("pids".into());
     }
+    report
+        .blocked
+        .extend(denied_writes_reported(&out_buf.stderr));
     report.stdout = out_buf.stdout;
     report.stderr = out_buf.stderr;
     report.landlock_status = if kernel_abi >= 1 {
@@ -897,6 +900,33 @@ fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) -> u32 {
             Err(_) => return others, // ECHILD: nobody left
         }
     }
+}
+
+/// Writes refused because the target is read-only (outside the workspace and
+/// /tmp everything is) surface as EROFS; the command's own error messages are
+/// the only place they can be seen without the audit subsystem. EROFS comes
+/// only from write attempts, so these lines are specific.
+fn denied_writes_reported(stderr: &[u8]) -> Vec<Blocked> {
+    const MAX: usize = 20;
+    let text = String::from_utf8_lossy(stderr);
+    let mut out: Vec<Blocked> = Vec::new();
+    for line in text.lines().filter(|l| l.contains("Read-only file system")) {
+        let line: String = line.chars().take(200).collect();
+        let detail = format!(
+            "reported by the command: {}",
+            crate::workspace::paths::escape_for_humans(line.as_bytes())
+        );
+        if out.len() >= MAX {
+            break;
+        }
+        if !out.iter().any(|b| b.detail == detail) {
+            out.push(Blocked {
+                kind: "write".into(),
+                detail,
+            });
+        }
+    }
+    out
 }
 
 /// Processes alive in this pid namespace (including init), from /proc.

@@ -306,6 +306,9 @@ pub fn mount_overlay(
             .replace(':', "\\:")
     };
     let data = format!(
+        // `userxattr` (required in a user namespace) also turns redirect_dir
+        // and metacopy off: every upper entry holds its whole content and a
+        // renamed directory is copied, which the evidence walk relies on.
         "lowerdir={},upperdir={},workdir={},userxattr",
         esc(lower),
         esc(upper),
