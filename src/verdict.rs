@@ -13,6 +13,15 @@ use crate::workspace::diff::{Change, ChangeKind, FileType};
 use crate::workspace::paths::escape_for_humans;
 
 /// Ordered: combining findings is `max`.
+///
+/// ```
+/// use dryrun::verdict::Decision;
+/// let combined = [Decision::Promote, Decision::Blocked, Decision::NeedsApproval]
+///     .into_iter()
+///     .max();
+/// assert_eq!(combined, Some(Decision::Blocked));
+/// assert_eq!(Decision::NeedsApproval.exit_code(), 3);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {

@@ -9,6 +9,14 @@ use std::os::unix::ffi::OsStrExt;
 /// bidirectional overrides and other invisible format characters are shown as
 /// visible escapes, invalid UTF-8 as `\xNN`. A name can therefore never move
 /// the cursor, recolour the screen or reorder what a reviewer reads.
+///
+/// ```
+/// use dryrun::workspace::paths::escape_for_humans;
+/// assert_eq!(escape_for_humans(b"a\nb"), r"a\nb");
+/// assert_eq!(escape_for_humans("x\u{202e}y".as_bytes()), r"x\u{202e}y");
+/// assert_eq!(escape_for_humans(b"\x1b[2J"), r"\u{001b}[2J");
+/// assert_eq!(escape_for_humans(b"bad\xff"), r"bad\xff");
+/// ```
 pub fn escape_for_humans(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
