@@ -23,6 +23,9 @@ use crate::sandbox::spec::{IdPlan, ImageProfile, LandlockPlan, SandboxLimits, Sa
 use crate::sandbox::{self, SandboxError};
 use crate::verdict::{self, Decision};
 
+/// System policy files layered over the shipped default (any may loosen).
+pub const SYSTEM_POLICY_DIR: &str = "/etc/dryrun/policy.d";
+
 /// Landlock ABI below which dryrun refuses to rehearse unless told to degrade
 /// (ABI 4, Linux 6.7: filesystem rules including truncate, plus TCP).
 pub const MIN_LANDLOCK_ABI: u32 = 4;
@@ -49,6 +52,8 @@ pub enum EngineError {
     NoSuchRun(String),
     #[error("run id {0:?} is not a valid run id")]
     BadRunId(String),
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
     #[error("run record {path} is unreadable: {message}")]
     Corrupt { path: PathBuf, message: String },
 }
@@ -58,7 +63,10 @@ impl EngineError {
     pub fn is_invalid_input(&self) -> bool {
         matches!(
             self,
-            EngineError::Workspace(_) | EngineError::BadRunId(_) | EngineError::NoSuchRun(_)
+            EngineError::Workspace(_)
+                | EngineError::BadRunId(_)
+                | EngineError::NoSuchRun(_)
+                | EngineError::Policy(_)
         )
     }
 }
@@ -255,6 +263,21 @@ impl Engine {
         }
 
         let t0_ns = sandbox::helper::monotonic_ns();
+        // Classify first, from the command alone.
+        let policy =
+            crate::policy::Policy::load(Path::new(SYSTEM_POLICY_DIR), Some(&spec.workspace))?;
+        let risk = crate::classify::classify_steps(
+            &spec.steps,
+            spec.uses_steps,
+            &policy,
+            &crate::classify::Options {
+                workspace: Some(spec.workspace.clone()),
+                is_step: spec.uses_steps,
+            },
+        );
+        let protected = crate::workspace::paths::PathMatcher::new(&policy.protected_paths)
+            .map_err(|e| EngineError::Workspace(format!("protected_paths: {e}")))?;
+
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
         let blobs = dir.join("blobs");
@@ -310,7 +333,7 @@ impl Engine {
                 forbidden_paths: spec.forbidden.patterns.clone(),
                 reviewer_note: spec.reviewer_note.clone(),
             },
-            risk: None,
+            risk: Some(risk.clone()),
             rehearsal: None,
             verdict: None,
             state: RunState::Failed,
@@ -323,7 +346,15 @@ impl Engine {
         let max_blobs = limits.disk_bytes * 2 + (64 << 20);
         match sandbox::rehearse(&sspec, &blobs, max_blobs) {
             Ok((report, host)) => {
-                let verdict = verdict::judge(spec, &report, &host);
+                let verdict = verdict::judge_with(
+                    spec,
+                    &report,
+                    &host,
+                    &verdict::JudgeContext {
+                        protected: Some(&protected),
+                        risk: Some(&risk),
+                    },
+                );
                 let mut stripped = report.stripped.clone();
                 for n in secret_looking_env_names() {
                     if !spec.env.contains_key(&n) {

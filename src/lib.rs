@@ -6,9 +6,11 @@
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod classify;
 pub mod cli;
 pub mod engine;
 pub mod envelope;
+pub mod policy;
 pub mod record;
 #[allow(unsafe_code)]
 pub mod sandbox;

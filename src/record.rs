@@ -101,9 +101,10 @@ pub struct RunRecord {
     pub created_at: String,
     pub envelope_hash: String,
     pub intent: IntentRecord,
-    /// Present once the risk classifier has scored the command.
+    /// The classifier's score of the command (SPEC §5 `risk`), computed from
+    /// the command alone, before and independently of the rehearsal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub risk: Option<serde_json::Value>,
+    pub risk: Option<crate::classify::Classification>,
     pub rehearsal: Option<Rehearsal>,
     pub verdict: Option<Verdict>,
     pub state: RunState,

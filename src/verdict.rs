@@ -7,10 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::classify::Classification;
 use crate::envelope::{EnvelopeSpec, Mode};
+use crate::policy::Level;
 use crate::sandbox::wire::{HostReport, RehearsalReport};
 use crate::workspace::diff::{Change, ChangeKind, FileType};
-use crate::workspace::paths::escape_for_humans;
+use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
 /// Ordered: combining findings is `max`.
 ///
@@ -79,7 +81,27 @@ fn is_write(c: &Change) -> bool {
     c.kind != ChangeKind::Identical
 }
 
+/// What the verdict needs besides the envelope and the evidence.
+#[derive(Default)]
+pub struct JudgeContext<'a> {
+    /// Paths whose change needs approval even when not forbidden.
+    pub protected: Option<&'a PathMatcher>,
+    /// The classifier's result for the command.
+    pub risk: Option<&'a Classification>,
+}
+
 pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Verdict {
+    judge_with(spec, r, host, &JudgeContext::default())
+}
+
+/// The combined decision: the maximum of the classifier's and the evidence's
+/// findings, every one with its rule id.
+pub fn judge_with(
+    spec: &EnvelopeSpec,
+    r: &RehearsalReport,
+    host: &HostReport,
+    cx: &JudgeContext,
+) -> Verdict {
     let mut findings: Vec<Finding> = Vec::new();
     let mut notes = Vec::new();
     let mut add = |rule: &str, decision: Decision, message: String| {
@@ -152,6 +174,26 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
         }
     }
 
+    // 3b. protected paths: where agents persist or escalate.
+    if let Some(prot) = cx.protected {
+        for c in &writes {
+            if forbidden.contains(&c.path) {
+                continue;
+            }
+            if let Some(p) = prot.first_match(&c.path_bytes()) {
+                add(
+                    "protected.path",
+                    Decision::NeedsApproval,
+                    format!(
+                        "{} {}, a protected path ({p}) where agents persist or escalate",
+                        verb(c),
+                        show(c)
+                    ),
+                );
+            }
+        }
+    }
+
     // 4. file kinds a promotion must never carry.
     for c in &r.changes {
         if c.setid {
@@ -204,6 +246,40 @@ pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Ver
             _ => ("evidence.blocked", Decision::Blocked),
         };
         add(rule, decision, format!("{}: {}", b.kind, b.detail));
+    }
+
+    // 5b. the classifier's judgement of the command itself.
+    if let Some(risk) = cx.risk {
+        if risk.decision == Decision::Blocked
+            && let Some(first) = risk.reasons.first()
+            && let Some(rest) = first.strip_prefix("[risk.opaque_one_liner] ")
+        {
+            add("risk.opaque_one_liner", Decision::Blocked, rest.to_string());
+        }
+        if risk.requires_approval {
+            let mut any = false;
+            for f in &risk.findings {
+                if f.level >= Level::Admin || f.approval {
+                    any = true;
+                    let msg = if f.command.is_empty() {
+                        f.reason.clone()
+                    } else {
+                        format!("{} (in: {})", f.reason, f.command)
+                    };
+                    add(&f.rule, Decision::NeedsApproval, msg);
+                }
+            }
+            if !any {
+                add(
+                    "risk.score",
+                    Decision::NeedsApproval,
+                    format!(
+                        "the command's risk score {} reaches the approval threshold",
+                        risk.score
+                    ),
+                );
+            }
+        }
     }
 
     // 6. limits and exit status.

@@ -614,7 +614,16 @@ fn host_shadow_files_are_masked() {
              wc -c < /etc/shadow; python3 -c \"print(open('/etc/shadow').read())\"; exit 0",
             &[],
         );
-        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        // The classifier, independently, flags reading a credential store.
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[credential.file]")),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
+        assert_ne!(r.decision(), "promote", "{who:?}");
         // Whatever the sandbox shows, no host entry leaks.
         for host_file in ["/etc/shadow", "/etc/gshadow"] {
             if let Ok(text) = std::fs::read_to_string(host_file) {

@@ -341,7 +341,15 @@ fn envelope_env_reaches_the_command() {
         c.arg("execute").arg("--json").arg("--file").arg(&file);
         let r = run_untouched(&ws, c);
         assert_ran(who, &r);
-        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        // Using a variable named like a credential needs a reviewer.
+        assert_eq!(r.code, 3, "{who:?}: {r:?}");
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[credential.variable]")),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
         let out = r.out();
         assert!(out.contains("FOO=bar"), "{who:?}: {out}");
         assert!(out.contains("TOKEN=from-envelope"), "{who:?}: {out}");

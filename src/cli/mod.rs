@@ -45,6 +45,16 @@ pub struct GlobalOpts {
 enum Cmd {
     /// Rehearse a command in the sandbox and judge it against its intent.
     Execute(ExecuteArgs),
+    /// Score a shell command's risk from a real parse, without running it.
+    Classify {
+        /// The shell string (as `bash -c` would run it).
+        command: String,
+        /// Workspace (for "outside the workspace" and its policy file).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List runs, newest first.
     Runs {
         /// Only runs in this state (rehearsed, awaiting_approval, approved,
@@ -148,6 +158,11 @@ fn run(cli: Cli) -> i32 {
     }
     match cli.cmd {
         Cmd::Execute(a) => execute(&cli.global, a),
+        Cmd::Classify {
+            command,
+            workspace,
+            json,
+        } => classify(command, workspace, json),
         Cmd::Runs { state, json } => {
             let filter = match state.as_deref().map(|s| (s, RunState::parse(s))) {
                 None => None,
@@ -210,6 +225,38 @@ fn run(cli: Cli) -> i32 {
             }
         }
     }
+}
+
+/// `dryrun classify`: exit 0 when no approval is needed, 3 when it is, 4
+/// when the classifier alone blocks, 2 on invalid input.
+fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
+    if command.trim().is_empty() {
+        return usage_error("the command to classify is empty");
+    }
+    let ws = workspace
+        .or_else(|| std::env::current_dir().ok())
+        .and_then(|w| std::fs::canonicalize(w).ok());
+    let policy = match crate::policy::Policy::load(
+        Path::new(crate::engine::SYSTEM_POLICY_DIR),
+        ws.as_deref(),
+    ) {
+        Ok(p) => p,
+        Err(e) => return usage_error(e),
+    };
+    let c = crate::classify::classify(
+        &command,
+        &policy,
+        &crate::classify::Options {
+            workspace: ws,
+            is_step: false,
+        },
+    );
+    if json {
+        println!("{}", serde_json::to_string(&c).expect("serializes"));
+    } else {
+        render::print_classification(&command, &c);
+    }
+    c.decision.exit_code()
 }
 
 fn read_envelope_file(path: &Path) -> Result<Envelope, EnvelopeError> {

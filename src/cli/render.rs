@@ -51,6 +51,18 @@ pub fn print_evidence(r: &RunRecord) {
     if !r.intent.summary.is_empty() {
         println!("intent: {} ({})", esc(&r.intent.summary), r.intent.mode);
     }
+    if let Some(risk) = &r.risk {
+        println!(
+            "risk: {} (score {}) · approval {}",
+            risk.level,
+            risk.score,
+            if risk.requires_approval {
+                "required"
+            } else {
+                "not required"
+            }
+        );
+    }
     let Some(reh) = &r.rehearsal else {
         println!("state: {}", r.state.as_str());
         if let Some(e) = &r.error {
@@ -257,4 +269,31 @@ fn escape_diff(text: &str) -> String {
         out.push_str(nl);
     }
     out
+}
+
+pub fn print_classification(command: &str, c: &crate::classify::Classification) {
+    println!("command: {}", esc(command));
+    println!(
+        "risk: {} (score {}, permission {:?}) · approval {}",
+        c.level,
+        c.score,
+        c.permission,
+        if c.requires_approval {
+            "required"
+        } else {
+            "not required"
+        }
+    );
+    println!("decision: {}", c.decision.as_str());
+    list(
+        "commands",
+        &c.commands.iter().map(|s| esc(s)).collect::<Vec<_>>(),
+    );
+    list(
+        "reasons",
+        &c.reasons
+            .iter()
+            .map(|s| sanitize_for_terminal(s))
+            .collect::<Vec<_>>(),
+    );
 }

@@ -1,0 +1,654 @@
+//! Our small front to brush-parser (pinned): turn a bash string into the
+//! simple commands it will run, with words, assignments and redirects, from
+//! every place bash runs commands: pipelines, lists, subshells, groups,
+//! functions, compound commands, `$(...)`, backticks, `<( )`/`>( )`,
+//! parameter defaults, heredocs. `sh -c` strings and wrappers are handled one
+//! level up (`unwrap`), which calls back into [`extract`].
+
+use brush_parser::ast;
+use brush_parser::word::{ParameterExpr, WordPiece, WordPieceWithSource};
+
+/// Nesting deeper than this (substitutions in substitutions, `sh -c` in
+/// `sh -c`) is not followed; the classifier reports it as unhandled.
+pub const MAX_DEPTH: u32 = 12;
+/// Longest input the parser is given.
+pub const MAX_INPUT: usize = 256 * 1024;
+
+/// A word as bash will see it before expansion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Word {
+    pub raw: String,
+    /// The value after quote removal, when the word has no expansion at all.
+    pub literal: Option<String>,
+    /// Some part was quoted, escaped or ANSI-C quoted (`'rm'`, `\rm`, `$'\x72m'`).
+    pub quoted: bool,
+    pub ansi_c: bool,
+    /// Names of parameters it expands (`$AWS_SECRET`, `${TOKEN:-x}`).
+    pub params: Vec<String>,
+    /// Starts with `~` (tilde expansion).
+    pub tilde: bool,
+}
+
+impl Word {
+    pub fn text(&self) -> &str {
+        self.literal.as_deref().unwrap_or(&self.raw)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedirectKind {
+    Read,
+    Write,
+    Append,
+    ReadWrite,
+    Clobber,
+    Dup,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Redirect {
+    pub kind: RedirectKind,
+    pub target: Word,
+}
+
+/// Where a simple command was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Top,
+    Substitution,
+    ProcessSubstitution,
+    Function,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimpleCommand {
+    pub assignments: Vec<(String, Word)>,
+    pub argv: Vec<Word>,
+    pub redirects: Vec<Redirect>,
+    pub origin: Origin,
+    pub depth: u32,
+    /// Index of the pipeline this command belongs to (unique per extract
+    /// call chain) and its position in it.
+    pub pipeline: usize,
+    pub position: usize,
+    pub pipeline_len: usize,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Extracted {
+    pub commands: Vec<SimpleCommand>,
+    /// Constructs we could not follow (each requires approval).
+    pub unhandled: Vec<String>,
+    /// Functions the command defines.
+    pub functions: Vec<String>,
+}
+
+fn options() -> brush_parser::ParserOptions {
+    brush_parser::ParserOptions::default()
+}
+
+/// Parse `src` and collect its simple commands. `Err` carries the parse
+/// error's message.
+pub fn extract(
+    src: &str,
+    depth: u32,
+    out: &mut Extracted,
+    next_pipeline: &mut usize,
+) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        out.unhandled.push(format!(
+            "nesting deeper than {MAX_DEPTH} levels is not followed"
+        ));
+        return Ok(());
+    }
+    if src.len() > MAX_INPUT {
+        return Err(format!("the command is longer than {MAX_INPUT} bytes"));
+    }
+    let tokens = brush_parser::tokenize_str(src).map_err(|e| e.to_string())?;
+    let program = brush_parser::parse_tokens(&tokens, &options()).map_err(|e| e.to_string())?;
+    let mut w = Walker {
+        out,
+        depth,
+        next_pipeline,
+        origin: if depth == 0 {
+            Origin::Top
+        } else {
+            Origin::Substitution
+        },
+    };
+    for cc in &program.complete_commands {
+        w.compound_list(cc);
+    }
+    Ok(())
+}
+
+struct Walker<'a> {
+    out: &'a mut Extracted,
+    depth: u32,
+    next_pipeline: &'a mut usize,
+    origin: Origin,
+}
+
+impl Walker<'_> {
+    fn compound_list(&mut self, l: &ast::CompoundList) {
+        for item in &l.0 {
+            self.and_or(&item.0);
+        }
+    }
+
+    fn and_or(&mut self, l: &ast::AndOrList) {
+        self.pipeline(&l.first);
+        for a in &l.additional {
+            match a {
+                ast::AndOr::And(p) | ast::AndOr::Or(p) => self.pipeline(p),
+            }
+        }
+    }
+
+    fn pipeline(&mut self, p: &ast::Pipeline) {
+        let id = *self.next_pipeline;
+        *self.next_pipeline += 1;
+        let len = p.seq.len();
+        for (i, c) in p.seq.iter().enumerate() {
+            self.command(c, id, i, len);
+        }
+    }
+
+    fn command(&mut self, c: &ast::Command, pipeline: usize, position: usize, len: usize) {
+        match c {
+            ast::Command::Simple(s) => self.simple(s, pipeline, position, len),
+            ast::Command::Compound(cc, redirects) => {
+                self.compound(cc);
+                if let Some(r) = redirects {
+                    let rs = self.redirects(&r.0);
+                    if !rs.is_empty() {
+                        // Redirects of a compound apply to everything in it;
+                        // record them as a command of their own.
+                        self.out.commands.push(SimpleCommand {
+                            assignments: Vec::new(),
+                            argv: Vec::new(),
+                            redirects: rs,
+                            origin: self.origin,
+                            depth: self.depth,
+                            pipeline,
+                            position,
+                            pipeline_len: len,
+                        });
+                    }
+                }
+            }
+            ast::Command::Function(f) => {
+                self.out.functions.push(f.fname.value.clone());
+                let saved = self.origin;
+                self.origin = Origin::Function;
+                self.compound(&f.body.0);
+                self.origin = saved;
+            }
+            ast::Command::ExtendedTest(t, _) => {
+                let text = t.to_string();
+                self.scan_text_for_substitutions(&text, "[[ ]] test");
+            }
+        }
+    }
+
+    fn compound(&mut self, c: &ast::CompoundCommand) {
+        match c {
+            ast::CompoundCommand::BraceGroup(b) => self.compound_list(&b.list),
+            ast::CompoundCommand::Subshell(s) => self.compound_list(&s.list),
+            ast::CompoundCommand::ForClause(f) => {
+                for w in f.values.iter().flatten() {
+                    self.word(&w.value);
+                }
+                self.compound_list(&f.body.list);
+            }
+            ast::CompoundCommand::CaseClause(c) => {
+                self.word(&c.value.value);
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        self.word(&p.value);
+                    }
+                    if let Some(l) = &item.cmd {
+                        self.compound_list(l);
+                    }
+                }
+            }
+            ast::CompoundCommand::IfClause(i) => {
+                self.compound_list(&i.condition);
+                self.compound_list(&i.then);
+                for e in i.elses.iter().flatten() {
+                    if let Some(c) = &e.condition {
+                        self.compound_list(c);
+                    }
+                    self.compound_list(&e.body);
+                }
+            }
+            ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+                self.compound_list(&w.0);
+                self.compound_list(&w.1.list);
+            }
+            ast::CompoundCommand::Arithmetic(a) => {
+                self.scan_text_for_substitutions(&a.expr.value, "arithmetic");
+            }
+            ast::CompoundCommand::ArithmeticForClause(a) => {
+                self.scan_text_for_substitutions(&a.to_string(), "arithmetic for loop");
+                self.compound_list(&a.body.list);
+            }
+            ast::CompoundCommand::Coprocess(c) => {
+                self.out
+                    .unhandled
+                    .push("coproc runs a command in the background".into());
+                let id = *self.next_pipeline;
+                *self.next_pipeline += 1;
+                self.command(&c.body, id, 0, 1);
+            }
+        }
+    }
+
+    /// Constructs whose inner text we do not parse word by word: any command
+    /// substitution inside them is an unhandled construct.
+    fn scan_text_for_substitutions(&mut self, text: &str, what: &str) {
+        if text.contains("$(") || text.contains('`') || text.contains("<(") || text.contains(">(") {
+            self.out.unhandled.push(format!(
+                "a command substitution inside {what} is not analysed"
+            ));
+        }
+    }
+
+    fn simple(&mut self, s: &ast::SimpleCommand, pipeline: usize, position: usize, len: usize) {
+        let mut cmd = SimpleCommand {
+            assignments: Vec::new(),
+            argv: Vec::new(),
+            redirects: Vec::new(),
+            origin: self.origin,
+            depth: self.depth,
+            pipeline,
+            position,
+            pipeline_len: len,
+        };
+        let mut items: Vec<&ast::CommandPrefixOrSuffixItem> = Vec::new();
+        if let Some(p) = &s.prefix {
+            items.extend(p.0.iter());
+        }
+        let name_item;
+        if let Some(w) = &s.word_or_name {
+            name_item = ast::CommandPrefixOrSuffixItem::Word(w.clone());
+            items.push(&name_item);
+        }
+        if let Some(sfx) = &s.suffix {
+            items.extend(sfx.0.iter());
+        }
+        for item in items {
+            match item {
+                ast::CommandPrefixOrSuffixItem::Word(w) => {
+                    let word = self.word(&w.value);
+                    cmd.argv.push(word);
+                }
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
+                    let name = match &a.name {
+                        ast::AssignmentName::VariableName(n) => n.clone(),
+                        ast::AssignmentName::ArrayElementName(n, _) => n.clone(),
+                    };
+                    match &a.value {
+                        ast::AssignmentValue::Scalar(w) => {
+                            let word = self.word(&w.value);
+                            cmd.assignments.push((name, word));
+                        }
+                        ast::AssignmentValue::Array(vals) => {
+                            for (_, w) in vals {
+                                let word = self.word(&w.value);
+                                cmd.assignments.push((name.clone(), word));
+                            }
+                        }
+                    }
+                }
+                ast::CommandPrefixOrSuffixItem::IoRedirect(r) => {
+                    let rs = self.redirects(std::slice::from_ref(r));
+                    cmd.redirects.extend(rs);
+                }
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
+                    self.nested_list(&sub.list, Origin::ProcessSubstitution);
+                    cmd.argv.push(Word {
+                        raw: "<(...)".into(),
+                        literal: None,
+                        quoted: false,
+                        ansi_c: false,
+                        params: Vec::new(),
+                        tilde: false,
+                    });
+                }
+            }
+        }
+        self.out.commands.push(cmd);
+    }
+
+    fn nested_list(&mut self, l: &ast::CompoundList, origin: Origin) {
+        if self.depth + 1 > MAX_DEPTH {
+            self.out.unhandled.push(format!(
+                "nesting deeper than {MAX_DEPTH} levels is not followed"
+            ));
+            return;
+        }
+        let saved = (self.origin, self.depth);
+        self.origin = origin;
+        self.depth += 1;
+        self.compound_list(l);
+        (self.origin, self.depth) = saved;
+    }
+
+    fn redirects(&mut self, rs: &[ast::IoRedirect]) -> Vec<Redirect> {
+        let mut out = Vec::new();
+        for r in rs {
+            match r {
+                ast::IoRedirect::File(_, kind, target) => {
+                    let k = match kind {
+                        ast::IoFileRedirectKind::Read => RedirectKind::Read,
+                        ast::IoFileRedirectKind::Write => RedirectKind::Write,
+                        ast::IoFileRedirectKind::Append => RedirectKind::Append,
+                        ast::IoFileRedirectKind::ReadAndWrite => RedirectKind::ReadWrite,
+                        ast::IoFileRedirectKind::Clobber => RedirectKind::Clobber,
+                        ast::IoFileRedirectKind::DuplicateInput
+                        | ast::IoFileRedirectKind::DuplicateOutput => RedirectKind::Dup,
+                    };
+                    match target {
+                        ast::IoFileRedirectTarget::Filename(w)
+                        | ast::IoFileRedirectTarget::Duplicate(w) => {
+                            let word = self.word(&w.value);
+                            out.push(Redirect {
+                                kind: k,
+                                target: word,
+                            });
+                        }
+                        ast::IoFileRedirectTarget::Fd(_) => {}
+                        ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                            self.nested_list(&sub.list, Origin::ProcessSubstitution);
+                        }
+                    }
+                }
+                ast::IoRedirect::HereDocument(_, doc) => {
+                    if doc.requires_expansion {
+                        match brush_parser::word::parse_heredoc(&doc.doc.value, &options()) {
+                            Ok(pieces) => {
+                                let mut scratch = WordAcc::default();
+                                self.pieces(&pieces, &mut scratch, false);
+                            }
+                            Err(e) => self.out.unhandled.push(format!("heredoc body: {e}")),
+                        }
+                    }
+                }
+                ast::IoRedirect::HereString(_, w) => {
+                    self.word(&w.value);
+                }
+                ast::IoRedirect::OutputAndError(w, append) => {
+                    let word = self.word(&w.value);
+                    out.push(Redirect {
+                        kind: if *append {
+                            RedirectKind::Append
+                        } else {
+                            RedirectKind::Write
+                        },
+                        target: word,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Analyse one word: follow its substitutions, compute its literal value.
+    fn word(&mut self, raw: &str) -> Word {
+        let mut acc = WordAcc::default();
+        match brush_parser::word::parse(raw, &options()) {
+            Ok(pieces) => self.pieces(&pieces, &mut acc, false),
+            Err(e) => {
+                self.out.unhandled.push(format!("word {raw:?}: {e}"));
+                acc.expanded = true;
+            }
+        }
+        Word {
+            raw: raw.to_string(),
+            literal: (!acc.expanded).then_some(acc.text),
+            quoted: acc.quoted,
+            ansi_c: acc.ansi_c,
+            params: acc.params,
+            tilde: acc.tilde,
+        }
+    }
+
+    fn pieces(&mut self, pieces: &[WordPieceWithSource], acc: &mut WordAcc, in_dq: bool) {
+        for p in pieces {
+            match &p.piece {
+                WordPiece::Text(t) => acc.text.push_str(t),
+                WordPiece::SingleQuotedText(t) => {
+                    acc.quoted = true;
+                    acc.text.push_str(t);
+                }
+                WordPiece::AnsiCQuotedText(t) => {
+                    acc.quoted = true;
+                    acc.ansi_c = true;
+                    acc.text.push_str(&decode_ansi_c(t));
+                }
+                WordPiece::DoubleQuotedSequence(inner)
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    acc.quoted = true;
+                    self.pieces(inner, acc, true);
+                }
+                WordPiece::EscapeSequence(e) => {
+                    acc.quoted = true;
+                    let body = e.strip_prefix('\\').unwrap_or(e);
+                    if in_dq && !matches!(body.chars().next(), Some('$' | '`' | '"' | '\\' | '\n'))
+                    {
+                        acc.text.push_str(e);
+                    } else if body != "\n" {
+                        acc.text.push_str(body);
+                    }
+                }
+                WordPiece::TildeExpansion(_) => {
+                    acc.tilde = true;
+                    acc.text.push('~');
+                }
+                WordPiece::ParameterExpansion(pe) => {
+                    acc.expanded = true;
+                    self.parameter(pe, acc);
+                }
+                WordPiece::CommandSubstitution(s) | WordPiece::BackquotedCommandSubstitution(s) => {
+                    acc.expanded = true;
+                    self.substitution(s);
+                }
+                WordPiece::ArithmeticExpression(a) => {
+                    acc.expanded = true;
+                    self.scan_text_for_substitutions(&a.value, "arithmetic");
+                }
+            }
+        }
+    }
+
+    fn parameter(&mut self, pe: &ParameterExpr, acc: &mut WordAcc) {
+        // The parameter's name, for credential checks. Every variant of
+        // ParameterExpr carries a `Parameter`; its Debug form names it.
+        let dbg = format!("{pe:?}");
+        for marker in ["Named(\"", "name: \""] {
+            let mut rest = dbg.as_str();
+            while let Some(i) = rest.find(marker) {
+                rest = &rest[i + marker.len()..];
+                if let Some(j) = rest.find('"') {
+                    acc.params.push(rest[..j].to_string());
+                    rest = &rest[j..];
+                }
+            }
+        }
+        let nested = match pe {
+            ParameterExpr::UseDefaultValues { default_value, .. } => default_value.clone(),
+            ParameterExpr::AssignDefaultValues { default_value, .. } => default_value.clone(),
+            ParameterExpr::UseAlternativeValue {
+                alternative_value, ..
+            } => alternative_value.clone(),
+            ParameterExpr::IndicateErrorIfNullOrUnset { error_message, .. } => {
+                error_message.clone()
+            }
+            _ => None,
+        };
+        if let Some(text) = nested {
+            // `${x:-$(cmd)}`: the default is itself a word.
+            let w = self.word(&text);
+            acc.params.extend(w.params);
+        } else if dbg.contains("$(") || dbg.contains('`') {
+            self.out
+                .unhandled
+                .push("a command substitution inside a parameter expansion is not analysed".into());
+        }
+    }
+
+    fn substitution(&mut self, src: &str) {
+        if self.depth + 1 > MAX_DEPTH {
+            self.out.unhandled.push(format!(
+                "nesting deeper than {MAX_DEPTH} levels is not followed"
+            ));
+            return;
+        }
+        let mut inner = Extracted::default();
+        match extract(src, self.depth + 1, &mut inner, self.next_pipeline) {
+            Ok(()) => {
+                for mut c in inner.commands {
+                    if c.origin == Origin::Top {
+                        c.origin = Origin::Substitution;
+                    }
+                    self.out.commands.push(c);
+                }
+                self.out.unhandled.extend(inner.unhandled);
+                self.out.functions.extend(inner.functions);
+            }
+            Err(e) => self
+                .out
+                .unhandled
+                .push(format!("command substitution does not parse: {e}")),
+        }
+    }
+}
+
+#[derive(Default)]
+struct WordAcc {
+    text: String,
+    expanded: bool,
+    quoted: bool,
+    ansi_c: bool,
+    tilde: bool,
+    params: Vec<String>,
+}
+
+/// Decode the body of `$'...'`.
+pub fn decode_ansi_c(s: &str) -> String {
+    let b: Vec<char> = s.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != '\\' || i + 1 >= b.len() {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let c = b[i + 1];
+        i += 2;
+        match c {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'a' => out.push('\x07'),
+            'b' => out.push('\x08'),
+            'e' | 'E' => out.push('\x1b'),
+            'f' => out.push('\x0c'),
+            'v' => out.push('\x0b'),
+            '\\' => out.push('\\'),
+            '\'' => out.push('\''),
+            '"' => out.push('"'),
+            '?' => out.push('?'),
+            'x' | 'u' | 'U' => {
+                let max = match c {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                let mut v = 0u32;
+                let mut n = 0;
+                while n < max && i < b.len() && b[i].is_ascii_hexdigit() {
+                    v = v * 16 + b[i].to_digit(16).unwrap_or(0);
+                    i += 1;
+                    n += 1;
+                }
+                if n == 0 {
+                    out.push('\\');
+                    out.push(c);
+                } else if let Some(ch) = char::from_u32(v) {
+                    out.push(ch);
+                }
+            }
+            '0'..='7' => {
+                let mut v = c.to_digit(8).unwrap_or(0);
+                let mut n = 1;
+                while n < 3 && i < b.len() && ('0'..='7').contains(&b[i]) {
+                    v = v * 8 + b[i].to_digit(8).unwrap_or(0);
+                    i += 1;
+                    n += 1;
+                }
+                if let Some(ch) = char::from_u32(v) {
+                    out.push(ch);
+                }
+            }
+            'c' if i < b.len() => {
+                out.push(char::from_u32((b[i] as u32) & 0x1f).unwrap_or('?'));
+                i += 1;
+            }
+            other => {
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmds(src: &str) -> Vec<Vec<String>> {
+        let mut out = Extracted::default();
+        let mut n = 0;
+        extract(src, 0, &mut out, &mut n).unwrap();
+        out.commands
+            .iter()
+            .map(|c| c.argv.iter().map(|w| w.text().to_string()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn finds_commands_everywhere() {
+        let c = cmds("a | b && { c; } || (d) ; e $(f $(g)) `h` <(i) ${x:-$(j)}");
+        let names: Vec<&str> = c
+            .iter()
+            .filter_map(|v| v.first().map(|s| s.as_str()))
+            .collect();
+        for n in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+    }
+
+    #[test]
+    fn quote_removal_and_ansi_c() {
+        assert_eq!(cmds("'rm' -rf x")[0][0], "rm");
+        assert_eq!(cmds("\\rm x")[0][0], "rm");
+        assert_eq!(cmds("$'\\x72m' x")[0][0], "rm");
+        assert_eq!(cmds("r\"m\" x")[0][0], "rm");
+        assert_eq!(decode_ansi_c("\\x72\\155"), "rm");
+    }
+
+    #[test]
+    fn functions_heredocs_and_loops() {
+        let c = cmds(
+            "f() { rm -rf /; }; f\ncat <<EOF\n$(curl x)\nEOF\nfor i in $(seq 3); do echo $i; done",
+        );
+        let names: Vec<String> = c.iter().filter_map(|v| v.first().cloned()).collect();
+        for n in ["rm", "f", "cat", "curl", "seq", "echo"] {
+            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! Policies: the rules the classifier scores commands with, loaded from YAML
+//! (`policies/default.yaml` is compiled in; system files and a workspace file
+//! layer on top) and validated once into a [`Policy`].
+//!
+//! Layering: the shipped default, then system policy files
+//! (`/etc/dryrun/policy.d/*.yaml`, which may change anything), then the
+//! workspace's `.dryrun/policy.yaml`, which may only tighten: add rules and
+//! protected paths, raise a rule's level or score, lower thresholds. A
+//! workspace file that tries to loosen anything is an error naming the rule
+//! and field (the workspace is writable by the agent being judged).
+
+pub mod budget;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The shipped default policy.
+pub const DEFAULT_POLICY_YAML: &str = include_str!("../../policies/default.yaml");
+
+/// Permission levels, ordered: combining is `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Level {
+    Read,
+    Write,
+    Admin,
+    Irreversible,
+}
+
+impl Level {
+    pub fn risk_level(self) -> &'static str {
+        match self {
+            Level::Read => "low",
+            Level::Write => "medium",
+            Level::Admin => "high",
+            Level::Irreversible => "critical",
+        }
+    }
+}
+
+/// One policy file as written.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    #[serde(default)]
+    pub version: Option<u32>,
+    #[serde(default)]
+    pub thresholds: Option<ThresholdsConfig>,
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+    /// Workspace paths (globs) whose change needs approval even when the
+    /// envelope did not forbid them.
+    #[serde(default)]
+    pub protected_paths: Vec<String>,
+    /// Scores of the classifier's built-in checks, by rule id.
+    #[serde(default)]
+    pub builtin: BTreeMap<String, BuiltinConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ThresholdsConfig {
+    /// A total score at or above this requires approval.
+    pub approval: u32,
+    /// A total score at or above this, in a one-liner of several commands,
+    /// blocks (with advice to split it into steps).
+    pub block: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltinConfig {
+    pub level: Level,
+    pub score: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    pub id: String,
+    #[serde(rename = "match")]
+    pub matcher: MatchConfig,
+    pub level: Level,
+    pub score: u32,
+    pub reason: String,
+    /// Always require approval when this rule matches, whatever the score.
+    #[serde(default)]
+    pub approval: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MatchConfig {
+    /// Command name(s). `rm` matches `rm`, `\rm`, `'rm'` and `/usr/bin/rm`,
+    /// never `./rm` or `/tmp/x/rm`.
+    pub command: OneOrMany,
+    /// Leading positional arguments, space-separated: `push`, `pr merge`.
+    #[serde(default)]
+    pub subcommand: Option<OneOrMany>,
+    /// At least one of these flags, in any position; `-r` also matches
+    /// clusters such as `-rf`, `--force` also `--force=x`.
+    #[serde(default)]
+    pub flags_any: Vec<String>,
+    /// All of these flags.
+    #[serde(default)]
+    pub flags_all: Vec<String>,
+    /// Some argument matches this regular expression.
+    #[serde(default)]
+    pub arg_regex: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn items(&self) -> Vec<String> {
+        match self {
+            OneOrMany::None => Vec::new(),
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// A validated rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub id: String,
+    pub commands: Vec<String>,
+    pub subcommands: Vec<Vec<String>>,
+    pub flags_any: Vec<String>,
+    pub flags_all: Vec<String>,
+    pub arg_regex: Option<Regex>,
+    pub level: Level,
+    pub score: u32,
+    pub reason: String,
+    pub approval: bool,
+}
+
+/// The validated, layered policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub approval_threshold: u32,
+    pub block_threshold: u32,
+    pub rules: Vec<Rule>,
+    /// Rule indexes by command name.
+    by_command: BTreeMap<String, Vec<usize>>,
+    pub protected_paths: Vec<String>,
+    pub builtin: BTreeMap<String, BuiltinConfig>,
+    /// BLAKE3 over the layered files, for receipts.
+    pub hash: String,
+    /// Which files made it, in order.
+    pub sources: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("policy {file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("policy {file}, rule {rule}, field {field}: {message}")]
+    Rule {
+        file: String,
+        rule: String,
+        field: String,
+        message: String,
+    },
+    #[error("policy {file}: cannot read it: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+}
+
+fn rule_err(file: &str, rule: &str, field: &str, message: impl Into<String>) -> PolicyError {
+    PolicyError::Rule {
+        file: file.into(),
+        rule: rule.into(),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// The built-in checks the classifier always runs, with their default level
+/// and score (a policy's `builtin:` section may change them).
+pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
+    ("parse.error", Level::Admin, 60),
+    ("parse.unhandled", Level::Admin, 60),
+    ("exec.path", Level::Write, 25),
+    ("exec.unknown", Level::Write, 10),
+    ("obfuscation.dynamic_command", Level::Admin, 60),
+    ("obfuscation.quoted_name", Level::Write, 30),
+    ("obfuscation.eval", Level::Admin, 50),
+    ("obfuscation.pipe_to_shell", Level::Irreversible, 80),
+    ("obfuscation.env_hijack", Level::Admin, 60),
+    ("obfuscation.redefinition", Level::Admin, 60),
+    ("redirect.write", Level::Write, 10),
+    ("redirect.outside", Level::Admin, 50),
+    ("redirect.device", Level::Irreversible, 90),
+    ("blast.root", Level::Irreversible, 80),
+    ("blast.home", Level::Admin, 60),
+    ("blast.outside", Level::Admin, 40),
+    ("credential.file", Level::Admin, 60),
+    ("credential.variable", Level::Admin, 50),
+    ("chain.opaque", Level::Write, 10),
+];
+
+fn parse_file(file: &str, text: &str) -> Result<PolicyFile, PolicyError> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Parse {
+        file: file.into(),
+        message: format!("{} (at {})", e.inner(), e.path()),
+    })
+}
+
+fn validate_rule(file: &str, r: &RuleConfig) -> Result<Rule, PolicyError> {
+    let valid_id = !r.id.is_empty()
+        && r.id.len() <= 80
+        && r.id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !valid_id {
+        return Err(rule_err(
+            file,
+            &r.id,
+            "id",
+            "must be 1-80 characters of [A-Za-z0-9._-]",
+        ));
+    }
+    let commands = r.matcher.command.items();
+    if commands.is_empty() || commands.iter().any(|c| c.is_empty() || c.contains('/')) {
+        return Err(rule_err(
+            file,
+            &r.id,
+            "match.command",
+            "give one or more command names (no paths)",
+        ));
+    }
+    if r.score > 100 {
+        return Err(rule_err(file, &r.id, "score", "must be between 0 and 100"));
+    }
+    if r.reason.trim().is_empty() {
+        return Err(rule_err(
+            file,
+            &r.id,
+            "reason",
+            "must say why the rule matters",
+        ));
+    }
+    for f in r.matcher.flags_any.iter().chain(r.matcher.flags_all.iter()) {
+        if !f.starts_with('-') || f == "-" || f == "--" {
+            return Err(rule_err(
+                file,
+                &r.id,
+                "match.flags",
+                format!("{f:?} is not a flag"),
+            ));
+        }
+    }
+    let arg_regex = match &r.matcher.arg_regex {
+        Some(re) => Some(
+            Regex::new(re).map_err(|e| rule_err(file, &r.id, "match.arg_regex", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let subcommands = r
+        .matcher
+        .subcommand
+        .as_ref()
+        .map(|s| s.items())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .collect::<Vec<_>>();
+    if subcommands.iter().any(|s| s.is_empty()) {
+        return Err(rule_err(file, &r.id, "match.subcommand", "is empty"));
+    }
+    Ok(Rule {
+        id: r.id.clone(),
+        commands,
+        subcommands,
+        flags_any: r.matcher.flags_any.clone(),
+        flags_all: r.matcher.flags_all.clone(),
+        arg_regex,
+        level: r.level,
+        score: r.score,
+        reason: r.reason.clone(),
+        approval: r.approval,
+    })
+}
+
+impl Policy {
+    /// The shipped default alone.
+    pub fn default_policy() -> Self {
+        Self::layered(
+            &[("policies/default.yaml".into(), DEFAULT_POLICY_YAML.into())],
+            None,
+        )
+        .expect("the shipped default policy is valid (checked by a unit test)")
+    }
+
+    /// Load default + system files + an optional workspace file.
+    pub fn load(system_dir: &Path, workspace: Option<&Path>) -> Result<Self, PolicyError> {
+        let mut files = vec![(
+            "policies/default.yaml".to_string(),
+            DEFAULT_POLICY_YAML.to_string(),
+        )];
+        if let Ok(rd) = std::fs::read_dir(system_dir) {
+            let mut paths: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+                .collect();
+            paths.sort();
+            for p in paths {
+                let text = std::fs::read_to_string(&p).map_err(|source| PolicyError::Read {
+                    file: p.display().to_string(),
+                    source,
+                })?;
+                files.push((p.display().to_string(), text));
+            }
+        }
+        let ws = match workspace.map(|w| w.join(".dryrun/policy.yaml")) {
+            Some(p) if p.exists() => {
+                let text = std::fs::read_to_string(&p).map_err(|source| PolicyError::Read {
+                    file: p.display().to_string(),
+                    source,
+                })?;
+                Some((p.display().to_string(), text))
+            }
+            _ => None,
+        };
+        Self::layered(&files, ws.as_ref())
+    }
+
+    /// `files` may change anything (later wins by rule id); `tighten_only`
+    /// may only make the policy stricter.
+    pub fn layered(
+        files: &[(String, String)],
+        tighten_only: Option<&(String, String)>,
+    ) -> Result<Self, PolicyError> {
+        let mut hasher = blake3::Hasher::new();
+        let mut thresholds = ThresholdsConfig {
+            approval: 50,
+            block: 90,
+        };
+        let mut rules: Vec<Rule> = Vec::new();
+        let mut protected: Vec<String> = Vec::new();
+        let mut builtin: BTreeMap<String, BuiltinConfig> = BUILTIN_DEFAULTS
+            .iter()
+            .map(|(id, level, score)| {
+                (
+                    id.to_string(),
+                    BuiltinConfig {
+                        level: *level,
+                        score: *score,
+                    },
+                )
+            })
+            .collect();
+        let mut sources = Vec::new();
+        for (name, text) in files {
+            hasher.update(name.as_bytes());
+            hasher.update(text.as_bytes());
+            let f = parse_file(name, text)?;
+            if let Some(t) = f.thresholds {
+                thresholds = t;
+            }
+            for rc in &f.rules {
+                let r = validate_rule(name, rc)?;
+                match rules.iter_mut().find(|x| x.id == r.id) {
+                    Some(slot) => *slot = r,
+                    None => rules.push(r),
+                }
+            }
+            for p in &f.protected_paths {
+                crate::workspace::paths::PathMatcher::new(std::slice::from_ref(p)).map_err(
+                    |e| PolicyError::Parse {
+                        file: name.clone(),
+                        message: format!("protected_paths: {e}"),
+                    },
+                )?;
+                if !protected.contains(p) {
+                    protected.push(p.clone());
+                }
+            }
+            for (id, b) in &f.builtin {
+                if !builtin.contains_key(id) {
+                    return Err(rule_err(name, id, "builtin", "is not a built-in check"));
+                }
+                builtin.insert(id.clone(), b.clone());
+            }
+            sources.push(name.clone());
+        }
+        if let Some((name, text)) = tighten_only {
+            hasher.update(name.as_bytes());
+            hasher.update(text.as_bytes());
+            let f = parse_file(name, text)?;
+            if let Some(t) = f.thresholds {
+                if t.approval > thresholds.approval {
+                    return Err(rule_err(
+                        name,
+                        "thresholds",
+                        "approval",
+                        "a workspace policy may only lower thresholds",
+                    ));
+                }
+                if t.block > thresholds.block {
+                    return Err(rule_err(
+                        name,
+                        "thresholds",
+                        "block",
+                        "a workspace policy may only lower thresholds",
+                    ));
+                }
+                thresholds = t;
+            }
+            for rc in &f.rules {
+                let r = validate_rule(name, rc)?;
+                match rules.iter_mut().find(|x| x.id == r.id) {
+                    Some(slot) => {
+                        if r.level < slot.level {
+                            return Err(rule_err(
+                                name,
+                                &r.id,
+                                "level",
+                                "a workspace policy may only raise a rule's level",
+                            ));
+                        }
+                        if r.score < slot.score {
+                            return Err(rule_err(
+                                name,
+                                &r.id,
+                                "score",
+                                "a workspace policy may only raise a rule's score",
+                            ));
+                        }
+                        if slot.approval && !r.approval {
+                            return Err(rule_err(
+                                name,
+                                &r.id,
+                                "approval",
+                                "a workspace policy may not drop an approval requirement",
+                            ));
+                        }
+                        if r.commands != slot.commands
+                            || r.subcommands != slot.subcommands
+                            || r.flags_any != slot.flags_any
+                            || r.flags_all != slot.flags_all
+                            || r.arg_regex.as_ref().map(|x| x.as_str())
+                                != slot.arg_regex.as_ref().map(|x| x.as_str())
+                        {
+                            return Err(rule_err(
+                                name,
+                                &r.id,
+                                "match",
+                                "a workspace policy may not change what a shipped rule matches; add a rule with a new id",
+                            ));
+                        }
+                        *slot = r;
+                    }
+                    None => rules.push(r),
+                }
+            }
+            for p in &f.protected_paths {
+                if !protected.contains(p) {
+                    protected.push(p.clone());
+                }
+            }
+            for (id, b) in &f.builtin {
+                let Some(cur) = builtin.get(id) else {
+                    return Err(rule_err(name, id, "builtin", "is not a built-in check"));
+                };
+                if b.level < cur.level || b.score < cur.score {
+                    return Err(rule_err(
+                        name,
+                        id,
+                        "builtin",
+                        "a workspace policy may only raise a check's level and score",
+                    ));
+                }
+                builtin.insert(id.clone(), b.clone());
+            }
+            sources.push(name.clone());
+        }
+        let mut by_command: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, r) in rules.iter().enumerate() {
+            for c in &r.commands {
+                by_command.entry(c.clone()).or_default().push(i);
+            }
+        }
+        Ok(Policy {
+            approval_threshold: thresholds.approval,
+            block_threshold: thresholds.block,
+            rules,
+            by_command,
+            protected_paths: protected,
+            builtin,
+            hash: hasher.finalize().to_hex().to_string(),
+            sources,
+        })
+    }
+
+    /// Rules that name `command`.
+    pub fn rules_for(&self, command: &str) -> impl Iterator<Item = &Rule> {
+        self.by_command
+            .get(command)
+            .into_iter()
+            .flat_map(|v| v.iter().map(|i| &self.rules[*i]))
+    }
+
+    pub fn knows(&self, command: &str) -> bool {
+        self.by_command.contains_key(command)
+    }
+
+    pub fn builtin(&self, id: &str) -> (Level, u32) {
+        self.builtin
+            .get(id)
+            .map(|b| (b.level, b.score))
+            .unwrap_or((Level::Admin, 60))
+    }
+}
