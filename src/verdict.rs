@@ -145,9 +145,9 @@ pub fn judge_with(
                 if allowed(c) || forbidden.contains(&c.path) {
                     continue;
                 }
-                // A directory created or re-moded only to hold expected files
-                // is part of those writes.
-                if c.file_type == FileType::Dir && c.kind != ChangeKind::Deleted {
+                // A directory created only to hold expected files is part of
+                // those writes (a file turned into a directory is not).
+                if c.file_type == FileType::Dir && c.kind == ChangeKind::Created {
                     let prefix = format!("{}/", c.path);
                     if writes
                         .iter()

@@ -133,6 +133,12 @@ struct Ctx<'a> {
     opts: &'a Options,
     findings: Vec<RiskFinding>,
     commands: Vec<String>,
+    /// Where an earlier `cd` went (relative paths after it are judged from
+    /// there; never reset, which errs on the safe side).
+    cwd: Option<String>,
+    /// Most simple commands in any one shell string (the top-level string,
+    /// or one passed to `sh -c`/`eval`); wrappers are not counted.
+    max_chain: usize,
 }
 
 /// Classify one shell string.
@@ -142,6 +148,8 @@ pub fn classify(src: &str, policy: &Policy, opts: &Options) -> Classification {
         opts,
         findings: Vec::new(),
         commands: Vec::new(),
+        max_chain: 0,
+        cwd: None,
     };
     let mut pipeline_counter = 0;
     cx.analyse_source(src, 0, &mut pipeline_counter);
@@ -242,6 +250,86 @@ pub fn has_flag(arg: &str, flag: &str) -> bool {
     false
 }
 
+/// Skip the wrappers in front of a command (`sudo -u x env A=b nice ...`),
+/// for checks that look at what finally runs.
+fn peel_wrappers(argv: &[Word]) -> &[Word] {
+    let mut rest = argv;
+    for _ in 0..16 {
+        let Some(name) = rest.first().and_then(|w| w.literal.as_deref()) else {
+            return rest;
+        };
+        let base = name.rsplit('/').next().unwrap_or(name);
+        let with_value: &[&str] = match base {
+            "sudo" | "doas" | "pkexec" | "run0" => &[
+                "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user",
+            ],
+            "env" => &["-u", "--unset", "-C", "--chdir"],
+            "nice" | "ionice" => &["-n", "-c", "--adjustment"],
+            "timeout" => &["-s", "--signal", "-k", "--kill-after"],
+            "stdbuf" => &["-i", "-o", "-e"],
+            "nohup" | "time" | "command" | "exec" | "setsid" | "builtin" | "unbuffer" => &[],
+            _ => return rest,
+        };
+        let mut i = 1;
+        while i < rest.len() {
+            let a = rest[i].text();
+            if a == "--" {
+                i += 1;
+                break;
+            }
+            if with_value.contains(&a) {
+                i += 2;
+            } else if is_flag(a) || (base == "env" && a.contains('=')) {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if base == "timeout" {
+            i += 1; // the duration
+        }
+        rest = rest.get(i..).unwrap_or(&[]);
+    }
+    rest
+}
+
+/// Indexes of arguments that are programs for the command (a sed script, an
+/// awk program, `-e CODE`), not paths: blast-radius checks skip them.
+fn script_args(base: &str, args: &[Word]) -> Vec<usize> {
+    let (code_flags, first_positional_is_code): (&[&str], bool) = match base {
+        "sed" | "gsed" => (&["-e", "--expression"], true),
+        "awk" | "gawk" | "mawk" | "nawk" => (&["-e", "--source"], true),
+        "perl" | "ruby" => (&["-e", "-E"], false),
+        "python" | "python2" | "python3" | "pypy3" => (&["-c"], false),
+        "node" | "nodejs" | "deno" | "bun" => (&["-e", "--eval", "-p", "--print"], false),
+        "jq" | "gojq" | "yq" => (&[], true),
+        _ => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    let mut has_program_flag = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].text();
+        if code_flags.contains(&a) {
+            has_program_flag = true;
+            out.push(i + 1);
+            i += 2;
+            continue;
+        }
+        if matches!(a, "-f" | "--file") {
+            has_program_flag = true;
+        }
+        i += 1;
+    }
+    if first_positional_is_code
+        && !has_program_flag
+        && let Some(i) = args.iter().position(|w| !is_flag(w.text()))
+    {
+        out.push(i);
+    }
+    out
+}
+
 impl Ctx<'_> {
     fn add(&mut self, rule: &str, reason: String, command: &str) {
         let (level, score) = self.policy.builtin(rule);
@@ -297,9 +385,57 @@ impl Ctx<'_> {
                 );
             }
         }
-        // Pipelines feeding a shell.
+        // Pipelines, heredocs, here-strings and `< <(...)` feeding a shell.
         for c in &ex.commands {
-            if c.position > 0 && self.reads_program_from_stdin(&c.argv) {
+            let inner = peel_wrappers(&c.argv);
+            if !self.reads_program_from_stdin(inner) {
+                continue;
+            }
+            let shown = render(&c.argv);
+            // A shell's program on stdin is bash we can read; another
+            // interpreter's is scored by the policy (inline code).
+            let is_shell = inner
+                .first()
+                .and_then(|w| w.literal.as_deref())
+                .map(|n| n.rsplit('/').next().unwrap_or(n))
+                .is_some_and(|n| SHELLS.contains(&n));
+            for w in c.stdin_text.iter().filter(|_| is_shell) {
+                match &w.literal {
+                    Some(text) => {
+                        let text = text.clone();
+                        self.nested(&text, depth, counter);
+                    }
+                    None => self.add(
+                        "obfuscation.dynamic_command",
+                        "an interpreter runs a here-string computed at run time".into(),
+                        &shown,
+                    ),
+                }
+            }
+            for r in c.redirects.iter().filter(|_| is_shell) {
+                if r.kind == RedirectKind::Read && c.stdin_text.is_empty() {
+                    if r.target.literal.is_none() {
+                        self.add(
+                            "obfuscation.pipe_to_shell",
+                            format!(
+                                "feeds {} into an interpreter, which runs it unseen",
+                                r.target.raw
+                            ),
+                            &shown,
+                        );
+                    } else {
+                        self.add(
+                            "exec.unknown",
+                            format!(
+                                "an interpreter runs the file {}, whose contents are not analysed",
+                                r.target.raw
+                            ),
+                            &shown,
+                        );
+                    }
+                }
+            }
+            if c.position > 0 {
                 let feeder = ex
                     .commands
                     .iter()
@@ -316,6 +452,7 @@ impl Ctx<'_> {
             }
         }
         let n_commands = ex.commands.iter().filter(|c| !c.argv.is_empty()).count();
+        self.max_chain = self.max_chain.max(n_commands);
         if depth == 0 && n_commands > 1 {
             self.add(
                 "chain.opaque",
@@ -395,7 +532,10 @@ impl Ctx<'_> {
             }
         }
         let t = w.text();
-        if CREDENTIAL_PATHS.iter().any(|p| t.contains(p)) {
+        // (Every credential path has a `.`, a `/` or `id_` in it.)
+        if (t.contains(['.', '/']) || t.contains("id_"))
+            && CREDENTIAL_PATHS.iter().any(|p| t.contains(p))
+        {
             self.add(
                 "credential.file",
                 format!("touches {t}, a credential store"),
@@ -405,6 +545,8 @@ impl Ctx<'_> {
     }
 
     fn redirect(&mut self, kind: RedirectKind, target: &Word, shown: &str) {
+        let rebased = self.rebase_on_cwd(target);
+        let target = &rebased;
         let t = target.text();
         match kind {
             RedirectKind::Dup => {}
@@ -443,6 +585,60 @@ impl Ctx<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// `cd DIR`: remember where relative paths now point.
+    fn change_dir(&mut self, args: &[Word]) {
+        let target = args.iter().find(|w| !is_flag(w.text()));
+        let dir = match target {
+            None => "~".to_string(),
+            Some(w) if w.literal.is_none() && !w.params.iter().any(|p| p == "HOME") => {
+                // Computed at run time: assume the worst, the root.
+                "/".to_string()
+            }
+            Some(w) if w.params.iter().any(|p| p == "HOME") || w.tilde => {
+                format!(
+                    "~{}",
+                    w.text()
+                        .trim_start_matches('~')
+                        .trim_start_matches("$HOME")
+                        .trim_start_matches("${HOME}")
+                )
+            }
+            Some(w) => {
+                let t = w.text();
+                if t == "-" {
+                    "/".to_string()
+                } else {
+                    self.rebase_on_cwd(w).text().to_string()
+                }
+            }
+        };
+        self.cwd = Some(dir);
+    }
+
+    /// A word as a path relative to the last `cd`.
+    fn rebase_on_cwd(&self, w: &Word) -> Word {
+        let t = w.text();
+        match &self.cwd {
+            Some(dir)
+                if !t.starts_with('/')
+                    && !t.starts_with('~')
+                    && !w.tilde
+                    && w.literal.is_some() =>
+            {
+                Word {
+                    literal: Some(if dir.ends_with('/') {
+                        format!("{dir}{t}")
+                    } else {
+                        format!("{dir}/{t}")
+                    }),
+                    tilde: dir.starts_with('~'),
+                    ..w.clone()
+                }
+            }
+            _ => w.clone(),
         }
     }
 
@@ -486,6 +682,7 @@ impl Ctx<'_> {
             let shown = render(&argv);
             let name_word = argv[0].clone();
             let Some(name) = name_word.literal.clone() else {
+                self.commands.push(shown.clone());
                 self.add(
                     "obfuscation.dynamic_command",
                     format!(
@@ -505,6 +702,10 @@ impl Ctx<'_> {
                             format!("runs {name}, a program from a path, not a system command"),
                             &shown,
                         );
+                        self.commands.push(shown.clone());
+                        if self.policy.builtin("exec.path").0 >= Level::Write {
+                            self.blast_radius(&name, &argv[1..], &shown);
+                        }
                         return;
                     }
                 }
@@ -525,6 +726,9 @@ impl Ctx<'_> {
             }
             self.commands.push(shown.clone());
             let args: Vec<Word> = argv[1..].to_vec();
+            if matches!(base.as_str(), "cd" | "pushd") {
+                self.change_dir(&args);
+            }
             // Policy rules for this name (wrappers included: sudo is ADMIN).
             self.match_rules(&base, &args, &shown);
             match self.unwrap(&base, &args, depth, counter, &shown) {
@@ -537,9 +741,10 @@ impl Ctx<'_> {
     fn match_rules(&mut self, base: &str, args: &[Word], shown: &str) {
         let texts: Vec<&str> = args.iter().map(|w| w.text()).collect();
         let positionals: Vec<&str> = texts.iter().copied().filter(|a| !is_flag(a)).collect();
-        let mut best: Option<(Level, u32, String, String, bool)> = None;
+        let policy = self.policy;
+        let mut best: Option<&crate::policy::Rule> = None;
         let mut any_rule = false;
-        for r in self.policy.rules_for(base) {
+        for r in policy.rules_for(base) {
             any_rule = true;
             if !r.subcommands.is_empty()
                 && !r.subcommands.iter().any(|sub| {
@@ -573,36 +778,47 @@ impl Ctx<'_> {
             {
                 continue;
             }
-            let cand = (r.level, r.score, r.id.clone(), r.reason.clone(), r.approval);
             best = match best {
-                Some(b) if (b.0, b.1) >= (cand.0, cand.1) => Some(b),
-                _ => Some(cand),
+                Some(b) if (b.level, b.score) >= (r.level, r.score) => Some(b),
+                _ => Some(r),
             };
         }
         match best {
-            Some((level, score, id, reason, approval)) => {
-                self.push(&id, level, score, reason, shown, approval);
-                if level >= Level::Write {
-                    self.blast_radius(args, shown);
+            Some(r) => {
+                self.push(&r.id, r.level, r.score, r.reason.clone(), shown, r.approval);
+                if r.level >= Level::Write {
+                    self.blast_radius(base, args, shown);
                 }
             }
-            None if !any_rule => {
-                self.add(
-                    "exec.unknown",
-                    format!("{base} is not in the policy; its effects are judged by the rehearsal"),
-                    shown,
-                );
+            None => {
+                // No rule at all, or rules for other uses of this command
+                // only: the policy does not vouch for this use.
+                let reason = if any_rule {
+                    format!(
+                        "no rule covers this use of {base}; its effects are judged by the rehearsal"
+                    )
+                } else {
+                    format!("{base} is not in the policy; its effects are judged by the rehearsal")
+                };
+                self.add("exec.unknown", reason, shown);
+                if self.policy.builtin("exec.unknown").0 >= Level::Write {
+                    self.blast_radius(base, args, shown);
+                }
             }
-            None => {}
         }
     }
 
-    fn blast_radius(&mut self, args: &[Word], shown: &str) {
-        for w in args {
+    fn blast_radius(&mut self, base: &str, args: &[Word], shown: &str) {
+        let skip = script_args(base, args);
+        for (i, w) in args.iter().enumerate() {
             let t = w.text();
-            if is_flag(t) {
+            if is_flag(t) || skip.contains(&i) {
                 continue;
             }
+            // Relative to a directory an earlier `cd` went to.
+            let rebased = self.rebase_on_cwd(w);
+            let w = &rebased;
+            let t = w.text();
             let trimmed = t.trim_end_matches('/');
             if matches!(t, "/" | "/*" | "/." | "/..") || trimmed.is_empty() && t.starts_with('/') {
                 self.add(
@@ -696,7 +912,7 @@ impl Ctx<'_> {
                 }
                 Some(args[i.min(args.len())..].to_vec())
             }
-            "sudo" | "doas" => {
+            "sudo" | "doas" | "pkexec" | "run0" => {
                 let with_value = [
                     "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group",
                 ];
@@ -795,6 +1011,16 @@ impl Ctx<'_> {
                 None
             }
             "find" => {
+                // Start paths: the arguments before the first expression.
+                let starts: Vec<Word> = args
+                    .iter()
+                    .skip_while(|w| matches!(w.text(), "-H" | "-L" | "-P"))
+                    .take_while(|w| {
+                        let a = w.text();
+                        !(a.starts_with('-') || a == "(" || a == "!" || a == "\\(" || a == "\\!")
+                    })
+                    .cloned()
+                    .collect();
                 let mut i = 0;
                 while i < args.len() {
                     if matches!(args[i].text(), "-exec" | "-execdir" | "-ok" | "-okdir") {
@@ -803,7 +1029,16 @@ impl Ctx<'_> {
                         while j < args.len() && !matches!(args[j].text(), ";" | "\\;" | "+") {
                             j += 1;
                         }
-                        let sub: Vec<Word> = args[start..j].to_vec();
+                        // `{}` stands for every file under the start paths.
+                        let mut sub: Vec<Word> = Vec::new();
+                        for w in &args[start..j] {
+                            if w.text().contains("{}") && !sub.is_empty() {
+                                for s in &starts {
+                                    sub.push(s.clone());
+                                }
+                            }
+                            sub.push(w.clone());
+                        }
                         if !sub.is_empty() {
                             self.command(&sub, depth + 1, counter);
                         }
@@ -834,6 +1069,24 @@ impl Ctx<'_> {
                 );
                 let s = args.iter().map(|w| w.text()).collect::<Vec<_>>().join(" ");
                 self.nested(&s, depth, counter);
+                None
+            }
+            "trap" => {
+                // `trap 'CMD' SIGNAL...`: CMD runs later, in this shell.
+                if let Some(w) = args.iter().find(|w| !is_flag(w.text())) {
+                    match &w.literal {
+                        Some(s) if !s.is_empty() && s != "-" => {
+                            let s = s.clone();
+                            self.nested(&s, depth, counter);
+                        }
+                        Some(_) => {}
+                        None => self.add(
+                            "obfuscation.dynamic_command",
+                            format!("trap runs a string computed at run time ({})", w.raw),
+                            shown,
+                        ),
+                    }
+                }
                 None
             }
             "alias" => {
@@ -917,7 +1170,7 @@ impl Ctx<'_> {
         let requires_approval = permission >= Level::Admin
             || total >= self.policy.approval_threshold
             || self.findings.iter().any(|f| f.approval);
-        let simple_commands = self.commands.len();
+        let simple_commands = self.max_chain;
         let mut decision = if requires_approval {
             Decision::NeedsApproval
         } else {

@@ -72,6 +72,9 @@ pub struct SimpleCommand {
     pub pipeline: usize,
     pub position: usize,
     pub pipeline_len: usize,
+    /// Text given on stdin by heredocs and here-strings (what a shell or
+    /// interpreter reading its program from stdin would run).
+    pub stdin_text: Vec<Word>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -107,6 +110,7 @@ pub fn extract(
     let tokens = brush_parser::tokenize_str(src).map_err(|e| e.to_string())?;
     let program = brush_parser::parse_tokens(&tokens, &options()).map_err(|e| e.to_string())?;
     let mut w = Walker {
+        src,
         out,
         depth,
         next_pipeline,
@@ -123,6 +127,7 @@ pub fn extract(
 }
 
 struct Walker<'a> {
+    src: &'a str,
     out: &'a mut Extracted,
     depth: u32,
     next_pipeline: &'a mut usize,
@@ -173,6 +178,7 @@ impl Walker<'_> {
                             pipeline,
                             position,
                             pipeline_len: len,
+                            stdin_text: Vec::new(),
                         });
                     }
                 }
@@ -227,7 +233,16 @@ impl Walker<'_> {
                 self.compound_list(&w.1.list);
             }
             ast::CompoundCommand::Arithmetic(a) => {
-                self.scan_text_for_substitutions(&a.expr.value, "arithmetic");
+                // brush reads `( (cmd) )` as arithmetic too; bash runs it as
+                // two nested subshells unless the `((` is one token.
+                let start = a.loc.start.index;
+                let adjacent = self.src.chars().skip(start).take(2).eq("((".chars());
+                if adjacent {
+                    self.scan_text_for_substitutions(&a.expr.value, "arithmetic");
+                    self.check_arithmetic(&a.expr.value);
+                } else {
+                    self.substitution(&a.expr.value);
+                }
             }
             ast::CompoundCommand::ArithmeticForClause(a) => {
                 self.scan_text_for_substitutions(&a.to_string(), "arithmetic for loop");
@@ -241,6 +256,22 @@ impl Walker<'_> {
                 *self.next_pipeline += 1;
                 self.command(&c.body, id, 0, 1);
             }
+        }
+    }
+
+    /// `$(( ))` / `(( ))` text that is not arithmetic (`((rm -rf /))`): bash
+    /// rejects it, but we do not guess; it is an unhandled construct. Text
+    /// with expansions is only checked by bash after expanding (brush's
+    /// arithmetic parser wants it expanded), so it is left alone here.
+    fn check_arithmetic(&mut self, text: &str) {
+        if !text.contains('$')
+            && !text.contains('`')
+            && brush_parser::arithmetic::parse(text).is_err()
+        {
+            self.out.unhandled.push(format!(
+                "(( {} )) is not an arithmetic expression bash accepts",
+                text.trim()
+            ));
         }
     }
 
@@ -264,6 +295,7 @@ impl Walker<'_> {
             pipeline,
             position,
             pipeline_len: len,
+            stdin_text: Vec::new(),
         };
         let mut items: Vec<&ast::CommandPrefixOrSuffixItem> = Vec::new();
         if let Some(p) = &s.prefix {
@@ -281,6 +313,23 @@ impl Walker<'_> {
             match item {
                 ast::CommandPrefixOrSuffixItem::Word(w) => {
                     let word = self.word(&w.value);
+                    cmd.argv.push(word);
+                }
+                // After the command name, `x=y` is an argument (`dd of=...`,
+                // `alias ls=...`); for declaration builtins it is also an
+                // assignment.
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) if !cmd.argv.is_empty() => {
+                    let word = self.word(&w.value);
+                    let declares = cmd.argv[0].literal.as_deref().is_some_and(|n| {
+                        matches!(n, "export" | "declare" | "typeset" | "local" | "readonly")
+                    });
+                    if declares {
+                        let name = match &a.name {
+                            ast::AssignmentName::VariableName(n) => n.clone(),
+                            ast::AssignmentName::ArrayElementName(n, _) => n.clone(),
+                        };
+                        cmd.assignments.push((name, word.clone()));
+                    }
                     cmd.argv.push(word);
                 }
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
@@ -304,6 +353,21 @@ impl Walker<'_> {
                 ast::CommandPrefixOrSuffixItem::IoRedirect(r) => {
                     let rs = self.redirects(std::slice::from_ref(r));
                     cmd.redirects.extend(rs);
+                    match r {
+                        ast::IoRedirect::HereDocument(_, doc) => cmd.stdin_text.push(Word {
+                            raw: doc.doc.value.clone(),
+                            literal: Some(doc.doc.value.clone()),
+                            quoted: false,
+                            ansi_c: false,
+                            params: Vec::new(),
+                            tilde: false,
+                        }),
+                        ast::IoRedirect::HereString(_, w) => {
+                            let word = self.word(&w.value);
+                            cmd.stdin_text.push(word);
+                        }
+                        _ => {}
+                    }
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
                     self.nested_list(&sub.list, Origin::ProcessSubstitution);
@@ -361,6 +425,18 @@ impl Walker<'_> {
                         ast::IoFileRedirectTarget::Fd(_) => {}
                         ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
                             self.nested_list(&sub.list, Origin::ProcessSubstitution);
+                            // `cmd < <(...)`: its input is computed.
+                            out.push(Redirect {
+                                kind: k,
+                                target: Word {
+                                    raw: "<(...)".into(),
+                                    literal: None,
+                                    quoted: false,
+                                    ansi_c: false,
+                                    params: Vec::new(),
+                                    tilde: false,
+                                },
+                            });
                         }
                     }
                 }
@@ -396,6 +472,22 @@ impl Walker<'_> {
 
     /// Analyse one word: follow its substitutions, compute its literal value.
     fn word(&mut self, raw: &str) -> Word {
+        // Fast path: a word of plain characters has no quoting, expansion or
+        // tilde; it is its own value (most words are like this).
+        if !raw.is_empty()
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./,:=+@%^*?".contains(&b))
+        {
+            return Word {
+                raw: raw.to_string(),
+                literal: Some(raw.to_string()),
+                quoted: false,
+                ansi_c: false,
+                params: Vec::new(),
+                tilde: false,
+            };
+        }
         let mut acc = WordAcc::default();
         match brush_parser::word::parse(raw, &options()) {
             Ok(pieces) => self.pieces(&pieces, &mut acc, false),
@@ -457,6 +549,7 @@ impl Walker<'_> {
                 WordPiece::ArithmeticExpression(a) => {
                     acc.expanded = true;
                     self.scan_text_for_substitutions(&a.value, "arithmetic");
+                    self.check_arithmetic(&a.value);
                 }
             }
         }

@@ -81,6 +81,9 @@ const STAGE_LOWER: &str = "/tmp/dryrun-lower";
 /// P1's scratch base (a tmpfs over /tmp in the sandbox's mount namespace).
 const BASE: &str = "/tmp";
 const OUT_FD: RawFd = 1;
+/// Inodes in the upper layer and in /tmp (each a tmpfs): bounds how many
+/// entries a command can create, and so the size of the evidence.
+const MAX_INODES: u64 = 50_000;
 
 type StageResult<T> = Result<T, (String, String)>;
 
@@ -450,7 +453,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mounts::mount_tmpfs(base, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P2"))?;
     let upper_mnt = base.join("upper");
     mounts::mkdir_p(&upper_mnt, 0o755).map_err(fail("P2"))?;
-    mounts::mount_tmpfs(&upper_mnt, spec.limits.disk_bytes, 0o755, MsFlags::empty())
+    mounts::mount_tmpfs_capped(&upper_mnt, spec.limits.disk_bytes, MAX_INODES, 0o755)
         .map_err(fail("P2 upper"))?;
     let upper = upper_mnt.join("data");
     let work = upper_mnt.join("work");
@@ -479,7 +482,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mark("P4 tmp + overlay");
     let tmp = root.join("tmp");
     mounts::mkdir_p(&tmp, 0o1777).map_err(fail("P4"))?;
-    mounts::mount_tmpfs(&tmp, spec.limits.tmp_bytes, 0o1777, MsFlags::empty())
+    mounts::mount_tmpfs_capped(&tmp, spec.limits.tmp_bytes, MAX_INODES, 0o1777)
         .map_err(fail("P4 /tmp"))?;
     let home = tmp.join("home");
     mounts::mkdir_p(&home, 0o700).map_err(fail("P4 home"))?;
@@ -632,8 +635,13 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mark("P9 evidence");
     let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
     let mut sink = FrameSink;
-    report.changes = walk_upper_layer(&upper_path, &lower, ws, spec.diff_before_max, &mut sink)
-        .map_err(fail("P9 evidence"))?;
+    let (changes, truncated) =
+        walk_upper_layer(&upper_path, &lower, ws, spec.diff_before_max, &mut sink)
+            .map_err(fail("P9 evidence"))?;
+    report.changes = changes;
+    if truncated {
+        report.limits_hit.push("changes".into());
+    }
     mark("P9 evidence done");
     report.timings_us = MARKS.lock().map(|m| m.clone()).unwrap_or_default();
     let mut out = FdWriter(OUT_FD);

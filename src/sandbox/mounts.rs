@@ -62,6 +62,25 @@ pub fn mount_tmpfs(
     .map_err(|e| merr("tmpfs", target, e))
 }
 
+/// A tmpfs with a cap on inodes too: empty files cost no blocks, so a size
+/// cap alone would not bound how many a command can create.
+pub fn mount_tmpfs_capped(
+    target: &Path,
+    size_bytes: u64,
+    inodes: u64,
+    mode: u32,
+) -> Result<(), MountError> {
+    let data = format!("size={size_bytes},nr_inodes={inodes},mode={mode:o}");
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(data.as_str()),
+    )
+    .map_err(|e| merr("tmpfs", target, e))
+}
+
 pub fn mkdir_p(path: &Path, mode: u32) -> Result<(), MountError> {
     std::fs::create_dir_all(path).map_err(|e| perr(path, e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| perr(path, e))

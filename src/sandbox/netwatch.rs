@@ -12,7 +12,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use libseccomp::{ScmpNotifReq, ScmpNotifResp, ScmpNotifRespFlags, ScmpSyscall};
-use nix::sys::socket::{GetSockOpt, sockopt};
+use nix::sys::socket::{GetSockOpt, SockaddrLike, sockopt};
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 
 use super::sys;
@@ -24,16 +24,27 @@ pub const MAX_RECORDED: usize = 64;
 pub struct NetWatch {
     pub fd: OwnedFd,
     connect: ScmpSyscall,
+    sendto: ScmpSyscall,
+    sendmsg: ScmpSyscall,
     pub recorded: Vec<Blocked>,
     pub dropped: u64,
     seen: std::collections::HashSet<String>,
 }
 
+/// What the kernel will be told.
+enum Answer {
+    Continue,
+    Refuse,
+}
+
 impl NetWatch {
     pub fn new(fd: OwnedFd) -> Self {
+        let sc = |n: &str| ScmpSyscall::from_name(n).expect("syscall exists on this arch");
         NetWatch {
             fd,
-            connect: ScmpSyscall::from_name("connect").expect("connect exists"),
+            connect: sc("connect"),
+            sendto: sc("sendto"),
+            sendmsg: sc("sendmsg"),
             recorded: Vec::new(),
             dropped: 0,
             seen: Default::default(),
@@ -41,47 +52,110 @@ impl NetWatch {
     }
 
     /// Handle one pending notification. Errors only mean the caller vanished.
+    ///
+    /// The decision never rests on the caller's memory (another thread can
+    /// change it between our read and the kernel's): the socket's family and
+    /// type come from the descriptor itself (copied out with `pidfd_getfd`),
+    /// and the only other input is a length passed in a register. Unix
+    /// sockets can reach host services the namespaces do not separate (a
+    /// socket file in a tree the image shows), so:
+    /// - `connect()` on a unix socket is refused;
+    /// - datagrams on a unix socket are refused unless `sendto()` names no
+    ///   destination (socketpairs); stream and seqpacket sockets ignore or
+    ///   refuse destinations in the kernel, so their sends continue;
+    /// - everything else continues into the kernel (no route out of the
+    ///   network namespace; Landlock denies TCP).
+    ///
+    /// The recorded destination is read from memory and labelled as what the
+    /// command passed.
     pub fn handle_one(&mut self) {
         let raw = self.fd.as_raw_fd();
         let Ok(req) = ScmpNotifReq::receive(raw) else {
             return;
         };
-        let is_connect = req.data.syscall == self.connect;
-        let (ptr, len) = if is_connect {
-            (req.data.args[1], req.data.args[2])
+        let pid = req.pid as i32;
+        let a = req.data.args;
+        let sc = req.data.syscall;
+        let verb = if sc == self.connect {
+            "connect"
+        } else if sc == self.sendto {
+            "sendto"
+        } else if sc == self.sendmsg {
+            "sendmsg"
         } else {
-            (req.data.args[4], req.data.args[5])
+            "sendmmsg"
         };
-        let sockfd = req.data.args[0] as i32;
-        let addr = read_remote(req.pid as i32, ptr, len.min(128) as usize);
-        let kind = socket_kind(req.pid as i32, sockfd);
-        // The memory we read is only trustworthy if the request is still live.
+        let sock = socket_info(pid, a[0] as i32);
+        let addr = match verb {
+            "connect" => read_remote(pid, a[1], a[2].min(128) as usize),
+            "sendto" => read_remote(pid, a[4], a[5].min(128) as usize),
+            // msghdr (and the first mmsghdr's): msg_name at 0, msg_namelen at 8.
+            _ => read_remote(pid, a[1], 12).and_then(|h| {
+                let name = u64::from_ne_bytes(h[0..8].try_into().ok()?);
+                let len = u32::from_ne_bytes(h[8..12].try_into().ok()?);
+                if name == 0 || len == 0 {
+                    None
+                } else {
+                    read_remote(pid, name, (len as usize).min(128))
+                }
+            }),
+        };
+        let (answer, record) = match sock {
+            None => (Answer::Refuse, true),
+            Some((libc::AF_UNIX, ty)) => {
+                let names_a_destination = verb != "sendto" || a[5] != 0;
+                if verb == "connect" || (ty == libc::SOCK_DGRAM && names_a_destination) {
+                    (Answer::Refuse, true)
+                } else {
+                    (Answer::Continue, false)
+                }
+            }
+            Some((libc::AF_NETLINK, _)) => (Answer::Continue, false),
+            // A send without a destination goes to the connected peer, whose
+            // connect() was already seen.
+            Some(_) if verb != "connect" && addr.is_none() => (Answer::Continue, false),
+            Some(_) => (Answer::Continue, true),
+        };
+        // Still a live request? (Otherwise the caller is gone.)
         if libseccomp::notify_id_valid(raw, req.id).is_err() {
+            return;
+        }
+        let resp = match answer {
+            Answer::Refuse => {
+                ScmpNotifResp::new_error(req.id, -libc::EACCES, ScmpNotifRespFlags::empty())
+            }
+            Answer::Continue => ScmpNotifResp::new_continue(req.id, ScmpNotifRespFlags::CONTINUE),
+        };
+        let _ = resp.respond(raw);
+        if !record {
             return;
         }
         let dest = addr
             .as_deref()
             .map(describe_sockaddr)
             .unwrap_or_else(|| Dest {
-                text: "an unreadable address".into(),
-                deny: false,
+                text: "a destination it did not name".into(),
                 ignore: false,
             });
-        let resp = if dest.deny {
-            ScmpNotifResp::new_error(req.id, -libc::EACCES, ScmpNotifRespFlags::empty())
-        } else {
-            ScmpNotifResp::new_continue(req.id, ScmpNotifRespFlags::CONTINUE)
-        };
-        let _ = resp.respond(raw);
         if dest.ignore {
             return;
         }
-        let verb = if is_connect { "connect" } else { "sendto" };
+        let kind = match sock {
+            Some((_, libc::SOCK_STREAM)) => "stream ",
+            Some((_, libc::SOCK_DGRAM)) => "datagram ",
+            Some(_) => "",
+            None => "(socket not inspectable, refused) ",
+        };
+        let refused = matches!(answer, Answer::Refuse);
         let key = format!("{verb} {}", dest.text);
         if !self.seen.insert(key) {
             return;
         }
-        let detail = format!("{verb} {kind}to {}", dest.text);
+        let detail = format!(
+            "{verb} {kind}to {}{}",
+            dest.text,
+            if refused { " (refused)" } else { "" }
+        );
         if self.recorded.len() < MAX_RECORDED {
             self.recorded.push(Blocked {
                 kind: "network".into(),
@@ -91,6 +165,22 @@ impl NetWatch {
             self.dropped += 1;
         }
     }
+}
+
+/// (domain, type) of a descriptor of another process.
+fn socket_info(pid: i32, sockfd: i32) -> Option<(i32, i32)> {
+    let pidfd = sys::pidfd_open(pid).ok()?;
+    let fd = sys::pidfd_getfd(pidfd.as_raw_fd(), sockfd).ok()?;
+    let ty = match sockopt::SockType.get(&fd).ok()? {
+        nix::sys::socket::SockType::Stream => libc::SOCK_STREAM,
+        nix::sys::socket::SockType::Datagram => libc::SOCK_DGRAM,
+        nix::sys::socket::SockType::SeqPacket => libc::SOCK_SEQPACKET,
+        _ => libc::SOCK_RAW,
+    };
+    let name: nix::sys::socket::SockaddrStorage =
+        nix::sys::socket::getsockname(fd.as_raw_fd()).ok()?;
+    let domain = name.family().map(|f| f as i32)?;
+    Some((domain, ty))
 }
 
 fn read_remote(pid: i32, ptr: u64, len: usize) -> Option<Vec<u8>> {
@@ -108,23 +198,8 @@ fn read_remote(pid: i32, ptr: u64, len: usize) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-fn socket_kind(pid: i32, sockfd: i32) -> &'static str {
-    let Ok(pidfd) = sys::pidfd_open(pid) else {
-        return "";
-    };
-    let Ok(fd) = sys::pidfd_getfd(pidfd.as_raw_fd(), sockfd) else {
-        return "";
-    };
-    match sockopt::SockType.get(&fd) {
-        Ok(nix::sys::socket::SockType::Stream) => "tcp/stream ",
-        Ok(nix::sys::socket::SockType::Datagram) => "udp/datagram ",
-        _ => "",
-    }
-}
-
 struct Dest {
     text: String,
-    deny: bool,
     ignore: bool,
 }
 
@@ -139,7 +214,6 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                     "{ip}:{port}{}",
                     if ip.is_loopback() { " (loopback)" } else { "" }
                 ),
-                deny: false,
                 ignore: false,
             }
         }
@@ -153,7 +227,6 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                     "[{ip}]:{port}{}",
                     if ip.is_loopback() { " (loopback)" } else { "" }
                 ),
-                deny: false,
                 ignore: false,
             }
         }
@@ -166,7 +239,6 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                         "unix abstract socket @{}",
                         crate::workspace::paths::escape_for_humans(&name)
                     ),
-                    deny: false,
                     ignore: false,
                 }
             } else {
@@ -176,7 +248,6 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                         "unix socket {}",
                         crate::workspace::paths::escape_for_humans(&name)
                     ),
-                    deny: true,
                     ignore: name.is_empty() || is_libc_lookup_socket(&name),
                 }
             }
@@ -184,17 +255,14 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
         libc::AF_UNSPEC => Dest {
             // connect(AF_UNSPEC) dissolves an association; not an attempt.
             text: String::new(),
-            deny: false,
             ignore: true,
         },
         libc::AF_NETLINK => Dest {
             text: String::new(),
-            deny: false,
             ignore: true,
         },
         other => Dest {
             text: format!("address family {other}"),
-            deny: false,
             ignore: false,
         },
     }

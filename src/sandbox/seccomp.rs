@@ -148,6 +148,10 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
             &[ScmpArgCompare::new(4, ScmpCompareOp::NotEqual, 0)],
         ),
     )?;
+    for name in ["sendmsg", "sendmmsg"] {
+        let sc = ctx(name, ScmpSyscall::from_name(name))?;
+        ctx(name, f.add_rule(ScmpAction::Notify, sc))?;
+    }
     // clone3 passes its flags in memory where a filter cannot look: make it
     // look unimplemented so libc falls back to clone(2), which is checked.
     ctx(

@@ -22,6 +22,9 @@ use nix::sys::stat::Mode;
 const OVERLAY_XATTR_PREFIX: &str = "user.overlay.";
 /// At most this many entries are listed under one deleted directory tree.
 const MAX_DELETED_EXPANSION: usize = 100_000;
+/// At most this many changes are listed; past it the evidence is incomplete
+/// and the run hits its `changes` limit.
+pub const MAX_CHANGES: usize = 20_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -146,15 +149,23 @@ pub fn walk_upper_layer(
     workspace: &Path,
     diff_before_max: u64,
     sink: &mut dyn BlobSink,
-) -> Result<Vec<Change>, DiffError> {
+) -> Result<(Vec<Change>, bool), DiffError> {
     let mut changes = Vec::new();
     let mut inodes: HashMap<(u64, u64), String> = HashMap::new();
+    // The workspace root itself: its mode, owner and attributes.
+    if let Some(root_change) = compare_root(upper_root, lower) {
+        changes.push(root_change);
+    }
     let walker = walkdir::WalkDir::new(upper_root)
         .follow_links(false)
         .follow_root_links(true)
         .min_depth(1)
         .sort_by_file_name();
     for entry in walker {
+        if changes.len() >= MAX_CHANGES {
+            changes.sort_by_key(|c| c.path_bytes());
+            return Ok((changes, true));
+        }
         let entry = entry.map_err(|e| DiffError::Walk {
             path: upper_root.to_path_buf(),
             source: e.into(),
@@ -280,6 +291,14 @@ pub fn walk_upper_layer(
             }
         }
 
+        if let Some(l) = &lower_entry
+            && l.file_type == FileType::Dir
+        {
+            // A directory replaced by a file, link or fifo: everything it
+            // held is gone too.
+            let mut budget = MAX_DELETED_EXPANSION;
+            expand_lower_dir(&mut changes, lower, rel, &mut budget)?;
+        }
         match &lower_entry {
             None => {}
             Some(l) => {
@@ -319,7 +338,36 @@ pub fn walk_upper_layer(
         changes.push(c);
     }
     changes.sort_by_key(|c| c.path_bytes());
-    Ok(changes)
+    let truncated = changes.len() > MAX_CHANGES;
+    changes.truncate(MAX_CHANGES);
+    Ok((changes, truncated))
+}
+
+/// The upper root starts as a copy of the lower root's mode and owner; any
+/// difference (or an attribute) is a change of the workspace directory
+/// itself, reported as `.`.
+fn compare_root(upper_root: &Path, lower: &OwnedFd) -> Option<Change> {
+    let up = std::fs::metadata(upper_root).ok()?;
+    let low = nix::sys::stat::fstat(lower.as_fd()).ok()?;
+    let low_x = open_lower(lower, Path::new("."), OFlag::O_RDONLY | OFlag::O_DIRECTORY)
+        .map(|d| read_xattrs_file(&std::fs::File::from(d)))
+        .unwrap_or_default();
+    let entry = LowerEntry {
+        file_type: FileType::Dir,
+        hash: None,
+        mode: low.st_mode & 0o7777,
+        owner: (low.st_uid, low.st_gid),
+        size: 0,
+        xattrs: low_x,
+    };
+    let xch = xattr_diff(upper_root, Some(&entry));
+    if perm_bits(&up) == entry.mode && owner(&up) == entry.owner && xch.is_empty() {
+        return None;
+    }
+    let mut c = Change::new(b".", ChangeKind::Metadata, FileType::Dir);
+    fill_mode(&mut c, Some(&entry), Some(&up));
+    c.xattrs_changed = xch;
+    Some(c)
 }
 
 /// What the lower layer holds at a path.
@@ -434,16 +482,24 @@ fn read_xattrs_file(f: &std::fs::File) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
+/// Extended attributes of an upper-layer entry. Overlay keeps its own
+/// bookkeeping under `user.overlay.*` and stores attributes the *command* set
+/// with that prefix escaped as `user.overlay.overlay.*`: those are reported
+/// under the name the command used, never skipped.
 fn read_xattrs_path(p: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     if let Ok(names) = xattr::list(p) {
         for n in names {
             let name = n.to_string_lossy().into_owned();
-            if name.starts_with(OVERLAY_XATTR_PREFIX) {
+            let shown = if let Some(rest) = name.strip_prefix("user.overlay.overlay.") {
+                format!("{OVERLAY_XATTR_PREFIX}{rest}")
+            } else if name.starts_with(OVERLAY_XATTR_PREFIX) {
                 continue;
-            }
+            } else {
+                name
+            };
             if let Ok(Some(v)) = xattr::get(p, &n) {
-                out.insert(name, v);
+                out.insert(shown, v);
             }
         }
     }

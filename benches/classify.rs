@@ -1,0 +1,85 @@
+//! Classification throughput over tests/classifier_corpus.txt (the issue's
+//! target: at least 100k commands/s on one core). Run with
+//! `cargo bench --bench classify`; besides criterion's report it prints the
+//! measured commands per second.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dryrun::classify::{Options, classify};
+use dryrun::policy::Policy;
+use std::hint::black_box;
+use std::time::Instant;
+
+const CORPUS: &str = include_str!("../tests/classifier_corpus.txt");
+
+fn commands() -> Vec<String> {
+    CORPUS
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(_, cmd)| cmd.replace('⏎', "\n"))
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let policy = Policy::default_policy();
+    let opts = Options {
+        workspace: Some("/home/me/project".into()),
+        is_step: false,
+    };
+    let cmds = commands();
+
+    // A plain wall-clock figure, single-threaded, after a warm-up pass.
+    for cmd in &cmds {
+        black_box(classify(cmd, &policy, &opts));
+    }
+    let rounds = 20;
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for cmd in &cmds {
+            black_box(classify(black_box(cmd), &policy, &opts));
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let n = (rounds * cmds.len()) as f64;
+    println!(
+        "classify: {} corpus commands x {rounds} rounds in {secs:.3}s = {:.0} commands/s on one core (target >= 100000)",
+        cmds.len(),
+        n / secs
+    );
+
+    // The share of that spent in the bash parse alone.
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for cmd in &cmds {
+            let mut ex = dryrun::classify::parse::Extracted::default();
+            let mut counter = 0;
+            let _ = black_box(dryrun::classify::parse::extract(
+                black_box(cmd),
+                0,
+                &mut ex,
+                &mut counter,
+            ));
+            black_box(ex);
+        }
+    }
+    let parse_secs = start.elapsed().as_secs_f64();
+    println!(
+        "classify: parsing alone (top level, no sh -c strings) {:.0} commands/s ({:.0}% of the time)",
+        n / parse_secs,
+        100.0 * parse_secs / secs
+    );
+
+    let mut g = c.benchmark_group("classify");
+    g.throughput(Throughput::Elements(cmds.len() as u64));
+    g.bench_function("corpus", |b| {
+        b.iter(|| {
+            for cmd in &cmds {
+                black_box(classify(black_box(cmd), &policy, &opts));
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,509 @@
+//! The risk classifier against its labeled corpus (tests/classifier_corpus.txt),
+//! property tests (never panics, always terminates; an IRREVERSIBLE command
+//! anywhere in the tree makes the whole IRREVERSIBLE) and policy loading
+//! errors.
+
+use dryrun::classify::{Classification, Options, classify};
+use dryrun::policy::{DEFAULT_POLICY_YAML, Level, Policy, PolicyError};
+use proptest::prelude::*;
+use std::sync::OnceLock;
+
+const CORPUS: &str = include_str!("classifier_corpus.txt");
+/// Stands for a newline in a corpus line.
+const NEWLINE_MARK: char = '⏎';
+
+fn policy() -> &'static Policy {
+    static P: OnceLock<Policy> = OnceLock::new();
+    P.get_or_init(Policy::default_policy)
+}
+
+fn opts() -> Options {
+    Options {
+        workspace: Some("/home/me/project".into()),
+        is_step: false,
+    }
+}
+
+fn run(cmd: &str) -> Classification {
+    classify(cmd, policy(), &opts())
+}
+
+fn parse_level(s: &str) -> Option<Level> {
+    Some(match s {
+        "READ" => Level::Read,
+        "WRITE" => Level::Write,
+        "ADMIN" => Level::Admin,
+        "IRREVERSIBLE" => Level::Irreversible,
+        _ => return None,
+    })
+}
+
+/// `(line number, expected level, command)` for every corpus entry.
+fn corpus() -> Vec<(usize, Level, String)> {
+    let mut out = Vec::new();
+    for (i, line) in CORPUS.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (level, cmd) = line.split_once('\t').unwrap_or_else(|| {
+            panic!(
+                "corpus line {}: expected LEVEL<TAB>command: {line:?}",
+                i + 1
+            )
+        });
+        let level = parse_level(level)
+            .unwrap_or_else(|| panic!("corpus line {}: unknown level {level:?}", i + 1));
+        out.push((i + 1, level, cmd.replace(NEWLINE_MARK, "\n")));
+    }
+    out
+}
+
+#[test]
+fn corpus_is_big_enough_and_covers_every_level() {
+    let c = corpus();
+    assert!(c.len() >= 320, "only {} corpus lines", c.len());
+    let reads = c.iter().filter(|(_, l, _)| *l == Level::Read).count();
+    assert!(reads >= 80, "only {reads} READ lines");
+    for l in [Level::Write, Level::Admin, Level::Irreversible] {
+        assert!(c.iter().any(|(_, x, _)| *x == l), "no {l:?} line");
+    }
+}
+
+#[test]
+fn every_corpus_line_reaches_its_level() {
+    let mut failures = Vec::new();
+    let entries = corpus();
+    for (line, expected, cmd) in &entries {
+        let c = run(cmd);
+        let ok = if *expected == Level::Read {
+            c.permission == Level::Read && !c.requires_approval
+        } else {
+            c.permission >= *expected
+        };
+        if !ok {
+            failures.push(format!(
+                "line {line}: {cmd:?}\n    expected {}{expected:?}, got {:?} (score {}, approval {})\n    reasons: {}",
+                if *expected == Level::Read { "exactly " } else { "at least " },
+                c.permission,
+                c.score,
+                c.requires_approval,
+                if c.reasons.is_empty() { "(none)".to_string() } else { c.reasons.join("\n             ") },
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} corpus lines failed:\n{}",
+        failures.len(),
+        entries.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn classification_is_deterministic() {
+    for (_, _, cmd) in corpus().iter().take(50) {
+        assert_eq!(run(cmd), run(cmd), "{cmd:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Properties
+// ---------------------------------------------------------------------------
+
+/// Shell syntax fragments, glued together at random.
+const FRAGMENTS: &[&str] = &[
+    ";",
+    "|",
+    "||",
+    "&&",
+    "&",
+    "$(",
+    ")",
+    "`",
+    "'",
+    "\"",
+    "(",
+    "{",
+    "}",
+    " ",
+    "\n",
+    "<<EOF\n",
+    "\nEOF\n",
+    "<<-'X'\n",
+    "<<<",
+    "<(",
+    ">(",
+    ">",
+    ">>",
+    "2>&1",
+    "${",
+    ":-",
+    "$((",
+    "))",
+    "[[",
+    "]]",
+    "sh -c ",
+    "bash -c '",
+    "eval ",
+    "rm -rf /",
+    "ls",
+    "echo",
+    "$x",
+    "$'\\x72m'",
+    "\\",
+    "#",
+    "*",
+    "~",
+    "=",
+    "x=1 ",
+    "for i in",
+    "do",
+    "done",
+    "if",
+    "then",
+    "fi",
+    "case",
+    "esac",
+    "function f",
+    "()",
+    "sudo ",
+    "env ",
+    "xargs ",
+    "find . -exec ",
+    " {} \\;",
+    "!",
+    "coproc ",
+    "time ",
+    "-",
+    "--",
+    "\t",
+];
+
+fn fragments() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..40).prop_map(|v| v.concat())
+}
+
+/// Commands whose classification is IRREVERSIBLE on their own.
+const IRREVERSIBLE: &[&str] = &[
+    "rm -rf /",
+    "rm -fr /*",
+    "git push --force origin main",
+    "terraform destroy -auto-approve",
+    "kubectl delete ns prod",
+    "mkfs.ext4 /dev/sda1",
+    "dd if=/dev/zero of=/dev/sda",
+    "shred -u data.db",
+    "gh repo delete me/x --yes",
+    "psql -c 'DROP TABLE users'",
+    "aws s3 rm s3://b --recursive",
+    "docker system prune -a -f",
+    "crontab -r",
+    "helm uninstall web",
+];
+
+const HARMLESS: &[&str] = &[
+    "ls",
+    "echo ok",
+    "true",
+    "pwd",
+    "cat README.md",
+    "git status",
+    "wc -l x",
+];
+
+/// Wrap `inner` in one layer of syntax. Single quotes inside `sh -c '...'`
+/// are escaped the POSIX way (`'\''`), so the nesting stays valid bash.
+fn wrap(inner: &str, layer: u8, harmless: &str) -> String {
+    match layer % 12 {
+        0 => format!("sh -c '{}'", inner.replace('\'', r"'\''")),
+        // (a space after `$(`: `$((` would start arithmetic)
+        1 => format!("echo $( {inner} )"),
+        2 => format!("{{ {inner}; }}"),
+        3 => format!("( {inner} )"),
+        4 => format!("env {inner}"),
+        5 => format!("sudo {inner}"),
+        6 => format!("timeout 5 {inner}"),
+        7 => format!("nice {inner}"),
+        8 => format!("{harmless} | {inner}"),
+        9 => format!("{harmless} && {inner}"),
+        10 => format!("{inner} || {harmless}"),
+        _ => format!(
+            "bash -c \"{}\"",
+            inner
+                .replace('\\', r"\\")
+                .replace('"', "\\\"")
+                .replace('$', "\\$")
+                .replace('`', "\\`")
+        ),
+    }
+}
+
+/// Layers that keep the irreversible command the first word of a simple
+/// command (wrappers cannot wrap a compound command).
+fn is_wrapper(layer: u8) -> bool {
+    matches!(layer % 12, 4..=7)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_panics_on_arbitrary_strings(s in ".{0,200}") {
+        let c = run(&s);
+        prop_assert!(c.score <= 100);
+    }
+
+    #[test]
+    fn never_panics_on_shell_fragments(s in fragments()) {
+        let c = run(&s);
+        prop_assert!(c.score <= 100);
+        // A parse error or an unhandled construct is never low risk.
+        if c.findings.iter().any(|f| f.rule.starts_with("parse.")) {
+            prop_assert!(c.requires_approval, "{s:?}: {:?}", c.reasons);
+        }
+    }
+
+    #[test]
+    fn irreversible_anywhere_is_irreversible(
+        idx in 0..IRREVERSIBLE.len(),
+        layers in prop::collection::vec((any::<u8>(), 0..HARMLESS.len()), 0..5),
+    ) {
+        let mut cmd = IRREVERSIBLE[idx].to_string();
+        let mut compound = false;
+        for (layer, h) in layers {
+            // A wrapper (env, sudo, ...) needs a simple command after it.
+            let layer = if compound && is_wrapper(layer) { 0 } else { layer };
+            cmd = wrap(&cmd, layer, HARMLESS[h]);
+            // Does the text now start with a compound command?
+            compound = match layer % 12 {
+                2 | 3 => true,
+                10 => compound,
+                _ => false,
+            };
+        }
+        let c = run(&cmd);
+        prop_assert_eq!(c.permission, Level::Irreversible, "{}: {:?}", cmd, c.reasons);
+        prop_assert!(c.requires_approval);
+    }
+}
+
+#[test]
+fn deep_nesting_terminates_and_needs_approval() {
+    let mut cmd = "rm -rf /".to_string();
+    for _ in 0..40 {
+        cmd = format!("echo $({cmd})");
+    }
+    let c = run(&cmd);
+    assert!(c.requires_approval, "{:?}", c.reasons);
+    let long = "ls; ".repeat(20_000);
+    let c = run(&long);
+    assert!(c.score <= 100);
+}
+
+// ---------------------------------------------------------------------------
+// Policy loading
+// ---------------------------------------------------------------------------
+
+fn default_file() -> (String, String) {
+    (
+        "policies/default.yaml".to_string(),
+        DEFAULT_POLICY_YAML.to_string(),
+    )
+}
+
+fn ws(text: &str) -> (String, String) {
+    (
+        "/home/me/project/.dryrun/policy.yaml".to_string(),
+        text.to_string(),
+    )
+}
+
+#[test]
+fn default_policy_loads_with_many_rules_and_protected_paths() {
+    let p = Policy::default_policy();
+    assert!(p.rules.len() > 100, "{} rules", p.rules.len());
+    for path in [
+        ".git/hooks/",
+        ".git/config",
+        ".bashrc",
+        ".envrc",
+        ".mcp.json",
+        ".github/workflows/",
+        "package.json",
+    ] {
+        assert!(
+            p.protected_paths.iter().any(|x| x == path),
+            "{path} not protected"
+        );
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    for r in &p.rules {
+        assert!(ids.insert(r.id.clone()), "duplicate rule id {}", r.id);
+        assert!(r.id.contains('.'), "rule id {} is not area.name", r.id);
+    }
+}
+
+fn rule_error(e: PolicyError) -> (String, String, String) {
+    match e {
+        PolicyError::Rule {
+            file, rule, field, ..
+        } => (file, rule, field),
+        other => panic!("expected a rule error, got {other}"),
+    }
+}
+
+#[test]
+fn bad_rule_field_names_file_rule_and_field() {
+    let bad = (
+        "/etc/dryrun/policy.d/10-site.yaml".to_string(),
+        "rules:\n  - id: site.bad\n    match: {command: rm, arg_regex: '(unclosed'}\n    level: WRITE\n    score: 5\n    reason: x\n"
+            .to_string(),
+    );
+    let e = Policy::layered(&[default_file(), bad.clone()], None).unwrap_err();
+    let msg = e.to_string();
+    let (file, rule, field) = rule_error(e);
+    assert_eq!(file, bad.0);
+    assert_eq!(rule, "site.bad");
+    assert_eq!(field, "match.arg_regex");
+    assert!(
+        msg.contains("10-site.yaml") && msg.contains("site.bad") && msg.contains("arg_regex"),
+        "{msg}"
+    );
+
+    let path_cmd = (
+        "/etc/dryrun/policy.d/20.yaml".to_string(),
+        "rules:\n  - id: site.path\n    match: {command: ./rm}\n    level: WRITE\n    score: 5\n    reason: x\n".to_string(),
+    );
+    let (_, rule, field) =
+        rule_error(Policy::layered(&[default_file(), path_cmd], None).unwrap_err());
+    assert_eq!(
+        (rule.as_str(), field.as_str()),
+        ("site.path", "match.command")
+    );
+
+    let high = (
+        "/etc/dryrun/policy.d/30.yaml".to_string(),
+        "rules:\n  - id: site.high\n    match: {command: rm}\n    level: WRITE\n    score: 101\n    reason: x\n".to_string(),
+    );
+    let (_, rule, field) = rule_error(Policy::layered(&[default_file(), high], None).unwrap_err());
+    assert_eq!((rule.as_str(), field.as_str()), ("site.high", "score"));
+
+    // An unknown field is a parse error naming the file and the field.
+    let typo = (
+        "/etc/dryrun/policy.d/40.yaml".to_string(),
+        "rules:\n  - id: site.typo\n    match: {command: rm, flag_any: [-r]}\n    level: WRITE\n    score: 5\n    reason: x\n"
+            .to_string(),
+    );
+    let msg = Policy::layered(&[default_file(), typo], None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("40.yaml") && msg.contains("flag_any"), "{msg}");
+}
+
+#[test]
+fn workspace_policy_cannot_loosen() {
+    let p = Policy::default_policy();
+    let rm = p.rules.iter().find(|r| r.id == "fs.rm").expect("fs.rm");
+    let lower = ws(&format!(
+        "rules:\n  - id: fs.rm\n    match: {{command: [rm, unlink]}}\n    level: WRITE\n    score: {}\n    reason: cheaper\n",
+        rm.score - 1
+    ));
+    let (file, rule, field) =
+        rule_error(Policy::layered(&[default_file()], Some(&lower)).unwrap_err());
+    assert_eq!(
+        (file.as_str(), rule.as_str(), field.as_str()),
+        (lower.0.as_str(), "fs.rm", "score")
+    );
+
+    let lower_level = ws(
+        "rules:\n  - id: vcs.git.push.force\n    match: {command: git, subcommand: push, flags_any: [--force, -f, --force-with-lease, --force-if-includes, --mirror, --delete, -d, --prune]}\n    level: WRITE\n    score: 90\n    reason: fine\n",
+    );
+    let (_, rule, field) =
+        rule_error(Policy::layered(&[default_file()], Some(&lower_level)).unwrap_err());
+    assert_eq!(
+        (rule.as_str(), field.as_str()),
+        ("vcs.git.push.force", "level")
+    );
+
+    let approval_rule = p
+        .rules
+        .iter()
+        .find(|r| r.approval)
+        .expect("a rule with approval: true");
+    let drop_approval = ws(&format!(
+        "rules:\n  - id: {}\n    match: {{command: {:?}}}\n    level: {:?}\n    score: {}\n    reason: no approval\n    approval: false\n",
+        approval_rule.id,
+        approval_rule.commands,
+        approval_rule.level,
+        approval_rule.score
+    )
+    .replace("Admin", "ADMIN")
+    .replace("Irreversible", "IRREVERSIBLE")
+    .replace("Write", "WRITE")
+    .replace("Read", "READ"));
+    let (_, rule, field) =
+        rule_error(Policy::layered(&[default_file()], Some(&drop_approval)).unwrap_err());
+    assert_eq!(
+        (rule.as_str(), field.as_str()),
+        (approval_rule.id.as_str(), "approval")
+    );
+
+    let raise_threshold = ws("thresholds: {approval: 80, block: 90}\n");
+    let (_, rule, field) =
+        rule_error(Policy::layered(&[default_file()], Some(&raise_threshold)).unwrap_err());
+    assert_eq!((rule.as_str(), field.as_str()), ("thresholds", "approval"));
+
+    let raise_block = ws("thresholds: {approval: 50, block: 99}\n");
+    let (_, rule, field) =
+        rule_error(Policy::layered(&[default_file()], Some(&raise_block)).unwrap_err());
+    assert_eq!((rule.as_str(), field.as_str()), ("thresholds", "block"));
+
+    let lower_builtin = ws("builtin:\n  blast.root: {level: WRITE, score: 1}\n");
+    let (_, rule, field) =
+        rule_error(Policy::layered(&[default_file()], Some(&lower_builtin)).unwrap_err());
+    assert_eq!((rule.as_str(), field.as_str()), ("blast.root", "builtin"));
+
+    let rematch = ws(
+        "rules:\n  - id: fs.rm\n    match: {command: unlink}\n    level: IRREVERSIBLE\n    score: 100\n    reason: narrower\n",
+    );
+    let (_, rule, field) =
+        rule_error(Policy::layered(&[default_file()], Some(&rematch)).unwrap_err());
+    assert_eq!((rule.as_str(), field.as_str()), ("fs.rm", "match"));
+}
+
+#[test]
+fn workspace_policy_may_tighten() {
+    let add = ws(
+        "thresholds: {approval: 30, block: 80}\nprotected_paths: [\"deploy/\"]\nrules:\n  - id: ws.make_deploy\n    match: {command: make, subcommand: deploy}\n    level: ADMIN\n    score: 70\n    reason: deploys production\n    approval: true\n",
+    );
+    let p = Policy::layered(&[default_file()], Some(&add))
+        .expect("a tightening workspace policy loads");
+    assert_eq!(p.approval_threshold, 30);
+    assert!(p.protected_paths.iter().any(|x| x == "deploy/"));
+    let c = classify("make deploy", &p, &opts());
+    assert_eq!(c.permission, Level::Admin, "{:?}", c.reasons);
+    assert!(c.requires_approval);
+    assert!(c.findings.iter().any(|f| f.rule == "ws.make_deploy"));
+    // Still WRITE without the workspace rule.
+    assert_eq!(run("make deploy").permission, Level::Write);
+
+    let raise = ws(
+        "rules:\n  - id: fs.rm\n    match: {command: [rm, unlink]}\n    level: ADMIN\n    score: 60\n    reason: we never delete\n",
+    );
+    let p = Policy::layered(&[default_file()], Some(&raise)).expect("raising a rule loads");
+    assert_eq!(classify("rm x", &p, &opts()).permission, Level::Admin);
+}
+
+#[test]
+fn system_policy_may_loosen() {
+    let sys = (
+        "/etc/dryrun/policy.d/50-site.yaml".to_string(),
+        "rules:\n  - id: vcs.git.push\n    match: {command: git, subcommand: [push]}\n    level: WRITE\n    score: 10\n    reason: our CI pushes\n".to_string(),
+    );
+    let p =
+        Policy::layered(&[default_file(), sys], None).expect("system files may change anything");
+    let c = classify("git push origin main", &p, &opts());
+    assert_eq!(c.permission, Level::Write, "{:?}", c.reasons);
+    assert_eq!(p.sources.len(), 2);
+}

