@@ -134,17 +134,7 @@ pub fn valid_run_id(id: &str) -> bool {
 /// Names of the caller's variables that look like credentials: listed as
 /// stripped (the sandbox never inherits the caller's environment).
 pub fn secret_looking_env_names() -> Vec<String> {
-    const MARKERS: &[&str] = &[
-        "TOKEN",
-        "SECRET",
-        "KEY",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "AUTH",
-        "SESSION",
-        "COOKIE",
-    ];
+    const MORE_MARKERS: &[&str] = &["AUTH", "SESSION", "COOKIE"];
     const PREFIXES: &[&str] = &[
         "AWS_",
         "GH_",
@@ -164,7 +154,11 @@ pub fn secret_looking_env_names() -> Vec<String> {
         .filter_map(|(k, _)| k.into_string().ok())
         .filter(|k| {
             let up = k.to_ascii_uppercase();
-            MARKERS.iter().any(|m| up.contains(m)) || PREFIXES.iter().any(|p| up.starts_with(p))
+            crate::classify::SECRET_MARKERS
+                .iter()
+                .chain(MORE_MARKERS)
+                .any(|m| up.contains(m))
+                || PREFIXES.iter().any(|p| up.starts_with(p))
         })
         .collect();
     names.sort();

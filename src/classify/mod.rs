@@ -111,7 +111,8 @@ const CREDENTIAL_PATHS: &[&str] = &[
     "~/.config/gcloud",
     "~/.azure",
 ];
-const SECRET_MARKERS: &[&str] = &[
+/// Parts of a variable name that mark it as a credential.
+pub const SECRET_MARKERS: &[&str] = &[
     "TOKEN",
     "SECRET",
     "KEY",

@@ -51,15 +51,7 @@ pub fn mount_tmpfs(
     mode: u32,
     extra: MsFlags,
 ) -> Result<(), MountError> {
-    let data = format!("size={size_bytes},mode={mode:o}");
-    mount(
-        Some("tmpfs"),
-        target,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | extra,
-        Some(data.as_str()),
-    )
-    .map_err(|e| merr("tmpfs", target, e))
+    mount_tmpfs_data(target, &format!("size={size_bytes},mode={mode:o}"), extra)
 }
 
 /// A tmpfs with a cap on inodes too: empty files cost no blocks, so a size
@@ -71,12 +63,16 @@ pub fn mount_tmpfs_capped(
     mode: u32,
 ) -> Result<(), MountError> {
     let data = format!("size={size_bytes},nr_inodes={inodes},mode={mode:o}");
+    mount_tmpfs_data(target, &data, MsFlags::empty())
+}
+
+fn mount_tmpfs_data(target: &Path, data: &str, extra: MsFlags) -> Result<(), MountError> {
     mount(
         Some("tmpfs"),
         target,
         Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some(data.as_str()),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | extra,
+        Some(data),
     )
     .map_err(|e| merr("tmpfs", target, e))
 }
