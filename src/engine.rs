@@ -17,7 +17,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use serde::{Deserialize, Serialize};
+
 use crate::envelope::{EnvelopeSpec, Mode};
+use crate::journal::{Actor, Entry, Journal};
+use crate::record::ApprovalRecord;
 use crate::record::{IntentRecord, Rehearsal, RunRecord, RunState, SCHEMA, SandboxRecord};
 use crate::sandbox::spec::{IdPlan, ImageProfile, LandlockPlan, SandboxLimits, SandboxSpec};
 use crate::sandbox::{self, SandboxError};
@@ -56,6 +60,21 @@ pub enum EngineError {
     Policy(#[from] crate::policy::PolicyError),
     #[error("run record {path} is unreadable: {message}")]
     Corrupt { path: PathBuf, message: String },
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalError),
+    #[error("{message}")]
+    BudgetExhausted { message: String, retry_after_s: u64 },
+    #[error("risk budget: {0}")]
+    Budget(String),
+    /// The caller may not do this (HTTP 403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The run is not in a state that allows this (HTTP 409).
+    #[error("{0}")]
+    Conflict(String),
+    /// A request field is wrong (HTTP 400).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl EngineError {
@@ -67,6 +86,10 @@ impl EngineError {
                 | EngineError::BadRunId(_)
                 | EngineError::NoSuchRun(_)
                 | EngineError::Policy(_)
+                | EngineError::Invalid(_)
+                | EngineError::Forbidden(_)
+                | EngineError::Conflict(_)
+                | EngineError::BudgetExhausted { .. }
         )
     }
 }
@@ -95,6 +118,127 @@ impl Default for EngineOptions {
 pub struct Engine {
     state_dir: PathBuf,
     opts: EngineOptions,
+    journal: Journal,
+    /// Enforced for daemon clients when set (see [`Engine::enable_budget`]).
+    budget: Option<crate::policy::budget::Ledger>,
+    /// Serializes reviewer transitions within this process.
+    transitions: std::sync::Mutex<()>,
+}
+
+/// A run accepted and journaled, not yet rehearsed.
+pub struct Prepared {
+    record: RunRecord,
+    sspec: SandboxSpec,
+    spec: EnvelopeSpec,
+    protected: crate::workspace::paths::PathMatcher,
+    risk: crate::classify::Classification,
+    ids_desc: String,
+    max_blobs: u64,
+    blobs: PathBuf,
+}
+
+impl Prepared {
+    pub fn record(&self) -> &RunRecord {
+        &self.record
+    }
+    pub fn run_id(&self) -> &str {
+        &self.record.run_id
+    }
+}
+
+/// Approve or reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewAction {
+    Approve,
+    Reject,
+}
+
+/// How a reviewer's identity was established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewerAuth {
+    /// The daemon read the reviewer's uid from the socket (SO_PEERCRED);
+    /// approvers are root and members of `approver_group`.
+    PeerCredentials { approver_group: String },
+    /// Local mode: the person typed back a code shown on the controlling
+    /// terminal. Proves a human at a terminal, not a different identity.
+    LocalTtyConfirmed,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// The journal record of a run's outcome.
+fn verdict_entry(r: &RunRecord) -> Entry {
+    match (&r.verdict, &r.rehearsal) {
+        (Some(v), Some(reh)) => Entry {
+            kind: "verdict".into(),
+            run_id: Some(r.run_id.clone()),
+            actor: None,
+            data: serde_json::json!({
+                "decision": v.decision.as_str(),
+                "state": r.state.as_str(),
+                "reasons": v.reasons,
+                "surprise_paths": v.surprise_paths,
+                "forbidden_paths_touched": v.forbidden_paths_touched,
+                "exit_code": reh.exit_code,
+                "signal": reh.signal,
+                "timed_out": reh.timed_out,
+                "changes": reh.changes.len(),
+                "change_set": change_set_hash(&reh.changes),
+                "landlock_abi": reh.sandbox.landlock_abi,
+                "risk": r.risk.as_ref().map(|k| serde_json::json!({"score": k.score, "level": k.level})),
+            }),
+        },
+        _ => Entry {
+            kind: "run_failed".into(),
+            run_id: Some(r.run_id.clone()),
+            actor: None,
+            data: serde_json::json!({"state": r.state.as_str(), "error": r.error}),
+        },
+    }
+}
+
+/// BLAKE3 over the sorted (path, kind, before, after) list: what a receipt binds.
+pub fn change_set_hash(changes: &[crate::workspace::diff::Change]) -> String {
+    let mut h = blake3::Hasher::new();
+    let mut rows: Vec<String> = changes
+        .iter()
+        .map(|c| serde_json::to_string(c).expect("serializes"))
+        .collect();
+    rows.sort();
+    for r in rows {
+        h.update(r.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// Is `uid` root or a member of `group` (by /etc/group membership or as
+/// its primary group)?
+pub fn is_approver(uid: u32, group: &str) -> bool {
+    if uid == 0 {
+        return true;
+    }
+    let Ok(Some(g)) = nix::unistd::Group::from_name(group) else {
+        return false;
+    };
+    let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) else {
+        return false;
+    };
+    u.gid == g.gid || g.mem.contains(&u.name)
+}
+
+/// (pid, start time) of a live process, to tell a marker's owner from a
+/// recycled pid.
+fn process_identity(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    let start = after.split_whitespace().nth(19)?;
+    Some(format!("{pid} {start}"))
 }
 
 /// The default state directory: `/var/lib/dryrun` for root, else
@@ -193,10 +337,21 @@ impl Engine {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700));
         }
+        for sub in ["inflight", "txn"] {
+            let d = state_dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|source| EngineError::State { path: d, source })?;
+        }
         let e = Engine {
             state_dir: state_dir.to_path_buf(),
             opts,
+            journal: Journal::new(state_dir),
+            budget: None,
+            transitions: std::sync::Mutex::new(()),
         };
+        // Runs whose rehearsing process died, and reviewer decisions cut
+        // short: settled before anything else happens (cheap: both
+        // directories hold only what is in flight).
+        e.recover_interrupted()?;
         // Housekeeping at most once an hour, so a start stays O(1).
         let stamp = state_dir.join(".housekeeping");
         let due = std::fs::metadata(&stamp)
@@ -215,6 +370,282 @@ impl Engine {
         &self.state_dir
     }
 
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Enforce the per-actor risk budget on daemon clients.
+    pub fn enable_budget(&mut self, cfg: crate::policy::budget::BudgetConfig) {
+        self.budget = Some(crate::policy::budget::Ledger::new(
+            &self.state_dir.join("budget.jsonl"),
+            cfg,
+        ));
+    }
+
+    fn mark_inflight(&self, run_id: &str) -> Result<(), EngineError> {
+        let path = self.state_dir.join("inflight").join(run_id);
+        let me = process_identity(std::process::id()).unwrap_or_default();
+        std::fs::write(&path, me).map_err(|source| EngineError::State { path, source })
+    }
+
+    fn clear_inflight(&self, run_id: &str) {
+        let _ = std::fs::remove_file(self.state_dir.join("inflight").join(run_id));
+    }
+
+    /// Settle what a dead process left in flight:
+    /// - runs queued or rehearsing when their process died are marked
+    ///   `failed` (journaled), and their scratch content is removed;
+    /// - a reviewer decision whose journal record was written is applied to
+    ///   the run record; one whose record was not is dropped (it was never
+    ///   acknowledged).
+    ///
+    /// Returns the ids of runs marked failed.
+    pub fn recover_interrupted(&self) -> Result<Vec<String>, EngineError> {
+        let mut failed = Vec::new();
+        let dir = self.state_dir.join("inflight");
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            if !valid_run_id(&id) {
+                continue;
+            }
+            let owner = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let pid: Option<u32> = owner.split(' ').next().and_then(|p| p.parse().ok());
+            if pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner.as_str())) {
+                continue; // its process is alive and still working on it
+            }
+            if let Ok(mut r) = self.get(&id)
+                && matches!(r.state, RunState::Queued | RunState::Running)
+            {
+                let was = r.state;
+                r.state = RunState::Failed;
+                r.error = Some(format!(
+                    "interrupted: the process rehearsing this run (pid {}) stopped while it was {}; nothing was promoted; submit it again",
+                    pid.map_or("?".into(), |p| p.to_string()),
+                    was.as_str()
+                ));
+                let _ = std::fs::remove_dir_all(self.run_dir(&id).join("blobs"));
+                sandbox::limits::reap_run_cgroups(&id);
+                self.save(&r)?;
+                self.journal.append(&Entry {
+                    kind: "run_failed".into(),
+                    run_id: Some(id.clone()),
+                    actor: Some(Actor::system()),
+                    data: serde_json::json!({"state": "failed", "error": r.error, "interrupted_state": was.as_str()}),
+                })?;
+                failed.push(id.clone());
+            }
+            let _ = std::fs::remove_file(e.path());
+        }
+        let dir = self.state_dir.join("txn");
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            if let Ok(t) = serde_json::from_slice::<Transition>(&bytes)
+                && self.journal.tail_contains(&t.nonce, 8 << 20)?
+            {
+                self.save(&t.record)?;
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        Ok(failed)
+    }
+
+    /// A reviewer approves or rejects a run. Journaled (who, when, note,
+    /// whether a block was overridden) before the record changes.
+    pub fn review(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+        action: ReviewAction,
+        note: &str,
+        override_block: bool,
+    ) -> Result<RunRecord, EngineError> {
+        if note.len() > 4096 {
+            return Err(EngineError::Invalid(format!(
+                "note: {} bytes; at most 4096",
+                note.len()
+            )));
+        }
+        let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self.get(run_id)?;
+        let submitter = r.submitted_by.as_ref().map(|a| a.uid);
+        let approver = match auth {
+            ReviewerAuth::PeerCredentials { approver_group } => {
+                is_approver(actor.uid, approver_group)
+            }
+            ReviewerAuth::LocalTtyConfirmed => true,
+        };
+        let group_desc = match auth {
+            ReviewerAuth::PeerCredentials { approver_group } => approver_group.clone(),
+            ReviewerAuth::LocalTtyConfirmed => String::new(),
+        };
+        let decision = r.verdict.as_ref().map(|v| v.decision);
+        let mut overrode = false;
+        match action {
+            ReviewAction::Approve => {
+                if matches!(auth, ReviewerAuth::PeerCredentials { .. })
+                    && submitter == Some(actor.uid)
+                {
+                    return Err(EngineError::Forbidden(format!(
+                        "uid {} submitted run {run_id}; the submitter can never approve its own run: a different reviewer must",
+                        actor.uid
+                    )));
+                }
+                if !approver {
+                    return Err(EngineError::Forbidden(format!(
+                        "uid {} may not approve runs: approvers are root and members of group {group_desc:?}",
+                        actor.uid
+                    )));
+                }
+                match (r.state, decision) {
+                    (RunState::AwaitingApproval, _) => {}
+                    (RunState::Rehearsed, Some(Decision::Blocked)) if override_block => {
+                        overrode = true;
+                    }
+                    (RunState::Rehearsed, Some(Decision::Blocked)) => {
+                        return Err(EngineError::Conflict(format!(
+                            "run {run_id} was blocked; approving it overrides the block. Repeat with --override (\"override\": true); the journal records it as an override"
+                        )));
+                    }
+                    (RunState::Rehearsed, _) => {
+                        return Err(EngineError::Conflict(format!(
+                            "run {run_id} needs no approval: its decision is promote"
+                        )));
+                    }
+                    (s, _) => {
+                        return Err(EngineError::Conflict(format!(
+                            "run {run_id} is {}; only a run awaiting approval (or a blocked run, with --override) can be approved",
+                            s.as_str()
+                        )));
+                    }
+                }
+                r.state = RunState::Approved;
+            }
+            ReviewAction::Reject => {
+                let withdrawing = matches!(auth, ReviewerAuth::PeerCredentials { .. })
+                    && submitter == Some(actor.uid);
+                if !approver && !withdrawing {
+                    return Err(EngineError::Forbidden(format!(
+                        "uid {} may not reject runs: reviewers are root and members of group {group_desc:?} (a submitter may withdraw its own run)",
+                        actor.uid
+                    )));
+                }
+                if !matches!(r.state, RunState::AwaitingApproval | RunState::Rehearsed) {
+                    return Err(EngineError::Conflict(format!(
+                        "run {run_id} is {}; only a rehearsed run or one awaiting approval can be rejected",
+                        r.state.as_str()
+                    )));
+                }
+                r.state = RunState::Rejected;
+            }
+        }
+        let at = now_rfc3339();
+        let authenticated_by = match auth {
+            ReviewerAuth::PeerCredentials { .. } => "peer_credentials",
+            ReviewerAuth::LocalTtyConfirmed => "local_tty_confirmation",
+        };
+        r.approvals.push(ApprovalRecord {
+            action: match action {
+                ReviewAction::Approve => "approve".into(),
+                ReviewAction::Reject => "reject".into(),
+            },
+            by: actor.clone(),
+            at: at.clone(),
+            note: note.to_string(),
+            overrode_block: overrode,
+            authenticated_by: authenticated_by.into(),
+        });
+        let nonce = {
+            let mut b = [0u8; 16];
+            getrandom::fill(&mut b).expect("the kernel's random source works");
+            hex::encode(b)
+        };
+        let entry = Entry {
+            kind: match action {
+                ReviewAction::Approve => "approval".into(),
+                ReviewAction::Reject => "rejection".into(),
+            },
+            run_id: Some(run_id.to_string()),
+            actor: Some(actor.clone()),
+            data: serde_json::json!({
+                "note": note,
+                "override_of_block": overrode,
+                "decision_was": decision.map(|d| d.as_str()),
+                "state": r.state.as_str(),
+                "authenticated_by": authenticated_by,
+                "submitted_by_uid": submitter,
+                "txn": nonce,
+            }),
+        };
+        self.commit_transition(&r, &entry, &nonce)?;
+        if action == ReviewAction::Reject
+            && let Some(b) = &self.budget
+        {
+            let _ = b.refund(run_id, unix_now());
+        }
+        Ok(r)
+    }
+
+    /// Journal first, then the record; a crash in between is settled by
+    /// [`Engine::recover_interrupted`] from the transition file.
+    fn commit_transition(
+        &self,
+        record: &RunRecord,
+        entry: &Entry,
+        nonce: &str,
+    ) -> Result<(), EngineError> {
+        let txn = self.state_dir.join("txn").join(&record.run_id);
+        let t = Transition {
+            nonce: nonce.to_string(),
+            record: record.clone(),
+        };
+        write_atomic(&txn, &serde_json::to_vec(&t).expect("serializes")).map_err(|source| {
+            EngineError::State {
+                path: txn.clone(),
+                source,
+            }
+        })?;
+        if let Err(e) = self.journal.append(entry) {
+            let _ = std::fs::remove_file(&txn);
+            return Err(e.into());
+        }
+        self.save(record)?;
+        let _ = std::fs::remove_file(&txn);
+        Ok(())
+    }
+
+    /// Mark a run that never reached the sandbox as failed (cancelled while
+    /// queued, or the daemon shutting down).
+    pub fn fail_unstarted(&self, p: Prepared, why: &str) -> Result<RunRecord, EngineError> {
+        let mut r = p.record;
+        r.state = RunState::Failed;
+        r.error = Some(why.to_string());
+        let _ = std::fs::remove_dir_all(&p.blobs);
+        self.save(&r)?;
+        self.journal.append(&verdict_entry(&r))?;
+        self.clear_inflight(&r.run_id);
+        Ok(r)
+    }
+
+    /// Journal a cancellation request (who asked) before acting on it.
+    pub fn journal_cancel(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        state: RunState,
+    ) -> Result<(), EngineError> {
+        self.journal.append(&Entry {
+            kind: "run_cancelled".into(),
+            run_id: Some(run_id.to_string()),
+            actor: Some(actor.clone()),
+            data: serde_json::json!({"state_when_cancelled": state.as_str()}),
+        })?;
+        Ok(())
+    }
+
     fn run_dir(&self, id: &str) -> PathBuf {
         self.state_dir.join("runs").join(id)
     }
@@ -223,9 +654,17 @@ impl Engine {
         self.run_dir(id).join("blobs").join(hash)
     }
 
-    /// Rehearse the envelope and judge it. A sandbox that could not be built
-    /// yields a record in state `failed` (never a silent pass).
-    pub fn execute(&self, spec: &EnvelopeSpec) -> Result<RunRecord, EngineError> {
+    /// Rehearse the envelope and judge it, in this process. A sandbox that
+    /// could not be built yields a record in state `failed` (never a silent pass).
+    pub fn execute(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<RunRecord, EngineError> {
+        let prepared = self.prepare(spec, actor)?;
+        self.rehearse_prepared(prepared, None)
+    }
+
+    /// Validate the envelope against this machine, classify the command,
+    /// allocate the run and journal its submission. The record is saved in
+    /// state `queued`; [`Engine::rehearse_prepared`] carries it on.
+    pub fn prepare(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<Prepared, EngineError> {
         if let Some(tree) = self.opts.image.covers(&spec.workspace) {
             return Err(EngineError::Workspace(format!(
                 "{} lies inside {}, which the sandbox image mounts read-only; use a project directory elsewhere",
@@ -308,7 +747,7 @@ impl Engine {
             t0_ns,
         };
 
-        let mut record = RunRecord {
+        let record = RunRecord {
             schema: SCHEMA.into(),
             run_id: run_id.clone(),
             task: spec.task.clone(),
@@ -330,15 +769,93 @@ impl Engine {
             risk: Some(risk.clone()),
             rehearsal: None,
             verdict: None,
-            state: RunState::Failed,
+            state: RunState::Queued,
             error: None,
             receipt: None,
+            submitted_by: Some(actor.clone()),
+            approvals: Vec::new(),
         };
+        if let Some(budget) = &self.budget
+            && actor.via == "daemon"
+            && risk.score > 0
+        {
+            let now = unix_now();
+            budget
+                .charge(
+                    &format!("uid:{}", actor.uid),
+                    &run_id,
+                    risk.score as u64,
+                    now,
+                )
+                .map_err(|e| match e {
+                    crate::policy::budget::BudgetError::Exhausted { retry_after_s, .. } => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        EngineError::BudgetExhausted {
+                            message: e.to_string(),
+                            retry_after_s,
+                        }
+                    }
+                    other => EngineError::Budget(other.to_string()),
+                })?;
+        }
 
         // Blobs may be at most the upper layer's size (plus small "before"
         // copies for diffs).
         let max_blobs = limits.disk_bytes * 2 + (64 << 20);
-        match sandbox::rehearse(&sspec, &blobs, max_blobs) {
+        self.save(&record)?;
+        self.mark_inflight(&run_id)?;
+        self.journal.append(&Entry {
+            kind: "run_submitted".into(),
+            run_id: Some(run_id.clone()),
+            actor: Some(actor.clone()),
+            data: serde_json::json!({
+                "task": record.task,
+                "command": record.command,
+                "steps": record.steps,
+                "workspace": record.workspace,
+                "envelope_hash": record.envelope_hash,
+                "intent": record.intent,
+                "risk": {"score": risk.score, "level": risk.level, "policy_hash": risk.policy_hash},
+            }),
+        })?;
+        Ok(Prepared {
+            record,
+            sspec,
+            spec: spec.clone(),
+            protected,
+            risk,
+            ids_desc,
+            max_blobs,
+            blobs,
+        })
+    }
+
+    /// Rehearse a prepared run and judge it; journals the verdict (or the
+    /// failure) and returns the final record.
+    pub fn rehearse_prepared(
+        &self,
+        p: Prepared,
+        cancel: Option<&sandbox::CancelHandle>,
+    ) -> Result<RunRecord, EngineError> {
+        let Prepared {
+            mut record,
+            sspec,
+            spec,
+            protected,
+            risk,
+            ids_desc,
+            max_blobs,
+            blobs,
+        } = p;
+        let spec = &spec;
+        // Time spent queued is not the rehearsal's.
+        let mut sspec = sspec;
+        sspec.t0_ns = sandbox::helper::monotonic_ns();
+        let t0_ns = sspec.t0_ns;
+        let run_id = record.run_id.clone();
+        record.state = RunState::Running;
+        self.save_relaxed(&record)?;
+        match sandbox::rehearse(&sspec, &blobs, max_blobs, cancel) {
             Ok((report, host)) => {
                 let verdict = verdict::judge_with(
                     spec,
@@ -412,13 +929,18 @@ impl Engine {
             }
             Err(e) => {
                 record.state = RunState::Failed;
-                record.error = Some(e.to_string());
-                if let SandboxError::Setup { .. } = e {
-                    // Setup failures are environmental, kept for diagnosis.
-                }
+                record.error = Some(match e {
+                    SandboxError::Cancelled => {
+                        "cancelled before the rehearsal finished; nothing was promoted".into()
+                    }
+                    e => e.to_string(),
+                });
+                let _ = std::fs::remove_dir_all(&blobs);
             }
         }
         self.save(&record)?;
+        self.journal.append(&verdict_entry(&record))?;
+        self.clear_inflight(&run_id);
         Ok(record)
     }
 
@@ -458,6 +980,16 @@ impl Engine {
                 format!("self: the only id inside is the caller's own ({uid}:{gid})"),
             )
         }
+    }
+
+    /// Save without waiting for the disk (intermediate states only).
+    fn save_relaxed(&self, record: &RunRecord) -> Result<(), EngineError> {
+        let path = self.run_dir(&record.run_id).join("record.json");
+        let tmp = path.with_extension("json.partial");
+        let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        std::fs::write(&tmp, &bytes)
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|source| EngineError::State { path, source })
     }
 
     pub fn save(&self, record: &RunRecord) -> Result<(), EngineError> {
@@ -550,6 +1082,13 @@ impl Engine {
             }
         }
     }
+}
+
+/// A reviewer decision between its journal record and its run record.
+#[derive(Debug, Serialize, Deserialize)]
+struct Transition {
+    nonce: String,
+    record: RunRecord,
 }
 
 /// The command's environment: a fixed base, then the envelope's `env`.

@@ -467,6 +467,12 @@ impl Envelope {
 }
 
 impl EnvelopeSpec {
+    /// The validated envelope (working_dir absolute and canonical), as sent
+    /// to a daemon.
+    pub fn envelope_for_submission(&self) -> &Envelope {
+        &self.envelope
+    }
+
     /// BLAKE3 of the canonical JSON of the validated envelope.
     pub fn envelope_hash(&self) -> String {
         let bytes = serde_json::to_vec(&self.envelope).expect("envelope serializes");

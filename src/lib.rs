@@ -13,8 +13,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod classify;
 pub mod cli;
+pub mod daemon;
 pub mod engine;
 pub mod envelope;
+pub mod journal;
 pub mod policy;
 pub mod record;
 #[allow(unsafe_code)]

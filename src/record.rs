@@ -12,6 +12,10 @@ pub const SCHEMA: &str = "dryrun.run/v1";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    /// Accepted by the daemon, waiting for a rehearsal slot (an addition to SPEC §5).
+    Queued,
+    /// Being rehearsed (an addition to SPEC §5).
+    Running,
     Rehearsed,
     AwaitingApproval,
     Approved,
@@ -23,6 +27,8 @@ pub enum RunState {
 impl RunState {
     pub fn as_str(self) -> &'static str {
         match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
             RunState::Rehearsed => "rehearsed",
             RunState::AwaitingApproval => "awaiting_approval",
             RunState::Approved => "approved",
@@ -112,4 +118,27 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub receipt: Option<serde_json::Value>,
+    /// Who submitted the run (peer credentials, or the local process's ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_by: Option<crate::journal::Actor>,
+    /// Reviewers' decisions on this run, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRecord>,
+}
+
+/// One reviewer decision (also journaled as `approval` / `rejection`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// `approve` or `reject`.
+    pub action: String,
+    pub by: crate::journal::Actor,
+    pub at: String,
+    #[serde(default)]
+    pub note: String,
+    /// True when a reviewer approved a run whose verdict was `blocked`.
+    #[serde(default)]
+    pub overrode_block: bool,
+    /// How the reviewer was authenticated: `peer_credentials` (daemon) or
+    /// `local_tty_confirmation` (local mode; same uid as the submitter possible).
+    pub authenticated_by: String,
 }

@@ -1,6 +1,7 @@
 //! The `dryrun` command line. Parses arguments, builds an envelope, and hands
 //! it to the engine; renders the result.
 
+pub mod client;
 mod render;
 
 use std::io::Read;
@@ -8,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::engine::{Engine, EngineError, EngineOptions, default_state_dir};
+use crate::engine::{
+    Engine, EngineError, EngineOptions, ReviewAction, ReviewerAuth, default_state_dir,
+};
 use crate::envelope::{self, Envelope, EnvelopeError, Mode};
 use crate::record::RunState;
 
@@ -32,13 +35,18 @@ pub struct Cli {
 
 #[derive(Args, Debug, Clone)]
 pub struct GlobalOpts {
-    /// Daemon socket (also DRYRUN_SOCKET). The daemon is not part of this
-    /// version: the engine always runs in-process.
+    /// Daemon socket (also DRYRUN_SOCKET). Without it, the default socket is
+    /// used when a daemon listens there, else the engine runs in-process.
+    /// For `dryrun daemon`: where to listen.
     #[arg(long, global = true, env = "DRYRUN_SOCKET", hide_env_values = true)]
     socket: Option<PathBuf>,
-    /// State directory of the in-process engine (also DRYRUN_STATE_DIR).
+    /// State directory of the in-process engine or of the daemon (also
+    /// DRYRUN_STATE_DIR).
     #[arg(long, global = true, env = "DRYRUN_STATE_DIR")]
     state_dir: Option<PathBuf>,
+    /// Run the engine in-process even if a daemon is listening (also DRYRUN_LOCAL=1).
+    #[arg(long, global = true, env = "DRYRUN_LOCAL", value_parser = clap::builder::BoolishValueParser::new())]
+    local: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -76,6 +84,79 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Approve a run awaiting approval (a reviewer; never its submitter).
+    Approve {
+        run_id: String,
+        /// Why (journaled with your identity).
+        #[arg(long)]
+        note: Option<String>,
+        /// Approve a run whose verdict was `blocked` (journaled as an override).
+        #[arg(long = "override")]
+        override_block: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject a run (a reviewer, or its submitter withdrawing it).
+    Reject {
+        run_id: String,
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a queued or running rehearsal (daemon only).
+    Cancel {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The hash-chained journal.
+    Journal {
+        #[command(subcommand)]
+        cmd: JournalCmd,
+    },
+    /// Serve the API on a Unix socket (SPEC §6).
+    Daemon(DaemonArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum JournalCmd {
+    /// Walk the chain; name the first bad record. Exit 0 when intact, 5 when not.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+struct DaemonArgs {
+    /// Group allowed to connect (the socket is mode 0660).
+    #[arg(long, value_name = "GROUP")]
+    socket_group: Option<String>,
+    /// Group whose members (and root) may approve and reject.
+    #[arg(long, value_name = "GROUP", default_value = "dryrun-approvers")]
+    approver_group: String,
+    /// Rehearsals at once (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    max_running: Option<usize>,
+    /// Submissions waiting beyond those; past it, 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_queued: usize,
+    /// Largest request body accepted.
+    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    max_body_kb: usize,
+    /// Seconds running rehearsals get to finish at shutdown before they are cancelled.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    shutdown_grace: u64,
+    /// Risk points each client uid may spend per window (0: no budget).
+    #[arg(long, value_name = "POINTS", default_value_t = 1000)]
+    budget_points: u64,
+    /// The budget's sliding window.
+    #[arg(long, value_name = "S", default_value_t = 3600)]
+    budget_window: u64,
+    /// Rehearse even when the kernel's Landlock is below the minimum ABI.
+    #[arg(long)]
+    allow_degraded_sandbox: bool,
 }
 
 #[derive(Args, Debug)]
@@ -107,9 +188,6 @@ struct ExecuteArgs {
     /// Print the run record as one JSON object.
     #[arg(long)]
     json: bool,
-    /// Run the engine in-process even if a daemon socket exists.
-    #[arg(long)]
-    local: bool,
     /// Rehearse even when the kernel's Landlock is below the minimum ABI.
     #[arg(long)]
     allow_degraded_sandbox: bool,
@@ -152,77 +230,393 @@ fn engine_error(e: EngineError) -> i32 {
     }
 }
 
-fn run(cli: Cli) -> i32 {
-    if cli.global.socket.is_some() {
-        tracing::debug!("a daemon socket was given; this version always runs in-process");
+/// Where a subcommand's work happens: a daemon, or this process.
+enum Door {
+    Daemon(client::Client),
+    Local,
+}
+
+/// `--local` → in-process; an explicit socket → that daemon (an error if it
+/// is not there); else the default socket when a daemon answers on it; else
+/// in-process.
+fn door(g: &GlobalOpts) -> Door {
+    if g.local {
+        return Door::Local;
     }
+    if let Some(s) = &g.socket {
+        return Door::Daemon(client::Client::new(s));
+    }
+    let mut candidates = Vec::new();
+    if !nix::unistd::geteuid().is_root()
+        && let Some(u) = crate::daemon::user_socket()
+    {
+        candidates.push(u);
+    }
+    candidates.push(PathBuf::from("/run/dryrun/dryrun.sock"));
+    for c in candidates {
+        if c.exists() {
+            if client::Client::reachable(&c) {
+                return Door::Daemon(client::Client::new(&c));
+            }
+            tracing::info!(
+                "{} exists but nobody answers; running in-process",
+                c.display()
+            );
+        }
+    }
+    Door::Local
+}
+
+fn client_error(e: client::ClientError) -> i32 {
+    eprintln!("dryrun: {e}");
+    if e.is_invalid_input() {
+        EXIT_INVALID
+    } else {
+        EXIT_INTERNAL
+    }
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    println!("{}", serde_json::to_string(v).expect("serializes"));
+}
+
+/// Exit code of `dryrun journal verify` when the chain is broken.
+pub const EXIT_JOURNAL_BROKEN: i32 = 5;
+
+fn run(cli: Cli) -> i32 {
+    let g = cli.global.clone();
     match cli.cmd {
-        Cmd::Execute(a) => execute(&cli.global, a),
+        Cmd::Execute(a) => execute(&g, a),
         Cmd::Classify {
             command,
             workspace,
             json,
         } => classify(command, workspace, json),
+        Cmd::Daemon(a) => daemon(&g, a),
         Cmd::Runs { state, json } => {
-            let filter = match state.as_deref().map(|s| (s, RunState::parse(s))) {
-                None => None,
-                Some((_, Some(s))) => Some(s),
-                Some((s, None)) => {
-                    return usage_error(format!(
-                        "--state {s:?} is not a run state; use rehearsed, awaiting_approval, approved, rejected, promoted or failed"
-                    ));
-                }
-            };
-            let engine = match open_engine(&cli.global, false) {
-                Ok(e) => e,
-                Err(e) => return engine_error(e),
-            };
-            match engine.list(filter) {
-                Ok(runs) => {
-                    if json {
-                        println!("{}", serde_json::to_string(&runs).expect("serializes"));
-                    } else {
-                        render::print_run_list(&runs);
-                    }
-                    0
-                }
-                Err(e) => engine_error(e),
+            if let Some(s) = &state
+                && RunState::parse(s).is_none()
+            {
+                return usage_error(format!(
+                    "--state {s:?} is not a run state; use queued, running, rehearsed, awaiting_approval, approved, rejected, promoted or failed"
+                ));
             }
-        }
-        Cmd::Show { run_id, json } => {
-            let engine = match open_engine(&cli.global, false) {
-                Ok(e) => e,
-                Err(e) => return engine_error(e),
-            };
-            match engine.get(&run_id) {
-                Ok(r) => {
-                    if json {
-                        println!("{}", serde_json::to_string(&r).expect("serializes"));
-                    } else {
-                        render::print_evidence(&r);
+            let runs = match door(&g) {
+                Door::Daemon(c) => {
+                    let path = match &state {
+                        Some(s) => format!("/v1/runs?state={s}"),
+                        None => "/v1/runs".into(),
+                    };
+                    match c.call::<crate::daemon::RunList>("GET", &path, None) {
+                        Ok(l) => l.runs,
+                        Err(e) => return client_error(e),
                     }
-                    0
                 }
-                Err(e) => engine_error(e),
+                Door::Local => {
+                    let engine = match open_engine(&g, false) {
+                        Ok(e) => e,
+                        Err(e) => return engine_error(e),
+                    };
+                    match engine.list(state.as_deref().and_then(RunState::parse)) {
+                        Ok(r) => r,
+                        Err(e) => return engine_error(e),
+                    }
+                }
+            };
+            if json {
+                print_json(&runs);
+            } else {
+                render::print_run_list(&runs);
             }
+            0
         }
+        Cmd::Show { run_id, json } => match fetch_run(&g, &run_id) {
+            Ok(r) => {
+                if json {
+                    print_json(&r);
+                } else {
+                    render::print_evidence(&r);
+                }
+                0
+            }
+            Err(code) => code,
+        },
         Cmd::Diff { run_id, json } => {
-            let engine = match open_engine(&cli.global, false) {
+            let d = match door(&g) {
+                Door::Daemon(c) => {
+                    match c.call::<crate::workspace::textdiff::RunDiff>(
+                        "GET",
+                        &format!("/v1/runs/{}/diff", url_id(&run_id)),
+                        None,
+                    ) {
+                        Ok(d) => d,
+                        Err(e) => return client_error(e),
+                    }
+                }
+                Door::Local => {
+                    let engine = match open_engine(&g, false) {
+                        Ok(e) => e,
+                        Err(e) => return engine_error(e),
+                    };
+                    match engine.get(&run_id) {
+                        Ok(r) => crate::workspace::textdiff::run_diff(&engine, &r),
+                        Err(e) => return engine_error(e),
+                    }
+                }
+            };
+            if json {
+                print_json(&d);
+            } else {
+                render::print_diff(&d);
+            }
+            0
+        }
+        Cmd::Approve {
+            run_id,
+            note,
+            override_block,
+            json,
+        } => review(
+            &g,
+            &run_id,
+            ReviewAction::Approve,
+            note.unwrap_or_default(),
+            override_block,
+            json,
+        ),
+        Cmd::Reject { run_id, note, json } => review(
+            &g,
+            &run_id,
+            ReviewAction::Reject,
+            note.unwrap_or_default(),
+            false,
+            json,
+        ),
+        Cmd::Cancel { run_id, json } => match door(&g) {
+            Door::Daemon(c) => {
+                match c.call::<crate::record::RunRecord>(
+                    "POST",
+                    &format!("/v1/runs/{}/cancel", url_id(&run_id)),
+                    Some(b"{}".to_vec()),
+                ) {
+                    Ok(r) => {
+                        if json {
+                            print_json(&r);
+                        } else {
+                            render::print_evidence(&r);
+                        }
+                        0
+                    }
+                    Err(e) => client_error(e),
+                }
+            }
+            Door::Local => usage_error(
+                "cancel talks to a daemon; a local rehearsal is cancelled with Ctrl-C (nothing is promoted)",
+            ),
+        },
+        Cmd::Journal {
+            cmd: JournalCmd::Verify { json },
+        } => {
+            let rep = match door(&g) {
+                Door::Daemon(c) => {
+                    match c.call::<crate::journal::VerifyReport>("GET", "/v1/journal/verify", None)
+                    {
+                        Ok(r) => r,
+                        Err(e) => return client_error(e),
+                    }
+                }
+                Door::Local => {
+                    // Verification only reads: no engine (and no recovery) needed.
+                    let j = crate::journal::Journal::new(&state_dir(&g));
+                    match j.verify() {
+                        Ok(r) => r,
+                        Err(e) => {
+                            eprintln!("dryrun: {e}");
+                            return EXIT_INTERNAL;
+                        }
+                    }
+                }
+            };
+            if json {
+                print_json(&rep);
+            } else {
+                render::print_journal_report(&rep);
+            }
+            if rep.ok { 0 } else { EXIT_JOURNAL_BROKEN }
+        }
+    }
+}
+
+/// Run ids travel in URLs; anything that is not one is refused by the
+/// daemon, so only its characters need escaping here.
+fn url_id(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn fetch_run(g: &GlobalOpts, run_id: &str) -> Result<crate::record::RunRecord, i32> {
+    match door(g) {
+        Door::Daemon(c) => c
+            .call("GET", &format!("/v1/runs/{}", url_id(run_id)), None)
+            .map_err(client_error),
+        Door::Local => {
+            let engine = open_engine(g, false).map_err(engine_error)?;
+            engine.get(run_id).map_err(engine_error)
+        }
+    }
+}
+
+fn review(
+    g: &GlobalOpts,
+    run_id: &str,
+    action: ReviewAction,
+    note: String,
+    override_block: bool,
+    json: bool,
+) -> i32 {
+    let verb = match action {
+        ReviewAction::Approve => "approve",
+        ReviewAction::Reject => "reject",
+    };
+    let record = match door(g) {
+        Door::Daemon(c) => {
+            let body = serde_json::to_vec(&crate::daemon::ReviewBody {
+                note,
+                override_block,
+            })
+            .expect("serializes");
+            match c.call::<crate::record::RunRecord>(
+                "POST",
+                &format!("/v1/runs/{}/{verb}", url_id(run_id)),
+                Some(body),
+            ) {
+                Ok(r) => r,
+                Err(e) => return client_error(e),
+            }
+        }
+        Door::Local => {
+            let engine = match open_engine(g, false) {
                 Ok(e) => e,
                 Err(e) => return engine_error(e),
             };
-            match engine.get(&run_id) {
-                Ok(r) => {
-                    let d = crate::workspace::textdiff::run_diff(&engine, &r);
-                    if json {
-                        println!("{}", serde_json::to_string(&d).expect("serializes"));
-                    } else {
-                        render::print_diff(&d);
-                    }
-                    0
-                }
-                Err(e) => engine_error(e),
+            let r = match engine.get(run_id) {
+                Ok(r) => r,
+                Err(e) => return engine_error(e),
+            };
+            if action == ReviewAction::Approve
+                && let Err(msg) = confirm_on_terminal(&r, override_block)
+            {
+                return usage_error(msg);
             }
+            match engine.review(
+                run_id,
+                &crate::journal::Actor::local(),
+                &ReviewerAuth::LocalTtyConfirmed,
+                action,
+                &note,
+                override_block,
+            ) {
+                Ok(r) => r,
+                Err(e) => return engine_error(e),
+            }
+        }
+    };
+    if json {
+        print_json(&record);
+    } else {
+        render::print_evidence(&record);
+    }
+    0
+}
+
+/// Local mode has no second identity: the person proves they are at the
+/// terminal by typing back a code printed on it. An agent that pipes `yes`
+/// (or anything) into stdin has no terminal to read the code from.
+fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Result<(), String> {
+    use std::io::{BufRead, IsTerminal, Write};
+    const NO_TTY: &str = "a local approval must be typed at an interactive terminal (stdin and /dev/tty); \
+        real separation of duties needs the daemon and a second identity (see README, Approvals)";
+    if !std::io::stdin().is_terminal() {
+        return Err(NO_TTY.into());
+    }
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|_| NO_TTY.to_string())?;
+    const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+    let mut raw = [0u8; 6];
+    getrandom::fill(&mut raw).map_err(|e| e.to_string())?;
+    let code: String = raw
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect();
+    let mut w = &tty;
+    let decision = r
+        .verdict
+        .as_ref()
+        .map(|v| v.decision.as_str())
+        .unwrap_or("-");
+    let _ = writeln!(
+        w,
+        "approve run {} ({}; decision {decision}{})\ncommand: {}\ntype this code to confirm: {code}",
+        r.run_id,
+        r.state.as_str(),
+        if override_block {
+            ", overriding the block"
+        } else {
+            ""
+        },
+        render::esc(&r.command)
+    );
+    let _ = write!(w, "> ");
+    let _ = w.flush();
+    let mut line = String::new();
+    std::io::BufReader::new(&tty)
+        .take(256)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the confirmation from /dev/tty: {e}"))?;
+    if line.trim().eq_ignore_ascii_case(&code) {
+        Ok(())
+    } else {
+        Err("the confirmation code did not match; nothing was approved".into())
+    }
+}
+
+fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
+    let socket = g
+        .socket
+        .clone()
+        .unwrap_or_else(crate::daemon::default_socket);
+    let mut cfg = crate::daemon::DaemonConfig::new(socket, state_dir(g));
+    cfg.socket_group = a.socket_group;
+    cfg.approver_group = a.approver_group;
+    if let Some(n) = a.max_running {
+        if n == 0 {
+            return usage_error("--max-running must be at least 1");
+        }
+        cfg.max_running = n;
+    }
+    cfg.max_queued = a.max_queued;
+    cfg.max_body_bytes = a.max_body_kb.max(1) << 10;
+    cfg.shutdown_grace = std::time::Duration::from_secs(a.shutdown_grace);
+    cfg.budget = (a.budget_points > 0).then_some(crate::policy::budget::BudgetConfig {
+        points: a.budget_points,
+        window_s: a.budget_window.max(1),
+    });
+    cfg.allow_degraded = a.allow_degraded_sandbox;
+    match crate::daemon::run_daemon(cfg) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("dryrun daemon: {e}");
+            EXIT_INTERNAL
         }
     }
 }
@@ -326,13 +720,29 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return usage_error(e),
     };
-    let engine = match open_engine(g, a.allow_degraded_sandbox) {
-        Ok(e) => e,
-        Err(e) => return engine_error(e),
-    };
-    let record = match engine.execute(&spec) {
-        Ok(r) => r,
-        Err(e) => return engine_error(e),
+    let record = match door(g) {
+        Door::Daemon(c) => {
+            if a.allow_degraded_sandbox {
+                return usage_error(
+                    "--allow-degraded-sandbox applies to in-process runs; a daemon decides for itself (dryrun daemon --allow-degraded-sandbox), or pass --local",
+                );
+            }
+            let body = serde_json::to_vec(&spec.envelope_for_submission()).expect("serializes");
+            match c.call::<crate::record::RunRecord>("POST", "/v1/runs?wait=true", Some(body)) {
+                Ok(r) => r,
+                Err(e) => return client_error(e),
+            }
+        }
+        Door::Local => {
+            let engine = match open_engine(g, a.allow_degraded_sandbox) {
+                Ok(e) => e,
+                Err(e) => return engine_error(e),
+            };
+            match engine.execute(&spec, &crate::journal::Actor::local()) {
+                Ok(r) => r,
+                Err(e) => return engine_error(e),
+            }
+        }
     };
     if a.json {
         println!(

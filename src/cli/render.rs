@@ -8,7 +8,7 @@ use crate::workspace::diff::ChangeKind;
 use crate::workspace::paths::{escape_for_humans, sanitize_for_terminal};
 use crate::workspace::textdiff::RunDiff;
 
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     escape_for_humans(s.as_bytes())
 }
 
@@ -64,6 +64,7 @@ pub fn print_evidence(r: &RunRecord) {
         );
     }
     let Some(reh) = &r.rehearsal else {
+        print_approvals(r);
         println!("state: {}", r.state.as_str());
         if let Some(e) = &r.error {
             println!("error: {}", esc(e));
@@ -215,7 +216,58 @@ pub fn print_evidence(r: &RunRecord) {
                 .collect::<Vec<_>>(),
         );
     }
+    print_approvals(r);
     println!("state: {}", r.state.as_str());
+}
+
+fn print_approvals(r: &RunRecord) {
+    for a in &r.approvals {
+        let verb = if a.action == "approve" {
+            "approved"
+        } else {
+            "rejected"
+        };
+        let ov = if a.overrode_block {
+            " (override of a blocked verdict)"
+        } else {
+            ""
+        };
+        let note = if a.note.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", sanitize_for_terminal(&a.note))
+        };
+        println!(
+            "{verb} by uid {} at {} via {}{ov}{note}",
+            a.by.uid, a.at, a.authenticated_by
+        );
+    }
+}
+
+pub fn print_journal_report(r: &crate::journal::VerifyReport) {
+    if r.ok {
+        println!(
+            "journal OK: {} records, head {} ({})",
+            r.records,
+            r.head.as_deref().unwrap_or("-"),
+            r.anchor
+        );
+    } else if let Some(b) = &r.first_bad {
+        println!(
+            "journal BROKEN at line {} (record {}): {}",
+            b.line,
+            b.expected_seq,
+            sanitize_for_terminal(&b.problem)
+        );
+        println!("the {} records before it verify; {}", r.records, r.anchor);
+    }
+    if r.torn_tail_bytes > 0 {
+        println!(
+            "torn last record: {} bytes of an interrupted write (never acknowledged); removed at the next append",
+            r.torn_tail_bytes
+        );
+    }
+    println!("file: {}", esc(&r.path));
 }
 
 pub fn print_run_list(runs: &[RunRecord]) {

@@ -185,6 +185,37 @@ pub fn collect_and_remove(plan: &CgroupPlan) -> (Vec<String>, u32) {
 
 /// Remove empty run cgroups left by a dryrun that was killed (never touches
 /// a cgroup that still has processes: rmdir refuses that).
+/// Kill whatever is left in an interrupted run's cgroups and remove them
+/// (recovery after a crash; the run's own processes only).
+pub fn reap_run_cgroups(run_id: &str) {
+    let Some(plan) = plan_cgroups(run_id) else {
+        return;
+    };
+    let dirs: Vec<std::path::PathBuf> = plan
+        .unified
+        .into_iter()
+        .chain(plan.dirs.into_iter().map(|(_, d)| d))
+        .collect();
+    for d in dirs {
+        if !d.exists() {
+            continue;
+        }
+        for _ in 0..50 {
+            let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            if std::fs::remove_dir(&d).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 pub fn sweep_stale_cgroups() {
     if !nix::unistd::geteuid().is_root() {
         return;

@@ -32,11 +32,39 @@ pub enum SandboxError {
     Setup { stage: String, message: String },
     #[error("the sandbox helper ended without a report (status {status}); its stderr: {stderr}")]
     NoReport { status: String, stderr: String },
+    #[error("the rehearsal was cancelled")]
+    Cancelled,
 }
 
 /// The binary to re-exec as the helper.
 fn helper_exe() -> std::path::PathBuf {
     std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into())
+}
+
+/// Cancels a rehearsal from another thread: kills the helper, whose death
+/// takes the whole sandbox with it (every stage has a parent-death signal
+/// and the pid namespace's init dies with it).
+#[derive(Debug, Default)]
+pub struct CancelHandle {
+    cancelled: std::sync::atomic::AtomicBool,
+    helper_pid: std::sync::atomic::AtomicI32,
+}
+
+impl CancelHandle {
+    pub fn cancel(&self) {
+        use std::sync::atomic::Ordering;
+        self.cancelled.store(true, Ordering::SeqCst);
+        let pid = self.helper_pid.load(Ordering::SeqCst);
+        if pid > 0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Run one rehearsal. Blobs land in `blob_dir`; at most `max_blob_bytes` of
@@ -45,7 +73,11 @@ pub fn rehearse(
     spec: &spec::SandboxSpec,
     blob_dir: &Path,
     max_blob_bytes: u64,
+    cancel: Option<&CancelHandle>,
 ) -> Result<(wire::RehearsalReport, wire::HostReport), SandboxError> {
+    if cancel.is_some_and(|c| c.is_cancelled()) {
+        return Err(SandboxError::Cancelled);
+    }
     let exe = helper_exe();
     let mut child = Command::new(&exe)
         .arg(helper::HELPER_ARG)
@@ -59,6 +91,13 @@ pub fn rehearse(
             exe: exe.display().to_string(),
             source,
         })?;
+    if let Some(c) = cancel {
+        c.helper_pid
+            .store(child.id() as i32, std::sync::atomic::Ordering::SeqCst);
+        if c.is_cancelled() {
+            let _ = child.kill();
+        }
+    }
     let spec_json = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
     {
         let mut stdin = child.stdin.take().expect("piped stdin");
@@ -86,6 +125,10 @@ pub fn rehearse(
         .as_ref()
         .is_ok_and(|o| o.report.is_some() && o.failure.is_none());
     if early && got_report {
+        if let Some(c) = cancel {
+            // The report is in: the run is complete; a late cancel is moot.
+            c.helper_pid.store(0, std::sync::atomic::Ordering::SeqCst);
+        }
         std::thread::spawn(move || {
             drop(stdout);
             let _ = child.wait();
@@ -96,6 +139,13 @@ pub fn rehearse(
     }
     drop(stdout);
     let status = child.wait()?;
+    if let Some(c) = cancel {
+        c.helper_pid.store(0, std::sync::atomic::Ordering::SeqCst);
+        if c.is_cancelled() {
+            let _ = err_reader.join();
+            return Err(SandboxError::Cancelled);
+        }
+    }
     let stderr_text = err_reader.join().unwrap_or_default();
     finish(read?, status.to_string(), stderr_text)
 }

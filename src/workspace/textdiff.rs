@@ -10,18 +10,18 @@ use crate::workspace::diff::{ChangeKind, FileType};
 /// Files larger than this, or not valid UTF-8, get no text diff.
 const MAX_TEXT_DIFF: u64 = 256 * 1024;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct FileDiff {
     pub path: String,
     pub kind: ChangeKind,
     pub file_type: FileType,
     /// Unified diff, or null when not shown (binary, too large, content not kept).
     pub diff: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct RunDiff {
     pub run_id: String,
     pub files: Vec<FileDiff>,

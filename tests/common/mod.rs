@@ -210,6 +210,8 @@ impl Ws {
             .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", self.root.path())
             .env("DRYRUN_STATE_DIR", &self.state)
+            // Never reach a daemon that happens to run on this machine.
+            .env("DRYRUN_LOCAL", "1")
             .current_dir(&self.dir)
             .stdin(Stdio::null());
         c

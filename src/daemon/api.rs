@@ -1,0 +1,777 @@
+//! Routes: method + path → a typed call into the engine. One error mapping,
+//! one JSON error body (`{"error": {"code", "message"}}`), a body size
+//! limit, ids validated at the edge, unknown fields rejected.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::connect_info::Connected;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path as UrlPath, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, Semaphore, watch};
+
+use super::DaemonConfig;
+use super::metrics::Metrics;
+use crate::engine::{Engine, EngineError, ReviewAction, ReviewerAuth, valid_run_id};
+use crate::journal::Actor;
+use crate::record::RunState;
+use crate::sandbox::CancelHandle;
+
+/// Every route the daemon serves, as (method, path). docs/openapi.yaml lists
+/// the same set; tests/daemon.rs checks both against the live socket.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/runs"),
+    ("GET", "/v1/runs"),
+    ("GET", "/v1/runs/{id}"),
+    ("GET", "/v1/runs/{id}/diff"),
+    ("POST", "/v1/runs/{id}/approve"),
+    ("POST", "/v1/runs/{id}/reject"),
+    ("POST", "/v1/runs/{id}/cancel"),
+    ("POST", "/v1/runs/{id}/promote"),
+    ("GET", "/v1/receipts/{id}"),
+    ("GET", "/v1/journal/verify"),
+    ("GET", "/v1/health"),
+    ("GET", "/metrics"),
+];
+
+pub fn router(app: Arc<App>) -> Router {
+    let limit = app.cfg.max_body_bytes;
+    Router::new()
+        .route("/v1/runs", post(submit).get(list))
+        .route("/v1/runs/{id}", get(show))
+        .route("/v1/runs/{id}/diff", get(diff))
+        .route("/v1/runs/{id}/approve", post(approve))
+        .route("/v1/runs/{id}/reject", post(reject))
+        .route("/v1/runs/{id}/cancel", post(cancel))
+        .route("/v1/runs/{id}/promote", post(promote))
+        .route("/v1/receipts/{id}", get(receipt))
+        .route("/v1/journal/verify", get(journal_verify))
+        .route("/v1/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), count))
+        .with_state(app)
+}
+
+/// The caller, from SO_PEERCRED at accept.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+    pub known: bool,
+}
+
+impl Connected<axum::serve::IncomingStream<'_, tokio::net::UnixListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::UnixListener>) -> Self {
+        match stream.io().peer_cred() {
+            Ok(c) => Peer {
+                uid: c.uid(),
+                gid: c.gid(),
+                pid: c.pid(),
+                known: true,
+            },
+            Err(_) => Peer {
+                uid: u32::MAX,
+                gid: u32::MAX,
+                pid: None,
+                known: false,
+            },
+        }
+    }
+}
+
+impl Peer {
+    fn actor(&self) -> Result<Actor, ApiError> {
+        if !self.known {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "no_peer_credentials",
+                "the daemon could not read this connection's peer credentials",
+            ));
+        }
+        Ok(Actor {
+            uid: self.uid,
+            gid: self.gid,
+            pid: self.pid,
+            via: "daemon".into(),
+        })
+    }
+}
+
+/// A run the daemon is working on.
+struct Active {
+    cancel: Arc<CancelHandle>,
+    cancel_queued: Arc<Notify>,
+    started: Arc<AtomicBool>,
+    done: watch::Receiver<bool>,
+}
+
+pub struct App {
+    engine: Arc<Engine>,
+    pub cfg: DaemonConfig,
+    slots: Arc<Semaphore>,
+    /// Queued + running.
+    admitted: AtomicUsize,
+    running: AtomicUsize,
+    active: std::sync::Mutex<HashMap<String, Active>>,
+    metrics: Metrics,
+    shutting_down: AtomicBool,
+    shutdown: Notify,
+}
+
+impl App {
+    pub fn new(engine: Arc<Engine>, cfg: DaemonConfig) -> Arc<App> {
+        Arc::new(App {
+            engine,
+            slots: Arc::new(Semaphore::new(cfg.max_running.max(1))),
+            cfg,
+            admitted: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            active: std::sync::Mutex::new(HashMap::new()),
+            metrics: Metrics::new(),
+            shutting_down: AtomicBool::new(false),
+            shutdown: Notify::new(),
+        })
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        self.shutdown.notify_waiters();
+        self.shutdown.notify_one();
+    }
+
+    pub async fn shutdown_started(&self) {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        self.shutdown.notified().await;
+    }
+
+    /// Fail what is queued now; give running rehearsals `grace`, then cancel.
+    pub async fn drain(&self, grace: Duration) {
+        let snapshot = |only_queued: bool| -> Vec<(Arc<CancelHandle>, Arc<Notify>)> {
+            self.active
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .filter(|a| !only_queued || !a.started.load(Ordering::SeqCst))
+                .map(|a| (a.cancel.clone(), a.cancel_queued.clone()))
+                .collect()
+        };
+        for (c, n) in snapshot(true) {
+            c.cancel();
+            n.notify_one();
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.admitted.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for (c, n) in snapshot(false) {
+            c.cancel();
+            n.notify_one();
+        }
+        while self.admitted.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+    fn bad(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+#[derive(Serialize, Deserialize, Debug)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.into(),
+                message: self.message,
+            },
+        };
+        let mut r = (self.status, axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        r
+    }
+}
+
+/// The one mapping from engine errors to HTTP.
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        let (status, code) = match &e {
+            EngineError::Workspace(_) => (StatusCode::BAD_REQUEST, "invalid_workspace"),
+            EngineError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            EngineError::Policy(_) => (StatusCode::BAD_REQUEST, "invalid_policy"),
+            EngineError::BadRunId(_) => (StatusCode::BAD_REQUEST, "bad_run_id"),
+            EngineError::NoSuchRun(_) => (StatusCode::NOT_FOUND, "no_such_run"),
+            EngineError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            EngineError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            EngineError::BudgetExhausted { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "budget_exhausted")
+            }
+            EngineError::LandlockTooOld { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "sandbox_unavailable")
+            }
+            EngineError::State { .. }
+            | EngineError::Corrupt { .. }
+            | EngineError::Journal(_)
+            | EngineError::Budget(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        let retry_after = match &e {
+            EngineError::BudgetExhausted { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
+        };
+        if status.is_server_error() {
+            tracing::error!("{e}");
+        }
+        ApiError {
+            status,
+            code,
+            message: e.to_string(),
+            retry_after,
+        }
+    }
+}
+
+fn body_error(r: BytesRejection) -> ApiError {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "the request body is larger than the daemon accepts (--max-body)",
+        )
+    } else {
+        ApiError::bad("unreadable_body", r.body_text())
+    }
+}
+
+fn checked_id(id: &str) -> Result<&str, ApiError> {
+    if valid_run_id(id) {
+        Ok(id)
+    } else {
+        Err(ApiError::bad(
+            "bad_run_id",
+            format!(
+                "{:?} is not a run id",
+                id.chars().take(80).collect::<String>()
+            ),
+        ))
+    }
+}
+
+/// Strict query parsing: unknown parameters are an error.
+fn query<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> Result<T, ApiError> {
+    match raw.filter(|q| !q.is_empty()) {
+        None => Ok(T::default()),
+        Some(q) => serde_urlencoded_strict(&q),
+    }
+}
+
+fn serde_urlencoded_strict<T: serde::de::DeserializeOwned>(q: &str) -> Result<T, ApiError> {
+    serde_urlencoded::from_str(q)
+        .map_err(|e| ApiError::bad("invalid_query", format!("query string: {e}")))
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(ApiError::from),
+        Err(e) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("worker failed: {e}"),
+        )),
+    }
+}
+
+async fn count(
+    State(app): State<Arc<App>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let r = next.run(req).await;
+    app.metrics.http(r.status().as_u16());
+    r
+}
+
+async fn no_route() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_such_route",
+        "no such route; see docs/openapi.yaml",
+    )
+}
+
+async fn wrong_method() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method; see docs/openapi.yaml",
+    )
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SubmitQuery {
+    #[serde(default)]
+    wait: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Submitted {
+    pub run_id: String,
+    pub state: RunState,
+}
+
+async fn submit(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    RawQuery(q): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    let q: SubmitQuery = query(q)?;
+    let body = body.map_err(body_error)?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::bad("invalid_envelope", "the body is not UTF-8 JSON"))?;
+    if text.trim().is_empty() {
+        return Err(ApiError::bad(
+            "invalid_envelope",
+            "empty body; send an envelope (SPEC §2) as JSON",
+        ));
+    }
+    let env: crate::envelope::Envelope = serde_json::from_str::<serde_json::Value>(text)
+        .map_err(|e| ApiError::bad("invalid_envelope", format!("the body is not JSON: {e}")))
+        .and_then(|_| {
+            crate::envelope::parse_envelope("request body", text)
+                .map_err(|e| ApiError::bad("invalid_envelope", e.to_string()))
+        })?;
+    if env.working_dir.is_none() {
+        return Err(ApiError::bad(
+            "invalid_envelope",
+            "working_dir: required over the API (the daemon does not know your current directory); give the workspace's absolute path",
+        ));
+    }
+    if app.shutting_down.load(Ordering::SeqCst) {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the daemon is shutting down; submit again when it is back",
+        ));
+    }
+    // Admission: bounded queue in front of a bounded number of rehearsals.
+    let cap = app.cfg.max_running + app.cfg.max_queued;
+    if app.admitted.fetch_add(1, Ordering::SeqCst) >= cap {
+        app.admitted.fetch_sub(1, Ordering::SeqCst);
+        app.metrics.refused_queue_full();
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "queue_full",
+            format!(
+                "{} rehearsals are running and {} are queued (the limits); retry later",
+                app.cfg.max_running, app.cfg.max_queued
+            ),
+        );
+        e.retry_after = Some(1);
+        return Err(e);
+    }
+    let engine = app.engine.clone();
+    let daemon_uid = nix::unistd::geteuid().as_raw();
+    let prepared = blocking(move || {
+        let spec = env
+            .validate(None)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        // The caller must own the workspace (or be root, or be the daemon's
+        // own user): the daemon must never rehearse, and so disclose,
+        // somebody else's files on a caller's behalf.
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::metadata(&spec.workspace)
+            .map(|m| m.uid())
+            .map_err(|e| EngineError::Workspace(e.to_string()))?;
+        if actor.uid != 0 && actor.uid != owner && !(actor.uid == daemon_uid && owner == daemon_uid)
+        {
+            return Err(EngineError::Forbidden(format!(
+                "working_dir: {} belongs to uid {owner}; uid {} may only submit runs for workspaces it owns",
+                spec.workspace.display(),
+                actor.uid
+            )));
+        }
+        engine.prepare(&spec, &actor)
+    })
+    .await;
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            app.admitted.fetch_sub(1, Ordering::SeqCst);
+            if e.code == "budget_exhausted" {
+                app.metrics.refused_budget();
+            }
+            return Err(e);
+        }
+    };
+    app.metrics.submitted();
+    let run_id = prepared.run_id().to_string();
+    let (done_tx, done_rx) = watch::channel(false);
+    let active = Active {
+        cancel: Arc::new(CancelHandle::default()),
+        cancel_queued: Arc::new(Notify::new()),
+        started: Arc::new(AtomicBool::new(false)),
+        done: done_rx.clone(),
+    };
+    let (cancel, cancel_queued, started) = (
+        active.cancel.clone(),
+        active.cancel_queued.clone(),
+        active.started.clone(),
+    );
+    app.active
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(run_id.clone(), active);
+    let task_app = app.clone();
+    let task_id = run_id.clone();
+    tokio::spawn(async move {
+        let app = task_app;
+        let permit = tokio::select! {
+            p = app.slots.clone().acquire_owned() => p.ok(),
+            _ = cancel_queued.notified() => None,
+        };
+        let engine = app.engine.clone();
+        let outcome = match permit {
+            Some(permit) if !cancel.is_cancelled() => {
+                started.store(true, Ordering::SeqCst);
+                app.running.fetch_add(1, Ordering::SeqCst);
+                let c = cancel.clone();
+                let r = tokio::task::spawn_blocking(move || {
+                    let r = engine.rehearse_prepared(prepared, Some(&c));
+                    drop(permit);
+                    r
+                })
+                .await;
+                app.running.fetch_sub(1, Ordering::SeqCst);
+                r
+            }
+            _ => {
+                let why = if app.shutting_down.load(Ordering::SeqCst) {
+                    "the daemon shut down before the rehearsal started; nothing ran; submit it again"
+                } else {
+                    "cancelled while queued; nothing ran"
+                };
+                tokio::task::spawn_blocking(move || engine.fail_unstarted(prepared, why)).await
+            }
+        };
+        match &outcome {
+            Ok(Ok(r)) => app.metrics.finished(
+                r.verdict
+                    .as_ref()
+                    .map(|v| v.decision.as_str())
+                    .unwrap_or("failed"),
+            ),
+            Ok(Err(e)) => tracing::error!("run {task_id}: {e}"),
+            Err(e) => tracing::error!("run {task_id}: worker failed: {e}"),
+        }
+        app.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&task_id);
+        app.admitted.fetch_sub(1, Ordering::SeqCst);
+        let _ = done_tx.send(true);
+    });
+
+    if !q.wait {
+        return Ok((
+            StatusCode::ACCEPTED,
+            axum::Json(Submitted {
+                run_id,
+                state: RunState::Queued,
+            }),
+        )
+            .into_response());
+    }
+    let mut done = done_rx;
+    let _ = done.wait_for(|d| *d).await;
+    let engine = app.engine.clone();
+    let r = blocking(move || engine.get(&run_id)).await?;
+    Ok((StatusCode::OK, axum::Json(r)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct RunList {
+    pub runs: Vec<crate::record::RunRecord>,
+}
+
+async fn list(
+    State(app): State<Arc<App>>,
+    RawQuery(q): RawQuery,
+) -> Result<axum::Json<RunList>, ApiError> {
+    let q: ListQuery = query(q)?;
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
+            ApiError::bad(
+                "invalid_query",
+                format!("state={s:?} is not a run state (queued, running, rehearsed, awaiting_approval, approved, rejected, promoted, failed)"),
+            )
+        })?),
+    };
+    let limit = q.limit.unwrap_or(1000).min(10_000);
+    let engine = app.engine.clone();
+    let mut runs = blocking(move || engine.list(state)).await?;
+    runs.truncate(limit);
+    Ok(axum::Json(RunList { runs }))
+}
+
+async fn show(
+    State(app): State<Arc<App>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let id = checked_id(&id)?.to_string();
+    let engine = app.engine.clone();
+    let r = blocking(move || engine.get(&id)).await?;
+    Ok(axum::Json(r).into_response())
+}
+
+async fn diff(
+    State(app): State<Arc<App>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let id = checked_id(&id)?.to_string();
+    let engine = app.engine.clone();
+    let d = blocking(move || {
+        let r = engine.get(&id)?;
+        Ok(crate::workspace::textdiff::run_diff(&engine, &r))
+    })
+    .await?;
+    Ok(axum::Json(d).into_response())
+}
+
+#[derive(Deserialize, Default, Serialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewBody {
+    #[serde(default)]
+    pub note: String,
+    /// Approving a blocked run is an override and must say so.
+    #[serde(default, rename = "override")]
+    pub override_block: bool,
+}
+
+fn review_body(body: Result<Bytes, BytesRejection>) -> Result<ReviewBody, ApiError> {
+    let body = body.map_err(body_error)?;
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(ReviewBody::default());
+    }
+    let de = &mut serde_json::Deserializer::from_slice(&body);
+    serde_path_to_error::deserialize(de)
+        .map_err(|e| ApiError::bad("invalid_request", format!("body: {e}")))
+}
+
+async fn review(
+    app: Arc<App>,
+    peer: Peer,
+    id: String,
+    body: Result<Bytes, BytesRejection>,
+    action: ReviewAction,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    let id = checked_id(&id)?.to_string();
+    let b = review_body(body)?;
+    let engine = app.engine.clone();
+    let auth = ReviewerAuth::PeerCredentials {
+        approver_group: app.cfg.approver_group.clone(),
+    };
+    let r = blocking(move || engine.review(&id, &actor, &auth, action, &b.note, b.override_block))
+        .await?;
+    Ok(axum::Json(r).into_response())
+}
+
+async fn approve(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    review(app, peer, id, body, ReviewAction::Approve).await
+}
+
+async fn reject(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    review(app, peer, id, body, ReviewAction::Reject).await
+}
+
+async fn cancel(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    let id = checked_id(&id)?.to_string();
+    let engine = app.engine.clone();
+    let rid = id.clone();
+    let record = blocking(move || engine.get(&rid)).await?;
+    let submitter = record.submitted_by.as_ref().map(|a| a.uid);
+    if actor.uid != 0
+        && submitter != Some(actor.uid)
+        && !crate::engine::is_approver(actor.uid, &app.cfg.approver_group)
+    {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "uid {} may not cancel run {id}: only its submitter, root and reviewers may",
+                actor.uid
+            ),
+        ));
+    }
+    let handles = app
+        .active
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&id)
+        .map(|a| (a.cancel.clone(), a.cancel_queued.clone(), a.done.clone()));
+    let Some((c, n, mut done)) = handles else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "run {id} is {}; only a queued or running run can be cancelled",
+                record.state.as_str()
+            ),
+        ));
+    };
+    let engine = app.engine.clone();
+    let (rid, st) = (id.clone(), record.state);
+    blocking(move || engine.journal_cancel(&rid, &actor, st)).await?;
+    c.cancel();
+    n.notify_one();
+    let _ = done.wait_for(|d| *d).await;
+    let engine = app.engine.clone();
+    let r = blocking(move || engine.get(&id)).await?;
+    Ok((StatusCode::OK, axum::Json(r)).into_response())
+}
+
+async fn promote(UrlPath(id): UrlPath<String>) -> Result<Response, ApiError> {
+    checked_id(&id)?;
+    Err(ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "not_implemented",
+        "the live lane (promotion and receipts) is not part of this version yet",
+    ))
+}
+
+async fn receipt(UrlPath(id): UrlPath<String>) -> Result<Response, ApiError> {
+    let ok = id.len() <= 80
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !ok {
+        return Err(ApiError::bad("bad_receipt_id", "not a receipt id"));
+    }
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_such_receipt",
+        format!("no receipt {id}: this version does not promote runs yet"),
+    ))
+}
+
+async fn journal_verify(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
+    let engine = app.engine.clone();
+    let rep = blocking(move || Ok(engine.journal().verify()?)).await?;
+    Ok(axum::Json(rep).into_response())
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+    pub running: usize,
+    pub queued: usize,
+    pub max_running: usize,
+    pub max_queued: usize,
+    pub landlock_abi: u32,
+}
+
+async fn health(State(app): State<Arc<App>>) -> axum::Json<Health> {
+    let admitted = app.admitted.load(Ordering::SeqCst);
+    let running = app.running.load(Ordering::SeqCst);
+    axum::Json(Health {
+        status: if app.shutting_down.load(Ordering::SeqCst) {
+            "shutting_down".into()
+        } else {
+            "ok".into()
+        },
+        version: env!("CARGO_PKG_VERSION").into(),
+        running,
+        queued: admitted.saturating_sub(running),
+        max_running: app.cfg.max_running,
+        max_queued: app.cfg.max_queued,
+        landlock_abi: crate::sandbox::probe::landlock_abi(),
+    })
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let admitted = app.admitted.load(Ordering::SeqCst);
+    let running = app.running.load(Ordering::SeqCst);
+    let text = app
+        .metrics
+        .render(running, admitted.saturating_sub(running));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}

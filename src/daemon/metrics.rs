@@ -1,0 +1,115 @@
+//! Prometheus (OpenMetrics text) counters for `GET /metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabel {
+    decision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    http: Family<StatusLabel, Counter>,
+    submitted: Counter,
+    finished: Family<DecisionLabel, Counter>,
+    refused: Family<ReasonLabel, Counter>,
+    running: Gauge,
+    queued: Gauge,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("dryrun");
+        let http = Family::<StatusLabel, Counter>::default();
+        let submitted = Counter::default();
+        let finished = Family::<DecisionLabel, Counter>::default();
+        let refused = Family::<ReasonLabel, Counter>::default();
+        let running = Gauge::default();
+        let queued = Gauge::default();
+        registry.register("http_responses", "HTTP responses by status", http.clone());
+        registry.register(
+            "runs_submitted",
+            "Runs accepted for rehearsal",
+            submitted.clone(),
+        );
+        registry.register(
+            "runs_finished",
+            "Rehearsals finished, by decision (failed when no verdict)",
+            finished.clone(),
+        );
+        registry.register(
+            "submissions_refused",
+            "Submissions refused before rehearsal, by reason",
+            refused.clone(),
+        );
+        registry.register(
+            "rehearsals_running",
+            "Rehearsals running now",
+            running.clone(),
+        );
+        registry.register(
+            "runs_queued",
+            "Runs waiting for a rehearsal slot",
+            queued.clone(),
+        );
+        Metrics {
+            registry,
+            http,
+            submitted,
+            finished,
+            refused,
+            running,
+            queued,
+        }
+    }
+
+    pub fn http(&self, status: u16) {
+        self.http.get_or_create(&StatusLabel { status }).inc();
+    }
+    pub fn submitted(&self) {
+        self.submitted.inc();
+    }
+    pub fn finished(&self, decision: &str) {
+        self.finished
+            .get_or_create(&DecisionLabel {
+                decision: decision.into(),
+            })
+            .inc();
+    }
+    pub fn refused_queue_full(&self) {
+        self.refused(&"queue_full");
+    }
+    pub fn refused_budget(&self) {
+        self.refused(&"budget_exhausted");
+    }
+    fn refused(&self, reason: &&str) {
+        self.refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn render(&self, running: usize, queued: usize) -> String {
+        self.running.set(running as i64);
+        self.queued.set(queued as i64);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

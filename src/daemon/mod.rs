@@ -1,0 +1,296 @@
+//! `dryrun daemon`: HTTP/1.1 + JSON on a Unix socket (SPEC §6). The API
+//! layer only parses (method + path + body → a typed call into the
+//! [`Engine`]); every stage lives in the engine, as for the CLI.
+//!
+//! Lifecycle, in order:
+//! 1. open the engine on the state directory; this settles what a previous
+//!    daemon left in flight (runs → `failed`, journaled; scratch removed;
+//!    stale cgroups swept);
+//! 2. take the listening socket: a systemd socket-activation fd when one is
+//!    passed (`LISTEN_FDS`), else bind `--socket` after taking an exclusive
+//!    lock on `<socket>.lock` (so a stale socket file is replaced only when
+//!    no other daemon is serving it), mode 0660, group `--socket-group`;
+//! 3. serve; rehearsals run at most `--max-running` at once, with at most
+//!    `--max-queued` waiting; beyond that, 429 with `Retry-After`;
+//! 4. on SIGTERM/SIGINT: stop accepting, fail queued runs, give running
+//!    rehearsals `--shutdown-grace` seconds, cancel the rest, remove the
+//!    socket.
+
+mod api;
+mod metrics;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use api::{ErrorBody, ErrorDetail, Health, ROUTES, ReviewBody, RunList, Submitted};
+
+use crate::engine::{Engine, EngineOptions};
+
+/// Where a daemon listens when not told otherwise (SPEC §6).
+pub fn default_socket() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from("/run/dryrun/dryrun.sock");
+    }
+    user_socket().unwrap_or_else(|| PathBuf::from("/run/dryrun/dryrun.sock"))
+}
+
+/// `$XDG_RUNTIME_DIR/dryrun.sock`, when that directory is set.
+pub fn user_socket() -> Option<PathBuf> {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(|d| PathBuf::from(d).join("dryrun.sock"))
+}
+
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    /// Group that may connect (socket mode 0660); default: the daemon's own.
+    pub socket_group: Option<String>,
+    /// Members (and root) may approve and reject.
+    pub approver_group: String,
+    pub max_running: usize,
+    pub max_queued: usize,
+    pub max_body_bytes: usize,
+    pub shutdown_grace: Duration,
+    pub budget: Option<crate::policy::budget::BudgetConfig>,
+    pub allow_degraded: bool,
+}
+
+impl DaemonConfig {
+    pub fn new(socket: PathBuf, state_dir: PathBuf) -> Self {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        DaemonConfig {
+            socket,
+            state_dir,
+            socket_group: None,
+            approver_group: "dryrun-approvers".into(),
+            max_running: cores,
+            max_queued: 64,
+            max_body_bytes: 1 << 20,
+            shutdown_grace: Duration::from_secs(30),
+            budget: Some(Default::default()),
+            allow_degraded: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("socket {path}: {message}")]
+    Socket { path: PathBuf, message: String },
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("group {0:?} does not exist; create it or pass another --socket-group")]
+    NoSuchGroup(String),
+    #[error(
+        "the journal {path} is damaged at line {line}: {problem}. The daemon will not append to a broken chain. \
+         Keep the file as evidence: move journal.jsonl and journal.head aside to start a new chain"
+    )]
+    JournalDamaged {
+        path: String,
+        line: u64,
+        problem: String,
+    },
+}
+
+/// The listening socket and, when we bound it ourselves, its lock.
+struct Listening {
+    listener: tokio::net::UnixListener,
+    /// Held for the daemon's lifetime; `None` under socket activation.
+    _lock: Option<nix::fcntl::Flock<std::fs::File>>,
+    /// Removed at shutdown when we created it.
+    owned_path: Option<PathBuf>,
+}
+
+fn socket_err(path: &Path, message: impl std::fmt::Display) -> DaemonError {
+    DaemonError::Socket {
+        path: path.to_path_buf(),
+        message: message.to_string(),
+    }
+}
+
+fn take_listener(cfg: &DaemonConfig) -> Result<Listening, DaemonError> {
+    // systemd socket activation: LISTEN_PID/LISTEN_FDS name fd 3.
+    let mut fds = listenfd::ListenFd::from_env();
+    if fds.len() > 0 {
+        let std_l = fds
+            .take_unix_listener(0)
+            .map_err(|e| socket_err(&cfg.socket, format!("socket-activation fd 3: {e}")))?
+            .ok_or_else(|| {
+                socket_err(
+                    &cfg.socket,
+                    "LISTEN_FDS is set but fd 3 is not a listening Unix socket",
+                )
+            })?;
+        std_l
+            .set_nonblocking(true)
+            .map_err(|e| socket_err(&cfg.socket, e))?;
+        let listener =
+            tokio::net::UnixListener::from_std(std_l).map_err(|e| socket_err(&cfg.socket, e))?;
+        tracing::info!("serving on the socket passed by systemd");
+        return Ok(Listening {
+            listener,
+            _lock: None,
+            owned_path: None,
+        });
+    }
+
+    let path = &cfg.socket;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .ok_or_else(|| socket_err(path, "give an absolute socket path"))?;
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(|e| socket_err(path, e))?;
+        // Reachable by the socket's group; the socket's own mode decides.
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+    }
+    let lock_path = {
+        let mut p = path.clone().into_os_string();
+        p.push(".lock");
+        PathBuf::from(p)
+    };
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| socket_err(&lock_path, e))?;
+    let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| {
+            socket_err(
+                path,
+                format!(
+                    "another dryrun daemon is serving it (it holds {}); stop that one first",
+                    lock_path.display()
+                ),
+            )
+        })?;
+    // We hold the lock, so whatever socket file is there is stale.
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !m.file_type().is_socket() {
+                return Err(socket_err(
+                    path,
+                    "exists and is not a socket; refusing to replace it",
+                ));
+            }
+            std::fs::remove_file(path).map_err(|e| socket_err(path, e))?;
+            tracing::info!("replaced a stale socket at {}", path.display());
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(socket_err(path, e)),
+    }
+    let std_l = std::os::unix::net::UnixListener::bind(path).map_err(|e| socket_err(path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| socket_err(path, e))?;
+    if let Some(g) = &cfg.socket_group {
+        let grp = nix::unistd::Group::from_name(g)
+            .ok()
+            .flatten()
+            .ok_or_else(|| DaemonError::NoSuchGroup(g.clone()))?;
+        nix::unistd::chown(path, None, Some(grp.gid))
+            .map_err(|e| socket_err(path, format!("chown to group {g}: {e}")))?;
+    }
+    std_l
+        .set_nonblocking(true)
+        .map_err(|e| socket_err(path, e))?;
+    let listener = tokio::net::UnixListener::from_std(std_l).map_err(|e| socket_err(path, e))?;
+    Ok(Listening {
+        listener,
+        _lock: Some(lock),
+        owned_path: Some(path.clone()),
+    })
+}
+
+/// Run the daemon until SIGTERM/SIGINT. Blocks.
+pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
+    // Fail closed: verify the whole chain before serving (O(journal), once).
+    let report = crate::journal::Journal::new(&cfg.state_dir)
+        .verify()
+        .map_err(|e| DaemonError::Engine(e.into()))?;
+    if let Some(bad) = report.first_bad {
+        return Err(DaemonError::JournalDamaged {
+            path: report.path,
+            line: bad.line,
+            problem: bad.problem,
+        });
+    }
+    let opts = EngineOptions {
+        allow_degraded: cfg.allow_degraded || EngineOptions::default().allow_degraded,
+        ..EngineOptions::default()
+    };
+    let mut engine = Engine::open(&cfg.state_dir, opts)?;
+    if let Some(b) = cfg.budget {
+        engine.enable_budget(b);
+    }
+    let recovered = engine.recover_interrupted()?;
+    if !recovered.is_empty() {
+        tracing::warn!(
+            "{} run(s) interrupted by the previous daemon's end marked failed",
+            recovered.len()
+        );
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(cfg.max_running.max(1) * 2 + 8)
+        .enable_all()
+        .build()
+        .map_err(DaemonError::Runtime)?;
+    rt.block_on(async move {
+        let listening = take_listener(&cfg)?;
+        let app = api::App::new(Arc::new(engine), cfg.clone());
+        let router = api::router(app.clone());
+        eprintln!(
+            "dryrun daemon: serving {} (state {}; {} rehearsals at once, {} queued; approvers: root and group {})",
+            cfg.socket.display(),
+            cfg.state_dir.display(),
+            cfg.max_running,
+            cfg.max_queued,
+            cfg.approver_group
+        );
+        let shutdown_app = app.clone();
+        let serve = axum::serve(
+            listening.listener,
+            router.into_make_service_with_connect_info::<api::Peer>(),
+        )
+        .with_graceful_shutdown(async move {
+            wait_for_signal().await;
+            shutdown_app.begin_shutdown();
+        });
+        // Connections waiting on `?wait=true` finish when their rehearsal
+        // does; the shutdown task below bounds that.
+        let drain_app = app.clone();
+        let grace = cfg.shutdown_grace;
+        let drained = tokio::spawn(async move {
+            drain_app.shutdown_started().await;
+            drain_app.drain(grace).await;
+        });
+        let result = serve.await;
+        let _ = drained.await;
+        if let Some(p) = &listening.owned_path {
+            let _ = std::fs::remove_file(p);
+        }
+        result.map_err(|e| socket_err(&cfg.socket, e))?;
+        eprintln!("dryrun daemon: stopped");
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,1401 @@
+//! The daemon, for real: a `dryrun daemon` process on a real Unix socket,
+//! real HTTP clients (the CLI's hyper client, curl, raw bytes), two real
+//! identities (root as the reviewer, the unprivileged test user as the agent).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Everything here needs two identities; as a non-root user it cannot run.
+fn require_root() -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var("DRYRUN_TEST_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
+        panic!("DRYRUN_TEST_REQUIRE_ROOT=1 but the tests are not running as root");
+    }
+    eprintln!("SKIP: the daemon tests need root to create a second identity");
+    false
+}
+
+/// Name of the test user's primary group (the socket's group here).
+fn test_group() -> String {
+    let (_, gid) = test_user();
+    nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .unwrap()
+        .unwrap()
+        .name
+}
+
+struct Daemon {
+    child: Option<Child>,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(extra: &[&str]) -> Daemon {
+        Self::start_env(extra, &[])
+    }
+
+    fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("dryrun-daemon-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let socket = dir.path().join("run").join("dryrun.sock");
+        let state = dir.path().join("state");
+        let log = dir.path().join("daemon.log");
+        let mut d = Daemon {
+            child: None,
+            socket,
+            state,
+            dir,
+            log,
+        };
+        d.spawn(extra, env);
+        d
+    }
+
+    fn spawn(&mut self, extra: &[&str], env: &[(&str, &str)]) {
+        let group = test_group();
+        let mut c = Command::new(bin());
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("DRYRUN_LOG", "info")
+            .envs(env.iter().copied())
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(["--socket-group", &group])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&self.log).unwrap());
+        self.child = Some(c.spawn().unwrap());
+        let t0 = Instant::now();
+        while !health_ok(&self.socket) {
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited early ({st}): {}", self.log_text());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "daemon did not come up: {}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        c.wait().unwrap()
+    }
+
+    fn restart(&mut self, extra: &[&str]) {
+        self.spawn(extra, &[]);
+    }
+
+    /// The CLI as root (the reviewer), talking to this daemon.
+    fn cli_root(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("DRYRUN_SOCKET", &self.socket)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// The CLI as the unprivileged test user (the agent).
+    fn cli_user(&self) -> Command {
+        let (u, g) = test_user();
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={u}"))
+            .arg(format!("--regid={g}"))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("DRYRUN_SOCKET", &self.socket)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// A request with curl (a real HTTP client), as root or as the user.
+    fn curl(&self, who: Who, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        let mut c = if who == Who::User {
+            let (u, g) = test_user();
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={u}"))
+                .arg(format!("--regid={g}"))
+                .arg("--clear-groups")
+                .arg("--")
+                .arg("curl");
+            c
+        } else {
+            Command::new("curl")
+        };
+        c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--unix-socket"])
+            .arg(&self.socket)
+            .args(["-X", method])
+            .arg(format!("http://dryrun{path}"));
+        if let Some(b) = body {
+            c.args(["-H", "content-type: application/json", "--data-binary", b]);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (
+            code.trim().parse().unwrap_or(0),
+            serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
+        )
+    }
+
+    fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.state.join("journal.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| v["body"].clone())
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn health_ok(socket: &Path) -> bool {
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.starts_with("HTTP/1.1 200")
+}
+
+/// A workspace owned by the test user (the agent's project).
+fn user_workspace() -> Ws {
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    std::fs::create_dir_all(ws.dir.join(".git/hooks")).unwrap();
+    ws.chown_all();
+    ws
+}
+
+fn run_json(out: std::process::Output) -> Run {
+    to_run(out)
+}
+
+fn submit_user(d: &Daemon, ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
+    let out = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--command", cmd])
+        .args(extra)
+        .output()
+        .unwrap();
+    run_json(out)
+}
+
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[test]
+fn submit_verdict_and_approval_with_two_identities() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    // The agent (unprivileged) writes a protected path: needs approval.
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo 'exit 0' > .git/hooks/pre-commit",
+        &["--expect-write", ".git/**"],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.json["state"], "awaiting_approval");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let (uid, _) = test_user();
+    assert_eq!(r.json["submitted_by"]["uid"], uid);
+    assert_eq!(r.json["submitted_by"]["via"], "daemon");
+    assert!(
+        !ws.dir.join(".git/hooks/pre-commit").exists(),
+        "a rehearsal never writes the real workspace"
+    );
+
+    // The agent approving its own run: 403, and nothing changes.
+    let out = d
+        .cli_user()
+        .args(["approve", &id, "--note", "lgtm"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("HTTP 403") && err.contains("submitter"),
+        "{err}"
+    );
+    let (st, body) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/approve"),
+        Some("{}"),
+    );
+    assert_eq!(st, 403, "{body}");
+    assert_eq!(body["error"]["code"], "forbidden");
+
+    // Root (a reviewer) approves, with a note.
+    let out = d
+        .cli_root()
+        .args(["approve", &id, "--note", "hook is harmless", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["state"], "approved");
+    assert_eq!(rec["approvals"][0]["by"]["uid"], 0);
+    assert_eq!(rec["approvals"][0]["note"], "hook is harmless");
+    assert_eq!(rec["approvals"][0]["authenticated_by"], "peer_credentials");
+
+    // A second approval conflicts.
+    let (st, body) = d.curl(Who::Root, "POST", &format!("/v1/runs/{id}/approve"), None);
+    assert_eq!(st, 409, "{body}");
+
+    // The journal holds submission, verdict and approval, chained.
+    let j = d.journal();
+    let kinds: Vec<&str> = j
+        .iter()
+        .filter(|b| b["run_id"] == id.as_str())
+        .map(|b| b["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["run_submitted", "verdict", "approval"]);
+    let approval = j.iter().find(|b| b["kind"] == "approval").unwrap();
+    assert_eq!(approval["actor"]["uid"], 0);
+    assert_eq!(approval["data"]["note"], "hook is harmless");
+    assert_eq!(approval["data"]["submitted_by_uid"], uid);
+    assert_eq!(approval["data"]["override_of_block"], false);
+    let out = d.cli_root().args(["journal", "verify"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("journal OK"));
+
+    // The same run read through the daemon and in-process print the same.
+    let via_daemon = d.cli_root().args(["show", &id]).output().unwrap();
+    let local = Command::new(bin())
+        .env_clear()
+        .args(["--local", "--state-dir"])
+        .arg(&d.state)
+        .args(["show", &id])
+        .output()
+        .unwrap();
+    assert_eq!(via_daemon.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&via_daemon.stdout),
+        String::from_utf8_lossy(&local.stdout)
+    );
+    assert!(String::from_utf8_lossy(&via_daemon.stdout).contains("approved by uid 0"));
+}
+
+#[test]
+fn non_approvers_and_self_approval_get_403_and_blocked_runs_need_an_override() {
+    if !require_root() {
+        return;
+    }
+    // A reviewer group that contains the test user: it may approve others'
+    // runs, never its own.
+    let group = "dryrun-test-reviewers";
+    let _ = Command::new("groupadd").args(["--system", group]).status();
+    let st = Command::new("gpasswd")
+        .args(["-a", TEST_USER, group])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let plain = Daemon::start(&[]);
+    let reviewers = Daemon::start(&["--approver-group", group]);
+    let root_ws = Ws::new(Who::Root);
+    root_ws.write(".git/hooks/.keep", "");
+
+    for d in [&plain, &reviewers] {
+        // Root submits a run that needs approval.
+        let out = d
+            .cli_root()
+            .current_dir(&root_ws.dir)
+            .args([
+                "execute",
+                "--json",
+                "--command",
+                "echo x > .git/hooks/post-merge",
+            ])
+            .args(["--expect-write", ".git/**"])
+            .output()
+            .unwrap();
+        let r = run_json(out);
+        assert_eq!(r.code, 3, "{r:?}");
+        let id = r.json["run_id"].as_str().unwrap().to_string();
+        let (st, body) = d.curl(
+            Who::User,
+            "POST",
+            &format!("/v1/runs/{id}/approve"),
+            Some(r#"{"note":"ok"}"#),
+        );
+        if std::ptr::eq(d, &plain) {
+            // Not in dryrun-approvers: 403 for approve and for reject.
+            assert_eq!(st, 403, "{body}");
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("may not approve")
+            );
+            let (st, _) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/reject"), None);
+            assert_eq!(st, 403);
+        } else {
+            assert_eq!(
+                st, 200,
+                "a reviewer approves another identity's run: {body}"
+            );
+            assert_eq!(body["approvals"][0]["by"]["uid"], test_user().0);
+        }
+    }
+
+    // The reviewer's own run: still 403, membership notwithstanding.
+    let ws = user_workspace();
+    let r = submit_user(
+        &reviewers,
+        &ws,
+        "echo x > .git/hooks/pre-push",
+        &["--expect-write", ".git/**"],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap();
+    let (st, body) = reviewers.curl(Who::User, "POST", &format!("/v1/runs/{id}/approve"), None);
+    assert_eq!(st, 403, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("submitter")
+    );
+    // ...but it may withdraw it.
+    let (st, body) = reviewers.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/reject"),
+        Some(r#"{"note":"withdrawn"}"#),
+    );
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["state"], "rejected");
+
+    // A blocked run: approving it is an explicit, journaled override.
+    let r = submit_user(
+        &plain,
+        &ws,
+        "echo x > README.md",
+        &["--expect-write", "docs/*"],
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let out = plain.cli_root().args(["approve", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--override"));
+    let out = plain
+        .cli_root()
+        .args([
+            "approve",
+            &id,
+            "--override",
+            "--note",
+            "README edit is fine",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["approvals"][0]["overrode_block"], true);
+    let j = plain.journal();
+    let a = j
+        .iter()
+        .find(|b| b["kind"] == "approval" && b["run_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(a["data"]["override_of_block"], true);
+    assert_eq!(a["data"]["decision_was"], "blocked");
+
+    let _ = Command::new("groupdel").arg(group).status();
+}
+
+#[test]
+fn bad_requests_get_json_errors_and_nothing_runs() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&["--max-body-kb", "16"]);
+    let ws = user_workspace();
+    let wd = ws.dir.display().to_string();
+    let cases: Vec<(String, &str, String, u16, &str)> = vec![
+        (
+            "POST".into(),
+            "/v1/runs",
+            "{not json".into(),
+            400,
+            "invalid_envelope",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs",
+            "".into(),
+            400,
+            "invalid_envelope",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs",
+            format!(
+                r#"{{"command":"ls","working_dir":"{wd}","intent":{{"expected_write":["a"]}}}}"#
+            ),
+            400,
+            "invalid_envelope",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs",
+            r#"{"command":"ls"}"#.into(),
+            400,
+            "invalid_envelope",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs",
+            r#"{"command":"ls","working_dir":"rel/dir"}"#.into(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs",
+            format!(r#"{{"command":"","working_dir":"{wd}"}}"#),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs",
+            format!(
+                r#"{{"command":"ls","working_dir":"{wd}","x":"{}"}}"#,
+                "a".repeat(20_000)
+            ),
+            413,
+            "body_too_large",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs?wait=maybe",
+            "{}".into(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs?colour=red",
+            "{}".into(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "GET".into(),
+            "/v1/runs?state=sideways",
+            String::new(),
+            400,
+            "invalid_query",
+        ),
+        (
+            "GET".into(),
+            "/v1/runs/..%2f..%2fetc",
+            String::new(),
+            400,
+            "bad_run_id",
+        ),
+        (
+            "GET".into(),
+            "/v1/runs/r1234-abcd",
+            String::new(),
+            404,
+            "no_such_run",
+        ),
+        (
+            "POST".into(),
+            "/v1/runs/r1234-abcd/approve",
+            r#"{"note":"x","sneaky":true}"#.into(),
+            400,
+            "invalid_request",
+        ),
+        (
+            "DELETE".into(),
+            "/v1/runs",
+            String::new(),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "GET".into(),
+            "/v2/everything",
+            String::new(),
+            404,
+            "no_such_route",
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let (st, v) = d.curl(
+            Who::User,
+            &method,
+            path,
+            (!body.is_empty() || method == "POST").then_some(body.as_str()),
+        );
+        assert_eq!(st, status, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], code, "{method} {path}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{v}"
+        );
+    }
+    // The unknown field is named.
+    let (_, v) = d.curl(
+        Who::User,
+        "POST",
+        "/v1/runs",
+        Some(&format!(
+            r#"{{"command":"ls","working_dir":"{wd}","intent":{{"expected_write":["a"]}}}}"#
+        )),
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected_write"),
+        "{v}"
+    );
+
+    // Someone else's workspace: refused before anything runs.
+    let root_ws = Ws::new(Who::Root);
+    root_ws.write("secret.txt", "root's\n");
+    let (st, v) = d.curl(
+        Who::User,
+        "POST",
+        "/v1/runs?wait=true",
+        Some(&format!(
+            r#"{{"command":"cat secret.txt","working_dir":"{}"}}"#,
+            root_ws.dir.display()
+        )),
+    );
+    assert_eq!(st, 403, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to uid 0")
+    );
+
+    // Garbage that is not HTTP: the connection is answered or dropped, the
+    // daemon lives on.
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    s.write_all(b"\x00\x01\x02 NOT HTTP\r\n\r\n").unwrap();
+    let mut sink = Vec::new();
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.read_to_end(&mut sink);
+    assert!(health_ok(&d.socket));
+
+    // No run record was created by any of it.
+    let runs = std::fs::read_dir(d.state.join("runs")).unwrap().count();
+    assert_eq!(runs, 0);
+}
+
+#[test]
+fn routes_match_the_openapi_document() {
+    if !require_root() {
+        return;
+    }
+    let doc: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/openapi.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for method in ops.as_object().unwrap().keys() {
+            if ["get", "post", "put", "delete", "patch"].contains(&method.as_str()) {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    documented.sort();
+    let mut served: Vec<(String, String)> = dryrun::daemon::ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    served.sort();
+    assert_eq!(
+        documented, served,
+        "docs/openapi.yaml and the router differ"
+    );
+
+    // And the live daemon agrees: every documented route is served (no
+    // routing error), every other method on those paths is 405.
+    let d = Daemon::start(&[]);
+    for (method, path) in &served {
+        let p = path.replace("{id}", "r1-1");
+        let body = (method == "POST").then_some("{}");
+        let (st, v) = d.curl(Who::Root, method, &p, body);
+        let code = v["error"]["code"].as_str().unwrap_or("");
+        assert!(
+            code != "no_such_route" && code != "method_not_allowed" && st != 0,
+            "{method} {path} is documented but not served: {st} {v}"
+        );
+        for other in ["GET", "POST", "PUT", "DELETE"] {
+            if served.iter().any(|(m, q)| m == other && q == path) {
+                continue;
+            }
+            let (st, _) = d.curl(Who::Root, other, &p, None);
+            assert_eq!(st, 405, "{other} {path} should not be served");
+        }
+    }
+}
+
+#[test]
+fn concurrent_submissions_are_bounded() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&["--max-running", "2", "--max-queued", "6"]);
+    let ws = Ws::new(Who::Root);
+    let wd = ws.dir.display().to_string();
+    let body = format!(r#"{{"command":"sleep 0.3","working_dir":"{wd}"}}"#);
+    let pid = d.pid();
+    let rss_kb = move || -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    };
+    let idle_rss = rss_kb();
+    let socket = d.socket.clone();
+    let handles: Vec<_> = (0..200)
+        .map(|_| {
+            let socket = socket.clone();
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let c = dryrun::cli::client::Client::new(&socket);
+                c.request("POST", "/v1/runs", Some(body.into_bytes()))
+                    .map(|r| (r.status, String::from_utf8_lossy(&r.body).into_owned()))
+                    .unwrap_or((0, String::new()))
+            })
+        })
+        .collect();
+    let mut peak_rss = 0;
+    let results: Vec<(u16, String)> = handles
+        .into_iter()
+        .map(|h| {
+            peak_rss = peak_rss.max(rss_kb());
+            h.join().unwrap()
+        })
+        .collect();
+    let accepted: Vec<String> = results
+        .iter()
+        .filter(|(s, _)| *s == 202)
+        .map(|(_, b)| {
+            serde_json::from_str::<Value>(b).unwrap()["run_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let refused = results.iter().filter(|(s, _)| *s == 429).count();
+    assert_eq!(
+        accepted.len() + refused,
+        200,
+        "only 202 and 429 are expected: {:?}",
+        results
+            .iter()
+            .filter(|(s, _)| *s != 202 && *s != 429)
+            .take(3)
+            .collect::<Vec<_>>()
+    );
+    assert!(refused > 0, "200 submissions against 8 slots must see 429s");
+    assert!(
+        accepted.len() >= 8,
+        "at least the slots fill: {}",
+        accepted.len()
+    );
+    let r429 = results.iter().find(|(s, _)| *s == 429).unwrap();
+    assert!(r429.1.contains("queue_full"), "{}", r429.1);
+    // Every accepted run finishes, none fails.
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    wait_until("accepted runs to finish", 120, || {
+        accepted.iter().all(|id| {
+            let r: Value = c.call("GET", &format!("/v1/runs/{id}"), None).unwrap();
+            r["state"] == "rehearsed"
+        })
+    });
+    let h: Value = c.call("GET", "/v1/health", None).unwrap();
+    assert_eq!(h["running"], 0);
+    assert_eq!(h["queued"], 0);
+    let m = c.request("GET", "/metrics", None).unwrap();
+    let m = String::from_utf8_lossy(&m.body);
+    assert!(
+        m.contains(&format!(
+            "dryrun_submissions_refused_total{{reason=\"queue_full\"}} {refused}"
+        )),
+        "{m}"
+    );
+    eprintln!(
+        "200 submissions: {} accepted, {refused} refused; daemon RSS idle {idle_rss} KiB, peak {peak_rss} KiB",
+        accepted.len()
+    );
+    assert!(
+        peak_rss < 200 * 1024,
+        "daemon memory must stay bounded: {peak_rss} KiB"
+    );
+}
+
+#[test]
+fn kill9_during_a_rehearsal_then_restart_cleans_up() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = Ws::new(Who::Root);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    // An acknowledged run before the crash.
+    let body = format!(
+        r#"{{"command":"echo ok","working_dir":"{}"}}"#,
+        ws.dir.display()
+    );
+    let first: Value = c
+        .call("POST", "/v1/runs?wait=true", Some(body.into_bytes()))
+        .unwrap();
+    let marker = format!("dryrun-kill9-canary-{}", std::process::id());
+    let body = format!(
+        r#"{{"command":"sleep 300; : {marker}","working_dir":"{}"}}"#,
+        ws.dir.display()
+    );
+    let sub: Value = c.call("POST", "/v1/runs", Some(body.into_bytes())).unwrap();
+    let id = sub["run_id"].as_str().unwrap().to_string();
+    wait_until("the rehearsal to be running", 30, || {
+        !processes_with(&marker).is_empty()
+    });
+    let journal_before = std::fs::read(d.state.join("journal.jsonl")).unwrap();
+    d.kill9();
+    // Nothing of the run survives its daemon.
+    wait_until("sandbox processes to die with the daemon", 10, || {
+        processes_with(&marker).is_empty()
+    });
+    d.restart(&[]);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let r: Value = c.call("GET", &format!("/v1/runs/{id}"), None).unwrap();
+    assert_eq!(r["state"], "failed", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("interrupted"), "{r}");
+    let r1: Value = c
+        .call(
+            "GET",
+            &format!("/v1/runs/{}", first["run_id"].as_str().unwrap()),
+            None,
+        )
+        .unwrap();
+    assert_eq!(r1["state"], "rehearsed");
+    // Acknowledged records are all there, byte for byte, and the chain holds.
+    let journal_after = std::fs::read(d.state.join("journal.jsonl")).unwrap();
+    assert!(journal_after.starts_with(&journal_before));
+    let v: Value = c.call("GET", "/v1/journal/verify", None).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    let j = d.journal();
+    assert!(
+        j.iter()
+            .any(|b| b["kind"] == "run_failed" && b["run_id"] == id.as_str())
+    );
+    // Nothing left behind: in-flight markers, scratch content, cgroups.
+    assert_eq!(
+        std::fs::read_dir(d.state.join("inflight")).unwrap().count(),
+        0
+    );
+    assert!(!d.state.join("runs").join(&id).join("blobs").exists());
+    for c in ["memory", "pids", "cpu"] {
+        assert!(
+            !Path::new("/sys/fs/cgroup")
+                .join(c)
+                .join("dryrun")
+                .join(&id)
+                .exists(),
+            "cgroup {c} of the interrupted run is still there"
+        );
+    }
+    assert!(!Path::new("/sys/fs/cgroup/dryrun").join(&id).exists());
+}
+
+#[test]
+fn kill9_during_a_journal_append_loses_no_acknowledged_record() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = Ws::new(Who::Root);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let mut acknowledged = Vec::new();
+    for i in 0..3 {
+        let body = format!(
+            r#"{{"command":"echo {i}","working_dir":"{}"}}"#,
+            ws.dir.display()
+        );
+        let r: Value = c
+            .call("POST", "/v1/runs?wait=true", Some(body.into_bytes()))
+            .unwrap();
+        acknowledged.push(r["run_id"].as_str().unwrap().to_string());
+    }
+    let before = std::fs::read(d.state.join("journal.jsonl")).unwrap();
+    d.kill9();
+    // Restart with every journal append stalling halfway through.
+    d.spawn(&[], &[("DRYRUN_FAULT_JOURNAL_STALL_MS", "60000")]);
+    let socket = d.socket.clone();
+    let body = format!(
+        r#"{{"command":"echo torn","working_dir":"{}"}}"#,
+        ws.dir.display()
+    );
+    let pending = std::thread::spawn(move || {
+        dryrun::cli::client::Client::new(&socket)
+            .request("POST", "/v1/runs", Some(body.into_bytes()))
+            .map(|r| r.status)
+    });
+    let jpath = d.state.join("journal.jsonl");
+    let before_len = before.len() as u64;
+    wait_until("the append to be half written", 30, || {
+        std::fs::metadata(&jpath).map(|m| m.len()).unwrap_or(0) > before_len
+    });
+    d.kill9();
+    assert!(
+        pending.join().unwrap().is_err(),
+        "the submission must not have been acknowledged"
+    );
+    let torn = std::fs::read(&jpath).unwrap();
+    assert!(
+        torn.starts_with(&before) && !torn.ends_with(b"\n"),
+        "a torn record is on disk"
+    );
+
+    // Verification before any repair: intact chain, torn tail reported.
+    let out = Command::new(bin())
+        .env_clear()
+        .args(["--local", "--state-dir"])
+        .arg(&d.state)
+        .args(["journal", "verify", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(v["torn_tail_bytes"].as_u64().unwrap() > 0);
+
+    d.restart(&[]);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let v: Value = c.call("GET", "/v1/journal/verify", None).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        v["torn_tail_bytes"], 0,
+        "the torn record was cut at restart: {v}"
+    );
+    let after = std::fs::read(&jpath).unwrap();
+    assert!(
+        after.starts_with(&before),
+        "every acknowledged record is intact"
+    );
+    for id in &acknowledged {
+        let r: Value = c.call("GET", &format!("/v1/runs/{id}"), None).unwrap();
+        assert_eq!(r["state"], "rehearsed");
+    }
+    // The unacknowledged submission did not survive as a live run.
+    let list: Value = c.call("GET", "/v1/runs?state=queued", None).unwrap();
+    assert_eq!(list["runs"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        std::fs::read_dir(d.state.join("inflight")).unwrap().count(),
+        0
+    );
+}
+
+#[test]
+fn a_flipped_journal_byte_is_named() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = Ws::new(Who::Root);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    for i in 0..3 {
+        let body = format!(
+            r#"{{"command":"echo {i}","working_dir":"{}"}}"#,
+            ws.dir.display()
+        );
+        let _: Value = c
+            .call("POST", "/v1/runs?wait=true", Some(body.into_bytes()))
+            .unwrap();
+    }
+    d.terminate();
+    let jpath = d.state.join("journal.jsonl");
+    let text = std::fs::read(&jpath).unwrap();
+    // Record 4 (line 4): flip one byte inside its body.
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(
+            text.iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1),
+        )
+        .collect();
+    let line4 = &text[starts[3]..starts[4]];
+    let off = starts[3] + line4.windows(7).position(|w| w == b"\"kind\":").unwrap() + 8;
+    let mut bad = text.clone();
+    bad[off] ^= 0x20;
+    std::fs::write(&jpath, &bad).unwrap();
+    let out = Command::new(bin())
+        .env_clear()
+        .args(["--local", "--state-dir"])
+        .arg(&d.state)
+        .args(["journal", "verify"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{s}");
+    assert!(
+        s.contains("BROKEN at line 4 (record 3)") && s.contains("edited"),
+        "{s}"
+    );
+    // A daemon refuses to start on a damaged journal rather than paper over it.
+    d.kill9();
+    let out = Command::new(bin())
+        .env_clear()
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("--state-dir")
+        .arg(&d.state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("line 4") && err.contains("aside"), "{err}");
+    // Nothing was appended to it.
+    assert_eq!(std::fs::read(&jpath).unwrap(), bad);
+}
+
+#[test]
+fn state_survives_restart_and_cancel_works() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&["--max-running", "1"]);
+    let ws = user_workspace();
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo x > .git/hooks/pre-commit",
+        &["--expect-write", ".git/**"],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let st = d.terminate();
+    assert!(st.success(), "graceful shutdown: {st} {}", d.log_text());
+    assert!(!d.socket.exists(), "the socket is removed at shutdown");
+    d.restart(&["--max-running", "1"]);
+    let out = d
+        .cli_root()
+        .args(["runs", "--state", "awaiting_approval", "--json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["run_id"], id.as_str());
+    let out = d.cli_root().args(["approve", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+
+    // Cancel: one running, one queued behind it.
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let wd = ws.dir.display().to_string();
+    let long = |tag: &str| {
+        let body = format!(r#"{{"command":"sleep 300; : {tag}","working_dir":"{wd}"}}"#);
+        let mut ch = d
+            .cli_user()
+            .args(["execute", "--json", "--file", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        ch
+    };
+    let running = long("cancel-running");
+    wait_until("the first rehearsal to run", 30, || {
+        !processes_with("cancel-running").is_empty()
+    });
+    let queued = long("cancel-queued");
+    let ids = || -> Vec<(String, String)> {
+        let l: Value = c.call("GET", "/v1/runs", None).unwrap();
+        l["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["run_id"].as_str().unwrap().to_string(),
+                    r["state"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    wait_until("the second run to queue", 30, || {
+        ids().iter().any(|(_, s)| s == "queued")
+    });
+    let qid = ids().into_iter().find(|(_, s)| s == "queued").unwrap().0;
+    let rid = ids().into_iter().find(|(_, s)| s == "running").unwrap().0;
+    // Root is a reviewer and may cancel; the user cancels its own.
+    let out = d
+        .cli_user()
+        .args(["cancel", &qid, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["state"], "failed");
+    assert!(
+        rec["error"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled while queued")
+    );
+    let out = d
+        .cli_root()
+        .args(["cancel", &rid, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["state"], "failed");
+    assert!(rec["error"].as_str().unwrap().contains("cancelled"));
+    wait_until("the cancelled sandbox to be gone", 10, || {
+        processes_with("cancel-running").is_empty()
+    });
+    for ch in [running, queued] {
+        let out = ch.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "a failed run exits 1");
+    }
+    let j = d.journal();
+    assert_eq!(j.iter().filter(|b| b["kind"] == "run_cancelled").count(), 2);
+    assert!(c.call::<Value>("GET", "/v1/journal/verify", None).unwrap()["ok"] == true);
+}
+
+#[test]
+fn one_daemon_per_socket_a_stale_socket_is_replaced_and_socket_activation_works() {
+    if !require_root() {
+        return;
+    }
+    let mut a = Daemon::start(&[]);
+    // A second daemon on the same socket refuses to start.
+    let out = Command::new(bin())
+        .env_clear()
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&a.socket)
+        .arg("--state-dir")
+        .arg(a.dir.path().join("state2"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another dryrun daemon"));
+    assert!(health_ok(&a.socket), "the first daemon is untouched");
+    // kill -9 leaves a stale socket file behind; the next start replaces it.
+    a.kill9();
+    assert!(a.socket.exists());
+    a.restart(&[]);
+    assert!(health_ok(&a.socket));
+    let mode = std::fs::metadata(&a.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&a.socket).unwrap().gid(), test_user().1);
+    drop(a);
+
+    // Socket activation: systemd-socket-activate passes fd 3.
+    let dir = tempfile::Builder::new()
+        .prefix("dryrun-sa-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let sock = dir.path().join("sa.sock");
+    let mut child = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&sock)
+        .arg(bin())
+        .arg("daemon")
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("systemd-socket-activate (package systemd) is installed");
+    wait_until("the activation socket", 10, || sock.exists());
+    let c = dryrun::cli::client::Client::new(&sock);
+    let h: Value = c.call("GET", "/v1/health", None).unwrap();
+    assert_eq!(h["status"], "ok");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn local_approval_needs_a_human_at_a_terminal() {
+    if !require_root() {
+        return;
+    }
+    let ws = Ws::new(Who::Root);
+    ws.write(".git/hooks/.keep", "");
+    let r = ws.rehearse(
+        "echo x > .git/hooks/pre-commit",
+        &["--expect-write", ".git/**"],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+
+    // An agent piping `yes`: no terminal, refused, nothing journaled.
+    let mut c = ws.command();
+    let mut ch = c
+        .args(["approve", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = ch.stdin.take().unwrap().write_all(b"yes\nyes\nyes\n");
+    let out = ch.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interactive terminal"));
+    let count = |kind: &str| {
+        std::fs::read_to_string(ws.state.join("journal.jsonl"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(&format!("\"kind\":\"{kind}\"")))
+            .count()
+    };
+    assert_eq!(count("approval"), 0);
+
+    // A person at a terminal (a real pty from script(1)) types the code back.
+    let approve = |answer: Option<&str>| -> (Option<i32>, String) {
+        let cmdline = format!(
+            "{} --local --state-dir {} approve {id} --note at-the-keyboard",
+            bin().display(),
+            ws.state.display()
+        );
+        let mut ch = Command::new("script")
+            .args(["-qfec", &cmdline, "/dev/null"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TERM", "dumb")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = ch.stdout.take().unwrap();
+        let mut stdin = ch.stdin.take().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        let code = loop {
+            let n = stdout.read(&mut buf).unwrap();
+            assert!(n > 0, "no prompt: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if let Some(i) = text.find("type this code to confirm: ")
+                && text[i..].contains('>')
+            {
+                break text[i + 27..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .to_string();
+            }
+        };
+        let typed = answer.map(String::from).unwrap_or(code);
+        stdin.write_all(format!("{typed}\n").as_bytes()).unwrap();
+        let mut rest = String::new();
+        let _ = stdout.read_to_string(&mut rest);
+        let st = ch.wait().unwrap();
+        (
+            st.code(),
+            String::from_utf8_lossy(&seen).into_owned() + &rest,
+        )
+    };
+    let (code, text) = approve(Some("WRONG1"));
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("did not match"), "{text}");
+    assert_eq!(count("approval"), 0);
+    let (code, text) = approve(None);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("approved by uid 0"), "{text}");
+    let rec: Value = serde_json::from_slice(
+        &std::fs::read(ws.state.join("runs").join(&id).join("record.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rec["state"], "approved");
+    assert_eq!(
+        rec["approvals"][0]["authenticated_by"],
+        "local_tty_confirmation"
+    );
+    assert_eq!(count("approval"), 1);
+}
+
+#[test]
+fn a_daemon_runs_as_an_ordinary_user() {
+    if !require_root() {
+        return;
+    }
+    let (u, g) = test_user();
+    let ws = user_workspace();
+    let dir = tempfile::Builder::new()
+        .prefix("dryrun-userd-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let st = Command::new("chown")
+        .arg(format!("{u}:{g}"))
+        .arg(dir.path())
+        .arg(&run)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // XDG_RUNTIME_DIR decides the default socket of a user daemon.
+    let mut child = Command::new("setpriv")
+        .arg(format!("--reuid={u}"))
+        .arg(format!("--regid={g}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(bin())
+        .arg("daemon")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("XDG_RUNTIME_DIR", &run)
+        .env("DRYRUN_STATE_DIR", dir.path().join("state"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = run.join("dryrun.sock");
+    wait_until("the user daemon's socket", 20, || health_ok(&sock));
+    // The CLI finds the user daemon by itself (no --socket).
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={u}"))
+        .arg(format!("--regid={g}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(bin())
+        .args([
+            "execute",
+            "--json",
+            "--command",
+            "echo hi > out.txt",
+            "--expect-write",
+            "out.txt",
+        ])
+        .current_dir(&ws.dir)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("XDG_RUNTIME_DIR", &run)
+        .output()
+        .unwrap();
+    let r = to_run(out);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json["submitted_by"]["via"], "daemon");
+    assert_eq!(r.json["submitted_by"]["uid"], u);
+    assert!(
+        r.json["rehearsal"]["sandbox"]["ids"]
+            .as_str()
+            .unwrap()
+            .starts_with("self")
+    );
+    assert!(!ws.dir.join("out.txt").exists());
+    let _ = child.kill();
+    let _ = child.wait();
+}
