@@ -130,7 +130,7 @@ pub struct Prepared {
     record: RunRecord,
     sspec: SandboxSpec,
     spec: EnvelopeSpec,
-    protected: crate::workspace::paths::PathMatcher,
+    protected: std::sync::Arc<crate::workspace::paths::PathMatcher>,
     risk: crate::classify::Classification,
     ids_desc: String,
     max_blobs: u64,
@@ -230,6 +230,35 @@ pub fn is_approver(uid: u32, group: &str) -> bool {
         return false;
     };
     u.gid == g.gid || g.mem.contains(&u.name)
+}
+
+/// The policy's protected paths as a matcher, built once per policy (glob
+/// compilation costs more than classifying a command).
+fn protected_matcher(
+    policy: &crate::policy::Policy,
+) -> Result<std::sync::Arc<crate::workspace::paths::PathMatcher>, EngineError> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Cache = Mutex<HashMap<Vec<String>, Arc<crate::workspace::paths::PathMatcher>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(m) = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&policy.protected_paths)
+    {
+        return Ok(m.clone());
+    }
+    let m = Arc::new(
+        crate::workspace::paths::PathMatcher::new(&policy.protected_paths)
+            .map_err(|e| EngineError::Workspace(format!("protected_paths: {e}")))?,
+    );
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if c.len() >= 64 {
+        c.clear();
+    }
+    c.insert(policy.protected_paths.clone(), m.clone());
+    Ok(m)
 }
 
 /// (pid, start time) of a live process, to tell a marker's owner from a
@@ -665,6 +694,13 @@ impl Engine {
     /// allocate the run and journal its submission. The record is saved in
     /// state `queued`; [`Engine::rehearse_prepared`] carries it on.
     pub fn prepare(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<Prepared, EngineError> {
+        let t_prepare = std::time::Instant::now();
+        let r = self.prepare_inner(spec, actor);
+        tracing::debug!(elapsed = ?t_prepare.elapsed(), "run prepared");
+        r
+    }
+
+    fn prepare_inner(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<Prepared, EngineError> {
         if let Some(tree) = self.opts.image.covers(&spec.workspace) {
             return Err(EngineError::Workspace(format!(
                 "{} lies inside {}, which the sandbox image mounts read-only; use a project directory elsewhere",
@@ -697,8 +733,10 @@ impl Engine {
 
         let t0_ns = sandbox::helper::monotonic_ns();
         // Classify first, from the command alone.
-        let policy =
-            crate::policy::Policy::load(Path::new(SYSTEM_POLICY_DIR), Some(&spec.workspace))?;
+        let policy = crate::policy::Policy::load_cached(
+            Path::new(SYSTEM_POLICY_DIR),
+            Some(&spec.workspace),
+        )?;
         let risk = crate::classify::classify_steps(
             &spec.steps,
             spec.uses_steps,
@@ -708,8 +746,7 @@ impl Engine {
                 is_step: spec.uses_steps,
             },
         );
-        let protected = crate::workspace::paths::PathMatcher::new(&policy.protected_paths)
-            .map_err(|e| EngineError::Workspace(format!("protected_paths: {e}")))?;
+        let protected = protected_matcher(&policy)?;
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
@@ -855,7 +892,10 @@ impl Engine {
         let run_id = record.run_id.clone();
         record.state = RunState::Running;
         self.save_relaxed(&record)?;
-        match sandbox::rehearse(&sspec, &blobs, max_blobs, cancel) {
+        let t_sandbox = std::time::Instant::now();
+        let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
+        tracing::debug!(run = %run_id, elapsed = ?t_sandbox.elapsed(), "sandbox returned");
+        match outcome {
             Ok((report, host)) => {
                 let verdict = verdict::judge_with(
                     spec,
@@ -939,8 +979,10 @@ impl Engine {
             }
         }
         self.save(&record)?;
+        let t_commit = std::time::Instant::now();
         self.journal.append(&verdict_entry(&record))?;
         self.clear_inflight(&run_id);
+        tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");
         Ok(record)
     }
 

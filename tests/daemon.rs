@@ -408,6 +408,25 @@ fn non_approvers_and_self_approval_get_403_and_blocked_runs_need_an_override() {
             &format!("/v1/runs/{id}/approve"),
             Some(r#"{"note":"ok"}"#),
         );
+        let (st_read, _) = d.curl(Who::User, "GET", &format!("/v1/runs/{id}"), None);
+        let (_, listed) = d.curl(Who::User, "GET", "/v1/runs", None);
+        let sees = listed["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["run_id"] == id.as_str());
+        if std::ptr::eq(d, &plain) {
+            // Not a reviewer: others' runs are invisible (404, not listed).
+            assert_eq!(st_read, 404);
+            assert!(!sees);
+            let (st, _) = d.curl(Who::User, "GET", &format!("/v1/runs/{id}/diff"), None);
+            assert_eq!(st, 404);
+            let (st, _) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/cancel"), None);
+            assert_eq!(st, 404);
+        } else {
+            assert_eq!(st_read, 200);
+            assert!(sees);
+        }
         if std::ptr::eq(d, &plain) {
             // Not in dryrun-approvers: 403 for approve and for reject.
             assert_eq!(st, 403, "{body}");
@@ -1398,4 +1417,29 @@ fn a_daemon_runs_as_an_ordinary_user() {
     assert!(!ws.dir.join("out.txt").exists());
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[test]
+fn systemd_units_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd");
+    let socket = std::fs::read_to_string(src.join("dryrun.socket")).unwrap();
+    assert!(socket.contains("ListenStream=/run/dryrun/dryrun.sock"));
+    assert!(socket.contains("SocketMode=0660"));
+    let service = std::fs::read_to_string(src.join("dryrun.service"))
+        .unwrap()
+        .replace("/usr/local/bin/dryrun", &bin().display().to_string());
+    std::fs::write(dir.path().join("dryrun.socket"), socket).unwrap();
+    std::fs::write(dir.path().join("dryrun.service"), service).unwrap();
+    let out = match Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(dir.path().join("dryrun.socket"))
+        .arg(dir.path().join("dryrun.service"))
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => panic!("systemd-analyze (package systemd) must be installed: {e}"),
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.trim().is_empty(), "{err}");
 }

@@ -591,6 +591,20 @@ fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Re
 }
 
 fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
+    // A long-lived process: have the allocator hand freed memory back to the
+    // kernel at once (its default delay keeps ~40 MB of rehearsal-time
+    // garbage resident). mimalloc reads this before main, so re-exec once;
+    // a systemd socket-activation fd and LISTEN_PID survive the exec.
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        use std::os::unix::process::CommandExt;
+        let err = std::process::Command::new(
+            std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into()),
+        )
+        .args(std::env::args_os().skip(1))
+        .env("MIMALLOC_PURGE_DELAY", "0")
+        .exec();
+        tracing::warn!("could not re-exec with MIMALLOC_PURGE_DELAY=0: {err}");
+    }
     let socket = g
         .socket
         .clone()

@@ -109,6 +109,29 @@ impl Peer {
     }
 }
 
+impl App {
+    /// Reviewers (root, the approver group) and the daemon's own user see
+    /// every run; anyone else only the runs it submitted.
+    fn sees_all(&self, uid: u32) -> bool {
+        uid == 0
+            || uid == nix::unistd::geteuid().as_raw()
+            || crate::engine::is_approver(uid, &self.cfg.approver_group)
+    }
+
+    fn may_read(&self, uid: u32, r: &crate::record::RunRecord) -> bool {
+        self.sees_all(uid) || r.submitted_by.as_ref().is_some_and(|a| a.uid == uid)
+    }
+}
+
+fn not_yours(id: &str) -> ApiError {
+    // Same answer as a missing run: ids of others' runs are not disclosed.
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_such_run",
+        format!("run {id} does not exist"),
+    )
+}
+
 /// A run the daemon is working on.
 struct Active {
     cancel: Arc<CancelHandle>,
@@ -550,8 +573,10 @@ pub struct RunList {
 
 async fn list(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     RawQuery(q): RawQuery,
 ) -> Result<axum::Json<RunList>, ApiError> {
+    let actor = peer.actor()?;
     let q: ListQuery = query(q)?;
     let state = match q.state.as_deref() {
         None => None,
@@ -565,28 +590,44 @@ async fn list(
     let limit = q.limit.unwrap_or(1000).min(10_000);
     let engine = app.engine.clone();
     let mut runs = blocking(move || engine.list(state)).await?;
+    if !app.sees_all(actor.uid) {
+        runs.retain(|r| app.may_read(actor.uid, r));
+    }
     runs.truncate(limit);
     Ok(axum::Json(RunList { runs }))
 }
 
 async fn show(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
     let engine = app.engine.clone();
-    let r = blocking(move || engine.get(&id)).await?;
+    let rid = id.clone();
+    let r = blocking(move || engine.get(&rid)).await?;
+    if !app.may_read(actor.uid, &r) {
+        return Err(not_yours(&id));
+    }
     Ok(axum::Json(r).into_response())
 }
 
 async fn diff(
     State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
     let engine = app.engine.clone();
+    let rid = id.clone();
+    let app2 = app.clone();
     let d = blocking(move || {
-        let r = engine.get(&id)?;
+        let r = engine.get(&rid)?;
+        if !app2.may_read(actor.uid, &r) {
+            return Err(EngineError::NoSuchRun(rid));
+        }
         Ok(crate::workspace::textdiff::run_diff(&engine, &r))
     })
     .await?;
@@ -660,6 +701,9 @@ async fn cancel(
     let engine = app.engine.clone();
     let rid = id.clone();
     let record = blocking(move || engine.get(&rid)).await?;
+    if !app.may_read(actor.uid, &record) {
+        return Err(not_yours(&id));
+    }
     let submitter = record.submitted_by.as_ref().map(|a| a.uid);
     if actor.uid != 0
         && submitter != Some(actor.uid)

@@ -296,6 +296,10 @@ fn validate_rule(file: &str, r: &RuleConfig) -> Result<Rule, PolicyError> {
     })
 }
 
+/// Policy layers as (file name, text): the freely layered ones, then the
+/// workspace's tighten-only one.
+type Layers = (Vec<(String, String)>, Option<(String, String)>);
+
 impl Policy {
     /// The shipped default alone.
     pub fn default_policy() -> Self {
@@ -308,6 +312,44 @@ impl Policy {
 
     /// Load default + system files + an optional workspace file.
     pub fn load(system_dir: &Path, workspace: Option<&Path>) -> Result<Self, PolicyError> {
+        let (files, ws) = Self::read_layers(system_dir, workspace)?;
+        Self::layered(&files, ws.as_ref())
+    }
+
+    /// [`Policy::load`], memoized on the exact text of every layer: a
+    /// long-lived daemon parses the ~1,500-line default once, and any edit
+    /// to a system or workspace policy file is picked up at the next run.
+    pub fn load_cached(
+        system_dir: &Path,
+        workspace: Option<&Path>,
+    ) -> Result<std::sync::Arc<Self>, PolicyError> {
+        use std::collections::HashMap;
+        use std::sync::{Arc, Mutex, OnceLock};
+        static CACHE: OnceLock<Mutex<HashMap<[u8; 32], Arc<Policy>>>> = OnceLock::new();
+        let (files, ws) = Self::read_layers(system_dir, workspace)?;
+        let mut h = blake3::Hasher::new();
+        for (name, text) in files.iter().chain(ws.iter()) {
+            for part in [name.as_bytes(), text.as_bytes()] {
+                h.update(&(part.len() as u64).to_le_bytes());
+                h.update(part);
+            }
+        }
+        h.update(&[ws.is_some() as u8]);
+        let key = *h.finalize().as_bytes();
+        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Self::layered(&files, ws.as_ref())?);
+        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() >= 64 {
+            c.clear();
+        }
+        c.insert(key, p.clone());
+        Ok(p)
+    }
+
+    fn read_layers(system_dir: &Path, workspace: Option<&Path>) -> Result<Layers, PolicyError> {
         let mut files = vec![(
             "policies/default.yaml".to_string(),
             DEFAULT_POLICY_YAML.to_string(),
@@ -337,7 +379,7 @@ impl Policy {
             }
             _ => None,
         };
-        Self::layered(&files, ws.as_ref())
+        Ok((files, ws))
     }
 
     /// `files` may change anything (later wins by rule id); `tighten_only`

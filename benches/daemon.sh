@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Rehearsals per second through the daemon, and the daemon's memory.
+#
+#   benches/daemon.sh                 # 8 clients x 50 runs of `true`
+#   CLIENTS=8 PER_CLIENT=100 MAX_RUNNING=4 benches/daemon.sh
+#
+# Starts a release-build daemon on its own socket and state directory (as
+# root: ids shifted, cgroup limits), measures its RSS idle, then has CLIENTS
+# concurrent HTTP clients each submit PER_CLIENT envelopes of `true` with
+# `?wait=true` (one request = one full rehearsal + verdict + two journal
+# fsyncs), and prints throughput, latency percentiles and RSS after the load.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLIENTS=${CLIENTS:-8}
+PER_CLIENT=${PER_CLIENT:-50}
+MAX_RUNNING=${MAX_RUNNING:-$(nproc)}
+COMMAND=${COMMAND:-true}
+cargo build --release --quiet
+DRYRUN=$PWD/target/release/dryrun
+WORK=$(mktemp -d /var/tmp/dryrun-daemon-bench.XXXXXX)
+trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/ws"
+echo "hello" > "$WORK/ws/README.md"
+SOCK=$WORK/run/dryrun.sock
+"$DRYRUN" daemon --socket "$SOCK" --state-dir "$WORK/state" \
+    --max-running "$MAX_RUNNING" --max-queued 256 --budget-points 0 \
+    2>"$WORK/daemon.log" &
+PID=$!
+for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+sleep 0.5
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$PID/status"; }
+IDLE=$(rss)
+
+python3 - "$SOCK" "$WORK/ws" "$CLIENTS" "$PER_CLIENT" "$COMMAND" "$IDLE" "$PID" <<'PY'
+import json, socket, sys, threading, time, http.client
+
+sock, ws, clients, per, command, idle, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), sys.argv[7]
+
+class UnixConn(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("dryrun")
+        self.path = path
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+body = json.dumps({"command": command, "working_dir": ws}).encode()
+lat, errors, peak = [], [], [0]
+
+def rss():
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+def client():
+    c = UnixConn(sock)
+    for _ in range(per):
+        t = time.perf_counter()
+        c.request("POST", "/v1/runs?wait=true", body, {"content-type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        lat.append(time.perf_counter() - t)
+        if r.status != 200:
+            errors.append((r.status, data[:200]))
+        else:
+            rec = json.loads(data)
+            if rec["state"] == "failed":
+                errors.append(("failed", rec.get("error")))
+
+def sampler(stop):
+    while not stop.is_set():
+        peak[0] = max(peak[0], rss())
+        time.sleep(0.05)
+
+stop = threading.Event()
+s = threading.Thread(target=sampler, args=(stop,)); s.start()
+threads = [threading.Thread(target=client) for _ in range(clients)]
+t0 = time.perf_counter()
+for t in threads: t.start()
+for t in threads: t.join()
+wall = time.perf_counter() - t0
+stop.set(); s.join()
+lat.sort()
+n = len(lat)
+pct = lambda p: lat[min(n - 1, int(p * n))] * 1000
+print(f"clients: {clients} x {per} runs of {command!r}")
+print(f"rehearsals: {n} in {wall:.2f} s = {n / wall:.1f} rehearsals/s")
+print(f"latency ms: p50 {pct(0.5):.1f}  p90 {pct(0.9):.1f}  p99 {pct(0.99):.1f}")
+time.sleep(3)
+print(f"daemon RSS: idle {idle / 1024:.1f} MiB, peak under load {peak[0] / 1024:.1f} MiB, idle again 3 s later {rss() / 1024:.1f} MiB")
+if errors:
+    print(f"errors: {len(errors)}; first: {errors[0]}")
+    sys.exit(1)
+PY
