@@ -1443,3 +1443,109 @@ fn systemd_units_verify() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && err.trim().is_empty(), "{err}");
 }
+
+#[test]
+fn the_risk_budget_is_enforced_per_uid_and_refunded_on_rejection() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&["--budget-points", "25", "--budget-window", "3600"]);
+    let ws = user_workspace();
+    let wd = ws.dir.display().to_string();
+    // `echo x > a.txt` scores 10 (a write by redirect).
+    let body = format!(
+        r#"{{"command":"echo x > a.txt","working_dir":"{wd}","intent":{{"expected_writes":["a.txt"]}}}}"#
+    );
+    let score: u64 = {
+        let (st, r) = d.curl(Who::User, "POST", "/v1/runs?wait=true", Some(&body));
+        assert_eq!(st, 200, "{r}");
+        r["risk"]["score"].as_u64().unwrap()
+    };
+    assert!(
+        score > 0 && score * 2 <= 25 && score * 3 > 25,
+        "score {score} does not fit this test's budget"
+    );
+    let (st, second) = d.curl(Who::User, "POST", "/v1/runs?wait=true", Some(&body));
+    assert_eq!(st, 200, "{second}");
+    let (st, refused) = d.curl(Who::User, "POST", "/v1/runs?wait=true", Some(&body));
+    assert_eq!(st, 429, "{refused}");
+    assert_eq!(refused["error"]["code"], "budget_exhausted");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("risk budget exhausted")
+    );
+    // Another identity's budget is its own.
+    let root_ws = Ws::new(Who::Root);
+    let root_body = format!(
+        r#"{{"command":"echo x > a.txt","working_dir":"{}"}}"#,
+        root_ws.dir.display()
+    );
+    let (st, _) = d.curl(Who::Root, "POST", "/v1/runs?wait=true", Some(&root_body));
+    assert_eq!(st, 200);
+    // A reviewer's rejection gives the points back.
+    let id = second["run_id"].as_str().unwrap();
+    let (st, r) = d.curl(
+        Who::Root,
+        "POST",
+        &format!("/v1/runs/{id}/reject"),
+        Some(r#"{"note":"no"}"#),
+    );
+    assert_eq!(st, 200, "{r}");
+    let (st, r) = d.curl(Who::User, "POST", "/v1/runs?wait=true", Some(&body));
+    assert_eq!(st, 200, "after the refund: {r}");
+}
+
+#[test]
+fn graceful_shutdown_fails_queued_runs_and_bounds_running_ones() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&["--max-running", "1", "--shutdown-grace", "1"]);
+    let ws = Ws::new(Who::Root);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let tag = format!("shutdown-canary-{}", std::process::id());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let body = format!(
+            r#"{{"command":"sleep 300; : {tag}","working_dir":"{}"}}"#,
+            ws.dir.display()
+        );
+        let s: Value = c.call("POST", "/v1/runs", Some(body.into_bytes())).unwrap();
+        ids.push(s["run_id"].as_str().unwrap().to_string());
+    }
+    wait_until("one rehearsal to run", 30, || {
+        !processes_with(&tag).is_empty()
+    });
+    let t0 = Instant::now();
+    let st = d.terminate();
+    assert!(st.success(), "{st}: {}", d.log_text());
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "shutdown is bounded by the grace period"
+    );
+    assert!(
+        processes_with(&tag).is_empty(),
+        "no rehearsal outlives the daemon"
+    );
+    d.restart(&[]);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let errors: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            let r: Value = c.call("GET", &format!("/v1/runs/{id}"), None).unwrap();
+            assert_eq!(r["state"], "failed", "{r}");
+            r["error"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("shut down before the rehearsal started")),
+        "{errors:?}"
+    );
+    assert!(errors.iter().any(|e| e.contains("cancelled")), "{errors:?}");
+    let v: Value = c.call("GET", "/v1/journal/verify", None).unwrap();
+    assert_eq!(v["ok"], true);
+}
