@@ -181,9 +181,9 @@ fn verdict_entry(r: &RunRecord) -> Entry {
             data: serde_json::json!({
                 "decision": v.decision.as_str(),
                 "state": r.state.as_str(),
-                "reasons": v.reasons,
-                "surprise_paths": v.surprise_paths,
-                "forbidden_paths_touched": v.forbidden_paths_touched,
+                "reasons": capped_list(&v.reasons),
+                "surprise_paths": capped_list(&v.surprise_paths),
+                "forbidden_paths_touched": capped_list(&v.forbidden_paths_touched),
                 "exit_code": reh.exit_code,
                 "signal": reh.signal,
                 "timed_out": reh.timed_out,
@@ -200,6 +200,44 @@ fn verdict_entry(r: &RunRecord) -> Entry {
             data: serde_json::json!({"state": r.state.as_str(), "error": r.error}),
         },
     }
+}
+
+/// Journal records stay small whatever a command does: long texts and
+/// lists are cut, with their full length and BLAKE3 hash kept (the run
+/// record holds everything).
+const JOURNAL_TEXT_MAX: usize = 4096;
+const JOURNAL_LIST_MAX: usize = 50;
+
+fn capped_text(t: &str) -> serde_json::Value {
+    if t.len() <= JOURNAL_TEXT_MAX {
+        return serde_json::Value::String(t.to_string());
+    }
+    let mut end = JOURNAL_TEXT_MAX;
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    serde_json::json!({
+        "text": &t[..end],
+        "bytes": t.len(),
+        "blake3": blake3::hash(t.as_bytes()).to_hex().to_string(),
+    })
+}
+
+fn capped_list(v: &[String]) -> serde_json::Value {
+    let total: usize = v.iter().map(|s| s.len()).sum();
+    if v.len() <= JOURNAL_LIST_MAX && total <= JOURNAL_TEXT_MAX * 4 {
+        return serde_json::json!(v);
+    }
+    let mut h = blake3::Hasher::new();
+    for s in v {
+        h.update(&(s.len() as u64).to_le_bytes());
+        h.update(s.as_bytes());
+    }
+    serde_json::json!({
+        "first": v.iter().take(JOURNAL_LIST_MAX).map(|s| capped_text(&s.chars().take(512).collect::<String>())).collect::<Vec<_>>(),
+        "total": v.len(),
+        "blake3": h.finalize().to_hex().to_string(),
+    })
 }
 
 /// BLAKE3 over the sorted (path, kind, before, after) list: what a receipt binds.
@@ -261,11 +299,53 @@ fn protected_matcher(
     Ok(m)
 }
 
+/// The workspace directory as checked: device, inode and owner.
+struct WorkspaceIdentity {
+    dev: u64,
+    ino: u64,
+    uid: u32,
+    gid: u32,
+}
+
+/// Open the (canonical) workspace path from `/` refusing every symlink and
+/// magic link on the way, and stat what was opened.
+fn workspace_identity(ws: &Path) -> Result<WorkspaceIdentity, EngineError> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let root = nix::fcntl::open(
+        "/",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| EngineError::Workspace(format!("opening /: {e}")))?;
+    let rel = ws.strip_prefix("/").unwrap_or(ws);
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = nix::fcntl::openat2(&root, rel, how).map_err(|e| {
+        EngineError::Workspace(format!(
+            "{}: {e} (the path changed since it was validated, or contains a symlink)",
+            ws.display()
+        ))
+    })?;
+    let st = nix::sys::stat::fstat(&fd)
+        .map_err(|e| EngineError::Workspace(format!("{}: {e}", ws.display())))?;
+    Ok(WorkspaceIdentity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        uid: st.st_uid,
+        gid: st.st_gid,
+    })
+}
+
 /// (pid, start time) of a live process, to tell a marker's owner from a
 /// recycled pid.
 fn process_identity(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 2..];
+    // A zombie (or dead) process does no more work on its runs.
+    if after.starts_with('Z') || after.starts_with('X') {
+        return None;
+    }
     let start = after.split_whitespace().nth(19)?;
     Some(format!("{pid} {start}"))
 }
@@ -358,6 +438,17 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 impl Engine {
     pub fn open(state_dir: &Path, opts: EngineOptions) -> Result<Self, EngineError> {
         let runs = state_dir.join("runs");
+        if !state_dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(state_dir)
+                .map_err(|source| EngineError::State {
+                    path: state_dir.to_path_buf(),
+                    source,
+                })?;
+        }
         std::fs::create_dir_all(&runs).map_err(|source| EngineError::State {
             path: runs.clone(),
             source,
@@ -731,6 +822,22 @@ impl Engine {
             });
         }
 
+        // Pin the workspace: opened without following any symlink, its
+        // identity and owner are what the sandbox will mount and run as.
+        let ws_id = workspace_identity(&spec.workspace)?;
+        if actor.via == "daemon"
+            && actor.uid != 0
+            && actor.uid != nix::unistd::geteuid().as_raw()
+            && actor.uid != ws_id.uid
+        {
+            return Err(EngineError::Forbidden(format!(
+                "working_dir: {} belongs to uid {}; uid {} may only submit runs for workspaces it owns",
+                spec.workspace.display(),
+                ws_id.uid,
+                actor.uid
+            )));
+        }
+
         let t0_ns = sandbox::helper::monotonic_ns();
         // Classify first, from the command alone.
         let policy = crate::policy::Policy::load_cached(
@@ -756,7 +863,7 @@ impl Engine {
             source,
         })?;
 
-        let (ids, ids_desc) = self.plan_ids(&spec.workspace);
+        let (ids, ids_desc) = self.plan_ids(&ws_id)?;
         let limits = SandboxLimits {
             timeout_ms: spec.limits.timeout_s * 1000,
             memory_bytes: spec.limits.memory_mb << 20,
@@ -782,6 +889,7 @@ impl Engine {
             cgroup: sandbox::limits::plan_cgroups(&run_id),
             diff_before_max: 256 * 1024,
             t0_ns,
+            workspace_identity: (ws_id.dev, ws_id.ino),
         };
 
         let record = RunRecord {
@@ -841,20 +949,31 @@ impl Engine {
         let max_blobs = limits.disk_bytes * 2 + (64 << 20);
         self.save(&record)?;
         self.mark_inflight(&run_id)?;
-        self.journal.append(&Entry {
+        let submitted = Entry {
             kind: "run_submitted".into(),
             run_id: Some(run_id.clone()),
             actor: Some(actor.clone()),
             data: serde_json::json!({
-                "task": record.task,
-                "command": record.command,
-                "steps": record.steps,
+                "task": record.task.as_deref().map(capped_text),
+                "command": capped_text(&record.command),
+                "steps": record.steps.as_deref().map(capped_list),
                 "workspace": record.workspace,
                 "envelope_hash": record.envelope_hash,
-                "intent": record.intent,
+                "intent": {
+                    "summary": capped_text(&record.intent.summary),
+                    "mode": record.intent.mode,
+                    "expected_writes": capped_list(&record.intent.expected_writes),
+                    "forbidden_paths": capped_list(&record.intent.forbidden_paths),
+                },
                 "risk": {"score": risk.score, "level": risk.level, "policy_hash": risk.policy_hash},
             }),
-        })?;
+        };
+        if let Err(e) = self.journal.append(&submitted) {
+            // Never acknowledged: leave no trace but the error.
+            self.clear_inflight(&run_id);
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e.into());
+        }
         Ok(Prepared {
             record,
             sspec,
@@ -978,28 +1097,36 @@ impl Engine {
                 let _ = std::fs::remove_dir_all(&blobs);
             }
         }
-        self.save(&record)?;
         let t_commit = std::time::Instant::now();
-        self.journal.append(&verdict_entry(&record))?;
+        // Journal first: a run never shows a final state the journal lacks.
+        if let Err(e) = self.journal.append(&verdict_entry(&record)) {
+            record.state = RunState::Failed;
+            record.error = Some(format!("the verdict could not be journaled: {e}"));
+            let _ = self.save(&record);
+            self.clear_inflight(&run_id);
+            return Err(e.into());
+        }
+        if sspec.cgroup.is_some() && record.state == RunState::Failed {
+            // A cancelled or killed helper cannot remove its cgroups.
+            sandbox::limits::reap_run_cgroups(&run_id);
+        }
+        self.save(&record)?;
         self.clear_inflight(&run_id);
         tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");
         Ok(record)
     }
 
-    fn plan_ids(&self, workspace: &Path) -> (IdPlan, String) {
-        use std::os::unix::fs::MetadataExt;
+    fn plan_ids(&self, ws: &WorkspaceIdentity) -> Result<(IdPlan, String), EngineError> {
         if nix::unistd::geteuid().is_root() {
-            let (mut uid, mut gid) = std::fs::metadata(workspace)
-                .map(|m| (m.uid(), m.gid()))
-                .unwrap_or((0, 0));
-            if uid >= ID_COUNT {
-                uid = 0;
-            }
-            if gid >= ID_COUNT {
-                gid = 0;
+            let (uid, gid) = (ws.uid, ws.gid);
+            if uid >= ID_COUNT || gid >= ID_COUNT {
+                return Err(EngineError::Workspace(format!(
+                    "the workspace belongs to {uid}:{gid}; as root, dryrun maps ids 0-{} only: use a workspace owned by a smaller id",
+                    ID_COUNT - 1
+                )));
             }
             let base = self.opts.id_base;
-            (
+            Ok((
                 IdPlan::Shifted {
                     host_base: base,
                     count: ID_COUNT,
@@ -1013,14 +1140,14 @@ impl Engine {
                     base + uid,
                     base + gid
                 ),
-            )
+            ))
         } else {
             let uid = nix::unistd::geteuid().as_raw();
             let gid = nix::unistd::getegid().as_raw();
-            (
+            Ok((
                 IdPlan::SelfOnly { uid, gid },
                 format!("self: the only id inside is the caller's own ({uid}:{gid})"),
-            )
+            ))
         }
     }
 
@@ -1157,4 +1284,31 @@ pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
         env.insert(k.clone(), v.clone());
     }
     env.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_fields_stay_small_whatever_the_command_does() {
+        let many: Vec<String> = (0..10_000)
+            .map(|i| {
+                format!(
+                    "[protected.path] created .github/workflows/{}{i}.yml",
+                    "x".repeat(200)
+                )
+            })
+            .collect();
+        let v = capped_list(&many);
+        let text = serde_json::to_string(&v).unwrap();
+        assert!(text.len() < 64 * 1024, "{} bytes", text.len());
+        assert_eq!(v["total"], 10_000);
+        let small = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(capped_list(&small), serde_json::json!(["a", "b"]));
+        let long = "é".repeat(10_000);
+        let t = capped_text(&long);
+        assert_eq!(t["bytes"], long.len());
+        assert!(t["text"].as_str().unwrap().len() <= JOURNAL_TEXT_MAX);
+    }
 }

@@ -207,6 +207,23 @@ pub fn judge_with(
                 ),
             );
         }
+        if c.content_withheld {
+            add(
+                "evidence.content_withheld",
+                Decision::NeedsApproval,
+                format!(
+                    "{} ({}) is a file the command's user cannot read: its content and hash are withheld from the evidence",
+                    show(c),
+                    match c.kind {
+                        ChangeKind::Created => "created",
+                        ChangeKind::Modified => "modified",
+                        ChangeKind::Deleted => "deleted",
+                        ChangeKind::Metadata => "metadata",
+                        ChangeKind::Identical => "rewritten",
+                    }
+                ),
+            );
+        }
         if c.kind != ChangeKind::Deleted && c.file_type == FileType::Other {
             add(
                 "evidence.special_file",

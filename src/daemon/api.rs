@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::connect_info::Connected;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path as UrlPath, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -43,7 +41,6 @@ pub const ROUTES: &[(&str, &str)] = &[
 ];
 
 pub fn router(app: Arc<App>) -> Router {
-    let limit = app.cfg.max_body_bytes;
     Router::new()
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
@@ -58,7 +55,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
-        .layer(DefaultBodyLimit::max(limit))
+        // Bodies are read by `read_body` (size and time limits).
+        .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(app.clone(), count))
         .with_state(app)
 }
@@ -72,9 +70,10 @@ pub struct Peer {
     pub known: bool,
 }
 
-impl Connected<axum::serve::IncomingStream<'_, tokio::net::UnixListener>> for Peer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::UnixListener>) -> Self {
-        match stream.io().peer_cred() {
+impl Peer {
+    /// SO_PEERCRED of an accepted connection.
+    pub fn from_stream(stream: &tokio::net::UnixStream) -> Self {
+        match stream.peer_cred() {
             Ok(c) => Peer {
                 uid: c.uid(),
                 gid: c.gid(),
@@ -134,6 +133,7 @@ fn not_yours(id: &str) -> ApiError {
 
 /// A run the daemon is working on.
 struct Active {
+    cancel_requested: Arc<AtomicBool>,
     cancel: Arc<CancelHandle>,
     cancel_queued: Arc<Notify>,
     started: Arc<AtomicBool>,
@@ -146,6 +146,7 @@ pub struct App {
     slots: Arc<Semaphore>,
     /// Queued + running.
     admitted: AtomicUsize,
+    admitted_by_uid: std::sync::Mutex<HashMap<u32, usize>>,
     running: AtomicUsize,
     active: std::sync::Mutex<HashMap<String, Active>>,
     metrics: Metrics,
@@ -160,12 +161,17 @@ impl App {
             slots: Arc::new(Semaphore::new(cfg.max_running.max(1))),
             cfg,
             admitted: AtomicUsize::new(0),
+            admitted_by_uid: std::sync::Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
             active: std::sync::Mutex::new(HashMap::new()),
             metrics: Metrics::new(),
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
         })
+    }
+
+    pub fn refuse_connection(&self, why: &str) {
+        self.metrics.refused_connection(why);
     }
 
     pub fn begin_shutdown(&self) {
@@ -206,6 +212,29 @@ impl App {
         }
         while self.admitted.load(Ordering::SeqCst) > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// One uid's share of the queue, given back when the run is settled (or
+/// its submission fails).
+struct UidSlot {
+    app: Arc<App>,
+    uid: u32,
+}
+
+impl Drop for UidSlot {
+    fn drop(&mut self) {
+        let mut m = self
+            .app
+            .admitted_by_uid
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.uid);
+            }
         }
     }
 }
@@ -297,15 +326,32 @@ impl From<EngineError> for ApiError {
     }
 }
 
-fn body_error(r: BytesRejection) -> ApiError {
-    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
+/// A body must arrive in full within this time (no trickling).
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Read a request body: size-limited, time-limited.
+async fn read_body(app: &App, body: axum::body::Body) -> Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let limited = http_body_util::Limited::new(body, app.cfg.max_body_bytes);
+    match tokio::time::timeout(BODY_READ_TIMEOUT, limited.collect()).await {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            "the request body is larger than the daemon accepts (--max-body)",
-        )
-    } else {
-        ApiError::bad("unreadable_body", r.body_text())
+            format!(
+                "the request body is larger than the daemon accepts ({} KiB, --max-body-kb)",
+                app.cfg.max_body_bytes >> 10
+            ),
+        )),
+        Ok(Err(e)) => Err(ApiError::bad("unreadable_body", e.to_string())),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
     }
 }
 
@@ -392,11 +438,11 @@ async fn submit(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     RawQuery(q): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let q: SubmitQuery = query(q)?;
-    let body = body.map_err(body_error)?;
+    let body = read_body(&app, body).await?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::bad("invalid_envelope", "the body is not UTF-8 JSON"))?;
     if text.trim().is_empty() {
@@ -424,8 +470,35 @@ async fn submit(
             "the daemon is shutting down; submit again when it is back",
         ));
     }
-    // Admission: bounded queue in front of a bounded number of rehearsals.
+    // Admission: bounded queue in front of a bounded number of rehearsals,
+    // and no single uid may hold more than half of it.
     let cap = app.cfg.max_running + app.cfg.max_queued;
+    let uid_cap = (cap / 2).max(1);
+    {
+        let mut m = app
+            .admitted_by_uid
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(actor.uid).or_insert(0);
+        if *n >= uid_cap {
+            app.metrics.refused_connection("per_uid_queue_full");
+            let mut e = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "queue_full",
+                format!(
+                    "uid {} already has {uid_cap} runs queued or running (half the daemon's capacity); retry later",
+                    actor.uid
+                ),
+            );
+            e.retry_after = Some(1);
+            return Err(e);
+        }
+        *n += 1;
+    }
+    let uid_slot = UidSlot {
+        app: app.clone(),
+        uid: actor.uid,
+    };
     if app.admitted.fetch_add(1, Ordering::SeqCst) >= cap {
         app.admitted.fetch_sub(1, Ordering::SeqCst);
         app.metrics.refused_queue_full();
@@ -441,26 +514,12 @@ async fn submit(
         return Err(e);
     }
     let engine = app.engine.clone();
-    let daemon_uid = nix::unistd::geteuid().as_raw();
     let prepared = blocking(move || {
         let spec = env
             .validate(None)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
-        // The caller must own the workspace (or be root, or be the daemon's
-        // own user): the daemon must never rehearse, and so disclose,
-        // somebody else's files on a caller's behalf.
-        use std::os::unix::fs::MetadataExt;
-        let owner = std::fs::metadata(&spec.workspace)
-            .map(|m| m.uid())
-            .map_err(|e| EngineError::Workspace(e.to_string()))?;
-        if actor.uid != 0 && actor.uid != owner && !(actor.uid == daemon_uid && owner == daemon_uid)
-        {
-            return Err(EngineError::Forbidden(format!(
-                "working_dir: {} belongs to uid {owner}; uid {} may only submit runs for workspaces it owns",
-                spec.workspace.display(),
-                actor.uid
-            )));
-        }
+        // The engine pins the workspace (no symlinks, device and inode) and
+        // refuses one the caller does not own.
         engine.prepare(&spec, &actor)
     })
     .await;
@@ -478,6 +537,7 @@ async fn submit(
     let run_id = prepared.run_id().to_string();
     let (done_tx, done_rx) = watch::channel(false);
     let active = Active {
+        cancel_requested: Arc::new(AtomicBool::new(false)),
         cancel: Arc::new(CancelHandle::default()),
         cancel_queued: Arc::new(Notify::new()),
         started: Arc::new(AtomicBool::new(false)),
@@ -495,6 +555,7 @@ async fn submit(
     let task_app = app.clone();
     let task_id = run_id.clone();
     tokio::spawn(async move {
+        let _uid_slot = uid_slot;
         let app = task_app;
         let permit = tokio::select! {
             p = app.slots.clone().acquire_owned() => p.ok(),
@@ -644,8 +705,7 @@ pub struct ReviewBody {
     pub override_block: bool,
 }
 
-fn review_body(body: Result<Bytes, BytesRejection>) -> Result<ReviewBody, ApiError> {
-    let body = body.map_err(body_error)?;
+fn review_body(body: Bytes) -> Result<ReviewBody, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(ReviewBody::default());
     }
@@ -658,12 +718,12 @@ async fn review(
     app: Arc<App>,
     peer: Peer,
     id: String,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
     action: ReviewAction,
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
-    let b = review_body(body)?;
+    let b = review_body(read_body(&app, body).await?)?;
     let engine = app.engine.clone();
     let auth = ReviewerAuth::PeerCredentials {
         approver_group: app.cfg.approver_group.clone(),
@@ -677,7 +737,7 @@ async fn approve(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     review(app, peer, id, body, ReviewAction::Approve).await
 }
@@ -686,7 +746,7 @@ async fn reject(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     review(app, peer, id, body, ReviewAction::Reject).await
 }
@@ -723,8 +783,15 @@ async fn cancel(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get(&id)
-        .map(|a| (a.cancel.clone(), a.cancel_queued.clone(), a.done.clone()));
-    let Some((c, n, mut done)) = handles else {
+        .map(|a| {
+            (
+                a.cancel.clone(),
+                a.cancel_queued.clone(),
+                a.done.clone(),
+                a.cancel_requested.clone(),
+            )
+        });
+    let Some((c, n, mut done, requested)) = handles else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
@@ -734,11 +801,14 @@ async fn cancel(
             ),
         ));
     };
-    let engine = app.engine.clone();
-    let (rid, st) = (id.clone(), record.state);
-    blocking(move || engine.journal_cancel(&rid, &actor, st)).await?;
-    c.cancel();
-    n.notify_one();
+    // One cancellation per run is journaled; later requests just wait.
+    if !requested.swap(true, Ordering::SeqCst) {
+        let engine = app.engine.clone();
+        let (rid, st) = (id.clone(), record.state);
+        blocking(move || engine.journal_cancel(&rid, &actor, st)).await?;
+        c.cancel();
+        n.notify_one();
+    }
     let _ = done.wait_for(|d| *d).await;
     let engine = app.engine.clone();
     let r = blocking(move || engine.get(&id)).await?;

@@ -93,6 +93,9 @@ impl Metrics {
     pub fn refused_queue_full(&self) {
         self.refused(&"queue_full");
     }
+    pub fn refused_connection(&self, why: &str) {
+        self.refused(&why);
+    }
     pub fn refused_budget(&self) {
         self.refused(&"budget_exhausted");
     }

@@ -152,17 +152,42 @@ fn take_listener(cfg: &DaemonConfig) -> Result<Listening, DaemonError> {
         // Reachable by the socket's group; the socket's own mode decides.
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
     }
+    // The socket's directory must be writable by us alone: otherwise another
+    // user could swap the socket (or its lock) for a symlink between our
+    // calls and have us chmod/chown something else.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(dir).map_err(|e| socket_err(path, e))?;
+        let me = nix::unistd::geteuid().as_raw();
+        let sticky = m.mode() & 0o1000 != 0;
+        if (m.uid() != me && m.uid() != 0) || (m.mode() & 0o022 != 0 && !sticky) {
+            return Err(socket_err(
+                path,
+                format!(
+                    "its directory {} is writable by others (mode {:o}, owner {}); put the socket in a directory only the daemon's user can write",
+                    dir.display(),
+                    m.mode() & 0o7777,
+                    m.uid()
+                ),
+            ));
+        }
+    }
     let lock_path = {
         let mut p = path.clone().into_os_string();
         p.push(".lock");
         PathBuf::from(p)
     };
-    let lock_file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| socket_err(&lock_path, e))?;
+    let lock_file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&lock_path)
+    }
+    .map_err(|e| socket_err(&lock_path, e))?;
     let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|_| {
             socket_err(
@@ -257,32 +282,119 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
             cfg.max_queued,
             cfg.approver_group
         );
-        let shutdown_app = app.clone();
-        let serve = axum::serve(
-            listening.listener,
-            router.into_make_service_with_connect_info::<api::Peer>(),
-        )
-        .with_graceful_shutdown(async move {
+        let signal_app = app.clone();
+        tokio::spawn(async move {
             wait_for_signal().await;
-            shutdown_app.begin_shutdown();
+            signal_app.begin_shutdown();
         });
-        // Connections waiting on `?wait=true` finish when their rehearsal
-        // does; the shutdown task below bounds that.
+        // Queued runs fail at once, running ones get the grace period.
         let drain_app = app.clone();
         let grace = cfg.shutdown_grace;
         let drained = tokio::spawn(async move {
             drain_app.shutdown_started().await;
             drain_app.drain(grace).await;
         });
-        let result = serve.await;
+        serve(listening.listener, router, app.clone(), &cfg).await;
         let _ = drained.await;
         if let Some(p) = &listening.owned_path {
             let _ = std::fs::remove_file(p);
         }
-        result.map_err(|e| socket_err(&cfg.socket, e))?;
         eprintln!("dryrun daemon: stopped");
         Ok(())
     })
+}
+
+/// Connections at once, in total and per client uid; past either, a new
+/// connection is closed at once.
+const MAX_CONNECTIONS: usize = 512;
+const MAX_CONNECTIONS_PER_UID: usize = 64;
+/// A client must send a request's head within this time (also bounds idle
+/// keep-alive connections); bodies have the same limit in the handlers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The accept loop: peer credentials at accept, connection caps, header
+/// timeouts, and a bounded graceful shutdown.
+async fn serve(
+    listener: tokio::net::UnixListener,
+    router: axum::Router,
+    app: Arc<api::App>,
+    cfg: &DaemonConfig,
+) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use tower::ServiceExt;
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let total = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let per_uid: Arc<Mutex<HashMap<u32, usize>>> = Arc::new(Mutex::new(HashMap::new()));
+    let stop = app.clone();
+    let stopping = stop.shutdown_started();
+    tokio::pin!(stopping);
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut stopping => break,
+        };
+        let peer = api::Peer::from_stream(&stream);
+        let Ok(permit) = total.clone().try_acquire_owned() else {
+            app.refuse_connection("too_many_connections");
+            continue;
+        };
+        {
+            let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
+            let n = m.entry(peer.uid).or_insert(0);
+            if *n >= MAX_CONNECTIONS_PER_UID {
+                app.refuse_connection("too_many_connections_per_uid");
+                continue;
+            }
+            *n += 1;
+        }
+        let router = router.clone();
+        let svc = tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            router.clone().oneshot(req.map(axum::body::Body::new))
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .max_buf_size(64 * 1024)
+            .serve_connection(
+                hyper_util::rt::TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(svc),
+            );
+        let watched = graceful.watch(conn);
+        let per_uid = per_uid.clone();
+        tokio::spawn(async move {
+            let _ = watched.await;
+            drop(permit);
+            let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = m.get_mut(&peer.uid) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&peer.uid);
+                }
+            }
+        });
+    }
+    drop(listener);
+    // In-flight requests finish (a waiting submission ends when its run is
+    // settled by the drain); past the grace period plus a margin, stop anyway.
+    let deadline = cfg.shutdown_grace + Duration::from_secs(5);
+    if tokio::time::timeout(deadline, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open {deadline:?} after shutdown began; closing them");
+    }
 }
 
 async fn wait_for_signal() {

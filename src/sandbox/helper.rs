@@ -182,8 +182,9 @@ fn host_stage() -> StageResult<()> {
     if shifted {
         unshare(CloneFlags::CLONE_NEWNS).map_err(fail("H3 unshare mount ns"))?;
         mounts::make_rprivate().map_err(fail("H3"))?;
-        clone_fd =
-            Some(sys::open_tree_clone(&spec.workspace).map_err(fail("H3 open_tree workspace"))?);
+        let fd = sys::open_tree_clone(&spec.workspace).map_err(fail("H3 open_tree workspace"))?;
+        check_workspace_identity(&fd, spec.workspace_identity).map_err(fail("H3"))?;
+        clone_fd = Some(fd);
     }
 
     // H4
@@ -443,6 +444,9 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
         Mode::empty(),
     )
     .map_err(fail("P1 open workspace"))?;
+    if !ids.shifted {
+        check_workspace_identity(&lower, spec.workspace_identity).map_err(fail("P1"))?;
+    }
     let lower_root_meta = std::fs::metadata(format!("/proc/self/fd/{}", lower.as_raw_fd()))
         .map_err(fail("P1 stat workspace"))?;
     let lower_proc_path = PathBuf::from(format!("/proc/self/fd/{}", lower.as_raw_fd()));
@@ -635,9 +639,15 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mark("P9 evidence");
     let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
     let mut sink = FrameSink;
-    let (changes, truncated) =
-        walk_upper_layer(&upper_path, &lower, ws, spec.diff_before_max, &mut sink)
-            .map_err(fail("P9 evidence"))?;
+    let (changes, truncated) = walk_upper_layer(
+        &upper_path,
+        &lower,
+        ws,
+        spec.diff_before_max,
+        Some((ids.uid, ids.gid)),
+        &mut sink,
+    )
+    .map_err(fail("P9 evidence"))?;
     report.changes = changes;
     if truncated {
         report.limits_hit.push("changes".into());
@@ -908,6 +918,19 @@ fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) -> u32 {
             Err(_) => return others, // ECHILD: nobody left
         }
     }
+}
+
+/// The directory about to become the lower layer must be the one the engine
+/// checked (same device and inode), whatever its path resolves to now.
+fn check_workspace_identity(fd: &OwnedFd, expected: (u64, u64)) -> std::io::Result<()> {
+    let st = nix::sys::stat::fstat(fd.as_fd()).map_err(std::io::Error::from)?;
+    let got = (st.st_dev, st.st_ino);
+    if got != expected {
+        return Err(std::io::Error::other(format!(
+            "the workspace path now leads to another directory (device/inode {got:?}, checked {expected:?}): it was swapped after the check; nothing ran"
+        )));
+    }
+    Ok(())
 }
 
 /// Writes refused because the target is read-only (outside the workspace and

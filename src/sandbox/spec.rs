@@ -164,6 +164,10 @@ pub struct SandboxSpec {
     /// are relative to it.
     #[serde(default)]
     pub t0_ns: u64,
+    /// (st_dev, st_ino) of the workspace directory when the engine checked
+    /// it; the helper refuses to mount anything else (a path swapped for a
+    /// symlink between the check and the mount).
+    pub workspace_identity: (u64, u64),
 }
 
 #[cfg(test)]

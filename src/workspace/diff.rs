@@ -81,6 +81,11 @@ pub struct Change {
     /// Extended attribute names whose presence or value changed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub xattrs_changed: Vec<String>,
+    /// The command's user could not read this file (before or after): no
+    /// hash and no content are kept, so the evidence discloses nothing the
+    /// command itself could not see.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub content_withheld: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -119,6 +124,7 @@ impl Change {
             hardlink_of: None,
             special: None,
             xattrs_changed: Vec::new(),
+            content_withheld: false,
         }
     }
 }
@@ -141,9 +147,56 @@ pub enum DiffError {
     Blob { path: String, source: io::Error },
 }
 
+thread_local! {
+    /// The (uid, gid) the command ran as, during a walk: content it could
+    /// not read itself is never hashed or kept.
+    static READER: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Could a process with exactly these ids (no capabilities, no
+/// supplementary groups) read a file with this owner and mode?
+pub fn readable_by(mode: u32, owner: (u32, u32), reader: (u32, u32)) -> bool {
+    if owner.0 == reader.0 {
+        mode & 0o400 != 0
+    } else if owner.1 == reader.1 {
+        mode & 0o040 != 0
+    } else {
+        mode & 0o004 != 0
+    }
+}
+
+fn withheld_for_reader(mode: u32, owner: (u32, u32)) -> bool {
+    READER.with(|r| r.get().is_some_and(|who| !readable_by(mode, owner, who)))
+}
+
 /// Walk the upper layer rooted at `upper_root` (a path that may go through a
 /// `/proc/self/fd/N` magic link) against the lower layer `lower`.
+///
+/// `reader` is the (uid, gid) the command ran as: files it could not read
+/// (a root-only file moved or copied up by the overlay, which copies with
+/// the mounter's rights) get no hash and no kept content, only
+/// `content_withheld`, so the evidence never discloses more than the command
+/// itself could see.
 pub fn walk_upper_layer(
+    upper_root: &Path,
+    lower: &OwnedFd,
+    workspace: &Path,
+    diff_before_max: u64,
+    reader: Option<(u32, u32)>,
+    sink: &mut dyn BlobSink,
+) -> Result<(Vec<Change>, bool), DiffError> {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            READER.with(|r| r.set(None));
+        }
+    }
+    READER.with(|r| r.set(reader));
+    let _reset = Reset;
+    walk_upper_layer_inner(upper_root, lower, workspace, diff_before_max, sink)
+}
+
+fn walk_upper_layer_inner(
     upper_root: &Path,
     lower: &OwnedFd,
     workspace: &Path,
@@ -249,6 +302,10 @@ pub fn walk_upper_layer(
         };
 
         match file_type {
+            FileType::File if withheld_for_reader(perm_bits(&meta), owner(&meta)) => {
+                c.content_withheld = true;
+                c.size_after = Some(meta.len());
+            }
             FileType::File => {
                 let hash = hash_file(entry.path()).map_err(|source| DiffError::Upper {
                     path: shown.clone(),
@@ -303,6 +360,7 @@ pub fn walk_upper_layer(
             None => {}
             Some(l) => {
                 c.before = l.hash.clone();
+                c.content_withheld |= l.withheld;
                 let same_content =
                     l.file_type == file_type && l.hash == c.after && c.after.is_some();
                 c.kind = if !same_content {
@@ -353,6 +411,7 @@ fn compare_root(upper_root: &Path, lower: &OwnedFd) -> Option<Change> {
         .map(|d| read_xattrs_file(&std::fs::File::from(d)))
         .unwrap_or_default();
     let entry = LowerEntry {
+        withheld: false,
         file_type: FileType::Dir,
         hash: None,
         mode: low.st_mode & 0o7777,
@@ -373,6 +432,8 @@ fn compare_root(upper_root: &Path, lower: &OwnedFd) -> Option<Change> {
 /// What the lower layer holds at a path.
 #[derive(Debug, Clone)]
 struct LowerEntry {
+    /// A file the command's user could not read: no hash taken.
+    withheld: bool,
     file_type: FileType,
     hash: Option<String>,
     mode: u32,
@@ -434,7 +495,10 @@ fn lookup_lower(lower: &OwnedFd, rel: &Path) -> io::Result<Option<LowerEntry>> {
         _ => FileType::Other,
     };
     let mut xattrs = BTreeMap::new();
+    let withheld = file_type == FileType::File
+        && withheld_for_reader(st.st_mode & 0o7777, (st.st_uid, st.st_gid));
     let hash = match file_type {
+        FileType::File if withheld => None,
         FileType::File => {
             let f = open_lower(lower, rel, OFlag::O_RDONLY)?;
             let mut file = std::fs::File::from(f);
@@ -456,6 +520,7 @@ fn lookup_lower(lower: &OwnedFd, rel: &Path) -> io::Result<Option<LowerEntry>> {
         FileType::Other => None,
     };
     Ok(Some(LowerEntry {
+        withheld,
         file_type,
         hash,
         mode: st.st_mode & 0o7777,
@@ -574,6 +639,7 @@ fn push_deleted(
 ) -> Result<(), DiffError> {
     let mut c = Change::new(rel.as_os_str().as_bytes(), ChangeKind::Deleted, l.file_type);
     c.before = l.hash.clone();
+    c.content_withheld = l.withheld;
     c.mode_before = Some(l.mode);
     changes.push(c);
     if l.file_type == FileType::Dir {
