@@ -19,6 +19,9 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+mod live;
+pub use live::{Receipt, valid_receipt_id};
+
 use crate::envelope::{EnvelopeSpec, Mode};
 use crate::journal::{Actor, Entry, Journal};
 use crate::record::ApprovalRecord;
@@ -75,6 +78,11 @@ pub enum EngineError {
     /// A request field is wrong (HTTP 400).
     #[error("{0}")]
     Invalid(String),
+    #[error("receipt {0} does not exist")]
+    NoSuchReceipt(String),
+    /// The real workspace changed since the rehearsal (HTTP 409, `drift`).
+    #[error("{0}")]
+    Drift(String),
 }
 
 impl EngineError {
@@ -90,6 +98,8 @@ impl EngineError {
                 | EngineError::Forbidden(_)
                 | EngineError::Conflict(_)
                 | EngineError::BudgetExhausted { .. }
+                | EngineError::NoSuchReceipt(_)
+                | EngineError::Drift(_)
         )
     }
 }
@@ -556,6 +566,7 @@ impl Engine {
             }
             let _ = std::fs::remove_file(e.path());
         }
+        self.recover_promotions()?;
         let dir = self.state_dir.join("txn");
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = e.path();
@@ -948,6 +959,16 @@ impl Engine {
         // copies for diffs).
         let max_blobs = limits.disk_bytes * 2 + (64 << 20);
         self.save(&record)?;
+        // The validated envelope, for the live lane (live: section) and replay.
+        let env_path = dir.join("envelope.json");
+        write_atomic(
+            &env_path,
+            &serde_json::to_vec(spec.envelope_for_submission()).expect("serializes"),
+        )
+        .map_err(|source| EngineError::State {
+            path: env_path,
+            source,
+        })?;
         self.mark_inflight(&run_id)?;
         let submitted = Entry {
             kind: "run_submitted".into(),

@@ -104,6 +104,24 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Carry out a promotable (or approved) run: apply its reviewed change
+    /// set to the real workspace, with a receipt in the journal.
+    Promote {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo a promotion: restore what it replaced, if nothing changed since.
+    Rollback {
+        receipt_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Receipts of promotions.
+    Receipt {
+        #[command(subcommand)]
+        cmd: ReceiptCmd,
+    },
     /// Cancel a queued or running rehearsal (daemon only).
     Cancel {
         run_id: String,
@@ -117,6 +135,16 @@ enum Cmd {
     },
     /// Serve the API on a Unix socket (SPEC §6).
     Daemon(DaemonArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum ReceiptCmd {
+    /// Print a receipt.
+    Show {
+        receipt_id: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -392,6 +420,88 @@ fn run(cli: Cli) -> i32 {
             false,
             json,
         ),
+        Cmd::Promote { run_id, json } => {
+            let r = match door(&g) {
+                Door::Daemon(c) => c.call::<crate::record::RunRecord>(
+                    "POST",
+                    &format!("/v1/runs/{}/promote", url_id(&run_id)),
+                    Some(b"{}".to_vec()),
+                ),
+                Door::Local => {
+                    return match open_engine(&g, false).and_then(|e| {
+                        e.promote(
+                            &run_id,
+                            &crate::journal::Actor::local(),
+                            &ReviewerAuth::LocalTtyConfirmed,
+                        )
+                    }) {
+                        Ok(r) => {
+                            show_promoted(&r, json);
+                            0
+                        }
+                        Err(e) => live_error_engine(e),
+                    };
+                }
+            };
+            match r {
+                Ok(r) => {
+                    show_promoted(&r, json);
+                    0
+                }
+                Err(e) => live_error_client(e),
+            }
+        }
+        Cmd::Rollback { receipt_id, json } => {
+            let r = match door(&g) {
+                Door::Daemon(c) => c.call::<crate::engine::Receipt>(
+                    "POST",
+                    &format!("/v1/receipts/{}/rollback", url_id(&receipt_id)),
+                    Some(b"{}".to_vec()),
+                ),
+                Door::Local => {
+                    return match open_engine(&g, false).and_then(|e| {
+                        e.rollback(
+                            &receipt_id,
+                            &crate::journal::Actor::local(),
+                            &ReviewerAuth::LocalTtyConfirmed,
+                        )
+                    }) {
+                        Ok(rc) => {
+                            show_receipt(&rc, json);
+                            0
+                        }
+                        Err(e) => live_error_engine(e),
+                    };
+                }
+            };
+            match r {
+                Ok(rc) => {
+                    show_receipt(&rc, json);
+                    0
+                }
+                Err(e) => live_error_client(e),
+            }
+        }
+        Cmd::Receipt {
+            cmd: ReceiptCmd::Show { receipt_id, json },
+        } => {
+            let r = match door(&g) {
+                Door::Daemon(c) => match c.call::<crate::engine::Receipt>(
+                    "GET",
+                    &format!("/v1/receipts/{}", url_id(&receipt_id)),
+                    None,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => return client_error(e),
+                },
+                Door::Local => match open_engine(&g, false).and_then(|e| e.receipt(&receipt_id)) {
+                    Ok(r) => r,
+                    Err(e) => return engine_error(e),
+                },
+            };
+            show_receipt(&r, json);
+            0
+        }
         Cmd::Cancel { run_id, json } => match door(&g) {
             Door::Daemon(c) => {
                 match c.call::<crate::record::RunRecord>(
@@ -444,6 +554,51 @@ fn run(cli: Cli) -> i32 {
             }
             if rep.ok { 0 } else { EXIT_JOURNAL_BROKEN }
         }
+    }
+}
+
+/// Exit code of `promote` / `rollback` when refused (drift, a change set
+/// that must not go live, a run in the wrong state).
+pub const EXIT_REFUSED: i32 = 4;
+
+fn show_promoted(r: &crate::record::RunRecord, json: bool) {
+    if json {
+        print_json(r);
+        return;
+    }
+    match r
+        .receipt
+        .clone()
+        .and_then(|v| serde_json::from_value::<crate::engine::Receipt>(v).ok())
+    {
+        Some(rc) => render::print_receipt(&rc),
+        None => render::print_evidence(r),
+    }
+}
+
+fn show_receipt(rc: &crate::engine::Receipt, json: bool) {
+    if json {
+        print_json(rc);
+    } else {
+        render::print_receipt(rc);
+    }
+}
+
+fn live_error_engine(e: EngineError) -> i32 {
+    eprintln!("dryrun: {e}");
+    match e {
+        EngineError::Drift(_) | EngineError::Conflict(_) => EXIT_REFUSED,
+        e if e.is_invalid_input() => EXIT_INVALID,
+        _ => EXIT_INTERNAL,
+    }
+}
+
+fn live_error_client(e: client::ClientError) -> i32 {
+    eprintln!("dryrun: {e}");
+    match &e {
+        client::ClientError::Api { status: 409, .. } => EXIT_REFUSED,
+        e if e.is_invalid_input() => EXIT_INVALID,
+        _ => EXIT_INTERNAL,
     }
 }
 

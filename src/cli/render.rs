@@ -349,3 +349,49 @@ pub fn print_classification(command: &str, c: &crate::classify::Classification) 
             .collect::<Vec<_>>(),
     );
 }
+
+pub fn print_receipt(rc: &crate::engine::Receipt) {
+    println!("receipt {} · run {}", rc.receipt_id, rc.run_id);
+    println!("command: {}", esc(&rc.command));
+    println!(
+        "promoted: {} by uid {} ({}) · mode {}",
+        rc.promoted_at, rc.promoted_by.uid, rc.promoted_by.via, rc.mode
+    );
+    println!("workspace: {}", esc(&rc.workspace));
+    println!(
+        "applied: {} step(s) · identical rewrites skipped: {} · change set {}",
+        rc.live_result.applied_steps,
+        rc.live_result.skipped_identical,
+        &rc.change_set[..16.min(rc.change_set.len())]
+    );
+    for c in &rc.changes {
+        let mark = match c.kind {
+            ChangeKind::Created => "+",
+            ChangeKind::Modified => "M",
+            ChangeKind::Deleted => "-",
+            ChangeKind::Metadata => "m",
+            ChangeKind::Identical => "=",
+        };
+        let p = match &c.path_hex {
+            Some(h) => escape_for_humans(&hex::decode(h).unwrap_or_default()),
+            None => esc(&c.path),
+        };
+        println!("  {mark} {p}");
+    }
+    for n in &rc.live_result.notes {
+        println!("note: {}", sanitize_for_terminal(n));
+    }
+    if let Some(j) = &rc.journal {
+        println!(
+            "journal: record {} ({})",
+            j.seq,
+            &j.hash[..16.min(j.hash.len())]
+        );
+    }
+    if let Some(rb) = &rc.rolled_back {
+        println!(
+            "rolled back: {} by uid {} ({} step(s) undone)",
+            rb.at, rb.by.uid, rb.steps
+        );
+    }
+}

@@ -35,6 +35,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/runs/{id}/cancel"),
     ("POST", "/v1/runs/{id}/promote"),
     ("GET", "/v1/receipts/{id}"),
+    ("POST", "/v1/receipts/{id}/rollback"),
     ("GET", "/v1/journal/verify"),
     ("GET", "/v1/health"),
     ("GET", "/metrics"),
@@ -50,6 +51,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/promote", post(promote))
         .route("/v1/receipts/{id}", get(receipt))
+        .route("/v1/receipts/{id}/rollback", post(rollback))
         .route("/v1/journal/verify", get(journal_verify))
         .route("/v1/health", get(health))
         .route("/metrics", get(metrics))
@@ -297,6 +299,8 @@ impl From<EngineError> for ApiError {
             EngineError::Policy(_) => (StatusCode::BAD_REQUEST, "invalid_policy"),
             EngineError::BadRunId(_) => (StatusCode::BAD_REQUEST, "bad_run_id"),
             EngineError::NoSuchRun(_) => (StatusCode::NOT_FOUND, "no_such_run"),
+            EngineError::NoSuchReceipt(_) => (StatusCode::NOT_FOUND, "no_such_receipt"),
+            EngineError::Drift(_) => (StatusCode::CONFLICT, "drift"),
             EngineError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             EngineError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             EngineError::BudgetExhausted { .. } => {
@@ -815,28 +819,67 @@ async fn cancel(
     Ok((StatusCode::OK, axum::Json(r)).into_response())
 }
 
-async fn promote(UrlPath(id): UrlPath<String>) -> Result<Response, ApiError> {
-    checked_id(&id)?;
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not_implemented",
-        "the live lane (promotion and receipts) is not part of this version yet",
-    ))
+async fn promote(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    let id = checked_id(&id)?.to_string();
+    let engine = app.engine.clone();
+    let rid = id.clone();
+    let record = blocking(move || engine.get(&rid)).await?;
+    if !app.may_read(actor.uid, &record) {
+        return Err(not_yours(&id));
+    }
+    let engine = app.engine.clone();
+    let auth = ReviewerAuth::PeerCredentials {
+        approver_group: app.cfg.approver_group.clone(),
+    };
+    let r = blocking(move || engine.promote(&id, &actor, &auth)).await?;
+    Ok(axum::Json(r).into_response())
 }
 
-async fn receipt(UrlPath(id): UrlPath<String>) -> Result<Response, ApiError> {
-    let ok = id.len() <= 80
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !ok {
+async fn receipt(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    if !crate::engine::valid_receipt_id(&id) {
         return Err(ApiError::bad("bad_receipt_id", "not a receipt id"));
     }
-    Err(ApiError::new(
-        StatusCode::NOT_FOUND,
-        "no_such_receipt",
-        format!("no receipt {id}: this version does not promote runs yet"),
-    ))
+    let engine = app.engine.clone();
+    let rid = id.clone();
+    let rc = blocking(move || engine.receipt(&rid)).await?;
+    let engine = app.engine.clone();
+    let run_id = rc.run_id.clone();
+    let record = blocking(move || engine.get(&run_id)).await?;
+    if !app.may_read(actor.uid, &record) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_such_receipt",
+            format!("receipt {id} does not exist"),
+        ));
+    }
+    Ok(axum::Json(rc).into_response())
+}
+
+async fn rollback(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    if !crate::engine::valid_receipt_id(&id) {
+        return Err(ApiError::bad("bad_receipt_id", "not a receipt id"));
+    }
+    let engine = app.engine.clone();
+    let auth = ReviewerAuth::PeerCredentials {
+        approver_group: app.cfg.approver_group.clone(),
+    };
+    let rc = blocking(move || engine.rollback(&id, &actor, &auth)).await?;
+    Ok(axum::Json(rc).into_response())
 }
 
 async fn journal_verify(State(app): State<Arc<App>>) -> Result<Response, ApiError> {

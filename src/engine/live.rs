@@ -1,0 +1,743 @@
+//! The live lane (SPEC §1 step 7, §8): promote a run by applying its
+//! reviewed change set to the real workspace, with a single-use receipt in
+//! the journal; roll a promotion back.
+//!
+//! State directory:
+//!
+//! ```text
+//! receipts/<receipt_id>/plan.json      the steps, what each expects before and leaves after
+//! receipts/<receipt_id>/backup/<n>     the content each step replaced
+//! receipts/<receipt_id>/receipt.json   the receipt (written before it is journaled)
+//! promoting/<run_id>                   a promotion in progress (receipt id, owner process)
+//! ```
+//!
+//! Crash safety: the plan and backups are durable before the first write;
+//! the receipt is journaled only after the last write. At start-up, a
+//! promotion whose receipt is in the journal is completed (the run record
+//! marked promoted); any other is undone step by step from the backups. So
+//! the workspace ends fully promoted with its receipt, or as it was.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Engine, EngineError, ReviewerAuth, is_approver, now_rfc3339, process_identity};
+use crate::journal::{Actor, Entry};
+use crate::record::{RunRecord, RunState};
+use crate::verdict::Decision;
+use crate::workspace::apply::{Action, ApplyError, Expect, Op, Workspace};
+use crate::workspace::diff::{Change, ChangeKind, FileType};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Plan {
+    receipt_id: String,
+    run_id: String,
+    workspace: String,
+    ops: Vec<Op>,
+    started_at: String,
+}
+
+/// The receipt (SPEC §8): what went live, bound to what was reviewed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Receipt {
+    pub schema: String,
+    pub receipt_id: String,
+    pub run_id: String,
+    pub promoted_at: String,
+    pub promoted_by: Actor,
+    pub mode: String,
+    pub workspace: String,
+    pub command: String,
+    pub envelope_hash: String,
+    pub policy_hash: Option<String>,
+    pub landlock_abi: u32,
+    /// BLAKE3 over the sorted change list (the same as the verdict's journal record).
+    pub change_set: String,
+    pub changes: Vec<ReceiptChange>,
+    pub verdict: serde_json::Value,
+    pub approvals: Vec<crate::record::ApprovalRecord>,
+    pub live_result: LiveResult,
+    /// Where the promotion record sits in the journal (filled once appended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<crate::journal::Appended>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<RolledBack>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReceiptChange {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
+    pub kind: ChangeKind,
+    pub file_type: FileType,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LiveResult {
+    pub applied_steps: usize,
+    pub skipped_identical: usize,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RolledBack {
+    pub at: String,
+    pub by: Actor,
+    pub steps: usize,
+}
+
+pub const RECEIPT_SCHEMA: &str = "dryrun.receipt/v1";
+
+/// Receipt ids are ours: `p` + the run id's shape.
+pub fn valid_receipt_id(id: &str) -> bool {
+    id.len() <= 64
+        && id.starts_with('p')
+        && id[1..].chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+fn new_receipt_id() -> String {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("the kernel's random source works");
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format!("p{secs:x}-{}", hex::encode(b))
+}
+
+fn depth(p: &[u8]) -> usize {
+    p.iter().filter(|b| **b == b'/').count()
+}
+
+fn apply_err(e: ApplyError) -> EngineError {
+    EngineError::Conflict(e.to_string())
+}
+
+/// Turn the rehearsal's change list into ordered steps, refusing what must
+/// never go live. Deletions first (deepest first), then directories and
+/// files (shallowest first), then permission changes (deepest first).
+fn plan_ops(
+    changes: &[Change],
+    blobs: &Path,
+) -> Result<(Vec<Op>, usize, Vec<String>), EngineError> {
+    let mut refusals = Vec::new();
+    let mut notes = Vec::new();
+    let mut deletions = Vec::new();
+    let mut writes = Vec::new();
+    let mut modes = Vec::new();
+    let mut identical = 0;
+    for c in changes {
+        let shown = crate::workspace::paths::escape_for_humans(&c.path_bytes());
+        if c.kind == ChangeKind::Identical {
+            identical += 1;
+            continue;
+        }
+        if c.setid {
+            refusals.push(format!("{shown}: a setuid/setgid file is never promoted"));
+            continue;
+        }
+        if c.kind != ChangeKind::Deleted && (c.file_type == FileType::Other || c.special.is_some())
+        {
+            refusals.push(format!(
+                "{shown}: a {} is never promoted",
+                c.special.as_deref().unwrap_or("special file")
+            ));
+            continue;
+        }
+        if c.content_withheld {
+            refusals.push(format!(
+                "{shown}: its content was withheld from the evidence (the command's user cannot read it), so it cannot be verified or promoted"
+            ));
+            continue;
+        }
+        if let Some(x) = c
+            .xattrs_changed
+            .iter()
+            .find(|x| x.starts_with("security.") || x.starts_with("trusted."))
+        {
+            refusals.push(format!("{shown}: the {x} attribute is never promoted"));
+            continue;
+        }
+        if !c.xattrs_changed.is_empty() {
+            refusals.push(format!(
+                "{shown}: extended attribute changes ({}) cannot be promoted (their values are not kept)",
+                c.xattrs_changed.join(", ")
+            ));
+            continue;
+        }
+        if let Some(other) = &c.hardlink_of {
+            notes.push(format!(
+                "{shown} was a hard link of {other} in the rehearsal; it is written as its own file"
+            ));
+        }
+        let rel = c.path_bytes();
+        let path_hex = hex::encode(&rel);
+        let before = match (c.kind, &c.before, c.mode_before) {
+            (ChangeKind::Created, _, _) => Expect::Absent,
+            (_, Some(h), m) => Expect::Hashed {
+                hash: h.clone(),
+                mode: m.filter(|_| c.kind == ChangeKind::Metadata),
+            },
+            (ChangeKind::Deleted, None, _) if c.file_type == FileType::Dir => Expect::Dir {
+                mode: c.mode_before,
+            },
+            (_, None, m) if c.file_type == FileType::Dir || c.kind == ChangeKind::Metadata => {
+                Expect::Dir { mode: m }
+            }
+            _ => {
+                refusals.push(format!(
+                    "{shown}: the rehearsal recorded no content hash for what it replaced"
+                ));
+                continue;
+            }
+        };
+        let op = |action: Action, after: Expect| Op {
+            path_hex: path_hex.clone(),
+            path: c.path.clone(),
+            action,
+            expect_before: before.clone(),
+            after,
+            backup: None,
+        };
+        match (c.kind, c.file_type) {
+            (ChangeKind::Deleted, _) => deletions.push(op(Action::Remove, Expect::Absent)),
+            (ChangeKind::Metadata, ft) => {
+                let mode = c.mode_after.unwrap_or(0o644);
+                let after = match (&before, ft) {
+                    (_, FileType::Dir) => Expect::Dir { mode: Some(mode) },
+                    (Expect::Hashed { hash, .. }, _) => Expect::Hashed {
+                        hash: hash.clone(),
+                        mode: Some(mode),
+                    },
+                    _ => Expect::Dir { mode: Some(mode) },
+                };
+                if ft != FileType::Symlink {
+                    modes.push(op(Action::Chmod { mode }, after));
+                }
+            }
+            (_, FileType::Dir) => {
+                let mode = c.mode_after.unwrap_or(0o755);
+                writes.push(op(
+                    Action::MakeDir { mode: 0o700 },
+                    Expect::Dir { mode: None },
+                ));
+                modes.push(Op {
+                    expect_before: Expect::Dir { mode: None },
+                    ..op(Action::Chmod { mode }, Expect::Dir { mode: Some(mode) })
+                });
+            }
+            (_, FileType::File) => {
+                let Some(hash) = c.after.clone() else {
+                    refusals.push(format!("{shown}: no content was kept for it"));
+                    continue;
+                };
+                let blob = blobs.join(&hash);
+                if !blob.is_file() {
+                    refusals.push(format!(
+                        "{shown}: its content is no longer kept (scratch retention); rehearse again"
+                    ));
+                    continue;
+                }
+                let mode = c.mode_after.unwrap_or(0o644) & 0o1777;
+                writes.push(op(
+                    Action::WriteFile {
+                        blob,
+                        hash: hash.clone(),
+                        mode,
+                    },
+                    Expect::Hashed {
+                        hash,
+                        mode: Some(mode),
+                    },
+                ));
+            }
+            (_, FileType::Symlink) => {
+                let (Some(t), Some(h)) = (&c.symlink_target, &c.after) else {
+                    refusals.push(format!("{shown}: the symlink's target was not recorded"));
+                    continue;
+                };
+                if blake3::hash(t.as_bytes()).to_hex().as_str() != h {
+                    refusals.push(format!(
+                        "{shown}: the symlink's target is not valid UTF-8 and cannot be rebuilt exactly"
+                    ));
+                    continue;
+                }
+                writes.push(op(
+                    Action::Symlink {
+                        target_hex: hex::encode(t.as_bytes()),
+                    },
+                    Expect::Hashed {
+                        hash: h.clone(),
+                        mode: None,
+                    },
+                ));
+            }
+            (_, FileType::Other) => unreachable!("refused above"),
+        }
+    }
+    if !refusals.is_empty() {
+        return Err(EngineError::Conflict(format!(
+            "the change set cannot be promoted; nothing was written:\n  {}",
+            refusals.join("\n  ")
+        )));
+    }
+    deletions.sort_by_key(|o| std::cmp::Reverse(depth(&o.path_bytes())));
+    writes.sort_by_key(|o| {
+        (
+            depth(&o.path_bytes()),
+            !matches!(o.action, Action::MakeDir { .. }),
+        )
+    });
+    modes.sort_by_key(|o| std::cmp::Reverse(depth(&o.path_bytes())));
+    let mut ops = deletions;
+    ops.extend(writes);
+    ops.extend(modes);
+    Ok((ops, identical, notes))
+}
+
+/// Who may promote or roll back: the submitter, root and reviewers (over
+/// the daemon); anyone on their own state directory (local).
+fn may_carry_out(r: &RunRecord, actor: &Actor, auth: &ReviewerAuth) -> Result<(), EngineError> {
+    match auth {
+        ReviewerAuth::LocalTtyConfirmed => Ok(()),
+        ReviewerAuth::PeerCredentials { approver_group } => {
+            let submitter = r.submitted_by.as_ref().map(|a| a.uid);
+            if actor.uid == 0
+                || submitter == Some(actor.uid)
+                || is_approver(actor.uid, approver_group)
+            {
+                Ok(())
+            } else {
+                Err(EngineError::Forbidden(format!(
+                    "uid {} may not promote run {}: only its submitter, root and reviewers may",
+                    actor.uid, r.run_id
+                )))
+            }
+        }
+    }
+}
+
+impl Engine {
+    fn receipt_dir(&self, rid: &str) -> PathBuf {
+        self.state_dir.join("receipts").join(rid)
+    }
+
+    fn promoting_marker(&self, run_id: &str) -> PathBuf {
+        self.state_dir.join("promoting").join(run_id)
+    }
+
+    /// The receipt `id`.
+    pub fn receipt(&self, id: &str) -> Result<Receipt, EngineError> {
+        if !valid_receipt_id(id) {
+            return Err(EngineError::Invalid(format!("{id:?} is not a receipt id")));
+        }
+        let p = self.receipt_dir(id).join("receipt.json");
+        match std::fs::read(&p) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| EngineError::Corrupt {
+                path: p,
+                message: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(EngineError::NoSuchReceipt(id.to_string()))
+            }
+            Err(source) => Err(EngineError::State { path: p, source }),
+        }
+    }
+
+    /// Promote a run: apply its rehearsed change set to the real workspace
+    /// (mode `apply`). Refuses unless the decision was promote or a reviewer
+    /// approved it, refuses a second promotion, refuses drift, and undoes
+    /// itself if any step fails.
+    pub fn promote(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+    ) -> Result<RunRecord, EngineError> {
+        let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self.get(run_id)?;
+        may_carry_out(&r, actor, auth)?;
+        if let Some(rc) = &r.receipt {
+            return Err(EngineError::Conflict(format!(
+                "run {run_id} was already promoted (receipt {}); a receipt is single-use: rehearse again to promote again",
+                rc["receipt_id"].as_str().unwrap_or("?")
+            )));
+        }
+        let decision = r.verdict.as_ref().map(|v| v.decision);
+        match (r.state, decision) {
+            (RunState::Rehearsed, Some(Decision::Promote)) | (RunState::Approved, _) => {}
+            (RunState::AwaitingApproval, _) => {
+                return Err(EngineError::Conflict(format!(
+                    "run {run_id} is awaiting approval; a reviewer must approve it first"
+                )));
+            }
+            (s, d) => {
+                return Err(EngineError::Conflict(format!(
+                    "run {run_id} is {} (decision {}); only a run whose decision is promote, or one a reviewer approved, can be promoted",
+                    s.as_str(),
+                    d.map(|d| d.as_str()).unwrap_or("none")
+                )));
+            }
+        }
+        if self.live_mode(run_id) == crate::envelope::LiveMode::Rerun {
+            return Err(EngineError::Conflict(format!(
+                "run {run_id} declares live.mode: rerun, which this version cannot carry out; nothing was written (use live.mode: apply)"
+            )));
+        }
+        let reh = r.rehearsal.clone().unwrap_or_default();
+        let blobs = self.run_dir(run_id).join("blobs");
+        let (mut ops, identical, notes) = plan_ops(&reh.changes, &blobs)?;
+        let ws = Workspace::open(Path::new(&r.workspace)).map_err(apply_err)?;
+
+        // Drift: every touched path must still hold what the rehearsal saw
+        // (checked against the first step on each path).
+        let mut drift = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for op in &ops {
+            if !seen.insert(op.path_hex.clone()) {
+                continue;
+            }
+            match ws.state(&op.path_bytes()) {
+                Ok(now) if op.expect_before.matches(&now) => {}
+                Ok(now) => drift.push(format!(
+                    "{}: the rehearsal saw {}, the workspace now holds {}",
+                    op.path,
+                    op.expect_before.describe(),
+                    now.describe()
+                )),
+                Err(e) => drift.push(e.to_string()),
+            }
+        }
+        if !drift.is_empty() {
+            drift.dedup();
+            return Err(EngineError::Drift(format!(
+                "the workspace changed since run {run_id} was rehearsed; nothing was written:\n  {}",
+                drift.join("\n  ")
+            )));
+        }
+
+        // Plan and backups, durable before the first write.
+        let rid = new_receipt_id();
+        let rdir = self.receipt_dir(&rid);
+        let backups = rdir.join("backup");
+        std::fs::create_dir_all(&backups).map_err(|source| EngineError::State {
+            path: backups.clone(),
+            source,
+        })?;
+        for (i, op) in ops.iter_mut().enumerate() {
+            if let Expect::Hashed { hash, .. } = &op.expect_before {
+                let rel = op.path_bytes();
+                let b = match ws.state(&rel).map_err(apply_err)? {
+                    crate::workspace::apply::State::Symlink { .. } => {
+                        ws.backup_symlink(&rel).map_err(apply_err)?
+                    }
+                    _ => ws
+                        .backup_file(&rel, &backups.join(i.to_string()))
+                        .map_err(apply_err)?,
+                };
+                if &b.hash != hash {
+                    let _ = std::fs::remove_dir_all(&rdir);
+                    return Err(EngineError::Drift(format!(
+                        "{} changed while it was being backed up; nothing was written",
+                        op.path
+                    )));
+                }
+                op.backup = Some(b);
+            }
+        }
+        let plan = Plan {
+            receipt_id: rid.clone(),
+            run_id: run_id.to_string(),
+            workspace: r.workspace.clone(),
+            ops,
+            started_at: now_rfc3339(),
+        };
+        let receipt = Receipt {
+            schema: RECEIPT_SCHEMA.into(),
+            receipt_id: rid.clone(),
+            run_id: run_id.to_string(),
+            promoted_at: now_rfc3339(),
+            promoted_by: actor.clone(),
+            mode: "apply".into(),
+            workspace: r.workspace.clone(),
+            command: r.command.clone(),
+            envelope_hash: r.envelope_hash.clone(),
+            policy_hash: r.risk.as_ref().map(|k| k.policy_hash.clone()),
+            landlock_abi: reh.sandbox.landlock_abi,
+            change_set: super::change_set_hash(&reh.changes),
+            changes: reh
+                .changes
+                .iter()
+                .map(|c| ReceiptChange {
+                    path: c.path.clone(),
+                    path_hex: c.path_hex.clone(),
+                    kind: c.kind,
+                    file_type: c.file_type,
+                    before: c.before.clone(),
+                    after: c.after.clone(),
+                })
+                .collect(),
+            verdict: serde_json::json!({
+                "decision": decision.map(|d| d.as_str()),
+                "reasons": r.verdict.as_ref().map(|v| v.reasons.clone()).unwrap_or_default(),
+            }),
+            approvals: r.approvals.clone(),
+            live_result: LiveResult {
+                applied_steps: plan.ops.len(),
+                skipped_identical: identical,
+                notes,
+            },
+            journal: None,
+            rolled_back: None,
+        };
+        super::write_atomic(
+            &rdir.join("plan.json"),
+            &serde_json::to_vec(&plan).expect("serializes"),
+        )
+        .and_then(|_| {
+            super::write_atomic(
+                &rdir.join("receipt.json"),
+                &serde_json::to_vec_pretty(&receipt).expect("serializes"),
+            )
+        })
+        .and_then(|_| {
+            let m = self.promoting_marker(run_id);
+            std::fs::create_dir_all(m.parent().expect("has a parent"))?;
+            let me = process_identity(std::process::id()).unwrap_or_default();
+            std::fs::write(&m, format!("{rid}\n{me}"))
+        })
+        .map_err(|source| EngineError::State {
+            path: rdir.clone(),
+            source,
+        })?;
+
+        // Apply; on any failure, undo what was done.
+        let stall = std::env::var("DRYRUN_FAULT_APPLY_STALL_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok());
+        for (i, op) in plan.ops.iter().enumerate() {
+            if let Some(ms) = stall
+                && i == plan.ops.len() / 2
+            {
+                // Fault injection for the crash tests (tests/live_lane.rs).
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            if let Err(e) = op.apply(&ws, &format!("{rid}-{i}")) {
+                let undo = self.undo_ops(&ws, &plan.ops[..=i], &backups, &rid);
+                let _ = std::fs::remove_file(self.promoting_marker(run_id));
+                let _ = std::fs::remove_dir_all(&rdir);
+                return Err(EngineError::Conflict(format!(
+                    "promotion of run {run_id} failed at {}: {e}; {}",
+                    op.path,
+                    match undo {
+                        Ok(()) => "every step already taken was undone: the workspace is as it was"
+                            .to_string(),
+                        Err(u) => format!("undoing it also failed: {u}"),
+                    }
+                )));
+            }
+        }
+
+        // The receipt goes into the journal before anyone hears of it.
+        let appended = match self.journal.append(&Entry {
+            kind: "promotion".into(),
+            run_id: Some(run_id.to_string()),
+            actor: Some(actor.clone()),
+            data: serde_json::to_value(&receipt).expect("serializes"),
+        }) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.undo_ops(&ws, &plan.ops, &backups, &rid);
+                let _ = std::fs::remove_file(self.promoting_marker(run_id));
+                let _ = std::fs::remove_dir_all(&rdir);
+                return Err(e.into());
+            }
+        };
+        let mut receipt = receipt;
+        receipt.journal = Some(appended);
+        let _ = super::write_atomic(
+            &rdir.join("receipt.json"),
+            &serde_json::to_vec_pretty(&receipt).expect("serializes"),
+        );
+        r.state = RunState::Promoted;
+        r.receipt = Some(serde_json::to_value(&receipt).expect("serializes"));
+        self.save(&r)?;
+        let _ = std::fs::remove_file(self.promoting_marker(run_id));
+        Ok(r)
+    }
+
+    /// Undo steps in reverse, each only where it took effect.
+    fn undo_ops(
+        &self,
+        ws: &Workspace,
+        ops: &[Op],
+        backups: &Path,
+        rid: &str,
+    ) -> Result<(), String> {
+        let mut failures = Vec::new();
+        for (i, op) in ops.iter().enumerate().rev() {
+            let rel = op.path_bytes();
+            match ws.state(&rel) {
+                Ok(now) if op.expect_before.matches(&now) => continue,
+                _ => {}
+            }
+            if let Err(e) = op.undo(ws, backups, &format!("{rid}-u{i}")) {
+                failures.push(e.to_string());
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+
+    /// Restore what a promotion replaced, only where the workspace still
+    /// holds what the promotion wrote; otherwise refuse and name the paths.
+    pub fn rollback(
+        &self,
+        receipt_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+    ) -> Result<Receipt, EngineError> {
+        let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut receipt = self.receipt(receipt_id)?;
+        let mut r = self.get(&receipt.run_id)?;
+        may_carry_out(&r, actor, auth)?;
+        if let Some(rb) = &receipt.rolled_back {
+            return Err(EngineError::Conflict(format!(
+                "receipt {receipt_id} was already rolled back at {}",
+                rb.at
+            )));
+        }
+        let rdir = self.receipt_dir(receipt_id);
+        let plan: Plan = std::fs::read(rdir.join("plan.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| EngineError::Corrupt {
+                path: rdir.join("plan.json"),
+                message: "missing or unreadable".into(),
+            })?;
+        let ws = Workspace::open(Path::new(&plan.workspace)).map_err(apply_err)?;
+        let mut changed = Vec::new();
+        for op in &plan.ops {
+            match ws.state(&op.path_bytes()) {
+                Ok(now) if op.after.matches(&now) => {}
+                Ok(now) => changed.push(format!(
+                    "{}: the promotion left {}, the workspace now holds {}",
+                    op.path,
+                    op.after.describe(),
+                    now.describe()
+                )),
+                Err(e) => changed.push(e.to_string()),
+            }
+        }
+        if !changed.is_empty() {
+            return Err(EngineError::Drift(format!(
+                "the workspace changed since receipt {receipt_id} was promoted; nothing was rolled back:\n  {}",
+                changed.join("\n  ")
+            )));
+        }
+        self.undo_ops(&ws, &plan.ops, &rdir.join("backup"), receipt_id)
+            .map_err(|e| EngineError::Conflict(format!("rollback of {receipt_id} failed: {e}")))?;
+        let rb = RolledBack {
+            at: now_rfc3339(),
+            by: actor.clone(),
+            steps: plan.ops.len(),
+        };
+        self.journal.append(&Entry {
+            kind: "rollback".into(),
+            run_id: Some(receipt.run_id.clone()),
+            actor: Some(actor.clone()),
+            data: serde_json::json!({
+                "receipt_id": receipt_id,
+                "steps": plan.ops.len(),
+                "paths": super::capped_list(&plan.ops.iter().map(|o| o.path.clone()).collect::<Vec<_>>()),
+            }),
+        })?;
+        receipt.rolled_back = Some(rb);
+        super::write_atomic(
+            &rdir.join("receipt.json"),
+            &serde_json::to_vec_pretty(&receipt).expect("serializes"),
+        )
+        .map_err(|source| EngineError::State {
+            path: rdir.clone(),
+            source,
+        })?;
+        r.receipt = Some(serde_json::to_value(&receipt).expect("serializes"));
+        self.save(&r)?;
+        Ok(receipt)
+    }
+
+    /// A promotion whose process died: complete it if its receipt reached
+    /// the journal, else undo it. Returns the run ids settled.
+    pub(super) fn recover_promotions(&self) -> Result<Vec<String>, EngineError> {
+        let mut settled = Vec::new();
+        let dir = self.state_dir.join("promoting");
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let run_id = e.file_name().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let (rid, owner) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+            let pid: Option<u32> = owner.split(' ').next().and_then(|p| p.parse().ok());
+            if pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner)) {
+                continue;
+            }
+            let rdir = self.receipt_dir(rid);
+            let plan: Option<Plan> = std::fs::read(rdir.join("plan.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            let receipt: Option<Receipt> = std::fs::read(rdir.join("receipt.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            let journaled = valid_receipt_id(rid)
+                && self
+                    .journal
+                    .tail_contains(&format!("\"receipt_id\":\"{rid}\""), 8 << 20)?;
+            match (plan, receipt, journaled) {
+                (Some(_), Some(rc), true) => {
+                    if let Ok(mut r) = self.get(&run_id) {
+                        r.state = RunState::Promoted;
+                        r.receipt = Some(serde_json::to_value(&rc).expect("serializes"));
+                        self.save(&r)?;
+                    }
+                }
+                (Some(plan), _, false) => {
+                    let outcome = Workspace::open(Path::new(&plan.workspace))
+                        .map_err(|e| e.to_string())
+                        .and_then(|ws| self.undo_ops(&ws, &plan.ops, &rdir.join("backup"), rid));
+                    self.journal.append(&Entry {
+                        kind: "promotion_aborted".into(),
+                        run_id: Some(run_id.clone()),
+                        actor: Some(Actor::system()),
+                        data: serde_json::json!({
+                            "receipt_id": rid,
+                            "reason": "the promoting process stopped before its receipt was journaled",
+                            "undo": match &outcome { Ok(()) => "complete".to_string(), Err(e) => e.clone() },
+                        }),
+                    })?;
+                    if outcome.is_ok() {
+                        let _ = std::fs::remove_dir_all(&rdir);
+                    }
+                }
+                _ => {
+                    let _ = std::fs::remove_dir_all(&rdir);
+                }
+            }
+            let _ = std::fs::remove_file(e.path());
+            settled.push(run_id);
+        }
+        Ok(settled)
+    }
+
+    fn live_mode(&self, run_id: &str) -> crate::envelope::LiveMode {
+        std::fs::read(self.run_dir(run_id).join("envelope.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::envelope::Envelope>(&b).ok())
+            .and_then(|e| e.live)
+            .map(|l| l.mode)
+            .unwrap_or_default()
+    }
+}
