@@ -262,7 +262,9 @@ impl Workspace {
                     Errno::ELOOP | Errno::EXDEV => format!(
                         "a directory on its path is a symlink or leaves the workspace ({e}); nothing is written through it"
                     ),
-                    Errno::ENOTDIR => format!("a component of its path is not a directory ({e})"),
+                    Errno::ENOTDIR => format!(
+                        "a component of its path is no longer a directory (a symlink or a file now; {e}); nothing is written through it"
+                    ),
                     _ => format!("cannot open its directory: {e}"),
                 },
             )

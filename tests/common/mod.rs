@@ -3,6 +3,8 @@
 //! as an ordinary user created here.
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

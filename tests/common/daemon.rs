@@ -1,0 +1,260 @@
+//! A real `dryrun daemon` process for the daemon and live-lane tests.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// Everything here needs two identities; as a non-root user it cannot run.
+pub fn require_root() -> bool {
+    if is_root() {
+        return true;
+    }
+    if std::env::var("DRYRUN_TEST_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
+        panic!("DRYRUN_TEST_REQUIRE_ROOT=1 but the tests are not running as root");
+    }
+    eprintln!("SKIP: the daemon tests need root to create a second identity");
+    false
+}
+
+/// Name of the test user's primary group (the socket's group here).
+pub fn test_group() -> String {
+    let (_, gid) = test_user();
+    nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .unwrap()
+        .unwrap()
+        .name
+}
+
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    pub fn start(extra: &[&str]) -> Daemon {
+        Self::start_env(extra, &[])
+    }
+
+    pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("dryrun-daemon-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let socket = dir.path().join("run").join("dryrun.sock");
+        let state = dir.path().join("state");
+        let log = dir.path().join("daemon.log");
+        let mut d = Daemon {
+            child: None,
+            socket,
+            state,
+            dir,
+            log,
+        };
+        d.spawn(extra, env);
+        d
+    }
+
+    pub fn spawn(&mut self, extra: &[&str], env: &[(&str, &str)]) {
+        let group = test_group();
+        let mut c = Command::new(bin());
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("DRYRUN_LOG", "info")
+            .envs(env.iter().copied())
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(["--socket-group", &group])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&self.log).unwrap());
+        self.child = Some(c.spawn().unwrap());
+        let t0 = Instant::now();
+        while !health_ok(&self.socket) {
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited early ({st}): {}", self.log_text());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "daemon did not come up: {}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        c.wait().unwrap()
+    }
+
+    pub fn restart(&mut self, extra: &[&str]) {
+        self.spawn(extra, &[]);
+    }
+
+    /// The CLI as root (the reviewer), talking to this daemon.
+    pub fn cli_root(&self) -> Command {
+        let mut c = Command::new(bin());
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("DRYRUN_SOCKET", &self.socket)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// The CLI as the unprivileged test user (the agent).
+    pub fn cli_user(&self) -> Command {
+        let (u, g) = test_user();
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={u}"))
+            .arg(format!("--regid={g}"))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("DRYRUN_SOCKET", &self.socket)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// A request with curl (a real HTTP client), as root or as the user.
+    pub fn curl(&self, who: Who, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        let mut c = if who == Who::User {
+            let (u, g) = test_user();
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={u}"))
+                .arg(format!("--regid={g}"))
+                .arg("--clear-groups")
+                .arg("--")
+                .arg("curl");
+            c
+        } else {
+            Command::new("curl")
+        };
+        c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--unix-socket"])
+            .arg(&self.socket)
+            .args(["-X", method])
+            .arg(format!("http://dryrun{path}"));
+        if let Some(b) = body {
+            c.args(["-H", "content-type: application/json", "--data-binary", b]);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (
+            code.trim().parse().unwrap_or(0),
+            serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
+        )
+    }
+
+    pub fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.state.join("journal.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| v["body"].clone())
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn health_ok(socket: &Path) -> bool {
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.starts_with("HTTP/1.1 200")
+}
+
+/// A workspace owned by the test user (the agent's project).
+pub fn user_workspace() -> Ws {
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    std::fs::create_dir_all(ws.dir.join(".git/hooks")).unwrap();
+    ws.chown_all();
+    ws
+}
+
+pub fn run_json(out: std::process::Output) -> Run {
+    to_run(out)
+}
+
+pub fn submit_user(d: &Daemon, ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
+    let out = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--command", cmd])
+        .args(extra)
+        .output()
+        .unwrap();
+    run_json(out)
+}
+
+pub fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(needle) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}

@@ -1,0 +1,432 @@
+//! The live lane, for real: a real daemon (root, the reviewer) and the
+//! unprivileged test user (the agent) promoting into a real workspace.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::daemon::*;
+use common::*;
+
+/// The agent's workspace with a few files.
+fn project() -> Ws {
+    let ws = Ws::new(Who::User);
+    ws.write("blog/a.md", "alpha\n");
+    ws.write("blog/b.md", "beta\n");
+    ws.write("blog/old.md", "old\n");
+    ws.write("notes.txt", "keep me\n");
+    ws.write("run.sh", "#!/bin/sh\necho hi\n");
+    ws
+}
+
+const EDIT: &str = "echo A >> blog/a.md; sed -i s/beta/BETA/ blog/b.md; rm blog/old.md; \
+    mkdir -p blog/new/deep; echo c > blog/new/deep/c.md; ln -s a.md blog/link.md; chmod 700 run.sh";
+
+fn as_user(d: &Daemon) -> Command {
+    d.cli_user()
+}
+
+/// Run `cmd` for real, as the test user, in a copy of the workspace: what
+/// a promotion must reproduce exactly.
+fn reference_result(ws: &Ws, cmd: &str) -> std::collections::BTreeMap<std::path::PathBuf, String> {
+    let copy = ws.root.path().join("reference");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&ws.dir)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (u, g) = test_user();
+    let st = Command::new("setpriv")
+        .arg(format!("--reuid={u}"))
+        .arg(format!("--regid={g}"))
+        .args(["--clear-groups", "--", "bash", "-c", cmd])
+        .current_dir(&copy)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let snap = snapshot_tree(&copy);
+    std::fs::remove_dir_all(&copy).unwrap();
+    snap
+}
+
+/// Type, mode, owner, content (no times).
+fn listing(t: &std::collections::BTreeMap<std::path::PathBuf, String>) -> Vec<(String, String)> {
+    t.iter()
+        .map(|(p, v)| {
+            let kept: Vec<&str> = v.split(' ').filter(|f| !f.starts_with("mtime=")).collect();
+            (p.display().to_string(), kept.join(" "))
+        })
+        .collect()
+}
+
+fn promote(d: &Daemon, who: Who, id: &str) -> (i32, Value, String) {
+    let mut c = if who == Who::User {
+        as_user(d)
+    } else {
+        d.cli_root()
+    };
+    let out = c.args(["promote", id, "--json"]).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn promotion_applies_exactly_the_rehearsed_changes_once() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let expected = reference_result(&ws, EDIT);
+    let r = submit_user(&d, &ws, EDIT, &["--expect-write", "**"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let (code, rec, err) = promote(&d, Who::User, &id);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(rec["state"], "promoted");
+    let after = ws.snapshot();
+    assert_eq!(
+        listing(&after),
+        listing(&expected),
+        "the promoted workspace differs from running the command for real"
+    );
+    // Files belong to the workspace owner, never to root or sandbox ids.
+    let (u, g) = test_user();
+    for e in walkdir::WalkDir::new(&ws.dir).into_iter().flatten() {
+        let m = e.path().symlink_metadata().unwrap();
+        assert_eq!((m.uid(), m.gid()), (u, g), "{}", e.path().display());
+    }
+    // The receipt binds what was reviewed and is in the journal.
+    let rc = &rec["receipt"];
+    let rid = rc["receipt_id"].as_str().unwrap().to_string();
+    assert_eq!(rc["run_id"], id.as_str());
+    assert_eq!(rc["envelope_hash"], r.json["envelope_hash"]);
+    assert_eq!(
+        rc["landlock_abi"],
+        r.json["rehearsal"]["sandbox"]["landlock_abi"]
+    );
+    assert!(rc["policy_hash"].as_str().is_some_and(|h| h.len() == 64));
+    assert_eq!(
+        rc["changes"].as_array().unwrap().len(),
+        r.changes().len(),
+        "per-path before/after hashes"
+    );
+    let j = d.journal();
+    let p = j.iter().find(|b| b["kind"] == "promotion").unwrap();
+    assert_eq!(p["data"]["receipt_id"], rid.as_str());
+    assert_eq!(p["data"]["change_set"], rc["change_set"]);
+    let out = as_user(&d)
+        .args(["receipt", "show", &rid])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("receipt {rid}")));
+    // Single use: a second promotion is refused (409) and changes nothing.
+    let (code, _, err) = promote(&d, Who::User, &id);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("already promoted") && err.contains("409"),
+        "{err}"
+    );
+    let (st, body) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/promote"), None);
+    assert_eq!(st, 409, "{body}");
+    assert_eq!(ws.snapshot(), after);
+}
+
+#[test]
+fn only_a_promotable_or_approved_run_goes_live() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let before = ws.snapshot();
+    // Blocked (a write outside the intent): refused.
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo x >> notes.txt",
+        &["--expect-write", "blog/*"],
+    );
+    assert_eq!(r.code, 4);
+    let (code, _, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("only a run whose decision is promote"),
+        "{err}"
+    );
+    // Awaiting approval: refused until a reviewer approves; then it goes live.
+    std::fs::create_dir_all(ws.dir.join(".git/hooks")).unwrap();
+    ws.chown_all();
+    let before = {
+        let mut b = before;
+        b.extend(ws.snapshot());
+        b
+    };
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo 'exit 0' > .git/hooks/pre-commit",
+        &["--expect-write", ".git/**"],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let (code, _, err) = promote(&d, Who::User, &id);
+    assert_eq!(code, 4);
+    assert!(err.contains("awaiting approval"), "{err}");
+    assert_eq!(ws.snapshot(), before);
+    let out = d
+        .cli_root()
+        .args(["approve", &id, "--note", "ok"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let (code, rec, err) = promote(&d, Who::User, &id);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(rec["receipt"]["approvals"][0]["by"]["uid"], 0);
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join(".git/hooks/pre-commit")).unwrap(),
+        "exit 0\n"
+    );
+}
+
+#[test]
+fn drift_in_one_touched_path_aborts_with_nothing_written() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let r = submit_user(&d, &ws, EDIT, &["--expect-write", "**"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // Someone edits b.md after the rehearsal.
+    std::fs::write(ws.dir.join("blog/b.md"), "beta, edited by a human\n").unwrap();
+    let before = ws.snapshot();
+    let (code, _, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("blog/b.md") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("blog/a.md"),
+        "only the drifted path is named: {err}"
+    );
+    assert_eq!(ws.snapshot(), before, "nothing was written");
+    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_cannot_redirect_a_write() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo A >> blog/a.md",
+        &["--expect-write", "blog/*"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    // Outside the workspace: a directory holding the same a.md, so content
+    // checks alone would pass if paths were followed.
+    let (outside_dir, outside) = host_canary("a.md", "alpha\n");
+    std::fs::set_permissions(outside_dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let swap = format!(
+        "mv blog blog.real && ln -s {} blog",
+        outside_dir.path().display()
+    );
+    let (u, g) = test_user();
+    let st = Command::new("setpriv")
+        .arg(format!("--reuid={u}"))
+        .arg(format!("--regid={g}"))
+        .args(["--clear-groups", "--", "sh", "-c", &swap])
+        .current_dir(&ws.dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (code, _, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("symlink"), "{err}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "alpha\n");
+    assert_eq!(
+        std::fs::read_dir(outside_dir.path()).unwrap().count(),
+        1,
+        "nothing was created outside"
+    );
+}
+
+#[test]
+fn setid_files_and_special_files_are_never_promoted() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let before = ws.snapshot();
+    let r = submit_user(
+        &d,
+        &ws,
+        "mkfifo pipe; echo x > tool; chmod u+s tool; echo fine > fine.txt",
+        &["--expect-write", "**"],
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    // Even a reviewer's override does not let them through.
+    let out = d
+        .cli_root()
+        .args(["approve", &id, "--override", "--note", "try"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let (code, _, err) = promote(&d, Who::Root, &id);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("tool: a setuid/setgid file is never promoted"),
+        "{err}"
+    );
+    assert!(err.contains("pipe: a fifo"), "{err}");
+    assert_eq!(
+        ws.snapshot(),
+        before,
+        "nothing was written, not even fine.txt"
+    );
+}
+
+#[test]
+fn rollback_restores_and_refuses_after_a_later_edit() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let original = ws.snapshot();
+    let r = submit_user(&d, &ws, EDIT, &["--expect-write", "**"]);
+    let (code, rec, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
+    assert_eq!(code, 0, "{err}");
+    let rid = rec["receipt"]["receipt_id"].as_str().unwrap().to_string();
+    let out = as_user(&d).args(["rollback", &rid]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        listing(&ws.snapshot()),
+        listing(&original),
+        "rollback restores the workspace exactly"
+    );
+    let out = as_user(&d).args(["rollback", &rid]).output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "a receipt rolls back once");
+    assert!(d.journal().iter().any(|b| b["kind"] == "rollback"));
+
+    // Promote again (a new rehearsal), then someone edits a promoted file.
+    let r = submit_user(&d, &ws, EDIT, &["--expect-write", "**"]);
+    let (code, rec, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
+    assert_eq!(code, 0, "{err}");
+    let rid = rec["receipt"]["receipt_id"].as_str().unwrap().to_string();
+    std::fs::write(ws.dir.join("blog/new/deep/c.md"), "edited later\n").unwrap();
+    let before = ws.snapshot();
+    let out = as_user(&d).args(["rollback", &rid]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("blog/new/deep/c.md") && err.contains("nothing was rolled back"),
+        "{err}"
+    );
+    assert_eq!(ws.snapshot(), before);
+}
+
+#[test]
+fn kill9_during_an_apply_leaves_all_or_nothing() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "60000")]);
+    let ws = project();
+    let original = ws.snapshot();
+    let r = submit_user(&d, &ws, EDIT, &["--expect-write", "**"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let mut promoting = as_user(&d)
+        .args(["promote", &id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first steps (deletion of old.md, new directories) land, then the
+    // apply stalls halfway.
+    wait_until("the apply to be halfway", 30, || {
+        !ws.dir.join("blog/old.md").exists()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert_ne!(ws.snapshot(), original, "the crash lands mid-apply");
+    d.kill9();
+    let _ = promoting.wait();
+    d.restart(&[]);
+    assert_eq!(
+        listing(&ws.snapshot()),
+        listing(&original),
+        "after restart the workspace is exactly as before (content, types, modes, owners)"
+    );
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let rec: Value = c.call("GET", &format!("/v1/runs/{id}"), None).unwrap();
+    assert_eq!(rec["state"], "rehearsed");
+    assert!(rec["receipt"].is_null());
+    let j = d.journal();
+    assert!(
+        j.iter()
+            .any(|b| b["kind"] == "promotion_aborted" && b["run_id"] == id.as_str())
+    );
+    assert!(j.iter().all(|b| b["kind"] != "promotion"));
+    let v: Value = c.call("GET", "/v1/journal/verify", None).unwrap();
+    assert_eq!(v["ok"], true);
+    // And it can still go live, fully, once.
+    let expected = reference_result(&ws, EDIT);
+    let (code, _, err) = promote(&d, Who::User, &id);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listing(&ws.snapshot()), listing(&expected));
+}
+
+#[test]
+fn local_mode_promotes_and_rolls_back_too() {
+    let who = if is_root() { Who::User } else { Who::User };
+    let ws = Ws::new(who);
+    ws.write("a.txt", "one\n");
+    let r = ws.rehearse("echo two >> a.txt", &["--expect-write", "a.txt"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let out = ws
+        .command()
+        .args(["promote", &id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rid = rec["receipt"]["receipt_id"].as_str().unwrap().to_string();
+    let out = ws.command().args(["rollback", &rid]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+        "one\n"
+    );
+}
