@@ -135,6 +135,14 @@ pub struct Engine {
     transitions: std::sync::Mutex<()>,
 }
 
+/// What the live lane's rerun adds to a rehearsal.
+pub struct LiveRun {
+    pub rerun_of: String,
+    pub network_host: bool,
+    /// Host variables named by `live.env_from_host`, with their values.
+    pub extra_env: Vec<(String, String)>,
+}
+
 /// A run accepted and journaled, not yet rehearsed.
 pub struct Prepared {
     record: RunRecord,
@@ -803,6 +811,17 @@ impl Engine {
     }
 
     fn prepare_inner(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<Prepared, EngineError> {
+        self.prepare_run(spec, actor, None)
+    }
+
+    /// `live`: the live lane's rerun of another run (network and host
+    /// variables as its `live:` section grants; never persisted).
+    fn prepare_run(
+        &self,
+        spec: &EnvelopeSpec,
+        actor: &Actor,
+        live: Option<&LiveRun>,
+    ) -> Result<Prepared, EngineError> {
         if let Some(tree) = self.opts.image.covers(&spec.workspace) {
             return Err(EngineError::Workspace(format!(
                 "{} lies inside {}, which the sandbox image mounts read-only; use a project directory elsewhere",
@@ -889,7 +908,14 @@ impl Engine {
             workspace: spec.workspace.clone(),
             steps: spec.steps.clone(),
             shell: PathBuf::from("/bin/bash"),
-            env: sandbox_env(spec),
+            env: {
+                let mut env = sandbox_env(spec);
+                if let Some(l) = live {
+                    env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
+                    env.extend(l.extra_env.iter().cloned());
+                }
+                env
+            },
             limits: limits.clone(),
             ids,
             image: self.opts.image.clone(),
@@ -901,6 +927,7 @@ impl Engine {
             diff_before_max: 256 * 1024,
             t0_ns,
             workspace_identity: (ws_id.dev, ws_id.ino),
+            network_host: live.is_some_and(|l| l.network_host),
         };
 
         let record = RunRecord {
@@ -930,6 +957,18 @@ impl Engine {
             receipt: None,
             submitted_by: Some(actor.clone()),
             approvals: Vec::new(),
+            live: Some(crate::record::LiveRecord {
+                mode: match spec.live.mode {
+                    crate::envelope::LiveMode::Apply => "apply".into(),
+                    crate::envelope::LiveMode::Rerun => "rerun".into(),
+                },
+                network: match spec.live.network {
+                    crate::envelope::LiveNetwork::None => "none".into(),
+                    crate::envelope::LiveNetwork::Host => "host".into(),
+                },
+                env_from_host: spec.live.env_from_host.clone(),
+            }),
+            rerun_of: live.map(|l| l.rerun_of.clone()),
         };
         if let Some(budget) = &self.budget
             && actor.via == "daemon"
@@ -1102,7 +1141,11 @@ impl Engine {
                         seccomp: report.seccomp,
                         ids: ids_desc,
                         enforcement,
-                        network: "none (new network namespace, loopback only)".into(),
+                        network: if sspec.network_host {
+                            "host (the live lane's rerun, as live.network: host grants)".into()
+                        } else {
+                            "none (new network namespace, loopback only)".into()
+                        },
                     },
                 });
                 record.verdict = Some(verdict);

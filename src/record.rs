@@ -124,6 +124,23 @@ pub struct RunRecord {
     /// Reviewers' decisions on this run, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<ApprovalRecord>,
+    /// How the live lane will carry the run out (the envelope's `live:`;
+    /// variable names only, never values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveRecord>,
+    /// Set on the live lane's rerun of another run (that run's id). Such a
+    /// run is evidence, never promotable itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_of: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveRecord {
+    /// `apply` or `rerun`.
+    pub mode: String,
+    /// `none` or `host` (rerun only).
+    pub network: String,
+    pub env_from_host: Vec<String>,
 }
 
 /// One reviewer decision (also journaled as `approval` / `rejection`).

@@ -112,6 +112,26 @@ pub fn judge_with(
         })
     };
 
+    // 0. a command that must run again live always needs a human.
+    if spec.live.mode == crate::envelope::LiveMode::Rerun {
+        add(
+            "live.rerun",
+            Decision::NeedsApproval,
+            format!(
+                "the live lane will run this command again (network: {}, host variables: {}); a reviewer must approve",
+                match spec.live.network {
+                    crate::envelope::LiveNetwork::None => "none",
+                    crate::envelope::LiveNetwork::Host => "host",
+                },
+                if spec.live.env_from_host.is_empty() {
+                    "none".to_string()
+                } else {
+                    spec.live.env_from_host.join(", ")
+                }
+            ),
+        );
+    }
+
     // 1. forbidden paths: any touch, even an identical rewrite.
     let mut forbidden = Vec::new();
     for c in &r.changes {

@@ -430,3 +430,167 @@ fn local_mode_promotes_and_rolls_back_too() {
         "one\n"
     );
 }
+
+fn submit_envelope(d: &Daemon, ws: &Ws, yaml: &str) -> Run {
+    use std::io::Write;
+    let mut ch = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ch.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
+    to_run(ch.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_rerun_needs_approval_runs_live_with_what_live_grants_and_applies_matching_writes() {
+    if !require_root() {
+        return;
+    }
+    use std::io::Read;
+    let d = Daemon::start(&[]);
+    let ws = project();
+    // A "remote service" on the host's loopback.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let rx = received.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || {
+        while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut buf = String::new();
+                    let _ = s.read_to_string(&mut buf);
+                    rx.lock().unwrap().push(buf);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    let token = format!("live-token-{}", std::process::id());
+    let yaml = format!(
+        "command: \"echo done > status.txt; (exec 3<>/dev/tcp/127.0.0.1/{port} && printf '%s' \\\"$LIVE_TOKEN\\\" >&3) 2>/dev/null; true\"\n\
+         working_dir: {}\n\
+         intent: {{expected_writes: [status.txt]}}\n\
+         live: {{mode: rerun, network: host, env_from_host: [LIVE_TOKEN]}}\n",
+        ws.dir.display()
+    );
+    let r = submit_envelope(&d, &ws, &yaml);
+    // The rehearsal tried the network (cut) and a rerun always needs a human.
+    assert!(r.code == 3 || r.code == 4, "{r:?}");
+    assert!(
+        r.reasons().iter().any(|x| x.contains("[live.rerun]")),
+        "{:?}",
+        r.reasons()
+    );
+    assert_eq!(r.json["live"]["env_from_host"][0], "LIVE_TOKEN");
+    assert!(
+        received.lock().unwrap().is_empty(),
+        "the rehearsal reached the host"
+    );
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    // Not before approval.
+    let out = d
+        .cli_user()
+        .env("LIVE_TOKEN", &token)
+        .args(["promote", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let mut approve = d.cli_root();
+    approve.args(["approve", &id, "--note", "post the token"]);
+    if r.code == 4 {
+        approve.arg("--override");
+    }
+    assert_eq!(approve.output().unwrap().status.code(), Some(0));
+    // Without the variable the live run cannot start.
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LIVE_TOKEN"));
+    let out = d
+        .cli_user()
+        .env("LIVE_TOKEN", &token)
+        .args(["promote", &id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["receipt"]["mode"], "rerun");
+    assert!(rec["receipt"]["live_result"]["live_run_id"].is_string());
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("status.txt")).unwrap(),
+        "done\n"
+    );
+    wait_until("the live run's message", 10, || {
+        !received.lock().unwrap().is_empty()
+    });
+    assert_eq!(received.lock().unwrap().as_slice(), [token.clone()]);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    server.join().unwrap();
+    // The host variable's value is never stored.
+    for e in walkdir::WalkDir::new(&d.state).into_iter().flatten() {
+        if e.file_type().is_file() {
+            let b = std::fs::read(e.path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&b).contains(&token),
+                "{}",
+                e.path().display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_rerun_whose_live_writes_differ_applies_nothing() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let before = ws.snapshot();
+    let yaml = format!(
+        "command: \"date +%s%N > stamp.txt\"\nworking_dir: {}\nintent: {{expected_writes: [stamp.txt]}}\nlive: {{mode: rerun}}\n",
+        ws.dir.display()
+    );
+    let r = submit_envelope(&d, &ws, &yaml);
+    assert_eq!(r.code, 3, "a rerun always needs approval: {r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        d.cli_root()
+            .args(["approve", &id])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(0)
+    );
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("stamp.txt: live result differs") && err.contains("nothing was applied"),
+        "{err}"
+    );
+    assert_eq!(ws.snapshot(), before);
+    assert!(d.journal().iter().any(|b| b["kind"] == "rerun_mismatch"));
+    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+}

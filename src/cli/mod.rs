@@ -421,18 +421,49 @@ fn run(cli: Cli) -> i32 {
             json,
         ),
         Cmd::Promote { run_id, json } => {
+            // Mode `rerun`: hand over the host variables the run's live:
+            // section names, from this process's environment.
+            let host_env =
+                |r: &crate::record::RunRecord| -> std::collections::BTreeMap<String, String> {
+                    r.live
+                        .as_ref()
+                        .filter(|l| l.mode == "rerun")
+                        .map(|l| {
+                            l.env_from_host
+                                .iter()
+                                .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
             let r = match door(&g) {
-                Door::Daemon(c) => c.call::<crate::record::RunRecord>(
-                    "POST",
-                    &format!("/v1/runs/{}/promote", url_id(&run_id)),
-                    Some(b"{}".to_vec()),
-                ),
+                Door::Daemon(c) => {
+                    let rec = match c.call::<crate::record::RunRecord>(
+                        "GET",
+                        &format!("/v1/runs/{}", url_id(&run_id)),
+                        None,
+                    ) {
+                        Ok(r) => r,
+                        Err(e) => return live_error_client(e),
+                    };
+                    let body = serde_json::to_vec(&crate::daemon::PromoteBody {
+                        env: host_env(&rec),
+                    })
+                    .expect("serializes");
+                    c.call::<crate::record::RunRecord>(
+                        "POST",
+                        &format!("/v1/runs/{}/promote", url_id(&run_id)),
+                        Some(body),
+                    )
+                }
                 Door::Local => {
                     return match open_engine(&g, false).and_then(|e| {
+                        let env = e.get(&run_id).map(|r| host_env(&r))?;
                         e.promote(
                             &run_id,
                             &crate::journal::Actor::local(),
                             &ReviewerAuth::LocalTtyConfirmed,
+                            &env,
                         )
                     }) {
                         Ok(r) => {

@@ -819,13 +819,33 @@ async fn cancel(
     Ok((StatusCode::OK, axum::Json(r)).into_response())
 }
 
+/// `POST /v1/runs/{id}/promote` body (optional).
+#[derive(Deserialize, Default, Serialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteBody {
+    /// Mode `rerun`: values of the variables the run's `live.env_from_host`
+    /// names, from the promoting side. Used for the live run only; never
+    /// stored or journaled.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 async fn promote(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
+    let bytes = read_body(&app, body).await?;
+    let pb: PromoteBody = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        PromoteBody::default()
+    } else {
+        let de = &mut serde_json::Deserializer::from_slice(&bytes);
+        serde_path_to_error::deserialize(de)
+            .map_err(|e| ApiError::bad("invalid_request", format!("body: {e}")))?
+    };
     let engine = app.engine.clone();
     let rid = id.clone();
     let record = blocking(move || engine.get(&rid)).await?;
@@ -836,7 +856,7 @@ async fn promote(
     let auth = ReviewerAuth::PeerCredentials {
         approver_group: app.cfg.approver_group.clone(),
     };
-    let r = blocking(move || engine.promote(&id, &actor, &auth)).await?;
+    let r = blocking(move || engine.promote(&id, &actor, &auth, &pb.env)).await?;
     Ok(axum::Json(r).into_response())
 }
 

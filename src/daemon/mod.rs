@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{ErrorBody, ErrorDetail, Health, ROUTES, ReviewBody, RunList, Submitted};
+pub use api::{
+    ErrorBody, ErrorDetail, Health, PromoteBody, ROUTES, ReviewBody, RunList, Submitted,
+};
 
 use crate::engine::{Engine, EngineOptions};
 

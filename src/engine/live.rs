@@ -80,6 +80,11 @@ pub struct LiveResult {
     pub applied_steps: usize,
     pub skipped_identical: usize,
     pub notes: Vec<String>,
+    /// Mode `rerun`: the run record of the live execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -356,10 +361,16 @@ impl Engine {
         run_id: &str,
         actor: &Actor,
         auth: &ReviewerAuth,
+        host_env: &std::collections::BTreeMap<String, String>,
     ) -> Result<RunRecord, EngineError> {
         let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
         let mut r = self.get(run_id)?;
         may_carry_out(&r, actor, auth)?;
+        if let Some(of) = &r.rerun_of {
+            return Err(EngineError::Conflict(format!(
+                "run {run_id} is the live rerun of {of}: it is evidence, not something to promote"
+            )));
+        }
         if let Some(rc) = &r.receipt {
             return Err(EngineError::Conflict(format!(
                 "run {run_id} was already promoted (receipt {}); a receipt is single-use: rehearse again to promote again",
@@ -382,14 +393,50 @@ impl Engine {
                 )));
             }
         }
-        if self.live_mode(run_id) == crate::envelope::LiveMode::Rerun {
-            return Err(EngineError::Conflict(format!(
-                "run {run_id} declares live.mode: rerun, which this version cannot carry out; nothing was written (use live.mode: apply)"
-            )));
-        }
         let reh = r.rehearsal.clone().unwrap_or_default();
-        let blobs = self.run_dir(run_id).join("blobs");
-        let (mut ops, identical, notes) = plan_ops(&reh.changes, &blobs)?;
+        let mut mode = "apply";
+        let mut live_run: Option<RunRecord> = None;
+        let (changes, blobs) = if let Some(env) = self.rerun_envelope(run_id)? {
+            if r.state != RunState::Approved {
+                return Err(EngineError::Conflict(format!(
+                    "run {run_id} declares live.mode: rerun, which always needs a reviewer's approval first"
+                )));
+            }
+            mode = "rerun";
+            let live = self.rerun_live(run_id, &env, actor, host_env)?;
+            let differences = compare_change_sets(
+                &reh.changes,
+                &live.rehearsal.clone().unwrap_or_default().changes,
+            );
+            if !differences.is_empty() {
+                self.journal.append(&Entry {
+                    kind: "rerun_mismatch".into(),
+                    run_id: Some(run_id.to_string()),
+                    actor: Some(actor.clone()),
+                    data: serde_json::json!({
+                        "live_run_id": live.run_id,
+                        "differences": super::capped_list(&differences),
+                    }),
+                })?;
+                return Err(EngineError::Drift(format!(
+                    "the live rerun ({}) did not write what the rehearsal wrote; nothing was applied:\n  {}",
+                    live.run_id,
+                    differences
+                        .iter()
+                        .take(20)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join("\n  ")
+                )));
+            }
+            let blobs = self.run_dir(&live.run_id).join("blobs");
+            let changes = live.rehearsal.clone().unwrap_or_default().changes;
+            live_run = Some(live);
+            (changes, blobs)
+        } else {
+            (reh.changes.clone(), self.run_dir(run_id).join("blobs"))
+        };
+        let (mut ops, identical, notes) = plan_ops(&changes, &blobs)?;
         let ws = Workspace::open(Path::new(&r.workspace)).map_err(apply_err)?;
 
         // Drift: every touched path must still hold what the rehearsal saw
@@ -461,7 +508,7 @@ impl Engine {
             run_id: run_id.to_string(),
             promoted_at: now_rfc3339(),
             promoted_by: actor.clone(),
-            mode: "apply".into(),
+            mode: mode.into(),
             workspace: r.workspace.clone(),
             command: r.command.clone(),
             envelope_hash: r.envelope_hash.clone(),
@@ -489,6 +536,11 @@ impl Engine {
                 applied_steps: plan.ops.len(),
                 skipped_identical: identical,
                 notes,
+                live_run_id: live_run.as_ref().map(|l| l.run_id.clone()),
+                exit_code: live_run
+                    .as_ref()
+                    .and_then(|l| l.rehearsal.as_ref())
+                    .and_then(|x| x.exit_code),
             },
             journal: None,
             rolled_back: None,
@@ -732,12 +784,122 @@ impl Engine {
         Ok(settled)
     }
 
-    fn live_mode(&self, run_id: &str) -> crate::envelope::LiveMode {
-        std::fs::read(self.run_dir(run_id).join("envelope.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<crate::envelope::Envelope>(&b).ok())
-            .and_then(|e| e.live)
-            .map(|l| l.mode)
-            .unwrap_or_default()
+    /// The run's validated envelope when it declares `live.mode: rerun`.
+    fn rerun_envelope(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<crate::envelope::EnvelopeSpec>, EngineError> {
+        let p = self.run_dir(run_id).join("envelope.json");
+        let Ok(bytes) = std::fs::read(&p) else {
+            return Ok(None);
+        };
+        let env: crate::envelope::Envelope =
+            serde_json::from_slice(&bytes).map_err(|e| EngineError::Corrupt {
+                path: p.clone(),
+                message: e.to_string(),
+            })?;
+        if env.live.as_ref().map(|l| l.mode) != Some(crate::envelope::LiveMode::Rerun) {
+            return Ok(None);
+        }
+        env.validate(None)
+            .map(Some)
+            .map_err(|e| EngineError::Workspace(e.to_string()))
     }
+
+    /// Run the command again as `live:` grants, as its own (linked) run.
+    fn rerun_live(
+        &self,
+        run_id: &str,
+        spec: &crate::envelope::EnvelopeSpec,
+        actor: &Actor,
+        host_env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<RunRecord, EngineError> {
+        let wanted = &spec.live.env_from_host;
+        if let Some(extra) = host_env.keys().find(|k| !wanted.contains(k)) {
+            return Err(EngineError::Invalid(format!(
+                "env: {extra} is not in the run's live.env_from_host ({}); only those variables are handed to the live run",
+                wanted.join(", ")
+            )));
+        }
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|n| !host_env.contains_key(*n))
+            .collect();
+        if !missing.is_empty() {
+            return Err(EngineError::Invalid(format!(
+                "live.env_from_host needs {} from the promoting side's environment; set them and promote again",
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let live = super::LiveRun {
+            rerun_of: run_id.to_string(),
+            network_host: spec.live.network == crate::envelope::LiveNetwork::Host,
+            extra_env: host_env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        };
+        let prepared = self.prepare_run(spec, actor, Some(&live))?;
+        let mut rec = self.rehearse_prepared(prepared, None)?;
+        if rec.state == RunState::Failed {
+            return Err(EngineError::Conflict(format!(
+                "the live rerun {} failed: {}; nothing was applied",
+                rec.run_id,
+                rec.error.as_deref().unwrap_or("unknown error")
+            )));
+        }
+        // Evidence of the live execution, not a run awaiting anything.
+        rec.state = RunState::Rehearsed;
+        self.save(&rec)?;
+        Ok(rec)
+    }
+}
+
+/// What differs between the rehearsal's writes and the live rerun's.
+fn compare_change_sets(rehearsed: &[Change], live: &[Change]) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let key = |c: &Change| {
+        (
+            c.kind,
+            c.file_type,
+            c.before.clone(),
+            c.after.clone(),
+            c.mode_after,
+            c.symlink_target.clone(),
+        )
+    };
+    let a: BTreeMap<Vec<u8>, _> = rehearsed.iter().map(|c| (c.path_bytes(), key(c))).collect();
+    let b: BTreeMap<Vec<u8>, _> = live.iter().map(|c| (c.path_bytes(), key(c))).collect();
+    let mut out = Vec::new();
+    for (p, ka) in &a {
+        let shown = crate::workspace::paths::escape_for_humans(p);
+        match b.get(p) {
+            None => out.push(format!("{shown}: written in the rehearsal, not live")),
+            Some(kb) if kb != ka => out.push(format!(
+                "{shown}: live result differs ({:?} {} vs rehearsed {:?} {})",
+                kb.0,
+                kb.3.as_deref()
+                    .map(|h| &h[..12.min(h.len())])
+                    .unwrap_or("-"),
+                ka.0,
+                ka.3.as_deref()
+                    .map(|h| &h[..12.min(h.len())])
+                    .unwrap_or("-"),
+            )),
+            Some(_) => {}
+        }
+    }
+    for p in b.keys() {
+        if !a.contains_key(p) {
+            out.push(format!(
+                "{}: written live, not in the rehearsal",
+                crate::workspace::paths::escape_for_humans(p)
+            ));
+        }
+    }
+    out
 }

@@ -345,15 +345,15 @@ fn child_stage(
             return Err(("C".into(), "the host side of the helper is gone".into()));
         }
     }
-    unshare(
-        CloneFlags::CLONE_NEWNS
-            | CloneFlags::CLONE_NEWPID
-            | CloneFlags::CLONE_NEWNET
-            | CloneFlags::CLONE_NEWIPC
-            | CloneFlags::CLONE_NEWUTS
-            | CloneFlags::CLONE_NEWCGROUP,
-    )
-    .map_err(fail("C unshare namespaces"))?;
+    let mut namespaces = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
+    if !spec.network_host {
+        namespaces |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(namespaces).map_err(fail("C unshare namespaces"))?;
     if spec.cgroup.is_some() && nix::unistd::read(&go_r, &mut b).map_err(fail("C wait"))? != 1 {
         return Err(("C".into(), "the run's cgroups could not be joined".into()));
     }
@@ -519,7 +519,9 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     // P7
     mark("P7 net + prep");
     nix::unistd::sethostname(&spec.image.hostname).map_err(fail("P7 hostname"))?;
-    sys::loopback_up().map_err(fail("P7 loopback"))?;
+    if !spec.network_host {
+        sys::loopback_up().map_err(fail("P7 loopback"))?;
+    }
     let nested_userns_capped = std::fs::write("/proc/sys/user/max_user_namespaces", "0").is_ok();
 
     // Everything CMD needs, prepared before forking.
@@ -580,6 +582,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
         rlimits: &rlimits,
         kernel_abi,
         allow_degraded: spec.landlock.allow_degraded,
+        network_host: spec.network_host,
         filter: &filter,
         env: &env,
         shell: &shell,
@@ -665,6 +668,7 @@ struct CmdContext<'a> {
     rlimits: &'a [(nix::sys::resource::Resource, u64, u64, Option<String>)],
     kernel_abi: u32,
     allow_degraded: bool,
+    network_host: bool,
     filter: &'a [libc::sock_filter],
     env: &'a [CString],
     shell: &'a CString,
@@ -1079,8 +1083,13 @@ fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
     nix::sys::prctl::set_no_new_privs().map_err(io("no_new_privs"))?;
     // X5
     if cx.kernel_abi >= 1 {
-        super::landlock::apply_landlock_on_current_thread(cx.kernel_abi, cx.ws, cx.allow_degraded)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        super::landlock::apply_landlock_on_current_thread(
+            cx.kernel_abi,
+            cx.ws,
+            cx.allow_degraded,
+            cx.network_host,
+        )
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     }
     // X6
     let listener = super::seccomp::load_seccomp_filter(cx.filter)

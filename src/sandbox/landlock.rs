@@ -38,12 +38,13 @@ pub fn apply_landlock_on_current_thread(
     kernel_abi: u32,
     workspace: &Path,
     allow_degraded: bool,
+    network_host: bool,
 ) -> Result<String, LandlockError> {
     let abi = abi_from(kernel_abi);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))?;
-    if kernel_abi >= 4 {
+    if kernel_abi >= 4 && !network_host {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
     if kernel_abi >= 6 {

@@ -168,6 +168,11 @@ pub struct SandboxSpec {
     /// it; the helper refuses to mount anything else (a path swapped for a
     /// symlink between the check and the mount).
     pub workspace_identity: (u64, u64),
+    /// The live lane's `rerun` with `live.network: host`: no network
+    /// namespace and no Landlock network rules (everything else as in a
+    /// rehearsal). Never set for a rehearsal.
+    #[serde(default)]
+    pub network_host: bool,
 }
 
 #[cfg(test)]
