@@ -543,7 +543,7 @@ fn a_rerun_needs_approval_runs_live_with_what_live_grants_and_applies_matching_w
     wait_until("the live run's message", 10, || {
         !received.lock().unwrap().is_empty()
     });
-    assert_eq!(received.lock().unwrap().as_slice(), [token.clone()]);
+    assert_eq!(*received.lock().unwrap(), vec![token.clone()]);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     server.join().unwrap();
     // The host variable's value is never stored.
