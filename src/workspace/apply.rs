@@ -327,7 +327,7 @@ impl Workspace {
         let fd = nix::fcntl::openat(
             &dir,
             OsStr::from_bytes(&name),
-            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
             Mode::empty(),
         )
         .map_err(|e| perr(rel, e))?;
