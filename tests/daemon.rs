@@ -1123,12 +1123,7 @@ fn a_daemon_runs_as_an_ordinary_user() {
         .unwrap();
     assert!(st.success());
     // XDG_RUNTIME_DIR decides the default socket of a user daemon.
-    let mut child = Command::new("setpriv")
-        .arg(format!("--reuid={u}"))
-        .arg(format!("--regid={g}"))
-        .arg("--clear-groups")
-        .arg("--")
-        .arg(bin())
+    let mut child = as_test_user(bin())
         .arg("daemon")
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -1141,12 +1136,7 @@ fn a_daemon_runs_as_an_ordinary_user() {
     let sock = run.join("dryrun.sock");
     wait_until("the user daemon's socket", 20, || health_ok(&sock));
     // The CLI finds the user daemon by itself (no --socket).
-    let out = Command::new("setpriv")
-        .arg(format!("--reuid={u}"))
-        .arg(format!("--regid={g}"))
-        .arg("--clear-groups")
-        .arg("--")
-        .arg(bin())
+    let out = as_test_user(bin())
         .args([
             "execute",
             "--json",
@@ -1360,12 +1350,7 @@ fn a_workspace_swapped_after_the_check_is_refused() {
         agent.display(),
         victim.display()
     );
-    let st = Command::new("setpriv")
-        .arg(format!("--reuid={u}"))
-        .arg(format!("--regid={g}"))
-        .args(["--clear-groups", "--", "sh", "-c", &swap])
-        .status()
-        .unwrap();
+    let st = as_test_user("sh").args(["-c", &swap]).status().unwrap();
     assert!(st.success());
     let c = dryrun::cli::client::Client::new(&d.socket);
     let mut rec = Value::Null;

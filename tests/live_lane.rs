@@ -39,11 +39,8 @@ fn reference_result(ws: &Ws, cmd: &str) -> std::collections::BTreeMap<std::path:
         .status()
         .unwrap();
     assert!(st.success());
-    let (u, g) = test_user();
-    let st = Command::new("setpriv")
-        .arg(format!("--reuid={u}"))
-        .arg(format!("--regid={g}"))
-        .args(["--clear-groups", "--", "bash", "-c", cmd])
+    let st = as_test_user("bash")
+        .args(["-c", cmd])
         .current_dir(&copy)
         .status()
         .unwrap();
@@ -245,11 +242,8 @@ fn a_directory_swapped_for_a_symlink_cannot_redirect_a_write() {
         "mv blog blog.real && ln -s {} blog",
         outside_dir.path().display()
     );
-    let (u, g) = test_user();
-    let st = Command::new("setpriv")
-        .arg(format!("--reuid={u}"))
-        .arg(format!("--regid={g}"))
-        .args(["--clear-groups", "--", "sh", "-c", &swap])
+    let st = as_test_user("sh")
+        .args(["-c", &swap])
         .current_dir(&ws.dir)
         .status()
         .unwrap();

@@ -136,14 +136,8 @@ impl Daemon {
 
     /// The CLI as the unprivileged test user (the agent).
     pub fn cli_user(&self) -> Command {
-        let (u, g) = test_user();
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={u}"))
-            .arg(format!("--regid={g}"))
-            .arg("--clear-groups")
-            .arg("--")
-            .arg(bin())
-            .env_clear()
+        let mut c = as_test_user(bin());
+        c.env_clear()
             .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
             .env("DRYRUN_SOCKET", &self.socket)
             .stdin(Stdio::null());
@@ -153,14 +147,7 @@ impl Daemon {
     /// A request with curl (a real HTTP client), as root or as the user.
     pub fn curl(&self, who: Who, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
         let mut c = if who == Who::User {
-            let (u, g) = test_user();
-            let mut c = Command::new("setpriv");
-            c.arg(format!("--reuid={u}"))
-                .arg(format!("--regid={g}"))
-                .arg("--clear-groups")
-                .arg("--")
-                .arg("curl");
-            c
+            as_test_user("curl")
         } else {
             Command::new("curl")
         };

@@ -197,14 +197,7 @@ impl Ws {
 
     pub fn command(&self) -> Command {
         let mut c = if self.who == Who::User && is_root() {
-            let (u, g) = test_user();
-            let mut c = Command::new("setpriv");
-            c.arg(format!("--reuid={u}"))
-                .arg(format!("--regid={g}"))
-                .arg("--clear-groups")
-                .arg("--")
-                .arg(bin());
-            c
+            as_test_user(bin())
         } else {
             Command::new(bin())
         };
@@ -245,6 +238,18 @@ impl Ws {
         );
         r
     }
+}
+
+/// `program` run as the unprivileged test user (root only).
+pub fn as_test_user(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let (u, g) = test_user();
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={u}"))
+        .arg(format!("--regid={g}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(program);
+    c
 }
 
 pub fn to_run(out: Output) -> Run {
