@@ -19,7 +19,9 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+mod compare;
 mod live;
+pub use compare::{RunComparison, compare_runs};
 pub use live::{Receipt, valid_receipt_id};
 
 use crate::envelope::{EnvelopeSpec, Mode};
@@ -1147,7 +1149,11 @@ impl Engine {
                             "none (new network namespace, loopback only)".into()
                         },
                     },
+                    evidence_hash: String::new(),
                 });
+                if let Some(reh) = record.rehearsal.as_mut() {
+                    reh.evidence_hash = crate::record::evidence_hash(reh);
+                }
                 record.verdict = Some(verdict);
             }
             Err(e) => {
@@ -1336,6 +1342,9 @@ pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
         ("TMPDIR", "/tmp"),
         ("LANG", "C.UTF-8"),
         ("TZ", "UTC"),
+        // Reproducible builds' convention: tools that honour it stamp this
+        // instead of the clock, so reruns give the same bytes.
+        ("SOURCE_DATE_EPOCH", "0"),
         ("USER", "dryrun"),
         ("LOGNAME", "dryrun"),
         ("SHELL", "/bin/bash"),

@@ -93,6 +93,51 @@ pub struct Rehearsal {
     /// Where the time went: phase marks in µs since the run started.
     #[serde(default)]
     pub timings_us: Vec<(String, u64)>,
+    /// BLAKE3 over what the command did, without times, ids or paths of the
+    /// state directory: same envelope + same workspace content + same policy
+    /// gives the same hash (see [`evidence_hash`]).
+    #[serde(default)]
+    pub evidence_hash: String,
+}
+
+/// The evidence hash: exit status, output, the sorted change list (paths,
+/// kinds, types, hashes, modes, link targets), the sorted blocked attempts
+/// and limits hit, and each step's exit status. Durations, timings, run ids
+/// and enforcement details are left out.
+pub fn evidence_hash(r: &Rehearsal) -> String {
+    let mut changes: Vec<String> = r
+        .changes
+        .iter()
+        .map(|c| serde_json::to_string(c).expect("serializes"))
+        .collect();
+    changes.sort();
+    let mut blocked: Vec<String> = r
+        .blocked
+        .iter()
+        .map(|b| format!("{}\u{0}{}", b.kind, b.detail))
+        .collect();
+    blocked.sort();
+    let mut limits = r.limits_hit.clone();
+    limits.sort();
+    let steps: Vec<(Option<i32>, Option<i32>)> =
+        r.steps.iter().map(|s| (s.exit_code, s.signal)).collect();
+    let canonical = serde_json::json!({
+        "v": 1,
+        "exit_code": r.exit_code,
+        "signal": r.signal,
+        "timed_out": r.timed_out,
+        "stdout": r.stdout,
+        "stderr": r.stderr,
+        "output_truncated": r.output_truncated,
+        "changes": changes,
+        "blocked": blocked,
+        "limits_hit": limits,
+        "steps": steps,
+        "leftover_processes_killed": r.leftover_processes_killed,
+    });
+    blake3::hash(canonical.to_string().as_bytes())
+        .to_hex()
+        .to_string()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -78,9 +78,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Show a run's changes as unified diffs.
+    /// Show a run's changes as unified diffs; with a second run, what
+    /// differs between the two runs.
     Diff {
         run_id: String,
+        /// Compare with this run: changes, exit status, output.
+        other: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -369,7 +372,45 @@ fn run(cli: Cli) -> i32 {
             }
             Err(code) => code,
         },
-        Cmd::Diff { run_id, json } => {
+        Cmd::Diff {
+            run_id,
+            other: Some(other),
+            json,
+        } => {
+            let cmp = match door(&g) {
+                Door::Daemon(c) => match c.call::<crate::engine::RunComparison>(
+                    "GET",
+                    &format!(
+                        "/v1/runs/{}/diff?against={}",
+                        url_id(&run_id),
+                        url_id(&other)
+                    ),
+                    None,
+                ) {
+                    Ok(x) => x,
+                    Err(e) => return client_error(e),
+                },
+                Door::Local => {
+                    let pair =
+                        open_engine(&g, false).and_then(|e| Ok((e.get(&run_id)?, e.get(&other)?)));
+                    match pair {
+                        Ok((a, b)) => crate::engine::compare_runs(&a, &b),
+                        Err(e) => return engine_error(e),
+                    }
+                }
+            };
+            if json {
+                print_json(&cmp);
+            } else {
+                render::print_comparison(&cmp);
+            }
+            0
+        }
+        Cmd::Diff {
+            run_id,
+            other: None,
+            json,
+        } => {
             let d = match door(&g) {
                 Door::Daemon(c) => {
                     match c.call::<crate::workspace::textdiff::RunDiff>(

@@ -395,3 +395,70 @@ pub fn print_receipt(rc: &crate::engine::Receipt) {
         );
     }
 }
+
+pub fn print_comparison(c: &crate::engine::RunComparison) {
+    println!("run A {} · run B {}", c.run_a, c.run_b);
+    if c.same_evidence {
+        println!(
+            "same evidence (hash {})",
+            &c.evidence_hash_a[..16.min(c.evidence_hash_a.len())]
+        );
+        return;
+    }
+    if let Some(e) = &c.exit {
+        let show = |code: Option<i32>, sig: Option<i32>, to: bool| {
+            if to {
+                "timed out".to_string()
+            } else if let Some(s) = sig {
+                format!("signal {s}")
+            } else {
+                code.map_or("-".into(), |x| x.to_string())
+            }
+        };
+        println!(
+            "exit: A {} · B {}",
+            show(e.a, e.signal_a, e.timed_out_a),
+            show(e.b, e.signal_b, e.timed_out_b)
+        );
+    }
+    if c.decision_a != c.decision_b {
+        println!(
+            "decision: A {} · B {}",
+            c.decision_a.as_deref().unwrap_or("-"),
+            c.decision_b.as_deref().unwrap_or("-")
+        );
+    }
+    for x in &c.changes.only_in_a {
+        println!("only in A: {} {} ({})", x.kind, x.path, x.file_type);
+    }
+    for x in &c.changes.only_in_b {
+        println!("only in B: {} {} ({})", x.kind, x.path, x.file_type);
+    }
+    let short = |h: &Option<String>| {
+        h.as_deref()
+            .map(|h| h[..12.min(h.len())].to_string())
+            .unwrap_or("-".into())
+    };
+    for p in &c.changes.different {
+        println!(
+            "differs: {} · A {} {} · B {} {}",
+            p.path,
+            p.a.kind,
+            short(&p.a.after),
+            p.b.kind,
+            short(&p.b.after)
+        );
+    }
+    for b in &c.blocked_only_in_a {
+        println!("blocked only in A: {}", sanitize_for_terminal(b));
+    }
+    for b in &c.blocked_only_in_b {
+        println!("blocked only in B: {}", sanitize_for_terminal(b));
+    }
+    if let Some(d) = &c.stdout_diff {
+        print!("{}", escape_diff(d));
+    }
+    if let Some(d) = &c.stderr_diff {
+        print!("{}", escape_diff(d));
+    }
+}

@@ -678,13 +678,39 @@ async fn show(
     Ok(axum::Json(r).into_response())
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct DiffQuery {
+    /// Compare with this run instead of listing text diffs.
+    against: Option<String>,
+}
+
 async fn diff(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
+    let q: DiffQuery = query(q)?;
+    if let Some(other) = q.against {
+        let other = checked_id(&other)?.to_string();
+        let engine = app.engine.clone();
+        let app2 = app.clone();
+        let cmp = blocking(move || {
+            let a = engine.get(&id)?;
+            let b = engine.get(&other)?;
+            for r in [&a, &b] {
+                if !app2.may_read(actor.uid, r) {
+                    return Err(EngineError::NoSuchRun(r.run_id.clone()));
+                }
+            }
+            Ok(crate::engine::compare_runs(&a, &b))
+        })
+        .await?;
+        return Ok(axum::Json(cmp).into_response());
+    }
     let engine = app.engine.clone();
     let rid = id.clone();
     let app2 = app.clone();
