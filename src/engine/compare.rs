@@ -134,7 +134,7 @@ pub fn compare_runs(a: &RunRecord, b: &RunRecord) -> RunComparison {
     }
     let exit =
         (ra.exit_code != rb.exit_code || ra.signal != rb.signal || ra.timed_out != rb.timed_out)
-            .then(|| ExitDifference {
+            .then_some(ExitDifference {
                 a: ra.exit_code,
                 b: rb.exit_code,
                 signal_a: ra.signal,
