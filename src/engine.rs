@@ -971,6 +971,12 @@ impl Engine {
                 env_from_host: spec.live.env_from_host.clone(),
             }),
             rerun_of: live.map(|l| l.rerun_of.clone()),
+            workspace_identity: Some(crate::workspace::apply::Identity {
+                dev: ws_id.dev,
+                ino: ws_id.ino,
+                uid: ws_id.uid,
+                gid: ws_id.gid,
+            }),
         };
         if let Some(budget) = &self.budget
             && actor.via == "daemon"

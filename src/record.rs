@@ -173,6 +173,10 @@ pub struct RunRecord {
     /// variable names only, never values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveRecord>,
+    /// The workspace directory the rehearsal ran on (device, inode, owner);
+    /// the live lane refuses any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_identity: Option<crate::workspace::apply::Identity>,
     /// Set on the live lane's rerun of another run (that run's id). Such a
     /// run is evidence, never promotable itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -588,3 +588,140 @@ fn a_rerun_whose_live_writes_differ_applies_nothing() {
     assert!(d.journal().iter().any(|b| b["kind"] == "rerun_mismatch"));
     assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
 }
+
+/// Root-owned objects moved into the agent's reach after the checks (the
+/// live-lane review's attacks): a promotion never writes, chmods or chowns
+/// what the workspace owner could not touch itself.
+#[test]
+fn someone_elses_objects_swapped_in_are_never_touched() {
+    if !require_root() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let stall = 2500;
+    let d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "2500")]);
+    let root_dir = |ws: &Ws, name: &str, mode: u32| {
+        let p = ws.root.path().join(name);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("f.txt"), "ROOT\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    };
+    let fingerprint = |p: &std::path::Path| listing(&snapshot_tree(p));
+
+    // (a) The workspace directory itself replaced by a root-owned one.
+    let ws = project();
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo payload > dropped.sh",
+        &["--expect-write", "*"],
+    );
+    let victim = root_dir(&ws, "rootcfg", 0o755);
+    std::fs::rename(&ws.dir, ws.root.path().join("ws.real")).unwrap();
+    std::fs::rename(&victim, &ws.dir).unwrap();
+    let before = fingerprint(&ws.dir);
+    let (code, _, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("no longer the directory that was rehearsed"),
+        "{err}"
+    );
+    assert_eq!(fingerprint(&ws.dir), before);
+
+    // (b) A root-owned 0700 directory appears where a directory is created.
+    let ws = project();
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo 1 > a1; echo 2 > a2; mkdir -p z/newdir",
+        &["--expect-write", "**"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let mut p = as_user_promote(&d, &id);
+    wait_until("the first steps", 20, || ws.dir.join("a2").exists());
+    let planted = ws.dir.join("z/newdir");
+    std::fs::create_dir(&planted).unwrap();
+    std::fs::write(planted.join("secret"), "ROOT\n").unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("owned by uid 0 is in the way"), "{err}");
+    let m = std::fs::metadata(&planted).unwrap();
+    assert_eq!(
+        (m.uid(), m.mode() & 0o7777),
+        (0, 0o700),
+        "root's directory untouched"
+    );
+
+    // (c) A root-owned 0600 file swapped over a file whose mode changes.
+    let ws = project();
+    let r = submit_user(&d, &ws, "chmod 666 notes.txt", &["--expect-write", "*"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let secret = ws.dir.join(".rootfile");
+    std::fs::write(&secret, "TOPSECRET\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let p = as_user_promote(&d, &id);
+    std::thread::sleep(Duration::from_millis(stall / 3));
+    std::fs::rename(&secret, ws.dir.join("notes.txt")).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("belongs to uid 0") && err.contains("not changed"),
+        "{err}"
+    );
+    // Root's file was never opened up; the undo put the agent's own file
+    // back (replacing an entry of its own directory is within its rights).
+    let m = std::fs::metadata(ws.dir.join("notes.txt")).unwrap();
+    assert!(
+        !(m.uid() == 0 && m.mode() & 0o066 != 0),
+        "root's file was opened up"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("notes.txt")).unwrap(),
+        "keep me\n"
+    );
+
+    // (d) The agent's directory swapped for a root-owned one mid-apply.
+    let ws = project();
+    std::fs::create_dir(ws.dir.join("sub")).unwrap();
+    ws.write("sub/f.txt", "agent\n");
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo pwned > sub/f.txt; echo new > sub/new.txt",
+        &["--expect-write", "**"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let rootdir = root_dir(&ws, "rootdir", 0o755);
+    let before = fingerprint(&rootdir);
+    let p = as_user_promote(&d, &id);
+    wait_until("the first write", 20, || {
+        std::fs::read_to_string(ws.dir.join("sub/f.txt")).is_ok_and(|t| t == "pwned\n")
+    });
+    std::fs::rename(ws.dir.join("sub"), ws.root.path().join("sub.agent")).unwrap();
+    std::fs::rename(&rootdir, ws.dir.join("sub")).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("belongs to uid 0"), "{err}");
+    assert_eq!(
+        fingerprint(&ws.dir.join("sub")),
+        before,
+        "root's directory untouched"
+    );
+}
+
+fn as_user_promote(d: &Daemon, id: &str) -> std::process::Child {
+    d.cli_user()
+        .args(["promote", id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}

@@ -33,6 +33,7 @@ struct Plan {
     receipt_id: String,
     run_id: String,
     workspace: String,
+    workspace_identity: crate::workspace::apply::Identity,
     ops: Vec<Op>,
     started_at: String,
 }
@@ -437,7 +438,13 @@ impl Engine {
             (reh.changes.clone(), self.run_dir(run_id).join("blobs"))
         };
         let (mut ops, identical, notes) = plan_ops(&changes, &blobs)?;
-        let ws = Workspace::open(Path::new(&r.workspace)).map_err(apply_err)?;
+        let identity = r.workspace_identity.ok_or_else(|| {
+            EngineError::Conflict(format!(
+                "run {run_id} does not record which directory it rehearsed; rehearse again"
+            ))
+        })?;
+        let ws = Workspace::open(Path::new(&r.workspace), &identity)
+            .map_err(|e| EngineError::Drift(format!("{e}")))?;
 
         // Drift: every touched path must still hold what the rehearsal saw
         // (checked against the first step on each path).
@@ -499,6 +506,7 @@ impl Engine {
             receipt_id: rid.clone(),
             run_id: run_id.to_string(),
             workspace: r.workspace.clone(),
+            workspace_identity: identity,
             ops,
             started_at: now_rfc3339(),
         };
@@ -673,7 +681,8 @@ impl Engine {
                 path: rdir.join("plan.json"),
                 message: "missing or unreadable".into(),
             })?;
-        let ws = Workspace::open(Path::new(&plan.workspace)).map_err(apply_err)?;
+        let ws = Workspace::open(Path::new(&plan.workspace), &plan.workspace_identity)
+            .map_err(|e| EngineError::Drift(e.to_string()))?;
         let mut changed = Vec::new();
         for op in &plan.ops {
             match ws.state(&op.path_bytes()) {
@@ -757,9 +766,12 @@ impl Engine {
                     }
                 }
                 (Some(plan), _, false) => {
-                    let outcome = Workspace::open(Path::new(&plan.workspace))
-                        .map_err(|e| e.to_string())
-                        .and_then(|ws| self.undo_ops(&ws, &plan.ops, &rdir.join("backup"), rid));
+                    let outcome =
+                        Workspace::open(Path::new(&plan.workspace), &plan.workspace_identity)
+                            .map_err(|e| e.to_string())
+                            .and_then(|ws| {
+                                self.undo_ops(&ws, &plan.ops, &rdir.join("backup"), rid)
+                            });
                     self.journal.append(&Entry {
                         kind: "promotion_aborted".into(),
                         run_id: Some(run_id.clone()),

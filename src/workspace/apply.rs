@@ -173,6 +173,15 @@ impl Expect {
     }
 }
 
+/// The workspace directory as the rehearsal pinned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub dev: u64,
+    pub ino: u64,
+    pub uid: u32,
+    pub gid: u32,
+}
+
 /// The real workspace, opened once.
 pub struct Workspace {
     root: OwnedFd,
@@ -209,8 +218,11 @@ fn hash_reader(r: &mut dyn Read) -> std::io::Result<String> {
 }
 
 impl Workspace {
-    /// Open the workspace root from `/` without following any symlink.
-    pub fn open(path: &Path) -> Result<Workspace, ApplyError> {
+    /// Open the workspace root from `/` without following any symlink, and
+    /// check it is the very directory the rehearsal pinned (device, inode,
+    /// owner): a workspace path pointed at another directory since then is
+    /// refused.
+    pub fn open(path: &Path, expect: &Identity) -> Result<Workspace, ApplyError> {
         let root_err = |m: String| ApplyError::Root {
             path: path.to_path_buf(),
             message: m,
@@ -228,6 +240,18 @@ impl Workspace {
         let root = nix::fcntl::openat2(&slash, rel, h)
             .map_err(|e| root_err(format!("{e} (is a component of the path a symlink?)")))?;
         let st = nix::sys::stat::fstat(&root).map_err(|e| root_err(e.to_string()))?;
+        let got = Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            uid: st.st_uid,
+            gid: st.st_gid,
+        };
+        if got != *expect {
+            return Err(root_err(format!(
+                "is no longer the directory that was rehearsed (device/inode/owner {}:{} {}:{} now, {}:{} {}:{} then); nothing is written",
+                got.dev, got.ino, got.uid, got.gid, expect.dev, expect.ino, expect.uid, expect.gid
+            )));
+        }
         Ok(Workspace {
             root,
             display: path.to_path_buf(),
@@ -253,8 +277,32 @@ impl Workspace {
         .map(|fd| (fd, name.to_vec())))
     }
 
-    /// The parent directory of `rel`, reached without symlinks.
+    /// The parent directory of `rel`, reached without symlinks, and owned by
+    /// the workspace owner (checked on the opened handle, which every later
+    /// step uses): a directory of someone else's swapped in is refused, so
+    /// nothing is done there that the owner could not do itself.
     fn parent(&self, rel: &[u8]) -> Result<(OwnedFd, Vec<u8>), ApplyError> {
+        let (fd, name) = self.parent_lookup(rel)?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| perr(rel, e))?;
+        if st.st_uid != self.owner.0 {
+            return Err(perr(
+                rel,
+                format!(
+                    "its directory belongs to uid {}, not the workspace owner {}: nothing is written there",
+                    st.st_uid, self.owner.0
+                ),
+            ));
+        }
+        if st.st_mode & 0o1000 != 0 {
+            return Err(perr(
+                rel,
+                "its directory is sticky (shared): nothing is written there",
+            ));
+        }
+        Ok((fd, name))
+    }
+
+    fn parent_lookup(&self, rel: &[u8]) -> Result<(OwnedFd, Vec<u8>), ApplyError> {
         self.parent_raw(rel)?.map_err(|e| {
             perr(
                 rel,
@@ -380,19 +428,6 @@ impl Workspace {
         })
     }
 
-    fn chown_at(&self, dir: &OwnedFd, name: &OsStr, owner: (u32, u32)) -> nix::Result<()> {
-        if !self.chown {
-            return Ok(());
-        }
-        nix::unistd::fchownat(
-            dir,
-            name,
-            Some(Uid::from_raw(owner.0)),
-            Some(Gid::from_raw(owner.1)),
-            AtFlags::AT_SYMLINK_NOFOLLOW,
-        )
-    }
-
     /// Remove whatever is at `name` in `dir` when it is in the way of a
     /// different type (an empty directory, or a file/symlink).
     fn clear_for(&self, dir: &OwnedFd, name: &OsStr, want_dir: bool) -> nix::Result<()> {
@@ -482,10 +517,11 @@ impl Workspace {
         let name = OsStr::from_bytes(&name);
         self.clear_for(&dir, name, true)
             .map_err(|e| perr(rel, format!("removing the file in its place: {e}")))?;
-        match nix::sys::stat::mkdirat(&dir, name, Mode::from_bits_truncate(0o700)) {
-            Ok(()) | Err(Errno::EEXIST) => {}
+        let created = match nix::sys::stat::mkdirat(&dir, name, Mode::from_bits_truncate(0o700)) {
+            Ok(()) => true,
+            Err(Errno::EEXIST) => false,
             Err(e) => return Err(perr(rel, e)),
-        }
+        };
         let d = nix::fcntl::openat(
             &dir,
             name,
@@ -493,9 +529,29 @@ impl Workspace {
             Mode::empty(),
         )
         .map_err(|e| perr(rel, e))?;
+        let st = nix::sys::stat::fstat(&d).map_err(|e| perr(rel, e))?;
+        // Ours (just made, still root's) or the owner's; anything else was
+        // put there by someone and is not ours to take over.
+        let ours = created && st.st_uid == nix::unistd::geteuid().as_raw();
+        if !ours && st.st_uid != self.owner.0 {
+            return Err(perr(
+                rel,
+                format!(
+                    "a directory owned by uid {} is in the way: nothing is changed there",
+                    st.st_uid
+                ),
+            ));
+        }
         nix::sys::stat::fchmod(&d, Mode::from_bits_truncate(mode & 0o1777))
             .map_err(|e| perr(rel, e))?;
-        self.chown_at(&dir, name, owner).map_err(|e| perr(rel, e))?;
+        if self.chown {
+            nix::unistd::fchown(
+                &d,
+                Some(Uid::from_raw(owner.0)),
+                Some(Gid::from_raw(owner.1)),
+            )
+            .map_err(|e| perr(rel, e))?;
+        }
         let _ = nix::unistd::fsync(&dir);
         Ok(())
     }
@@ -513,10 +569,32 @@ impl Workspace {
         let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
         nix::unistd::symlinkat(OsStr::from_bytes(target), &dir, tmp.as_str())
             .map_err(|e| perr(rel, e))?;
-        let r = self
-            .chown_at(&dir, OsStr::new(&tmp), owner)
-            .and_then(|_| self.clear_for(&dir, name, false))
-            .and_then(|_| nix::fcntl::renameat(&dir, tmp.as_str(), &dir, name));
+        // Change the owner of the link we made through a handle on it, never
+        // by name (the name could be swapped for someone else's file).
+        let r = nix::fcntl::openat(
+            &dir,
+            tmp.as_str(),
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .and_then(|l| {
+            let st = nix::sys::stat::fstat(&l)?;
+            if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFLNK.bits() {
+                return Err(Errno::EEXIST);
+            }
+            if self.chown {
+                nix::unistd::fchownat(
+                    &l,
+                    "",
+                    Some(Uid::from_raw(owner.0)),
+                    Some(Gid::from_raw(owner.1)),
+                    AtFlags::AT_EMPTY_PATH | AtFlags::AT_SYMLINK_NOFOLLOW,
+                )?;
+            }
+            Ok(())
+        })
+        .and_then(|_| self.clear_for(&dir, name, false))
+        .and_then(|_| nix::fcntl::renameat(&dir, tmp.as_str(), &dir, name));
         if let Err(e) = r {
             let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
             return Err(perr(rel, e));
@@ -556,6 +634,16 @@ impl Workspace {
             )
         }
         .map_err(|e| perr(rel, e))?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| perr(rel, e))?;
+        if st.st_uid != self.owner.0 {
+            return Err(perr(
+                rel,
+                format!(
+                    "belongs to uid {}, not the workspace owner: its mode is not changed",
+                    st.st_uid
+                ),
+            ));
+        }
         nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(mode & 0o1777))
             .map_err(|e| perr(rel, e))
     }
@@ -599,13 +687,15 @@ impl Op {
             (Expect::Hashed { .. }, Some(b)) => match &b.symlink_target_hex {
                 Some(t) => {
                     let target = hex::decode(t).map_err(|e| perr(&rel, e))?;
-                    ws.symlink(&rel, &target, b.owner, tag)
+                    ws.symlink(&rel, &target, ws.owner(), tag)
                 }
                 None => {
                     let p = backups.join(&b.file);
                     let mut f = std::fs::File::open(&p)
                         .map_err(|e| perr(&rel, format!("backup {}: {e}", p.display())))?;
-                    ws.write_file(&rel, &mut f, &b.hash, b.mode, b.owner, tag)
+                    // Restored files belong to the workspace owner, like
+                    // promoted ones.
+                    ws.write_file(&rel, &mut f, &b.hash, b.mode, ws.owner(), tag)
                 }
             },
             (Expect::Hashed { mode: Some(m), .. }, None) => {
