@@ -639,7 +639,7 @@ fn someone_elses_objects_swapped_in_are_never_touched() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     let id = r.json["run_id"].as_str().unwrap().to_string();
-    let mut p = as_user_promote(&d, &id);
+    let p = as_user_promote(&d, &id);
     wait_until("the first steps", 20, || ws.dir.join("a2").exists());
     let planted = ws.dir.join("z/newdir");
     std::fs::create_dir(&planted).unwrap();
