@@ -307,7 +307,7 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
 }
 
 /// Connections at once, in total and per client uid; past either, a new
-/// connection is closed at once.
+/// connection gets a 429 (`too_many_connections[_per_uid]`) and is closed.
 const MAX_CONNECTIONS: usize = 512;
 const MAX_CONNECTIONS_PER_UID: usize = 64;
 /// A client must send a request's head within this time (also bounds idle
@@ -329,6 +329,7 @@ async fn serve(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let total = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let per_uid: Arc<Mutex<HashMap<u32, usize>>> = Arc::new(Mutex::new(HashMap::new()));
+    let refusals = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
     let stop = app.clone();
     let stopping = stop.shutdown_started();
     tokio::pin!(stopping);
@@ -348,13 +349,16 @@ async fn serve(
         let peer = api::Peer::from_stream(&stream);
         let Ok(permit) = total.clone().try_acquire_owned() else {
             app.refuse_connection("too_many_connections");
+            refuse_with_429(stream, "too_many_connections", &refusals);
             continue;
         };
         {
             let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
             let n = m.entry(peer.uid).or_insert(0);
             if *n >= MAX_CONNECTIONS_PER_UID {
+                drop(m);
                 app.refuse_connection("too_many_connections_per_uid");
+                refuse_with_429(stream, "too_many_connections_per_uid", &refusals);
                 continue;
             }
             *n += 1;
@@ -397,6 +401,52 @@ async fn serve(
     {
         tracing::warn!("connections still open {deadline:?} after shutdown began; closing them");
     }
+}
+
+/// Refused connections still get an answer a client can act on (429 with
+/// Retry-After and the JSON error body), written by a short-lived task; past
+/// this many such tasks at once, the connection is just closed.
+const MAX_REFUSALS_IN_FLIGHT: usize = 256;
+
+fn refuse_with_429(
+    mut stream: tokio::net::UnixStream,
+    code: &'static str,
+    refusals: &Arc<tokio::sync::Semaphore>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(permit) = refusals.clone().try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let _permit = permit;
+        let _ = tokio::time::timeout(Duration::from_secs(2), async move {
+            // Read the request head first: closing a Unix socket with unread
+            // data makes the peer's read fail with ECONNRESET.
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while head.len() < 64 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let body = format!(
+                r#"{{"error":{{"code":"{code}","message":"too many open connections; close idle ones and retry"}}}}"#
+            );
+            let resp = format!(
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(resp.as_bytes()).await;
+            let _ = stream.shutdown().await;
+            // Drain a body the client may still be sending (same reason).
+            let _ = tokio::time::timeout(Duration::from_millis(500), async {
+                while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+            })
+            .await;
+        })
+        .await;
+    });
 }
 
 async fn wait_for_signal() {
