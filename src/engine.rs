@@ -813,7 +813,7 @@ impl Engine {
     }
 
     fn prepare_inner(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<Prepared, EngineError> {
-        self.prepare_run(spec, actor, None)
+        self.prepare_run(spec, actor, None, None)
     }
 
     /// `live`: the live lane's rerun of another run (network and host
@@ -823,6 +823,7 @@ impl Engine {
         spec: &EnvelopeSpec,
         actor: &Actor,
         live: Option<&LiveRun>,
+        replay: Option<sandbox::stubs::ReplaySet>,
     ) -> Result<Prepared, EngineError> {
         if let Some(tree) = self.opts.image.covers(&spec.workspace) {
             return Err(EngineError::Workspace(format!(
@@ -930,6 +931,17 @@ impl Engine {
             t0_ns,
             workspace_identity: (ws_id.dev, ws_id.ino),
             network_host: live.is_some_and(|l| l.network_host),
+            // The live lane's rerun makes the real calls: no stubs there.
+            stubs: if live.is_some() {
+                sandbox::stubs::StubTable::default()
+            } else {
+                let mut rules = spec.stubs.clone();
+                rules.extend(policy.stubs.iter().cloned());
+                sandbox::stubs::StubTable {
+                    rules,
+                    replay: replay.clone(),
+                }
+            },
         };
 
         let record = RunRecord {
@@ -971,6 +983,10 @@ impl Engine {
                 env_from_host: spec.live.env_from_host.clone(),
             }),
             rerun_of: live.map(|l| l.rerun_of.clone()),
+            replay_of: replay.as_ref().map(|r| crate::record::ReplayLink {
+                baseline: r.baseline.clone(),
+                novel: r.novel.as_str().into(),
+            }),
             workspace_identity: Some(crate::workspace::apply::Identity {
                 dev: ws_id.dev,
                 ino: ws_id.ino,
@@ -1118,6 +1134,11 @@ impl Engine {
                     Decision::NeedsApproval => RunState::AwaitingApproval,
                     _ => RunState::Rehearsed,
                 };
+                let net = report
+                    .blocked
+                    .iter()
+                    .filter(|b| b.kind == "network")
+                    .count();
                 record.rehearsal = Some(Rehearsal {
                     exit_code: report.exit_code,
                     signal: report.signal,
@@ -1156,6 +1177,23 @@ impl Engine {
                         },
                     },
                     evidence_hash: String::new(),
+                    incomplete: {
+                        let mut why = Vec::new();
+                        if net > 0 {
+                            why.push(format!(
+                                "the command tried the network {net} time(s) and no stub answered; what it does after those calls differs live"
+                            ));
+                        }
+                        if report.would_be_actions_dropped > 0 {
+                            why.push(format!(
+                                "{} would-be actions past the first {} were not recorded",
+                                report.would_be_actions_dropped,
+                                sandbox::stubs::MAX_ACTIONS
+                            ));
+                        }
+                        why
+                    },
+                    would_be_actions: report.would_be_actions,
                 });
                 if let Some(reh) = record.rehearsal.as_mut() {
                     reh.evidence_hash = crate::record::evidence_hash(reh);

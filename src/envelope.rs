@@ -26,7 +26,7 @@ pub struct Envelope {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     #[serde(default)]
-    pub stubs: BTreeMap<String, serde_yaml::Value>,
+    pub stubs: BTreeMap<String, crate::policy::stubs::StubConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<Live>,
 }
@@ -140,6 +140,9 @@ pub struct EnvelopeSpec {
     pub limits: LimitsSpec,
     pub env: BTreeMap<String, String>,
     pub live: Live,
+    /// The envelope's stub overrides, validated (they take precedence over
+    /// the policy's and over a replay's recording).
+    pub stubs: Vec<crate::sandbox::stubs::StubRule>,
     /// The envelope as validated (with `working_dir` filled in), for hashing.
     pub envelope: Envelope,
 }
@@ -419,11 +422,17 @@ impl Envelope {
                 return Err(field(&format!("env.{k}"), "contains a NUL byte"));
             }
         }
-        if !self.stubs.is_empty() {
-            return Err(field(
-                "stubs",
-                "shadow stubs are not available in this version yet; remove stubs",
-            ));
+        if self.stubs.len() > 64 {
+            return Err(field("stubs", "at most 64 stubs per envelope"));
+        }
+        let mut stubs = Vec::new();
+        for (id, c) in &self.stubs {
+            let r = crate::policy::stubs::validate_stub(&format!("stubs.{id}"), id, c, "envelope")
+                .map_err(|m| {
+                    let (f, msg) = m.split_once(": ").unwrap_or(("stubs", m.as_str()));
+                    field(f, msg)
+                })?;
+            stubs.push(r);
         }
         let live = self.live.clone().unwrap_or_default();
         if live.mode == LiveMode::Apply
@@ -461,6 +470,7 @@ impl Envelope {
             limits,
             env: self.env.clone(),
             live,
+            stubs,
             envelope: self,
         })
     }

@@ -9,6 +9,12 @@ fn main() {
     {
         dryrun::sandbox::helper::run_helper();
     }
+    if std::env::args_os().nth(1).is_some_and(|a| {
+        a.to_string_lossy()
+            .starts_with(dryrun::sandbox::stubs::STUB_ARG_PREFIX)
+    }) {
+        dryrun::sandbox::stubs::run_stub(std::env::args_os().collect());
+    }
     if std::env::var_os("DRYRUN_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_env("DRYRUN_LOG"))

@@ -98,6 +98,14 @@ pub struct Rehearsal {
     /// gives the same hash (see [`evidence_hash`]).
     #[serde(default)]
     pub evidence_hash: String,
+    /// Calls that stubs answered instead of the real tools (SPEC §7), in
+    /// call order.
+    #[serde(default)]
+    pub would_be_actions: Vec<crate::sandbox::stubs::WouldBeAction>,
+    /// Why the evidence may not show what the command does live (a network
+    /// call no stub answered, would-be actions past the recording cap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomplete: Vec<String>,
 }
 
 /// The evidence hash: exit status, output, the sorted change list (paths,
@@ -121,8 +129,15 @@ pub fn evidence_hash(r: &Rehearsal) -> String {
     limits.sort();
     let steps: Vec<(Option<i32>, Option<i32>)> =
         r.steps.iter().map(|s| (s.exit_code, s.signal)).collect();
+    let mut actions: Vec<String> = r
+        .would_be_actions
+        .iter()
+        .map(|a| serde_json::to_string(a).expect("serializes"))
+        .collect();
+    actions.sort();
     let canonical = serde_json::json!({
         "v": 1,
+        "would_be_actions": actions,
         "exit_code": r.exit_code,
         "signal": r.signal,
         "timed_out": r.timed_out,
@@ -181,6 +196,17 @@ pub struct RunRecord {
     /// run is evidence, never promotable itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<String>,
+    /// Set on `dryrun replay`'s runs: the recorded run whose tool answers
+    /// were replayed, and the novel-call policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<ReplayLink>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayLink {
+    pub baseline: String,
+    /// `strict`, `stub` or `fuzzy`.
+    pub novel: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

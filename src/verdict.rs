@@ -132,6 +132,68 @@ pub fn judge_with(
         );
     }
 
+    // 0b. shadow stubs: what the command would have done remotely.
+    for a in r.would_be_actions.iter().filter(|a| a.source == "novel") {
+        add(
+            "replay.novel_call",
+            Decision::Blocked,
+            format!(
+                "replay (strict): the recording never saw `{}`; the replay failed at that call",
+                crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..])
+            ),
+        );
+    }
+    if !r.would_be_actions.is_empty() {
+        let n = r.would_be_actions.len() + r.would_be_actions_dropped;
+        let mut shown: Vec<String> = r
+            .would_be_actions
+            .iter()
+            .take(5)
+            .map(|a| {
+                format!(
+                    "`{}`",
+                    crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..])
+                )
+            })
+            .collect();
+        if n > shown.len() {
+            shown.push(format!("and {} more", n - shown.len()));
+        }
+        let live = match spec.live.mode {
+            crate::envelope::LiveMode::Apply => {
+                "the live lane (mode apply) writes only the local changes and will NOT make these calls; declare live.mode: rerun to carry them out"
+            }
+            crate::envelope::LiveMode::Rerun => {
+                "the live lane (mode rerun) will make them for real"
+            }
+        };
+        add(
+            "stubs.would_be_action",
+            Decision::NeedsApproval,
+            format!(
+                "{n} call(s) with a remote effect were answered by stubs instead of running: {}; {live}",
+                shown.join(", ")
+            ),
+        );
+    }
+    if !spec.stubs.is_empty() {
+        let ids: Vec<&str> = spec.stubs.iter().map(|s| s.id.as_str()).collect();
+        add(
+            "stubs.override",
+            Decision::NeedsApproval,
+            format!(
+                "the envelope replaces tool answers ({}): the rehearsal shows where those answers lead, not necessarily what the real tools answer",
+                ids.join(", ")
+            ),
+        );
+    }
+    if r.blocked.iter().any(|b| b.kind == "network") {
+        notes.push(
+            "the rehearsal is incomplete: the command needed the network and no stub answered, so what it did after that call is not what it does live"
+                .to_string(),
+        );
+    }
+
     // 1. forbidden paths: any touch, even an identical rewrite.
     let mut forbidden = Vec::new();
     for c in &r.changes {

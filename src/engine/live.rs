@@ -855,7 +855,7 @@ impl Engine {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         };
-        let prepared = self.prepare_run(spec, actor, Some(&live))?;
+        let prepared = self.prepare_run(spec, actor, Some(&live), None)?;
         let mut rec = self.rehearse_prepared(prepared, None)?;
         if rec.state == RunState::Failed {
             return Err(EngineError::Conflict(format!(

@@ -10,6 +10,7 @@
 //! and field (the workspace is writable by the agent being judged).
 
 pub mod budget;
+pub mod stubs;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// The shipped default policy.
 pub const DEFAULT_POLICY_YAML: &str = include_str!("../../policies/default.yaml");
+pub const STUBS_POLICY_YAML: &str = include_str!("../../policies/stubs.yaml");
 
 /// Permission levels, ordered: combining is `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -57,6 +59,9 @@ pub struct PolicyFile {
     /// Scores of the classifier's built-in checks, by rule id.
     #[serde(default)]
     pub builtin: BTreeMap<String, BuiltinConfig>,
+    /// Shadow stubs by id (SPEC §7); later files replace an id.
+    #[serde(default)]
+    pub stubs: BTreeMap<String, stubs::StubConfig>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -159,6 +164,8 @@ pub struct Policy {
     pub hash: String,
     /// Which files made it, in order.
     pub sources: Vec<String>,
+    /// Shadow stubs, validated, in id order.
+    pub stubs: Vec<crate::sandbox::stubs::StubRule>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -304,7 +311,10 @@ impl Policy {
     /// The shipped default alone.
     pub fn default_policy() -> Self {
         Self::layered(
-            &[("policies/default.yaml".into(), DEFAULT_POLICY_YAML.into())],
+            &[
+                ("policies/default.yaml".into(), DEFAULT_POLICY_YAML.into()),
+                ("policies/stubs.yaml".into(), STUBS_POLICY_YAML.into()),
+            ],
             None,
         )
         .expect("the shipped default policy is valid (checked by a unit test)")
@@ -350,10 +360,16 @@ impl Policy {
     }
 
     fn read_layers(system_dir: &Path, workspace: Option<&Path>) -> Result<Layers, PolicyError> {
-        let mut files = vec![(
-            "policies/default.yaml".to_string(),
-            DEFAULT_POLICY_YAML.to_string(),
-        )];
+        let mut files = vec![
+            (
+                "policies/default.yaml".to_string(),
+                DEFAULT_POLICY_YAML.to_string(),
+            ),
+            (
+                "policies/stubs.yaml".to_string(),
+                STUBS_POLICY_YAML.to_string(),
+            ),
+        ];
         if let Ok(rd) = std::fs::read_dir(system_dir) {
             let mut paths: Vec<PathBuf> = rd
                 .flatten()
@@ -408,6 +424,7 @@ impl Policy {
             })
             .collect();
         let mut sources = Vec::new();
+        let mut stub_rules: BTreeMap<String, crate::sandbox::stubs::StubRule> = BTreeMap::new();
         for (name, text) in files {
             hasher.update(name.as_bytes());
             hasher.update(text.as_bytes());
@@ -438,6 +455,15 @@ impl Policy {
                     return Err(rule_err(name, id, "builtin", "is not a built-in check"));
                 }
                 builtin.insert(id.clone(), b.clone());
+            }
+            for (id, c) in &f.stubs {
+                let r = stubs::validate_stub(&format!("stubs.{id}"), id, c, "policy").map_err(
+                    |message| PolicyError::Parse {
+                        file: name.clone(),
+                        message,
+                    },
+                )?;
+                stub_rules.insert(id.clone(), r);
             }
             sources.push(name.clone());
         }
@@ -530,6 +556,12 @@ impl Policy {
                 }
                 builtin.insert(id.clone(), b.clone());
             }
+            if !f.stubs.is_empty() {
+                return Err(PolicyError::Parse {
+                    file: name.clone(),
+                    message: "stubs: a workspace policy may not shadow tools (stubs change what a rehearsal shows); put stubs in a system policy file or the envelope".into(),
+                });
+            }
             sources.push(name.clone());
         }
         let mut by_command: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -547,6 +579,7 @@ impl Policy {
             builtin,
             hash: hasher.finalize().to_hex().to_string(),
             sources,
+            stubs: stub_rules.into_values().collect(),
         })
     }
 

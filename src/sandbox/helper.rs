@@ -450,6 +450,13 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     let lower_root_meta = std::fs::metadata(format!("/proc/self/fd/{}", lower.as_raw_fd()))
         .map_err(fail("P1 stat workspace"))?;
     let lower_proc_path = PathBuf::from(format!("/proc/self/fd/{}", lower.as_raw_fd()));
+    // The stubs' interpreter (this binary), opened through this namespace's
+    // mounts while its path is still visible (a tmpfs covers /tmp next).
+    let exe_fd = if spec.stubs.rules.is_empty() {
+        None
+    } else {
+        Some(super::stubs::open_own_exe().map_err(fail("P1 stub interpreter"))?)
+    };
 
     // P2
     mark("P2 upper");
@@ -481,6 +488,13 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mounts::mkdir_p(&root, 0o755).map_err(fail("P3"))?;
     mounts::mount_tmpfs(&root, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P3 root"))?;
     let masked = mounts::build_image(&root, &spec.image, &empty_file).map_err(fail("P3 image"))?;
+    let stubbed_tools = if spec.stubs.rules.is_empty() {
+        Vec::new()
+    } else {
+        let exe = exe_fd.as_ref().expect("opened in P1 when stubs are set");
+        super::stubs::install_stubs(&root, &spec.stubs, exe, ids.uid, ids.gid)
+            .map_err(fail("P3 stubs"))?
+    };
 
     // P4
     mark("P4 tmp + overlay");
@@ -545,7 +559,14 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     let env: Vec<CString> = spec
         .env
         .iter()
-        .map(|(k, v)| CString::new(format!("{k}={v}")))
+        .map(|(k, v)| {
+            // Stubbed tools are found first on PATH (also those the host lacks).
+            if k == "PATH" && !stubbed_tools.is_empty() {
+                CString::new(format!("{k}={}:{v}", super::stubs::STUB_BIN_DIR))
+            } else {
+                CString::new(format!("{k}={v}"))
+            }
+        })
         .collect::<Result<_, _>>()
         .map_err(fail("P7 env"))?;
     let shell = CString::new(spec.shell.as_os_str().as_bytes()).map_err(fail("P7 shell"))?;
@@ -559,6 +580,17 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
         report.stripped.push(format!("masked:{}", m.display()));
     }
     report.stripped.push("network".into());
+    for t in &stubbed_tools {
+        report.stripped.push(format!("stub:{t}"));
+    }
+    if !stubbed_tools.is_empty() {
+        report.enforcement.push(format!(
+            "stubs: {} shadowed by {} (on PATH first and over each copy in the image)",
+            stubbed_tools.join(", "),
+            super::stubs::STUB_BIN_DIR
+        ));
+    }
+    report.stubbed_tools = stubbed_tools.clone();
     if !nested_userns_capped {
         report
             .enforcement
@@ -583,6 +615,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
         kernel_abi,
         allow_degraded: spec.landlock.allow_degraded,
         network_host: spec.network_host,
+        stubs: !report.stubbed_tools.is_empty(),
         filter: &filter,
         env: &env,
         shell: &shell,
@@ -601,6 +634,11 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
         }
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
+    if !report.stubbed_tools.is_empty() {
+        let (actions, dropped) = super::stubs::collect_calls();
+        report.would_be_actions = actions;
+        report.would_be_actions_dropped = dropped;
+    }
     report.output_truncated = out_buf.truncated;
     if out_buf.truncated {
         report.limits_hit.push("output".into());
@@ -669,6 +707,7 @@ struct CmdContext<'a> {
     kernel_abi: u32,
     allow_degraded: bool,
     network_host: bool,
+    stubs: bool,
     filter: &'a [libc::sock_filter],
     env: &'a [CString],
     shell: &'a CString,
@@ -1088,6 +1127,7 @@ fn prepare_command(cx: &CmdContext, fds: [OwnedFd; 4]) -> std::io::Result<()> {
             cx.ws,
             cx.allow_degraded,
             cx.network_host,
+            cx.stubs.then_some(Path::new(super::stubs::CALLS_DIR)),
         )
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     }

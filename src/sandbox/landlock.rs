@@ -39,6 +39,7 @@ pub fn apply_landlock_on_current_thread(
     workspace: &Path,
     allow_degraded: bool,
     network_host: bool,
+    stub_calls: Option<&Path>,
 ) -> Result<String, LandlockError> {
     let abi = abi_from(kernel_abi);
     let mut ruleset = Ruleset::default()
@@ -61,6 +62,7 @@ pub fn apply_landlock_on_current_thread(
             ["/dev/null", "/dev/zero", "/dev/full"],
             AccessFs::from_file(abi),
         ))?
+        .add_rules(path_beneath_rules(stub_calls, AccessFs::from_all(abi)))?
         .restrict_self()?;
     let s = match status.ruleset {
         RulesetStatus::FullyEnforced => "fully enforced",

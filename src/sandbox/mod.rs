@@ -10,6 +10,7 @@ mod netwatch;
 pub mod probe;
 mod seccomp;
 pub mod spec;
+pub mod stubs;
 mod sys;
 pub mod wire;
 

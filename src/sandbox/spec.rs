@@ -173,6 +173,9 @@ pub struct SandboxSpec {
     /// rehearsal). Never set for a rehearsal.
     #[serde(default)]
     pub network_host: bool,
+    /// Shadow stubs for this run (empty: none installed).
+    #[serde(default)]
+    pub stubs: super::stubs::StubTable,
 }
 
 #[cfg(test)]

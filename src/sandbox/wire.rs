@@ -53,6 +53,15 @@ pub struct RehearsalReport {
     /// How each limit is enforced, e.g. `memory: cgroup v1`.
     pub enforcement: Vec<String>,
     pub landlock_abi: u32,
+    /// Calls the stubs answered instead of the real tools, in call order.
+    #[serde(default)]
+    pub would_be_actions: Vec<super::stubs::WouldBeAction>,
+    /// Would-be actions past the recording cap (not listed).
+    #[serde(default)]
+    pub would_be_actions_dropped: usize,
+    /// Tools shadowed by a stub in this run.
+    #[serde(default)]
+    pub stubbed_tools: Vec<String>,
     pub landlock_status: String,
     pub seccomp: bool,
     /// Most processes seen alive at once in the sandbox (init included).

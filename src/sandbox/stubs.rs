@@ -1,0 +1,785 @@
+//! Shadow stubs inside the rehearsal (SPEC §7).
+//!
+//! A stubbed tool is caught however the command calls it: a small script
+//! `#!/.dryrun/bin/dryrun __stub-exec TOOL` is bind-mounted over every copy
+//! of the tool in the image's PATH directories (so `/usr/bin/curl` is caught)
+//! and placed first on PATH in `/.dryrun/stubs/bin` (so tools the host lacks,
+//! such as `gh`, are caught too). The interpreter is this binary, bound
+//! read-only into the sandbox; in stub mode it reads the run's stub table,
+//! and either
+//! - answers the call (the rule's answer, the recording's answer in a replay,
+//!   or a counterfactual override) and records it as a **would-be action** in
+//!   `/.dryrun/calls/`, or
+//! - hands the call to the real tool (kept at `/.dryrun/stubs/real/TOOL`) when
+//!   no stub rule matches (`git status` runs for real, `git push` is stubbed).
+//!
+//! After the command ends, the sandbox's init reads `/.dryrun/calls/` into the
+//! report. Stubs keep the command's control flow honest; they are not a
+//! containment boundary (the network namespace is): a command that copies a
+//! tool elsewhere or calls the real copy directly is not recorded, and its
+//! network attempt is (see docs/threat-model.md).
+
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The argument (after the shebang's interpreter) that selects stub mode.
+pub const STUB_ARG_PREFIX: &str = "__stub-exec ";
+/// Where things live inside the sandbox.
+pub const STUB_ROOT: &str = "/.dryrun";
+pub const STUB_BIN_DIR: &str = "/.dryrun/stubs/bin";
+const STUB_INTERPRETER: &str = "/.dryrun/bin/dryrun";
+const STUB_TABLE: &str = "/.dryrun/stubs/table.json";
+const STUB_REAL_DIR: &str = "/.dryrun/stubs/real";
+pub const CALLS_DIR: &str = "/.dryrun/calls";
+/// Where a tool can be found in the image (the command's default PATH).
+const PATH_DIRS: [&str; 6] = [
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/usr/bin",
+    "/usr/sbin",
+    "/bin",
+    "/sbin",
+];
+/// At most this many would-be actions are recorded per run.
+pub const MAX_ACTIONS: usize = 256;
+/// The calls directory's size: room for MAX_ACTIONS records.
+pub const CALLS_DIR_BYTES: u64 = 32 << 20;
+/// The first bytes of stdin kept in a would-be action.
+const STDIN_HEAD: usize = 1024;
+/// A stub reads at most this much stdin (hashing all of it).
+const STDIN_MAX: u64 = 64 << 20;
+
+/// How a stub answers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
+    #[serde(default)]
+    pub exit: i32,
+}
+
+/// A validated stub rule (see `policy::stubs` for the configuration).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StubRule {
+    pub id: String,
+    /// `policy` or `envelope` (an envelope's or a `--stub` override).
+    pub origin: String,
+    pub tool: String,
+    /// Alternatives; each a sequence of leading positional words.
+    pub subcommands: Vec<Vec<String>>,
+    pub flags_any: Vec<String>,
+    pub flags_all: Vec<String>,
+    pub arg_regex: Option<String>,
+    pub answer: Answer,
+}
+
+/// What a replay does with a call the recording never saw.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NovelPolicy {
+    /// The call fails and the replay is blocked, naming it.
+    Strict,
+    /// The stub rule's own answer.
+    #[default]
+    Stub,
+    /// The nearest recorded call of the same tool.
+    Fuzzy,
+}
+
+impl NovelPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NovelPolicy::Strict => "strict",
+            NovelPolicy::Stub => "stub",
+            NovelPolicy::Fuzzy => "fuzzy",
+        }
+    }
+}
+
+/// A recorded call and its answer, for a replay.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecordedCall {
+    pub tool: String,
+    pub argv_hash: String,
+    pub argv: Vec<String>,
+    pub answer: Answer,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReplaySet {
+    pub baseline: String,
+    pub novel: NovelPolicy,
+    pub calls: Vec<RecordedCall>,
+}
+
+/// Everything the stubs of one run need, written read-only into the sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct StubTable {
+    /// In priority order: overrides first, then the policy's.
+    pub rules: Vec<StubRule>,
+    #[serde(default)]
+    pub replay: Option<ReplaySet>,
+}
+
+/// The stdin a stubbed call was given.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct StdinRecord {
+    pub bytes: u64,
+    pub blake3: String,
+    /// The first KiB, as text (invalid UTF-8 replaced).
+    pub head: String,
+    /// More than the stub reads (64 MiB) was offered; the hash covers what was read.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// One call a stub answered instead of the real tool (SPEC §7).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WouldBeAction {
+    pub tool: String,
+    /// The full argument vector, `argv[0]` being the tool's name.
+    pub argv: Vec<String>,
+    /// BLAKE3 of the canonical argv (JSON array of tool and arguments); a
+    /// replay looks answers up by (tool, argv_hash).
+    pub argv_hash: String,
+    pub cwd: String,
+    pub stdin: StdinRecord,
+    /// Names (never values) of the environment variables the tool saw.
+    pub env_names: Vec<String>,
+    /// The stub rule that matched.
+    pub rule: String,
+    /// `stub` (the rule's answer), `override` (an envelope/--stub answer),
+    /// `replay` (the recording's answer), `replay_fuzzy` (the nearest
+    /// recorded call's), `novel` (a strict replay refused it).
+    pub source: String,
+    pub answer: Answer,
+}
+
+/// Canonical argv hash: BLAKE3 over the JSON array `[tool, args...]`.
+pub fn argv_hash(tool: &str, args: &[String]) -> String {
+    let mut v: Vec<&str> = Vec::with_capacity(args.len() + 1);
+    v.push(tool);
+    v.extend(args.iter().map(String::as_str));
+    let json = serde_json::to_vec(&v).expect("strings serialize");
+    blake3::hash(&json).to_hex().to_string()
+}
+
+fn is_flag(s: &str) -> bool {
+    s.starts_with('-') && s.len() > 1
+}
+
+impl StubRule {
+    /// Does a call of this rule's tool with `args` match? Same semantics as
+    /// the classifier's rules: subcommand words among the first positionals
+    /// (global options' values may come first), flags in any position.
+    pub fn matches(&self, args: &[String]) -> bool {
+        let positionals: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .filter(|a| !is_flag(a))
+            .collect();
+        if !self.subcommands.is_empty()
+            && !self.subcommands.iter().any(|sub| {
+                positionals
+                    .windows(sub.len())
+                    .take(3)
+                    .any(|w| w.iter().zip(sub).all(|(a, b)| a == b))
+            })
+        {
+            return false;
+        }
+        let has = |f: &String| args.iter().any(|a| crate::classify::has_flag(a, f));
+        if !self.flags_any.is_empty() && !self.flags_any.iter().any(has) {
+            return false;
+        }
+        if !self.flags_all.iter().all(has) {
+            return false;
+        }
+        if let Some(re) = &self.arg_regex {
+            // Validated when the rule was built.
+            let Ok(re) = regex::Regex::new(re) else {
+                return false;
+            };
+            if !args.iter().any(|a| re.is_match(a)) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// What a stub does with one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StubDecision {
+    /// No rule matches: run the real tool.
+    Passthrough,
+    Answer {
+        rule: String,
+        source: &'static str,
+        answer: Answer,
+    },
+}
+
+impl StubTable {
+    pub fn tools(&self) -> Vec<String> {
+        let mut t: Vec<String> = self.rules.iter().map(|r| r.tool.clone()).collect();
+        t.sort();
+        t.dedup();
+        t
+    }
+
+    pub fn decide(&self, tool: &str, args: &[String]) -> StubDecision {
+        let Some(rule) = self
+            .rules
+            .iter()
+            .find(|r| r.tool == tool && r.matches(args))
+        else {
+            return StubDecision::Passthrough;
+        };
+        let answer = |source: &'static str, answer: &Answer| StubDecision::Answer {
+            rule: rule.id.clone(),
+            source,
+            answer: answer.clone(),
+        };
+        if rule.origin == "envelope" {
+            // A counterfactual: this answer replaces the recording's too.
+            return answer("override", &rule.answer);
+        }
+        let Some(replay) = &self.replay else {
+            return answer("stub", &rule.answer);
+        };
+        let hash = argv_hash(tool, args);
+        if let Some(c) = replay
+            .calls
+            .iter()
+            .find(|c| c.tool == tool && c.argv_hash == hash)
+        {
+            return answer("replay", &c.answer);
+        }
+        match replay.novel {
+            NovelPolicy::Stub => answer("stub", &rule.answer),
+            NovelPolicy::Strict => StubDecision::Answer {
+                rule: rule.id.clone(),
+                source: "novel",
+                answer: Answer {
+                    stdout: String::new(),
+                    stderr: format!(
+                        "dryrun replay (strict): the recording of run {} never saw `{}`; nothing answered it\n",
+                        replay.baseline,
+                        shown_call(tool, args)
+                    ),
+                    exit: 127,
+                },
+            },
+            NovelPolicy::Fuzzy => {
+                let nearest = replay
+                    .calls
+                    .iter()
+                    .filter(|c| c.tool == tool)
+                    .min_by_key(|c| token_distance(&c.argv[1.min(c.argv.len())..], args));
+                match nearest {
+                    Some(c) => answer("replay_fuzzy", &c.answer),
+                    None => answer("stub", &rule.answer),
+                }
+            }
+        }
+    }
+}
+
+/// `tool arg1 arg2`, for messages (long calls shortened).
+pub fn shown_call(tool: &str, args: &[String]) -> String {
+    let mut s = tool.to_string();
+    for a in args {
+        s.push(' ');
+        s.push_str(a);
+    }
+    if s.chars().count() > 200 {
+        let cut: String = s.chars().take(200).collect();
+        return format!("{cut}…");
+    }
+    s
+}
+
+/// Edit distance between two argument lists, counted in whole arguments.
+fn token_distance(a: &[String], b: &[String]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, x) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, y) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(x != y);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+// ---------------------------------------------------------------------------
+// Installing the stubs (the sandbox's init, before pivot_root).
+
+#[derive(Debug, thiserror::Error)]
+pub enum StubInstallError {
+    #[error("installing stubs: {what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn ioerr(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StubInstallError {
+    let path = path.to_path_buf();
+    move |source| StubInstallError::Io { what, path, source }
+}
+
+fn bind_file(src: &Path, target: &Path, mounted_at: &Path) -> Result<(), StubInstallError> {
+    use nix::mount::{MsFlags, mount};
+    mount(
+        Some(src),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| ioerr("bind", target)(e.into()))?;
+    mount(
+        None::<&str>,
+        mounted_at,
+        None::<&str>,
+        MsFlags::MS_BIND
+            | MsFlags::MS_REMOUNT
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(|e| ioerr("read-only remount", mounted_at)(e.into()))
+}
+
+/// Open this binary by its path in the current mount namespace (a bind
+/// from `/proc/self/exe` itself fails: that mount belongs to the namespace
+/// the helper was started in), checking it is the same file.
+pub fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    let path = std::fs::read_link("/proc/self/exe")?;
+    let fd = nix::fcntl::open(
+        &path,
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let a = nix::sys::stat::fstat(&fd)?;
+    let b = nix::sys::stat::stat("/proc/self/exe")?;
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+        return Err(std::io::Error::other(format!(
+            "{} is no longer the running binary",
+            path.display()
+        )));
+    }
+    Ok(fd)
+}
+
+/// Install the run's stubs under `root` (the future `/`): the interpreter,
+/// the table, a script per tool on PATH and over each copy in the image, the
+/// real tools aside, and the calls directory. Returns the tools shadowed.
+pub fn install_stubs(
+    root: &Path,
+    table: &StubTable,
+    exe: &std::os::fd::OwnedFd,
+    run_uid: u32,
+    run_gid: u32,
+) -> Result<Vec<String>, StubInstallError> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let at = |p: &str| root.join(p.trim_start_matches('/'));
+    for d in [STUB_BIN_DIR, STUB_REAL_DIR, CALLS_DIR, "/.dryrun/bin"] {
+        std::fs::create_dir_all(at(d)).map_err(ioerr("mkdir", &at(d)))?;
+    }
+    let interp = at(STUB_INTERPRETER);
+    std::fs::write(&interp, b"").map_err(ioerr("create", &interp))?;
+    bind_file(
+        Path::new(&format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(exe)
+        )),
+        &interp,
+        &interp,
+    )?;
+    let table_path = at(STUB_TABLE);
+    std::fs::write(
+        &table_path,
+        serde_json::to_vec(table).expect("the table serializes"),
+    )
+    .map_err(ioerr("write", &table_path))?;
+    std::fs::set_permissions(&table_path, std::fs::Permissions::from_mode(0o644))
+        .map_err(ioerr("chmod", &table_path))?;
+    // The command writes its calls here (its own small tmpfs; Landlock
+    // allows it), the init reads them afterwards.
+    let calls = at(CALLS_DIR);
+    super::mounts::mount_tmpfs_capped(&calls, CALLS_DIR_BYTES, MAX_ACTIONS as u64 + 64, 0o1777)
+        .map_err(|e| ioerr("tmpfs", &calls)(std::io::Error::other(e.to_string())))?;
+    let _ = nix::unistd::chown(
+        &calls,
+        Some(nix::unistd::Uid::from_raw(run_uid)),
+        Some(nix::unistd::Gid::from_raw(run_gid)),
+    );
+
+    let root_fd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| ioerr("open", root)(e.into()))?;
+    let tools = table.tools();
+    for tool in &tools {
+        let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
+        std::fs::write(
+            &script,
+            format!("#!{STUB_INTERPRETER} {STUB_ARG_PREFIX}{tool}\n"),
+        )
+        .map_err(ioerr("write", &script))?;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .map_err(ioerr("chmod", &script))?;
+        let mut seen: Vec<PathBuf> = Vec::new();
+        let mut real_bound = false;
+        for dir in PATH_DIRS {
+            // Resolved inside the new root: an absolute symlink in the image
+            // (/bin -> /usr/bin) must not lead to the host's tree.
+            let rel = format!("{}/{tool}", dir.trim_start_matches('/'));
+            let how = OpenHow::new()
+                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+                .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            let Ok(fd) = nix::fcntl::openat2(&root_fd, rel.as_str(), how) else {
+                continue;
+            };
+            let Ok(st) = nix::sys::stat::fstat(&fd) else {
+                continue;
+            };
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
+                continue;
+            }
+            let fd_path = PathBuf::from(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&fd)
+            ));
+            let Ok(resolved) = std::fs::read_link(&fd_path) else {
+                continue;
+            };
+            if seen.contains(&resolved) {
+                continue;
+            }
+            if !real_bound {
+                let real = at(&format!("{STUB_REAL_DIR}/{tool}"));
+                std::fs::write(&real, b"").map_err(ioerr("create", &real))?;
+                bind_file(&fd_path, &real, &real)?;
+                real_bound = true;
+            }
+            // Mounted through the handle (what was checked), made read-only
+            // through the path (the handle still names the file beneath).
+            if !resolved.starts_with(root) {
+                continue;
+            }
+            bind_file(&script, &fd_path, &resolved)?;
+            seen.push(resolved);
+        }
+    }
+    Ok(tools)
+}
+
+/// The would-be actions the stubs recorded, in call order, and how many
+/// more there were than are kept.
+pub fn collect_calls() -> (Vec<WouldBeAction>, usize) {
+    let Ok(rd) = std::fs::read_dir(CALLS_DIR) else {
+        return (Vec::new(), 0);
+    };
+    let mut names: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    let mut dropped = 0;
+    for n in names {
+        if out.len() >= MAX_ACTIONS {
+            dropped += 1;
+            continue;
+        }
+        // The command owns this directory: read regular files only, never
+        // through a symlink, and bounded.
+        use std::os::unix::fs::OpenOptionsExt;
+        let Ok(f) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(Path::new(CALLS_DIR).join(&n))
+        else {
+            continue;
+        };
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let mut text = Vec::new();
+        if f.take(1 << 20).read_to_end(&mut text).is_err() {
+            continue;
+        }
+        match serde_json::from_slice::<WouldBeAction>(&text) {
+            Ok(a) => out.push(a),
+            Err(_) => dropped += 1,
+        }
+    }
+    (out, dropped)
+}
+
+// ---------------------------------------------------------------------------
+// Stub mode: the interpreter of the stub scripts, inside the sandbox.
+
+/// Entry point when `argv[1]` starts with [`STUB_ARG_PREFIX`]:
+/// `argv = [interpreter, "__stub-exec TOOL", script path, args...]`.
+pub fn run_stub(argv: Vec<std::ffi::OsString>) -> ! {
+    let code = match stub_main(argv) {
+        Ok(code) => code,
+        Err(msg) => {
+            let _ = writeln!(std::io::stderr(), "dryrun stub: {msg}");
+            126
+        }
+    };
+    std::process::exit(code)
+}
+
+fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let lossy = |s: &std::ffi::OsString| String::from_utf8_lossy(s.as_bytes()).into_owned();
+    let tool = argv
+        .get(1)
+        .map(lossy)
+        .and_then(|a| a.strip_prefix(STUB_ARG_PREFIX).map(str::to_string))
+        .ok_or("missing tool name")?;
+    let script = argv.get(2).cloned().unwrap_or_else(|| tool.clone().into());
+    let raw_args: Vec<std::ffi::OsString> = argv.iter().skip(3).cloned().collect();
+    let args: Vec<String> = raw_args.iter().map(lossy).collect();
+    let table: StubTable = std::fs::read(STUB_TABLE)
+        .map_err(|e| {
+            format!("cannot read {STUB_TABLE}: {e} (stub mode runs only inside a rehearsal)")
+        })
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{STUB_TABLE}: {e}")))?;
+    let (rule, source, answer) = match table.decide(&tool, &args) {
+        StubDecision::Passthrough => {
+            let Some(real) = find_real(&tool) else {
+                let _ = writeln!(std::io::stderr(), "{tool}: command not found");
+                return Ok(127);
+            };
+            let c = |s: &std::ffi::OsString| {
+                std::ffi::CString::new(s.as_bytes()).map_err(|_| "NUL in an argument".to_string())
+            };
+            let mut cargv = vec![c(&script)?];
+            for a in &raw_args {
+                cargv.push(c(a)?);
+            }
+            let path = std::ffi::CString::new(real.as_os_str().as_bytes()).expect("no NUL");
+            let e = nix::unistd::execv(&path, &cargv).unwrap_err();
+            return Err(format!("cannot run the real {tool}: {e}"));
+        }
+        StubDecision::Answer {
+            rule,
+            source,
+            answer,
+        } => (rule, source, answer),
+    };
+    let stdin = read_stdin();
+    let mut env_names: Vec<String> = std::env::vars_os()
+        .map(|(k, _)| String::from_utf8_lossy(k.as_bytes()).into_owned())
+        .collect();
+    env_names.sort();
+    env_names.dedup();
+    let mut full = vec![tool.clone()];
+    full.extend(args.iter().cloned());
+    let action = WouldBeAction {
+        argv_hash: argv_hash(&tool, &args),
+        tool,
+        argv: full,
+        cwd: std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        stdin,
+        env_names,
+        rule,
+        source: source.to_string(),
+        answer: answer.clone(),
+    };
+    record_call(&action)?;
+    let mut out = std::io::stdout();
+    let _ = out.write_all(answer.stdout.as_bytes());
+    let _ = out.flush();
+    let mut err = std::io::stderr();
+    let _ = err.write_all(answer.stderr.as_bytes());
+    Ok(answer.exit)
+}
+
+/// The real tool: the copy set aside from the image, else one on the
+/// command's PATH outside the directories the stubs cover (a tool in
+/// `/opt/x/bin` the envelope put on PATH).
+fn find_real(tool: &str) -> Option<PathBuf> {
+    let aside = PathBuf::from(format!("{STUB_REAL_DIR}/{tool}"));
+    if aside.exists() {
+        return Some(aside);
+    }
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .filter(|d| !d.is_empty() && *d != STUB_BIN_DIR && !PATH_DIRS.contains(d))
+        .map(|d| Path::new(d).join(tool))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn read_stdin() -> StdinRecord {
+    let mut hasher = blake3::Hasher::new();
+    let mut head = Vec::new();
+    let mut total: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut stdin = std::io::stdin().lock();
+    let mut truncated = false;
+    loop {
+        match stdin.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                if head.len() < STDIN_HEAD {
+                    let take = (STDIN_HEAD - head.len()).min(n);
+                    head.extend_from_slice(&buf[..take]);
+                }
+                total += n as u64;
+                if total >= STDIN_MAX {
+                    truncated = true;
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    StdinRecord {
+        bytes: total,
+        blake3: hasher.finalize().to_hex().to_string(),
+        head: String::from_utf8_lossy(&head).into_owned(),
+        truncated,
+    }
+}
+
+/// One file per call, named so that sorting gives call order.
+fn record_call(a: &WouldBeAction) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let ns = super::helper::monotonic_ns();
+    let name = format!("{CALLS_DIR}/{ns:020}-{:010}.json", std::process::id());
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&name)
+        .map_err(|e| format!("cannot record the call (so it is not answered): {e}"))?;
+    f.write_all(&serde_json::to_vec(a).expect("serializes"))
+        .map_err(|e| format!("cannot record the call (so it is not answered): {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(id: &str, tool: &str, sub: &[&str], origin: &str, exit: i32) -> StubRule {
+        StubRule {
+            id: id.into(),
+            origin: origin.into(),
+            tool: tool.into(),
+            subcommands: if sub.is_empty() {
+                vec![]
+            } else {
+                vec![sub.iter().map(|s| s.to_string()).collect()]
+            },
+            flags_any: vec![],
+            flags_all: vec![],
+            arg_regex: None,
+            answer: Answer {
+                stdout: format!("{id}\n"),
+                stderr: String::new(),
+                exit,
+            },
+        }
+    }
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn matching_and_priority() {
+        let t = StubTable {
+            rules: vec![
+                rule("cf", "gh", &["pr", "merge"], "envelope", 1),
+                rule("gh.pr.merge", "gh", &["pr", "merge"], "policy", 0),
+                rule("gh.pr.create", "gh", &["pr", "create"], "policy", 0),
+            ],
+            replay: None,
+        };
+        match t.decide("gh", &s(&["-R", "o/r", "pr", "merge", "12"])) {
+            StubDecision::Answer { rule, source, .. } => {
+                assert_eq!((rule.as_str(), source), ("cf", "override"))
+            }
+            d => panic!("{d:?}"),
+        }
+        assert_eq!(
+            t.decide("gh", &s(&["pr", "list"])),
+            StubDecision::Passthrough
+        );
+        assert_eq!(t.decide("git", &s(&["push"])), StubDecision::Passthrough);
+    }
+
+    #[test]
+    fn replay_lookup_and_novel_policies() {
+        let recorded = RecordedCall {
+            tool: "gh".into(),
+            argv_hash: argv_hash("gh", &s(&["pr", "merge", "12"])),
+            argv: s(&["gh", "pr", "merge", "12"]),
+            answer: Answer {
+                stdout: "recorded\n".into(),
+                stderr: String::new(),
+                exit: 0,
+            },
+        };
+        let mut t = StubTable {
+            rules: vec![rule("gh.pr.merge", "gh", &["pr", "merge"], "policy", 0)],
+            replay: Some(ReplaySet {
+                baseline: "base".into(),
+                novel: NovelPolicy::Strict,
+                calls: vec![recorded],
+            }),
+        };
+        let get = |t: &StubTable, args: &[&str]| match t.decide("gh", &s(args)) {
+            StubDecision::Answer { source, answer, .. } => (source, answer),
+            d => panic!("{d:?}"),
+        };
+        assert_eq!(get(&t, &["pr", "merge", "12"]).0, "replay");
+        let (src, ans) = get(&t, &["pr", "merge", "13"]);
+        assert_eq!(src, "novel");
+        assert!(ans.stderr.contains("gh pr merge 13"), "{}", ans.stderr);
+        assert_ne!(ans.exit, 0);
+        t.replay.as_mut().unwrap().novel = NovelPolicy::Fuzzy;
+        let (src, ans) = get(&t, &["pr", "merge", "13"]);
+        assert_eq!((src, ans.stdout.as_str()), ("replay_fuzzy", "recorded\n"));
+        t.replay.as_mut().unwrap().novel = NovelPolicy::Stub;
+        assert_eq!(get(&t, &["pr", "merge", "13"]).0, "stub");
+    }
+
+    #[test]
+    fn argv_hash_is_unambiguous() {
+        assert_ne!(
+            argv_hash("a", &s(&["b c"])),
+            argv_hash("a", &s(&["b", "c"]))
+        );
+        assert_ne!(argv_hash("a", &s(&["b"])), argv_hash("ab", &s(&[])));
+        assert_eq!(token_distance(&s(&["a", "b"]), &s(&["a", "c"])), 1);
+    }
+}
