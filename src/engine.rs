@@ -21,8 +21,10 @@ use serde::{Deserialize, Serialize};
 
 mod compare;
 mod live;
+mod replay;
 pub use compare::{RunComparison, compare_runs};
 pub use live::{Receipt, valid_receipt_id};
+pub use replay::ReplayRequest;
 
 use crate::envelope::{EnvelopeSpec, Mode};
 use crate::journal::{Actor, Entry, Journal};

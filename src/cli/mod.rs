@@ -138,6 +138,25 @@ enum Cmd {
     },
     /// Serve the API on a Unix socket (SPEC §6).
     Daemon(DaemonArgs),
+    /// Rehearse a recorded run again, answering its stubbed tool calls from
+    /// the recording (against today's workspace, a changed command, or
+    /// changed answers).
+    Replay {
+        run_id: String,
+        /// Replay this command instead of the recorded one.
+        #[arg(long)]
+        command: Option<String>,
+        /// Replace a tool's answer (counterfactual), e.g. 'gh pr merge=exit 1'.
+        #[arg(long = "stub", value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]")]
+        stub: Vec<String>,
+        /// A call the recording never saw: strict (the replay fails naming
+        /// it), stub (the default stub's answer), fuzzy (the nearest
+        /// recorded call of the same tool).
+        #[arg(long, default_value = "stub", value_parser = ["strict", "stub", "fuzzy"])]
+        novel: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -222,6 +241,10 @@ struct ExecuteArgs {
     /// Rehearse even when the kernel's Landlock is below the minimum ABI.
     #[arg(long)]
     allow_degraded_sandbox: bool,
+    /// Replace a tool's answer for this run, e.g. 'gh pr merge=exit 1' or
+    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see README, stubs).
+    #[arg(long = "stub", value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]")]
+    stub: Vec<String>,
 }
 
 /// Parse and run; returns the process exit code.
@@ -324,6 +347,13 @@ fn run(cli: Cli) -> i32 {
             json,
         } => classify(command, workspace, json),
         Cmd::Daemon(a) => daemon(&g, a),
+        Cmd::Replay {
+            run_id,
+            command,
+            stub,
+            novel,
+            json,
+        } => replay(&g, run_id, command, stub, &novel, json),
         Cmd::Runs { state, json } => {
             if let Some(s) = &state
                 && RunState::parse(s).is_none()
@@ -957,6 +987,14 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
     if let Some(t) = a.timeout {
         env.limits.timeout_s = Some(t);
     }
+    for (i, s) in a.stub.iter().enumerate() {
+        match crate::policy::stubs::parse_cli_stub(s) {
+            Ok(c) => {
+                env.stubs.insert(format!("cli-{}", i + 1), c);
+            }
+            Err(e) => return usage_error(e),
+        }
+    }
     let spec = match env.validate(Some(&workspace)) {
         Ok(s) => s,
         Err(e) => return usage_error(e),
@@ -985,17 +1023,76 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
             }
         }
     };
-    if a.json {
+    report_run(&record, a.json)
+}
+
+/// `dryrun replay`: through the daemon or in-process, like `execute`.
+fn replay(
+    g: &GlobalOpts,
+    run_id: String,
+    command: Option<String>,
+    stubs: Vec<String>,
+    novel: &str,
+    json: bool,
+) -> i32 {
+    let novel = match novel {
+        "strict" => crate::sandbox::stubs::NovelPolicy::Strict,
+        "fuzzy" => crate::sandbox::stubs::NovelPolicy::Fuzzy,
+        _ => crate::sandbox::stubs::NovelPolicy::Stub,
+    };
+    for s in &stubs {
+        if let Err(e) = crate::policy::stubs::parse_cli_stub(s) {
+            return usage_error(e);
+        }
+    }
+    let record = match door(g) {
+        Door::Daemon(c) => {
+            let body = serde_json::json!({
+                "command": command,
+                "stubs": stubs,
+                "novel": novel.as_str(),
+            });
+            match c.call::<crate::record::RunRecord>(
+                "POST",
+                &format!("/v1/runs/{}/replay?wait=true", url_id(&run_id)),
+                Some(serde_json::to_vec(&body).expect("serializes")),
+            ) {
+                Ok(r) => r,
+                Err(e) => return client_error(e),
+            }
+        }
+        Door::Local => {
+            let engine = match open_engine(g, false) {
+                Ok(e) => e,
+                Err(e) => return engine_error(e),
+            };
+            let req = crate::engine::ReplayRequest {
+                command,
+                stubs,
+                novel,
+            };
+            match engine.replay(&run_id, &req, &crate::journal::Actor::local()) {
+                Ok(r) => r,
+                Err(e) => return engine_error(e),
+            }
+        }
+    };
+    report_run(&record, json)
+}
+
+/// Print a finished run and map it to `execute`'s exit codes.
+fn report_run(record: &crate::record::RunRecord, json: bool) -> i32 {
+    if json {
         println!(
             "{}",
-            serde_json::to_string(&record).expect("records serialize")
+            serde_json::to_string(record).expect("records serialize")
         );
     } else {
-        render::print_evidence(&record);
+        render::print_evidence(record);
     }
     match (&record.state, &record.verdict) {
         (RunState::Failed, _) => {
-            if !a.json {
+            if !json {
                 eprintln!(
                     "dryrun: the rehearsal could not run: {}",
                     record.error.as_deref().unwrap_or("unknown error")

@@ -174,6 +174,31 @@ pub fn print_evidence(r: &RunRecord) {
             .map(|b| format!("{}: {}", b.kind, sanitize_for_terminal(&b.detail)))
             .collect::<Vec<_>>(),
     );
+    list(
+        "would-be actions (answered by stubs)",
+        &reh.would_be_actions
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} → exit {} ({}, rule {}, stdin {} bytes)",
+                    sanitize_for_terminal(&crate::sandbox::stubs::shown_call(
+                        &a.tool,
+                        &a.argv[1.min(a.argv.len())..]
+                    )),
+                    a.answer.exit,
+                    a.source,
+                    a.rule,
+                    a.stdin.bytes
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    if let Some(l) = &r.replay_of {
+        println!("replay of: {} (novel calls: {})", l.baseline, l.novel);
+    }
+    for why in &reh.incomplete {
+        println!("incomplete: {}", sanitize_for_terminal(why));
+    }
     println!(
         "stripped: {}",
         if reh.stripped.is_empty() {
@@ -447,6 +472,20 @@ pub fn print_comparison(c: &crate::engine::RunComparison) {
             short(&p.a.after),
             p.b.kind,
             short(&p.b.after)
+        );
+    }
+    for x in &c.actions_only_in_a {
+        println!(
+            "would-be action only in A: {} → exit {}",
+            sanitize_for_terminal(&x.call),
+            x.exit
+        );
+    }
+    for x in &c.actions_only_in_b {
+        println!(
+            "would-be action only in B: {} → exit {}",
+            sanitize_for_terminal(&x.call),
+            x.exit
         );
     }
     for b in &c.blocked_only_in_a {

@@ -34,6 +34,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/runs/{id}/reject"),
     ("POST", "/v1/runs/{id}/cancel"),
     ("POST", "/v1/runs/{id}/promote"),
+    ("POST", "/v1/runs/{id}/replay"),
     ("GET", "/v1/receipts/{id}"),
     ("POST", "/v1/receipts/{id}/rollback"),
     ("GET", "/v1/journal/verify"),
@@ -50,6 +51,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/runs/{id}/reject", post(reject))
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/promote", post(promote))
+        .route("/v1/runs/{id}/replay", post(replay))
         .route("/v1/receipts/{id}", get(receipt))
         .route("/v1/receipts/{id}/rollback", post(rollback))
         .route("/v1/journal/verify", get(journal_verify))
@@ -467,6 +469,35 @@ async fn submit(
             "working_dir: required over the API (the daemon does not know your current directory); give the workspace's absolute path",
         ));
     }
+    let a = actor.clone();
+    admit_and_run(
+        app,
+        actor,
+        q.wait,
+        Box::new(move |engine: Arc<Engine>| {
+            let spec = env
+                .validate(None)
+                .map_err(|e| EngineError::Invalid(e.to_string()))?;
+            // The engine pins the workspace (no symlinks, device and inode) and
+            // refuses one the caller does not own.
+            engine.prepare(&spec, &a)
+        }),
+    )
+    .await
+}
+
+type PrepareFn =
+    Box<dyn FnOnce(Arc<Engine>) -> Result<crate::engine::Prepared, EngineError> + Send>;
+
+/// Admission (bounded queue, per-uid share), preparation, the queued
+/// rehearsal, and the answer (202, or the record with `wait`): one path for
+/// submissions and replays.
+async fn admit_and_run(
+    app: Arc<App>,
+    actor: crate::journal::Actor,
+    wait: bool,
+    prepare: PrepareFn,
+) -> Result<Response, ApiError> {
     if app.shutting_down.load(Ordering::SeqCst) {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -518,15 +549,7 @@ async fn submit(
         return Err(e);
     }
     let engine = app.engine.clone();
-    let prepared = blocking(move || {
-        let spec = env
-            .validate(None)
-            .map_err(|e| EngineError::Invalid(e.to_string()))?;
-        // The engine pins the workspace (no symlinks, device and inode) and
-        // refuses one the caller does not own.
-        engine.prepare(&spec, &actor)
-    })
-    .await;
+    let prepared = blocking(move || prepare(engine)).await;
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
@@ -607,7 +630,7 @@ async fn submit(
         let _ = done_tx.send(true);
     });
 
-    if !q.wait {
+    if !wait {
         return Ok((
             StatusCode::ACCEPTED,
             axum::Json(Submitted {
@@ -622,6 +645,67 @@ async fn submit(
     let engine = app.engine.clone();
     let r = blocking(move || engine.get(&run_id)).await?;
     Ok((StatusCode::OK, axum::Json(r)).into_response())
+}
+
+/// `POST /v1/runs/{id}/replay`: rehearse a recorded run again with its
+/// recorded tool answers.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ReplayBody {
+    /// A changed command (default: the recorded one).
+    #[serde(default)]
+    command: Option<String>,
+    /// Answer overrides, `TOOL [WORDS]=exit N[; stdout=T][; stderr=T]`.
+    #[serde(default)]
+    stubs: Vec<String>,
+    /// `strict`, `stub` (default) or `fuzzy`.
+    #[serde(default)]
+    novel: Option<crate::sandbox::stubs::NovelPolicy>,
+}
+
+async fn replay(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    let id = checked_id(&id)?.to_string();
+    let q: SubmitQuery = query(q)?;
+    let body = read_body(&app, body).await?;
+    let req: ReplayBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ReplayBody::default()
+    } else {
+        let de = &mut serde_json::Deserializer::from_slice(&body);
+        serde_path_to_error::deserialize(de)
+            .map_err(|e| ApiError::bad("invalid_request", format!("body: {e}")))?
+    };
+    // Only those who may read the baseline may replay it.
+    let engine = app.engine.clone();
+    let baseline_id = id.clone();
+    let baseline = blocking(move || engine.get(&baseline_id)).await?;
+    if !app.may_read(actor.uid, &baseline) {
+        return Err(not_yours(&id));
+    }
+    let a = actor.clone();
+    admit_and_run(
+        app,
+        actor,
+        q.wait,
+        Box::new(move |engine: Arc<Engine>| {
+            engine.prepare_replay(
+                &id,
+                &crate::engine::ReplayRequest {
+                    command: req.command,
+                    stubs: req.stubs,
+                    novel: req.novel.unwrap_or_default(),
+                },
+                &a,
+            )
+        }),
+    )
+    .await
 }
 
 #[derive(Deserialize, Default)]

@@ -27,6 +27,51 @@ pub struct RunComparison {
     pub blocked_only_in_b: Vec<String>,
     pub decision_a: Option<String>,
     pub decision_b: Option<String>,
+    /// Would-be actions (stubbed calls) one run made and the other did not,
+    /// compared by tool, argv, stdin and answer, counting repeats.
+    #[serde(default)]
+    pub actions_only_in_a: Vec<ActionSummary>,
+    #[serde(default)]
+    pub actions_only_in_b: Vec<ActionSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ActionSummary {
+    /// `tool arg1 arg2` (shortened past 200 characters).
+    pub call: String,
+    pub argv_hash: String,
+    pub stdin_blake3: String,
+    pub exit: i32,
+    pub source: String,
+}
+
+fn action_summaries(r: &crate::record::Rehearsal) -> Vec<ActionSummary> {
+    r.would_be_actions
+        .iter()
+        .map(|a| ActionSummary {
+            call: crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..]),
+            argv_hash: a.argv_hash.clone(),
+            stdin_blake3: a.stdin.blake3.clone(),
+            exit: a.answer.exit,
+            source: a.source.clone(),
+        })
+        .collect()
+}
+
+/// `a` minus `b`, as multisets (the source of an answer does not count).
+fn actions_minus(a: &[ActionSummary], b: &[ActionSummary]) -> Vec<ActionSummary> {
+    let key = |x: &ActionSummary| (x.argv_hash.clone(), x.stdin_blake3.clone(), x.exit);
+    let mut left: Vec<_> = b.iter().map(key).collect();
+    let mut out = Vec::new();
+    for x in a {
+        match left.iter().position(|k| *k == key(x)) {
+            Some(i) => {
+                left.swap_remove(i);
+            }
+            None => out.push(x.clone()),
+        }
+    }
+    out
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -149,6 +194,7 @@ pub fn compare_runs(a: &RunRecord, b: &RunRecord) -> RunComparison {
             .collect()
     };
     let (ba, bb) = (blocked(&ra), blocked(&rb));
+    let (aa, ab) = (action_summaries(&ra), action_summaries(&rb));
     RunComparison {
         run_a: a.run_id.clone(),
         run_b: b.run_id.clone(),
@@ -173,5 +219,7 @@ pub fn compare_runs(a: &RunRecord, b: &RunRecord) -> RunComparison {
         decision_a: a.verdict.as_ref().map(|v| v.decision.as_str().to_string()),
         decision_b: b.verdict.as_ref().map(|v| v.decision.as_str().to_string()),
         changes,
+        actions_only_in_a: actions_minus(&aa, &ab),
+        actions_only_in_b: actions_minus(&ab, &aa),
     }
 }

@@ -1,0 +1,93 @@
+//! `dryrun replay RUN_ID`: rehearse a recorded run again (against today's
+//! workspace, or with a changed command or answer overrides), answering each
+//! stubbed tool call from the recording (SPEC §7).
+
+use super::{Engine, EngineError, Prepared};
+use crate::journal::Actor;
+use crate::record::RunRecord;
+use crate::sandbox::stubs::{NovelPolicy, RecordedCall, ReplaySet};
+
+/// What to change in a replay.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayRequest {
+    /// A changed command (the recorded one otherwise).
+    pub command: Option<String>,
+    /// Answer overrides (`--stub 'gh pr merge=exit 1'`): counterfactuals.
+    pub stubs: Vec<String>,
+    pub novel: NovelPolicy,
+}
+
+impl Engine {
+    /// Validate and allocate the replay of `baseline` (a new run linked to it).
+    pub fn prepare_replay(
+        &self,
+        baseline: &str,
+        req: &ReplayRequest,
+        actor: &Actor,
+    ) -> Result<Prepared, EngineError> {
+        let base = self.get(baseline)?;
+        let Some(reh) = base.rehearsal.as_ref() else {
+            return Err(EngineError::Conflict(format!(
+                "run {baseline} has no rehearsal to replay (state {})",
+                base.state.as_str()
+            )));
+        };
+        let p = self.run_dir(baseline).join("envelope.json");
+        let bytes = std::fs::read(&p).map_err(|source| EngineError::State {
+            path: p.clone(),
+            source,
+        })?;
+        let mut env: crate::envelope::Envelope =
+            serde_json::from_slice(&bytes).map_err(|e| EngineError::Corrupt {
+                path: p.clone(),
+                message: e.to_string(),
+            })?;
+        if let Some(c) = &req.command {
+            env.command = Some(c.clone());
+            env.steps = None;
+        }
+        for (i, s) in req.stubs.iter().enumerate() {
+            let c = crate::policy::stubs::parse_cli_stub(s).map_err(EngineError::Invalid)?;
+            env.stubs.insert(format!("replay-{}", i + 1), c);
+        }
+        let spec = env
+            .validate(None)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let set = recording_of(&base, reh, req.novel);
+        self.prepare_run(&spec, actor, None, Some(set))
+    }
+
+    /// [`Engine::prepare_replay`] and the rehearsal, in this process.
+    pub fn replay(
+        &self,
+        baseline: &str,
+        req: &ReplayRequest,
+        actor: &Actor,
+    ) -> Result<RunRecord, EngineError> {
+        let p = self.prepare_replay(baseline, req, actor)?;
+        self.rehearse_prepared(p, None)
+    }
+}
+
+/// The baseline's answered calls (a strict replay's refusals are not answers).
+fn recording_of(
+    base: &RunRecord,
+    reh: &crate::record::Rehearsal,
+    novel: NovelPolicy,
+) -> ReplaySet {
+    ReplaySet {
+        baseline: base.run_id.clone(),
+        novel,
+        calls: reh
+            .would_be_actions
+            .iter()
+            .filter(|a| a.source != "novel")
+            .map(|a| RecordedCall {
+                tool: a.tool.clone(),
+                argv_hash: a.argv_hash.clone(),
+                argv: a.argv.clone(),
+                answer: a.answer.clone(),
+            })
+            .collect(),
+    }
+}
