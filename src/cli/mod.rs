@@ -147,7 +147,10 @@ enum Cmd {
         #[arg(long)]
         command: Option<String>,
         /// Replace a tool's answer (counterfactual), e.g. 'gh pr merge=exit 1'.
-        #[arg(long = "stub", value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]")]
+        #[arg(
+            long = "stub",
+            value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"
+        )]
         stub: Vec<String>,
         /// A call the recording never saw: strict (the replay fails naming
         /// it), stub (the default stub's answer), fuzzy (the nearest
@@ -243,7 +246,10 @@ struct ExecuteArgs {
     allow_degraded_sandbox: bool,
     /// Replace a tool's answer for this run, e.g. 'gh pr merge=exit 1' or
     /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see README, stubs).
-    #[arg(long = "stub", value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]")]
+    #[arg(
+        long = "stub",
+        value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"
+    )]
     stub: Vec<String>,
 }
 

@@ -70,11 +70,7 @@ impl Engine {
 }
 
 /// The baseline's answered calls (a strict replay's refusals are not answers).
-fn recording_of(
-    base: &RunRecord,
-    reh: &crate::record::Rehearsal,
-    novel: NovelPolicy,
-) -> ReplaySet {
+fn recording_of(base: &RunRecord, reh: &crate::record::Rehearsal, novel: NovelPolicy) -> ReplaySet {
     ReplaySet {
         baseline: base.run_id.clone(),
         novel,

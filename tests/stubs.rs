@@ -1,0 +1,343 @@
+//! Shadow stubs, replay and counterfactuals (SPEC §7), through the real
+//! binary and the real sandbox: a script whose job is a remote effect
+//! (`gh pr merge`) keeps its real control flow, the call is recorded as a
+//! would-be action, and a replay answers from the recording.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+
+const MERGE_SCRIPT: &str = r#"#!/bin/bash
+# Merge, then record which branch the script took.
+if printf 'merge body' | gh pr merge 12 --squash; then
+  echo merged > status.txt
+else
+  echo failed > status.txt
+fi
+cat status.txt
+"#;
+
+fn actions(r: &Run) -> Vec<Value> {
+    r.json["rehearsal"]["would_be_actions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn argv(a: &Value) -> Vec<String> {
+    strings(&a["argv"])
+}
+
+fn merge_ws(who: Who) -> Ws {
+    let ws = Ws::new(who);
+    ws.write("merge.sh", MERGE_SCRIPT);
+    ws.write("notes.txt", "unrelated\n");
+    std::fs::set_permissions(
+        ws.dir.join("merge.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    ws
+}
+
+fn envelope(ws: &Ws, extra_env: &str) -> PathBuf {
+    let p = ws.root.path().join("envelope.json");
+    std::fs::write(
+        &p,
+        format!(
+            r#"{{"command": "./merge.sh", "working_dir": "{}",
+                "intent": {{"expected_writes": ["status.txt"]}},
+                "env": {{{extra_env}}}}}"#,
+            ws.dir.display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn gh_pr_merge_is_answered_recorded_and_takes_the_success_branch() {
+    for who in identities() {
+        let ws = merge_ws(who);
+        let canary = "ghp_canary_value_never_recorded_7f3a";
+        let env = envelope(&ws, &format!(r#""GH_TOKEN": "{canary}""#));
+        let r = ws.execute(&["--file", env.to_str().unwrap()]);
+        assert_ran(who, &r);
+        assert_eq!(r.out(), "merged\n", "success branch: {r:?}");
+        assert!(r.err().contains("Merged pull request"), "{}", r.err());
+        let a = actions(&r);
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(argv(&a[0]), ["gh", "pr", "merge", "12", "--squash"]);
+        assert_eq!(a[0]["tool"], "gh");
+        assert_eq!(a[0]["rule"], "gh.pr.merge");
+        assert_eq!(a[0]["source"], "stub");
+        assert_eq!(a[0]["cwd"], ws.dir.display().to_string());
+        assert_eq!(a[0]["stdin"]["bytes"], 10);
+        assert_eq!(a[0]["stdin"]["head"], "merge body");
+        assert_eq!(
+            a[0]["stdin"]["blake3"],
+            blake3::hash(b"merge body").to_hex().to_string()
+        );
+        let names = strings(&a[0]["env_names"]);
+        assert!(names.contains(&"GH_TOKEN".to_string()), "{names:?}");
+        assert!(
+            !a[0].to_string().contains(canary),
+            "a would-be action holds variable names, never values"
+        );
+        assert!(r.stripped().contains(&"stub:gh".to_string()));
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[stubs.would_be_action]") && x.contains("gh pr merge 12")),
+            "{:?}",
+            r.reasons()
+        );
+        // The real workspace is untouched by the rehearsal.
+        assert!(!ws.dir.join("status.txt").exists());
+    }
+}
+
+#[test]
+fn a_failing_stub_takes_the_failure_branch() {
+    let ws = merge_ws(Who::User);
+    let env = envelope(&ws, "");
+    let r = ws.execute(&[
+        "--file",
+        env.to_str().unwrap(),
+        "--stub",
+        "gh pr merge=exit 1; stderr=X merge failed\\n",
+    ]);
+    assert_eq!(r.out(), "failed\n", "failure branch: {r:?}");
+    assert!(r.err().contains("X merge failed"), "{}", r.err());
+    let a = actions(&r);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0]["source"], "override");
+    assert_eq!(a[0]["answer"]["exit"], 1);
+    assert!(
+        r.reasons()
+            .iter()
+            .any(|x| x.starts_with("[stubs.override]")),
+        "{:?}",
+        r.reasons()
+    );
+    // A malformed --stub is invalid input: nothing runs.
+    let bad = ws.execute(&["--command", "true", "--stub", "gh pr merge"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("--stub"), "{}", bad.stderr);
+}
+
+#[test]
+fn a_tool_called_by_absolute_path_is_still_caught_and_other_uses_run_for_real() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse(
+            "echo '{\"a\":1}' | /usr/bin/curl -sS -X POST -d @- https://api.example.invalid/x; echo \"curl=$?\"; \
+             /bin/curl -X DELETE https://api.example.invalid/y; git --version | cut -d' ' -f1-2",
+            &[],
+        );
+        assert_ran(who, &r);
+        assert_eq!(r.out(), "{}\ncurl=0\n{}\ngit version\n", "{r:?}");
+        let a = actions(&r);
+        assert_eq!(a.len(), 2, "the POST and the DELETE, not git: {a:?}");
+        assert_eq!(a[0]["tool"], "curl");
+        assert_eq!(
+            argv(&a[0]),
+            [
+                "curl",
+                "-sS",
+                "-X",
+                "POST",
+                "-d",
+                "@-",
+                "https://api.example.invalid/x"
+            ]
+        );
+        assert_eq!(a[0]["stdin"]["head"], "{\"a\":1}\n");
+        assert_eq!(
+            argv(&a[1]),
+            ["curl", "-X", "DELETE", "https://api.example.invalid/y"]
+        );
+        assert_eq!(a[1]["rule"], "curl.method");
+        // The stub answered: the command never reached for the network.
+        assert!(
+            !r.blocked().iter().any(|b| b["kind"] == "network"),
+            "{:?}",
+            r.blocked()
+        );
+        assert!(
+            r.json["rehearsal"]["incomplete"].is_null()
+                || r.json["rehearsal"]["incomplete"] == serde_json::json!([])
+        );
+    }
+}
+
+#[test]
+fn a_network_call_no_stub_answers_makes_the_evidence_incomplete() {
+    let ws = Ws::new(Who::User);
+    // A GET is not stubbed: the real curl runs and meets the cut network.
+    let r = ws.rehearse("curl -sS --max-time 2 http://10.0.0.1:9/ ; echo rc=$?", &[]);
+    let inc = strings(&r.json["rehearsal"]["incomplete"]);
+    assert!(
+        inc.iter().any(|x| x.contains("network")),
+        "incomplete: {inc:?}; blocked {:?}",
+        r.blocked()
+    );
+    assert!(
+        r.notes()
+            .iter()
+            .any(|n| n.contains("rehearsal is incomplete")),
+        "{:?}",
+        r.notes()
+    );
+}
+
+fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
+    let mut c = ws.command();
+    c.args(["replay", id, "--json"]).args(args);
+    to_run(c.output().unwrap())
+}
+
+#[test]
+fn replay_answers_from_the_recording_after_an_unrelated_edit() {
+    let ws = merge_ws(Who::User);
+    let env = envelope(&ws, "");
+    let base = ws.execute(&["--file", env.to_str().unwrap()]);
+    let base_id = base.json["run_id"].as_str().unwrap().to_string();
+    // Edit a file the command never reads.
+    ws.write("notes.txt", "edited since the recording\n");
+    let r = replay(&ws, &base_id, &[]);
+    assert!(r.code == 0 || r.code == 3, "{r:?}");
+    assert_eq!(r.json["replay_of"]["baseline"], base_id);
+    let (a, b) = (actions(&base), actions(&r));
+    assert_eq!(
+        a.iter().map(argv).collect::<Vec<_>>(),
+        b.iter().map(argv).collect::<Vec<_>>()
+    );
+    assert_eq!(b[0]["source"], "replay");
+    assert_eq!(a[0]["argv_hash"], b[0]["argv_hash"]);
+    assert_eq!(r.out(), "merged\n");
+    // The same evidence: the edit was unrelated.
+    let c = ws
+        .command()
+        .args([
+            "diff",
+            &base_id,
+            r.json["run_id"].as_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&c.stdout).unwrap();
+    assert_eq!(d["actions_only_in_a"], serde_json::json!([]), "{d}");
+    assert_eq!(d["actions_only_in_b"], serde_json::json!([]), "{d}");
+}
+
+#[test]
+fn a_novel_call_under_strict_fails_naming_it() {
+    let ws = merge_ws(Who::User);
+    let env = envelope(&ws, "");
+    let base = ws.execute(&["--file", env.to_str().unwrap()]);
+    let base_id = base.json["run_id"].as_str().unwrap().to_string();
+    let r = replay(
+        &ws,
+        &base_id,
+        &[
+            "--novel",
+            "strict",
+            "--command",
+            "gh pr merge 13 && echo went-on",
+        ],
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(
+        r.reasons()
+            .iter()
+            .any(|x| x.starts_with("[replay.novel_call]") && x.contains("gh pr merge 13")),
+        "{:?}",
+        r.reasons()
+    );
+    assert!(!r.out().contains("went-on"), "the call failed: {}", r.out());
+    // fuzzy: the nearest recorded call of the same tool answers.
+    let r = replay(
+        &ws,
+        &base_id,
+        &[
+            "--novel",
+            "fuzzy",
+            "--command",
+            "gh pr merge 13 --squash && echo went-on",
+        ],
+    );
+    assert_eq!(r.out(), "went-on\n", "{r:?}");
+    assert_eq!(actions(&r)[0]["source"], "replay_fuzzy");
+}
+
+#[test]
+fn a_counterfactual_replay_and_diff_show_the_other_path() {
+    let ws = merge_ws(Who::User);
+    let env = envelope(&ws, "");
+    let base = ws.execute(&["--file", env.to_str().unwrap()]);
+    let base_id = base.json["run_id"].as_str().unwrap().to_string();
+    let cf = replay(&ws, &base_id, &["--stub", "gh pr merge=exit 1"]);
+    assert_eq!(cf.out(), "failed\n", "{cf:?}");
+    let cf_id = cf.json["run_id"].as_str().unwrap().to_string();
+    let out = ws
+        .command()
+        .args(["diff", &base_id, &cf_id, "--json"])
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["same_evidence"], false);
+    let only = |k: &str| -> Vec<(String, i64)> {
+        d[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["call"].as_str().unwrap().to_string(),
+                    x["exit"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        only("actions_only_in_a"),
+        [("gh pr merge 12 --squash".to_string(), 0)]
+    );
+    assert_eq!(
+        only("actions_only_in_b"),
+        [("gh pr merge 12 --squash".to_string(), 1)]
+    );
+    assert_eq!(d["changes"]["different"][0]["path"], "status.txt");
+    assert!(d["changes"]["only_in_a"].as_array().unwrap().is_empty());
+    let so = d["stdout_diff"].as_str().unwrap();
+    assert!(so.contains("-merged") && so.contains("+failed"), "{so}");
+    let text = ws
+        .command()
+        .args(["diff", &base_id, &cf_id])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("would-be action only in B: gh pr merge 12 --squash → exit 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn twenty_rehearsals_with_a_stubbed_call_give_one_evidence_hash() {
+    let ws = merge_ws(Who::User);
+    let env = envelope(&ws, "");
+    let mut hashes = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let r = ws.execute(&["--file", env.to_str().unwrap()]);
+        hashes.insert(
+            r.json["rehearsal"]["evidence_hash"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(hashes.len(), 1, "{hashes:?}");
+}
