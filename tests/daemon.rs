@@ -1487,3 +1487,61 @@ fn slow_and_idle_connections_are_cut() {
     assert!(st.success(), "{st}");
     assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
 }
+
+#[test]
+fn replay_over_the_api_answers_from_the_recording_and_names_novel_calls() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let body = format!(
+        r#"{{"command":"gh pr merge 7 && echo merged","working_dir":"{}"}}"#,
+        ws.dir.display()
+    );
+    let (st, base) = d.curl(Who::User, "POST", "/v1/runs?wait=true", Some(&body));
+    assert_eq!(st, 200, "{base}");
+    let id = base["run_id"].as_str().unwrap().to_string();
+    assert_eq!(base["rehearsal"]["stdout"], "merged\n");
+    assert_eq!(base["rehearsal"]["would_be_actions"][0]["source"], "stub");
+    // Replay as submitted: answered from the recording.
+    let (st, r) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/replay?wait=true"),
+        Some("{}"),
+    );
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["replay_of"]["baseline"], id.as_str());
+    assert_eq!(r["rehearsal"]["would_be_actions"][0]["source"], "replay");
+    // A changed command under strict: blocked, the novel call named.
+    let (st, r) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/replay?wait=true"),
+        Some(r#"{"command":"gh pr merge 8 && echo merged","novel":"strict"}"#),
+    );
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["verdict"]["decision"], "blocked");
+    assert!(
+        r["verdict"]["reasons"]
+            .to_string()
+            .contains("gh pr merge 8"),
+        "{r}"
+    );
+    // Unknown fields and bad policies are 400s; nothing runs.
+    let (st, e) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/replay"),
+        Some(r#"{"novel":"sometimes"}"#),
+    );
+    assert_eq!(st, 400, "{e}");
+    let (st, _) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/replay"),
+        Some(r#"{"bogus":1}"#),
+    );
+    assert_eq!(st, 400);
+}
