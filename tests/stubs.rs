@@ -217,6 +217,17 @@ fn replay_answers_from_the_recording_after_an_unrelated_edit() {
     assert_eq!(b[0]["source"], "replay");
     assert_eq!(a[0]["argv_hash"], b[0]["argv_hash"]);
     assert_eq!(r.out(), "merged\n");
+    // A changed envelope (no working_dir: the recorded run's).
+    let e2 = ws.root.path().join("envelope2.json");
+    std::fs::write(
+        &e2,
+        r#"{"command": "gh pr merge 12 --squash && echo via-file", "intent": {"mode": "read_only"}}"#,
+    )
+    .unwrap();
+    let r2 = replay(&ws, &base_id, &["--file", e2.to_str().unwrap()]);
+    assert_eq!(r2.out(), "via-file\n", "{r2:?}");
+    assert_eq!(actions(&r2)[0]["source"], "replay");
+    assert_eq!(r2.json["workspace"], ws.dir.display().to_string());
     // The same evidence: the edit was unrelated.
     let c = ws
         .command()

@@ -143,6 +143,10 @@ enum Cmd {
     /// changed answers).
     Replay {
         run_id: String,
+        /// Replay with this envelope instead of the recorded one (its
+        /// working_dir defaults to the recorded run's).
+        #[arg(long, value_name = "ENVELOPE")]
+        file: Option<PathBuf>,
         /// Replay this command instead of the recorded one.
         #[arg(long)]
         command: Option<String>,
@@ -355,11 +359,18 @@ fn run(cli: Cli) -> i32 {
         Cmd::Daemon(a) => daemon(&g, a),
         Cmd::Replay {
             run_id,
+            file,
             command,
             stub,
             novel,
             json,
-        } => replay(&g, run_id, command, stub, &novel, json),
+        } => {
+            let envelope = match file.as_deref().map(read_envelope_file).transpose() {
+                Ok(e) => e,
+                Err(e) => return usage_error(e),
+            };
+            replay(&g, run_id, envelope, command, stub, &novel, json)
+        }
         Cmd::Runs { state, json } => {
             if let Some(s) = &state
                 && RunState::parse(s).is_none()
@@ -1036,6 +1047,7 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
 fn replay(
     g: &GlobalOpts,
     run_id: String,
+    envelope: Option<Envelope>,
     command: Option<String>,
     stubs: Vec<String>,
     novel: &str,
@@ -1054,6 +1066,7 @@ fn replay(
     let record = match door(g) {
         Door::Daemon(c) => {
             let body = serde_json::json!({
+                "envelope": envelope,
                 "command": command,
                 "stubs": stubs,
                 "novel": novel.as_str(),
@@ -1073,6 +1086,7 @@ fn replay(
                 Err(e) => return engine_error(e),
             };
             let req = crate::engine::ReplayRequest {
+                envelope,
                 command,
                 stubs,
                 novel,

@@ -652,6 +652,9 @@ async fn admit_and_run(
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ReplayBody {
+    /// A changed envelope (default: the recorded one).
+    #[serde(default)]
+    envelope: Option<crate::envelope::Envelope>,
     /// A changed command (default: the recorded one).
     #[serde(default)]
     command: Option<String>,
@@ -697,6 +700,7 @@ async fn replay(
             engine.prepare_replay(
                 &id,
                 &crate::engine::ReplayRequest {
+                    envelope: req.envelope,
                     command: req.command,
                     stubs: req.stubs,
                     novel: req.novel.unwrap_or_default(),

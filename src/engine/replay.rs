@@ -10,6 +10,9 @@ use crate::sandbox::stubs::{NovelPolicy, RecordedCall, ReplaySet};
 /// What to change in a replay.
 #[derive(Debug, Clone, Default)]
 pub struct ReplayRequest {
+    /// A changed envelope (the recorded one otherwise; its `working_dir`
+    /// defaults to the recorded run's).
+    pub envelope: Option<crate::envelope::Envelope>,
     /// A changed command (the recorded one otherwise).
     pub command: Option<String>,
     /// Answer overrides (`--stub 'gh pr merge=exit 1'`): counterfactuals.
@@ -42,6 +45,13 @@ impl Engine {
                 path: p.clone(),
                 message: e.to_string(),
             })?;
+        if let Some(new) = &req.envelope {
+            let wd = env.working_dir.take();
+            env = new.clone();
+            if env.working_dir.is_none() {
+                env.working_dir = wd;
+            }
+        }
         if let Some(c) = &req.command {
             env.command = Some(c.clone());
             env.steps = None;
