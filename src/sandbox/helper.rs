@@ -78,6 +78,8 @@ pub const HELPER_ARG: &str = "__sandbox-helper";
 
 /// Where H attaches the idmapped lower layer inside its private namespace.
 const STAGE_LOWER: &str = "/tmp/dryrun-lower";
+/// Where H attaches this binary for the stubs (root plan).
+const STAGE_EXE: &str = "/tmp/dryrun-exe";
 /// P1's scratch base (a tmpfs over /tmp in the sandbox's mount namespace).
 const BASE: &str = "/tmp";
 const OUT_FD: RawFd = 1;
@@ -166,6 +168,10 @@ fn host_stage() -> StageResult<()> {
     drop(devnull);
     // No Rust handle refers to fds >= 3 at this point.
     sys::close_fds_from(3).map_err(fail("H1 close fds"))?;
+    // The stubs' interpreter (this binary), opened on the host's mounts
+    // before any of ours can cover its path (the workspace staging under
+    // /tmp, P1's tmpfs); the forked stages inherit it, the command never
+    // does (CMD closes every fd past 4).
 
     // H2
     mark("H2 cgroups");
@@ -179,12 +185,19 @@ fn host_stage() -> StageResult<()> {
     mark("H3 mount ns");
     let shifted = matches!(spec.ids, IdPlan::Shifted { .. });
     let mut clone_fd: Option<OwnedFd> = None;
+    let mut exe_clone: Option<OwnedFd> = None;
     if shifted {
         unshare(CloneFlags::CLONE_NEWNS).map_err(fail("H3 unshare mount ns"))?;
         mounts::make_rprivate().map_err(fail("H3"))?;
         let fd = sys::open_tree_clone(&spec.workspace).map_err(fail("H3 open_tree workspace"))?;
         check_workspace_identity(&fd, spec.workspace_identity).map_err(fail("H3"))?;
         clone_fd = Some(fd);
+        if !spec.stubs.rules.is_empty() {
+            // The stubs' interpreter (this binary), staged for P1 beside the
+            // lower layer: a mount of H's namespace P1 can open by path.
+            let exe = std::fs::read_link("/proc/self/exe").map_err(fail("H3 own exe"))?;
+            exe_clone = Some(sys::open_tree_clone(&exe).map_err(fail("H3 open_tree exe"))?);
+        }
     }
 
     // H4
@@ -240,6 +253,11 @@ fn host_stage() -> StageResult<()> {
         std::fs::create_dir(STAGE_LOWER).map_err(fail("H5 stage"))?;
         sys::move_mount_to(fd.as_raw_fd(), Path::new(STAGE_LOWER))
             .map_err(fail("H5 attach lower"))?;
+        if let Some(e) = exe_clone.take() {
+            std::fs::write(STAGE_EXE, b"").map_err(fail("H5 stage exe"))?;
+            sys::move_mount_to(e.as_raw_fd(), Path::new(STAGE_EXE))
+                .map_err(fail("H5 attach exe"))?;
+        }
     }
 
     // H6
@@ -452,11 +470,19 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     let lower_proc_path = PathBuf::from(format!("/proc/self/fd/{}", lower.as_raw_fd()));
     // The stubs' interpreter (this binary), opened through this namespace's
     // mounts while its path is still visible (a tmpfs covers /tmp next).
-    let exe_fd = if spec.stubs.rules.is_empty() {
+    // The stubs' interpreter, opened through this namespace's mounts while
+    // its path is still visible (P2 covers /tmp).
+    let exe_owned = if spec.stubs.rules.is_empty() {
         None
+    } else if ids.shifted {
+        Some(
+            open(STAGE_EXE, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                .map_err(fail("P1 stub interpreter"))?,
+        )
     } else {
         Some(super::stubs::open_own_exe().map_err(fail("P1 stub interpreter"))?)
     };
+    let exe_fd = exe_owned.as_ref();
 
     // P2
     mark("P2 upper");
@@ -491,7 +517,12 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     let stubbed_tools = if spec.stubs.rules.is_empty() {
         Vec::new()
     } else {
-        let exe = exe_fd.as_ref().expect("opened in P1 when stubs are set");
+        let exe = exe_fd.ok_or_else(|| {
+            (
+                "P3 stubs".to_string(),
+                "the stub interpreter was not opened".to_string(),
+            )
+        })?;
         super::stubs::install_stubs(&root, &spec.stubs, exe, ids.uid, ids.gid)
             .map_err(fail("P3 stubs"))?
     };
