@@ -1545,3 +1545,126 @@ fn replay_over_the_api_answers_from_the_recording_and_names_novel_calls() {
     );
     assert_eq!(st, 400);
 }
+
+#[test]
+fn run_to_run_diff_over_the_api_shows_exactly_the_differences_to_those_who_may_see_both() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let a = submit_user(
+        &d,
+        &ws,
+        "echo 1 > a.txt; echo x > b.txt; gh pr merge 5; echo out-A",
+        &[],
+    );
+    let b = submit_user(
+        &d,
+        &ws,
+        "echo 2 > a.txt; echo y > c.txt; echo out-B; exit 3",
+        &[],
+    );
+    let (ia, ib) = (
+        a.json["run_id"].as_str().unwrap().to_string(),
+        b.json["run_id"].as_str().unwrap().to_string(),
+    );
+    let (st, cmp) = d.curl(
+        Who::User,
+        "GET",
+        &format!("/v1/runs/{ia}/diff?against={ib}"),
+        None,
+    );
+    assert_eq!(st, 200, "{cmp}");
+    assert_eq!(cmp["same_evidence"], false);
+    let paths = |k: &str| -> Vec<String> {
+        cmp["changes"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(paths("only_in_a"), ["b.txt"], "{cmp}");
+    assert_eq!(paths("only_in_b"), ["c.txt"], "{cmp}");
+    assert_eq!(paths("different"), ["a.txt"], "{cmp}");
+    assert_eq!(cmp["exit"]["a"], 0);
+    assert_eq!(cmp["exit"]["b"], 3);
+    assert_eq!(
+        cmp["actions_only_in_a"][0]["call"], "gh pr merge 5",
+        "{cmp}"
+    );
+    assert_eq!(cmp["actions_only_in_b"], serde_json::json!([]));
+    // The CLI through the daemon prints the same comparison.
+    let out = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["diff", &ia, &ib, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cli, cmp);
+    // A run compared with itself has the same evidence.
+    let (st, same) = d.curl(
+        Who::User,
+        "GET",
+        &format!("/v1/runs/{ia}/diff?against={ia}"),
+        None,
+    );
+    assert_eq!(st, 200);
+    assert_eq!(same["same_evidence"], true, "{same}");
+    // Someone else's run cannot be compared (404, as if absent) ...
+    let rws = Ws::new(Who::Root);
+    let theirs = run_json(
+        d.cli_root()
+            .current_dir(&rws.dir)
+            .args(["execute", "--json", "--command", "echo secret-output"])
+            .output()
+            .unwrap(),
+    );
+    let root_run = theirs.json["run_id"].as_str().unwrap().to_string();
+    let (st, e) = d.curl(
+        Who::User,
+        "GET",
+        &format!("/v1/runs/{ia}/diff?against={root_run}"),
+        None,
+    );
+    assert_eq!(st, 404, "{e}");
+    assert!(!e.to_string().contains("secret-output"), "{e}");
+    // ... nor replayed by the user; the reviewer (root) may compare both.
+    let (st, _) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{root_run}/replay"),
+        Some("{}"),
+    );
+    assert_eq!(st, 404);
+    let (st, cmp) = d.curl(
+        Who::Root,
+        "GET",
+        &format!("/v1/runs/{ia}/diff?against={root_run}"),
+        None,
+    );
+    assert_eq!(st, 200, "{cmp}");
+    // Malformed ids and unknown query fields are 400s naming the problem.
+    let (st, e) = d.curl(
+        Who::User,
+        "GET",
+        &format!("/v1/runs/{ia}/diff?against=..%2Fetc"),
+        None,
+    );
+    assert_eq!(st, 400, "{e}");
+    let (st, e) = d.curl(
+        Who::User,
+        "GET",
+        &format!("/v1/runs/{ia}/diff?agianst={ib}"),
+        None,
+    );
+    assert_eq!(st, 400, "{e}");
+    assert!(e["error"]["message"].to_string().contains("agianst"), "{e}");
+}
