@@ -111,6 +111,61 @@ fn announce_task_is_blocked_with_the_network_attempt_as_evidence() {
     }
 }
 
+#[test]
+fn release_task_is_answered_by_the_gh_stub_and_its_failure_path_can_be_seen() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        copy_site(&ws);
+        let before = ws.snapshot();
+        let r = ws.execute(&["--task", "publish-release"]);
+        assert_eq!(before, ws.snapshot(), "{who:?}: the real workspace changed");
+        // The stub answered like the forge: success branch, one would-be
+        // action, approval needed because the live lane will not make it.
+        assert_eq!(r.code, 3, "{who:?}: {:?} {}", r.json["verdict"], r.stderr);
+        let a = &r.json["rehearsal"]["would_be_actions"];
+        assert_eq!(
+            strings(&a[0]["argv"]),
+            [
+                "gh",
+                "release",
+                "create",
+                "v1.13",
+                "--title",
+                "Site v1.13",
+                "--notes-file",
+                "-"
+            ],
+            "{who:?}: {a}"
+        );
+        assert_eq!(a[0]["stdin"]["head"], "This release has 13 posts.\n");
+        assert_eq!(a[0]["rule"], "gh.release");
+        assert_eq!(r.change("release-status.txt").unwrap()["kind"], "created");
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[stubs.would_be_action]")),
+            "{:?}",
+            r.reasons()
+        );
+        // The counterfactual from the README: the failure branch.
+        let f = ws.execute(&[
+            "--task",
+            "publish-release",
+            "--stub",
+            "gh release create=exit 1; stderr=HTTP 422: Validation Failed\\n",
+        ]);
+        assert_eq!(f.code, 4, "{who:?}: {:?}", f.json["verdict"]);
+        assert_eq!(f.exit_code(), Some(1));
+        assert_eq!(f.err(), "HTTP 422: Validation Failed\n");
+        assert_ne!(
+            f.change("release-status.txt").unwrap()["after"],
+            r.change("release-status.txt").unwrap()["after"],
+            "the failure branch wrote a different status"
+        );
+        assert_eq!(before, ws.snapshot());
+    }
+}
+
 /// The Landlock ABI CI pins (DRYRUN_EXPECT_LANDLOCK_ABI), else what the
 /// kernel reports, capped at the newest ABI dryrun knows (7).
 fn expected_landlock_abi() -> u64 {
