@@ -352,3 +352,60 @@ fn twenty_rehearsals_with_a_stubbed_call_give_one_evidence_hash() {
     }
     assert_eq!(hashes.len(), 1, "{hashes:?}");
 }
+
+#[test]
+fn replay_under_a_changed_policy_is_judged_by_todays_policy_with_the_recorded_answers() {
+    let ws = Ws::new(Who::User);
+    let base = ws.rehearse(
+        "gh pr merge 12 --squash && echo merged > status.txt",
+        &["--expect-write", "status.txt"],
+    );
+    let base_id = base.json["run_id"].as_str().unwrap().to_string();
+    assert!(
+        !base.json["risk"]["reasons"]
+            .to_string()
+            .contains("project.no-merges"),
+        "{}",
+        base.json["risk"]
+    );
+    // The project tightens its policy after the recording.
+    std::fs::create_dir_all(ws.dir.join(".dryrun")).unwrap();
+    std::fs::write(
+        ws.dir.join(".dryrun/policy.yaml"),
+        "rules:\n  - id: project.no-merges\n    match: {command: gh, subcommand: \"pr merge\"}\n    level: IRREVERSIBLE\n    score: 90\n    reason: \"merges go through the release manager\"\n",
+    )
+    .unwrap();
+    ws.chown_all();
+    let r = replay(&ws, &base_id, &[]);
+    assert_eq!(r.json["replay_of"]["baseline"], base_id, "{r:?}");
+    assert!(
+        r.json["risk"]["reasons"]
+            .to_string()
+            .contains("[project.no-merges]"),
+        "today's policy scores the replay: {}",
+        r.json["risk"]
+    );
+    assert_ne!(
+        r.json["risk"]["policy_hash"],
+        base.json["risk"]["policy_hash"]
+    );
+    assert_eq!(r.json["risk"]["requires_approval"], true);
+    // Now high-risk, the one-liner of two commands is blocked (split it
+    // into steps); the baseline was not.
+    assert_eq!(base.code, 3, "{base:?}");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(
+        r.reasons()
+            .iter()
+            .any(|x| x.starts_with("[risk.opaque_one_liner]")),
+        "{:?}",
+        r.reasons()
+    );
+    // The tool's answer still comes from the recording, and the command
+    // takes the same path.
+    assert_eq!(actions(&r)[0]["source"], "replay");
+    assert_eq!(
+        r.change("status.txt").unwrap()["after"],
+        base.change("status.txt").unwrap()["after"]
+    );
+}
