@@ -213,6 +213,9 @@ fn verdict_entry(r: &RunRecord) -> Entry {
                 "change_set": change_set_hash(&reh.changes),
                 "landlock_abi": reh.sandbox.landlock_abi,
                 "risk": r.risk.as_ref().map(|k| serde_json::json!({"score": k.score, "level": k.level})),
+                "evidence_hash": reh.evidence_hash,
+                "would_be_actions": capped_list(&shown_actions(&reh.would_be_actions)),
+                "replay_of": r.replay_of.as_ref().map(|l| &l.baseline),
             }),
         },
         _ => Entry {
@@ -222,6 +225,21 @@ fn verdict_entry(r: &RunRecord) -> Entry {
             data: serde_json::json!({"state": r.state.as_str(), "error": r.error}),
         },
     }
+}
+
+/// Would-be actions as reviewers read them: `gh pr merge 12 → exit 0 (stub)`.
+pub fn shown_actions(actions: &[crate::sandbox::stubs::WouldBeAction]) -> Vec<String> {
+    actions
+        .iter()
+        .map(|a| {
+            format!(
+                "{} → exit {} ({})",
+                crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..]),
+                a.answer.exit,
+                a.source
+            )
+        })
+        .collect()
 }
 
 /// Journal records stay small whatever a command does: long texts and

@@ -725,3 +725,73 @@ fn as_user_promote(d: &Daemon, id: &str) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+#[test]
+fn a_promoted_run_with_stubbed_calls_says_in_its_receipt_and_journal_that_they_were_not_made() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = project();
+    let cmd = "gh pr merge 4 --squash && echo merged > blog/status.md";
+    let r = submit_user(&d, &ws, cmd, &["--expect-write", "blog/*.md"]);
+    assert_eq!(r.code, 3, "a would-be action needs approval: {r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let ev = r.json["rehearsal"]["evidence_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The verdict's journal record carries the would-be actions and the
+    // evidence hash.
+    let j = d.journal();
+    let v = j
+        .iter()
+        .find(|b| b["kind"] == "verdict" && b["run_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(v["data"]["evidence_hash"], ev.as_str());
+    assert_eq!(
+        v["data"]["would_be_actions"],
+        serde_json::json!(["gh pr merge 4 --squash → exit 0 (stub)"])
+    );
+    let (st, body) = d.curl(
+        Who::Root,
+        "POST",
+        &format!("/v1/runs/{id}/approve"),
+        Some(r#"{"note":"merge is fine"}"#),
+    );
+    assert_eq!(st, 200, "{body}");
+    let (code, rec, err) = promote(&d, Who::User, &id);
+    assert_eq!(code, 0, "{err}");
+    // Only the local change went live; the receipt says the call was not made.
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("blog/status.md")).unwrap(),
+        "merged\n"
+    );
+    let rc = &rec["receipt"];
+    assert_eq!(rc["evidence_hash"], ev.as_str());
+    assert_eq!(
+        rc["calls_not_made"],
+        serde_json::json!(["gh pr merge 4 --squash → exit 0 (stub)"])
+    );
+    let j = d.journal();
+    let p = j.iter().find(|b| b["kind"] == "promotion").unwrap();
+    assert_eq!(p["data"]["calls_not_made"], rc["calls_not_made"]);
+    let rid = rc["receipt_id"].as_str().unwrap();
+    let out = as_user(&d).args(["receipt", "show", rid]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("NOT made live:\n  gh pr merge 4 --squash → exit 0 (stub)"),
+        "{text}"
+    );
+    // A run without stubbed calls has no such list.
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo x > blog/x.md",
+        &["--expect-write", "blog/*.md"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let (code, rec, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
+    assert_eq!(code, 0, "{err}");
+    assert!(rec["receipt"]["calls_not_made"].is_null(), "{rec}");
+}

@@ -403,6 +403,12 @@ pub fn print_receipt(rc: &crate::engine::Receipt) {
         };
         println!("  {mark} {p}");
     }
+    if !rc.calls_not_made.is_empty() {
+        println!("calls answered by stubs in the rehearsal and NOT made live:");
+        for c in &rc.calls_not_made {
+            println!("  {}", sanitize_for_terminal(c));
+        }
+    }
     for n in &rc.live_result.notes {
         println!("note: {}", sanitize_for_terminal(n));
     }

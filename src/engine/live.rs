@@ -54,7 +54,14 @@ pub struct Receipt {
     pub landlock_abi: u32,
     /// BLAKE3 over the sorted change list (the same as the verdict's journal record).
     pub change_set: String,
+    /// The rehearsal's `evidence_hash` (what the reviewer saw).
+    #[serde(default)]
+    pub evidence_hash: String,
     pub changes: Vec<ReceiptChange>,
+    /// Mode `apply`: the calls stubs answered in the rehearsal, which the
+    /// live lane did NOT make (`gh pr merge 12 → exit 0 (stub)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls_not_made: Vec<String>,
     pub verdict: serde_json::Value,
     pub approvals: Vec<crate::record::ApprovalRecord>,
     pub live_result: LiveResult,
@@ -523,6 +530,12 @@ impl Engine {
             policy_hash: r.risk.as_ref().map(|k| k.policy_hash.clone()),
             landlock_abi: reh.sandbox.landlock_abi,
             change_set: super::change_set_hash(&reh.changes),
+            evidence_hash: reh.evidence_hash.clone(),
+            calls_not_made: if live_run.is_none() {
+                super::shown_actions(&reh.would_be_actions)
+            } else {
+                Vec::new()
+            },
             changes: reh
                 .changes
                 .iter()
