@@ -677,20 +677,9 @@ async fn replay(
     let id = checked_id(&id)?.to_string();
     let q: SubmitQuery = query(q)?;
     let body = read_body(&app, body).await?;
-    let req: ReplayBody = if body.iter().all(u8::is_ascii_whitespace) {
-        ReplayBody::default()
-    } else {
-        let de = &mut serde_json::Deserializer::from_slice(&body);
-        serde_path_to_error::deserialize(de)
-            .map_err(|e| ApiError::bad("invalid_request", format!("body: {e}")))?
-    };
+    let req: ReplayBody = optional_json_body(&body)?;
     // Only those who may read the baseline may replay it.
-    let engine = app.engine.clone();
-    let baseline_id = id.clone();
-    let baseline = blocking(move || engine.get(&baseline_id)).await?;
-    if !app.may_read(actor.uid, &baseline) {
-        return Err(not_yours(&id));
-    }
+    readable_run(&app, &actor, &id).await?;
     let a = actor.clone();
     admit_and_run(
         app,
@@ -757,12 +746,7 @@ async fn show(
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
-    let engine = app.engine.clone();
-    let rid = id.clone();
-    let r = blocking(move || engine.get(&rid)).await?;
-    if !app.may_read(actor.uid, &r) {
-        return Err(not_yours(&id));
-    }
+    let r = readable_run(&app, &actor, &id).await?;
     Ok(axum::Json(r).into_response())
 }
 
@@ -823,13 +807,33 @@ pub struct ReviewBody {
     pub override_block: bool,
 }
 
-fn review_body(body: Bytes) -> Result<ReviewBody, ApiError> {
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(ReviewBody::default());
+/// An optional JSON body: empty (or only white space) means the defaults;
+/// otherwise it must parse, and the error names the offending field.
+fn optional_json_body<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
     }
-    let de = &mut serde_json::Deserializer::from_slice(&body);
+    let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de)
         .map_err(|e| ApiError::bad("invalid_request", format!("body: {e}")))
+}
+
+/// The run `id` when `actor` may read it; someone else's run answers 404,
+/// as if absent.
+async fn readable_run(
+    app: &Arc<App>,
+    actor: &Actor,
+    id: &str,
+) -> Result<crate::record::RunRecord, ApiError> {
+    let engine = app.engine.clone();
+    let rid = id.to_string();
+    let r = blocking(move || engine.get(&rid)).await?;
+    if !app.may_read(actor.uid, &r) {
+        return Err(not_yours(id));
+    }
+    Ok(r)
 }
 
 async fn review(
@@ -841,7 +845,7 @@ async fn review(
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
-    let b = review_body(read_body(&app, body).await?)?;
+    let b = optional_json_body::<ReviewBody>(&read_body(&app, body).await?)?;
     let engine = app.engine.clone();
     let auth = ReviewerAuth::PeerCredentials {
         approver_group: app.cfg.approver_group.clone(),
@@ -876,12 +880,7 @@ async fn cancel(
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
-    let engine = app.engine.clone();
-    let rid = id.clone();
-    let record = blocking(move || engine.get(&rid)).await?;
-    if !app.may_read(actor.uid, &record) {
-        return Err(not_yours(&id));
-    }
+    let record = readable_run(&app, &actor, &id).await?;
     let submitter = record.submitted_by.as_ref().map(|a| a.uid);
     if actor.uid != 0
         && submitter != Some(actor.uid)
@@ -953,19 +952,9 @@ async fn promote(
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
     let bytes = read_body(&app, body).await?;
-    let pb: PromoteBody = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        PromoteBody::default()
-    } else {
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        serde_path_to_error::deserialize(de)
-            .map_err(|e| ApiError::bad("invalid_request", format!("body: {e}")))?
-    };
-    let engine = app.engine.clone();
-    let rid = id.clone();
-    let record = blocking(move || engine.get(&rid)).await?;
-    if !app.may_read(actor.uid, &record) {
-        return Err(not_yours(&id));
-    }
+    let pb: PromoteBody = optional_json_body(&bytes)?;
+    // Only those who may read the run may promote it.
+    readable_run(&app, &actor, &id).await?;
     let engine = app.engine.clone();
     let auth = ReviewerAuth::PeerCredentials {
         approver_group: app.cfg.approver_group.clone(),
