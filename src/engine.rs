@@ -1206,7 +1206,7 @@ impl Engine {
                         }
                         if report.would_be_actions_dropped > 0 {
                             why.push(format!(
-                                "{} would-be actions past the first {} were not recorded",
+                                "{} would-be action record(s) were not kept (unreadable, or past the first {})",
                                 report.would_be_actions_dropped,
                                 sandbox::stubs::MAX_ACTIONS
                             ));

@@ -143,7 +143,9 @@ pub fn judge_with(
             ),
         );
     }
-    if !r.would_be_actions.is_empty() {
+    // Records that could not be read (unparsable, too large, past the cap)
+    // were calls answered by a stub all the same.
+    if !r.would_be_actions.is_empty() || r.would_be_actions_dropped > 0 {
         let n = r.would_be_actions.len() + r.would_be_actions_dropped;
         let mut shown: Vec<String> = r
             .would_be_actions
@@ -156,7 +158,9 @@ pub fn judge_with(
                 )
             })
             .collect();
-        if n > shown.len() {
+        if shown.is_empty() {
+            shown.push(format!("{n} whose record could not be read"));
+        } else if n > shown.len() {
             shown.push(format!("and {} more", n - shown.len()));
         }
         let live = match spec.live.mode {

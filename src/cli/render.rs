@@ -186,8 +186,9 @@ pub fn print_evidence(r: &RunRecord) {
                         &a.argv[1.min(a.argv.len())..]
                     )),
                     a.answer.exit,
-                    a.source,
-                    a.rule,
+                    // Both come from a file the command wrote.
+                    sanitize_for_terminal(&a.source),
+                    sanitize_for_terminal(&a.rule),
                     a.stdin.bytes
                 )
             })

@@ -37,7 +37,7 @@ pub struct StubMatchConfig {
 
 /// Tools a stub may never shadow: the shell that runs the command and the
 /// stub's own interpreter.
-const NEVER_STUBBED: [&str; 5] = ["bash", "sh", "dash", "env", "dryrun"];
+pub const NEVER_STUBBED: [&str; 5] = ["bash", "sh", "dash", "env", "dryrun"];
 /// Largest answer text (each of stdout and stderr).
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
 

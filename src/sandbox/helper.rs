@@ -512,7 +512,17 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mark("P3 image");
     let root = base.join("root");
     mounts::mkdir_p(&root, 0o755).map_err(fail("P3"))?;
-    mounts::mount_tmpfs(&root, 1 << 20, 0o755, MsFlags::empty()).map_err(fail("P3 root"))?;
+    // Room for the stubs too: their table (a replay's holds every recorded
+    // call) and a page per script.
+    let stubs_bytes = if spec.stubs.rules.is_empty() {
+        0
+    } else {
+        serde_json::to_vec(&spec.stubs).map_or(0, |v| v.len() as u64)
+            + spec.stubs.tools().len() as u64 * 4096
+            + 4096
+    };
+    mounts::mount_tmpfs(&root, (1 << 20) + stubs_bytes, 0o755, MsFlags::empty())
+        .map_err(fail("P3 root"))?;
     let masked = mounts::build_image(&root, &spec.image, &empty_file).map_err(fail("P3 image"))?;
     let stubbed_tools = if spec.stubs.rules.is_empty() {
         Vec::new()

@@ -433,6 +433,25 @@ pub fn install_stubs(
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| ioerr("open", root)(e.into()))?;
+    // The files behind the tools that can never be stubbed (the sandbox's
+    // shell among them): a tool that is only another name for one of them
+    // (`/usr/bin/rbash -> bash`) must not cover it.
+    let protected: Vec<(libc::dev_t, libc::ino_t)> = crate::policy::stubs::NEVER_STUBBED
+        .iter()
+        .flat_map(|t| {
+            PATH_DIRS
+                .iter()
+                .map(move |d| format!("{}/{t}", d.trim_start_matches('/')))
+        })
+        .filter_map(|rel| {
+            let how = OpenHow::new()
+                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+                .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            let fd = nix::fcntl::openat2(&root_fd, rel.as_str(), how).ok()?;
+            let st = nix::sys::stat::fstat(&fd).ok()?;
+            Some((st.st_dev, st.st_ino))
+        })
+        .collect();
     let tools = table.tools();
     for tool in &tools {
         let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
@@ -479,7 +498,7 @@ pub fn install_stubs(
             }
             // Mounted through the handle (what was checked), made read-only
             // through the path (the handle still names the file beneath).
-            if !resolved.starts_with(root) {
+            if !resolved.starts_with(root) || protected.contains(&(st.st_dev, st.st_ino)) {
                 continue;
             }
             bind_file(&script, &fd_path, &resolved)?;
