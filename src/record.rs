@@ -135,6 +135,8 @@ pub fn evidence_hash(r: &Rehearsal) -> String {
         .map(|a| serde_json::to_string(a).expect("serializes"))
         .collect();
     actions.sort();
+    let mut incomplete = r.incomplete.clone();
+    incomplete.sort();
     let canonical = serde_json::json!({
         "v": 1,
         "would_be_actions": actions,
@@ -149,6 +151,7 @@ pub fn evidence_hash(r: &Rehearsal) -> String {
         "limits_hit": limits,
         "steps": steps,
         "leftover_processes_killed": r.leftover_processes_killed,
+        "incomplete": incomplete,
     });
     blake3::hash(canonical.to_string().as_bytes())
         .to_hex()

@@ -163,13 +163,30 @@ fn finding_a_stubbed_call_with_a_large_argv_is_not_silently_dropped() {
             r.reasons()
         );
         // And the reviewer sees which call it was.
-        let recorded = actions(&r)
-            .iter()
-            .any(|a| a["tool"] == "curl" && a["rule"] == "curl.method");
+        let a = actions(&r);
         assert!(
-            recorded,
+            a.len() == 1 && a[0]["tool"] == "curl" && a[0]["rule"] == "curl.data",
             "{who:?}: the POST is missing from would_be_actions (incomplete={:?})",
             r.json["rehearsal"]["incomplete"]
+        );
+        // Kept bounded, marked as cut, hashed whole.
+        assert_eq!(a[0]["argv_truncated"], true);
+        assert_eq!(a[0]["argc"], 8);
+        assert!(strings(&a[0]["argv"]).iter().all(|x| x.len() <= 4096));
+        assert_eq!(a[0]["argv"][7], "https://api.example.invalid/x");
+        let x = "\u{1}".repeat(100_000);
+        assert_eq!(
+            a[0]["argv_hash"].as_str().unwrap(),
+            argv_hash(&[
+                "curl",
+                "-X",
+                "POST",
+                "-d",
+                &x,
+                "-d",
+                &x,
+                "https://api.example.invalid/x"
+            ])
         );
     }
 }
@@ -645,10 +662,12 @@ fn the_evidence_hash_covers_would_be_actions_and_nothing_incidental() {
             .unwrap()
             .to_string()
     };
-    let a1 = ws.rehearse("echo one | gh pr merge 1 >/dev/null 2>&1; exit 0", &[]);
+    let cmd =
+        |body: &str| format!("echo {body} | gh pr merge 1 --body-file - >/dev/null 2>&1; exit 0");
+    let a1 = ws.rehearse(&cmd("one"), &[]);
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let a2 = ws.rehearse("echo one | gh pr merge 1 >/dev/null 2>&1; exit 0", &[]);
-    let b = ws.rehearse("echo two | gh pr merge 1 >/dev/null 2>&1; exit 0", &[]);
+    let a2 = ws.rehearse(&cmd("one"), &[]);
+    let b = ws.rehearse(&cmd("two"), &[]);
     assert_ne!(run_id(&a1), run_id(&a2));
     assert_eq!(hash(&a1), hash(&a2), "same run twice, different hash");
     assert_ne!(

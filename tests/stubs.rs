@@ -73,12 +73,10 @@ fn gh_pr_merge_is_answered_recorded_and_takes_the_success_branch() {
         assert_eq!(a[0]["rule"], "gh.pr.merge");
         assert_eq!(a[0]["source"], "stub");
         assert_eq!(a[0]["cwd"], ws.dir.display().to_string());
-        assert_eq!(a[0]["stdin"]["bytes"], 10);
-        assert_eq!(a[0]["stdin"]["head"], "merge body");
-        assert_eq!(
-            a[0]["stdin"]["blake3"],
-            blake3::hash(b"merge body").to_hex().to_string()
-        );
+        // `gh pr merge` without `--body-file -` does not read stdin live,
+        // so the stub leaves it alone too.
+        assert_eq!(a[0]["stdin"]["read"], false, "{}", a[0]);
+        assert_eq!(a[0]["stdin"]["bytes"], 0);
         let names = strings(&a[0]["env_names"]);
         assert!(names.contains(&"GH_TOKEN".to_string()), "{names:?}");
         assert!(
@@ -95,6 +93,35 @@ fn gh_pr_merge_is_answered_recorded_and_takes_the_success_branch() {
         );
         // The real workspace is untouched by the rehearsal.
         assert!(!ws.dir.join("status.txt").exists());
+    }
+}
+
+#[test]
+fn a_stub_reads_stdin_only_when_the_call_says_the_tool_takes_it() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        ws.write("list.txt", "1\n2\n3\n");
+        let r = ws.rehearse(
+            "printf 'merge body' | gh pr merge 12 --body-file -; \
+             while read -r n; do gh pr close \"$n\"; echo \"closed $n\"; done < list.txt",
+            &[],
+        );
+        assert_ran(who, &r);
+        let a = actions(&r);
+        assert_eq!(a.len(), 4, "{who:?}: {a:?}");
+        assert_eq!(a[0]["stdin"]["read"], true);
+        assert_eq!(a[0]["stdin"]["bytes"], 10);
+        assert_eq!(a[0]["stdin"]["head"], "merge body");
+        assert_eq!(
+            a[0]["stdin"]["blake3"],
+            blake3::hash(b"merge body").to_hex().to_string()
+        );
+        // The loop's input is left for `read`, as the real gh leaves it.
+        assert_eq!(r.out(), "closed 1\nclosed 2\nclosed 3\n", "{who:?}");
+        for (i, x) in a[1..].iter().enumerate() {
+            assert_eq!(argv(x), ["gh", "pr", "close", &(i + 1).to_string()]);
+            assert_eq!(x["stdin"]["read"], false);
+        }
     }
 }
 
@@ -408,4 +435,53 @@ fn replay_under_a_changed_policy_is_judged_by_todays_policy_with_the_recorded_an
         r.change("status.txt").unwrap()["after"],
         base.change("status.txt").unwrap()["after"]
     );
+}
+
+#[test]
+fn a_stub_on_one_name_of_a_program_leaves_its_other_names_running_for_real() {
+    // `/usr/bin/python3 -> python3.11`: a stub on `python3.11 publish`
+    // covers the file both names lead to. `python3` is another program's
+    // name as far as the command is concerned and runs for real, from the
+    // view of the image no stub covers; `python3.11` calls no rule matches
+    // run for real too.
+    if std::fs::read_link("/usr/bin/python3").ok() != Some("python3.11".into()) {
+        eprintln!("SKIP: /usr/bin/python3 is not a link to python3.11 on this host");
+        return;
+    }
+    for who in identities() {
+        let ws = Ws::new(who);
+        ws.write("publish", "print('ran the local script')\n");
+        let env = ws.root.path().join("alias.json");
+        std::fs::write(
+            &env,
+            serde_json::json!({
+                "command": "python3 -c 'print(41+1)'; /usr/bin/python3 -c 'print(43)'; \
+                            python3.11 -c 'print(44)'; python3.11 publish pkg; \
+                            /usr/bin/python3.11 publish pkg2; python3 publish",
+                "working_dir": ws.dir,
+                "stubs": {"py-publish": {"match": {"command": "python3.11", "subcommand": "publish"},
+                                         "answer": {"stdout": "published\n"}}}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let r = ws.execute(&["--file", env.to_str().unwrap()]);
+        assert_ran(who, &r);
+        assert_eq!(
+            r.out(),
+            "42\n43\n44\npublished\npublished\nran the local script\n",
+            "{who:?}: {}",
+            r.err()
+        );
+        let a = actions(&r);
+        assert_eq!(
+            a.iter().map(argv).collect::<Vec<_>>(),
+            [
+                ["python3.11", "publish", "pkg"],
+                ["python3.11", "publish", "pkg2"]
+            ],
+            "{who:?}"
+        );
+        assert_eq!(a[0]["rule"], "py-publish");
+    }
 }

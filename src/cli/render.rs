@@ -180,16 +180,19 @@ pub fn print_evidence(r: &RunRecord) {
             .iter()
             .map(|a| {
                 format!(
-                    "{} → exit {} ({}, rule {}, stdin {} bytes)",
+                    "{} → exit {} ({}, rule {}{})",
                     sanitize_for_terminal(&crate::sandbox::stubs::shown_call(
                         &a.tool,
                         &a.argv[1.min(a.argv.len())..]
                     )),
                     a.answer.exit,
-                    // Both come from a file the command wrote.
                     sanitize_for_terminal(&a.source),
                     sanitize_for_terminal(&a.rule),
-                    a.stdin.bytes
+                    if a.stdin.read {
+                        format!(", stdin {} bytes", a.stdin.bytes)
+                    } else {
+                        String::new()
+                    }
                 )
             })
             .collect::<Vec<_>>(),

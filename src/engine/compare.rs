@@ -28,7 +28,8 @@ pub struct RunComparison {
     pub decision_a: Option<String>,
     pub decision_b: Option<String>,
     /// Would-be actions (stubbed calls) one run made and the other did not,
-    /// compared by tool, argv, stdin and answer, counting repeats.
+    /// compared by tool, argv, stdin and answer (exit, stdout, stderr),
+    /// counting repeats.
     #[serde(default)]
     pub actions_only_in_a: Vec<ActionSummary>,
     #[serde(default)]
@@ -42,6 +43,9 @@ pub struct ActionSummary {
     pub argv_hash: String,
     pub stdin_blake3: String,
     pub exit: i32,
+    /// BLAKE3 of the answer's stdout and stderr.
+    #[serde(default)]
+    pub answer_blake3: String,
     pub source: String,
 }
 
@@ -53,6 +57,13 @@ fn action_summaries(r: &crate::record::Rehearsal) -> Vec<ActionSummary> {
             argv_hash: a.argv_hash.clone(),
             stdin_blake3: a.stdin.blake3.clone(),
             exit: a.answer.exit,
+            answer_blake3: {
+                let mut h = blake3::Hasher::new();
+                h.update(&(a.answer.stdout.len() as u64).to_le_bytes());
+                h.update(a.answer.stdout.as_bytes());
+                h.update(a.answer.stderr.as_bytes());
+                h.finalize().to_hex().to_string()
+            },
             source: a.source.clone(),
         })
         .collect()
@@ -60,7 +71,14 @@ fn action_summaries(r: &crate::record::Rehearsal) -> Vec<ActionSummary> {
 
 /// `a` minus `b`, as multisets (the source of an answer does not count).
 fn actions_minus(a: &[ActionSummary], b: &[ActionSummary]) -> Vec<ActionSummary> {
-    let key = |x: &ActionSummary| (x.argv_hash.clone(), x.stdin_blake3.clone(), x.exit);
+    let key = |x: &ActionSummary| {
+        (
+            x.argv_hash.clone(),
+            x.stdin_blake3.clone(),
+            x.exit,
+            x.answer_blake3.clone(),
+        )
+    };
     let mut left: Vec<_> = b.iter().map(key).collect();
     let mut out = Vec::new();
     for x in a {

@@ -64,6 +64,14 @@ impl Engine {
             .validate(None)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
         let set = recording_of(&base, reh, req.novel);
+        let bytes = serde_json::to_vec(&set).map_or(0, |v| v.len());
+        if bytes > crate::sandbox::stubs::MAX_REPLAY_SET_BYTES {
+            return Err(EngineError::Invalid(format!(
+                "run {baseline}'s recorded calls take {} KiB, more than a replay carries into the sandbox ({} KiB); replay a run with fewer or smaller calls",
+                bytes / 1024,
+                crate::sandbox::stubs::MAX_REPLAY_SET_BYTES / 1024
+            )));
+        }
         self.prepare_run(&spec, actor, None, Some(set))
     }
 
@@ -84,10 +92,15 @@ fn recording_of(base: &RunRecord, reh: &crate::record::Rehearsal, novel: NovelPo
     ReplaySet {
         baseline: base.run_id.clone(),
         novel,
+        // One answer per (tool, argv): the first the recording gave.
         calls: reh
             .would_be_actions
             .iter()
             .filter(|a| a.source != "novel")
+            .filter({
+                let mut seen = std::collections::HashSet::new();
+                move |a| seen.insert((a.tool.clone(), a.argv_hash.clone()))
+            })
             .map(|a| RecordedCall {
                 tool: a.tool.clone(),
                 argv_hash: a.argv_hash.clone(),

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::OneOrMany;
-use crate::sandbox::stubs::{Answer, StubRule};
+use crate::sandbox::stubs::{Answer, StdinMode, StubRule};
 
 /// One stub as written: `id: {match: {...}, answer: {...}}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -18,6 +18,14 @@ pub struct StubConfig {
     /// Why the tool is shadowed (shown to reviewers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `auto` (default): read stdin only when an argument says the tool
+    /// takes it (`-`, `@-`, `--password-stdin`, ...); `read`; `ignore`.
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub stdin: StdinMode,
+}
+
+fn is_auto(m: &StdinMode) -> bool {
+    *m == StdinMode::Auto
 }
 
 /// Like a policy rule's `match`, for exactly one tool.
@@ -114,6 +122,7 @@ pub fn validate_stub(
         flags_all: c.matcher.flags_all.clone(),
         arg_regex: c.matcher.arg_regex.clone(),
         answer: c.answer.clone(),
+        stdin: c.stdin,
     })
 }
 
@@ -166,6 +175,7 @@ pub fn parse_cli_stub(spec: &str) -> Result<StubConfig, String> {
         },
         answer,
         reason: Some(format!("--stub {spec}")),
+        stdin: StdinMode::Auto,
     })
 }
 

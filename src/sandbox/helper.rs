@@ -676,7 +676,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
     if !report.stubbed_tools.is_empty() {
-        let (actions, dropped) = super::stubs::collect_calls();
+        let (actions, dropped) = super::stubs::collect_calls(&spec.stubs);
         report.would_be_actions = actions;
         report.would_be_actions_dropped = dropped;
     }

@@ -31,7 +31,11 @@ pub const STUB_ROOT: &str = "/.dryrun";
 pub const STUB_BIN_DIR: &str = "/.dryrun/stubs/bin";
 const STUB_INTERPRETER: &str = "/.dryrun/bin/dryrun";
 const STUB_TABLE: &str = "/.dryrun/stubs/table.json";
-const STUB_REAL_DIR: &str = "/.dryrun/stubs/real";
+/// A second, read-only view of the image taken before any stub covers a
+/// tool: passthrough runs the real file here, by the same path below it, so
+/// a tool that loads files relative to itself (`npm` -> `npm-cli.js` ->
+/// `../lib/cli.js`) finds them.
+pub const REAL_ROOT: &str = "/.dryrun/stubs/real-root";
 pub const CALLS_DIR: &str = "/.dryrun/calls";
 /// Where a tool can be found in the image (the command's default PATH).
 const PATH_DIRS: [&str; 6] = [
@@ -46,8 +50,23 @@ const PATH_DIRS: [&str; 6] = [
 pub const MAX_ACTIONS: usize = 256;
 /// The calls directory's size: room for MAX_ACTIONS records.
 pub const CALLS_DIR_BYTES: u64 = 32 << 20;
+/// The largest set of recorded calls a replay carries into the sandbox
+/// (the sandbox spec is at most 16 MiB).
+pub const MAX_REPLAY_SET_BYTES: usize = 8 << 20;
 /// The first bytes of stdin kept in a would-be action.
 const STDIN_HEAD: usize = 1024;
+/// What a call record keeps of the call (the argv hash covers all of it):
+/// each argument up to ARG_MAX_KEPT bytes, the arguments up to ARGV_MAX_KEPT
+/// bytes in all, ENV_NAMES_MAX_KEPT variable names of up to NAME_MAX_KEPT
+/// bytes, a cwd of up to PATH_MAX_KEPT bytes.
+const ARG_MAX_KEPT: usize = 4096;
+const ARGV_MAX_KEPT: usize = 64 * 1024;
+const ENV_NAMES_MAX_KEPT: usize = 512;
+const NAME_MAX_KEPT: usize = 128;
+const PATH_MAX_KEPT: usize = 4096;
+/// The largest call record the sandbox's init reads (a record within the
+/// bounds above is well below it even with every byte JSON-escaped).
+const RECORD_MAX_BYTES: u64 = 2 << 20;
 /// A stub reads at most this much stdin (hashing all of it).
 const STDIN_MAX: u64 = 64 << 20;
 
@@ -63,6 +82,40 @@ pub struct Answer {
     pub exit: i32,
 }
 
+/// Whether a stub reads its stdin (to hash it and keep its first KiB).
+/// The real tool reads stdin only for some calls; a stub that read it
+/// always would swallow input meant for the rest of a script
+/// (`while read n; do gh pr close "$n"; done < list`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StdinMode {
+    /// Read stdin when an argument says the tool takes it: `-`, `@-`,
+    /// `...=-`, `...=@-`, `/dev/stdin`, or a flag naming stdin
+    /// (`--password-stdin`).
+    #[default]
+    Auto,
+    /// Always read stdin (a tool that takes its input there unasked).
+    Read,
+    /// Never read stdin.
+    Ignore,
+}
+
+impl StdinMode {
+    pub fn reads(self, args: &[String]) -> bool {
+        match self {
+            StdinMode::Read => true,
+            StdinMode::Ignore => false,
+            StdinMode::Auto => args.iter().any(|a| {
+                a == "-"
+                    || a.ends_with("=-")
+                    || a.ends_with("@-")
+                    || a.contains("/dev/stdin")
+                    || (a.starts_with('-') && a.contains("stdin"))
+            }),
+        }
+    }
+}
+
 /// A validated stub rule (see `policy::stubs` for the configuration).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StubRule {
@@ -76,6 +129,8 @@ pub struct StubRule {
     pub flags_all: Vec<String>,
     pub arg_regex: Option<String>,
     pub answer: Answer,
+    #[serde(default)]
+    pub stdin: StdinMode,
 }
 
 /// What a replay does with a call the recording never saw.
@@ -126,9 +181,18 @@ pub struct StubTable {
     pub replay: Option<ReplaySet>,
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// The stdin a stubbed call was given.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct StdinRecord {
+    /// Whether the stub read stdin at all (see [`StdinMode`]); when not,
+    /// the other fields are empty and the input is left for whoever reads
+    /// it next, as with the real tool.
+    #[serde(default = "yes")]
+    pub read: bool,
     pub bytes: u64,
     pub blake3: String,
     /// The first KiB, as text (invalid UTF-8 replaced).
@@ -142,8 +206,15 @@ pub struct StdinRecord {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WouldBeAction {
     pub tool: String,
-    /// The full argument vector, `argv[0]` being the tool's name.
+    /// The argument vector, `argv[0]` being the tool's name (each argument
+    /// kept up to 4 KiB and 64 KiB in all; see `argv_truncated`).
     pub argv: Vec<String>,
+    /// Some of argv was cut to keep the record bounded; `argc` counts all
+    /// of it and `argv_hash` covers all of it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub argv_truncated: bool,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub argc: usize,
     /// BLAKE3 of the canonical argv (JSON array of tool and arguments); a
     /// replay looks answers up by (tool, argv_hash).
     pub argv_hash: String,
@@ -158,6 +229,10 @@ pub struct WouldBeAction {
     /// recorded call's), `novel` (a strict replay refused it).
     pub source: String,
     pub answer: Answer,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Canonical argv hash: BLAKE3 over the JSON array `[tool, args...]`.
@@ -222,6 +297,8 @@ pub enum StubDecision {
         rule: String,
         source: &'static str,
         answer: Answer,
+        /// The matching rule's stdin mode.
+        stdin: StdinMode,
     },
 }
 
@@ -245,6 +322,7 @@ impl StubTable {
             rule: rule.id.clone(),
             source,
             answer: answer.clone(),
+            stdin: rule.stdin,
         };
         if rule.origin == "envelope" {
             // A counterfactual: this answer replaces the recording's too.
@@ -266,6 +344,7 @@ impl StubTable {
             NovelPolicy::Strict => StubDecision::Answer {
                 rule: rule.id.clone(),
                 source: "novel",
+                stdin: StdinMode::Ignore,
                 answer: Answer {
                     stdout: String::new(),
                     stderr: format!(
@@ -383,9 +462,10 @@ pub fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(fd)
 }
 
-/// Install the run's stubs under `root` (the future `/`): the interpreter,
-/// the table, a script per tool on PATH and over each copy in the image, the
-/// real tools aside, and the calls directory. Returns the tools shadowed.
+/// Install the run's stubs under `root` (the future `/`): a read-only view
+/// of the image as it is before any stub (the real tools, [`REAL_ROOT`]),
+/// the interpreter, the table, a script per tool on PATH and over each copy
+/// in the image, and the calls directory. Returns the tools shadowed.
 pub fn install_stubs(
     root: &Path,
     table: &StubTable,
@@ -395,8 +475,35 @@ pub fn install_stubs(
 ) -> Result<Vec<String>, StubInstallError> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     let at = |p: &str| root.join(p.trim_start_matches('/'));
-    for d in [STUB_BIN_DIR, STUB_REAL_DIR, CALLS_DIR, "/.dryrun/bin"] {
+    for d in [STUB_BIN_DIR, REAL_ROOT, CALLS_DIR, "/.dryrun/bin"] {
         std::fs::create_dir_all(at(d)).map_err(ioerr("mkdir", &at(d)))?;
+    }
+    // The real tools: the whole image, recursively, before anything covers
+    // a tool (mounts are private, so later binds do not reach this view).
+    // Its own top is made read-only; the image's trees already are.
+    let real_root = at(REAL_ROOT);
+    {
+        use nix::mount::{MsFlags, mount};
+        mount(
+            Some(root),
+            &real_root,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| ioerr("recursive bind", &real_root)(e.into()))?;
+        mount(
+            None::<&str>,
+            &real_root,
+            None::<&str>,
+            MsFlags::MS_BIND
+                | MsFlags::MS_REMOUNT
+                | MsFlags::MS_RDONLY
+                | MsFlags::MS_NOSUID
+                | MsFlags::MS_NODEV,
+            None::<&str>,
+        )
+        .map_err(|e| ioerr("read-only remount", &real_root)(e.into()))?;
     }
     let interp = at(STUB_INTERPRETER);
     std::fs::write(&interp, b"").map_err(ioerr("create", &interp))?;
@@ -463,7 +570,6 @@ pub fn install_stubs(
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .map_err(ioerr("chmod", &script))?;
         let mut seen: Vec<PathBuf> = Vec::new();
-        let mut real_bound = false;
         for dir in PATH_DIRS {
             // Resolved inside the new root: an absolute symlink in the image
             // (/bin -> /usr/bin) must not lead to the host's tree.
@@ -490,12 +596,6 @@ pub fn install_stubs(
             if seen.contains(&resolved) {
                 continue;
             }
-            if !real_bound {
-                let real = at(&format!("{STUB_REAL_DIR}/{tool}"));
-                std::fs::write(&real, b"").map_err(ioerr("create", &real))?;
-                bind_file(&fd_path, &real, &real)?;
-                real_bound = true;
-            }
             // Mounted through the handle (what was checked), made read-only
             // through the path (the handle still names the file beneath).
             if !resolved.starts_with(root) || protected.contains(&(st.st_dev, st.st_ino)) {
@@ -508,9 +608,57 @@ pub fn install_stubs(
     Ok(tools)
 }
 
+/// Is a call record (written inside the sandbox, where the command could
+/// have written it too) what a stub of `table` writes? The answer must be
+/// the one the table gives for that argv (so it cannot be forged into
+/// something milder), the hash must cover the argv, and every field must be
+/// within the bounds the stub keeps.
+fn record_is_consistent(a: &WouldBeAction, table: &StubTable) -> bool {
+    let bounded = a.argv.len() <= 1 + ARGV_MAX_KEPT
+        && a.argv.iter().map(String::len).sum::<usize>() <= ARG_MAX_KEPT + ARGV_MAX_KEPT
+        && a.argv.iter().all(|x| x.len() <= ARG_MAX_KEPT)
+        && a.cwd.len() <= PATH_MAX_KEPT
+        && a.env_names.len() <= ENV_NAMES_MAX_KEPT
+        && a.env_names.iter().all(|n| n.len() <= NAME_MAX_KEPT)
+        // The head is at most 1 KiB of input, each invalid byte shown as
+        // U+FFFD (3 bytes).
+        && a.stdin.head.len() <= 3 * STDIN_HEAD
+        && a.argv_hash.len() == 64
+        && a.argv.first() == Some(&a.tool);
+    if !bounded {
+        return false;
+    }
+    if a.argv_truncated {
+        // Only the rule and the answer's source can be checked.
+        return a.argc >= a.argv.len()
+            && table
+                .rules
+                .iter()
+                .any(|r| r.tool == a.tool && r.id == a.rule)
+            && ["stub", "override", "replay", "replay_fuzzy", "novel"]
+                .contains(&a.source.as_str())
+            && a.answer.stdout.len() <= crate::policy::stubs::MAX_ANSWER_BYTES
+            && a.answer.stderr.len() <= crate::policy::stubs::MAX_ANSWER_BYTES + 1024;
+    }
+    let args = &a.argv[1..];
+    if argv_hash(&a.tool, args) != a.argv_hash {
+        return false;
+    }
+    match table.decide(&a.tool, args) {
+        StubDecision::Answer {
+            rule,
+            source,
+            answer,
+            ..
+        } => rule == a.rule && source == a.source && answer == a.answer,
+        StubDecision::Passthrough => false,
+    }
+}
+
 /// The would-be actions the stubs recorded, in call order, and how many
-/// more there were than are kept.
-pub fn collect_calls() -> (Vec<WouldBeAction>, usize) {
+/// records were not kept: unreadable, inconsistent with `table` (see
+/// [`record_is_consistent`]), or past [`MAX_ACTIONS`].
+pub fn collect_calls(table: &StubTable) -> (Vec<WouldBeAction>, usize) {
     let Ok(rd) = std::fs::read_dir(CALLS_DIR) else {
         return (Vec::new(), 0);
     };
@@ -528,25 +676,29 @@ pub fn collect_calls() -> (Vec<WouldBeAction>, usize) {
             continue;
         }
         // The command owns this directory: read regular files only, never
-        // through a symlink, and bounded.
+        // through a symlink, and bounded. Anything else named like a record
+        // counts as one not kept.
         use std::os::unix::fs::OpenOptionsExt;
         let Ok(f) = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(Path::new(CALLS_DIR).join(&n))
         else {
+            dropped += 1;
             continue;
         };
         if !f.metadata().is_ok_and(|m| m.is_file()) {
+            dropped += 1;
             continue;
         }
         let mut text = Vec::new();
-        if f.take(1 << 20).read_to_end(&mut text).is_err() {
+        if f.take(RECORD_MAX_BYTES).read_to_end(&mut text).is_err() {
+            dropped += 1;
             continue;
         }
         match serde_json::from_slice::<WouldBeAction>(&text) {
-            Ok(a) => out.push(a),
-            Err(_) => dropped += 1,
+            Ok(a) if record_is_consistent(&a, table) => out.push(a),
+            _ => dropped += 1,
         }
     }
     (out, dropped)
@@ -571,12 +723,14 @@ pub fn run_stub(argv: Vec<std::ffi::OsString>) -> ! {
 fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
     use std::os::unix::ffi::OsStrExt;
     let lossy = |s: &std::ffi::OsString| String::from_utf8_lossy(s.as_bytes()).into_owned();
-    let tool = argv
+    let mut tool = argv
         .get(1)
         .map(lossy)
         .and_then(|a| a.strip_prefix(STUB_ARG_PREFIX).map(str::to_string))
         .ok_or("missing tool name")?;
-    let script = argv.get(2).cloned().unwrap_or_else(|| tool.clone().into());
+    // The path the command ran (the kernel passes it to the interpreter):
+    // `/.dryrun/stubs/bin/gh` through PATH, `/usr/bin/curl`, `./c`, ...
+    let script = PathBuf::from(argv.get(2).cloned().unwrap_or_else(|| tool.clone().into()));
     let raw_args: Vec<std::ffi::OsString> = argv.iter().skip(3).cloned().collect();
     let args: Vec<String> = raw_args.iter().map(lossy).collect();
     let table: StubTable = std::fs::read(STUB_TABLE)
@@ -584,20 +738,46 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
             format!("cannot read {STUB_TABLE}: {e} (stub mode runs only inside a rehearsal)")
         })
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{STUB_TABLE}: {e}")))?;
-    let (rule, source, answer) = match table.decide(&tool, &args) {
+    // Another name in the image for the file this stub covers (a
+    // multi-call binary: `rustc` and `cargo` both lead to `rustup`) is that
+    // name's own program: stubbed if it is a stubbed tool, else the real one.
+    let invoked = script
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut alias = false;
+    if invoked != tool && is_image_alias(&invoked) {
+        if table.rules.iter().any(|r| r.tool == invoked) {
+            tool = invoked.clone();
+        } else {
+            alias = true;
+        }
+    }
+    let decision = if alias {
+        StubDecision::Passthrough
+    } else {
+        table.decide(&tool, &args)
+    };
+    let (rule, source, answer, stdin_mode) = match decision {
         StubDecision::Passthrough => {
-            let Some(real) = find_real(&tool) else {
+            let Some(real) = find_real(&tool, &script) else {
                 let _ = writeln!(std::io::stderr(), "{tool}: command not found");
                 return Ok(127);
             };
-            let c = |s: &std::ffi::OsString| {
-                std::ffi::CString::new(s.as_bytes()).map_err(|_| "NUL in an argument".to_string())
+            let c =
+                |s: &[u8]| std::ffi::CString::new(s).map_err(|_| "NUL in an argument".to_string());
+            // argv[0] as the real tool would see it live: the name it was
+            // called by through PATH, else the path it was run by.
+            let arg0 = if script.starts_with(STUB_BIN_DIR) {
+                invoked.as_bytes().to_vec()
+            } else {
+                script.as_os_str().as_bytes().to_vec()
             };
-            let mut cargv = vec![c(&script)?];
+            let mut cargv = vec![c(&arg0)?];
             for a in &raw_args {
-                cargv.push(c(a)?);
+                cargv.push(c(a.as_bytes())?);
             }
-            let path = std::ffi::CString::new(real.as_os_str().as_bytes()).expect("no NUL");
+            let path = c(real.as_os_str().as_bytes())?;
             let e = nix::unistd::execv(&path, &cargv).unwrap_err();
             return Err(format!("cannot run the real {tool}: {e}"));
         }
@@ -605,22 +785,33 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
             rule,
             source,
             answer,
-        } => (rule, source, answer),
+            stdin,
+        } => (rule, source, answer, stdin),
     };
-    let stdin = read_stdin();
+    let stdin = if stdin_mode.reads(&args) {
+        read_stdin()
+    } else {
+        StdinRecord {
+            read: false,
+            ..Default::default()
+        }
+    };
     let mut env_names: Vec<String> = std::env::vars_os()
         .map(|(k, _)| String::from_utf8_lossy(k.as_bytes()).into_owned())
+        .filter(|k| k.len() <= NAME_MAX_KEPT)
         .collect();
     env_names.sort();
     env_names.dedup();
-    let mut full = vec![tool.clone()];
-    full.extend(args.iter().cloned());
+    env_names.truncate(ENV_NAMES_MAX_KEPT);
+    let (kept, truncated) = kept_argv(&tool, &args);
     let action = WouldBeAction {
         argv_hash: argv_hash(&tool, &args),
+        argv: kept,
+        argv_truncated: truncated,
+        argc: if truncated { args.len() + 1 } else { 0 },
         tool,
-        argv: full,
         cwd: std::env::current_dir()
-            .map(|p| p.display().to_string())
+            .map(|p| cut(&p.display().to_string(), PATH_MAX_KEPT))
             .unwrap_or_default(),
         stdin,
         env_names,
@@ -637,21 +828,80 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
     Ok(answer.exit)
 }
 
-/// The real tool: the copy set aside from the image, else one on the
-/// command's PATH outside the directories the stubs cover (a tool in
-/// `/opt/x/bin` the envelope put on PATH).
-fn find_real(tool: &str) -> Option<PathBuf> {
-    let aside = PathBuf::from(format!("{STUB_REAL_DIR}/{tool}"));
-    if aside.exists() {
-        return Some(aside);
+/// `s` cut to at most `max` bytes, on a character boundary.
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// The argv a call record keeps, and whether any of it was cut.
+fn kept_argv(tool: &str, args: &[String]) -> (Vec<String>, bool) {
+    let mut kept = vec![cut(tool, ARG_MAX_KEPT)];
+    let mut budget = ARGV_MAX_KEPT;
+    let mut truncated = false;
+    for a in args {
+        if budget == 0 {
+            truncated = true;
+            break;
+        }
+        let c = cut(a, ARG_MAX_KEPT.min(budget));
+        truncated |= c.len() < a.len();
+        budget -= c.len();
+        kept.push(c);
+    }
+    (kept, truncated)
+}
+
+/// Is `p` a file some stub script covers? Stub scripts live on the
+/// sandbox root's own tmpfs; the image's programs come from other mounts.
+fn is_stubbed_file(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(m), Ok(stubs)) = (std::fs::metadata(p), std::fs::metadata(STUB_BIN_DIR)) else {
+        return false;
+    };
+    m.is_file() && m.dev() == stubs.dev()
+}
+
+/// Is `name` in the image's PATH directories a file a stub covers (another
+/// name for a tool's file, as `rustc` and `cargo` are for `rustup`)?
+fn is_image_alias(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains('/')
+        && PATH_DIRS
+            .iter()
+            .any(|d| is_stubbed_file(&Path::new(d).join(name)))
+}
+
+/// The real program behind a passthrough call: the file the command ran,
+/// or (called through PATH) the first `tool` on the command's PATH after
+/// the stubs; a file a stub covers is run from [`REAL_ROOT`] by its
+/// resolved path, so everything relative to it is where it expects.
+fn find_real(tool: &str, script: &Path) -> Option<PathBuf> {
+    let real = |p: &Path| {
+        let m = std::fs::metadata(p).ok()?;
+        if !is_stubbed_file(p) {
+            return (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| p.to_path_buf());
+        }
+        // Resolved here (every link followed), then taken from the view of
+        // the image no stub covers.
+        let resolved = std::fs::canonicalize(p).ok()?;
+        let real = Path::new(REAL_ROOT).join(resolved.strip_prefix("/").ok()?);
+        (!is_stubbed_file(&real) && std::fs::metadata(&real).is_ok_and(|m| m.is_file()))
+            .then_some(real)
+    };
+    if !script.starts_with(STUB_BIN_DIR) {
+        return real(script);
     }
     let path = std::env::var("PATH").unwrap_or_default();
     path.split(':')
-        .filter(|d| !d.is_empty() && *d != STUB_BIN_DIR && !PATH_DIRS.contains(d))
-        .map(|d| Path::new(d).join(tool))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .filter(|d| !d.is_empty() && *d != STUB_BIN_DIR)
+        .find_map(|d| real(&Path::new(d).join(tool)))
 }
 
 fn read_stdin() -> StdinRecord {
@@ -681,6 +931,7 @@ fn read_stdin() -> StdinRecord {
         }
     }
     StdinRecord {
+        read: true,
         bytes: total,
         blake3: hasher.finalize().to_hex().to_string(),
         head: String::from_utf8_lossy(&head).into_owned(),
@@ -726,6 +977,7 @@ mod tests {
                 stderr: String::new(),
                 exit,
             },
+            stdin: StdinMode::Auto,
         }
     }
 
@@ -790,6 +1042,77 @@ mod tests {
         assert_eq!((src, ans.stdout.as_str()), ("replay_fuzzy", "recorded\n"));
         t.replay.as_mut().unwrap().novel = NovelPolicy::Stub;
         assert_eq!(get(&t, &["pr", "merge", "13"]).0, "stub");
+    }
+
+    #[test]
+    fn stdin_is_read_only_when_the_call_says_so() {
+        for args in [
+            &["pr", "merge", "1", "--body-file", "-"][..],
+            &["-d", "@-", "https://x"],
+            &["--data-binary=@-"],
+            &["apply", "--filename=-"],
+            &["login", "--password-stdin"],
+            &["-T", "/dev/stdin"],
+        ] {
+            assert!(StdinMode::Auto.reads(&s(args)), "{args:?}");
+        }
+        for args in [&["pr", "close", "3"][..], &["-X", "POST", "https://x/a-b"]] {
+            assert!(!StdinMode::Auto.reads(&s(args)), "{args:?}");
+        }
+        assert!(StdinMode::Read.reads(&[]));
+        assert!(!StdinMode::Ignore.reads(&s(&["-"])));
+    }
+
+    #[test]
+    fn call_records_must_be_what_the_table_answers() {
+        let t = StubTable {
+            rules: vec![rule("gh.pr.merge", "gh", &["pr", "merge"], "policy", 0)],
+            replay: None,
+        };
+        let args = s(&["pr", "merge", "1"]);
+        let StubDecision::Answer { answer, .. } = t.decide("gh", &args) else {
+            panic!()
+        };
+        let (argv, truncated) = kept_argv("gh", &args);
+        let good = WouldBeAction {
+            tool: "gh".into(),
+            argv,
+            argv_truncated: truncated,
+            argc: 0,
+            argv_hash: argv_hash("gh", &args),
+            cwd: "/w".into(),
+            stdin: StdinRecord::default(),
+            env_names: vec!["PATH".into()],
+            rule: "gh.pr.merge".into(),
+            source: "stub".into(),
+            answer,
+        };
+        assert!(record_is_consistent(&good, &t));
+        let mut milder = good.clone();
+        milder.answer.exit = 1;
+        assert!(!record_is_consistent(&milder, &t), "a forged answer");
+        let mut rehashed = good.clone();
+        rehashed.argv_hash = "0".repeat(64);
+        assert!(!record_is_consistent(&rehashed, &t), "a hash not over argv");
+        let mut other = good.clone();
+        other.argv = s(&["gh", "pr", "list"]);
+        other.argv_hash = argv_hash("gh", &s(&["pr", "list"]));
+        assert!(!record_is_consistent(&other, &t), "no stub answers that");
+        let mut big = good.clone();
+        big.stdin.head = "x".repeat(4 * STDIN_HEAD);
+        assert!(!record_is_consistent(&big, &t), "out of bounds");
+        // A long argv is cut, marked, and still checked for rule and source.
+        let long = vec!["pr".to_string(), "merge".into(), "y".repeat(10_000)];
+        let (argv, truncated) = kept_argv("gh", &long);
+        assert!(truncated && argv[3].len() == ARG_MAX_KEPT);
+        let mut cut_rec = good.clone();
+        cut_rec.argv = argv;
+        cut_rec.argv_truncated = true;
+        cut_rec.argc = 4;
+        cut_rec.argv_hash = argv_hash("gh", &long);
+        assert!(record_is_consistent(&cut_rec, &t));
+        cut_rec.rule = "made.up".into();
+        assert!(!record_is_consistent(&cut_rec, &t));
     }
 
     #[test]
