@@ -686,18 +686,37 @@ fn the_evidence_hash_covers_would_be_actions_and_nothing_incidental() {
     assert_eq!(d["actions_only_in_a"].as_array().unwrap().len(), 1, "{d}");
 }
 
-/// A call that slips past a stub's matcher (`git -c alias.p=push p`: the
-/// matcher sees no `push` word) runs the real tool; that is a coverage gap,
-/// not a hole: the real tool meets the cut network, which blocks the run.
+/// A call that slips past a stub's matcher (the push handshake of git's
+/// remote helper, `git remote-http`: the matcher sees no `push` word) runs
+/// the real tool; that is a coverage gap, not a hole: the real tool meets
+/// the cut network, which blocks the run. (`git -c alias.p=push p` used to
+/// be the example; git runs an expanded alias as a child `git push` with
+/// its exec path first on PATH, whose `git` is now covered too, so that one
+/// is answered by the `git.push` stub.)
 #[test]
 fn calls_that_slip_past_the_matchers_still_meet_the_cut_network() {
     let ws = Ws::new(Who::User);
     let r = ws.rehearse(
         "git init -q r && cd r && git -c user.email=a@b.c -c user.name=a commit -q --allow-empty -m x && \
-         git -c alias.p=push p http://198.51.100.7/r.git HEAD ; exit 0",
+         git -c alias.p=push p http://198.51.100.7/r.git HEAD; \
+         printf 'list for-push\\n' | git remote-http origin http://198.51.100.7/r.git; exit 0",
         &["--expect-write", "r/**"],
     );
     assert_ran(Who::User, &r);
+    let pushes: Vec<Value> = actions(&r)
+        .into_iter()
+        .filter(|a| a["rule"] == "git.push")
+        .collect();
+    assert_eq!(
+        pushes.len(),
+        1,
+        "the alias's push is answered by the stub: {:?}",
+        actions(&r)
+    );
+    assert_eq!(
+        strings(&pushes[0]["argv"]),
+        ["git", "push", "http://198.51.100.7/r.git", "HEAD"]
+    );
     assert!(
         r.blocked().iter().any(|b| b["kind"] == "network"),
         "{:?} {:?}",

@@ -46,6 +46,19 @@ const PATH_DIRS: [&str; 6] = [
     "/bin",
     "/sbin",
 ];
+/// Other directories a tool runs its own copy from, covered too: git puts
+/// its exec path first on PATH for hooks, `!` aliases, `rebase -x` and
+/// `submodule foreach`, and that directory holds a `git` of its own.
+fn extra_dirs(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "git" => &[
+            "/usr/lib/git-core",
+            "/usr/libexec/git-core",
+            "/usr/local/libexec/git-core",
+        ],
+        _ => &[],
+    }
+}
 /// At most this many would-be actions are recorded per run.
 pub const MAX_ACTIONS: usize = 256;
 /// The calls directory's size: room for MAX_ACTIONS records.
@@ -570,7 +583,7 @@ pub fn install_stubs(
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .map_err(ioerr("chmod", &script))?;
         let mut seen: Vec<PathBuf> = Vec::new();
-        for dir in PATH_DIRS {
+        for dir in PATH_DIRS.iter().chain(extra_dirs(tool)) {
             // Resolved inside the new root: an absolute symlink in the image
             // (/bin -> /usr/bin) must not lead to the host's tree.
             let rel = format!("{}/{tool}", dir.trim_start_matches('/'));
@@ -629,16 +642,47 @@ fn record_is_consistent(a: &WouldBeAction, table: &StubTable) -> bool {
         return false;
     }
     if a.argv_truncated {
-        // Only the rule and the answer's source can be checked.
-        return a.argc >= a.argv.len()
-            && table
-                .rules
-                .iter()
-                .any(|r| r.tool == a.tool && r.id == a.rule)
-            && ["stub", "override", "replay", "replay_fuzzy", "novel"]
-                .contains(&a.source.as_str())
-            && a.answer.stdout.len() <= crate::policy::stubs::MAX_ANSWER_BYTES
-            && a.answer.stderr.len() <= crate::policy::stubs::MAX_ANSWER_BYTES + 1024;
+        // The argv cannot be matched again; what can be checked: the cut is
+        // real (the stub marks only an argv it had to cut), and the answer
+        // is one this rule can give with this source.
+        let args = &a.argv[1..];
+        let cut = a.argc > a.argv.len()
+            || args.iter().any(|x| x.len() + 3 >= ARG_MAX_KEPT)
+            || args.iter().map(String::len).sum::<usize>() + 3 >= ARGV_MAX_KEPT;
+        let Some(rule) = table
+            .rules
+            .iter()
+            .find(|r| r.tool == a.tool && r.id == a.rule)
+        else {
+            return false;
+        };
+        let replayed = |fuzzy: bool| {
+            table.replay.as_ref().is_some_and(|r| {
+                (!fuzzy || r.novel == NovelPolicy::Fuzzy)
+                    && r.calls
+                        .iter()
+                        .any(|c| c.tool == a.tool && c.answer == a.answer)
+            })
+        };
+        let answer_ok = match a.source.as_str() {
+            "override" => rule.origin == "envelope" && a.answer == rule.answer,
+            "stub" => rule.origin != "envelope" && a.answer == rule.answer,
+            "replay" => rule.origin != "envelope" && replayed(false),
+            "replay_fuzzy" => rule.origin != "envelope" && replayed(true),
+            "novel" => {
+                rule.origin != "envelope"
+                    && table
+                        .replay
+                        .as_ref()
+                        .is_some_and(|r| r.novel == NovelPolicy::Strict)
+                    && a.answer.exit == 127
+                    && a.answer.stdout.is_empty()
+                    && a.answer.stderr.len() <= 2048
+                    && a.answer.stderr.starts_with("dryrun replay (strict): ")
+            }
+            _ => false,
+        };
+        return a.argc >= a.argv.len() && cut && answer_ok;
     }
     let args = &a.argv[1..];
     if argv_hash(&a.tool, args) != a.argv_hash {
@@ -746,7 +790,7 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut alias = false;
-    if invoked != tool && is_image_alias(&invoked) {
+    if invoked != tool && is_image_alias(&invoked, &script) {
         if table.rules.iter().any(|r| r.tool == invoked) {
             tool = invoked.clone();
         } else {
@@ -868,14 +912,20 @@ fn is_stubbed_file(p: &Path) -> bool {
     m.is_file() && m.dev() == stubs.dev()
 }
 
-/// Is `name` in the image's PATH directories a file a stub covers (another
-/// name for a tool's file, as `rustc` and `cargo` are for `rustup`)?
-fn is_image_alias(name: &str) -> bool {
+/// Is `name` in the image's PATH directories a file a stub covers and the
+/// very file `script` leads to (another name for a tool's file, as `rustc`
+/// and `cargo` are for `rustup`)? A link named like some other stubbed tool
+/// (`/tmp/wget -> /usr/bin/curl`) is not: it runs curl.
+fn is_image_alias(name: &str, script: &Path) -> bool {
+    let Ok(target) = std::fs::canonicalize(script) else {
+        return false;
+    };
     !name.is_empty()
         && !name.contains('/')
-        && PATH_DIRS
-            .iter()
-            .any(|d| is_stubbed_file(&Path::new(d).join(name)))
+        && PATH_DIRS.iter().any(|d| {
+            let p = Path::new(d).join(name);
+            is_stubbed_file(&p) && std::fs::canonicalize(&p).is_ok_and(|c| c == target)
+        })
 }
 
 /// The real program behind a passthrough call: the file the command ran,
@@ -1111,6 +1161,22 @@ mod tests {
         cut_rec.argc = 4;
         cut_rec.argv_hash = argv_hash("gh", &long);
         assert!(record_is_consistent(&cut_rec, &t));
+        let mut made_up = cut_rec.clone();
+        made_up.answer.stdout = "FORGED\n".into();
+        assert!(
+            !record_is_consistent(&made_up, &t),
+            "an answer no rule gives"
+        );
+        let mut replayed = cut_rec.clone();
+        replayed.source = "replay".into();
+        assert!(
+            !record_is_consistent(&replayed, &t),
+            "a replay source, no replay"
+        );
+        let mut short = good.clone();
+        short.argv_truncated = true;
+        short.argc = 4;
+        assert!(!record_is_consistent(&short, &t), "marked cut, nothing cut");
         cut_rec.rule = "made.up".into();
         assert!(!record_is_consistent(&cut_rec, &t));
     }
