@@ -270,7 +270,8 @@ fn setid_files_and_special_files_are_never_promoted() {
     let r = submit_user(
         &d,
         &ws,
-        "mkfifo pipe; echo x > tool; chmod u+s tool; echo fine > fine.txt",
+        "mkfifo pipe; echo x > tool; chmod u+s tool; echo fine > fine.txt; \
+         mkdir -p vendor; cp /usr/bin/git vendor/git",
         &["--expect-write", "**"],
     );
     assert_eq!(r.code, 4, "{r:?}");
@@ -289,6 +290,19 @@ fn setid_files_and_special_files_are_never_promoted() {
         "{err}"
     );
     assert!(err.contains("pipe: a fifo"), "{err}");
+    // A copy of a stubbed tool is the stub's script in the rehearsal, not
+    // the tool it is live.
+    assert!(
+        err.contains("vendor/git: a copy of a shadow stub's script"),
+        "{err}"
+    );
+    assert!(
+        r.reasons()
+            .iter()
+            .any(|x| x.starts_with("[stubs.copied_stub]") && x.contains("vendor/git")),
+        "{:?}",
+        r.reasons()
+    );
     assert_eq!(
         ws.snapshot(),
         before,

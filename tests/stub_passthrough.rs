@@ -196,11 +196,26 @@ fn finding_a_venv_made_by_a_stubbed_python_is_the_one_live_makes() {
              own executable: {}",
             r.out()
         );
-        let py = r.change("v/bin/python3").expect("the venv's interpreter");
         assert!(
-            py["size_after"].as_u64().unwrap_or(0) > 4096,
-            "{who:?}: the venv's python3 is the stub script, not an interpreter: {py}"
+            r.out().contains("/usr/bin/python3\nhome = /usr/bin\n"),
+            "{who:?}: sys.executable and the venv's home are what live gives: {}",
+            r.out()
         );
+        // `--copies` copies the file python3 is, which in the rehearsal is
+        // the stub's script: the evidence says so, and such a change is
+        // never promoted (live it would be the interpreter).
+        let py = r.change("v/bin/python3").expect("the venv's interpreter");
+        if py["size_after"].as_u64().unwrap_or(0) <= 4096 {
+            assert_eq!(py["stub_copy_of"], "python3", "{who:?}: {py}");
+            assert_eq!(r.decision(), "blocked", "{who:?}");
+            assert!(
+                r.reasons()
+                    .iter()
+                    .any(|x| x.starts_with("[stubs.copied_stub]") && x.contains("v/bin/python3")),
+                "{who:?}: {:?}",
+                r.reasons()
+            );
+        }
     }
 }
 

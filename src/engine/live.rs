@@ -152,6 +152,12 @@ fn plan_ops(
             refusals.push(format!("{shown}: a setuid/setgid file is never promoted"));
             continue;
         }
+        if c.stub_copy_of.is_some() {
+            refusals.push(format!(
+                "{shown}: a copy of a shadow stub's script, not of the real tool, is never promoted"
+            ));
+            continue;
+        }
         if c.kind != ChangeKind::Deleted && (c.file_type == FileType::Other || c.special.is_some())
         {
             refusals.push(format!(

@@ -533,7 +533,13 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
                 "the stub interpreter was not opened".to_string(),
             )
         })?;
-        super::stubs::install_stubs(&root, &spec.stubs, exe, ids.uid, ids.gid)
+        let path = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        let dirs = super::stubs::image_path_dirs(path, &spec.workspace);
+        super::stubs::install_stubs(&root, &spec.stubs, exe, ids.uid, ids.gid, &dirs)
             .map_err(fail("P3 stubs"))?
     };
 
@@ -601,9 +607,13 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
         .env
         .iter()
         .map(|(k, v)| {
-            // Stubbed tools are found first on PATH (also those the host lacks).
+            // Stubbed tools are found on PATH before the image's copies
+            // (also those the host lacks).
             if k == "PATH" && !stubbed_tools.is_empty() {
-                CString::new(format!("{k}={}:{v}", super::stubs::STUB_BIN_DIR))
+                CString::new(format!(
+                    "{k}={}",
+                    super::stubs::path_with_stubs(v, &spec.workspace)
+                ))
             } else {
                 CString::new(format!("{k}={v}"))
             }

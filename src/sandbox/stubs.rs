@@ -26,6 +26,10 @@ use std::path::{Path, PathBuf};
 
 /// The argument (after the shebang's interpreter) that selects stub mode.
 pub const STUB_ARG_PREFIX: &str = "__stub-exec ";
+/// How every stub script begins (the tool's name follows).
+pub fn stub_script_prefix() -> String {
+    format!("#!{STUB_INTERPRETER} {STUB_ARG_PREFIX}")
+}
 /// Where things live inside the sandbox.
 pub const STUB_ROOT: &str = "/.dryrun";
 pub const STUB_BIN_DIR: &str = "/.dryrun/stubs/bin";
@@ -485,6 +489,7 @@ pub fn install_stubs(
     exe: &std::os::fd::OwnedFd,
     run_uid: u32,
     run_gid: u32,
+    image_path_dirs: &[String],
 ) -> Result<Vec<String>, StubInstallError> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     let at = |p: &str| root.join(p.trim_start_matches('/'));
@@ -575,15 +580,17 @@ pub fn install_stubs(
     let tools = table.tools();
     for tool in &tools {
         let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
-        std::fs::write(
-            &script,
-            format!("#!{STUB_INTERPRETER} {STUB_ARG_PREFIX}{tool}\n"),
-        )
-        .map_err(ioerr("write", &script))?;
+        std::fs::write(&script, format!("{}{tool}\n", stub_script_prefix()))
+            .map_err(ioerr("write", &script))?;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .map_err(ioerr("chmod", &script))?;
         let mut seen: Vec<PathBuf> = Vec::new();
-        for dir in PATH_DIRS.iter().chain(extra_dirs(tool)) {
+        let dirs = PATH_DIRS
+            .iter()
+            .copied()
+            .chain(extra_dirs(tool).iter().copied())
+            .chain(image_path_dirs.iter().map(String::as_str));
+        for dir in dirs {
             // Resolved inside the new root: an absolute symlink in the image
             // (/bin -> /usr/bin) must not lead to the host's tree.
             let rel = format!("{}/{tool}", dir.trim_start_matches('/'));
@@ -804,19 +811,17 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
     };
     let (rule, source, answer, stdin_mode) = match decision {
         StubDecision::Passthrough => {
-            let Some(real) = find_real(&tool, &script) else {
+            let Some((real, known_as)) = find_real(&tool, &script) else {
                 let _ = writeln!(std::io::stderr(), "{tool}: command not found");
                 return Ok(127);
             };
             let c =
                 |s: &[u8]| std::ffi::CString::new(s).map_err(|_| "NUL in an argument".to_string());
-            // argv[0] as the real tool would see it live: the name it was
-            // called by through PATH, else the path it was run by.
-            let arg0 = if script.starts_with(STUB_BIN_DIR) {
-                invoked.as_bytes().to_vec()
-            } else {
-                script.as_os_str().as_bytes().to_vec()
-            };
+            // argv[0]: the path the tool is known by in the image. Live, a
+            // PATH call gets the bare name, but a tool that finds itself by
+            // searching PATH for it (python's sys.executable) would find the
+            // stub's script here.
+            let arg0 = known_as.as_os_str().as_bytes().to_vec();
             let mut cargv = vec![c(&arg0)?];
             for a in &raw_args {
                 cargv.push(c(a.as_bytes())?);
@@ -902,6 +907,44 @@ fn kept_argv(tool: &str, args: &[String]) -> (Vec<String>, bool) {
     (kept, truncated)
 }
 
+/// The directories of the command's `PATH` (the envelope's, or the fixed
+/// base's) that come from the image: absolute, outside the workspace and
+/// `/tmp`. Copies of a stubbed tool there are covered too.
+pub fn image_path_dirs(path: &str, workspace: &Path) -> Vec<String> {
+    path.split(':')
+        .filter(|d| {
+            let p = Path::new(d);
+            p.is_absolute()
+                && !p.starts_with(workspace)
+                && !p.starts_with("/tmp")
+                && !p.starts_with(STUB_ROOT)
+                && !d.split('/').any(|c| c == "..")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The command's `PATH` with the stubs' directory in it: just before the
+/// first image directory, so the command's own directories (a wrapper in
+/// `./bin`, `node_modules/.bin`) come first as they do live, and the stub's
+/// passthrough can look for the real tool after its own place.
+pub fn path_with_stubs(path: &str, workspace: &Path) -> String {
+    let image = image_path_dirs(path, workspace);
+    let mut out: Vec<&str> = Vec::new();
+    let mut placed = false;
+    for d in path.split(':') {
+        if !placed && image.iter().any(|i| i == d) {
+            out.push(STUB_BIN_DIR);
+            placed = true;
+        }
+        out.push(d);
+    }
+    if !placed {
+        out.push(STUB_BIN_DIR);
+    }
+    out.join(":")
+}
+
 /// Is `p` a file some stub script covers? Stub scripts live on the
 /// sandbox root's own tmpfs; the image's programs come from other mounts.
 fn is_stubbed_file(p: &Path) -> bool {
@@ -928,11 +971,12 @@ fn is_image_alias(name: &str, script: &Path) -> bool {
         })
 }
 
-/// The real program behind a passthrough call: the file the command ran,
-/// or (called through PATH) the first `tool` on the command's PATH after
-/// the stubs; a file a stub covers is run from [`REAL_ROOT`] by its
-/// resolved path, so everything relative to it is where it expects.
-fn find_real(tool: &str, script: &Path) -> Option<PathBuf> {
+/// The real program behind a passthrough call, and the path it is known by:
+/// the file the command ran, or (called through PATH) the first `tool` on
+/// the command's PATH after the stubs' directory; a file a stub covers is
+/// run from [`REAL_ROOT`] by its resolved path, so everything relative to
+/// it is where it expects.
+fn find_real(tool: &str, script: &Path) -> Option<(PathBuf, PathBuf)> {
     let real = |p: &Path| {
         let m = std::fs::metadata(p).ok()?;
         if !is_stubbed_file(p) {
@@ -946,12 +990,18 @@ fn find_real(tool: &str, script: &Path) -> Option<PathBuf> {
             .then_some(real)
     };
     if !script.starts_with(STUB_BIN_DIR) {
-        return real(script);
+        return real(script).map(|r| (r, script.to_path_buf()));
     }
+    // Found through PATH at the stubs' place: the real tool is the next one
+    // on PATH after it (what the lookup would have found without stubs).
     let path = std::env::var("PATH").unwrap_or_default();
     path.split(':')
-        .filter(|d| !d.is_empty() && *d != STUB_BIN_DIR)
-        .find_map(|d| real(&Path::new(d).join(tool)))
+        .skip_while(|d| Path::new(d) != Path::new(STUB_BIN_DIR))
+        .filter(|d| !d.is_empty() && Path::new(d) != Path::new(STUB_BIN_DIR))
+        .find_map(|d| {
+            let p = Path::new(d).join(tool);
+            real(&p).map(|r| (r, p))
+        })
 }
 
 fn read_stdin() -> StdinRecord {

@@ -86,6 +86,10 @@ pub struct Change {
     /// command itself could not see.
     #[serde(default, skip_serializing_if = "is_false")]
     pub content_withheld: bool,
+    /// The file is a copy of a shadow stub's script (the command copied a
+    /// stubbed tool, `cp /usr/bin/git x`): live, it would be the real TOOL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stub_copy_of: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -125,6 +129,7 @@ impl Change {
             special: None,
             xattrs_changed: Vec::new(),
             content_withheld: false,
+            stub_copy_of: None,
         }
     }
 }
@@ -313,6 +318,7 @@ fn walk_upper_layer_inner(
                 })?;
                 c.after = Some(hash.to_hex().to_string());
                 c.size_after = Some(meta.len());
+                c.stub_copy_of = stub_script_tool(entry.path(), meta.len());
                 if meta.nlink() > 1 {
                     let key = (meta.dev(), meta.ino());
                     if let Some(first) = inodes.get(&key) {
@@ -584,6 +590,19 @@ fn xattr_diff(upper: &Path, lower: Option<&LowerEntry>) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// The tool a file is the shadow-stub script of, when it is one (see
+/// `sandbox::stubs`: `#!/.dryrun/bin/dryrun __stub-exec TOOL\n`).
+fn stub_script_tool(p: &Path, size: u64) -> Option<String> {
+    let prefix = crate::sandbox::stubs::stub_script_prefix();
+    if size > 256 || size < prefix.len() as u64 {
+        return None;
+    }
+    let text = std::fs::read(p).ok()?;
+    let rest = text.strip_prefix(prefix.as_bytes())?;
+    let tool = std::str::from_utf8(rest).ok()?.trim_end();
+    Some(tool.to_string())
 }
 
 fn hash_file(p: &Path) -> io::Result<blake3::Hash> {
