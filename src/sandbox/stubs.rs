@@ -443,18 +443,12 @@ fn bind_file(src: &Path, target: &Path, mounted_at: &Path) -> Result<(), StubIns
         None::<&str>,
     )
     .map_err(|e| ioerr("bind", target)(e.into()))?;
-    mount(
-        None::<&str>,
-        mounted_at,
-        None::<&str>,
-        MsFlags::MS_BIND
-            | MsFlags::MS_REMOUNT
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NODEV,
-        None::<&str>,
-    )
-    .map_err(|e| ioerr("read-only remount", mounted_at)(e.into()))
+    remount_ro(mounted_at)
+}
+
+fn remount_ro(target: &Path) -> Result<(), StubInstallError> {
+    super::mounts::remount_ro(target)
+        .map_err(|e| ioerr("read-only remount", target)(std::io::Error::other(e.to_string())))
 }
 
 /// Open this binary by its path in the current mount namespace (a bind
@@ -510,18 +504,7 @@ pub fn install_stubs(
             None::<&str>,
         )
         .map_err(|e| ioerr("recursive bind", &real_root)(e.into()))?;
-        mount(
-            None::<&str>,
-            &real_root,
-            None::<&str>,
-            MsFlags::MS_BIND
-                | MsFlags::MS_REMOUNT
-                | MsFlags::MS_RDONLY
-                | MsFlags::MS_NOSUID
-                | MsFlags::MS_NODEV,
-            None::<&str>,
-        )
-        .map_err(|e| ioerr("read-only remount", &real_root)(e.into()))?;
+        remount_ro(&real_root)?;
     }
     let interp = at(STUB_INTERPRETER);
     std::fs::write(&interp, b"").map_err(ioerr("create", &interp))?;
