@@ -231,14 +231,7 @@ fn verdict_entry(r: &RunRecord) -> Entry {
 pub fn shown_actions(actions: &[crate::sandbox::stubs::WouldBeAction]) -> Vec<String> {
     actions
         .iter()
-        .map(|a| {
-            format!(
-                "{} → exit {} ({})",
-                crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..]),
-                a.answer.exit,
-                a.source
-            )
-        })
+        .map(|a| format!("{} → exit {} ({})", a.shown(), a.answer.exit, a.source))
         .collect()
 }
 

@@ -139,7 +139,7 @@ pub fn judge_with(
             Decision::Blocked,
             format!(
                 "replay (strict): the recording never saw `{}`; the replay failed at that call",
-                crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..])
+                a.shown()
             ),
         );
     }
@@ -151,12 +151,7 @@ pub fn judge_with(
             .would_be_actions
             .iter()
             .take(5)
-            .map(|a| {
-                format!(
-                    "`{}`",
-                    crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..])
-                )
-            })
+            .map(|a| format!("`{}`", a.shown()))
             .collect();
         if shown.is_empty() {
             shown.push(format!("{n} whose record could not be read"));

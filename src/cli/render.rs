@@ -181,10 +181,7 @@ pub fn print_evidence(r: &RunRecord) {
             .map(|a| {
                 format!(
                     "{} → exit {} ({}, rule {}{})",
-                    sanitize_for_terminal(&crate::sandbox::stubs::shown_call(
-                        &a.tool,
-                        &a.argv[1.min(a.argv.len())..]
-                    )),
+                    sanitize_for_terminal(&a.shown()),
                     a.answer.exit,
                     sanitize_for_terminal(&a.source),
                     sanitize_for_terminal(&a.rule),

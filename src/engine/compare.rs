@@ -53,7 +53,7 @@ fn action_summaries(r: &crate::record::Rehearsal) -> Vec<ActionSummary> {
     r.would_be_actions
         .iter()
         .map(|a| ActionSummary {
-            call: crate::sandbox::stubs::shown_call(&a.tool, &a.argv[1.min(a.argv.len())..]),
+            call: a.shown(),
             argv_hash: a.argv_hash.clone(),
             stdin_blake3: a.stdin.blake3.clone(),
             exit: a.answer.exit,

@@ -252,6 +252,13 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+impl WouldBeAction {
+    /// The call as reviewers read it: `gh pr merge 12 --squash`.
+    pub fn shown(&self) -> String {
+        shown_call(&self.tool, &self.argv[1.min(self.argv.len())..])
+    }
+}
+
 /// Canonical argv hash: BLAKE3 over the JSON array `[tool, args...]`.
 pub fn argv_hash(tool: &str, args: &[String]) -> String {
     let mut v: Vec<&str> = Vec::with_capacity(args.len() + 1);
