@@ -278,14 +278,13 @@ pub fn judge_with(
     // 4. file kinds a promotion must never carry.
     for c in &r.changes {
         if let Some(tool) = &c.stub_copy_of {
+            let tool = crate::workspace::paths::sanitize_for_terminal(tool);
             add(
                 "stubs.copied_stub",
                 Decision::Blocked,
                 format!(
-                    "{} is a copy of the shadow stub that stands in for {} in the rehearsal; live it would be the real {}, so this change cannot be promoted as rehearsed",
+                    "{} is a copy of the shadow stub that stands in for {tool} in the rehearsal; live it would be the real {tool}, so this change cannot be promoted as rehearsed",
                     show(c),
-                    crate::workspace::paths::sanitize_for_terminal(tool),
-                    crate::workspace::paths::sanitize_for_terminal(tool)
                 ),
             );
         }

@@ -512,15 +512,27 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mark("P3 image");
     let root = base.join("root");
     mounts::mkdir_p(&root, 0o755).map_err(fail("P3"))?;
-    // Room for the stubs too: their table (a replay's holds every recorded
-    // call) and a page per script.
-    let stubs_bytes = if spec.stubs.rules.is_empty() {
+    // The stubs' table, serialized once: written into the root, which
+    // needs room for it (a replay's holds every recorded call) and a page
+    // per script.
+    let stub_table_json = if spec.stubs.rules.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(&spec.stubs).map_err(fail("P3 stub table"))?
+    };
+    let stubs_bytes = if stub_table_json.is_empty() {
         0
     } else {
-        serde_json::to_vec(&spec.stubs).map_or(0, |v| v.len() as u64)
-            + spec.stubs.tools().len() as u64 * 4096
-            + 4096
+        stub_table_json.len() as u64 + spec.stubs.tools().len() as u64 * 4096 + 4096
     };
+    // The image directories of the command's PATH: stubs cover copies of
+    // their tools there too, and go on PATH just before the first of them.
+    let command_path = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or("", |(_, v)| v.as_str());
+    let image_path_dirs = super::stubs::image_path_dirs(command_path, &spec.workspace);
     mounts::mount_tmpfs(&root, (1 << 20) + stubs_bytes, 0o755, MsFlags::empty())
         .map_err(fail("P3 root"))?;
     let masked = mounts::build_image(&root, &spec.image, &empty_file).map_err(fail("P3 image"))?;
@@ -533,14 +545,16 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
                 "the stub interpreter was not opened".to_string(),
             )
         })?;
-        let path = spec
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or("", |(_, v)| v.as_str());
-        let dirs = super::stubs::image_path_dirs(path, &spec.workspace);
-        super::stubs::install_stubs(&root, &spec.stubs, exe, ids.uid, ids.gid, &dirs)
-            .map_err(fail("P3 stubs"))?
+        super::stubs::install_stubs(
+            &root,
+            &spec.stubs,
+            &stub_table_json,
+            exe,
+            ids.uid,
+            ids.gid,
+            &image_path_dirs,
+        )
+        .map_err(fail("P3 stubs"))?
     };
 
     // P4
@@ -612,7 +626,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
             if k == "PATH" && !stubbed_tools.is_empty() {
                 CString::new(format!(
                     "{k}={}",
-                    super::stubs::path_with_stubs(v, &spec.workspace)
+                    super::stubs::path_with_stubs(v, &image_path_dirs)
                 ))
             } else {
                 CString::new(format!("{k}={v}"))

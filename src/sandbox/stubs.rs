@@ -63,6 +63,8 @@ fn extra_dirs(tool: &str) -> &'static [&'static str] {
         _ => &[],
     }
 }
+/// How a strict replay's refusal of a novel call begins (its stderr).
+const NOVEL_REFUSAL_PREFIX: &str = "dryrun replay (strict): ";
 /// At most this many would-be actions are recorded per run.
 pub const MAX_ACTIONS: usize = 256;
 /// The calls directory's size: room for MAX_ACTIONS records.
@@ -372,7 +374,7 @@ impl StubTable {
                 answer: Answer {
                     stdout: String::new(),
                     stderr: format!(
-                        "dryrun replay (strict): the recording of run {} never saw `{}`; nothing answered it\n",
+                        "{NOVEL_REFUSAL_PREFIX}the recording of run {} never saw `{}`; nothing answered it\n",
                         replay.baseline,
                         shown_call(tool, args)
                     ),
@@ -487,6 +489,7 @@ pub fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
 pub fn install_stubs(
     root: &Path,
     table: &StubTable,
+    table_json: &[u8],
     exe: &std::os::fd::OwnedFd,
     run_uid: u32,
     run_gid: u32,
@@ -524,11 +527,7 @@ pub fn install_stubs(
         &interp,
     )?;
     let table_path = at(STUB_TABLE);
-    std::fs::write(
-        &table_path,
-        serde_json::to_vec(table).expect("the table serializes"),
-    )
-    .map_err(ioerr("write", &table_path))?;
+    std::fs::write(&table_path, table_json).map_err(ioerr("write", &table_path))?;
     std::fs::set_permissions(&table_path, std::fs::Permissions::from_mode(0o644))
         .map_err(ioerr("chmod", &table_path))?;
     // The command writes its calls here (its own small tmpfs; Landlock
@@ -548,6 +547,14 @@ pub fn install_stubs(
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| ioerr("open", root)(e.into()))?;
+    // Resolved inside the new root: an absolute symlink in the image
+    // (/bin -> /usr/bin) must not lead to the host's tree.
+    let open_in_root = |rel: &str| {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        nix::fcntl::openat2(&root_fd, rel, how)
+    };
     // The files behind the tools that can never be stubbed (the sandbox's
     // shell among them): a tool that is only another name for one of them
     // (`/usr/bin/rbash -> bash`) must not cover it.
@@ -559,10 +566,7 @@ pub fn install_stubs(
                 .map(move |d| format!("{}/{t}", d.trim_start_matches('/')))
         })
         .filter_map(|rel| {
-            let how = OpenHow::new()
-                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-                .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-            let fd = nix::fcntl::openat2(&root_fd, rel.as_str(), how).ok()?;
+            let fd = open_in_root(&rel).ok()?;
             let st = nix::sys::stat::fstat(&fd).ok()?;
             Some((st.st_dev, st.st_ino))
         })
@@ -581,13 +585,8 @@ pub fn install_stubs(
             .chain(extra_dirs(tool).iter().copied())
             .chain(image_path_dirs.iter().map(String::as_str));
         for dir in dirs {
-            // Resolved inside the new root: an absolute symlink in the image
-            // (/bin -> /usr/bin) must not lead to the host's tree.
             let rel = format!("{}/{tool}", dir.trim_start_matches('/'));
-            let how = OpenHow::new()
-                .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-                .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-            let Ok(fd) = nix::fcntl::openat2(&root_fd, rel.as_str(), how) else {
+            let Ok(fd) = open_in_root(&rel) else {
                 continue;
             };
             let Ok(st) = nix::sys::stat::fstat(&fd) else {
@@ -675,7 +674,7 @@ fn record_is_consistent(a: &WouldBeAction, table: &StubTable) -> bool {
                     && a.answer.exit == 127
                     && a.answer.stdout.is_empty()
                     && a.answer.stderr.len() <= 2048
-                    && a.answer.stderr.starts_with("dryrun replay (strict): ")
+                    && a.answer.stderr.starts_with(NOVEL_REFUSAL_PREFIX)
             }
             _ => false,
         };
@@ -787,7 +786,8 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut alias = false;
-    if invoked != tool && is_image_alias(&invoked, &script) {
+    let covered = CoveredFiles::find();
+    if invoked != tool && is_image_alias(&covered, &invoked, &script) {
         if table.rules.iter().any(|r| r.tool == invoked) {
             tool = invoked.clone();
         } else {
@@ -801,7 +801,7 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
     };
     let (rule, source, answer, stdin_mode) = match decision {
         StubDecision::Passthrough => {
-            let Some((real, known_as)) = find_real(&tool, &script) else {
+            let Some((real, known_as)) = find_real(&covered, &tool, &script) else {
                 let _ = writeln!(std::io::stderr(), "{tool}: command not found");
                 return Ok(127);
             };
@@ -915,11 +915,11 @@ pub fn image_path_dirs(path: &str, workspace: &Path) -> Vec<String> {
 }
 
 /// The command's `PATH` with the stubs' directory in it: just before the
-/// first image directory, so the command's own directories (a wrapper in
-/// `./bin`, `node_modules/.bin`) come first as they do live, and the stub's
-/// passthrough can look for the real tool after its own place.
-pub fn path_with_stubs(path: &str, workspace: &Path) -> String {
-    let image = image_path_dirs(path, workspace);
+/// first image directory (`image`, from [`image_path_dirs`]), so the
+/// command's own directories (a wrapper in `./bin`, `node_modules/.bin`)
+/// come first as they do live, and the stub's passthrough can look for the
+/// real tool after its own place.
+pub fn path_with_stubs(path: &str, image: &[String]) -> String {
     let mut out: Vec<&str> = Vec::new();
     let mut placed = false;
     for d in path.split(':') {
@@ -935,21 +935,36 @@ pub fn path_with_stubs(path: &str, workspace: &Path) -> String {
     out.join(":")
 }
 
-/// Is `p` a file some stub script covers? Stub scripts live on the
-/// sandbox root's own tmpfs; the image's programs come from other mounts.
-fn is_stubbed_file(p: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let (Ok(m), Ok(stubs)) = (std::fs::metadata(p), std::fs::metadata(STUB_BIN_DIR)) else {
-        return false;
-    };
-    m.is_file() && m.dev() == stubs.dev()
+/// The files stub scripts cover: stub scripts live on the sandbox root's
+/// own tmpfs, the image's programs come from other mounts, so a covered
+/// file is a regular file on that tmpfs's device.
+struct CoveredFiles {
+    stub_dev: Option<u64>,
+}
+
+impl CoveredFiles {
+    fn find() -> Self {
+        use std::os::unix::fs::MetadataExt;
+        CoveredFiles {
+            stub_dev: std::fs::metadata(STUB_BIN_DIR).ok().map(|m| m.dev()),
+        }
+    }
+
+    fn is_covered(&self, m: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        m.is_file() && Some(m.dev()) == self.stub_dev
+    }
+
+    fn covers(&self, p: &Path) -> bool {
+        std::fs::metadata(p).is_ok_and(|m| self.is_covered(&m))
+    }
 }
 
 /// Is `name` in the image's PATH directories a file a stub covers and the
 /// very file `script` leads to (another name for a tool's file, as `rustc`
 /// and `cargo` are for `rustup`)? A link named like some other stubbed tool
 /// (`/tmp/wget -> /usr/bin/curl`) is not: it runs curl.
-fn is_image_alias(name: &str, script: &Path) -> bool {
+fn is_image_alias(covered: &CoveredFiles, name: &str, script: &Path) -> bool {
     let Ok(target) = std::fs::canonicalize(script) else {
         return false;
     };
@@ -957,7 +972,7 @@ fn is_image_alias(name: &str, script: &Path) -> bool {
         && !name.contains('/')
         && PATH_DIRS.iter().any(|d| {
             let p = Path::new(d).join(name);
-            is_stubbed_file(&p) && std::fs::canonicalize(&p).is_ok_and(|c| c == target)
+            covered.covers(&p) && std::fs::canonicalize(&p).is_ok_and(|c| c == target)
         })
 }
 
@@ -966,17 +981,18 @@ fn is_image_alias(name: &str, script: &Path) -> bool {
 /// the command's PATH after the stubs' directory; a file a stub covers is
 /// run from [`REAL_ROOT`] by its resolved path, so everything relative to
 /// it is where it expects.
-fn find_real(tool: &str, script: &Path) -> Option<(PathBuf, PathBuf)> {
+fn find_real(covered: &CoveredFiles, tool: &str, script: &Path) -> Option<(PathBuf, PathBuf)> {
     let real = |p: &Path| {
         let m = std::fs::metadata(p).ok()?;
-        if !is_stubbed_file(p) {
+        if !covered.is_covered(&m) {
             return (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| p.to_path_buf());
         }
         // Resolved here (every link followed), then taken from the view of
         // the image no stub covers.
         let resolved = std::fs::canonicalize(p).ok()?;
         let real = Path::new(REAL_ROOT).join(resolved.strip_prefix("/").ok()?);
-        (!is_stubbed_file(&real) && std::fs::metadata(&real).is_ok_and(|m| m.is_file()))
+        std::fs::metadata(&real)
+            .is_ok_and(|m| m.is_file() && !covered.is_covered(&m))
             .then_some(real)
     };
     if !script.starts_with(STUB_BIN_DIR) {

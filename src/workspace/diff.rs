@@ -312,13 +312,16 @@ fn walk_upper_layer_inner(
                 c.size_after = Some(meta.len());
             }
             FileType::File => {
-                let hash = hash_file(entry.path()).map_err(|source| DiffError::Upper {
-                    path: shown.clone(),
-                    source,
-                })?;
+                let (hash, stub_copy_of) =
+                    hash_created_file(entry.path(), meta.len()).map_err(|source| {
+                        DiffError::Upper {
+                            path: shown.clone(),
+                            source,
+                        }
+                    })?;
                 c.after = Some(hash.to_hex().to_string());
                 c.size_after = Some(meta.len());
-                c.stub_copy_of = stub_script_tool(entry.path(), meta.len());
+                c.stub_copy_of = stub_copy_of;
                 if meta.nlink() > 1 {
                     let key = (meta.dev(), meta.ino());
                     if let Some(first) = inodes.get(&key) {
@@ -592,17 +595,21 @@ fn xattr_diff(upper: &Path, lower: Option<&LowerEntry>) -> Vec<String> {
     names
 }
 
-/// The tool a file is the shadow-stub script of, when it is one (see
-/// `sandbox::stubs`: `#!/.dryrun/bin/dryrun __stub-exec TOOL\n`).
-fn stub_script_tool(p: &Path, size: u64) -> Option<String> {
-    let prefix = crate::sandbox::stubs::stub_script_prefix();
-    if size > 256 || size < prefix.len() as u64 {
-        return None;
+/// A file of the upper layer: its hash, and the tool it is the shadow-stub
+/// script of when it is one (`#!/.dryrun/bin/dryrun __stub-exec TOOL\n`,
+/// see `sandbox::stubs`). A file small enough to be a stub script is read
+/// once for both.
+fn hash_created_file(p: &Path, size: u64) -> io::Result<(blake3::Hash, Option<String>)> {
+    const STUB_SCRIPT_MAX: u64 = 256;
+    if size > STUB_SCRIPT_MAX {
+        return Ok((hash_file(p)?, None));
     }
-    let text = std::fs::read(p).ok()?;
-    let rest = text.strip_prefix(prefix.as_bytes())?;
-    let tool = std::str::from_utf8(rest).ok()?.trim_end();
-    Some(tool.to_string())
+    let text = std::fs::read(p)?;
+    let tool = text
+        .strip_prefix(crate::sandbox::stubs::stub_script_prefix().as_bytes())
+        .and_then(|rest| std::str::from_utf8(rest).ok())
+        .map(|t| t.trim_end().to_string());
+    Ok((blake3::hash(&text), tool))
 }
 
 fn hash_file(p: &Path) -> io::Result<blake3::Hash> {
