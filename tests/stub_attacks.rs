@@ -12,13 +12,6 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-fn actions(r: &Run) -> Vec<Value> {
-    r.json["rehearsal"]["would_be_actions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn run_id(r: &Run) -> String {
     r.json["run_id"]
         .as_str()
@@ -26,22 +19,11 @@ fn run_id(r: &Run) -> String {
         .to_string()
 }
 
-fn write_script(ws: &Ws, rel: &str, body: &str) {
-    ws.write(rel, body);
-    std::fs::set_permissions(ws.dir.join(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 fn write_envelope(ws: &Ws, name: &str, json: &str) -> PathBuf {
     let p = ws.root.path().join(name);
     std::fs::write(&p, json).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     p
-}
-
-fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
-    let mut c = ws.command();
-    c.args(["replay", id, "--json"]).args(args);
-    to_run(c.output().unwrap())
 }
 
 fn record_path(ws: &Ws, id: &str) -> PathBuf {

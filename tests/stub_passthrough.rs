@@ -13,18 +13,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn actions(r: &Run) -> Vec<Value> {
-    r.json["rehearsal"]["would_be_actions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn write_script(ws: &Ws, rel: &str, body: &str) {
-    ws.write(rel, body);
-    std::fs::set_permissions(ws.dir.join(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 fn write_envelope(ws: &Ws, name: &str, json: &Value) -> PathBuf {
     let p = ws.root.path().join(name);
     std::fs::write(&p, json.to_string()).unwrap();
@@ -477,8 +465,7 @@ fn passthrough_tools_behave_as_on_the_host() {
 /// real interpreter, and nothing loops.
 #[test]
 fn stacked_stubs_on_one_file_answer_for_their_own_names() {
-    if std::fs::read_link("/usr/bin/python3").ok() != Some("python3.11".into()) {
-        eprintln!("SKIP: /usr/bin/python3 is not a link to python3.11 on this host");
+    if !python3_links_to_python311() {
         return;
     }
     for who in identities() {

@@ -18,13 +18,6 @@ fi
 cat status.txt
 "#;
 
-fn actions(r: &Run) -> Vec<Value> {
-    r.json["rehearsal"]["would_be_actions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn argv(a: &Value) -> Vec<String> {
     strings(&a["argv"])
 }
@@ -217,12 +210,6 @@ fn a_network_call_no_stub_answers_makes_the_evidence_incomplete() {
         "{:?}",
         r.notes()
     );
-}
-
-fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
-    let mut c = ws.command();
-    c.args(["replay", id, "--json"]).args(args);
-    to_run(c.output().unwrap())
 }
 
 #[test]
@@ -444,8 +431,7 @@ fn a_stub_on_one_name_of_a_program_leaves_its_other_names_running_for_real() {
     // name as far as the command is concerned and runs for real, from the
     // view of the image no stub covers; `python3.11` calls no rule matches
     // run for real too.
-    if std::fs::read_link("/usr/bin/python3").ok() != Some("python3.11".into()) {
-        eprintln!("SKIP: /usr/bin/python3 is not a link to python3.11 on this host");
+    if !python3_links_to_python311() {
         return;
     }
     for who in identities() {

@@ -342,3 +342,34 @@ pub fn assert_ran(who: Who, r: &Run) {
         r.stderr
     );
 }
+
+/// The would-be actions of a run record (SPEC §7).
+pub fn actions(r: &Run) -> Vec<Value> {
+    r.json["rehearsal"]["would_be_actions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// An executable script in the workspace.
+pub fn write_script(ws: &Ws, rel: &str, body: &str) {
+    ws.write(rel, body);
+    std::fs::set_permissions(ws.dir.join(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `dryrun replay ID --json ARGS...` in the workspace.
+pub fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
+    let mut c = ws.command();
+    c.args(["replay", id, "--json"]).args(args);
+    to_run(c.output().unwrap())
+}
+
+/// Tests of a program with two names need `/usr/bin/python3 -> python3.11`
+/// (Debian's layout); elsewhere they say why they skip.
+pub fn python3_links_to_python311() -> bool {
+    let ok = std::fs::read_link("/usr/bin/python3").ok() == Some("python3.11".into());
+    if !ok {
+        eprintln!("SKIP: /usr/bin/python3 is not a link to python3.11 on this host");
+    }
+    ok
+}
