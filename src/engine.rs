@@ -340,38 +340,26 @@ struct WorkspaceIdentity {
     gid: u32,
 }
 
-/// Open the (canonical) workspace path from `/` refusing every symlink and
-/// magic link on the way, and stat what was opened.
-fn workspace_identity(ws: &Path) -> Result<WorkspaceIdentity, EngineError> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-    let root = nix::fcntl::open(
-        "/",
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|e| EngineError::Workspace(format!("opening /: {e}")))?;
-    let rel = ws.strip_prefix("/").unwrap_or(ws);
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = nix::fcntl::openat2(&root, rel, how).map_err(|e| {
-        EngineError::Workspace(format!(
-            "{}: {e} (the path changed since it was validated, or contains a symlink)",
-            ws.display()
-        ))
-    })?;
-    let st = nix::sys::stat::fstat(&fd)
-        .map_err(|e| EngineError::Workspace(format!("{}: {e}", ws.display())))?;
-    Ok(WorkspaceIdentity {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        uid: st.st_uid,
-        gid: st.st_gid,
-    })
+impl From<crate::workspace::apply::Identity> for WorkspaceIdentity {
+    fn from(i: crate::workspace::apply::Identity) -> Self {
+        WorkspaceIdentity {
+            dev: i.dev,
+            ino: i.ino,
+            uid: i.uid,
+            gid: i.gid,
+        }
+    }
 }
 
-/// (pid, start time) of a live process, to tell a marker's owner from a
-/// recycled pid.
+/// Host-side file access with `actor`'s own rights (for resolving a
+/// `working_dir` it names).
+pub fn access_as(actor: &Actor) -> Result<crate::workspace::owner::OwnerSession, EngineError> {
+    crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::of_user(
+        actor.uid, actor.gid,
+    ))
+    .map_err(|e| EngineError::Workspace(e.to_string()))
+}
+
 fn process_identity(pid: u32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 2..];
@@ -868,9 +856,9 @@ impl Engine {
             });
         }
 
-        // Pin the workspace: opened without following any symlink, its
-        // identity and owner are what the sandbox will mount and run as.
-        let ws_id = workspace_identity(&spec.workspace)?;
+        // The workspace as resolved for the requester (no symlinks, device,
+        // inode and owner): what the sandbox mounts and runs as.
+        let ws_id = WorkspaceIdentity::from(spec.workspace_identity);
         if actor.via == "daemon"
             && actor.uid != 0
             && actor.uid != nix::unistd::geteuid().as_raw()
@@ -885,11 +873,19 @@ impl Engine {
         }
 
         let t0_ns = sandbox::helper::monotonic_ns();
-        // Classify first, from the command alone.
-        let policy = crate::policy::Policy::load_cached(
-            Path::new(SYSTEM_POLICY_DIR),
-            Some(&spec.workspace),
+        // The workspace's own policy, read with its owner's rights.
+        let owner = crate::workspace::owner::OwnerSession::start(
+            &crate::workspace::owner::Creds::of_user(ws_id.uid, ws_id.gid),
+        )
+        .map_err(|e| EngineError::Workspace(e.to_string()))?;
+        let ws_policy = crate::policy::read_workspace_policy(
+            &owner,
+            &spec.workspace,
+            &spec.workspace_identity,
         )?;
+        drop(owner);
+        // Classify first, from the command alone.
+        let policy = crate::policy::Policy::load_cached(Path::new(SYSTEM_POLICY_DIR), ws_policy)?;
         let risk = crate::classify::classify_steps(
             &spec.steps,
             spec.uses_steps,

@@ -132,6 +132,9 @@ pub struct EnvelopeSpec {
     /// ` && ` (they run in that order and stop at the first failure).
     pub command: String,
     pub workspace: PathBuf,
+    /// The workspace directory as resolved for the requester (device,
+    /// inode, owner): what the sandbox mounts and the live lane writes.
+    pub workspace_identity: crate::workspace::apply::Identity,
     pub summary: String,
     pub mode: Mode,
     pub expected_writes: PathMatcher,
@@ -184,13 +187,21 @@ pub fn parse_envelope(source_name: &str, text: &str) -> Result<Envelope, Envelop
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
             source_name: source_name.into(),
-            message: format!("{} (at {})", e.inner(), path_or_root(&e.path().to_string())),
+            message: format!(
+                "{} (at {})",
+                crate::errtext::content_free(&e.inner().to_string()),
+                path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
+            ),
         })
     } else {
         let de = serde_yaml::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
             source_name: source_name.into(),
-            message: format!("{} (at {})", e.inner(), path_or_root(&e.path().to_string())),
+            message: format!(
+                "{} (at {})",
+                crate::errtext::content_free(&e.inner().to_string()),
+                path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
+            ),
         })
     }
 }
@@ -211,7 +222,11 @@ pub fn parse_task_file(path: &Path) -> Result<TaskFile, EnvelopeError> {
     let de = serde_yaml::Deserializer::from_str(&text);
     serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
         source_name: path.display().to_string(),
-        message: format!("{} (at {})", e.inner(), path_or_root(&e.path().to_string())),
+        message: format!(
+                "{} (at {})",
+                crate::errtext::content_free(&e.inner().to_string()),
+                path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
+            ),
     })
 }
 
@@ -281,7 +296,11 @@ fn valid_env_name(k: &str) -> bool {
 impl Envelope {
     /// Validate into an [`EnvelopeSpec`]. `default_dir` stands in for a
     /// missing `working_dir` (the caller's cwd).
-    pub fn validate(mut self, default_dir: Option<&Path>) -> Result<EnvelopeSpec, EnvelopeError> {
+    pub fn validate(
+        mut self,
+        default_dir: Option<&Path>,
+        access: &crate::workspace::owner::OwnerSession,
+    ) -> Result<EnvelopeSpec, EnvelopeError> {
         if let Some(t) = &self.task
             && (t.is_empty() || t.len() > 128 || t.chars().any(|c| c.is_control()))
         {
@@ -353,24 +372,13 @@ impl Envelope {
                 format!("{} is relative; give an absolute path", wd.display()),
             ));
         }
-        let canon = std::fs::canonicalize(&wd).map_err(|e| {
-            field(
-                "working_dir",
-                format!("{} cannot be used: {e}", wd.display()),
-            )
-        })?;
-        if !canon.is_dir() {
-            return Err(field(
-                "working_dir",
-                format!("{} is not a directory", wd.display()),
-            ));
-        }
-        if canon == Path::new("/") {
-            return Err(field(
-                "working_dir",
-                "the root directory cannot be a workspace; pick a project directory",
-            ));
-        }
+        // Resolved with the requester's own rights (a daemon passes a
+        // session acting as its client), so an error tells the requester
+        // nothing it could not see itself.
+        let resolved = access
+            .resolve(&wd)
+            .map_err(|e| field("working_dir", format!("cannot be used: {e}")))?;
+        let canon = resolved.canonical.clone();
         self.working_dir = Some(canon.clone());
 
         let expected = PathMatcher::new(&self.intent.expected_writes)
@@ -462,6 +470,7 @@ impl Envelope {
             steps,
             uses_steps,
             workspace: canon,
+            workspace_identity: resolved.identity,
             summary: self.intent.summary.clone(),
             mode: self.intent.mode,
             expected_writes: expected,
@@ -495,7 +504,11 @@ mod tests {
     use super::*;
 
     fn v(yaml: &str) -> Result<EnvelopeSpec, EnvelopeError> {
-        parse_envelope("test", yaml)?.validate(Some(Path::new("/tmp")))
+        parse_envelope("test", yaml)?.validate(
+            Some(Path::new("/tmp")),
+            &crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::current())
+                .unwrap(),
+        )
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod daemon;
 pub mod engine;
 pub mod envelope;
+pub mod errtext;
 pub mod journal;
 pub mod policy;
 pub mod record;

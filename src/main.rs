@@ -9,6 +9,12 @@ fn main() {
     {
         dryrun::sandbox::helper::run_helper();
     }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == dryrun::workspace::owner::AGENT_ARG)
+    {
+        dryrun::workspace::owner::run_workspace_agent();
+    }
     if std::env::args_os().nth(1).is_some_and(|a| {
         a.to_string_lossy()
             .starts_with(dryrun::sandbox::stubs::STUB_ARG_PREFIX)

@@ -514,7 +514,13 @@ mod tests {
     fn spec(yaml: &str) -> EnvelopeSpec {
         parse_envelope("t", yaml)
             .unwrap()
-            .validate(Some(std::path::Path::new("/tmp")))
+            .validate(
+                Some(std::path::Path::new("/tmp")),
+                &crate::workspace::owner::OwnerSession::start(
+                    &crate::workspace::owner::Creds::current(),
+                )
+                .unwrap(),
+            )
             .unwrap()
     }
 

@@ -915,12 +915,36 @@ fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
     if command.trim().is_empty() {
         return usage_error("the command to classify is empty");
     }
-    let ws = workspace
+    // The workspace and its policy are read with this process's own rights
+    // (a root CLI reads a user's workspace policy as that user).
+    let access = match crate::workspace::owner::OwnerSession::start(
+        &crate::workspace::owner::Creds::current(),
+    ) {
+        Ok(a) => a,
+        Err(e) => return usage_error(e),
+    };
+    let resolved = workspace
         .or_else(|| std::env::current_dir().ok())
-        .and_then(|w| std::fs::canonicalize(w).ok());
+        .and_then(|w| access.resolve(&w).ok());
+    let ws_policy = match &resolved {
+        Some(r) => {
+            let owner = match crate::workspace::owner::OwnerSession::start(
+                &crate::workspace::owner::Creds::of_user(r.identity.uid, r.identity.gid),
+            ) {
+                Ok(o) => o,
+                Err(e) => return usage_error(e),
+            };
+            match crate::policy::read_workspace_policy(&owner, &r.canonical, &r.identity) {
+                Ok(p) => p,
+                Err(e) => return usage_error(e),
+            }
+        }
+        None => None,
+    };
+    let ws = resolved.map(|r| r.canonical);
     let policy = match crate::policy::Policy::load(
         Path::new(crate::engine::SYSTEM_POLICY_DIR),
-        ws.as_deref(),
+        ws_policy,
     ) {
         Ok(p) => p,
         Err(e) => return usage_error(e),
@@ -1012,7 +1036,13 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
             Err(e) => return usage_error(e),
         }
     }
-    let spec = match env.validate(Some(&workspace)) {
+    let access = match crate::workspace::owner::OwnerSession::start(
+        &crate::workspace::owner::Creds::current(),
+    ) {
+        Ok(a) => a,
+        Err(e) => return usage_error(e),
+    };
+    let spec = match env.validate(Some(&workspace), &access) {
         Ok(s) => s,
         Err(e) => return usage_error(e),
     };

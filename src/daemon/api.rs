@@ -475,9 +475,12 @@ async fn submit(
         actor,
         q.wait,
         Box::new(move |engine: Arc<Engine>| {
+            // working_dir is resolved with the caller's own rights.
+            let access = crate::engine::access_as(&a)?;
             let spec = env
-                .validate(None)
+                .validate(None, &access)
                 .map_err(|e| EngineError::Invalid(e.to_string()))?;
+            drop(access);
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
             engine.prepare(&spec, &a)

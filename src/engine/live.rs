@@ -832,7 +832,17 @@ impl Engine {
         if env.live.as_ref().map(|l| l.mode) != Some(crate::envelope::LiveMode::Rerun) {
             return Ok(None);
         }
-        env.validate(None)
+        // Resolved as the workspace's owner recorded by the rehearsal.
+        let id = self.get(run_id)?.workspace_identity.ok_or_else(|| {
+            EngineError::Conflict(format!(
+                "run {run_id} does not record which directory it rehearsed; rehearse again"
+            ))
+        })?;
+        let access = crate::workspace::owner::OwnerSession::start(
+            &crate::workspace::owner::Creds::of_user(id.uid, id.gid),
+        )
+        .map_err(|e| EngineError::Workspace(e.to_string()))?;
+        env.validate(None, &access)
             .map(Some)
             .map_err(|e| EngineError::Workspace(e.to_string()))
     }

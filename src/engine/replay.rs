@@ -60,8 +60,9 @@ impl Engine {
             let c = crate::policy::stubs::parse_cli_stub(s).map_err(EngineError::Invalid)?;
             env.stubs.insert(format!("replay-{}", i + 1), c);
         }
+        let access = crate::engine::access_as(actor)?;
         let spec = env
-            .validate(None)
+            .validate(None, &access)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
         let set = recording_of(&base, reh, req.novel);
         let bytes = serde_json::to_vec(&set).map_or(0, |v| v.len());

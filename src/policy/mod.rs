@@ -179,6 +179,8 @@ pub enum PolicyError {
         field: String,
         message: String,
     },
+    #[error("policy {file}: {message}")]
+    Unreadable { file: String, message: String },
     #[error("policy {file}: cannot read it: {source}")]
     Read {
         file: String,
@@ -223,7 +225,11 @@ fn parse_file(file: &str, text: &str) -> Result<PolicyFile, PolicyError> {
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Parse {
         file: file.into(),
-        message: format!("{} (at {})", e.inner(), e.path()),
+        message: format!(
+            "{} (at {})",
+            crate::errtext::content_free(&e.inner().to_string()),
+            crate::errtext::content_free_path(&e.path().to_string())
+        ),
     })
 }
 
@@ -303,6 +309,51 @@ fn validate_rule(file: &str, r: &RuleConfig) -> Result<Rule, PolicyError> {
     })
 }
 
+/// A workspace's own policy file (`.dryrun/policy.yaml`), as read with the
+/// workspace owner's rights (see `workspace::owner`): the name it is shown
+/// by, and its text.
+#[derive(Debug, Clone)]
+pub struct WorkspacePolicy {
+    pub name: String,
+    pub text: String,
+}
+
+/// Where a workspace's policy lives, relative to the workspace root.
+pub const WORKSPACE_POLICY_PATH: &str = ".dryrun/policy.yaml";
+/// The largest workspace policy file read.
+pub const WORKSPACE_POLICY_MAX: u64 = 256 * 1024;
+
+/// Read a workspace's policy file with the owner's rights (`access` acts as
+/// the workspace owner): fd-relative from the pinned workspace, no symlink,
+/// a regular file of at most [`WORKSPACE_POLICY_MAX`] bytes. Errors name the
+/// file, never its content.
+pub fn read_workspace_policy(
+    access: &crate::workspace::owner::OwnerSession,
+    workspace: &Path,
+    identity: &crate::workspace::apply::Identity,
+) -> Result<Option<WorkspacePolicy>, PolicyError> {
+    let name = WORKSPACE_POLICY_PATH.to_string();
+    let bytes = access
+        .read_file(
+            workspace,
+            identity,
+            WORKSPACE_POLICY_PATH.as_bytes(),
+            WORKSPACE_POLICY_MAX,
+        )
+        .map_err(|e| PolicyError::Unreadable {
+            file: name.clone(),
+            message: e.to_string(),
+        })?;
+    let Some(bytes) = bytes else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(bytes).map_err(|_| PolicyError::Unreadable {
+        file: name.clone(),
+        message: "is not UTF-8 text".into(),
+    })?;
+    Ok(Some(WorkspacePolicy { name, text }))
+}
+
 /// Policy layers as (file name, text): the freely layered ones, then the
 /// workspace's tighten-only one.
 type Layers = (Vec<(String, String)>, Option<(String, String)>);
@@ -321,7 +372,10 @@ impl Policy {
     }
 
     /// Load default + system files + an optional workspace file.
-    pub fn load(system_dir: &Path, workspace: Option<&Path>) -> Result<Self, PolicyError> {
+    pub fn load(
+        system_dir: &Path,
+        workspace: Option<WorkspacePolicy>,
+    ) -> Result<Self, PolicyError> {
         let (files, ws) = Self::read_layers(system_dir, workspace)?;
         Self::layered(&files, ws.as_ref())
     }
@@ -331,7 +385,7 @@ impl Policy {
     /// to a system or workspace policy file is picked up at the next run.
     pub fn load_cached(
         system_dir: &Path,
-        workspace: Option<&Path>,
+        workspace: Option<WorkspacePolicy>,
     ) -> Result<std::sync::Arc<Self>, PolicyError> {
         use std::collections::HashMap;
         use std::sync::{Arc, Mutex, OnceLock};
@@ -359,7 +413,10 @@ impl Policy {
         Ok(p)
     }
 
-    fn read_layers(system_dir: &Path, workspace: Option<&Path>) -> Result<Layers, PolicyError> {
+    fn read_layers(
+        system_dir: &Path,
+        workspace: Option<WorkspacePolicy>,
+    ) -> Result<Layers, PolicyError> {
         let mut files = vec![
             (
                 "policies/default.yaml".to_string(),
@@ -385,16 +442,7 @@ impl Policy {
                 files.push((p.display().to_string(), text));
             }
         }
-        let ws = match workspace.map(|w| w.join(".dryrun/policy.yaml")) {
-            Some(p) if p.exists() => {
-                let text = std::fs::read_to_string(&p).map_err(|source| PolicyError::Read {
-                    file: p.display().to_string(),
-                    source,
-                })?;
-                Some((p.display().to_string(), text))
-            }
-            _ => None,
-        };
+        let ws = workspace.map(|w| (w.name, w.text));
         Ok((files, ws))
     }
 

@@ -23,6 +23,8 @@ use nix::sys::stat::{Mode, SFlag};
 use nix::unistd::{Gid, Uid, UnlinkatFlags};
 use serde::{Deserialize, Serialize};
 
+pub use super::owner::Workspace;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error("{path}: {message}")]
@@ -182,8 +184,10 @@ pub struct Identity {
     pub gid: u32,
 }
 
-/// The real workspace, opened once.
-pub struct Workspace {
+/// The real workspace, opened once, in this process with this process's
+/// rights (see `owner::Workspace`, which picks this or an agent holding the
+/// owner's credentials).
+pub struct LocalWorkspace {
     root: OwnedFd,
     display: PathBuf,
     /// Ids promoted files get (the workspace root's owner); applied only
@@ -217,12 +221,12 @@ fn hash_reader(r: &mut dyn Read) -> std::io::Result<String> {
     Ok(h.finalize().to_hex().to_string())
 }
 
-impl Workspace {
+impl LocalWorkspace {
     /// Open the workspace root from `/` without following any symlink, and
     /// check it is the very directory the rehearsal pinned (device, inode,
     /// owner): a workspace path pointed at another directory since then is
     /// refused.
-    pub fn open(path: &Path, expect: &Identity) -> Result<Workspace, ApplyError> {
+    pub fn open(path: &Path, expect: &Identity) -> Result<LocalWorkspace, ApplyError> {
         let root_err = |m: String| ApplyError::Root {
             path: path.to_path_buf(),
             message: m,
@@ -252,7 +256,7 @@ impl Workspace {
                 got.dev, got.ino, got.uid, got.gid, expect.dev, expect.ino, expect.uid, expect.gid
             )));
         }
-        Ok(Workspace {
+        Ok(LocalWorkspace {
             root,
             display: path.to_path_buf(),
             owner: (st.st_uid, st.st_gid),
@@ -262,6 +266,11 @@ impl Workspace {
 
     pub fn owner(&self) -> (u32, u32) {
         self.owner
+    }
+
+    /// The pinned root directory.
+    pub fn root_fd(&self) -> &OwnedFd {
+        &self.root
     }
 
     fn parent_raw(&self, rel: &[u8]) -> Result<nix::Result<(OwnedFd, Vec<u8>)>, ApplyError> {
@@ -368,9 +377,12 @@ impl Workspace {
         )
     }
 
-    /// Copy the regular file at `rel` into `dest`, returning its hash, mode
-    /// and owner (for undo).
-    pub fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
+    /// Open the regular file at `rel` for a backup: the open file and its
+    /// mode and owner (hash and file name left to the caller).
+    pub fn open_regular_for_backup(
+        &self,
+        rel: &[u8],
+    ) -> Result<(std::fs::File, Backup), ApplyError> {
         let (dir, name) = self.parent(rel)?;
         let fd = nix::fcntl::openat(
             &dir,
@@ -383,7 +395,22 @@ impl Workspace {
         if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
             return Err(perr(rel, "is no longer a regular file"));
         }
-        let mut src = std::fs::File::from(fd);
+        Ok((
+            std::fs::File::from(fd),
+            Backup {
+                file: String::new(),
+                hash: String::new(),
+                mode: st.st_mode & 0o7777,
+                owner: (st.st_uid, st.st_gid),
+                symlink_target_hex: None,
+            },
+        ))
+    }
+
+    /// Copy the regular file at `rel` into `dest`, returning its hash, mode
+    /// and owner (for undo).
+    pub fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
+        let (mut src, mut b) = self.open_regular_for_backup(rel)?;
         let bk = |source| ApplyError::Backup {
             path: dest.to_path_buf(),
             source,
@@ -400,16 +427,12 @@ impl Workspace {
             out.write_all(&buf[..n]).map_err(bk)?;
         }
         out.sync_all().map_err(bk)?;
-        Ok(Backup {
-            file: dest
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            hash: h.finalize().to_hex().to_string(),
-            mode: st.st_mode & 0o7777,
-            owner: (st.st_uid, st.st_gid),
-            symlink_target_hex: None,
-        })
+        b.file = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        b.hash = h.finalize().to_hex().to_string();
+        Ok(b)
     }
 
     /// Record the symlink at `rel` (its target and owner), for undo.

@@ -3,5 +3,6 @@
 
 pub mod apply;
 pub mod diff;
+pub mod owner;
 pub mod paths;
 pub mod textdiff;
