@@ -940,6 +940,11 @@ impl Engine {
             t0_ns,
             workspace_identity: (ws_id.dev, ws_id.ino),
             network_host: live.is_some_and(|l| l.network_host),
+            reader_groups: crate::workspace::owner::Creds::of_user(ws_id.uid, ws_id.gid)
+                .groups
+                .into_iter()
+                .filter(|g| *g < ID_COUNT)
+                .collect(),
             // The live lane's rerun makes the real calls: no stubs there.
             stubs: if live.is_some() {
                 sandbox::stubs::StubTable::default()

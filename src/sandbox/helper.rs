@@ -745,18 +745,40 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     mark("P9 evidence");
     let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
     let mut sink = FrameSink;
-    let (changes, truncated) = walk_upper_layer(
+    // Lower files, and upper files the command does not own, are opened by a
+    // reader holding only the owner's ids (sandbox/reader.rs).
+    let reader = super::reader::LayerReader::start(
+        &lower,
+        &upper_fd,
+        ids.uid,
+        ids.gid,
+        ids.shifted.then_some(spec.reader_groups.as_slice()),
+    )
+    .map_err(fail("P9 evidence reader"))?;
+    let walked = walk_upper_layer(
         &upper_path,
         &lower,
         ws,
         spec.diff_before_max,
-        Some((ids.uid, ids.gid)),
+        Some(ids.uid),
+        &reader,
         &mut sink,
     )
     .map_err(fail("P9 evidence"))?;
-    report.changes = changes;
-    if truncated {
+    drop(reader);
+    report.changes = walked.changes;
+    if walked.truncated {
         report.limits_hit.push("changes".into());
+    }
+    if walked.too_deep > 0 {
+        report.limits_hit.push("path_depth".into());
+        report.blocked.push(crate::sandbox::wire::Blocked {
+            kind: "limit".into(),
+            detail: format!(
+                "{} path(s) lie deeper than the evidence walk can name (PATH_MAX); they are left out of the change set",
+                walked.too_deep
+            ),
+        });
     }
     mark("P9 evidence done");
     report.timings_us = MARKS.lock().map(|m| m.clone()).unwrap_or_default();

@@ -8,6 +8,7 @@ pub mod limits;
 mod mounts;
 mod netwatch;
 pub mod probe;
+mod reader;
 mod seccomp;
 pub mod spec;
 pub mod stubs;

@@ -173,6 +173,10 @@ pub struct SandboxSpec {
     /// rehearsal). Never set for a rehearsal.
     #[serde(default)]
     pub network_host: bool,
+    /// The workspace owner's supplementary groups (ids inside the sandbox's
+    /// range), held by the evidence walk's reader (shifted plan only).
+    #[serde(default)]
+    pub reader_groups: Vec<u32>,
     /// Shadow stubs for this run (empty: none installed).
     #[serde(default)]
     pub stubs: super::stubs::StubTable,

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::Metadata;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -152,62 +152,81 @@ pub enum DiffError {
     Blob { path: String, source: io::Error },
 }
 
-thread_local! {
-    /// The (uid, gid) the command ran as, during a walk: content it could
-    /// not read itself is never hashed or kept.
-    static READER: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
+/// Which layer of the overlay a [`LayerOpen`] request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    Lower,
+    Upper,
 }
 
-/// Could a process with exactly these ids (no capabilities, no
-/// supplementary groups) read a file with this owner and mode?
-pub fn readable_by(mode: u32, owner: (u32, u32), reader: (u32, u32)) -> bool {
-    if owner.0 == reader.0 {
-        mode & 0o400 != 0
-    } else if owner.1 == reader.1 {
-        mode & 0o040 != 0
-    } else {
-        mode & 0o004 != 0
+/// Opens files of the overlay's layers on the walk's behalf, with the
+/// workspace owner's rights (see `sandbox::reader`): `rel` below the layer's
+/// root, never through a symlink.
+pub trait LayerOpen {
+    fn open(&self, layer: Layer, rel: &Path, flags: OFlag) -> io::Result<OwnedFd>;
+}
+
+/// Opens directly, with this process's own rights (when the walking process
+/// already is the reader, and in tests).
+pub struct DirectOpen<'a> {
+    pub lower: &'a OwnedFd,
+    pub upper: &'a OwnedFd,
+}
+
+impl LayerOpen for DirectOpen<'_> {
+    fn open(&self, layer: Layer, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+        let root = match layer {
+            Layer::Lower => self.lower,
+            Layer::Upper => self.upper,
+        };
+        openat_beneath(root, rel, flags)
     }
 }
 
-fn withheld_for_reader(mode: u32, owner: (u32, u32)) -> bool {
-    READER.with(|r| r.get().is_some_and(|who| !readable_by(mode, owner, who)))
+/// The lower layer as the walk sees it: its root (for metadata of the root
+/// itself) and the opener every other access goes through.
+struct Lower<'a> {
+    root: &'a OwnedFd,
+    opener: &'a dyn LayerOpen,
+}
+
+/// What the walk found: the changes, whether the list was cut at
+/// [`MAX_CHANGES`], and how many entries lay too deep to name (past
+/// `PATH_MAX`): left out, and reported as a limit.
+pub struct Walked {
+    pub changes: Vec<Change>,
+    pub truncated: bool,
+    pub too_deep: usize,
+}
+
+fn too_long(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENAMETOOLONG)
 }
 
 /// Walk the upper layer rooted at `upper_root` (a path that may go through a
 /// `/proc/self/fd/N` magic link) against the lower layer `lower`.
 ///
-/// `reader` is the (uid, gid) the command ran as: files it could not read
-/// (a root-only file moved or copied up by the overlay, which copies with
-/// the mounter's rights) get no hash and no kept content, only
-/// `content_withheld`, so the evidence never discloses more than the command
-/// itself could see.
+/// `run_uid` is the id the command ran as. Every lower-layer file, and every
+/// upper-layer file not owned by `run_uid` (a copy-up of someone else's
+/// file, which overlay makes with the mounter's rights), is opened through
+/// `opener`, which holds only the workspace owner's rights: what the owner
+/// may not read gets no hash and no kept content, only `content_withheld`,
+/// and what is hashed and kept is read from the descriptor that was checked.
 pub fn walk_upper_layer(
     upper_root: &Path,
     lower: &OwnedFd,
     workspace: &Path,
     diff_before_max: u64,
-    reader: Option<(u32, u32)>,
+    run_uid: Option<u32>,
+    opener: &dyn LayerOpen,
     sink: &mut dyn BlobSink,
-) -> Result<(Vec<Change>, bool), DiffError> {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            READER.with(|r| r.set(None));
-        }
-    }
-    READER.with(|r| r.set(reader));
-    let _reset = Reset;
-    walk_upper_layer_inner(upper_root, lower, workspace, diff_before_max, sink)
-}
-
-fn walk_upper_layer_inner(
-    upper_root: &Path,
-    lower: &OwnedFd,
-    workspace: &Path,
-    diff_before_max: u64,
-    sink: &mut dyn BlobSink,
-) -> Result<(Vec<Change>, bool), DiffError> {
+) -> Result<Walked, DiffError> {
+    let lower = Lower {
+        root: lower,
+        opener,
+    };
+    let lower = &lower;
+    let mut too_deep = 0usize;
     let mut changes = Vec::new();
     let mut inodes: HashMap<(u64, u64), String> = HashMap::new();
     // The workspace root itself: its mode, owner and attributes.
@@ -222,29 +241,57 @@ fn walk_upper_layer_inner(
     for entry in walker {
         if changes.len() >= MAX_CHANGES {
             changes.sort_by_key(|c| c.path_bytes());
-            return Ok((changes, true));
+            return Ok(Walked {
+                changes,
+                truncated: true,
+                too_deep,
+            });
         }
-        let entry = entry.map_err(|e| DiffError::Walk {
-            path: upper_root.to_path_buf(),
-            source: e.into(),
-        })?;
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) if e.io_error().is_some_and(too_long) => {
+                too_deep += 1;
+                continue;
+            }
+            Err(e) => {
+                return Err(DiffError::Walk {
+                    path: upper_root.to_path_buf(),
+                    source: e.into(),
+                });
+            }
+        };
         let rel = entry
             .path()
             .strip_prefix(upper_root)
             .expect("walkdir yields paths under its root");
         let rel_bytes = rel.as_os_str().as_bytes().to_vec();
         let shown = String::from_utf8_lossy(&rel_bytes).into_owned();
-        let meta = entry
-            .path()
-            .symlink_metadata()
-            .map_err(|source| DiffError::Upper {
-                path: shown.clone(),
-                source,
-            })?;
-        let lower_entry = lookup_lower(lower, rel).map_err(|source| DiffError::Lower {
-            path: shown.clone(),
-            source,
-        })?;
+        let meta = match entry.path().symlink_metadata() {
+            Ok(m) => m,
+            Err(e) if too_long(&e) => {
+                too_deep += 1;
+                continue;
+            }
+            Err(source) => {
+                return Err(DiffError::Upper {
+                    path: shown.clone(),
+                    source,
+                });
+            }
+        };
+        let lower_entry = match lookup_lower(lower, rel) {
+            Ok(l) => l,
+            Err(e) if too_long(&e) => {
+                too_deep += 1;
+                continue;
+            }
+            Err(source) => {
+                return Err(DiffError::Lower {
+                    path: shown.clone(),
+                    source,
+                });
+            }
+        };
         let ft = meta.file_type();
 
         if ft.is_char_device() && meta.rdev() == 0 {
@@ -307,40 +354,43 @@ fn walk_upper_layer_inner(
         };
 
         match file_type {
-            FileType::File if withheld_for_reader(perm_bits(&meta), owner(&meta)) => {
-                c.content_withheld = true;
-                c.size_after = Some(meta.len());
-            }
-            FileType::File => {
-                let (hash, stub_copy_of) =
-                    hash_created_file(entry.path(), meta.len()).map_err(|source| {
-                        DiffError::Upper {
+            FileType::File => match open_upper_file(entry.path(), rel, &meta, run_uid, lower) {
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                    c.content_withheld = true;
+                    c.size_after = Some(meta.len());
+                }
+                Err(source) => {
+                    return Err(DiffError::Upper {
+                        path: shown.clone(),
+                        source,
+                    });
+                }
+                Ok(mut f) => {
+                    let up_err = |source| DiffError::Upper {
+                        path: shown.clone(),
+                        source,
+                    };
+                    let (hash, stub_copy_of) =
+                        hash_created_file(&mut f, meta.len()).map_err(up_err)?;
+                    c.after = Some(hash.to_hex().to_string());
+                    c.size_after = Some(meta.len());
+                    c.stub_copy_of = stub_copy_of;
+                    if meta.nlink() > 1 {
+                        let key = (meta.dev(), meta.ino());
+                        if let Some(first) = inodes.get(&key) {
+                            c.hardlink_of = Some(first.clone());
+                        } else {
+                            inodes.insert(key, c.path.clone());
+                        }
+                    }
+                    f.seek(io::SeekFrom::Start(0)).map_err(up_err)?;
+                    sink.put(&hash, meta.len(), &mut f)
+                        .map_err(|source| DiffError::Blob {
                             path: shown.clone(),
                             source,
-                        }
-                    })?;
-                c.after = Some(hash.to_hex().to_string());
-                c.size_after = Some(meta.len());
-                c.stub_copy_of = stub_copy_of;
-                if meta.nlink() > 1 {
-                    let key = (meta.dev(), meta.ino());
-                    if let Some(first) = inodes.get(&key) {
-                        c.hardlink_of = Some(first.clone());
-                    } else {
-                        inodes.insert(key, c.path.clone());
-                    }
+                        })?;
                 }
-                let mut f =
-                    std::fs::File::open(entry.path()).map_err(|source| DiffError::Upper {
-                        path: shown.clone(),
-                        source,
-                    })?;
-                sink.put(&hash, meta.len(), &mut f)
-                    .map_err(|source| DiffError::Blob {
-                        path: shown.clone(),
-                        source,
-                    })?;
-            }
+            },
             FileType::Symlink => {
                 let target =
                     std::fs::read_link(entry.path()).map_err(|source| DiffError::Upper {
@@ -389,9 +439,11 @@ fn walk_upper_layer_inner(
                 {
                     // Keep the old content of small files for text diffs.
                     if let Some(h) = &l.hash
-                        && let Ok(f) = open_lower(lower, rel, OFlag::O_RDONLY)
+                        && let Ok(f) = open_lower(lower, rel, OFlag::O_RDONLY | OFlag::O_NONBLOCK)
                         && let Ok(hash) = blake3::Hash::from_hex(h)
                     {
+                        // The blob sink re-hashes what it keeps: a file
+                        // swapped since it was hashed is not kept as "before".
                         let mut file = std::fs::File::from(f);
                         sink.put(&hash, l.size, &mut file)
                             .map_err(|source| DiffError::Blob {
@@ -407,15 +459,43 @@ fn walk_upper_layer_inner(
     changes.sort_by_key(|c| c.path_bytes());
     let truncated = changes.len() > MAX_CHANGES;
     changes.truncate(MAX_CHANGES);
-    Ok((changes, truncated))
+    Ok(Walked {
+        changes,
+        truncated,
+        too_deep,
+    })
+}
+
+/// Open a regular file of the upper layer for hashing: directly when the
+/// command's own user owns it (the owner could read it anyway, even after a
+/// `chmod 000`), else through the owner-rights opener.
+fn open_upper_file(
+    path: &Path,
+    rel: &Path,
+    meta: &Metadata,
+    run_uid: Option<u32>,
+    lower: &Lower,
+) -> io::Result<std::fs::File> {
+    if run_uid.is_none_or(|u| meta.uid() == u) {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+    } else {
+        lower
+            .opener
+            .open(Layer::Upper, rel, OFlag::O_RDONLY | OFlag::O_NONBLOCK)
+            .map(std::fs::File::from)
+    }
 }
 
 /// The upper root starts as a copy of the lower root's mode and owner; any
 /// difference (or an attribute) is a change of the workspace directory
 /// itself, reported as `.`.
-fn compare_root(upper_root: &Path, lower: &OwnedFd) -> Option<Change> {
+fn compare_root(upper_root: &Path, lower: &Lower) -> Option<Change> {
     let up = std::fs::metadata(upper_root).ok()?;
-    let low = nix::sys::stat::fstat(lower.as_fd()).ok()?;
+    let low = nix::sys::stat::fstat(lower.root.as_fd()).ok()?;
     let low_x = open_lower(lower, Path::new("."), OFlag::O_RDONLY | OFlag::O_DIRECTORY)
         .map(|d| read_xattrs_file(&std::fs::File::from(d)))
         .unwrap_or_default();
@@ -467,7 +547,7 @@ fn fill_mode(c: &mut Change, lower: Option<&LowerEntry>, upper: Option<&Metadata
     }
 }
 
-fn open_lower(lower: &OwnedFd, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+fn openat_beneath(root: &OwnedFd, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
     let how = OpenHow::new()
         .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
         .mode(Mode::empty())
@@ -477,10 +557,14 @@ fn open_lower(lower: &OwnedFd, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> 
                 | ResolveFlag::RESOLVE_NO_MAGICLINKS
                 | ResolveFlag::RESOLVE_NO_XDEV,
         );
-    nix::fcntl::openat2(lower.as_fd(), rel, how).map_err(io::Error::from)
+    nix::fcntl::openat2(root.as_fd(), rel, how).map_err(io::Error::from)
 }
 
-fn lookup_lower(lower: &OwnedFd, rel: &Path) -> io::Result<Option<LowerEntry>> {
+fn open_lower(lower: &Lower, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+    lower.opener.open(Layer::Lower, rel, flags)
+}
+
+fn lookup_lower(lower: &Lower, rel: &Path) -> io::Result<Option<LowerEntry>> {
     let fd = match open_lower(lower, rel, OFlag::O_PATH) {
         Ok(fd) => fd,
         // Missing, or a parent component that is (was) a symlink or file:
@@ -493,6 +577,18 @@ fn lookup_lower(lower: &OwnedFd, rel: &Path) -> io::Result<Option<LowerEntry>> {
         {
             return Ok(None);
         }
+        // The owner may not look there: whatever is there stays unknown.
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            return Ok(Some(LowerEntry {
+                withheld: true,
+                file_type: FileType::Other,
+                hash: None,
+                mode: 0,
+                owner: (u32::MAX, u32::MAX),
+                size: 0,
+                xattrs: BTreeMap::new(),
+            }));
+        }
         Err(e) => return Err(e),
     };
     let st = nix::sys::stat::fstat(fd.as_fd()).map_err(io::Error::from)?;
@@ -504,18 +600,27 @@ fn lookup_lower(lower: &OwnedFd, rel: &Path) -> io::Result<Option<LowerEntry>> {
         _ => FileType::Other,
     };
     let mut xattrs = BTreeMap::new();
-    let withheld = file_type == FileType::File
-        && withheld_for_reader(st.st_mode & 0o7777, (st.st_uid, st.st_gid));
+    let mut withheld = false;
     let hash = match file_type {
-        FileType::File if withheld => None,
-        FileType::File => {
-            let f = open_lower(lower, rel, OFlag::O_RDONLY)?;
-            let mut file = std::fs::File::from(f);
-            xattrs = read_xattrs_file(&file);
-            let mut h = blake3::Hasher::new();
-            h.update_reader(&mut file)?;
-            Some(h.finalize().to_hex().to_string())
-        }
+        FileType::File => match open_lower(lower, rel, OFlag::O_RDONLY | OFlag::O_NONBLOCK) {
+            Ok(f) => {
+                let mut file = std::fs::File::from(f);
+                // The file read must be the file looked up.
+                let st2 = nix::sys::stat::fstat(file.as_fd()).map_err(io::Error::from)?;
+                if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) {
+                    return Err(io::Error::other("it changed while it was being read"));
+                }
+                xattrs = read_xattrs_file(&file);
+                let mut h = blake3::Hasher::new();
+                h.update_reader(&mut file)?;
+                Some(h.finalize().to_hex().to_string())
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                withheld = true;
+                None
+            }
+            Err(e) => return Err(e),
+        },
         FileType::Symlink => {
             let t = nix::fcntl::readlinkat(fd.as_fd(), "").map_err(io::Error::from)?;
             Some(blake3::hash(t.as_bytes()).to_hex().to_string())
@@ -599,24 +704,20 @@ fn xattr_diff(upper: &Path, lower: Option<&LowerEntry>) -> Vec<String> {
 /// script of when it is one (`#!/.dryrun/bin/dryrun __stub-exec TOOL\n`,
 /// see `sandbox::stubs`). A file small enough to be a stub script is read
 /// once for both.
-fn hash_created_file(p: &Path, size: u64) -> io::Result<(blake3::Hash, Option<String>)> {
+fn hash_created_file(f: &mut std::fs::File, size: u64) -> io::Result<(blake3::Hash, Option<String>)> {
     const STUB_SCRIPT_MAX: u64 = 256;
     if size > STUB_SCRIPT_MAX {
-        return Ok((hash_file(p)?, None));
+        let mut h = blake3::Hasher::new();
+        h.update_reader(f)?;
+        return Ok((h.finalize(), None));
     }
-    let text = std::fs::read(p)?;
+    let mut text = Vec::new();
+    f.take(STUB_SCRIPT_MAX + 1).read_to_end(&mut text)?;
     let tool = text
         .strip_prefix(crate::sandbox::stubs::stub_script_prefix().as_bytes())
         .and_then(|rest| std::str::from_utf8(rest).ok())
         .map(|t| t.trim_end().to_string());
     Ok((blake3::hash(&text), tool))
-}
-
-fn hash_file(p: &Path) -> io::Result<blake3::Hash> {
-    let mut f = std::fs::File::open(p)?;
-    let mut h = blake3::Hasher::new();
-    h.update_reader(&mut f)?;
-    Ok(h.finalize())
 }
 
 fn describe_special(m: &Metadata) -> String {
@@ -659,7 +760,7 @@ pub fn symlink_escapes(rel: &Path, target: &Path, workspace: &Path) -> bool {
 
 fn push_deleted(
     changes: &mut Vec<Change>,
-    lower: &OwnedFd,
+    lower: &Lower,
     rel: &Path,
     l: &LowerEntry,
 ) -> Result<(), DiffError> {
@@ -678,7 +779,7 @@ fn push_deleted(
 /// List what a deleted lower directory held, as deletions.
 fn expand_lower_dir(
     changes: &mut Vec<Change>,
-    lower: &OwnedFd,
+    lower: &Lower,
     rel: &Path,
     budget: &mut usize,
 ) -> Result<(), DiffError> {
@@ -708,7 +809,7 @@ fn expand_lower_dir(
     Ok(())
 }
 
-fn list_lower_dir(lower: &OwnedFd, rel: &Path) -> Result<Vec<Vec<u8>>, DiffError> {
+fn list_lower_dir(lower: &Lower, rel: &Path) -> Result<Vec<Vec<u8>>, DiffError> {
     let err = |source: io::Error| DiffError::Lower {
         path: rel.display().to_string(),
         source,
@@ -732,7 +833,7 @@ fn list_lower_dir(lower: &OwnedFd, rel: &Path) -> Result<Vec<Vec<u8>>, DiffError
 /// children that the upper one does not hold were deleted.
 fn expand_opaque(
     changes: &mut Vec<Change>,
-    lower: &OwnedFd,
+    lower: &Lower,
     rel: &Path,
     upper_dir: &Path,
 ) -> Result<(), DiffError> {
