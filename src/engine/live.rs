@@ -148,6 +148,11 @@ fn plan_ops(
             identical += 1;
             continue;
         }
+        if c.symlink_escapes {
+            refusals.push(format!(
+                "{shown}: a symlink that can resolve outside the workspace is never promoted"
+            ));
+        }
         if c.setid {
             refusals.push(format!("{shown}: a setuid/setgid file is never promoted"));
             continue;

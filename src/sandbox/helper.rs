@@ -767,6 +767,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     .map_err(fail("P9 evidence"))?;
     drop(reader);
     report.changes = walked.changes;
+    judge_links_in_merged_tree(ws, &mut report.changes);
     if walked.truncated {
         report.limits_hit.push("changes".into());
     }
@@ -785,6 +786,62 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     let mut out = FdWriter(OUT_FD);
     wire::write_json(&mut out, wire::TAG_REPORT, &report).map_err(fail("P9 answer"))?;
     Ok(())
+}
+
+/// A changed symlink escapes when resolving it in the merged tree (the
+/// overlay at the workspace path, as it will be live) can leave the
+/// workspace: through other links, `..` included, not by its text alone.
+fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::workspace::diff::Change]) {
+    use crate::workspace::diff::{FileType, LinkLookup, link_leaves_workspace};
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    let Ok(root) = open(ws, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+    else {
+        for c in changes.iter_mut().filter(|c| c.file_type == FileType::Symlink) {
+            c.symlink_escapes = true;
+        }
+        return;
+    };
+    let mut lookup = |rel: &[u8]| -> LinkLookup {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .resolve(
+                ResolveFlag::RESOLVE_BENEATH
+                    | ResolveFlag::RESOLVE_NO_SYMLINKS
+                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+        match nix::fcntl::openat2(&root, std::ffi::OsStr::from_bytes(rel), how) {
+            Ok(fd) => match nix::sys::stat::fstat(&fd) {
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                    match nix::fcntl::readlinkat(&fd, "") {
+                        Ok(t) => LinkLookup::Link(t.as_bytes().to_vec()),
+                        Err(_) => LinkLookup::Unknown,
+                    }
+                }
+                Ok(_) => LinkLookup::Other,
+                Err(_) => LinkLookup::Unknown,
+            },
+            Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => {
+                LinkLookup::Missing
+            }
+            Err(_) => LinkLookup::Unknown,
+        }
+    };
+    for c in changes
+        .iter_mut()
+        .filter(|c| c.file_type == FileType::Symlink && c.kind != crate::workspace::diff::ChangeKind::Deleted)
+    {
+        let rel = c.path_bytes();
+        let target = match lookup(&rel) {
+            LinkLookup::Link(t) => t,
+            _ => {
+                c.symlink_escapes = true;
+                continue;
+            }
+        };
+        if link_leaves_workspace(&rel, &target, ws, &mut lookup) {
+            c.symlink_escapes = true;
+        }
+    }
 }
 
 struct CmdContext<'a> {

@@ -542,7 +542,22 @@ impl LocalWorkspace {
             .map_err(|e| perr(rel, format!("removing the file in its place: {e}")))?;
         let created = match nix::sys::stat::mkdirat(&dir, name, Mode::from_bits_truncate(0o700)) {
             Ok(()) => true,
-            Err(Errno::EEXIST) => false,
+            Err(Errno::EEXIST) => {
+                // Someone else's directory in the way is refused before it
+                // is opened (the owner may not even be able to open it).
+                let st = nix::sys::stat::fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .map_err(|e| perr(rel, e))?;
+                if st.st_uid != self.owner.0 {
+                    return Err(perr(
+                        rel,
+                        format!(
+                            "a directory owned by uid {} is in the way: nothing is changed there",
+                            st.st_uid
+                        ),
+                    ));
+                }
+                false
+            }
             Err(e) => return Err(perr(rel, e)),
         };
         let d = nix::fcntl::openat(
@@ -645,14 +660,17 @@ impl LocalWorkspace {
     }
 
     pub fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
+        // An O_PATH handle: its owner is checked without needing to read it,
+        // and the mode is changed on that very inode (through its
+        // /proc/self/fd link, which names the open file, not a path).
         let fd = if rel == b"." {
-            nix::fcntl::openat2(&self.root, ".", how(OFlag::O_RDONLY | OFlag::O_DIRECTORY))
+            nix::fcntl::openat2(&self.root, ".", how(OFlag::O_PATH | OFlag::O_DIRECTORY))
         } else {
             let (dir, name) = self.parent(rel)?;
             nix::fcntl::openat(
                 &dir,
                 OsStr::from_bytes(&name),
-                OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
                 Mode::empty(),
             )
         }
@@ -667,8 +685,17 @@ impl LocalWorkspace {
                 ),
             ));
         }
-        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(mode & 0o1777))
-            .map_err(|e| perr(rel, e))
+        if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits() {
+            return Err(perr(rel, "is a symlink: its mode is not changed"));
+        }
+        use std::os::fd::AsRawFd;
+        nix::sys::stat::fchmodat(
+            nix::fcntl::AT_FDCWD,
+            format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
+            Mode::from_bits_truncate(mode & 0o1777),
+            nix::sys::stat::FchmodatFlags::FollowSymlink,
+        )
+        .map_err(|e| perr(rel, e))
     }
 
     pub fn display(&self) -> &Path {
