@@ -839,6 +839,36 @@ async fn readable_run(
     Ok(r)
 }
 
+/// The receipt `id` when `actor` may read its run; otherwise (and when it
+/// does not exist) 404 with the same body.
+async fn readable_receipt(
+    app: &Arc<App>,
+    actor: &Actor,
+    id: &str,
+) -> Result<crate::engine::Receipt, ApiError> {
+    let missing = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_such_receipt",
+            format!("receipt {id} does not exist"),
+        )
+    };
+    let engine = app.engine.clone();
+    let rid = id.to_string();
+    let rc = blocking(move || engine.receipt(&rid))
+        .await
+        .map_err(|_| missing())?;
+    let engine = app.engine.clone();
+    let run_id = rc.run_id.clone();
+    let record = blocking(move || engine.get(&run_id))
+        .await
+        .map_err(|_| missing())?;
+    if !app.may_read(actor.uid, &record) {
+        return Err(missing());
+    }
+    Ok(rc)
+}
+
 async fn review(
     app: Arc<App>,
     peer: Peer,
@@ -848,6 +878,9 @@ async fn review(
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
+    // Someone else's run answers 404 like a missing one, before any rule
+    // about who may review it could tell it exists.
+    readable_run(&app, &actor, &id).await?;
     let b = optional_json_body::<ReviewBody>(&read_body(&app, body).await?)?;
     let engine = app.engine.clone();
     let auth = ReviewerAuth::PeerCredentials {
@@ -975,19 +1008,7 @@ async fn receipt(
     if !crate::engine::valid_receipt_id(&id) {
         return Err(ApiError::bad("bad_receipt_id", "not a receipt id"));
     }
-    let engine = app.engine.clone();
-    let rid = id.clone();
-    let rc = blocking(move || engine.receipt(&rid)).await?;
-    let engine = app.engine.clone();
-    let run_id = rc.run_id.clone();
-    let record = blocking(move || engine.get(&run_id)).await?;
-    if !app.may_read(actor.uid, &record) {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no_such_receipt",
-            format!("receipt {id} does not exist"),
-        ));
-    }
+    let rc = readable_receipt(&app, &actor, &id).await?;
     Ok(axum::Json(rc).into_response())
 }
 
@@ -1000,6 +1021,7 @@ async fn rollback(
     if !crate::engine::valid_receipt_id(&id) {
         return Err(ApiError::bad("bad_receipt_id", "not a receipt id"));
     }
+    readable_receipt(&app, &actor, &id).await?;
     let engine = app.engine.clone();
     let auth = ReviewerAuth::PeerCredentials {
         approver_group: app.cfg.approver_group.clone(),
