@@ -19,6 +19,7 @@ pub mod envelope;
 pub mod journal;
 pub mod policy;
 pub mod record;
+pub mod redact;
 #[allow(unsafe_code)]
 pub mod sandbox;
 pub mod verdict;
