@@ -33,6 +33,8 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use regex::bytes::Regex;
 use serde::{Deserialize, Serialize};
 
+use crate::sandbox::wire::RehearsalReport;
+
 /// Given variables' values shorter than this are not redacted (they would
 /// match ordinary words and numbers all over the output).
 pub const MIN_ENV_VALUE_LEN: usize = 6;
@@ -142,7 +144,8 @@ pub fn shannon_entropy(v: &[u8]) -> f64 {
 /// earlier redaction) and not a bare word that prose puts after `token:`.
 fn real_value(v: &[u8]) -> bool {
     let placeholder = matches!(v.first(), Some(b'$' | b'<' | b'*' | b'%' | b'{' | b'['))
-        || v.iter().all(|&b| b == b'x' || b == b'X' || b == b'*' || b == b'.');
+        || v.iter()
+            .all(|&b| b == b'x' || b == b'X' || b == b'*' || b == b'.');
     !placeholder && !matches!(v, b"null" | b"none" | b"None" | b"true" | b"false")
 }
 
@@ -315,6 +318,47 @@ impl Redactor {
         cur
     }
 
+    /// The command's stdout or stderr: redacted, and never longer than it
+    /// was (cut and marked instead), so the output cap holds. Returns
+    /// whether it was cut.
+    pub fn redact_output(&self, text: &[u8], tally: &mut Redactions) -> (Vec<u8>, bool) {
+        let mut out = self.redact_bytes(text, tally);
+        if out.len() > text.len() {
+            let keep = text.len().saturating_sub(CUT_MARKER.len());
+            out.truncate(keep);
+            out.extend_from_slice(CUT_MARKER.as_bytes());
+            return (out, true);
+        }
+        (out, false)
+    }
+
+    /// Everything in a rehearsal's report that comes from the command's
+    /// run: stdout, stderr, blocked attempts' details, and each would-be
+    /// action's argv, cwd, stdin head and answer. Call before the report is
+    /// judged, recorded or journaled. The argv and stdin hashes stay those
+    /// of the real call (a replay looks answers up by them).
+    pub fn scrub_report(&self, report: &mut RehearsalReport) -> Redactions {
+        let mut t = Redactions::default();
+        let (out, cut_out) = self.redact_output(&report.stdout, &mut t);
+        let (err, cut_err) = self.redact_output(&report.stderr, &mut t);
+        report.stdout = out;
+        report.stderr = err;
+        report.output_truncated |= cut_out || cut_err;
+        for b in &mut report.blocked {
+            self.redact_in_place(&mut b.detail, &mut t);
+        }
+        for a in &mut report.would_be_actions {
+            for arg in a.argv.iter_mut().skip(1) {
+                self.redact_in_place(arg, &mut t);
+            }
+            self.redact_in_place(&mut a.cwd, &mut t);
+            self.redact_in_place(&mut a.stdin.head, &mut t);
+            self.redact_in_place(&mut a.answer.stdout, &mut t);
+            self.redact_in_place(&mut a.answer.stderr, &mut t);
+        }
+        t
+    }
+
     /// [`Redactor::redact_bytes`] on text; stays valid UTF-8.
     pub fn redact_str(&self, text: &str, tally: &mut Redactions) -> String {
         let out = self.redact_bytes(text.as_bytes(), tally);
@@ -398,7 +442,10 @@ mod tests {
         );
         assert_eq!(t.count, 3);
         assert_eq!(t.kinds["env:DEPLOY_TOKEN"], 2);
-        assert!(!format!("{r:?}").contains("s3cr3t"), "Debug shows names only");
+        assert!(
+            !format!("{r:?}").contains("s3cr3t"),
+            "Debug shows names only"
+        );
     }
 
     #[test]
@@ -416,7 +463,8 @@ mod tests {
             ],
             [],
         );
-        let text = "1 true abcde 8080443 production /usr/local/bin:/usr/bin de_DE.UTF-8 /home/someone";
+        let text =
+            "1 true abcde 8080443 production /usr/local/bin:/usr/bin de_DE.UTF-8 /home/someone";
         let mut t = Redactions::default();
         assert_eq!(r.redact_str(text, &mut t), text);
         assert_eq!(t.count, 0);
@@ -456,8 +504,12 @@ mod tests {
         let (o, t) = shapes("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n");
         assert_eq!(o, "AWS_SECRET_ACCESS_KEY=[redacted:aws_secret_key]\n");
         assert_eq!(kinds(&t), ["aws_secret_key"]);
-        let (o, _) = shapes(r#"{"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}"#);
-        assert_eq!(o, r#"{"aws_secret_access_key": "[redacted:aws_secret_key]"}"#);
+        let (o, _) =
+            shapes(r#"{"aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}"#);
+        assert_eq!(
+            o,
+            r#"{"aws_secret_access_key": "[redacted:aws_secret_key]"}"#
+        );
     }
 
     #[test]
@@ -471,7 +523,10 @@ mod tests {
                 "github_token",
             ),
             ("glpat-xz8LmQ2vR9tY3wK6pN1s", "gitlab_token"),
-            ("xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack_token"),
+            (
+                "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+                "slack_token",
+            ),
             ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe_key"),
             ("AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe", "gcp_api_key"),
         ] {
@@ -493,7 +548,10 @@ mod tests {
         let json = r#"{"type": "service_account", "private_key_id": "3f1c2a9b8e7d6c5b4a39281706f5e4d3c2b1a098", "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n", "client_email": "x@p.iam.gserviceaccount.com"}"#;
         let (o, t) = shapes(json);
         assert!(!o.contains("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"), "{o}");
-        assert!(!o.contains("3f1c2a9b8e7d6c5b4a39281706f5e4d3c2b1a098"), "{o}");
+        assert!(
+            !o.contains("3f1c2a9b8e7d6c5b4a39281706f5e4d3c2b1a098"),
+            "{o}"
+        );
         assert!(o.contains("x@p.iam.gserviceaccount.com"), "{o}");
         assert_eq!(t.kinds["private_key"], 1);
         // A public key or certificate is not a secret.
@@ -514,9 +572,15 @@ mod tests {
             ("password=hunter22", "password=[redacted:assignment]"),
             ("passwd: letmein", "passwd: [redacted:assignment]"),
             ("DB_PASSWORD=short1", "DB_PASSWORD=[redacted:assignment]"),
-            ("url?token=abc123&x=1", "url?token=[redacted:assignment]&x=1"),
+            (
+                "url?token=abc123&x=1",
+                "url?token=[redacted:assignment]&x=1",
+            ),
             ("secret = 'two words'", "secret = '[redacted:assignment]'"),
-            (r#""api_key": "k-9""#, r#""api_key": "[redacted:assignment]""#),
+            (
+                r#""api_key": "k-9""#,
+                r#""api_key": "[redacted:assignment]""#,
+            ),
             ("--password=p4ss", "--password=[redacted:assignment]"),
         ] {
             assert_eq!(shapes(text).0, want, "{text}");
@@ -585,10 +649,7 @@ mod tests {
     #[test]
     fn growth_is_bounded() {
         let r = Redactor::new(
-            [(
-                "A_VERY_LONG_VARIABLE_NAME_THAT_MAKES_MARKERS_BIG",
-                "abcdef",
-            )],
+            [("A_VERY_LONG_VARIABLE_NAME_THAT_MAKES_MARKERS_BIG", "abcdef")],
             [],
         );
         let text = "abcdef ".repeat(10_000);
