@@ -113,7 +113,9 @@ pub struct Rehearsal {
     pub redactions: crate::redact::Redactions,
 }
 
-/// The evidence hash: exit status, output, the sorted change list (paths,
+/// The evidence hash: exit status, output (as redacted: the hash is computed
+/// from the record, so anyone holding it can recompute it, and the raw
+/// output is never kept), the sorted change list (paths,
 /// kinds, types, hashes, modes, link targets), the sorted blocked attempts
 /// and limits hit, and each step's exit status. Durations, timings, run ids
 /// and enforcement details are left out.
