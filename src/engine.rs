@@ -1125,7 +1125,7 @@ impl Engine {
             Ok((mut report, host)) => {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
-                let redactions = redactor.scrub_report(&mut report);
+                let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
                 let verdict = verdict::judge_with(
                     spec,
                     &report,

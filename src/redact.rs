@@ -318,13 +318,19 @@ impl Redactor {
         cur
     }
 
-    /// The command's stdout or stderr: redacted, and never longer than it
-    /// was (cut and marked instead), so the output cap holds. Returns
-    /// whether it was cut.
-    pub fn redact_output(&self, text: &[u8], tally: &mut Redactions) -> (Vec<u8>, bool) {
+    /// The command's stdout or stderr: redacted, and at most `allowed`
+    /// bytes or its own length, whichever is more (cut and marked past
+    /// that). Returns whether it was cut.
+    pub fn redact_output(
+        &self,
+        text: &[u8],
+        allowed: usize,
+        tally: &mut Redactions,
+    ) -> (Vec<u8>, bool) {
         let mut out = self.redact_bytes(text, tally);
-        if out.len() > text.len() {
-            let keep = text.len().saturating_sub(CUT_MARKER.len());
+        let allowed = allowed.max(text.len());
+        if out.len() > allowed {
+            let keep = allowed.saturating_sub(CUT_MARKER.len());
             out.truncate(keep);
             out.extend_from_slice(CUT_MARKER.as_bytes());
             return (out, true);
@@ -337,10 +343,20 @@ impl Redactor {
     /// action's argv, cwd, stdin head and answer. Call before the report is
     /// judged, recorded or journaled. The argv and stdin hashes stay those
     /// of the real call (a replay looks answers up by them).
-    pub fn scrub_report(&self, report: &mut RehearsalReport) -> Redactions {
+    ///
+    /// `output_cap`: the run's output limit (stdout and stderr together).
+    /// Markers longer than what they replace may use the room the output
+    /// left below the cap, shared between the two streams; output already at
+    /// the cap never grows.
+    pub fn scrub_report(&self, report: &mut RehearsalReport, output_cap: u64) -> Redactions {
         let mut t = Redactions::default();
-        let (out, cut_out) = self.redact_output(&report.stdout, &mut t);
-        let (err, cut_err) = self.redact_output(&report.stderr, &mut t);
+        let used = report.stdout.len() + report.stderr.len();
+        let room = usize::try_from(output_cap)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(used)
+            / 2;
+        let (out, cut_out) = self.redact_output(&report.stdout, report.stdout.len() + room, &mut t);
+        let (err, cut_err) = self.redact_output(&report.stderr, report.stderr.len() + room, &mut t);
         report.stdout = out;
         report.stderr = err;
         report.output_truncated |= cut_out || cut_err;
@@ -658,6 +674,21 @@ mod tests {
         assert!(out.len() <= text.len() + CUT_MARKER.len(), "{}", out.len());
         assert!(out.ends_with(CUT_MARKER.as_bytes()));
         assert!(!out.windows(7).any(|w| w == b"abcdef "));
+    }
+
+    #[test]
+    fn output_grows_only_into_the_room_below_the_cap() {
+        let r = Redactor::new([("SOME_TOKEN", "abcdef")], []);
+        let mut t = Redactions::default();
+        let (out, cut) = r.redact_output(b"x abcdef y", 1024, &mut t);
+        assert_eq!(out, b"x [redacted:env:SOME_TOKEN] y");
+        assert!(!cut);
+        let text = "abcdef\n".repeat(100);
+        let (out, cut) = r.redact_output(text.as_bytes(), text.len(), &mut t);
+        assert!(cut);
+        assert_eq!(out.len(), text.len());
+        assert!(out.ends_with(CUT_MARKER.as_bytes()));
+        assert!(!out.windows(6).any(|w| w == b"abcdef"));
     }
 
     #[test]
