@@ -157,6 +157,9 @@ pub struct Prepared {
     ids_desc: String,
     max_blobs: u64,
     blobs: PathBuf,
+    /// Scrubs what the run prints or hands to stubs of the values it was
+    /// given and of credential shapes, before anything is kept.
+    redactor: crate::redact::Redactor,
 }
 
 impl Prepared {
@@ -1081,6 +1084,12 @@ impl Engine {
             ids_desc,
             max_blobs,
             blobs,
+            redactor: crate::redact::Redactor::new(
+                spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                live.iter()
+                    .flat_map(|l| l.extra_env.iter())
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            ),
         })
     }
 
@@ -1100,6 +1109,7 @@ impl Engine {
             ids_desc,
             max_blobs,
             blobs,
+            redactor,
         } = p;
         let spec = &spec;
         // Time spent queued is not the rehearsal's.
@@ -1113,7 +1123,10 @@ impl Engine {
         let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
         tracing::debug!(run = %run_id, elapsed = ?t_sandbox.elapsed(), "sandbox returned");
         match outcome {
-            Ok((report, host)) => {
+            Ok((mut report, host)) => {
+                // Before the report is judged, recorded or journaled: the
+                // verdict's reasons quote would-be actions and details too.
+                let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
                 let verdict = verdict::judge_with(
                     spec,
                     &report,
@@ -1214,6 +1227,7 @@ impl Engine {
                         why
                     },
                     would_be_actions: report.would_be_actions,
+                    redactions,
                 });
                 if let Some(reh) = record.rehearsal.as_mut() {
                     reh.evidence_hash = crate::record::evidence_hash(reh);
@@ -1226,7 +1240,9 @@ impl Engine {
                     SandboxError::Cancelled => {
                         "cancelled before the rehearsal finished; nothing was promoted".into()
                     }
-                    e => e.to_string(),
+                    // May quote the helper's stderr.
+                    e => redactor
+                        .redact_str(&e.to_string(), &mut crate::redact::Redactions::default()),
                 });
                 let _ = std::fs::remove_dir_all(&blobs);
             }

@@ -20,6 +20,7 @@ pub mod errtext;
 pub mod journal;
 pub mod policy;
 pub mod record;
+pub mod redact;
 #[allow(unsafe_code)]
 pub mod sandbox;
 pub mod verdict;

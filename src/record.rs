@@ -106,9 +106,16 @@ pub struct Rehearsal {
     /// call no stub answered, would-be actions past the recording cap).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incomplete: Vec<String>,
+    /// How many secrets were replaced by `[redacted:KIND]` in the output,
+    /// would-be actions and blocked attempts, by kind (see `crate::redact`).
+    /// The evidence hash covers the redacted texts, never the raw ones.
+    #[serde(default)]
+    pub redactions: crate::redact::Redactions,
 }
 
-/// The evidence hash: exit status, output, the sorted change list (paths,
+/// The evidence hash: exit status, output (as redacted: the hash is computed
+/// from the record, so anyone holding it can recompute it, and the raw
+/// output is never kept), the sorted change list (paths,
 /// kinds, types, hashes, modes, link targets), the sorted blocked attempts
 /// and limits hit, and each step's exit status. Durations, timings, run ids
 /// and enforcement details are left out.
