@@ -957,7 +957,8 @@ impl Engine {
                 actor.uid
             )));
         }
-        if actor.via == "daemon" {
+        // The live lane's rerun carries out an approved run: not refused here.
+        if actor.via == "daemon" && live.is_none() {
             self.check_quota(actor.uid)?;
         }
 
@@ -1739,6 +1740,142 @@ pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn test_engine(dir: &Path, quota: Option<u64>) -> Engine {
+        let opts = EngineOptions {
+            retention: Retention {
+                blob_days: 7,
+                record_days: 30,
+                quota_per_uid_bytes: quota,
+            },
+            ..EngineOptions::default()
+        };
+        Engine::open(dir, opts).unwrap()
+    }
+
+    /// A run directory as a finished run leaves it, last changed `days` ago.
+    fn fake_run(e: &Engine, id: &str, state: &str, uid: u32, days: u64, blob: usize) {
+        let dir = e.run_dir(id);
+        std::fs::create_dir_all(dir.join("blobs")).unwrap();
+        let record = serde_json::json!({
+            "schema": SCHEMA, "run_id": id, "task": null, "command": "true",
+            "workspace": "/nowhere", "created_at": "2020-01-01T00:00:00Z",
+            "envelope_hash": "", "rehearsal": null, "verdict": null, "receipt": null,
+            "intent": {"summary": "", "mode": "mutating", "expected_writes": [], "forbidden_paths": []},
+            "state": state,
+            "submitted_by": {"uid": uid, "gid": uid, "via": "daemon"},
+        });
+        std::fs::write(dir.join("record.json"), record.to_string()).unwrap();
+        std::fs::write(dir.join("blobs").join("b"), vec![0u8; blob]).unwrap();
+        let when = SystemTime::now() - Duration::from_secs(days * 86_400);
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+
+    #[test]
+    fn retention_removes_old_content_then_old_records_but_keeps_pending_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = test_engine(tmp.path(), None);
+        fake_run(&e, "r1-0001", "rehearsed", 1000, 1, 10);
+        fake_run(&e, "r1-0002", "rehearsed", 1000, 10, 10);
+        fake_run(&e, "r1-0003", "promoted", 1000, 40, 10);
+        fake_run(&e, "r1-0004", "failed", 1000, 40, 10);
+        fake_run(&e, "r1-0005", "awaiting_approval", 1000, 400, 10);
+        fake_run(&e, "r1-0006", "approved", 1000, 400, 10);
+        fake_run(&e, "r1-0007", "rejected", 1000, 31, 10);
+        e.collect_garbage();
+        let has = |id: &str, sub: &str| e.run_dir(id).join(sub).exists();
+        // Young: everything stays.
+        assert!(has("r1-0001", "record.json") && has("r1-0001", "blobs"));
+        // Past the content retention: content goes, the record stays.
+        assert!(has("r1-0002", "record.json") && !has("r1-0002", "blobs"));
+        // Past the record retention: the whole run goes.
+        for id in ["r1-0003", "r1-0004", "r1-0007"] {
+            assert!(!e.run_dir(id).exists(), "{id}");
+        }
+        // Waiting for a person, or approved: kept whatever their age.
+        for id in ["r1-0005", "r1-0006"] {
+            assert!(has(id, "record.json") && has(id, "blobs"), "{id}");
+        }
+        assert_eq!(e.list(None).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_uid_at_its_quota_is_refused_and_others_are_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = test_engine(tmp.path(), Some(1 << 20));
+        fake_run(&e, "r1-0001", "rehearsed", 1000, 0, 600 << 10);
+        fake_run(&e, "r1-0002", "rehearsed", 1000, 0, 600 << 10);
+        fake_run(&e, "r1-0003", "rehearsed", 1001, 0, 10);
+        // Apparent sizes: a sparse blob counts in full.
+        let sparse = e.run_dir("r1-0003").join("blobs").join("sparse");
+        std::fs::File::create(&sparse)
+            .unwrap()
+            .set_len(900 << 20)
+            .unwrap();
+        assert!(e.usage_of(1000) >= 1200 << 10);
+        assert!(e.usage_of(1001) >= 900 << 20);
+        let err = e.check_quota(1000).unwrap_err();
+        assert!(matches!(err, EngineError::QuotaExceeded(_)));
+        let msg = err.to_string();
+        assert!(msg.contains("quota of 1 MiB"), "{msg}");
+        assert!(msg.contains("30 days"), "{msg}");
+        assert!(e.check_quota(1002).is_ok());
+        // Housekeeping counts again: with the content gone, uid 1000 is
+        // under its quota.
+        std::fs::remove_dir_all(e.run_dir("r1-0001")).unwrap();
+        e.collect_garbage();
+        assert!(e.check_quota(1000).is_ok());
+    }
+
+    #[test]
+    fn an_oversized_record_is_cut_blocked_and_never_written_whole() {
+        let change = |i: usize| crate::workspace::diff::Change {
+            path: format!("{}/{i}", "d".repeat(2000)),
+            ..serde_json::from_value(serde_json::json!({
+                "path": "x", "kind": "created", "file_type": "file", "before": null, "after": null
+            }))
+            .unwrap()
+        };
+        let mut r: RunRecord = serde_json::from_value(serde_json::json!({
+            "schema": SCHEMA, "run_id": "r1-0001", "task": null, "command": "true",
+            "workspace": "/nowhere", "created_at": "2020-01-01T00:00:00Z",
+            "envelope_hash": "", "verdict": null, "receipt": null,
+            "intent": {"summary": "", "mode": "mutating", "expected_writes": [], "forbidden_paths": []},
+            "state": "rehearsed", "rehearsal": null,
+        }))
+        .unwrap();
+        r.rehearsal = Some(Rehearsal {
+            stdout: "o".repeat(4 << 20),
+            changes: (0..6_000).map(change).collect(),
+            ..Default::default()
+        });
+        r.verdict = Some(verdict::Verdict {
+            decision: Decision::Promote,
+            surprise_paths: Vec::new(),
+            forbidden_paths_touched: Vec::new(),
+            reasons: Vec::new(),
+            findings: Vec::new(),
+            notes: Vec::new(),
+        });
+        assert!(serde_json::to_vec_pretty(&r).unwrap().len() > 12 << 20);
+        fit_record(&mut r);
+        assert!(serde_json::to_vec_pretty(&r).unwrap().len() <= RECORD_MAX_BYTES);
+        let reh = r.rehearsal.as_ref().unwrap();
+        assert!(reh.limits_hit.contains(&"record".to_string()));
+        assert!(reh.output_truncated);
+        let v = r.verdict.as_ref().unwrap();
+        assert_eq!(v.decision, Decision::Blocked);
+        assert!(v.reasons[0].starts_with("[limits.record]"), "{:?}", v.reasons);
+        // And the store refuses anything larger, whatever the caller.
+        let tmp = tempfile::tempdir().unwrap();
+        let e = test_engine(tmp.path(), None);
+        r.rehearsal.as_mut().unwrap().stdout = "o".repeat(RECORD_MAX_BYTES);
+        assert!(e.save(&r).is_err());
+        assert!(!e.run_dir("r1-0001").join("record.json").exists());
+    }
 
     #[test]
     fn journal_fields_stay_small_whatever_the_command_does() {
