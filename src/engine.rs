@@ -8,11 +8,14 @@
 //! runs/<run_id>/blobs/<hash>  content of created/modified files (+ small "before" files)
 //! ```
 //!
-//! Scratch policy: [`Engine::collect_garbage`] (run at every engine start)
-//! deletes the `blobs/` of runs older than the retention period (default 7
-//! days, `DRYRUN_SCRATCH_RETENTION_DAYS`) unless they are still awaiting
-//! approval or approved-but-not-promoted. Records are kept. The sandbox's
-//! own upper layer and mounts live in its mount namespace and vanish with it.
+//! Scratch policy: [`Engine::collect_garbage`] (at an engine start, at most
+//! hourly, and hourly in a running daemon) deletes the `blobs/` of runs past
+//! [`Retention::blob_days`] (default 7) and whole runs past
+//! [`Retention::record_days`] (default 30), unless they are awaiting approval
+//! or approved. Daemon clients have a per-uid quota of what they keep here;
+//! a run keeps at most `kept_content_budget(disk_mb)` of content (apparent
+//! size) and a record of at most [`RECORD_MAX_BYTES`]. The sandbox's own
+//! upper layer and mounts live in its mount namespace and vanish with it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -158,7 +161,10 @@ impl Default for Retention {
         };
         Retention {
             blob_days: days("DRYRUN_SCRATCH_RETENTION_DAYS", DEFAULT_RETENTION_DAYS),
-            record_days: days("DRYRUN_RECORD_RETENTION_DAYS", DEFAULT_RECORD_RETENTION_DAYS),
+            record_days: days(
+                "DRYRUN_RECORD_RETENTION_DAYS",
+                DEFAULT_RECORD_RETENTION_DAYS,
+            ),
             quota_per_uid_bytes: Some(DEFAULT_QUOTA_PER_UID_BYTES),
         }
     }
@@ -1868,7 +1874,11 @@ mod tests {
         assert!(reh.output_truncated);
         let v = r.verdict.as_ref().unwrap();
         assert_eq!(v.decision, Decision::Blocked);
-        assert!(v.reasons[0].starts_with("[limits.record]"), "{:?}", v.reasons);
+        assert!(
+            v.reasons[0].starts_with("[limits.record]"),
+            "{:?}",
+            v.reasons
+        );
         // And the store refuses anything larger, whatever the caller.
         let tmp = tempfile::tempdir().unwrap();
         let e = test_engine(tmp.path(), None);

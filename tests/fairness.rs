@@ -165,11 +165,17 @@ fn a_sparse_file_counts_at_its_apparent_size_and_the_limit_is_named() {
     let id = v["run_id"].as_str().unwrap().to_string();
     let reh = &v["rehearsal"];
     assert_eq!(reh["exit_code"], 0, "{v}");
-    assert!(strings(&reh["limits_hit"]).contains(&"disk".to_string()), "{reh}");
+    assert!(
+        strings(&reh["limits_hit"]).contains(&"disk".to_string()),
+        "{reh}"
+    );
     let blocked = reh["blocked"].as_array().unwrap();
     assert!(
         blocked.iter().any(|b| b["kind"] == "limit"
-            && b["detail"].as_str().unwrap().contains("kept-content budget of 32 MiB")),
+            && b["detail"]
+                .as_str()
+                .unwrap()
+                .contains("kept-content budget of 32 MiB")),
         "{blocked:?}"
     );
     let changes = reh["changes"].as_array().unwrap();
@@ -189,7 +195,14 @@ fn a_sparse_file_counts_at_its_apparent_size_and_the_limit_is_named() {
     // The small file's content is kept as usual.
     let small = changes.iter().find(|c| c["path"] == "small.txt").unwrap();
     let hash = small["after"].as_str().unwrap();
-    assert!(d.state.join("runs").join(&id).join("blobs").join(hash).exists());
+    assert!(
+        d.state
+            .join("runs")
+            .join(&id)
+            .join("blobs")
+            .join(hash)
+            .exists()
+    );
     // Never promote a change whose content was not kept.
     assert_eq!(v["verdict"]["decision"], "blocked", "{}", v["verdict"]);
     let (st, _) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/promote"), None);
@@ -226,7 +239,10 @@ fn a_uid_over_its_quota_is_refused_and_other_uids_are_not() {
     assert_eq!(v["error"]["code"], "quota_exceeded");
     let msg = v["error"]["message"].as_str().unwrap();
     assert!(msg.contains("quota of 1 MiB"), "{msg}");
-    assert!(msg.contains("records of finished runs older than 30 days"), "{msg}");
+    assert!(
+        msg.contains("records of finished runs older than 30 days"),
+        "{msg}"
+    );
     assert!(msg.contains("--quota-per-uid-mb"), "{msg}");
     assert_eq!(submitted(&d), before, "nothing journaled");
     assert_eq!(run_dirs(&d).len(), runs_before, "nothing kept");
@@ -285,11 +301,7 @@ fn a_uid_holding_slots_with_long_sleeps_does_not_stop_another_uids_run() {
     let (st, v) = d.curl(Who::Root, "POST", "/v1/runs?wait=true", Some(&body));
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["state"], "rehearsed", "{v}");
-    assert!(
-        t0.elapsed() < Duration::from_secs(30),
-        "{:?}",
-        t0.elapsed()
-    );
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     let states: Vec<String> = held.iter().map(|id| state(id)).collect();
     assert!(
         states.iter().any(|s| s == "running") && states.iter().any(|s| s == "queued"),

@@ -934,7 +934,8 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     };
     let lowest = crate::envelope::LIMIT_MINIMA.fields();
     let highest = crate::envelope::LIMIT_MAXIMA.fields();
-    for (((field, v), (_, lo)), (_, hi)) in cfg.ceilings.fields().into_iter().zip(lowest).zip(highest)
+    for (((field, v), (_, lo)), (_, hi)) in
+        cfg.ceilings.fields().into_iter().zip(lowest).zip(highest)
     {
         if v < lo || v > hi {
             return usage_error(format!(
