@@ -651,6 +651,31 @@ mod tests {
     }
 
     #[test]
+    fn limits_asked_above_a_ceiling_are_refused_and_defaults_are_lowered() {
+        let ceiling = LimitsSpec {
+            disk_mb: 64,
+            timeout_s: 30,
+            ..DEFAULT_CEILINGS
+        };
+        let mut s = v("command: ls\nlimits: {disk_mb: 1048576}\n").unwrap();
+        assert_eq!(
+            s.fit_to_ceilings(&ceiling),
+            Err(AboveCeiling {
+                field: "disk_mb",
+                asked: 1 << 20,
+                ceiling: 64
+            })
+        );
+        let mut s = v("command: ls\nlimits: {disk_mb: 64, timeout_s: 30}\n").unwrap();
+        assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
+        // Defaults (disk 1024, timeout 60) above the ceilings are lowered.
+        let mut s = v("command: ls\n").unwrap();
+        assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
+        assert_eq!((s.limits.disk_mb, s.limits.timeout_s), (64, 30));
+        assert_eq!(s.limits.memory_mb, DEFAULT_LIMITS.memory_mb);
+    }
+
+    #[test]
     fn globs_and_limits() {
         let e = v("command: ls\nintent: {expected_writes: ['../x']}\n")
             .unwrap_err()
