@@ -8,11 +8,14 @@
 //! runs/<run_id>/blobs/<hash>  content of created/modified files (+ small "before" files)
 //! ```
 //!
-//! Scratch policy: [`Engine::collect_garbage`] (run at every engine start)
-//! deletes the `blobs/` of runs older than the retention period (default 7
-//! days, `DRYRUN_SCRATCH_RETENTION_DAYS`) unless they are still awaiting
-//! approval or approved-but-not-promoted. Records are kept. The sandbox's
-//! own upper layer and mounts live in its mount namespace and vanish with it.
+//! Scratch policy: [`Engine::collect_garbage`] (at an engine start, at most
+//! hourly, and hourly in a running daemon) deletes the `blobs/` of runs past
+//! [`Retention::blob_days`] (default 7) and whole runs past
+//! [`Retention::record_days`] (default 30), unless they are awaiting approval
+//! or approved. Daemon clients have a per-uid quota of what they keep here;
+//! a run keeps at most `kept_content_budget(disk_mb)` of content (apparent
+//! size) and a record of at most [`RECORD_MAX_BYTES`]. The sandbox's own
+//! upper layer and mounts live in its mount namespace and vanish with it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -44,6 +47,13 @@ pub const MIN_LANDLOCK_ABI: u32 = 4;
 pub const DEFAULT_ID_BASE: u32 = 1_000_000;
 pub const ID_COUNT: u32 = 65_536;
 const DEFAULT_RETENTION_DAYS: u64 = 7;
+/// Records of finished runs are removed after this many days.
+pub const DEFAULT_RECORD_RETENTION_DAYS: u64 = 30;
+/// Bytes of kept content and records one uid may hold in the state directory.
+pub const DEFAULT_QUOTA_PER_UID_BYTES: u64 = 2 << 30;
+/// A run record is never written larger than this: past it, the record's
+/// lists and texts are cut (and the run cannot be promoted).
+pub const RECORD_MAX_BYTES: usize = 8 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -87,6 +97,13 @@ pub enum EngineError {
     /// The real workspace changed since the rehearsal (HTTP 409, `drift`).
     #[error("{0}")]
     Drift(String),
+    /// A limit above the configured ceiling (HTTP 400, nothing runs).
+    #[error("{0}")]
+    AboveCeiling(String),
+    /// The submitter keeps more than its quota in the state directory
+    /// (HTTP 507, nothing runs).
+    #[error("{0}")]
+    QuotaExceeded(String),
 }
 
 impl EngineError {
@@ -104,6 +121,8 @@ impl EngineError {
                 | EngineError::BudgetExhausted { .. }
                 | EngineError::NoSuchReceipt(_)
                 | EngineError::Drift(_)
+                | EngineError::AboveCeiling(_)
+                | EngineError::QuotaExceeded(_)
         )
     }
 }
@@ -113,6 +132,42 @@ pub struct EngineOptions {
     pub allow_degraded: bool,
     pub image: ImageProfile,
     pub id_base: u32,
+    /// The most a run may ask for (`dryrun daemon --max-*`).
+    pub ceilings: crate::envelope::LimitsSpec,
+    /// Who set the ceilings, for error messages: "this daemon's".
+    pub ceilings_of: &'static str,
+    pub retention: Retention,
+}
+
+/// How long the state directory keeps what, and how much one uid may keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// Kept content (blobs) of runs not awaiting approval or approved.
+    pub blob_days: u64,
+    /// Records of finished runs (not awaiting approval or approved).
+    pub record_days: u64,
+    /// Bytes of records and kept content per submitting uid (daemon
+    /// clients); `None`: no quota.
+    pub quota_per_uid_bytes: Option<u64>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        let days = |var: &str, default: u64| {
+            std::env::var(var)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(default)
+        };
+        Retention {
+            blob_days: days("DRYRUN_SCRATCH_RETENTION_DAYS", DEFAULT_RETENTION_DAYS),
+            record_days: days(
+                "DRYRUN_RECORD_RETENTION_DAYS",
+                DEFAULT_RECORD_RETENTION_DAYS,
+            ),
+            quota_per_uid_bytes: Some(DEFAULT_QUOTA_PER_UID_BYTES),
+        }
+    }
 }
 
 impl Default for EngineOptions {
@@ -125,6 +180,9 @@ impl Default for EngineOptions {
                 .and_then(|v| v.parse().ok())
                 .filter(|b: &u32| *b >= 65_536)
                 .unwrap_or(DEFAULT_ID_BASE),
+            ceilings: crate::envelope::DEFAULT_CEILINGS,
+            ceilings_of: "this engine's",
+            retention: Retention::default(),
         }
     }
 }
@@ -137,6 +195,10 @@ pub struct Engine {
     budget: Option<crate::policy::budget::Ledger>,
     /// Serializes reviewer transitions within this process.
     transitions: std::sync::Mutex<()>,
+    /// Bytes each submitting uid keeps under `runs/` (see
+    /// [`Engine::usage_of`]); `None` until first needed and after each
+    /// housekeeping, which rescans.
+    usage: std::sync::Mutex<Option<std::collections::HashMap<u32, u64>>>,
 }
 
 /// What the live lane's rerun adds to a rehearsal.
@@ -491,6 +553,7 @@ impl Engine {
             journal: Journal::new(state_dir),
             budget: None,
             transitions: std::sync::Mutex::new(()),
+            usage: std::sync::Mutex::new(None),
         };
         // Runs whose rehearsing process died, and reviewer decisions cut
         // short: settled before anything else happens (cheap: both
@@ -772,6 +835,7 @@ impl Engine {
         self.save(&r)?;
         self.journal.append(&verdict_entry(&r))?;
         self.clear_inflight(&r.run_id);
+        self.count_usage(&r);
         Ok(r)
     }
 
@@ -829,6 +893,22 @@ impl Engine {
         live: Option<&LiveRun>,
         replay: Option<sandbox::stubs::ReplaySet>,
     ) -> Result<Prepared, EngineError> {
+        // The configured ceilings first: a run asking for more never starts.
+        let mut fitted = spec.clone();
+        fitted
+            .fit_to_ceilings(&self.opts.ceilings)
+            .map_err(|e| {
+                EngineError::AboveCeiling(format!(
+                    "limits.{}: {} is above {} ceiling of {}; ask for at most {} (the ceiling is `dryrun daemon --max-{}`)",
+                    e.field,
+                    e.asked,
+                    self.opts.ceilings_of,
+                    e.ceiling,
+                    e.ceiling,
+                    e.field.replace('_', "-")
+                ))
+            })?;
+        let spec = &fitted;
         if let Some(tree) = self.opts.image.covers(&spec.workspace) {
             return Err(EngineError::Workspace(format!(
                 "{} lies inside {}, which the sandbox image mounts read-only; use a project directory elsewhere",
@@ -873,6 +953,10 @@ impl Engine {
                 ws_id.uid,
                 actor.uid
             )));
+        }
+        // The live lane's rerun carries out an approved run: not refused here.
+        if actor.via == "daemon" && live.is_none() {
+            self.check_quota(actor.uid)?;
         }
 
         let t0_ns = sandbox::helper::monotonic_ns();
@@ -1035,9 +1119,9 @@ impl Engine {
                 })?;
         }
 
-        // Blobs may be at most the upper layer's size (plus small "before"
-        // copies for diffs).
-        let max_blobs = limits.disk_bytes * 2 + (64 << 20);
+        // Kept content, counted at apparent size: the upper layer's size
+        // plus a little for "before" copies (see `kept_content_budget`).
+        let max_blobs = crate::sandbox::spec::kept_content_budget(limits.disk_bytes);
         self.save(&record)?;
         // The validated envelope, for the live lane (live: section) and replay.
         let env_path = dir.join("envelope.json");
@@ -1124,6 +1208,7 @@ impl Engine {
         tracing::debug!(run = %run_id, elapsed = ?t_sandbox.elapsed(), "sandbox returned");
         match outcome {
             Ok((mut report, host)) => {
+                report_content_not_kept(&mut report, max_blobs);
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
@@ -1229,10 +1314,11 @@ impl Engine {
                     would_be_actions: report.would_be_actions,
                     redactions,
                 });
+                record.verdict = Some(verdict);
+                fit_record(&mut record);
                 if let Some(reh) = record.rehearsal.as_mut() {
                     reh.evidence_hash = crate::record::evidence_hash(reh);
                 }
-                record.verdict = Some(verdict);
             }
             Err(e) => {
                 record.state = RunState::Failed;
@@ -1262,6 +1348,7 @@ impl Engine {
         }
         self.save(&record)?;
         self.clear_inflight(&run_id);
+        self.count_usage(&record);
         tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");
         Ok(record)
     }
@@ -1306,6 +1393,9 @@ impl Engine {
         let path = self.run_dir(&record.run_id).join("record.json");
         let tmp = path.with_extension("json.partial");
         let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        if bytes.len() > RECORD_MAX_BYTES {
+            return Err(record_too_large(path, bytes.len()));
+        }
         std::fs::write(&tmp, &bytes)
             .and_then(|_| std::fs::rename(&tmp, &path))
             .map_err(|source| EngineError::State { path, source })
@@ -1319,6 +1409,9 @@ impl Engine {
         })?;
         let path = dir.join("record.json");
         let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        if bytes.len() > RECORD_MAX_BYTES {
+            return Err(record_too_large(path, bytes.len()));
+        }
         write_atomic(&path, &bytes).map_err(|source| EngineError::State { path, source })
     }
 
@@ -1367,39 +1460,273 @@ impl Engine {
         Ok(out)
     }
 
-    /// Delete the scratch content (blobs) of runs that can no longer be
-    /// promoted, and of every run past the retention period. Records stay.
+    /// Housekeeping of `runs/`, by age of the run's last state change (its
+    /// directory's modification time): past `blob_days`, a run's kept
+    /// content goes; past `record_days`, the whole run (record, envelope,
+    /// content) goes. Runs awaiting approval, approved, queued or running
+    /// are kept whatever their age. Per-uid usage is counted again after.
     pub fn collect_garbage(&self) {
-        let days = std::env::var("DRYRUN_SCRATCH_RETENTION_DAYS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(DEFAULT_RETENTION_DAYS);
-        let retention = Duration::from_secs(days * 86_400);
-        let Ok(rd) = std::fs::read_dir(self.state_dir.join("runs")) else {
-            return;
-        };
-        for e in rd.flatten() {
-            let dir = e.path();
-            let blobs = dir.join("blobs");
-            let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-                continue;
-            };
-            // Only old runs are read at all, so a start costs one stat per run.
-            let old = std::fs::metadata(&dir)
-                .and_then(|m| m.modified())
-                .map(|t| t.elapsed().unwrap_or_default() >= retention)
-                .unwrap_or(false);
-            if !old || !blobs.exists() {
-                continue;
-            }
-            let pending = match self.get(&name) {
-                Ok(r) => matches!(r.state, RunState::AwaitingApproval | RunState::Approved),
-                Err(_) => false,
-            };
-            if old && !pending {
-                let _ = std::fs::remove_dir_all(&blobs);
+        let r = &self.opts.retention;
+        let blob_age = Duration::from_secs(r.blob_days.saturating_mul(86_400));
+        let record_age = Duration::from_secs(r.record_days.saturating_mul(86_400));
+        if let Ok(rd) = std::fs::read_dir(self.state_dir.join("runs")) {
+            for e in rd.flatten() {
+                let dir = e.path();
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !valid_run_id(&name) {
+                    continue;
+                }
+                // Only old runs are read at all, so this costs one stat per run.
+                let Some(age) = std::fs::symlink_metadata(&dir)
+                    .ok()
+                    .filter(|m| m.is_dir())
+                    .and_then(|m| m.modified().ok())
+                    .map(|t| t.elapsed().unwrap_or_default())
+                else {
+                    continue;
+                };
+                if age < blob_age.min(record_age) {
+                    continue;
+                }
+                let pending = self.get(&name).is_ok_and(|r| {
+                    matches!(
+                        r.state,
+                        RunState::AwaitingApproval
+                            | RunState::Approved
+                            | RunState::Queued
+                            | RunState::Running
+                    )
+                });
+                if pending {
+                    continue;
+                }
+                if age >= record_age {
+                    let _ = std::fs::remove_dir_all(&dir);
+                } else if age >= blob_age {
+                    let _ = std::fs::remove_dir_all(dir.join("blobs"));
+                }
             }
         }
+        *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Refuse a daemon client that keeps its quota's worth or more.
+    fn check_quota(&self, uid: u32) -> Result<(), EngineError> {
+        let Some(quota) = self.opts.retention.quota_per_uid_bytes else {
+            return Ok(());
+        };
+        let used = self.usage_of(uid);
+        if used < quota {
+            return Ok(());
+        }
+        let r = &self.opts.retention;
+        Err(EngineError::QuotaExceeded(format!(
+            "uid {uid} keeps {} MiB of run records and kept content in the state directory, at or over its quota of {} MiB (`dryrun daemon --quota-per-uid-mb`); nothing ran. \
+             Space comes back as housekeeping removes the kept content of runs older than {} days and the records of finished runs older than {} days (runs awaiting approval or approved are kept: reject the ones you no longer need); \
+             an administrator can raise the quota or shorten the retention (`--blob-retention-days`, `--record-retention-days`)",
+            used.div_ceil(1 << 20),
+            quota >> 20,
+            r.blob_days,
+            r.record_days
+        )))
+    }
+
+    /// Bytes `uid`'s runs keep under `runs/` (records, envelopes, kept
+    /// content; apparent sizes). Counted once by a scan, then kept up to
+    /// date as runs finish.
+    pub fn usage_of(&self, uid: u32) -> u64 {
+        let mut g = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_or_insert_with(|| self.scan_usage())
+            .get(&uid)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn scan_usage(&self) -> std::collections::HashMap<u32, u64> {
+        let mut m = std::collections::HashMap::new();
+        for e in std::fs::read_dir(self.state_dir.join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let dir = e.path();
+            if let Some(uid) = run_owner(&dir) {
+                *m.entry(uid).or_insert(0) += run_dir_bytes(&dir);
+            }
+        }
+        m
+    }
+
+    /// Add a settled run's bytes to its submitter's usage.
+    fn count_usage(&self, r: &RunRecord) {
+        let Some(uid) = r.submitted_by.as_ref().map(|a| a.uid) else {
+            return;
+        };
+        let mut g = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = g.as_mut() {
+            *m.entry(uid).or_insert(0) += run_dir_bytes(&self.run_dir(&r.run_id));
+        }
+    }
+}
+
+/// The submitter's uid of the run in `dir`, read without keeping the record.
+fn run_owner(dir: &Path) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Submitter {
+        uid: u32,
+    }
+    #[derive(Deserialize)]
+    struct Owner {
+        submitted_by: Option<Submitter>,
+    }
+    let f = std::fs::File::open(dir.join("record.json")).ok()?;
+    let o: Owner = serde_json::from_reader(std::io::BufReader::new(f)).ok()?;
+    o.submitted_by.map(|s| s.uid)
+}
+
+/// Apparent size of a run directory's files and kept content (a sparse
+/// blob counts at its full length).
+fn run_dir_bytes(dir: &Path) -> u64 {
+    let files = |d: &Path| -> u64 {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum()
+    };
+    files(dir) + files(&dir.join("blobs"))
+}
+
+fn record_too_large(path: PathBuf, len: usize) -> EngineError {
+    EngineError::State {
+        path,
+        source: std::io::Error::other(format!(
+            "the record would be {len} bytes, over the {RECORD_MAX_BYTES}-byte cap; not written"
+        )),
+    }
+}
+
+/// Files the walk could not keep within the run's kept-content budget
+/// (counted at apparent size, so a sparse file counts at its full length)
+/// make the run hit its disk limit, named in `limits_hit` and `blocked`.
+fn report_content_not_kept(report: &mut sandbox::wire::RehearsalReport, budget: u64) {
+    let not_kept: Vec<&str> = report
+        .changes
+        .iter()
+        .filter(|c| c.content_not_kept)
+        .map(|c| c.path.as_str())
+        .collect();
+    if not_kept.is_empty() {
+        return;
+    }
+    let detail = format!(
+        "kept content: {} file(s) did not fit the run's kept-content budget of {} MiB (apparent sizes, so sparse files count in full; the budget follows limits.disk_mb); their content was not kept, so the run cannot be promoted: {}{}",
+        not_kept.len(),
+        budget >> 20,
+        not_kept
+            .iter()
+            .take(5)
+            .map(|p| crate::workspace::paths::sanitize_for_terminal(p))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if not_kept.len() > 5 { ", ..." } else { "" }
+    );
+    report.blocked.push(sandbox::wire::Blocked {
+        kind: "limit".into(),
+        detail,
+    });
+    report.limits_hit.push("disk".into());
+    report.limits_hit.sort();
+    report.limits_hit.dedup();
+}
+
+/// Hold a finished record under [`RECORD_MAX_BYTES`]: output, then long
+/// lists, then the change list are cut until it fits. A record that had to
+/// be cut names the `record` limit and is blocked: what was cut cannot be
+/// reviewed, so the run is never promoted as is.
+fn fit_record(record: &mut RunRecord) {
+    const OUTPUT_KEPT: usize = 64 << 10;
+    const LIST_KEPT: usize = 1000;
+    let size = |r: &RunRecord| serde_json::to_vec_pretty(r).map_or(usize::MAX, |b| b.len());
+    let before = size(record);
+    // Room for the notes added below.
+    let cap = RECORD_MAX_BYTES - (16 << 10);
+    if before <= cap {
+        return;
+    }
+    fn cut_text(t: &mut String, max: usize) -> bool {
+        if t.len() <= max {
+            return false;
+        }
+        let mut end = max;
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t.truncate(end);
+        true
+    }
+    fn cut_list<T>(v: &mut Vec<T>, max: usize) {
+        v.truncate(max);
+    }
+    if let Some(reh) = record.rehearsal.as_mut() {
+        let a = cut_text(&mut reh.stdout, OUTPUT_KEPT);
+        let b = cut_text(&mut reh.stderr, OUTPUT_KEPT);
+        reh.output_truncated |= a || b;
+    }
+    if size(record) > cap {
+        if let Some(v) = record.verdict.as_mut() {
+            cut_list(&mut v.surprise_paths, LIST_KEPT);
+            cut_list(&mut v.forbidden_paths_touched, LIST_KEPT);
+            cut_list(&mut v.reasons, LIST_KEPT);
+            cut_list(&mut v.findings, LIST_KEPT);
+            cut_list(&mut v.notes, LIST_KEPT);
+        }
+        if let Some(reh) = record.rehearsal.as_mut() {
+            cut_list(&mut reh.blocked, LIST_KEPT);
+            cut_list(&mut reh.stripped, LIST_KEPT);
+            cut_list(&mut reh.would_be_actions, LIST_KEPT);
+            cut_list(&mut reh.incomplete, LIST_KEPT);
+        }
+    }
+    while size(record) > cap {
+        let Some(reh) = record.rehearsal.as_mut() else {
+            break;
+        };
+        if reh.changes.is_empty() {
+            break;
+        }
+        let keep = reh.changes.len() / 2;
+        reh.changes.truncate(keep);
+    }
+    let message = format!(
+        "the run record would have been {} MiB, over the {} MiB cap: output, long lists and the change list were cut, so this run cannot be reviewed in full or promoted",
+        before.div_ceil(1 << 20),
+        RECORD_MAX_BYTES >> 20
+    );
+    if let Some(reh) = record.rehearsal.as_mut() {
+        reh.limits_hit.push("record".into());
+        reh.limits_hit.sort();
+        reh.limits_hit.dedup();
+        reh.blocked.push(sandbox::wire::Blocked {
+            kind: "limit".into(),
+            detail: message.clone(),
+        });
+    }
+    if let Some(v) = record.verdict.as_mut() {
+        v.decision = Decision::Blocked;
+        v.reasons.insert(0, format!("[limits.record] {message}"));
+        v.findings.insert(
+            0,
+            verdict::Finding {
+                rule: "limits.record".into(),
+                decision: Decision::Blocked,
+                message,
+            },
+        );
+        record.state = RunState::Rehearsed;
     }
 }
 
@@ -1442,6 +1769,146 @@ pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn test_engine(dir: &Path, quota: Option<u64>) -> Engine {
+        let opts = EngineOptions {
+            retention: Retention {
+                blob_days: 7,
+                record_days: 30,
+                quota_per_uid_bytes: quota,
+            },
+            ..EngineOptions::default()
+        };
+        Engine::open(dir, opts).unwrap()
+    }
+
+    /// A run directory as a finished run leaves it, last changed `days` ago.
+    fn fake_run(e: &Engine, id: &str, state: &str, uid: u32, days: u64, blob: usize) {
+        let dir = e.run_dir(id);
+        std::fs::create_dir_all(dir.join("blobs")).unwrap();
+        let record = serde_json::json!({
+            "schema": SCHEMA, "run_id": id, "task": null, "command": "true",
+            "workspace": "/nowhere", "created_at": "2020-01-01T00:00:00Z",
+            "envelope_hash": "", "rehearsal": null, "verdict": null, "receipt": null,
+            "intent": {"summary": "", "mode": "mutating", "expected_writes": [], "forbidden_paths": []},
+            "state": state,
+            "submitted_by": {"uid": uid, "gid": uid, "via": "daemon"},
+        });
+        std::fs::write(dir.join("record.json"), record.to_string()).unwrap();
+        std::fs::write(dir.join("blobs").join("b"), vec![0u8; blob]).unwrap();
+        let when = SystemTime::now() - Duration::from_secs(days * 86_400);
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+
+    #[test]
+    fn retention_removes_old_content_then_old_records_but_keeps_pending_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = test_engine(tmp.path(), None);
+        fake_run(&e, "r1-0001", "rehearsed", 1000, 1, 10);
+        fake_run(&e, "r1-0002", "rehearsed", 1000, 10, 10);
+        fake_run(&e, "r1-0003", "promoted", 1000, 40, 10);
+        fake_run(&e, "r1-0004", "failed", 1000, 40, 10);
+        fake_run(&e, "r1-0005", "awaiting_approval", 1000, 400, 10);
+        fake_run(&e, "r1-0006", "approved", 1000, 400, 10);
+        fake_run(&e, "r1-0007", "rejected", 1000, 31, 10);
+        e.collect_garbage();
+        let has = |id: &str, sub: &str| e.run_dir(id).join(sub).exists();
+        // Young: everything stays.
+        assert!(has("r1-0001", "record.json") && has("r1-0001", "blobs"));
+        // Past the content retention: content goes, the record stays.
+        assert!(has("r1-0002", "record.json") && !has("r1-0002", "blobs"));
+        // Past the record retention: the whole run goes.
+        for id in ["r1-0003", "r1-0004", "r1-0007"] {
+            assert!(!e.run_dir(id).exists(), "{id}");
+        }
+        // Waiting for a person, or approved: kept whatever their age.
+        for id in ["r1-0005", "r1-0006"] {
+            assert!(has(id, "record.json") && has(id, "blobs"), "{id}");
+        }
+        assert_eq!(e.list(None).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_uid_at_its_quota_is_refused_and_others_are_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = test_engine(tmp.path(), Some(1 << 20));
+        fake_run(&e, "r1-0001", "rehearsed", 1000, 0, 600 << 10);
+        fake_run(&e, "r1-0002", "rehearsed", 1000, 0, 600 << 10);
+        fake_run(&e, "r1-0003", "rehearsed", 1001, 0, 10);
+        // Apparent sizes: a sparse blob counts in full.
+        let sparse = e.run_dir("r1-0003").join("blobs").join("sparse");
+        std::fs::File::create(&sparse)
+            .unwrap()
+            .set_len(900 << 20)
+            .unwrap();
+        assert!(e.usage_of(1000) >= 1200 << 10);
+        assert!(e.usage_of(1001) >= 900 << 20);
+        let err = e.check_quota(1000).unwrap_err();
+        assert!(matches!(err, EngineError::QuotaExceeded(_)));
+        let msg = err.to_string();
+        assert!(msg.contains("quota of 1 MiB"), "{msg}");
+        assert!(msg.contains("30 days"), "{msg}");
+        assert!(e.check_quota(1002).is_ok());
+        // Housekeeping counts again: with the content gone, uid 1000 is
+        // under its quota.
+        std::fs::remove_dir_all(e.run_dir("r1-0001")).unwrap();
+        e.collect_garbage();
+        assert!(e.check_quota(1000).is_ok());
+    }
+
+    #[test]
+    fn an_oversized_record_is_cut_blocked_and_never_written_whole() {
+        let change = |i: usize| crate::workspace::diff::Change {
+            path: format!("{}/{i}", "d".repeat(2000)),
+            ..serde_json::from_value(serde_json::json!({
+                "path": "x", "kind": "created", "file_type": "file", "before": null, "after": null
+            }))
+            .unwrap()
+        };
+        let mut r: RunRecord = serde_json::from_value(serde_json::json!({
+            "schema": SCHEMA, "run_id": "r1-0001", "task": null, "command": "true",
+            "workspace": "/nowhere", "created_at": "2020-01-01T00:00:00Z",
+            "envelope_hash": "", "verdict": null, "receipt": null,
+            "intent": {"summary": "", "mode": "mutating", "expected_writes": [], "forbidden_paths": []},
+            "state": "rehearsed", "rehearsal": null,
+        }))
+        .unwrap();
+        r.rehearsal = Some(Rehearsal {
+            stdout: "o".repeat(4 << 20),
+            changes: (0..6_000).map(change).collect(),
+            ..Default::default()
+        });
+        r.verdict = Some(verdict::Verdict {
+            decision: Decision::Promote,
+            surprise_paths: Vec::new(),
+            forbidden_paths_touched: Vec::new(),
+            reasons: Vec::new(),
+            findings: Vec::new(),
+            notes: Vec::new(),
+        });
+        assert!(serde_json::to_vec_pretty(&r).unwrap().len() > 12 << 20);
+        fit_record(&mut r);
+        assert!(serde_json::to_vec_pretty(&r).unwrap().len() <= RECORD_MAX_BYTES);
+        let reh = r.rehearsal.as_ref().unwrap();
+        assert!(reh.limits_hit.contains(&"record".to_string()));
+        assert!(reh.output_truncated);
+        let v = r.verdict.as_ref().unwrap();
+        assert_eq!(v.decision, Decision::Blocked);
+        assert!(
+            v.reasons[0].starts_with("[limits.record]"),
+            "{:?}",
+            v.reasons
+        );
+        // And the store refuses anything larger, whatever the caller.
+        let tmp = tempfile::tempdir().unwrap();
+        let e = test_engine(tmp.path(), None);
+        r.rehearsal.as_mut().unwrap().stdout = "o".repeat(RECORD_MAX_BYTES);
+        assert!(e.save(&r).is_err());
+        assert!(!e.run_dir("r1-0001").join("record.json").exists());
+    }
 
     #[test]
     fn journal_fields_stay_small_whatever_the_command_does() {

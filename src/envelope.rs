@@ -122,6 +122,66 @@ pub struct LimitsSpec {
     pub disk_mb: u64,
 }
 
+/// The most a daemon (or the in-process engine) lets one run ask for: its
+/// configured ceilings. Modest by default; `dryrun daemon --max-*` sets them.
+pub const DEFAULT_CEILINGS: LimitsSpec = LimitsSpec {
+    timeout_s: 3600,
+    memory_mb: 8192,
+    pids: 4096,
+    output_kb: 4096,
+    disk_mb: 4096,
+};
+
+/// The lowest value each limit field accepts.
+pub const LIMIT_MINIMA: LimitsSpec = LimitsSpec {
+    timeout_s: 1,
+    memory_mb: 16,
+    pids: 8,
+    output_kb: 1,
+    disk_mb: 1,
+};
+
+/// The highest value each limit field accepts, whatever the ceilings say;
+/// a configured ceiling may not exceed it.
+pub const LIMIT_MAXIMA: LimitsSpec = LimitsSpec {
+    timeout_s: 86_400,
+    memory_mb: 1 << 20,
+    pids: 1 << 20,
+    output_kb: 1 << 20,
+    disk_mb: 1 << 20,
+};
+
+/// A limit the envelope asked for above the configured ceiling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AboveCeiling {
+    pub field: &'static str,
+    pub asked: u64,
+    pub ceiling: u64,
+}
+
+impl LimitsSpec {
+    /// `(name, value)` of each field, in envelope order.
+    pub fn fields(&self) -> [(&'static str, u64); 5] {
+        [
+            ("timeout_s", self.timeout_s),
+            ("memory_mb", self.memory_mb),
+            ("pids", self.pids),
+            ("output_kb", self.output_kb),
+            ("disk_mb", self.disk_mb),
+        ]
+    }
+
+    fn field_mut(&mut self, name: &str) -> &mut u64 {
+        match name {
+            "timeout_s" => &mut self.timeout_s,
+            "memory_mb" => &mut self.memory_mb,
+            "pids" => &mut self.pids,
+            "output_kb" => &mut self.output_kb,
+            _ => &mut self.disk_mb,
+        }
+    }
+}
+
 /// A validated envelope.
 #[derive(Debug, Clone)]
 pub struct EnvelopeSpec {
@@ -398,25 +458,37 @@ impl Envelope {
                 "timeout_s",
                 l.timeout_s,
                 DEFAULT_LIMITS.timeout_s,
-                1,
-                86_400,
+                LIMIT_MINIMA.timeout_s,
+                LIMIT_MAXIMA.timeout_s,
             )?,
             memory_mb: check_range(
                 "memory_mb",
                 l.memory_mb,
                 DEFAULT_LIMITS.memory_mb,
-                16,
-                1 << 20,
+                LIMIT_MINIMA.memory_mb,
+                LIMIT_MAXIMA.memory_mb,
             )?,
-            pids: check_range("pids", l.pids, DEFAULT_LIMITS.pids, 8, 1 << 20)?,
+            pids: check_range(
+                "pids",
+                l.pids,
+                DEFAULT_LIMITS.pids,
+                LIMIT_MINIMA.pids,
+                LIMIT_MAXIMA.pids,
+            )?,
             output_kb: check_range(
                 "output_kb",
                 l.output_kb,
                 DEFAULT_LIMITS.output_kb,
-                1,
-                1 << 20,
+                LIMIT_MINIMA.output_kb,
+                LIMIT_MAXIMA.output_kb,
             )?,
-            disk_mb: check_range("disk_mb", l.disk_mb, DEFAULT_LIMITS.disk_mb, 1, 1 << 20)?,
+            disk_mb: check_range(
+                "disk_mb",
+                l.disk_mb,
+                DEFAULT_LIMITS.disk_mb,
+                LIMIT_MINIMA.disk_mb,
+                LIMIT_MAXIMA.disk_mb,
+            )?,
         };
 
         for (k, v) in &self.env {
@@ -488,6 +560,34 @@ impl Envelope {
 impl EnvelopeSpec {
     /// The validated envelope (working_dir absolute and canonical), as sent
     /// to a daemon.
+    /// Hold the limits to `ceiling`: a limit the envelope asked for above
+    /// its ceiling is an error (nothing runs); a default above it is
+    /// lowered to the ceiling.
+    pub fn fit_to_ceilings(&mut self, ceiling: &LimitsSpec) -> Result<(), AboveCeiling> {
+        let asked = &self.envelope.limits;
+        let explicit = |name: &str| match name {
+            "timeout_s" => asked.timeout_s.is_some(),
+            "memory_mb" => asked.memory_mb.is_some(),
+            "pids" => asked.pids.is_some(),
+            "output_kb" => asked.output_kb.is_some(),
+            _ => asked.disk_mb.is_some(),
+        };
+        for ((field, v), (_, max)) in self.limits.fields().into_iter().zip(ceiling.fields()) {
+            if v <= max {
+                continue;
+            }
+            if explicit(field) {
+                return Err(AboveCeiling {
+                    field,
+                    asked: v,
+                    ceiling: max,
+                });
+            }
+            *self.limits.field_mut(field) = max;
+        }
+        Ok(())
+    }
+
     pub fn envelope_for_submission(&self) -> &Envelope {
         &self.envelope
     }
@@ -561,6 +661,31 @@ mod tests {
         assert!(e.starts_with("working_dir:"), "{e}");
         let e = v("command: ls\nworking_dir: /\n").unwrap_err().to_string();
         assert!(e.contains("root directory"), "{e}");
+    }
+
+    #[test]
+    fn limits_asked_above_a_ceiling_are_refused_and_defaults_are_lowered() {
+        let ceiling = LimitsSpec {
+            disk_mb: 64,
+            timeout_s: 30,
+            ..DEFAULT_CEILINGS
+        };
+        let mut s = v("command: ls\nlimits: {disk_mb: 1048576}\n").unwrap();
+        assert_eq!(
+            s.fit_to_ceilings(&ceiling),
+            Err(AboveCeiling {
+                field: "disk_mb",
+                asked: 1 << 20,
+                ceiling: 64
+            })
+        );
+        let mut s = v("command: ls\nlimits: {disk_mb: 64, timeout_s: 30}\n").unwrap();
+        assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
+        // Defaults (disk 1024, timeout 60) above the ceilings are lowered.
+        let mut s = v("command: ls\n").unwrap();
+        assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
+        assert_eq!((s.limits.disk_mb, s.limits.timeout_s), (64, 30));
+        assert_eq!(s.limits.memory_mb, DEFAULT_LIMITS.memory_mb);
     }
 
     #[test]

@@ -214,6 +214,31 @@ struct DaemonArgs {
     /// Rehearse even when the kernel's Landlock is below the minimum ABI.
     #[arg(long)]
     allow_degraded_sandbox: bool,
+    /// Ceiling of limits.timeout_s; a run asking for more is refused (400).
+    #[arg(long, value_name = "S", default_value_t = crate::envelope::DEFAULT_CEILINGS.timeout_s)]
+    max_timeout_s: u64,
+    /// Ceiling of limits.memory_mb.
+    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.memory_mb)]
+    max_memory_mb: u64,
+    /// Ceiling of limits.pids.
+    #[arg(long, value_name = "N", default_value_t = crate::envelope::DEFAULT_CEILINGS.pids)]
+    max_pids: u64,
+    /// Ceiling of limits.output_kb.
+    #[arg(long, value_name = "KIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.output_kb)]
+    max_output_kb: u64,
+    /// Ceiling of limits.disk_mb (also bounds what one run keeps).
+    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.disk_mb)]
+    max_disk_mb: u64,
+    /// Records and kept content each client uid may keep in the state
+    /// directory; past it, submissions are refused (507). 0: no quota.
+    #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_QUOTA_PER_UID_BYTES >> 20)]
+    quota_per_uid_mb: u64,
+    /// Days the kept content of runs not awaiting approval is kept.
+    #[arg(long, value_name = "DAYS")]
+    blob_retention_days: Option<u64>,
+    /// Days the records of finished runs are kept.
+    #[arg(long, value_name = "DAYS")]
+    record_retention_days: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -900,6 +925,33 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
         window_s: a.budget_window.max(1),
     });
     cfg.allow_degraded = a.allow_degraded_sandbox;
+    cfg.ceilings = crate::envelope::LimitsSpec {
+        timeout_s: a.max_timeout_s,
+        memory_mb: a.max_memory_mb,
+        pids: a.max_pids,
+        output_kb: a.max_output_kb,
+        disk_mb: a.max_disk_mb,
+    };
+    let lowest = crate::envelope::LIMIT_MINIMA.fields();
+    let highest = crate::envelope::LIMIT_MAXIMA.fields();
+    for (((field, v), (_, lo)), (_, hi)) in
+        cfg.ceilings.fields().into_iter().zip(lowest).zip(highest)
+    {
+        if v < lo || v > hi {
+            return usage_error(format!(
+                "--max-{}: {v} is out of range; use a value from {lo} to {hi}",
+                field.replace('_', "-")
+            ));
+        }
+    }
+    cfg.retention.quota_per_uid_bytes =
+        (a.quota_per_uid_mb > 0).then_some(a.quota_per_uid_mb.saturating_mul(1 << 20));
+    if let Some(d) = a.blob_retention_days {
+        cfg.retention.blob_days = d;
+    }
+    if let Some(d) = a.record_retention_days {
+        cfg.retention.record_days = d;
+    }
     match crate::daemon::run_daemon(cfg) {
         Ok(()) => 0,
         Err(e) => {

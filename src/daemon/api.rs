@@ -148,6 +148,8 @@ pub struct App {
     engine: Arc<Engine>,
     pub cfg: DaemonConfig,
     slots: Arc<Semaphore>,
+    /// Each uid's share of `slots`: at most half of them (at least one).
+    slots_by_uid: std::sync::Mutex<HashMap<u32, Arc<Semaphore>>>,
     /// Queued + running.
     admitted: AtomicUsize,
     admitted_by_uid: std::sync::Mutex<HashMap<u32, usize>>,
@@ -163,6 +165,7 @@ impl App {
         Arc::new(App {
             engine,
             slots: Arc::new(Semaphore::new(cfg.max_running.max(1))),
+            slots_by_uid: std::sync::Mutex::new(HashMap::new()),
             cfg,
             admitted: AtomicUsize::new(0),
             admitted_by_uid: std::sync::Mutex::new(HashMap::new()),
@@ -172,6 +175,27 @@ impl App {
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
         })
+    }
+
+    /// The most rehearsals one uid runs at once: half the daemon's slots,
+    /// at least one; its other runs wait in the queue.
+    pub fn running_per_uid(&self) -> usize {
+        (self.cfg.max_running / 2).max(1)
+    }
+
+    fn uid_slots(&self, uid: u32) -> Arc<Semaphore> {
+        let mut m = self.slots_by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget uids with nothing running or waiting (only the map holds them).
+        m.retain(|_, s| Arc::strong_count(s) > 1);
+        m.entry(uid)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.running_per_uid())))
+            .clone()
+    }
+
+    /// Apply the state directory's retention now.
+    pub async fn housekeeping(&self) {
+        let engine = self.engine.clone();
+        let _ = tokio::task::spawn_blocking(move || engine.collect_garbage()).await;
     }
 
     pub fn refuse_connection(&self, why: &str) {
@@ -305,6 +329,8 @@ impl From<EngineError> for ApiError {
             EngineError::Drift(_) => (StatusCode::CONFLICT, "drift"),
             EngineError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             EngineError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            EngineError::AboveCeiling(_) => (StatusCode::BAD_REQUEST, "invalid_envelope"),
+            EngineError::QuotaExceeded(_) => (StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded"),
             EngineError::BudgetExhausted { .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, "budget_exhausted")
             }
@@ -584,11 +610,18 @@ async fn admit_and_run(
         .insert(run_id.clone(), active);
     let task_app = app.clone();
     let task_id = run_id.clone();
+    let uid_slots = app.uid_slots(actor.uid);
     tokio::spawn(async move {
         let _uid_slot = uid_slot;
         let app = task_app;
+        // The uid's share first, then a daemon slot: a uid at its share
+        // waits without holding a slot another uid could use.
         let permit = tokio::select! {
-            p = app.slots.clone().acquire_owned() => p.ok(),
+            p = async {
+                let mine = uid_slots.acquire_owned().await.ok()?;
+                let slot = app.slots.clone().acquire_owned().await.ok()?;
+                Some((mine, slot))
+            } => p,
             _ = cancel_queued.notified() => None,
         };
         let engine = app.engine.clone();

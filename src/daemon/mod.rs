@@ -59,6 +59,10 @@ pub struct DaemonConfig {
     pub shutdown_grace: Duration,
     pub budget: Option<crate::policy::budget::BudgetConfig>,
     pub allow_degraded: bool,
+    /// The most one run may ask for; above it, 400 and nothing runs.
+    pub ceilings: crate::envelope::LimitsSpec,
+    /// Per-uid quota and retention of the state directory.
+    pub retention: crate::engine::Retention,
 }
 
 impl DaemonConfig {
@@ -77,6 +81,8 @@ impl DaemonConfig {
             shutdown_grace: Duration::from_secs(30),
             budget: Some(Default::default()),
             allow_degraded: false,
+            ceilings: crate::envelope::DEFAULT_CEILINGS,
+            retention: crate::engine::Retention::default(),
         }
     }
 }
@@ -253,6 +259,9 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
     }
     let opts = EngineOptions {
         allow_degraded: cfg.allow_degraded || EngineOptions::default().allow_degraded,
+        ceilings: cfg.ceilings,
+        ceilings_of: "this daemon's",
+        retention: cfg.retention.clone(),
         ..EngineOptions::default()
     };
     let mut engine = Engine::open(&cfg.state_dir, opts)?;
@@ -284,6 +293,16 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
             cfg.max_queued,
             cfg.approver_group
         );
+        // Retention applies while the daemon runs, not only at its start.
+        let housekeeping_app = app.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(HOUSEKEEPING_EVERY);
+            every.tick().await; // the engine's start just did it
+            loop {
+                every.tick().await;
+                housekeeping_app.housekeeping().await;
+            }
+        });
         let signal_app = app.clone();
         tokio::spawn(async move {
             wait_for_signal().await;
@@ -305,6 +324,9 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         Ok(())
     })
 }
+
+/// How often a running daemon applies the retention (as each start does).
+const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(3600);
 
 /// Connections at once, in total and per client uid; past either, a new
 /// connection gets a 429 (`too_many_connections[_per_uid]`) and is closed.

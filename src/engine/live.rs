@@ -171,6 +171,12 @@ fn plan_ops(
             ));
             continue;
         }
+        if c.content_not_kept {
+            refusals.push(format!(
+                "{shown}: its content did not fit the run's kept-content budget and was not kept, so it cannot be verified or promoted"
+            ));
+            continue;
+        }
         if c.content_withheld {
             refusals.push(format!(
                 "{shown}: its content was withheld from the evidence (the command's user cannot read it), so it cannot be verified or promoted"
@@ -413,6 +419,11 @@ impl Engine {
             }
         }
         let reh = r.rehearsal.clone().unwrap_or_default();
+        if reh.limits_hit.iter().any(|l| l == "record") {
+            return Err(EngineError::Conflict(format!(
+                "run {run_id}'s record was cut to its size cap, so its change list is incomplete; it cannot be promoted. Rehearse a smaller change"
+            )));
+        }
         let mut mode = "apply";
         let mut live_run: Option<RunRecord> = None;
         let (changes, blobs) = if let Some(env) = self.rerun_envelope(run_id)? {

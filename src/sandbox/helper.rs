@@ -402,9 +402,22 @@ fn child_stage(
     }
 }
 
-/// Blob sink writing `B` frames to fd 1.
-struct FrameSink;
+/// Blob sink writing `B` frames to fd 1, within the run's kept-content
+/// budget (the host enforces the same number).
+struct FrameSink {
+    room: u64,
+}
 impl BlobSink for FrameSink {
+    fn reserve(&mut self, len: u64) -> bool {
+        match self.room.checked_sub(len) {
+            Some(left) => {
+                self.room = left;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn put(
         &mut self,
         hash: &blake3::Hash,
@@ -744,7 +757,9 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     // P9
     mark("P9 evidence");
     let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
-    let mut sink = FrameSink;
+    let mut sink = FrameSink {
+        room: super::spec::kept_content_budget(spec.limits.disk_bytes),
+    };
     // Lower files, and upper files the command does not own, are opened by a
     // reader holding only the owner's ids (sandbox/reader.rs).
     let reader = super::reader::LayerReader::start(

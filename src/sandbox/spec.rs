@@ -128,6 +128,15 @@ pub struct SandboxLimits {
     pub tmp_bytes: u64,
 }
 
+/// Bytes of file content one run may keep (blobs), counted at apparent
+/// size (`st_size`, so sparse and hole-punched files count in full): the
+/// upper layer's size plus room for "before" copies of small modified files,
+/// at most 64 MiB of it. A fixed function of `disk_bytes`, which the
+/// configured disk ceiling bounds.
+pub fn kept_content_budget(disk_bytes: u64) -> u64 {
+    disk_bytes.saturating_add(disk_bytes.min(64 << 20))
+}
+
 /// A cgroup v1 plan (root only): directories the helper creates and joins.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CgroupPlan {

@@ -86,6 +86,11 @@ pub struct Change {
     /// command itself could not see.
     #[serde(default, skip_serializing_if = "is_false")]
     pub content_withheld: bool,
+    /// The file's content did not fit the run's kept-content budget
+    /// (apparent size): it was neither hashed nor kept, so the change can
+    /// be neither verified nor promoted.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub content_not_kept: bool,
     /// The file is a copy of a shadow stub's script (the command copied a
     /// stubbed tool, `cp /usr/bin/git x`): live, it would be the real TOOL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,6 +134,7 @@ impl Change {
             special: None,
             xattrs_changed: Vec::new(),
             content_withheld: false,
+            content_not_kept: false,
             stub_copy_of: None,
         }
     }
@@ -138,6 +144,13 @@ impl Change {
 /// can persist it (the live lane applies exactly these bytes).
 pub trait BlobSink {
     fn put(&mut self, hash: &blake3::Hash, len: u64, content: &mut dyn Read) -> io::Result<()>;
+    /// Reserve room for `len` bytes (the file's apparent size) before it is
+    /// read; false when the run's kept-content budget cannot hold them: the
+    /// file is then neither hashed nor kept.
+    fn reserve(&mut self, len: u64) -> bool {
+        let _ = len;
+        true
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -354,6 +367,10 @@ pub fn walk_upper_layer(
         };
 
         match file_type {
+            FileType::File if !sink.reserve(meta.len()) => {
+                c.content_not_kept = true;
+                c.size_after = Some(meta.len());
+            }
             FileType::File => match open_upper_file(entry.path(), rel, &meta, run_uid, lower) {
                 Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
                     c.content_withheld = true;
@@ -436,6 +453,8 @@ pub fn walk_upper_layer(
                     && l.file_type == FileType::File
                     && file_type == FileType::File
                     && l.size <= diff_before_max
+                    && !c.content_not_kept
+                    && sink.reserve(l.size)
                 {
                     // Keep the old content of small files for text diffs.
                     if let Some(h) = &l.hash
