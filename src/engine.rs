@@ -321,7 +321,7 @@ fn protected_matcher(
         return Ok(m.clone());
     }
     let m = Arc::new(
-        crate::workspace::paths::PathMatcher::new(&policy.protected_paths)
+        crate::workspace::paths::PathMatcher::at_any_depth(&policy.protected_paths)
             .map_err(|e| EngineError::Workspace(format!("protected_paths: {e}")))?,
     );
     let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());

@@ -219,6 +219,10 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("chain.opaque", Level::Write, 10),
 ];
 
+/// Protected paths no policy file can take away (files only add to the
+/// list): the workspace's own dryrun configuration.
+pub const ALWAYS_PROTECTED: &[&str] = &[".dryrun/"];
+
 fn parse_file(file: &str, text: &str) -> Result<PolicyFile, PolicyError> {
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Parse {
@@ -410,7 +414,8 @@ impl Policy {
             block: 90,
         };
         let mut rules: Vec<Rule> = Vec::new();
-        let mut protected: Vec<String> = Vec::new();
+        let mut protected: Vec<String> =
+            ALWAYS_PROTECTED.iter().map(|p| p.to_string()).collect();
         let mut builtin: BTreeMap<String, BuiltinConfig> = BUILTIN_DEFAULTS
             .iter()
             .map(|(id, level, score)| {
@@ -440,7 +445,7 @@ impl Policy {
                 }
             }
             for p in &f.protected_paths {
-                crate::workspace::paths::PathMatcher::new(std::slice::from_ref(p)).map_err(
+                crate::workspace::paths::PathMatcher::at_any_depth(std::slice::from_ref(p)).map_err(
                     |e| PolicyError::Parse {
                         file: name.clone(),
                         message: format!("protected_paths: {e}"),
@@ -538,6 +543,11 @@ impl Policy {
                 }
             }
             for p in &f.protected_paths {
+                crate::workspace::paths::PathMatcher::at_any_depth(std::slice::from_ref(p))
+                    .map_err(|e| PolicyError::Parse {
+                        file: name.clone(),
+                        message: format!("protected_paths: {e}"),
+                    })?;
                 if !protected.contains(p) {
                     protected.push(p.clone());
                 }
