@@ -672,7 +672,7 @@ fn someone_elses_objects_swapped_in_are_never_touched() {
 
     // (c) A root-owned 0600 file swapped over a file whose mode changes.
     let ws = project();
-    let r = submit_user(&d, &ws, "chmod 666 notes.txt", &["--expect-write", "*"]);
+    let r = submit_user(&d, &ws, "chmod 664 notes.txt", &["--expect-write", "*"]);
     assert_eq!(r.code, 0, "{r:?}");
     let id = r.json["run_id"].as_str().unwrap().to_string();
     let secret = ws.dir.join(".rootfile");
