@@ -627,17 +627,77 @@ mod tests {
     fn world_writable_modes_need_approval() {
         let s = spec("command: x\nintent: {expected_writes: ['**']}\n");
         let cases = [
-            (ChangeKind::Created, FileType::File, None, Some(0o100666), Some("evidence.world_writable")),
-            (ChangeKind::Created, FileType::File, None, Some(0o100644), None),
-            (ChangeKind::Metadata, FileType::File, Some(0o100644), Some(0o100646), Some("evidence.world_writable")),
-            (ChangeKind::Metadata, FileType::Dir, Some(0o40755), Some(0o40777), Some("evidence.world_writable")),
-            (ChangeKind::Created, FileType::Dir, None, Some(0o41777), Some("evidence.world_writable_sticky")),
-            (ChangeKind::Metadata, FileType::Dir, Some(0o41777), Some(0o40777), Some("evidence.world_writable")),
+            (
+                ChangeKind::Created,
+                FileType::File,
+                None,
+                Some(0o100666),
+                Some("evidence.world_writable"),
+            ),
+            (
+                ChangeKind::Created,
+                FileType::File,
+                None,
+                Some(0o100644),
+                None,
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::File,
+                Some(0o100644),
+                Some(0o100646),
+                Some("evidence.world_writable"),
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::Dir,
+                Some(0o40755),
+                Some(0o40777),
+                Some("evidence.world_writable"),
+            ),
+            (
+                ChangeKind::Created,
+                FileType::Dir,
+                None,
+                Some(0o41777),
+                Some("evidence.world_writable_sticky"),
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::Dir,
+                Some(0o41777),
+                Some(0o40777),
+                Some("evidence.world_writable"),
+            ),
             // Already world-writable before: not introduced by this run.
-            (ChangeKind::Modified, FileType::File, Some(0o100666), Some(0o100666), None),
-            (ChangeKind::Metadata, FileType::Dir, Some(0o40777), Some(0o41777), None),
-            (ChangeKind::Created, FileType::Symlink, None, Some(0o120777), None),
-            (ChangeKind::Deleted, FileType::File, Some(0o100666), None, None),
+            (
+                ChangeKind::Modified,
+                FileType::File,
+                Some(0o100666),
+                Some(0o100666),
+                None,
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::Dir,
+                Some(0o40777),
+                Some(0o41777),
+                None,
+            ),
+            (
+                ChangeKind::Created,
+                FileType::Symlink,
+                None,
+                Some(0o120777),
+                None,
+            ),
+            (
+                ChangeKind::Deleted,
+                FileType::File,
+                Some(0o100666),
+                None,
+                None,
+            ),
         ];
         for (kind, ft, before, after, rule) in cases {
             let c = with_modes(change("d/x", kind, ft), before, after);
@@ -651,7 +711,12 @@ mod tests {
                         v.reasons
                     );
                 }
-                None => assert_eq!(v.decision, Decision::Promote, "{kind:?} {after:?}: {:?}", v.reasons),
+                None => assert_eq!(
+                    v.decision,
+                    Decision::Promote,
+                    "{kind:?} {after:?}: {:?}",
+                    v.reasons
+                ),
             }
         }
     }
@@ -671,7 +736,12 @@ mod tests {
             ("sub/.git", FileType::Dir, ChangeKind::Created, false),
             ("sub/.git", FileType::File, ChangeKind::Deleted, false),
             ("sub/x.git", FileType::File, ChangeKind::Created, false),
-            ("a/b/.git/hooks/post-checkout", FileType::File, ChangeKind::Created, true),
+            (
+                "a/b/.git/hooks/post-checkout",
+                FileType::File,
+                ChangeKind::Created,
+                true,
+            ),
         ] {
             let v = judge_with(
                 &s,

@@ -80,7 +80,10 @@ fn approve_at_a_terminal(
     let st = ch.wait().unwrap();
     let mut err = String::new();
     let _ = ch.stderr.take().unwrap().read_to_string(&mut err);
-    (st.code(), String::from_utf8_lossy(&seen).into_owned() + &err)
+    (
+        st.code(),
+        String::from_utf8_lossy(&seen).into_owned() + &err,
+    )
 }
 
 #[test]
@@ -179,7 +182,11 @@ fn a_root_approval_never_writes_through_links_in_the_users_state_dir() {
         .unwrap();
     assert!(st.success());
     let (_, text) = approve_at_a_terminal(&ws, Who::Root, &id, None);
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "ROOT\n", "{text}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "ROOT\n",
+        "{text}"
+    );
 }
 
 /// The daemon refuses self-approval too, whatever group the submitter is in.
@@ -221,7 +228,10 @@ fn a_withdrawal_refunds_no_budget_points() {
     let (st, first) = submit();
     assert_eq!(st, 200, "{first}");
     let score = first["risk"]["score"].as_u64().unwrap();
-    assert!(score > 0 && score * 2 <= 25 && score * 3 > 25, "score {score}");
+    assert!(
+        score > 0 && score * 2 <= 25 && score * 3 > 25,
+        "score {score}"
+    );
     // A reviewer rejects the first: refunded.
     let id = first["run_id"].as_str().unwrap();
     let (st, r) = d.curl(Who::Root, "POST", &format!("/v1/runs/{id}/reject"), None);

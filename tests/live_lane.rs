@@ -644,7 +644,11 @@ fn a_rerun_approval_is_spent_by_its_first_live_execution() {
     let r = submit_envelope(&d, &ws, &yaml);
     assert!(r.code == 3 || r.code == 4, "{r:?}");
     let id = r.json["run_id"].as_str().unwrap().to_string();
-    assert_eq!(count.load(Ordering::SeqCst), 0, "the rehearsal reached the host");
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        0,
+        "the rehearsal reached the host"
+    );
     let mut approve = d.cli_root();
     approve.args(["approve", &id]);
     if r.code == 4 {
@@ -667,7 +671,10 @@ fn a_rerun_approval_is_spent_by_its_first_live_execution() {
     assert_eq!(st, 200);
     assert_eq!(rec["state"], "failed", "{rec}");
     assert!(
-        rec["error"].as_str().unwrap().contains("spent by its first live execution"),
+        rec["error"]
+            .as_str()
+            .unwrap()
+            .contains("spent by its first live execution"),
         "{rec}"
     );
     let live_records = |d: &Daemon| {
@@ -677,7 +684,11 @@ fn a_rerun_approval_is_spent_by_its_first_live_execution() {
             .count()
     };
     let before = live_records(&d);
-    assert!(d.journal().iter().any(|b| b["kind"] == "rerun_started" && b["run_id"] == id.as_str()));
+    assert!(
+        d.journal()
+            .iter()
+            .any(|b| b["kind"] == "rerun_started" && b["run_id"] == id.as_str())
+    );
 
     // Second promotion (CLI and API): refused, nothing runs.
     let out = d.cli_user().args(["promote", &id]).output().unwrap();

@@ -93,9 +93,9 @@ fn every_protected_path_at_any_depth_needs_approval() {
         );
         // The reason names the pattern that matched.
         assert!(
-            r.reasons().iter().any(|x| x.contains(
-                " sub/pkg/package.json, a protected path (package.json)"
-            )),
+            r.reasons()
+                .iter()
+                .any(|x| x.contains(" sub/pkg/package.json, a protected path (package.json)")),
             "{:#?}",
             r.reasons()
         );
@@ -147,7 +147,9 @@ fn a_git_file_that_redirects_the_gitdir_needs_approval() {
         for p in [".git", "lib/.git", "new/.git"] {
             assert!(
                 r.reasons().iter().any(|x| x.starts_with("[protected.path]")
-                    && x.contains(&format!(" {p}, a protected path (a .git that is not a directory"))),
+                    && x.contains(&format!(
+                        " {p}, a protected path (a .git that is not a directory"
+                    ))),
                 "{who:?} {p}: {:#?}",
                 r.reasons()
             );
@@ -171,16 +173,27 @@ fn dryrun_dir_is_always_protected_and_a_workspace_policy_only_adds() {
             &["--expect-write", "**"],
         );
         assert_eq!(r.code, 3, "{who:?}: {:?}", r.reasons());
-        assert!(protected_reason_for(&r, ".dryrun/policy.yaml"), "{:?}", r.reasons());
+        assert!(
+            protected_reason_for(&r, ".dryrun/policy.yaml"),
+            "{:?}",
+            r.reasons()
+        );
         let r = ws.rehearse_untouched(
             "mkdir -p x/deploy && echo 1 > x/deploy/run.sh && echo 1 > release.txt",
             &["--expect-write", "**"],
         );
         assert_eq!(r.code, 3, "{who:?}: {:?}", r.reasons());
-        assert!(protected_reason_for(&r, "x/deploy/run.sh"), "{:?}", r.reasons());
+        assert!(
+            protected_reason_for(&r, "x/deploy/run.sh"),
+            "{:?}",
+            r.reasons()
+        );
         assert!(protected_reason_for(&r, "release.txt"), "{:?}", r.reasons());
         // Anchored: the same name deeper is not protected.
-        let r = ws.rehearse_untouched("mkdir -p x && echo 1 > x/release.txt", &["--expect-write", "**"]);
+        let r = ws.rehearse_untouched(
+            "mkdir -p x && echo 1 > x/release.txt",
+            &["--expect-write", "**"],
+        );
         assert_eq!(r.code, 0, "{who:?}: {:?}", r.reasons());
     }
 }

@@ -191,7 +191,12 @@ fn a_workspace_rule_that_tries_to_lower_leaves_the_score_at_least_as_high() {
     ws.chown_all();
     for (cmd, before) in cmds.iter().zip(&without) {
         let after = classify(&ws, cmd);
-        assert!(after.code >= before.code, "{cmd}: {:?} vs {:?}", after.json, before.json);
+        assert!(
+            after.code >= before.code,
+            "{cmd}: {:?} vs {:?}",
+            after.json,
+            before.json
+        );
         let (a, b) = (
             after.json["score"].as_u64().unwrap(),
             before.json["score"].as_u64().unwrap(),

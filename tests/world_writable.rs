@@ -9,7 +9,13 @@ use common::*;
 fn rules(r: &Run) -> Vec<String> {
     r.reasons()
         .iter()
-        .map(|x| x.split(']').next().unwrap_or("").trim_start_matches('[').to_string())
+        .map(|x| {
+            x.split(']')
+                .next()
+                .unwrap_or("")
+                .trim_start_matches('[')
+                .to_string()
+        })
         .collect()
 }
 
@@ -22,8 +28,16 @@ fn world_writable_files_and_directories_need_approval() {
         std::fs::create_dir_all(ws.dir.join("drop")).unwrap();
         ws.chown_all();
         for (cmd, path, rule) in [
-            ("chmod 666 notes.txt", "notes.txt", "evidence.world_writable"),
-            ("chmod o+w notes.txt", "notes.txt", "evidence.world_writable"),
+            (
+                "chmod 666 notes.txt",
+                "notes.txt",
+                "evidence.world_writable",
+            ),
+            (
+                "chmod o+w notes.txt",
+                "notes.txt",
+                "evidence.world_writable",
+            ),
             ("chmod 777 shared", "shared", "evidence.world_writable"),
             ("chmod 1777 drop", "drop", "evidence.world_writable_sticky"),
             (
@@ -32,7 +46,11 @@ fn world_writable_files_and_directories_need_approval() {
                 "evidence.world_writable",
             ),
             ("mkdir -m 777 open", "open", "evidence.world_writable"),
-            ("mkdir -m 1777 tmpish", "tmpish", "evidence.world_writable_sticky"),
+            (
+                "mkdir -m 1777 tmpish",
+                "tmpish",
+                "evidence.world_writable_sticky",
+            ),
         ] {
             let r = ws.rehearse_untouched(cmd, &["--expect-write", "**"]);
             assert_ran(who, &r);

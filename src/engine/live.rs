@@ -399,7 +399,10 @@ impl Engine {
     /// Only a successful promotion moves it on to `promoted`.
     fn spend_rerun_approval(&self, r: &mut RunRecord, actor: &Actor) -> Result<(), EngineError> {
         r.state = RunState::Failed;
-        r.error = Some(format!("{RERUN_SPENT}; the live execution started at {}", now_rfc3339()));
+        r.error = Some(format!(
+            "{RERUN_SPENT}; the live execution started at {}",
+            now_rfc3339()
+        ));
         let nonce = {
             let mut b = [0u8; 16];
             getrandom::fill(&mut b).expect("the kernel's random source works");

@@ -7,7 +7,9 @@
 //! workspace's `.dryrun/policy.yaml`, which may only tighten: add rules and
 //! protected paths, raise a rule's level or score, lower thresholds. A
 //! workspace file that tries to loosen anything is an error naming the rule
-//! and field (the workspace is writable by the agent being judged).
+//! and field (the workspace is writable by the agent being judged), and the
+//! rules it adds are scored next to the other layers' conclusion about a
+//! command, never in its place ([`Rule::from_workspace`]).
 
 pub mod budget;
 pub mod stubs;
@@ -419,8 +421,7 @@ impl Policy {
             block: 90,
         };
         let mut rules: Vec<Rule> = Vec::new();
-        let mut protected: Vec<String> =
-            ALWAYS_PROTECTED.iter().map(|p| p.to_string()).collect();
+        let mut protected: Vec<String> = ALWAYS_PROTECTED.iter().map(|p| p.to_string()).collect();
         let mut builtin: BTreeMap<String, BuiltinConfig> = BUILTIN_DEFAULTS
             .iter()
             .map(|(id, level, score)| {
@@ -450,12 +451,11 @@ impl Policy {
                 }
             }
             for p in &f.protected_paths {
-                crate::workspace::paths::PathMatcher::at_any_depth(std::slice::from_ref(p)).map_err(
-                    |e| PolicyError::Parse {
+                crate::workspace::paths::PathMatcher::at_any_depth(std::slice::from_ref(p))
+                    .map_err(|e| PolicyError::Parse {
                         file: name.clone(),
                         message: format!("protected_paths: {e}"),
-                    },
-                )?;
+                    })?;
                 if !protected.contains(p) {
                     protected.push(p.clone());
                 }
@@ -662,14 +662,12 @@ mod tests {
             .unwrap()
         };
         let base = Policy::layered(&shipped(), None).unwrap();
-        let lowering = ws(
-            "rules:\n\
+        let lowering = ws("rules:\n\
              - {id: ws.frob, match: {command: frobnicate}, level: READ, score: 0, reason: fine}\n\
              - {id: ws.make, match: {command: make}, level: READ, score: 0, reason: fine}\n\
              - {id: ws.rm, match: {command: rm}, level: READ, score: 0, reason: fine}\n\
              - {id: ws.curl, match: {command: curl}, level: READ, score: 0, reason: fine}\n\
-             - {id: ws.gitpush, match: {command: git, subcommand: push}, level: READ, score: 0, reason: fine}\n",
-        );
+             - {id: ws.gitpush, match: {command: git, subcommand: push}, level: READ, score: 0, reason: fine}\n");
         for cmd in [
             "frobnicate --all",
             "frobnicate a && frobnicate b | frobnicate c",
