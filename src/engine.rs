@@ -353,6 +353,33 @@ pub fn change_set_hash(changes: &[crate::workspace::diff::Change]) -> String {
     h.finalize().to_hex().to_string()
 }
 
+/// The submitter never approves its own run, through either door. Over
+/// the daemon the uid comes from the socket; locally it is this process's
+/// uid: typing back the terminal code proves a terminal, not a second
+/// person (an agent can allocate a pseudo-terminal, read the code and type
+/// it), so a local approval must come from another uid (`sudo`).
+pub fn refuse_self_approval(
+    r: &RunRecord,
+    actor: &Actor,
+    auth: &ReviewerAuth,
+) -> Result<(), EngineError> {
+    if r.submitted_by.as_ref().map(|a| a.uid) != Some(actor.uid) {
+        return Ok(());
+    }
+    let how = match auth {
+        ReviewerAuth::PeerCredentials { .. } => "a different reviewer must".to_string(),
+        ReviewerAuth::LocalTtyConfirmed => format!(
+            "approve it as another user, e.g. `sudo dryrun --local --state-dir DIR approve {}` with this state directory, \
+             or run the daemon, where reviewers are root and the approver group",
+            r.run_id
+        ),
+    };
+    Err(EngineError::Forbidden(format!(
+        "uid {} submitted run {}; the submitter can never approve its own run: {how}",
+        actor.uid, r.run_id
+    )))
+}
+
 /// Is `uid` root or a member of `group` (by /etc/group membership or as
 /// its primary group)?
 pub fn is_approver(uid: u32, group: &str) -> bool {
@@ -386,7 +413,7 @@ fn protected_matcher(
         return Ok(m.clone());
     }
     let m = Arc::new(
-        crate::workspace::paths::PathMatcher::new(&policy.protected_paths)
+        crate::workspace::paths::PathMatcher::at_any_depth(&policy.protected_paths)
             .map_err(|e| EngineError::Workspace(format!("protected_paths: {e}")))?,
     );
     let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -692,16 +719,11 @@ impl Engine {
         };
         let decision = r.verdict.as_ref().map(|v| v.decision);
         let mut overrode = false;
+        // The submitter rejecting its own run withdraws it: no refund.
+        let withdrawing = submitter == Some(actor.uid);
         match action {
             ReviewAction::Approve => {
-                if matches!(auth, ReviewerAuth::PeerCredentials { .. })
-                    && submitter == Some(actor.uid)
-                {
-                    return Err(EngineError::Forbidden(format!(
-                        "uid {} submitted run {run_id}; the submitter can never approve its own run: a different reviewer must",
-                        actor.uid
-                    )));
-                }
+                refuse_self_approval(&r, actor, auth)?;
                 if !approver {
                     return Err(EngineError::Forbidden(format!(
                         "uid {} may not approve runs: approvers are root and members of group {group_desc:?}",
@@ -733,8 +755,6 @@ impl Engine {
                 r.state = RunState::Approved;
             }
             ReviewAction::Reject => {
-                let withdrawing = matches!(auth, ReviewerAuth::PeerCredentials { .. })
-                    && submitter == Some(actor.uid);
                 if !approver && !withdrawing {
                     return Err(EngineError::Forbidden(format!(
                         "uid {} may not reject runs: reviewers are root and members of group {group_desc:?} (a submitter may withdraw its own run)",
@@ -785,11 +805,16 @@ impl Engine {
                 "state": r.state.as_str(),
                 "authenticated_by": authenticated_by,
                 "submitted_by_uid": submitter,
+                "withdrawn_by_submitter": action == ReviewAction::Reject && withdrawing,
                 "txn": nonce,
             }),
         };
         self.commit_transition(&r, &entry, &nonce)?;
+        // Only a reviewer's rejection gives the points back: a submitter
+        // that could withdraw after reading the evidence would rehearse
+        // without limit.
         if action == ReviewAction::Reject
+            && !withdrawing
             && let Some(b) = &self.budget
         {
             let _ = b.refund(run_id, unix_now());

@@ -241,6 +241,6 @@ pub struct ApprovalRecord {
     #[serde(default)]
     pub overrode_block: bool,
     /// How the reviewer was authenticated: `peer_credentials` (daemon) or
-    /// `local_tty_confirmation` (local mode; same uid as the submitter possible).
+    /// `local_tty_confirmation` (local mode: a uid other than the submitter's, at a terminal).
     pub authenticated_by: String,
 }

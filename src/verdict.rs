@@ -271,6 +271,16 @@ pub fn judge_with(
                         show(c)
                     ),
                 );
+            } else if is_gitdir_pointer(c) {
+                add(
+                    "protected.path",
+                    Decision::NeedsApproval,
+                    format!(
+                        "{} {}, a protected path (a .git that is not a directory: a gitdir pointer, which can send git to another repository's config and hooks)",
+                        verb(c),
+                        show(c)
+                    ),
+                );
             }
         }
     }
@@ -296,6 +306,18 @@ pub fn judge_with(
                     "{} has a setuid/setgid bit (mode {:o})",
                     show(c),
                     c.mode_after.unwrap_or(0)
+                ),
+            );
+        }
+        if let Some((rule, what)) = world_writable_introduced(c) {
+            add(
+                rule,
+                Decision::NeedsApproval,
+                format!(
+                    "{} {} {what} (mode {:o})",
+                    verb(c),
+                    show(c),
+                    c.mode_after.unwrap_or(0) & 0o7777
                 ),
             );
         }
@@ -489,6 +511,74 @@ pub fn judge_with(
     }
 }
 
+/// How open a mode leaves an entry to every other user of the host,
+/// ordered: none < a sticky world-writable directory (others may add
+/// entries but not remove or rename theirs) < world-writable (others may
+/// rewrite the file, or replace anything in the directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum WorldWritable {
+    No,
+    StickyDir,
+    Open,
+}
+
+fn world_writable(mode: Option<u32>, ft: FileType) -> WorldWritable {
+    let Some(m) = mode else {
+        return WorldWritable::No;
+    };
+    match ft {
+        _ if m & 0o002 == 0 => WorldWritable::No,
+        FileType::Dir if m & 0o1000 != 0 => WorldWritable::StickyDir,
+        FileType::Dir | FileType::File => WorldWritable::Open,
+        // A link's mode means nothing; other kinds are blocked anyway.
+        FileType::Symlink | FileType::Other => WorldWritable::No,
+    }
+}
+
+/// The change makes an entry writable by every user of the host (created
+/// so, or its mode opened up): anyone else on the machine could then plant
+/// or rewrite code in the project (a `conftest.py`, a `*.pth`, a hook).
+/// A sticky world-writable directory is flagged too, under its own rule:
+/// the sticky bit stops others from removing or renaming entries, not from
+/// adding new ones.
+fn world_writable_introduced(c: &Change) -> Option<(&'static str, &'static str)> {
+    if matches!(c.kind, ChangeKind::Deleted | ChangeKind::Identical) {
+        return None;
+    }
+    let after = world_writable(c.mode_after, c.file_type);
+    let before = match c.kind {
+        ChangeKind::Created => WorldWritable::No,
+        _ => world_writable(c.mode_before, c.file_type),
+    };
+    if after <= before {
+        return None;
+    }
+    Some(match (after, c.file_type) {
+        (WorldWritable::StickyDir, _) => (
+            "evidence.world_writable_sticky",
+            "as a world-writable sticky directory: any user of the host can add files to it",
+        ),
+        (_, FileType::Dir) => (
+            "evidence.world_writable",
+            "as a world-writable directory without the sticky bit: any user of the host can add, replace or remove its entries",
+        ),
+        _ => (
+            "evidence.world_writable",
+            "as a world-writable file: any user of the host can rewrite it",
+        ),
+    })
+}
+
+/// A `.git` entry (at any depth) that is not a directory: a worktree's or
+/// submodule's `gitdir:` file, or a link. Rewriting it points git at a
+/// directory whose `config` (`core.fsmonitor`, hooks path) the next
+/// `git status` obeys, so creating or changing one is protected whatever
+/// the policy's patterns say.
+fn is_gitdir_pointer(c: &Change) -> bool {
+    let name = c.path.rsplit('/').next().unwrap_or(&c.path);
+    name == ".git" && c.kind != ChangeKind::Deleted && c.file_type != FileType::Dir
+}
+
 fn verb(c: &Change) -> &'static str {
     match c.kind {
         ChangeKind::Created => "created",
@@ -530,6 +620,147 @@ mod tests {
             changes,
             landlock_abi: 7,
             ..Default::default()
+        }
+    }
+
+    fn with_modes(mut c: Change, before: Option<u32>, after: Option<u32>) -> Change {
+        c.mode_before = before;
+        c.mode_after = after;
+        c
+    }
+
+    #[test]
+    fn world_writable_modes_need_approval() {
+        let s = spec("command: x\nintent: {expected_writes: ['**']}\n");
+        let cases = [
+            (
+                ChangeKind::Created,
+                FileType::File,
+                None,
+                Some(0o100666),
+                Some("evidence.world_writable"),
+            ),
+            (
+                ChangeKind::Created,
+                FileType::File,
+                None,
+                Some(0o100644),
+                None,
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::File,
+                Some(0o100644),
+                Some(0o100646),
+                Some("evidence.world_writable"),
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::Dir,
+                Some(0o40755),
+                Some(0o40777),
+                Some("evidence.world_writable"),
+            ),
+            (
+                ChangeKind::Created,
+                FileType::Dir,
+                None,
+                Some(0o41777),
+                Some("evidence.world_writable_sticky"),
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::Dir,
+                Some(0o41777),
+                Some(0o40777),
+                Some("evidence.world_writable"),
+            ),
+            // Already world-writable before: not introduced by this run.
+            (
+                ChangeKind::Modified,
+                FileType::File,
+                Some(0o100666),
+                Some(0o100666),
+                None,
+            ),
+            (
+                ChangeKind::Metadata,
+                FileType::Dir,
+                Some(0o40777),
+                Some(0o41777),
+                None,
+            ),
+            (
+                ChangeKind::Created,
+                FileType::Symlink,
+                None,
+                Some(0o120777),
+                None,
+            ),
+            (
+                ChangeKind::Deleted,
+                FileType::File,
+                Some(0o100666),
+                None,
+                None,
+            ),
+        ];
+        for (kind, ft, before, after, rule) in cases {
+            let c = with_modes(change("d/x", kind, ft), before, after);
+            let v = judge(&s, &ok_report(vec![c]), &HostReport::default());
+            match rule {
+                Some(rule) => {
+                    assert_eq!(v.decision, Decision::NeedsApproval, "{kind:?} {after:?}");
+                    assert!(
+                        v.findings.iter().any(|f| f.rule == rule),
+                        "{kind:?} {after:?}: {:?}",
+                        v.reasons
+                    );
+                }
+                None => assert_eq!(
+                    v.decision,
+                    Decision::Promote,
+                    "{kind:?} {after:?}: {:?}",
+                    v.reasons
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_git_file_at_any_depth_is_protected() {
+        let s = spec("command: x\nintent: {expected_writes: ['**']}\n");
+        let prot = PathMatcher::at_any_depth(&[".git/hooks/".into()]).unwrap();
+        let cx = JudgeContext {
+            protected: Some(&prot),
+            risk: None,
+        };
+        for (path, ft, kind, protected) in [
+            (".git", FileType::File, ChangeKind::Modified, true),
+            ("vendor/lib/.git", FileType::File, ChangeKind::Created, true),
+            ("sub/.git", FileType::Symlink, ChangeKind::Created, true),
+            ("sub/.git", FileType::Dir, ChangeKind::Created, false),
+            ("sub/.git", FileType::File, ChangeKind::Deleted, false),
+            ("sub/x.git", FileType::File, ChangeKind::Created, false),
+            (
+                "a/b/.git/hooks/post-checkout",
+                FileType::File,
+                ChangeKind::Created,
+                true,
+            ),
+        ] {
+            let v = judge_with(
+                &s,
+                &ok_report(vec![change(path, kind, ft)]),
+                &HostReport::default(),
+                &cx,
+            );
+            assert_eq!(
+                v.findings.iter().any(|f| f.rule == "protected.path"),
+                protected,
+                "{path} {ft:?} {kind:?}: {:?}",
+                v.reasons
+            );
         }
     }
 

@@ -603,6 +603,112 @@ fn a_rerun_whose_live_writes_differ_applies_nothing() {
     assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
 }
 
+/// A rerun approval is spent by its first live execution, whatever its
+/// outcome: after a live run whose writes differ, the run has left
+/// `approved`, and promoting again runs nothing (a host-side counter that
+/// the live command bumps proves it ran exactly once).
+#[test]
+fn a_rerun_approval_is_spent_by_its_first_live_execution() {
+    if !require_root() {
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let d = Daemon::start(&[]);
+    let ws = project();
+    // The host-side counter: a listener on the host's loopback that the
+    // live run (network: host) reaches once per execution; a rehearsal,
+    // with the network cut, never does.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let server = {
+        let (count, stop) = (count.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok(_) => {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        })
+    };
+    let yaml = format!(
+        "command: \"date +%s%N > stamp.txt; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; true\"\n\
+         working_dir: {}\nintent: {{expected_writes: [stamp.txt]}}\nlive: {{mode: rerun, network: host}}\n",
+        ws.dir.display()
+    );
+    let r = submit_envelope(&d, &ws, &yaml);
+    assert!(r.code == 3 || r.code == 4, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        0,
+        "the rehearsal reached the host"
+    );
+    let mut approve = d.cli_root();
+    approve.args(["approve", &id]);
+    if r.code == 4 {
+        approve.arg("--override");
+    }
+    assert_eq!(approve.output().unwrap().status.code(), Some(0));
+    let runs_of = |_: &Daemon| {
+        std::thread::sleep(Duration::from_millis(300));
+        count.load(Ordering::SeqCst)
+    };
+
+    // First promotion: the live run executes once, its writes differ.
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("live result differs"), "{err}");
+    let live_runs = runs_of(&d);
+    assert_eq!(live_runs, 1, "the live command ran {live_runs} times");
+    let (st, rec) = d.curl(Who::User, "GET", &format!("/v1/runs/{id}"), None);
+    assert_eq!(st, 200);
+    assert_eq!(rec["state"], "failed", "{rec}");
+    assert!(
+        rec["error"]
+            .as_str()
+            .unwrap()
+            .contains("spent by its first live execution"),
+        "{rec}"
+    );
+    let live_records = |d: &Daemon| {
+        d.journal()
+            .iter()
+            .filter(|b| b["kind"] == "run_submitted" || b["kind"] == "rerun_started")
+            .count()
+    };
+    let before = live_records(&d);
+    assert!(
+        d.journal()
+            .iter()
+            .any(|b| b["kind"] == "rerun_started" && b["run_id"] == id.as_str())
+    );
+
+    // Second promotion (CLI and API): refused, nothing runs.
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("is failed"), "{err}");
+    let (st, body) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/promote"), None);
+    assert_eq!(st, 409, "{body}");
+    assert_eq!(live_records(&d), before, "a second live execution started");
+    assert_eq!(runs_of(&d), 1, "the live command ran again");
+    // A reviewer cannot re-approve a spent run either: rehearse again.
+    let out = d.cli_root().args(["approve", &id]).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(runs_of(&d), 1, "the live command ran again");
+    stop.store(true, Ordering::SeqCst);
+    server.join().unwrap();
+}
+
 /// Root-owned objects moved into the agent's reach after the checks (the
 /// live-lane review's attacks): a promotion never writes, chmods or chowns
 /// what the workspace owner could not touch itself.
@@ -672,7 +778,7 @@ fn someone_elses_objects_swapped_in_are_never_touched() {
 
     // (c) A root-owned 0600 file swapped over a file whose mode changes.
     let ws = project();
-    let r = submit_user(&d, &ws, "chmod 666 notes.txt", &["--expect-write", "*"]);
+    let r = submit_user(&d, &ws, "chmod 664 notes.txt", &["--expect-write", "*"]);
     assert_eq!(r.code, 0, "{r:?}");
     let id = r.json["run_id"].as_str().unwrap().to_string();
     let secret = ws.dir.join(".rootfile");

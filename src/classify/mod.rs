@@ -743,10 +743,16 @@ impl Ctx<'_> {
         let texts: Vec<&str> = args.iter().map(|w| w.text()).collect();
         let positionals: Vec<&str> = texts.iter().copied().filter(|a| !is_flag(a)).collect();
         let policy = self.policy;
+        // The other layers' conclusion and the workspace's additions are
+        // found separately and BOTH scored: a workspace rule can add a
+        // finding to a command, never stand in for what the system policy
+        // says about it (a READ rule for an unknown command would otherwise
+        // replace `exec.unknown`).
         let mut best: Option<&crate::policy::Rule> = None;
+        let mut added: Option<&crate::policy::Rule> = None;
         let mut any_rule = false;
         for r in policy.rules_for(base) {
-            any_rule = true;
+            any_rule |= !r.from_workspace;
             if !r.subcommands.is_empty()
                 && !r.subcommands.iter().any(|sub| {
                     // Positionals in order, skipping global options' values is
@@ -779,10 +785,21 @@ impl Ctx<'_> {
             {
                 continue;
             }
-            best = match best {
+            let slot = if r.from_workspace {
+                &mut added
+            } else {
+                &mut best
+            };
+            *slot = match *slot {
                 Some(b) if (b.level, b.score) >= (r.level, r.score) => Some(b),
                 _ => Some(r),
             };
+        }
+        if let Some(r) = added {
+            self.push(&r.id, r.level, r.score, r.reason.clone(), shown, r.approval);
+            if r.level >= Level::Write {
+                self.blast_radius(base, args, shown);
+            }
         }
         match best {
             Some(r) => {

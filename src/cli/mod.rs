@@ -801,7 +801,11 @@ fn review(
             }
         }
         Door::Local => {
-            let engine = match open_engine(g, false) {
+            let dir = review_state_dir(g);
+            if let Err(msg) = act_as_state_dir_owner(&dir) {
+                return usage_error(msg);
+            }
+            let engine = match Engine::open(&dir, EngineOptions::default()) {
                 Ok(e) => e,
                 Err(e) => return engine_error(e),
             };
@@ -809,6 +813,16 @@ fn review(
                 Ok(r) => r,
                 Err(e) => return engine_error(e),
             };
+            // Refused before any prompt: the same uid never approves.
+            if action == ReviewAction::Approve
+                && let Err(e) = crate::engine::refuse_self_approval(
+                    &r,
+                    &crate::journal::Actor::local(),
+                    &ReviewerAuth::LocalTtyConfirmed,
+                )
+            {
+                return engine_error(e);
+            }
             if action == ReviewAction::Approve
                 && let Err(msg) = confirm_on_terminal(&r, override_block)
             {
@@ -835,13 +849,65 @@ fn review(
     0
 }
 
+/// The state directory a local review works on. `sudo dryrun approve ID`
+/// (root, started by sudo, no directory named): the invoking user's
+/// default state directory, where their local runs wait.
+fn review_state_dir(g: &GlobalOpts) -> PathBuf {
+    if g.state_dir.is_none()
+        && nix::unistd::geteuid().is_root()
+        && let Some(uid) = std::env::var("SUDO_UID")
+            .ok()
+            .and_then(|u| u.parse::<u32>().ok())
+            .filter(|u| *u != 0)
+        && let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+    {
+        return user.dir.join(".local/state/dryrun");
+    }
+    state_dir(g)
+}
+
+/// Root reviewing in another user's state directory (`sudo dryrun approve`)
+/// reads and writes it with that owner's filesystem credentials and no
+/// supplementary groups: a link the owner planted there (a record's
+/// temporary file, the journal) cannot turn root's writes onto a file the
+/// owner could not write itself. The approval is still root's (the actor
+/// is the effective uid).
+fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let Ok(m) = std::fs::metadata(dir) else {
+        return Ok(());
+    };
+    if m.uid() == 0 {
+        return Ok(());
+    }
+    let (uid, gid) = (
+        nix::unistd::Uid::from_raw(m.uid()),
+        nix::unistd::Gid::from_raw(m.gid()),
+    );
+    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    nix::unistd::setfsgid(gid);
+    nix::unistd::setfsuid(uid);
+    // setfsuid reports no error: the second call answers the current value.
+    if nix::unistd::setfsuid(uid) != uid || nix::unistd::setfsgid(gid) != gid {
+        return Err(format!(
+            "could not take the filesystem identity of {}'s owner (uid {})",
+            dir.display(),
+            m.uid()
+        ));
+    }
+    Ok(())
+}
+
 /// Local mode has no second identity: the person proves they are at the
 /// terminal by typing back a code printed on it. An agent that pipes `yes`
 /// (or anything) into stdin has no terminal to read the code from.
 fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Result<(), String> {
     use std::io::{BufRead, IsTerminal, Write};
-    const NO_TTY: &str = "a local approval must be typed at an interactive terminal (stdin and /dev/tty); \
-        real separation of duties needs the daemon and a second identity (see README, Approvals)";
+    const NO_TTY: &str = "a local approval must be typed at an interactive terminal (stdin and /dev/tty), \
+        by a user other than the submitter (`sudo dryrun approve`, or the daemon with an approver group; see README, Approvals)";
     if !std::io::stdin().is_terminal() {
         return Err(NO_TTY.into());
     }

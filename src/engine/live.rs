@@ -389,6 +389,57 @@ impl Engine {
         host_env: &std::collections::BTreeMap<String, String>,
     ) -> Result<RunRecord, EngineError> {
         let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut spent = false;
+        let result = self.promote_locked(run_id, actor, auth, host_env, &mut spent);
+        if let (Err(e), true) = (&result, spent)
+            && let Ok(mut r) = self.get(run_id)
+            && r.state == RunState::Failed
+        {
+            // The approval is gone whatever went wrong after the live
+            // execution started; the record says why the run ended here.
+            r.error = Some(format!("{RERUN_SPENT}; the live lane then failed: {e}"));
+            let _ = self.save(&r);
+        }
+        result
+    }
+
+    /// A `live.mode: rerun` approval is spent by the first live execution,
+    /// whatever its outcome: before the command runs live, the run leaves
+    /// `approved` for `failed` (journaled, durable), so a crash, a failed
+    /// live run or a mismatch never leaves an approval to run it again.
+    /// Only a successful promotion moves it on to `promoted`.
+    fn spend_rerun_approval(&self, r: &mut RunRecord, actor: &Actor) -> Result<(), EngineError> {
+        r.state = RunState::Failed;
+        r.error = Some(format!(
+            "{RERUN_SPENT}; the live execution started at {}",
+            now_rfc3339()
+        ));
+        let nonce = {
+            let mut b = [0u8; 16];
+            getrandom::fill(&mut b).expect("the kernel's random source works");
+            hex::encode(b)
+        };
+        let entry = Entry {
+            kind: "rerun_started".into(),
+            run_id: Some(r.run_id.clone()),
+            actor: Some(actor.clone()),
+            data: serde_json::json!({
+                "state": r.state.as_str(),
+                "reason": RERUN_SPENT,
+                "txn": nonce,
+            }),
+        };
+        self.commit_transition(r, &entry, &nonce)
+    }
+
+    fn promote_locked(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+        host_env: &std::collections::BTreeMap<String, String>,
+        spent: &mut bool,
+    ) -> Result<RunRecord, EngineError> {
         let mut r = self.get(run_id)?;
         may_carry_out(&r, actor, auth)?;
         if let Some(of) = &r.rerun_of {
@@ -433,7 +484,10 @@ impl Engine {
                 )));
             }
             mode = "rerun";
-            let live = self.rerun_live(run_id, &env, actor, host_env)?;
+            let extra_env = live_env(&env, host_env)?;
+            self.spend_rerun_approval(&mut r, actor)?;
+            *spent = true;
+            let live = self.rerun_live(run_id, &env, actor, extra_env)?;
             let differences = compare_change_sets(
                 &reh.changes,
                 &live.rehearsal.clone().unwrap_or_default().changes,
@@ -658,6 +712,7 @@ impl Engine {
             &serde_json::to_vec_pretty(&receipt).expect("serializes"),
         );
         r.state = RunState::Promoted;
+        r.error = None;
         r.receipt = Some(serde_json::to_value(&receipt).expect("serializes"));
         self.save(&r)?;
         let _ = std::fs::remove_file(self.promoting_marker(run_id));
@@ -869,8 +924,38 @@ impl Engine {
         run_id: &str,
         spec: &crate::envelope::EnvelopeSpec,
         actor: &Actor,
-        host_env: &std::collections::BTreeMap<String, String>,
+        extra_env: Vec<(String, String)>,
     ) -> Result<RunRecord, EngineError> {
+        let live = super::LiveRun {
+            rerun_of: run_id.to_string(),
+            network_host: spec.live.network == crate::envelope::LiveNetwork::Host,
+            extra_env,
+        };
+        let prepared = self.prepare_run(spec, actor, Some(&live), None)?;
+        let mut rec = self.rehearse_prepared(prepared, None)?;
+        if rec.state == RunState::Failed {
+            return Err(EngineError::Conflict(format!(
+                "the live rerun {} failed: {}; nothing was applied",
+                rec.run_id,
+                rec.error.as_deref().unwrap_or("unknown error")
+            )));
+        }
+        // Evidence of the live execution, not a run awaiting anything.
+        rec.state = RunState::Rehearsed;
+        self.save(&rec)?;
+        Ok(rec)
+    }
+}
+
+const RERUN_SPENT: &str = "the rerun approval was spent by its first live execution (one live execution per approval; rehearse again to run it live again)";
+
+/// The host variables `live.env_from_host` names, checked before anything
+/// runs: exactly those, all present.
+fn live_env(
+    spec: &crate::envelope::EnvelopeSpec,
+    host_env: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, EngineError> {
+    {
         let wanted = &spec.live.env_from_host;
         if let Some(extra) = host_env.keys().find(|k| !wanted.contains(k)) {
             return Err(EngineError::Invalid(format!(
@@ -892,27 +977,10 @@ impl Engine {
                     .join(", ")
             )));
         }
-        let live = super::LiveRun {
-            rerun_of: run_id.to_string(),
-            network_host: spec.live.network == crate::envelope::LiveNetwork::Host,
-            extra_env: host_env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        };
-        let prepared = self.prepare_run(spec, actor, Some(&live), None)?;
-        let mut rec = self.rehearse_prepared(prepared, None)?;
-        if rec.state == RunState::Failed {
-            return Err(EngineError::Conflict(format!(
-                "the live rerun {} failed: {}; nothing was applied",
-                rec.run_id,
-                rec.error.as_deref().unwrap_or("unknown error")
-            )));
-        }
-        // Evidence of the live execution, not a run awaiting anything.
-        rec.state = RunState::Rehearsed;
-        self.save(&rec)?;
-        Ok(rec)
+        Ok(host_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
     }
 }
 

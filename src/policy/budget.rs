@@ -1,6 +1,7 @@
 //! Per-actor risk budget: each actor (a uid, or a daemon client identity)
-//! spends its runs' risk scores within a sliding window; a human rejection
-//! refunds a run's points. The ledger is an append-only JSON-lines file, so a
+//! spends its runs' risk scores within a sliding window; a reviewer's
+//! rejection refunds a run's points (a submitter withdrawing or cancelling
+//! its own run gets nothing back). The ledger is an append-only JSON-lines file, so a
 //! crash loses at most the line being written. (The daemon enforces the
 //! budget; this module only keeps the accounts.)
 
@@ -167,7 +168,7 @@ impl Ledger {
         Ok(self.cfg.points - used - points)
     }
 
-    /// A reviewer rejected the run: its points come back.
+    /// A reviewer (not the submitter) rejected the run: its points come back.
     pub fn refund(&self, run_id: &str, now: u64) -> Result<(), BudgetError> {
         self.append(&Entry::Refund {
             run_id: run_id.into(),

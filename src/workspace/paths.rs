@@ -92,12 +92,47 @@ impl PathMatcher {
         Ok(m)
     }
 
+    /// Protected-path semantics: a pattern without a leading `/` matches
+    /// at any depth (`package.json` covers `sub/pkg/package.json`,
+    /// `.git/hooks/` covers `a/b/.git/hooks/x`); a pattern with a leading
+    /// `/` matches only at the workspace root (`/Jenkinsfile`). Otherwise
+    /// the same globs and directory semantics as [`PathMatcher::new`].
+    ///
+    /// ```
+    /// use dryrun::workspace::paths::PathMatcher;
+    /// let m = PathMatcher::at_any_depth(&["package.json".into(), "/ci.yml".into()]).unwrap();
+    /// assert!(m.matches(b"sub/pkg/package.json"));
+    /// assert!(m.matches(b"ci.yml"));
+    /// assert!(!m.matches(b"sub/ci.yml"));
+    /// ```
+    pub fn at_any_depth(patterns: &[String]) -> Result<Self, PatternError> {
+        let mut m = PathMatcher::default();
+        for p in patterns {
+            m.add_with(p, true)?;
+        }
+        Ok(m)
+    }
+
     pub fn add(&mut self, pattern: &str) -> Result<(), PatternError> {
-        let pat = pattern.trim();
+        self.add_with(pattern, false)
+    }
+
+    fn add_with(&mut self, pattern: &str, any_depth: bool) -> Result<(), PatternError> {
+        let mut pat = pattern.trim();
         if pat.is_empty() {
             return Err(PatternError::Empty {
                 pattern: pattern.into(),
             });
+        }
+        let mut anchored = !any_depth;
+        if any_depth && let Some(rest) = pat.strip_prefix('/') {
+            pat = rest;
+            anchored = true;
+            if pat.is_empty() || pat.starts_with('/') {
+                return Err(PatternError::Absolute {
+                    pattern: pattern.into(),
+                });
+            }
         }
         if pat.starts_with('/') {
             return Err(PatternError::Absolute {
@@ -119,6 +154,9 @@ impl PathMatcher {
         }
         if norm.is_empty() || norm == "." || norm == "**" {
             norm = "**".into();
+        } else if !anchored && !norm.starts_with("**/") {
+            // `**/x` also matches `x` at the root.
+            norm = format!("**/{norm}");
         }
         let glob = GlobBuilder::new(&norm)
             .literal_separator(true)
@@ -187,6 +225,42 @@ mod tests {
         assert!(m.matches(b"dist"));
         assert!(m.matches(b"dist/a/b"));
         assert!(!m.matches(b"a.md"));
+    }
+
+    #[test]
+    fn any_depth_semantics() {
+        let m = PathMatcher::at_any_depth(&[
+            ".git/hooks/".into(),
+            ".git/modules/**/config".into(),
+            "*.pth".into(),
+            "package.json".into(),
+            "/Jenkinsfile".into(),
+            ".cargo/config*".into(),
+        ])
+        .unwrap();
+        assert!(m.matches(b".git/hooks/pre-commit"));
+        assert!(m.matches(b"a/b/.git/hooks/x"));
+        assert!(!m.matches(b".git/objects/ab/cd"));
+        assert!(m.matches(b".git/modules/sub/config"));
+        assert!(m.matches(b".git/modules/a/modules/b/config"));
+        assert!(m.matches(b".venv/lib/python3.12/site-packages/evil.pth"));
+        assert!(m.matches(b"evil.pth"));
+        assert!(m.matches(b"package.json"));
+        assert!(m.matches(b"sub/pkg/package.json"));
+        assert!(!m.matches(b"sub/pkg/package.json5"));
+        assert!(m.matches(b"Jenkinsfile"));
+        assert!(!m.matches(b"sub/Jenkinsfile"));
+        assert!(m.matches(b"x/.cargo/config.toml"));
+        assert_eq!(m.first_match(b"a/package.json"), Some("package.json"));
+        // Intent globs keep their root-anchored meaning.
+        let intent = PathMatcher::new(&["package.json".into()]).unwrap();
+        assert!(!intent.matches(b"sub/package.json"));
+        assert!(matches!(
+            PathMatcher::new(&["/x".into()]),
+            Err(PatternError::Absolute { .. })
+        ));
+        assert!(PathMatcher::at_any_depth(&["/".into()]).is_err());
+        assert!(PathMatcher::at_any_depth(&["//x".into()]).is_err());
     }
 
     #[test]
