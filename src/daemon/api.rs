@@ -911,10 +911,10 @@ async fn review(
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
+    let b = optional_json_body::<ReviewBody>(&read_body(&app, body).await?)?;
     // Someone else's run answers 404 like a missing one, before any rule
     // about who may review it could tell it exists.
     readable_run(&app, &actor, &id).await?;
-    let b = optional_json_body::<ReviewBody>(&read_body(&app, body).await?)?;
     let engine = app.engine.clone();
     let auth = ReviewerAuth::PeerCredentials {
         approver_group: app.cfg.approver_group.clone(),

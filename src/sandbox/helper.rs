@@ -745,8 +745,15 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
         ("disk", format!("/proc/self/fd/{}", upper_fd.as_raw_fd())),
         ("disk", "/tmp".to_string()),
     ] {
+        // Full, or so nearly full (under 1 MiB or 1% left) that the last
+        // write or allocation that failed is taken to have hit the cap.
         if let Ok(st) = nix::sys::statvfs::statvfs(fd_or_path.as_str())
-            && st.blocks_free() == 0
+            && {
+                let unit = st.fragment_size().max(1);
+                let total = st.blocks().saturating_mul(unit);
+                let free = st.blocks_free().saturating_mul(unit);
+                st.blocks_free() == 0 || free < (1u64 << 20).max(total / 100)
+            }
         {
             report.limits_hit.push(what.into());
         }
