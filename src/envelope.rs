@@ -274,26 +274,57 @@ fn path_or_root(p: &str) -> String {
     }
 }
 
-pub fn parse_task_file(path: &Path) -> Result<TaskFile, EnvelopeError> {
-    let text = std::fs::read_to_string(path).map_err(|source| EnvelopeError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let de = serde_yaml::Deserializer::from_str(&text);
+pub fn parse_task_text(source_name: &str, text: &str) -> Result<TaskFile, EnvelopeError> {
+    let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
-        source_name: path.display().to_string(),
+        source_name: source_name.to_string(),
         message: format!(
-                "{} (at {})",
-                crate::errtext::content_free(&e.inner().to_string()),
-                path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
-            ),
+            "{} (at {})",
+            crate::errtext::content_free(&e.inner().to_string()),
+            path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
+        ),
     })
 }
 
-/// Find task `name` in `<workspace>/dryrun.yaml`.
+/// The largest `dryrun.yaml` read.
+pub const TASK_FILE_MAX: u64 = 1 << 20;
+
+/// Find task `name` in `<workspace>/dryrun.yaml`, read with the workspace
+/// owner's rights (a root CLI in a user's workspace reads it as that user),
+/// from the resolved workspace, never through a symlink, at most 1 MiB.
 pub fn load_task(workspace: &Path, name: &str) -> Result<Envelope, EnvelopeError> {
+    use crate::workspace::owner::{Creds, OwnerSession};
     let file = workspace.join("dryrun.yaml");
-    let tf = parse_task_file(&file)?;
+    let read_err = |message: String| EnvelopeError::Field {
+        field: "--task".into(),
+        message,
+    };
+    let me = OwnerSession::start(&Creds::current()).map_err(|e| read_err(e.to_string()))?;
+    let resolved = me
+        .resolve(workspace)
+        .map_err(|e| read_err(format!("the workspace {e}")))?;
+    let owner = OwnerSession::start(&Creds::of_user(
+        resolved.identity.uid,
+        resolved.identity.gid,
+    ))
+    .map_err(|e| read_err(e.to_string()))?;
+    let bytes = owner
+        .read_file(
+            &resolved.canonical,
+            &resolved.identity,
+            b"dryrun.yaml",
+            TASK_FILE_MAX,
+        )
+        .map_err(|e| read_err(e.to_string()))?
+        .ok_or_else(|| {
+            read_err(format!(
+                "{} does not exist; define tasks there or use --command / --file",
+                file.display()
+            ))
+        })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| read_err(format!("{} is not UTF-8 text", file.display())))?;
+    let tf = parse_task_text(&file.display().to_string(), &text)?;
     let mut env = tf
         .tasks
         .get(name)
