@@ -193,8 +193,12 @@ pub struct Engine {
     journal: Journal,
     /// Enforced for daemon clients when set (see [`Engine::enable_budget`]).
     budget: Option<crate::policy::budget::Ledger>,
-    /// Serializes reviewer transitions within this process.
-    transitions: std::sync::Mutex<()>,
+    /// Serializes the transitions of each run (review, promotion, rollback)
+    /// within this process: one lock per run, so a slow or stalled
+    /// promotion of one run (its workspace agent runs as the agent's user,
+    /// who may stop it) never holds up another run's review.
+    run_locks:
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<std::sync::Mutex<()>>>>,
     /// Bytes each submitting uid keeps under `runs/` (see
     /// [`Engine::usage_of`]); `None` until first needed and after each
     /// housekeeping, which rescans.
@@ -579,7 +583,7 @@ impl Engine {
             opts,
             journal: Journal::new(state_dir),
             budget: None,
-            transitions: std::sync::Mutex::new(()),
+            run_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             usage: std::sync::Mutex::new(None),
         };
         // Runs whose rehearsing process died, and reviewer decisions cut
@@ -598,6 +602,14 @@ impl Engine {
             e.collect_garbage();
         }
         Ok(e)
+    }
+
+    /// The lock that serializes `run_id`'s transitions (created on first
+    /// use; locks nobody holds are dropped as new ones are made).
+    pub(crate) fn run_lock(&self, run_id: &str) -> std::sync::Arc<std::sync::Mutex<()>> {
+        let mut m = self.run_locks.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+        m.entry(run_id.to_string()).or_default().clone()
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -704,7 +716,8 @@ impl Engine {
                 note.len()
             )));
         }
-        let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = self.run_lock(run_id);
+        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut r = self.get(run_id)?;
         let submitter = r.submitted_by.as_ref().map(|a| a.uid);
         let approver = match auth {
@@ -1250,7 +1263,10 @@ impl Engine {
                 // Only the submitter's own variables are named: in-process,
                 // this process's environment is the submitter's; a daemon's
                 // environment is its own and never named to a client.
-                let local = record.submitted_by.as_ref().is_none_or(|a| a.via == "local");
+                let local = record
+                    .submitted_by
+                    .as_ref()
+                    .is_none_or(|a| a.via == "local");
                 if local {
                     for n in secret_looking_env_names() {
                         if !spec.env.contains_key(&n) {

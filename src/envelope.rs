@@ -637,8 +637,10 @@ mod tests {
     fn v(yaml: &str) -> Result<EnvelopeSpec, EnvelopeError> {
         parse_envelope("test", yaml)?.validate(
             Some(Path::new("/tmp")),
-            &crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::current())
-                .unwrap(),
+            &crate::workspace::owner::OwnerSession::start(
+                &crate::workspace::owner::Creds::current(),
+            )
+            .unwrap(),
         )
     }
 

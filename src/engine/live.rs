@@ -351,6 +351,13 @@ fn may_carry_out(r: &RunRecord, actor: &Actor, auth: &ReviewerAuth) -> Result<()
 }
 
 impl Engine {
+    /// The largest file the live lane hashes or backs up, and the most its
+    /// backups of one promotion may take: what one rehearsal may keep (the
+    /// disk ceiling plus room for "before" copies), at apparent size.
+    fn live_file_cap(&self) -> u64 {
+        crate::sandbox::spec::kept_content_budget(self.opts.ceilings.disk_mb << 20)
+    }
+
     fn receipt_dir(&self, rid: &str) -> PathBuf {
         self.state_dir.join("receipts").join(rid)
     }
@@ -388,7 +395,8 @@ impl Engine {
         auth: &ReviewerAuth,
         host_env: &std::collections::BTreeMap<String, String>,
     ) -> Result<RunRecord, EngineError> {
-        let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = self.run_lock(run_id);
+        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut spent = false;
         let result = self.promote_locked(run_id, actor, auth, host_env, &mut spent);
         if let (Err(e), true) = (&result, spent)
@@ -526,7 +534,7 @@ impl Engine {
                 "run {run_id} does not record which directory it rehearsed; rehearse again"
             ))
         })?;
-        let ws = Workspace::open(Path::new(&r.workspace), &identity)
+        let ws = Workspace::open(Path::new(&r.workspace), &identity, self.live_file_cap())
             .map_err(|e| EngineError::Drift(format!("{e}")))?;
 
         // Drift: every touched path must still hold what the rehearsal saw
@@ -564,6 +572,7 @@ impl Engine {
             path: backups.clone(),
             source,
         })?;
+        let mut backed_up = 0u64;
         for (i, op) in ops.iter_mut().enumerate() {
             if let Expect::Hashed { hash, .. } = &op.expect_before {
                 let rel = op.path_bytes();
@@ -575,6 +584,16 @@ impl Engine {
                         .backup_file(&rel, &backups.join(i.to_string()))
                         .map_err(apply_err)?,
                 };
+                backed_up += std::fs::symlink_metadata(backups.join(i.to_string()))
+                    .map(|m| m.len())
+                    .unwrap_or(0);
+                if backed_up > self.live_file_cap() {
+                    let _ = std::fs::remove_dir_all(&rdir);
+                    return Err(EngineError::Conflict(format!(
+                        "backing up what run {run_id} replaces takes more than {} bytes (at apparent size), the most one promotion keeps for rollback; nothing was written",
+                        self.live_file_cap()
+                    )));
+                }
                 if &b.hash != hash {
                     let _ = std::fs::remove_dir_all(&rdir);
                     return Err(EngineError::Drift(format!(
@@ -753,7 +772,9 @@ impl Engine {
         actor: &Actor,
         auth: &ReviewerAuth,
     ) -> Result<Receipt, EngineError> {
-        let _g = self.transitions.lock().unwrap_or_else(|p| p.into_inner());
+        let run_id = self.receipt(receipt_id)?.run_id;
+        let lock = self.run_lock(&run_id);
+        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut receipt = self.receipt(receipt_id)?;
         let mut r = self.get(&receipt.run_id)?;
         may_carry_out(&r, actor, auth)?;
@@ -771,8 +792,12 @@ impl Engine {
                 path: rdir.join("plan.json"),
                 message: "missing or unreadable".into(),
             })?;
-        let ws = Workspace::open(Path::new(&plan.workspace), &plan.workspace_identity)
-            .map_err(|e| EngineError::Drift(e.to_string()))?;
+        let ws = Workspace::open(
+            Path::new(&plan.workspace),
+            &plan.workspace_identity,
+            self.live_file_cap(),
+        )
+        .map_err(|e| EngineError::Drift(e.to_string()))?;
         let mut changed = Vec::new();
         for op in &plan.ops {
             match ws.state(&op.path_bytes()) {
@@ -856,12 +881,13 @@ impl Engine {
                     }
                 }
                 (Some(plan), _, false) => {
-                    let outcome =
-                        Workspace::open(Path::new(&plan.workspace), &plan.workspace_identity)
-                            .map_err(|e| e.to_string())
-                            .and_then(|ws| {
-                                self.undo_ops(&ws, &plan.ops, &rdir.join("backup"), rid)
-                            });
+                    let outcome = Workspace::open(
+                        Path::new(&plan.workspace),
+                        &plan.workspace_identity,
+                        self.live_file_cap(),
+                    )
+                    .map_err(|e| e.to_string())
+                    .and_then(|ws| self.undo_ops(&ws, &plan.ops, &rdir.join("backup"), rid));
                     self.journal.append(&Entry {
                         kind: "promotion_aborted".into(),
                         run_id: Some(run_id.clone()),

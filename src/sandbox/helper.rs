@@ -816,9 +816,15 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
 fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::workspace::diff::Change]) {
     use crate::workspace::diff::{FileType, LinkLookup, link_leaves_workspace};
     use nix::fcntl::{OpenHow, ResolveFlag};
-    let Ok(root) = open(ws, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
-    else {
-        for c in changes.iter_mut().filter(|c| c.file_type == FileType::Symlink) {
+    let Ok(root) = open(
+        ws,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        for c in changes
+            .iter_mut()
+            .filter(|c| c.file_type == FileType::Symlink)
+        {
             c.symlink_escapes = true;
         }
         return;
@@ -842,16 +848,13 @@ fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::workspace::diff::
                 Ok(_) => LinkLookup::Other,
                 Err(_) => LinkLookup::Unknown,
             },
-            Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => {
-                LinkLookup::Missing
-            }
+            Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => LinkLookup::Missing,
             Err(_) => LinkLookup::Unknown,
         }
     };
-    for c in changes
-        .iter_mut()
-        .filter(|c| c.file_type == FileType::Symlink && c.kind != crate::workspace::diff::ChangeKind::Deleted)
-    {
+    for c in changes.iter_mut().filter(|c| {
+        c.file_type == FileType::Symlink && c.kind != crate::workspace::diff::ChangeKind::Deleted
+    }) {
         let rel = c.path_bytes();
         let target = match lookup(&rel) {
             LinkLookup::Link(t) => t,

@@ -194,6 +194,8 @@ pub struct LocalWorkspace {
     /// when we may (running as root).
     owner: (u32, u32),
     chown: bool,
+    /// Regular files larger than this are neither hashed nor backed up.
+    max_file: u64,
 }
 
 fn how(flags: OFlag) -> OpenHow {
@@ -226,7 +228,11 @@ impl LocalWorkspace {
     /// check it is the very directory the rehearsal pinned (device, inode,
     /// owner): a workspace path pointed at another directory since then is
     /// refused.
-    pub fn open(path: &Path, expect: &Identity) -> Result<LocalWorkspace, ApplyError> {
+    pub fn open(
+        path: &Path,
+        expect: &Identity,
+        max_file: u64,
+    ) -> Result<LocalWorkspace, ApplyError> {
         let root_err = |m: String| ApplyError::Root {
             path: path.to_path_buf(),
             message: m,
@@ -261,11 +267,25 @@ impl LocalWorkspace {
             display: path.to_path_buf(),
             owner: (st.st_uid, st.st_gid),
             chown: nix::unistd::geteuid().is_root(),
+            max_file,
         })
     }
 
     pub fn owner(&self) -> (u32, u32) {
         self.owner
+    }
+
+    fn check_size(&self, rel: &[u8], size: i64) -> Result<(), ApplyError> {
+        if size as u64 > self.max_file {
+            return Err(perr(
+                rel,
+                format!(
+                    "is {size} bytes (apparent size), more than the live lane hashes or backs up ({}); nothing is written",
+                    self.max_file
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The pinned root directory.
@@ -352,6 +372,7 @@ impl LocalWorkspace {
         Ok(
             match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
                 SFlag::S_IFREG => {
+                    self.check_size(rel, st.st_size)?;
                     let fd = nix::fcntl::openat(
                         &dir,
                         name,
@@ -395,6 +416,7 @@ impl LocalWorkspace {
         if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFREG.bits() {
             return Err(perr(rel, "is no longer a regular file"));
         }
+        self.check_size(rel, st.st_size)?;
         Ok((
             std::fs::File::from(fd),
             Backup {

@@ -144,6 +144,7 @@ enum Request {
     Open {
         path: PathBuf,
         identity: Identity,
+        max_file: u64,
     },
     Read {
         rel_hex: String,
@@ -187,14 +188,25 @@ enum Request {
 #[serde(tag = "reply", rename_all = "snake_case")]
 enum Reply {
     Ok,
-    Resolved { resolved: Resolved },
-    State { state: State },
-    Backup { backup: Backup },
+    Resolved {
+        resolved: Resolved,
+    },
+    State {
+        state: State,
+    },
+    Backup {
+        backup: Backup,
+    },
     /// A data stream follows.
     Data,
     Absent,
-    AccessError { error: AccessError },
-    ApplyError { path: String, message: String },
+    AccessError {
+        error: AccessError,
+    },
+    ApplyError {
+        path: String,
+        message: String,
+    },
 }
 
 // ---------------------------------------------------------------------------
@@ -425,10 +437,60 @@ fn read_here(ws: &LocalWorkspace, rel: &[u8], max: u64) -> Result<Option<Vec<u8>
 // ---------------------------------------------------------------------------
 // The client side.
 
+/// How long the root side waits for the agent to take or give one frame.
+/// The agent runs as the workspace owner, who may stop it: a stalled agent
+/// fails the operation (closed) instead of holding the root side.
+const AGENT_IO_TIMEOUT_MS: u16 = 30_000;
+
+/// A pipe end read or written with a deadline per call.
+pub struct Timed<T>(T);
+
+fn wait_for(fd: std::os::fd::BorrowedFd<'_>, events: nix::poll::PollFlags) -> std::io::Result<()> {
+    use nix::poll::{PollFd, PollTimeout, poll};
+    let mut p = [PollFd::new(fd, events)];
+    loop {
+        match poll(&mut p, PollTimeout::from(AGENT_IO_TIMEOUT_MS)) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no progress within {} s (stopped?)",
+                        AGENT_IO_TIMEOUT_MS / 1000
+                    ),
+                ));
+            }
+            Ok(_) => return Ok(()),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+impl Read for Timed<ChildStdout> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsFd;
+        wait_for(self.0.as_fd(), nix::poll::PollFlags::POLLIN)?;
+        self.0.read(buf)
+    }
+}
+
+impl Write for Timed<ChildStdin> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsFd;
+        wait_for(self.0.as_fd(), nix::poll::PollFlags::POLLOUT)?;
+        // At most one pipe page: a pipe that polls writable takes that much
+        // without blocking, so a stopped reader cannot stall this write.
+        self.0.write(&buf[..buf.len().min(4096)])
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 pub struct AgentIo {
     child: Child,
-    to: BufWriter<ChildStdin>,
-    from: BufReader<ChildStdout>,
+    to: BufWriter<Timed<ChildStdin>>,
+    from: BufReader<Timed<ChildStdout>>,
     uid: u32,
 }
 
@@ -457,8 +519,8 @@ impl AgentIo {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| fail(format!("cannot start {}: {e}", exe.display())))?;
-        let to = BufWriter::new(child.stdin.take().expect("piped"));
-        let from = BufReader::new(child.stdout.take().expect("piped"));
+        let to = BufWriter::new(Timed(child.stdin.take().expect("piped")));
+        let from = BufReader::new(Timed(child.stdout.take().expect("piped")));
         Ok(AgentIo {
             child,
             to,
@@ -570,7 +632,7 @@ impl OwnerSession {
         };
         match &self.agent {
             None => {
-                let ws = LocalWorkspace::open(workspace, identity).map_err(root_err)?;
+                let ws = LocalWorkspace::open(workspace, identity, max).map_err(root_err)?;
                 read_here(&ws, rel, max)
             }
             Some(a) => {
@@ -578,6 +640,7 @@ impl OwnerSession {
                 match a.call(&Request::Open {
                     path: workspace.to_path_buf(),
                     identity: *identity,
+                    max_file: max,
                 })? {
                     Reply::Ok => {}
                     Reply::ApplyError { path, message } => {
@@ -595,13 +658,12 @@ impl OwnerSession {
                         let uid = a.uid;
                         let mut out = Vec::new();
                         let mut s = StreamReader::new(&mut a.from);
-                        (&mut s)
-                            .take(max + 1)
-                            .read_to_end(&mut out)
-                            .map_err(|e| AccessError::Agent {
+                        (&mut s).take(max + 1).read_to_end(&mut out).map_err(|e| {
+                            AccessError::Agent {
                                 uid,
                                 message: e.to_string(),
-                            })?;
+                            }
+                        })?;
                         if out.len() as u64 > max {
                             // The agent broke the cap: it is not to be trusted.
                             return Err(AccessError::Agent {
@@ -637,14 +699,14 @@ fn apply_err_from(path: String, message: String) -> ApplyError {
 impl Workspace {
     /// Open the workspace as the owner recorded in `expect` (with that
     /// user's groups), checking it is the directory the rehearsal pinned.
-    pub fn open(path: &Path, expect: &Identity) -> Result<Workspace, ApplyError> {
+    pub fn open(path: &Path, expect: &Identity, max_file: u64) -> Result<Workspace, ApplyError> {
         let creds = Creds::of_user(expect.uid, expect.gid);
         let root_err = |message: String| ApplyError::Root {
             path: path.to_path_buf(),
             message,
         };
         if creds.is_this_process() {
-            return LocalWorkspace::open(path, expect).map(Workspace::Local);
+            return LocalWorkspace::open(path, expect, max_file).map(Workspace::Local);
         }
         if !nix::unistd::geteuid().is_root() {
             return Err(root_err(format!(
@@ -657,6 +719,7 @@ impl Workspace {
             .call(&Request::Open {
                 path: path.to_path_buf(),
                 identity: *expect,
+                max_file,
             })
             .map_err(|e| root_err(e.to_string()))?
         {
@@ -772,7 +835,10 @@ impl Workspace {
             }
         }
         out.sync_all().map_err(bk)?;
-        let mut b = match io.reply().map_err(|e| apply_err_from(shown.clone(), e.to_string()))? {
+        let mut b = match io
+            .reply()
+            .map_err(|e| apply_err_from(shown.clone(), e.to_string()))?
+        {
             Reply::Backup { backup } => backup,
             Reply::ApplyError { path, message } => return Err(apply_err_from(path, message)),
             r => return Err(apply_err_from(shown, unexpected(io.uid, r).to_string())),
@@ -996,8 +1062,13 @@ fn serve_one(
         };
         return write_json(to, &reply);
     }
-    if let Request::Open { path, identity } = &req {
-        let reply = match LocalWorkspace::open(path, identity) {
+    if let Request::Open {
+        path,
+        identity,
+        max_file,
+    } = &req
+    {
+        let reply = match LocalWorkspace::open(path, identity, *max_file) {
             Ok(w) => {
                 *ws = Some(w);
                 Reply::Ok
@@ -1068,12 +1139,7 @@ fn serve_one(
             rel_hex,
             target_hex,
             tag,
-        } => apply_reply(w.symlink(
-            &rel_of(&rel_hex),
-            &rel_of(&target_hex),
-            w.owner(),
-            &tag,
-        )),
+        } => apply_reply(w.symlink(&rel_of(&rel_hex), &rel_of(&target_hex), w.owner(), &tag)),
         Request::Remove { rel_hex } => apply_reply(w.remove(&rel_of(&rel_hex))),
         Request::Chmod { rel_hex, mode } => apply_reply(w.chmod(&rel_of(&rel_hex), mode)),
     };
