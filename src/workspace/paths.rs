@@ -1,7 +1,7 @@
 //! Workspace-relative paths: byte-exact internally, escaped for humans, and
 //! matched against intent globs.
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobBuilder;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 
@@ -68,7 +68,11 @@ fn is_dangerous_char(c: char) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct PathMatcher {
     pub patterns: Vec<String>,
-    matchers: Vec<GlobMatcher>,
+    /// (glob, index of the pattern it came from).
+    globs: Vec<(globset::Glob, usize)>,
+    /// All patterns compiled together: one match per ancestor, whatever
+    /// the number of patterns (deep paths have thousands of ancestors).
+    set: globset::GlobSet,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -158,38 +162,50 @@ impl PathMatcher {
             // `**/x` also matches `x` at the root.
             norm = format!("**/{norm}");
         }
-        let glob = GlobBuilder::new(&norm)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| PatternError::Glob {
-                pattern: pattern.into(),
-                message: e.kind().to_string(),
-            })?;
+        // The pattern itself, and everything beneath what it matches: one
+        // match per path covers its ancestors (no loop over them).
+        let build = |g: &str| {
+            GlobBuilder::new(g)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| PatternError::Glob {
+                    pattern: pattern.into(),
+                    message: e.kind().to_string(),
+                })
+        };
+        let mut globs = vec![build(&norm)?];
+        if norm != "**" {
+            globs.push(build(&format!("{norm}/**"))?);
+        }
         self.patterns.push(pattern.to_string());
-        self.matchers.push(glob.compile_matcher());
+        let index = self.patterns.len() - 1;
+        for g in globs {
+            self.globs.push((g, index));
+        }
+        let mut b = globset::GlobSetBuilder::new();
+        for (g, _) in &self.globs {
+            b.add(g.clone());
+        }
+        self.set = b.build().map_err(|e| PatternError::Glob {
+            pattern: pattern.into(),
+            message: e.kind().to_string(),
+        })?;
         Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.matchers.is_empty()
+        self.globs.is_empty()
     }
 
     /// The first pattern covering `path` (bytes, workspace-relative).
     pub fn first_match(&self, path: &[u8]) -> Option<&str> {
-        let mut candidate: &[u8] = path;
-        loop {
-            let as_os = std::ffi::OsStr::from_bytes(candidate);
-            for (i, m) in self.matchers.iter().enumerate() {
-                if m.is_match(as_os) {
-                    return Some(&self.patterns[i]);
-                }
-            }
-            match candidate.iter().rposition(|b| *b == b'/') {
-                Some(i) => candidate = &candidate[..i],
-                None => return None,
-            }
-        }
+        self.set
+            .matches(std::ffi::OsStr::from_bytes(path))
+            .into_iter()
+            .map(|g| self.globs[g].1)
+            .min()
+            .map(|i| self.patterns[i].as_str())
     }
 
     pub fn matches(&self, path: &[u8]) -> bool {
