@@ -18,12 +18,11 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::OFlag;
 use nix::sys::socket::{
     AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
     sendmsg, socketpair,
 };
-use nix::sys::stat::Mode;
 
 use super::sys;
 use crate::workspace::diff::{Layer, LayerOpen};
@@ -58,17 +57,7 @@ fn drop_to_owner(uid: u32, gid: u32, groups: Option<&[u32]>) -> io::Result<()> {
     Ok(())
 }
 
-fn how(flags: OFlag) -> OpenHow {
-    OpenHow::new()
-        .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .mode(Mode::empty())
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS
-                | ResolveFlag::RESOLVE_NO_XDEV,
-        )
-}
+use crate::workspace::paths::beneath as how;
 
 fn serve(sock: OwnedFd, lower: &OwnedFd, upper: &OwnedFd) -> ! {
     let mut buf = vec![0u8; 8192];

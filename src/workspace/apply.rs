@@ -198,16 +198,39 @@ pub struct LocalWorkspace {
     max_file: u64,
 }
 
-fn how(flags: OFlag) -> OpenHow {
-    OpenHow::new()
-        .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .mode(Mode::empty())
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS
-                | ResolveFlag::RESOLVE_NO_XDEV,
-        )
+use crate::workspace::paths::beneath as how;
+
+/// Copy `src` into the new file `dest` (fsync'd), returning the BLAKE3 of
+/// what was written.
+pub(crate) fn copy_to_backup(src: &mut dyn Read, dest: &Path) -> Result<String, ApplyError> {
+    let bk = |source| ApplyError::Backup {
+        path: dest.to_path_buf(),
+        source,
+    };
+    let mut out = std::fs::File::create(dest).map_err(bk)?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(bk(e)),
+        };
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        out.write_all(&buf[..n]).map_err(bk)?;
+    }
+    out.sync_all().map_err(bk)?;
+    Ok(h.finalize().to_hex().to_string())
+}
+
+/// A backup's file name inside the receipt's backup directory.
+pub(crate) fn backup_file_name(dest: &Path) -> String {
+    dest.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn split(rel: &[u8]) -> (&[u8], &[u8]) {
@@ -433,27 +456,8 @@ impl LocalWorkspace {
     /// and owner (for undo).
     pub fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
         let (mut src, mut b) = self.open_regular_for_backup(rel)?;
-        let bk = |source| ApplyError::Backup {
-            path: dest.to_path_buf(),
-            source,
-        };
-        let mut out = std::fs::File::create(dest).map_err(bk)?;
-        let mut h = blake3::Hasher::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = src.read(&mut buf).map_err(bk)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-            out.write_all(&buf[..n]).map_err(bk)?;
-        }
-        out.sync_all().map_err(bk)?;
-        b.file = dest
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        b.hash = h.finalize().to_hex().to_string();
+        b.hash = copy_to_backup(&mut src, dest)?;
+        b.file = backup_file_name(dest);
         Ok(b)
     }
 

@@ -15,8 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::Mode;
+use nix::fcntl::OFlag;
 
 /// Overlay's own bookkeeping attributes (mounted with `userxattr`).
 const OVERLAY_XATTR_PREFIX: &str = "user.overlay.";
@@ -567,16 +566,8 @@ fn fill_mode(c: &mut Change, lower: Option<&LowerEntry>, upper: Option<&Metadata
 }
 
 fn openat_beneath(root: &OwnedFd, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
-    let how = OpenHow::new()
-        .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .mode(Mode::empty())
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS
-                | ResolveFlag::RESOLVE_NO_XDEV,
-        );
-    nix::fcntl::openat2(root.as_fd(), rel, how).map_err(io::Error::from)
+    nix::fcntl::openat2(root.as_fd(), rel, crate::workspace::paths::beneath(flags))
+        .map_err(io::Error::from)
 }
 
 fn open_lower(lower: &Lower, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {

@@ -326,17 +326,7 @@ impl Read for StreamReader<'_> {
 // ---------------------------------------------------------------------------
 // The operations themselves (run in-process or in the agent).
 
-fn beneath(flags: OFlag) -> OpenHow {
-    OpenHow::new()
-        .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .mode(Mode::empty())
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS
-                | ResolveFlag::RESOLVE_NO_XDEV,
-        )
-}
+use crate::workspace::paths::beneath;
 
 /// Resolve `path` as the calling process sees it: absolute, an existing
 /// directory, not `/`; then open the canonical path from `/` refusing every
@@ -816,25 +806,10 @@ impl Workspace {
             Reply::ApplyError { path, message } => return Err(apply_err_from(path, message)),
             r => return Err(apply_err_from(shown, unexpected(io.uid, r).to_string())),
         }
-        let bk = |source| ApplyError::Backup {
-            path: dest.to_path_buf(),
-            source,
+        let hash = {
+            let mut stream = StreamReader::new(&mut io.from);
+            super::apply::copy_to_backup(&mut stream, dest)?
         };
-        let mut out = std::fs::File::create(dest).map_err(bk)?;
-        let mut h = blake3::Hasher::new();
-        {
-            let mut s = StreamReader::new(&mut io.from);
-            let mut buf = vec![0u8; CHUNK];
-            loop {
-                let n = s.read(&mut buf).map_err(bk)?;
-                if n == 0 {
-                    break;
-                }
-                h.update(&buf[..n]);
-                out.write_all(&buf[..n]).map_err(bk)?;
-            }
-        }
-        out.sync_all().map_err(bk)?;
         let mut b = match io
             .reply()
             .map_err(|e| apply_err_from(shown.clone(), e.to_string()))?
@@ -843,11 +818,8 @@ impl Workspace {
             Reply::ApplyError { path, message } => return Err(apply_err_from(path, message)),
             r => return Err(apply_err_from(shown, unexpected(io.uid, r).to_string())),
         };
-        b.hash = h.finalize().to_hex().to_string();
-        b.file = dest
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        b.hash = hash;
+        b.file = super::apply::backup_file_name(dest);
         Ok(b)
     }
 

@@ -61,6 +61,23 @@ fn is_dangerous_char(c: char) -> bool {
             0x061C | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2069 | 0xFEFF | 0xFFF9..=0xFFFB)
 }
 
+/// How every host-side and evidence-walk open below a workspace (or a
+/// layer of it) resolves its path: beneath the root it starts from, through
+/// no symlink or magic link and no mount crossing, never following the last
+/// component, close-on-exec.
+pub fn beneath(flags: nix::fcntl::OFlag) -> nix::fcntl::OpenHow {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    OpenHow::new()
+        .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .mode(nix::sys::stat::Mode::empty())
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        )
+}
+
 /// A set of workspace-relative globs with directory semantics: a pattern
 /// matches a path when it matches the path itself or any of its ancestors, so
 /// `secrets/` or `build` cover everything beneath them. `*` never crosses `/`;
