@@ -1250,7 +1250,10 @@ impl Engine {
                 // Only the submitter's own variables are named: in-process,
                 // this process's environment is the submitter's; a daemon's
                 // environment is its own and never named to a client.
-                let local = record.submitted_by.as_ref().is_none_or(|a| a.via == "local");
+                let local = record
+                    .submitted_by
+                    .as_ref()
+                    .is_none_or(|a| a.via == "local");
                 if local {
                     for n in secret_looking_env_names() {
                         if !spec.env.contains_key(&n) {

@@ -283,10 +283,10 @@ pub fn parse_task_file(path: &Path) -> Result<TaskFile, EnvelopeError> {
     serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
         source_name: path.display().to_string(),
         message: format!(
-                "{} (at {})",
-                crate::errtext::content_free(&e.inner().to_string()),
-                path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
-            ),
+            "{} (at {})",
+            crate::errtext::content_free(&e.inner().to_string()),
+            path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
+        ),
     })
 }
 
@@ -606,8 +606,10 @@ mod tests {
     fn v(yaml: &str) -> Result<EnvelopeSpec, EnvelopeError> {
         parse_envelope("test", yaml)?.validate(
             Some(Path::new("/tmp")),
-            &crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::current())
-                .unwrap(),
+            &crate::workspace::owner::OwnerSession::start(
+                &crate::workspace::owner::Creds::current(),
+            )
+            .unwrap(),
         )
     }
 

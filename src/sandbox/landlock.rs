@@ -233,11 +233,7 @@ mod tests {
 
     #[test]
     fn enforcement_survives_the_handshake_byte() {
-        for e in [
-            Enforcement::Not,
-            Enforcement::Partially,
-            Enforcement::Fully,
-        ] {
+        for e in [Enforcement::Not, Enforcement::Partially, Enforcement::Fully] {
             assert_eq!(Enforcement::from_byte(e.to_byte()), Some(e));
         }
         assert_eq!(Enforcement::from_byte(9), None);

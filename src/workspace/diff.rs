@@ -723,7 +723,10 @@ fn xattr_diff(upper: &Path, lower: Option<&LowerEntry>) -> Vec<String> {
 /// script of when it is one (`#!/.dryrun/bin/dryrun __stub-exec TOOL\n`,
 /// see `sandbox::stubs`). A file small enough to be a stub script is read
 /// once for both.
-fn hash_created_file(f: &mut std::fs::File, size: u64) -> io::Result<(blake3::Hash, Option<String>)> {
+fn hash_created_file(
+    f: &mut std::fs::File,
+    size: u64,
+) -> io::Result<(blake3::Hash, Option<String>)> {
     const STUB_SCRIPT_MAX: u64 = 256;
     if size > STUB_SCRIPT_MAX {
         let mut h = blake3::Hasher::new();
@@ -819,17 +822,18 @@ pub fn link_leaves_workspace(
     let mut cur: Vec<Vec<u8>> = parent.clone();
     let mut queue: std::collections::VecDeque<Vec<u8>> = Default::default();
     // Start (or restart, for an absolute target) a resolution.
-    let absolute = |t: &[u8], cur: &mut Vec<Vec<u8>>, q: &mut std::collections::VecDeque<Vec<u8>>| {
-        let parts = split(t);
-        if parts.len() < ws_parts.len() || parts[..ws_parts.len()] != ws_parts[..] {
-            return false;
-        }
-        cur.clear();
-        for p in parts[ws_parts.len()..].iter().rev() {
-            q.push_front(p.clone());
-        }
-        true
-    };
+    let absolute =
+        |t: &[u8], cur: &mut Vec<Vec<u8>>, q: &mut std::collections::VecDeque<Vec<u8>>| {
+            let parts = split(t);
+            if parts.len() < ws_parts.len() || parts[..ws_parts.len()] != ws_parts[..] {
+                return false;
+            }
+            cur.clear();
+            for p in parts[ws_parts.len()..].iter().rev() {
+                q.push_front(p.clone());
+            }
+            true
+        };
     if target.first() == Some(&b'/') {
         if !absolute(target, &mut cur, &mut queue) {
             return true;
@@ -997,7 +1001,12 @@ mod tests {
     fn links_are_judged_by_resolution() {
         let ws = Path::new("/home/me/site");
         let esc = |rel: &str, target: &str, links: &[(&str, &str)], dirs: &[&str]| {
-            link_leaves_workspace(rel.as_bytes(), target.as_bytes(), ws, &mut tree(links, dirs))
+            link_leaves_workspace(
+                rel.as_bytes(),
+                target.as_bytes(),
+                ws,
+                &mut tree(links, dirs),
+            )
         };
         // Plain links inside stay inside.
         assert!(!esc("a/l", "../b/c", &[], &["a", "b"]));
