@@ -193,3 +193,44 @@ fn root_rehearses_a_workspace_owned_by_an_ordinary_user() {
     );
     assert_eq!(r.decision(), "blocked");
 }
+
+/// The record's Landlock status is what `restrict_self` returned in the
+/// command's own process (carried to the sandbox's init in the hand-over),
+/// not what the kernel probe suggests: fully enforced, at the ABI CI pins.
+#[test]
+fn the_record_shows_landlock_fully_enforced_at_the_pinned_abi() {
+    let expected = expected_landlock_abi();
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse("echo hi > out.txt; echo again >> out.txt", &[]);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        let sandbox = &r.json["rehearsal"]["sandbox"];
+        assert_eq!(sandbox["landlock_abi"], expected, "{who:?}: {sandbox}");
+        let status = sandbox["landlock_status"].as_str().unwrap();
+        assert!(
+            status.contains("fully enforced") && status.contains(&format!("ABI {expected} ")),
+            "{who:?}: {status}"
+        );
+    }
+}
+
+/// The Landlock ABI CI pins (DRYRUN_EXPECT_LANDLOCK_ABI), else what the
+/// kernel reports, capped at the newest ABI dryrun knows (7).
+fn expected_landlock_abi() -> u64 {
+    if let Ok(v) = std::env::var("DRYRUN_EXPECT_LANDLOCK_ABI") {
+        return v.parse().expect("DRYRUN_EXPECT_LANDLOCK_ABI is a number");
+    }
+    eprintln!("note: DRYRUN_EXPECT_LANDLOCK_ABI not set; accepting the kernel's ABI");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes;print(ctypes.CDLL(None).syscall(444,None,0,1))",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        .min(7)
+}

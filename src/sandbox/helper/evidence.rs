@@ -1,0 +1,167 @@
+//! P9: walk the overlay's upper layer (the evidence), judge changed links in
+//! the merged tree, stream content blobs and the `R` frame.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{OFlag, open};
+use nix::sys::stat::Mode;
+
+use super::super::reader::LayerReader;
+use super::super::spec::{self, SandboxSpec};
+use super::super::wire::{self, Blocked, RehearsalReport};
+use super::error::HelperError;
+use super::init::{LowerLayer, RunIds};
+use super::{FdWriter, OUT_FD, mark};
+use crate::workspace::diff::{BlobSink, walk_upper_layer};
+
+/// Blob sink writing `B` frames to fd 1, within the run's kept-content
+/// budget (the host enforces the same number).
+struct FrameSink {
+    room: u64,
+}
+
+impl BlobSink for FrameSink {
+    fn reserve(&mut self, len: u64) -> bool {
+        match self.room.checked_sub(len) {
+            Some(left) => {
+                self.room = left;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn put(
+        &mut self,
+        hash: &blake3::Hash,
+        len: u64,
+        content: &mut dyn Read,
+    ) -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, FdWriter(OUT_FD));
+        wire::write_blob(&mut out, hash, len, content)?;
+        out.flush()
+    }
+}
+
+/// P9: the change set from the upper layer; lower files, and upper files the
+/// command does not own, are opened by a reader holding only the owner's
+/// ids (sandbox/reader.rs).
+pub(super) fn walk_evidence(
+    spec: &SandboxSpec,
+    ids: &RunIds,
+    lower: &LowerLayer,
+    upper_fd: &OwnedFd,
+    report: &mut RehearsalReport,
+) -> Result<(), HelperError> {
+    mark("P9 evidence");
+    let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
+    let mut sink = FrameSink {
+        room: spec::kept_content_budget(spec.limits.disk_bytes),
+    };
+    let reader = LayerReader::start(
+        &lower.fd,
+        upper_fd,
+        ids.uid,
+        ids.gid,
+        ids.shifted.then_some(spec.reader_groups.as_slice()),
+    )
+    .map_err(HelperError::EvidenceReader)?;
+    let walked = walk_upper_layer(
+        &upper_path,
+        &lower.fd,
+        &spec.workspace,
+        spec.diff_before_max,
+        Some(ids.uid),
+        &reader,
+        &mut sink,
+    )
+    .map_err(HelperError::Evidence)?;
+    drop(reader);
+    report.changes = walked.changes;
+    judge_links_in_merged_tree(&spec.workspace, &mut report.changes);
+    if walked.truncated {
+        report.limits_hit.push("changes".into());
+    }
+    if walked.too_deep > 0 {
+        report.limits_hit.push("path_depth".into());
+        report.blocked.push(Blocked {
+            kind: "limit".into(),
+            detail: format!(
+                "{} path(s) lie deeper than the evidence walk can name (PATH_MAX); they are left out of the change set",
+                walked.too_deep
+            ),
+        });
+    }
+    mark("P9 evidence done");
+    Ok(())
+}
+
+/// P9: the `R` frame, with the phase marks.
+pub(super) fn send_report(mut report: RehearsalReport) -> Result<(), HelperError> {
+    report.timings_us = super::marks_so_far();
+    let mut out = FdWriter(OUT_FD);
+    wire::write_json(&mut out, wire::TAG_REPORT, &report).map_err(HelperError::Answer)
+}
+
+/// A changed symlink escapes when resolving it in the merged tree (the
+/// overlay at the workspace path, as it will be live) can leave the
+/// workspace: through other links, `..` included, not by its text alone.
+fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::workspace::diff::Change]) {
+    use crate::workspace::diff::{ChangeKind, FileType, LinkLookup, link_leaves_workspace};
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    let Ok(root) = open(
+        ws,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        for c in changes
+            .iter_mut()
+            .filter(|c| c.file_type == FileType::Symlink)
+        {
+            c.symlink_escapes = true;
+        }
+        return;
+    };
+    let mut lookup = |rel: &[u8]| -> LinkLookup {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .resolve(
+                ResolveFlag::RESOLVE_BENEATH
+                    | ResolveFlag::RESOLVE_NO_SYMLINKS
+                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+        match nix::fcntl::openat2(&root, std::ffi::OsStr::from_bytes(rel), how) {
+            Ok(fd) => match nix::sys::stat::fstat(&fd) {
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                    match nix::fcntl::readlinkat(&fd, "") {
+                        Ok(t) => LinkLookup::Link(t.as_bytes().to_vec()),
+                        Err(_) => LinkLookup::Unknown,
+                    }
+                }
+                Ok(_) => LinkLookup::Other,
+                Err(_) => LinkLookup::Unknown,
+            },
+            Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => LinkLookup::Missing,
+            Err(_) => LinkLookup::Unknown,
+        }
+    };
+    for c in changes
+        .iter_mut()
+        .filter(|c| c.file_type == FileType::Symlink && c.kind != ChangeKind::Deleted)
+    {
+        let rel = c.path_bytes();
+        let target = match lookup(&rel) {
+            LinkLookup::Link(t) => t,
+            _ => {
+                c.symlink_escapes = true;
+                continue;
+            }
+        };
+        if link_leaves_workspace(&rel, &target, ws, &mut lookup) {
+            c.symlink_escapes = true;
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! H, the host side of the helper: H1–H6 (see the module list in `mod.rs`).
+
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{OFlag, open};
+use nix::mount::MsFlags;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::stat::Mode;
+use nix::sys::wait::waitpid;
+use nix::unistd::{Pid, dup2_stdin, pipe2};
+
+use super::super::limits;
+use super::super::mounts;
+use super::super::spec::{IdPlan, SandboxSpec};
+use super::super::sys;
+use super::super::wire::{self, HostReport};
+use super::error::{HelperError, Step};
+use super::{FdWriter, OUT_FD, STAGE_EXE, STAGE_LOWER, mark};
+
+fn take_over<E: Into<io::Error>>(op: &'static str) -> impl FnOnce(E) -> HelperError {
+    move |e| HelperError::TakeOver {
+        op,
+        source: e.into(),
+    }
+}
+
+fn fork_child<E: Into<io::Error>>(op: &'static str) -> impl FnOnce(E) -> HelperError {
+    move |e| HelperError::ForkChild {
+        op,
+        source: e.into(),
+    }
+}
+
+fn watch<E: Into<io::Error>>(op: &'static str) -> impl FnOnce(E) -> HelperError {
+    move |e| HelperError::Watch {
+        op,
+        source: e.into(),
+    }
+}
+
+fn idmap<E: Into<io::Error>>(op: &'static str, target: &Path) -> impl FnOnce(E) -> HelperError {
+    let target = target.to_path_buf();
+    move |e| HelperError::IdmapLower {
+        op,
+        target,
+        source: e.into(),
+    }
+}
+
+/// H's whole job, step by step.
+pub(super) fn run_host_side() -> Result<(), HelperError> {
+    let spec = take_over_process()?;
+    let enforcement = create_run_cgroups(&spec)?;
+    let mut staged = clone_workspace_mount(&spec)?;
+    let child = fork_sandbox_child(&spec, &mut staged)?;
+    write_id_maps(child.pid, &spec.ids)?;
+    attach_idmapped_lower(child.pid, staged)?;
+    release_child(&spec, &child)?;
+    let host = watch_child(&spec, child, enforcement)?;
+    send_host_report(&host)
+}
+
+/// H1: die with the engine, read the spec, stdin := /dev/null, close every
+/// inherited fd past 2.
+fn take_over_process() -> Result<SandboxSpec, HelperError> {
+    sys::die_with_parent().map_err(take_over("pdeathsig"))?;
+    let mut raw = Vec::new();
+    io::stdin()
+        .lock()
+        .take(16 << 20)
+        .read_to_end(&mut raw)
+        .map_err(take_over("read spec"))?;
+    let spec: SandboxSpec = serde_json::from_slice(&raw).map_err(HelperError::Spec)?;
+    super::T0_NS.store(spec.t0_ns, std::sync::atomic::Ordering::Relaxed);
+    mark("H1 helper started");
+    if nix::unistd::getppid().as_raw() != spec.parent_pid {
+        return Err(HelperError::EngineGone);
+    }
+    let devnull = open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(take_over("/dev/null"))?;
+    dup2_stdin(&devnull).map_err(take_over("stdin"))?;
+    drop(devnull);
+    // No Rust handle refers to fds >= 3 at this point.
+    sys::close_fds_from(3).map_err(take_over("close fds"))?;
+    Ok(spec)
+}
+
+/// H2 (root): the run's cgroups with their limits; returns how each limit
+/// is enforced.
+fn create_run_cgroups(spec: &SandboxSpec) -> Result<Vec<String>, HelperError> {
+    mark("H2 cgroups");
+    match &spec.cgroup {
+        Some(plan) => limits::prepare_cgroups(plan, &spec.limits).map_err(HelperError::Cgroups),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Detached mounts H3 takes for H5 to attach (root plan only).
+#[derive(Default)]
+struct StagedMounts {
+    workspace: Option<OwnedFd>,
+    /// The stubs' interpreter (this binary), staged for P1 beside the
+    /// lower layer: a mount of H's namespace P1 can open by path.
+    exe: Option<OwnedFd>,
+}
+
+/// H3 (root): a private mount namespace and a detached clone of the
+/// workspace's mount, checked to be the directory the engine checked.
+fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError> {
+    mark("H3 mount ns");
+    if !matches!(spec.ids, IdPlan::Shifted { .. }) {
+        return Ok(StagedMounts::default());
+    }
+    let clone_err = |op, path: &Path| {
+        let path = path.to_path_buf();
+        move |e: io::Error| HelperError::CloneWorkspace {
+            op,
+            path,
+            source: e,
+        }
+    };
+    let root = Path::new("/");
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| clone_err("unshare mount ns", root)(e.into()))?;
+    mounts::make_rprivate().map_err(|e| clone_err("make-rprivate", root)(io::Error::other(e)))?;
+    let fd = sys::open_tree_clone(&spec.workspace)
+        .map_err(clone_err("open_tree workspace", &spec.workspace))?;
+    check_workspace_identity(&fd, spec.workspace_identity, Step::H3)?;
+    let mut staged = StagedMounts {
+        workspace: Some(fd),
+        exe: None,
+    };
+    if !spec.stubs.rules.is_empty() {
+        let exe_link = Path::new("/proc/self/exe");
+        let exe = std::fs::read_link(exe_link).map_err(clone_err("own exe", exe_link))?;
+        staged.exe = Some(sys::open_tree_clone(&exe).map_err(clone_err("open_tree exe", &exe))?);
+    }
+    Ok(staged)
+}
+
+/// The directory about to become the lower layer must be the one the engine
+/// checked (same device and inode), whatever its path resolves to now.
+pub(super) fn check_workspace_identity(
+    fd: &OwnedFd,
+    expected: (u64, u64),
+    step: Step,
+) -> Result<(), HelperError> {
+    let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| {
+        let (op, path, source) = ("stat workspace", PathBuf::from("."), e.into());
+        match step {
+            Step::H3 => HelperError::CloneWorkspace { op, path, source },
+            _ => HelperError::OpenLower { op, path, source },
+        }
+    })?;
+    let got = (st.st_dev, st.st_ino);
+    if got != expected {
+        return Err(HelperError::WorkspaceSwapped {
+            step,
+            got,
+            expected,
+        });
+    }
+    Ok(())
+}
+
+/// C as H sees it: its pid, the pipe that releases it, when it started.
+struct Child {
+    pid: i32,
+    go: OwnedFd,
+    started: Instant,
+}
+
+/// H4: fork C and wait until it has unshared its user namespace.
+fn fork_sandbox_child(spec: &SandboxSpec, staged: &mut StagedMounts) -> Result<Child, HelperError> {
+    mark("H4 fork + user ns");
+    let (ready_r, ready_w) = pipe2(OFlag::O_CLOEXEC).map_err(fork_child("pipe"))?;
+    let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).map_err(fork_child("pipe"))?;
+    let started = Instant::now();
+    let h_pid = std::process::id() as i32;
+    let c = sys::fork_single_threaded().map_err(fork_child("fork"))?;
+    if c == 0 {
+        drop(ready_r);
+        drop(go_w);
+        drop(staged.workspace.take());
+        super::child::run_child(spec, ready_w, go_r, h_pid);
+    }
+    drop(ready_w);
+    drop(go_r);
+    let mut b = [0u8; 1];
+    let n = nix::unistd::read(&ready_r, &mut b).map_err(fork_child("wait for user namespace"))?;
+    if n != 1 {
+        let _ = waitpid(Pid::from_raw(c), None);
+        return Err(HelperError::ChildDiedEarly);
+    }
+    Ok(Child {
+        pid: c,
+        go: go_w,
+        started,
+    })
+}
+
+/// H4: C's id maps (root: the shifted range; a user: itself only).
+fn write_id_maps(child: i32, ids: &IdPlan) -> Result<(), HelperError> {
+    let base = format!("/proc/{child}");
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("{base}/{file}"), text)
+            .map_err(|source| HelperError::IdMaps { pid: child, source })
+    };
+    match ids {
+        IdPlan::Shifted {
+            host_base, count, ..
+        } => {
+            write("uid_map", format!("0 {host_base} {count}\n"))?;
+            write("gid_map", format!("0 {host_base} {count}\n"))?;
+        }
+        IdPlan::SelfOnly { uid, gid } => {
+            write("setgroups", "deny".into())?;
+            write("uid_map", format!("{uid} {uid} 1\n"))?;
+            write("gid_map", format!("{gid} {gid} 1\n"))?;
+        }
+    }
+    Ok(())
+}
+
+/// H5 (root): the workspace clone becomes an idmapped mount through C's
+/// user namespace, attached at [`STAGE_LOWER`] (and the stubs' interpreter
+/// at [`STAGE_EXE`]) in H's private namespace.
+fn attach_idmapped_lower(child: i32, mut staged: StagedMounts) -> Result<(), HelperError> {
+    mark("H5 idmapped lower");
+    let Some(fd) = staged.workspace.take() else {
+        return Ok(());
+    };
+    let userns_path = PathBuf::from(format!("/proc/{child}/ns/user"));
+    let userns = std::fs::File::open(&userns_path).map_err(idmap("userns fd", &userns_path))?;
+    let lower = Path::new(STAGE_LOWER);
+    sys::mount_setattr_idmap(
+        fd.as_raw_fd(),
+        sys::MOUNT_ATTR_IDMAP
+            | sys::MOUNT_ATTR_RDONLY
+            | sys::MOUNT_ATTR_NOSUID
+            | sys::MOUNT_ATTR_NODEV,
+        userns.as_raw_fd(),
+    )
+    .map_err(idmap("idmap workspace", lower))?;
+    let tmp = Path::new("/tmp");
+    mounts::mount_tmpfs(tmp, 65536, 0o755, MsFlags::empty())
+        .map_err(|e| idmap("tmpfs", tmp)(io::Error::other(e)))?;
+    std::fs::create_dir(lower).map_err(idmap("stage", lower))?;
+    sys::move_mount_to(fd.as_raw_fd(), lower).map_err(idmap("attach lower", lower))?;
+    if let Some(e) = staged.exe.take() {
+        let exe = Path::new(STAGE_EXE);
+        std::fs::write(exe, b"").map_err(idmap("stage exe", exe))?;
+        sys::move_mount_to(e.as_raw_fd(), exe).map_err(idmap("attach exe", exe))?;
+    }
+    Ok(())
+}
+
+/// H6: let C go on; (root) move it into the cgroups, then tell it so (C
+/// creates its namespaces meanwhile and waits for this before it forks).
+fn release_child(spec: &SandboxSpec, child: &Child) -> Result<(), HelperError> {
+    mark("H6 released");
+    nix::unistd::write(&child.go, b"g").map_err(watch("release"))?;
+    if let Some(plan) = &spec.cgroup {
+        // Moving a process between v1 cgroups waits for an RCU grace period
+        // (~10 ms).
+        limits::join_cgroups(plan, child.pid).map_err(watch("join cgroups"))?;
+        mark("H6 cgroups joined");
+        nix::unistd::write(&child.go, b"c").map_err(watch("release"))?;
+    }
+    Ok(())
+}
+
+/// H6: wait for C with a watchdog (the run's timeout + 10 s), then read and
+/// remove the cgroups.
+fn watch_child(
+    spec: &SandboxSpec,
+    child: Child,
+    enforcement: Vec<String>,
+) -> Result<HostReport, HelperError> {
+    drop(child.go);
+    let cpid = Pid::from_raw(child.pid);
+    let pidfd = sys::pidfd_open(child.pid).map_err(watch("pidfd"))?;
+    let watchdog = Duration::from_millis(spec.limits.timeout_ms) + Duration::from_secs(10);
+    let mut host = HostReport {
+        enforcement,
+        ..Default::default()
+    };
+    loop {
+        let left = watchdog.saturating_sub(child.started.elapsed());
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) => {
+                // The sandbox's own timeout did not end it: kill the whole
+                // namespace by killing its init's parent (P1 dies with C).
+                host.killed_by_watchdog = true;
+                let _ = kill(cpid, Signal::SIGKILL);
+                break;
+            }
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(watch("poll")(e)),
+        }
+    }
+    let _ = waitpid(cpid, None);
+    if let Some(plan) = &spec.cgroup {
+        let (hit, killed) = limits::collect_and_remove(plan);
+        host.limits_hit = hit;
+        host.leftover_processes_killed = killed;
+    }
+    Ok(host)
+}
+
+/// H6: the `H` frame, last on the helper's stdout.
+fn send_host_report(host: &HostReport) -> Result<(), HelperError> {
+    let mut out = FdWriter(OUT_FD);
+    wire::write_json(&mut out, wire::TAG_HOST, host).map_err(watch("answer"))
+}
