@@ -205,7 +205,7 @@ pub struct EnvelopeSpec {
     pub live: Live,
     /// The envelope's stub overrides, validated (they take precedence over
     /// the policy's and over a replay's recording).
-    pub stubs: Vec<crate::sandbox::stubs::StubRule>,
+    pub stubs: Vec<crate::model::stubs::StubRule>,
     /// The envelope as validated (with `working_dir` filled in), for hashing.
     pub envelope: Envelope,
 }
@@ -283,10 +283,10 @@ pub fn parse_task_file(path: &Path) -> Result<TaskFile, EnvelopeError> {
     serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
         source_name: path.display().to_string(),
         message: format!(
-                "{} (at {})",
-                crate::errtext::content_free(&e.inner().to_string()),
-                path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
-            ),
+            "{} (at {})",
+            crate::errtext::content_free(&e.inner().to_string()),
+            path_or_root(&crate::errtext::content_free_path(&e.path().to_string()))
+        ),
     })
 }
 
@@ -606,8 +606,10 @@ mod tests {
     fn v(yaml: &str) -> Result<EnvelopeSpec, EnvelopeError> {
         parse_envelope("test", yaml)?.validate(
             Some(Path::new("/tmp")),
-            &crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::current())
-                .unwrap(),
+            &crate::workspace::owner::OwnerSession::start(
+                &crate::workspace::owner::Creds::current(),
+            )
+            .unwrap(),
         )
     }
 

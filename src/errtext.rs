@@ -106,8 +106,14 @@ mod tests {
 
     #[test]
     fn paths_keep_names_only() {
-        assert_eq!(content_free_path("tasks.build.intent"), "tasks.build.intent");
+        assert_eq!(
+            content_free_path("tasks.build.intent"),
+            "tasks.build.intent"
+        );
         assert_eq!(content_free_path("steps[2]"), "steps[2]");
-        assert_eq!(content_free_path("tasks.ssh-rsa AAAA x.mode"), "tasks.….mode");
+        assert_eq!(
+            content_free_path("tasks.ssh-rsa AAAA x.mode"),
+            "tasks.….mode"
+        );
     }
 }

@@ -56,10 +56,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
     for e in walkdir::WalkDir::new(dir).into_iter().flatten() {
         if e.file_type().is_file()
             && std::fs::read(e.path())
-                .map(|b| {
-                    b.windows(needle.len())
-                        .any(|w| w == needle.as_bytes())
-                })
+                .map(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
                 .unwrap_or(false)
         {
             hits.push(e.path().to_path_buf());
@@ -127,7 +124,10 @@ fn a_workspace_policy_that_points_at_root_secrets_is_never_read_or_quoted() {
     let (code, out, err) = user_cli(&d, &ws, &["execute", "--json", "--command", "true"]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("not a regular file"), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(20), "a fifo hung the daemon");
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "a fifo hung the daemon"
+    );
 
     // The agent's own file with a secret-shaped value that is not a policy:
     // the error names the file and the place, never the value.
@@ -179,7 +179,9 @@ fn links_that_resolve_outside_the_workspace_are_blocked_and_never_promoted() {
             "{cmd}: no change is marked as escaping: {r:?}"
         );
         assert!(
-            r.reasons().iter().any(|x| x.contains("evidence.symlink_escape")),
+            r.reasons()
+                .iter()
+                .any(|x| x.contains("evidence.symlink_escape")),
             "{cmd}: {:?}",
             r.reasons()
         );
@@ -190,7 +192,12 @@ fn links_that_resolve_outside_the_workspace_are_blocked_and_never_promoted() {
             .args(["approve", id, "--override", "--note", "testing", "--json"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let (code, _, err) = user_cli(&d, &ws, &["promote", id, "--json"]);
         assert_eq!(code, 4, "{cmd}: promoted: {err}");
         assert!(err.contains("outside the workspace"), "{err}");
@@ -237,13 +244,18 @@ fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
     let mut swapper = exchange_loop(&ws.dir.join("mine.txt"), &rootfile);
     let mut answers = Vec::new();
     for _ in 0..8 {
-        let r = submit_user(&d, &ws, "echo more >> mine.txt; cat mine.txt rootfile", &[
-            "--expect-write",
-            "**",
-        ]);
+        let r = submit_user(
+            &d,
+            &ws,
+            "echo more >> mine.txt; cat mine.txt rootfile",
+            &["--expect-write", "**"],
+        );
         let id = r.json["run_id"].as_str().unwrap_or_default().to_string();
         answers.push(r.out().to_string() + r.err());
-        for args in [vec!["diff", id.as_str()], vec!["show", id.as_str(), "--json"]] {
+        for args in [
+            vec!["diff", id.as_str()],
+            vec!["show", id.as_str(), "--json"],
+        ] {
             let (_, out, err) = user_cli(&d, &ws, &args);
             answers.push(out + &err);
         }
@@ -296,7 +308,9 @@ fn chmod_000_on_a_workspace_file_is_a_metadata_change() {
         ws.write("notes.txt", "keep me\n");
         let r = ws.rehearse("chmod 000 notes.txt", &["--expect-write", "**"]);
         assert_ran(who, &r);
-        let c = r.change("notes.txt").unwrap_or_else(|| panic!("{who:?}: {r:?}"));
+        let c = r
+            .change("notes.txt")
+            .unwrap_or_else(|| panic!("{who:?}: {r:?}"));
         assert_eq!(c["kind"], "metadata", "{who:?}: {c}");
         assert_eq!(c["before"], c["after"], "{who:?}: {c}");
         assert!(c["content_withheld"] != true, "{who:?}: {c}");
@@ -335,10 +349,7 @@ fn a_full_disk_inside_the_sandbox_is_the_disk_limit_with_the_evidence_so_far() {
         ] {
             let (_d, env) = envelope_file(&ws, cmd, "limits: {disk_mb: 16}\n");
             let r = ws.execute(&["--file", env.to_str().unwrap()]);
-            assert_eq!(
-                r.json["state"], "rehearsed",
-                "{who:?} {cmd}: {r:?}"
-            );
+            assert_eq!(r.json["state"], "rehearsed", "{who:?} {cmd}: {r:?}");
             assert!(
                 r.limits_hit().contains(&"disk".to_string()),
                 "{who:?} {cmd}: {:?}",
@@ -363,7 +374,10 @@ fn paths_deeper_than_path_max_are_a_named_limit_not_a_failed_run() {
             "{who:?}: {:?}",
             r.limits_hit()
         );
-        assert!(r.change("top.txt").is_some(), "{who:?}: the rest of the evidence");
+        assert!(
+            r.change("top.txt").is_some(),
+            "{who:?}: the rest of the evidence"
+        );
         assert_eq!(r.decision(), "blocked", "{who:?}");
     }
 }
@@ -396,7 +410,10 @@ fn oracles_are_closed_for_paths_runs_receipts_and_the_daemons_environment() {
     };
     let a = ask(&hidden.path().join("exists"));
     let b = ask(&hidden.path().join("missing"));
-    assert_eq!(a, b, "an existing and a missing hidden path answer differently");
+    assert_eq!(
+        a, b,
+        "an existing and a missing hidden path answer differently"
+    );
     assert_eq!(a.0, 400, "{a:?}");
 
     // The agent's own run never names the daemon's variables.
@@ -413,7 +430,14 @@ fn oracles_are_closed_for_paths_runs_receipts_and_the_daemons_environment() {
     let out = d
         .cli_root()
         .current_dir(&root_ws.dir)
-        .args(["execute", "--json", "--command", "echo y > y.txt", "--expect-write", "*"])
+        .args([
+            "execute",
+            "--json",
+            "--command",
+            "echo y > y.txt",
+            "--expect-write",
+            "*",
+        ])
         .output()
         .unwrap();
     let rr = run_json(out);
@@ -423,7 +447,12 @@ fn oracles_are_closed_for_paths_runs_receipts_and_the_daemons_environment() {
         .args(["promote", &rid, "--json"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
     let receipt = rec["receipt_id"]
         .as_str()
@@ -439,10 +468,18 @@ fn oracles_are_closed_for_paths_runs_receipts_and_the_daemons_environment() {
         ("POST", "/v1/runs/{}/promote"),
     ] {
         let mine = d.curl(Who::User, method, &path_of.replace("{}", &rid), Some("{}"));
-        let none = d.curl(Who::User, method, &path_of.replace("{}", missing_run), Some("{}"));
+        let none = d.curl(
+            Who::User,
+            method,
+            &path_of.replace("{}", missing_run),
+            Some("{}"),
+        );
         assert_eq!(mine.0, 404, "{method} {path_of}: {mine:?}");
         assert_eq!(mine.0, none.0, "{method} {path_of}");
-        assert_eq!(mine.1["error"]["code"], none.1["error"]["code"], "{method} {path_of}");
+        assert_eq!(
+            mine.1["error"]["code"], none.1["error"]["code"],
+            "{method} {path_of}"
+        );
     }
     let missing_receipt = receipt
         .chars()
@@ -453,11 +490,22 @@ fn oracles_are_closed_for_paths_runs_receipts_and_the_daemons_environment() {
         ("POST", "/v1/receipts/{}/rollback"),
     ] {
         let mine = d.curl(Who::User, method, &path_of.replace("{}", &receipt), None);
-        let none = d.curl(Who::User, method, &path_of.replace("{}", &missing_receipt), None);
+        let none = d.curl(
+            Who::User,
+            method,
+            &path_of.replace("{}", &missing_receipt),
+            None,
+        );
         assert_eq!(mine.0, 404, "{method} {path_of}: {mine:?}");
-        assert_eq!(mine.1["error"]["code"], none.1["error"]["code"], "{method} {path_of}");
+        assert_eq!(
+            mine.1["error"]["code"], none.1["error"]["code"],
+            "{method} {path_of}"
+        );
     }
     // Root's workspace is untouched by the agent's attempts.
-    assert_eq!(std::fs::read_to_string(root_ws.dir.join("y.txt")).unwrap(), "y\n");
+    assert_eq!(
+        std::fs::read_to_string(root_ws.dir.join("y.txt")).unwrap(),
+        "y\n"
+    );
     let _ = std::fs::metadata(root_ws.dir.join("y.txt")).unwrap().uid();
 }

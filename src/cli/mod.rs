@@ -1060,13 +1060,11 @@ fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
         None => None,
     };
     let ws = resolved.map(|r| r.canonical);
-    let policy = match crate::policy::Policy::load(
-        Path::new(crate::engine::SYSTEM_POLICY_DIR),
-        ws_policy,
-    ) {
-        Ok(p) => p,
-        Err(e) => return usage_error(e),
-    };
+    let policy =
+        match crate::policy::Policy::load(Path::new(crate::engine::SYSTEM_POLICY_DIR), ws_policy) {
+            Ok(p) => p,
+            Err(e) => return usage_error(e),
+        };
     let c = crate::classify::classify(
         &command,
         &policy,
@@ -1202,9 +1200,9 @@ fn replay(
     json: bool,
 ) -> i32 {
     let novel = match novel {
-        "strict" => crate::sandbox::stubs::NovelPolicy::Strict,
-        "fuzzy" => crate::sandbox::stubs::NovelPolicy::Fuzzy,
-        _ => crate::sandbox::stubs::NovelPolicy::Stub,
+        "strict" => crate::model::stubs::NovelPolicy::Strict,
+        "fuzzy" => crate::model::stubs::NovelPolicy::Fuzzy,
+        _ => crate::model::stubs::NovelPolicy::Stub,
     };
     for s in &stubs {
         if let Err(e) = crate::policy::stubs::parse_cli_stub(s) {

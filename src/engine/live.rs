@@ -23,10 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Engine, EngineError, ReviewerAuth, is_approver, now_rfc3339, process_identity};
 use crate::journal::{Actor, Entry};
+use crate::model::{Change, ChangeKind, FileType, Refusal, promotion};
 use crate::record::{RunRecord, RunState};
-use crate::verdict::Decision;
 use crate::workspace::apply::{Action, ApplyError, Expect, Op, Workspace};
-use crate::workspace::diff::{Change, ChangeKind, FileType};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Plan {
@@ -144,58 +143,15 @@ fn plan_ops(
     let mut identical = 0;
     for c in changes {
         let shown = crate::workspace::paths::escape_for_humans(&c.path_bytes());
+        // The one rule of what may never go live (the verdict blocks on the
+        // same refusals, with the same words).
+        let refused = promotion::refusals(c);
+        if !refused.is_empty() {
+            refusals.extend(refused.iter().map(|r| r.message(&shown)));
+            continue;
+        }
         if c.kind == ChangeKind::Identical {
             identical += 1;
-            continue;
-        }
-        if c.symlink_escapes {
-            refusals.push(format!(
-                "{shown}: a symlink that can resolve outside the workspace is never promoted"
-            ));
-        }
-        if c.setid {
-            refusals.push(format!("{shown}: a setuid/setgid file is never promoted"));
-            continue;
-        }
-        if c.stub_copy_of.is_some() {
-            refusals.push(format!(
-                "{shown}: a copy of a shadow stub's script, not of the real tool, is never promoted"
-            ));
-            continue;
-        }
-        if c.kind != ChangeKind::Deleted && (c.file_type == FileType::Other || c.special.is_some())
-        {
-            refusals.push(format!(
-                "{shown}: a {} is never promoted",
-                c.special.as_deref().unwrap_or("special file")
-            ));
-            continue;
-        }
-        if c.content_not_kept {
-            refusals.push(format!(
-                "{shown}: its content did not fit the run's kept-content budget and was not kept, so it cannot be verified or promoted"
-            ));
-            continue;
-        }
-        if c.content_withheld {
-            refusals.push(format!(
-                "{shown}: its content was withheld from the evidence (the command's user cannot read it), so it cannot be verified or promoted"
-            ));
-            continue;
-        }
-        if let Some(x) = c
-            .xattrs_changed
-            .iter()
-            .find(|x| x.starts_with("security.") || x.starts_with("trusted."))
-        {
-            refusals.push(format!("{shown}: the {x} attribute is never promoted"));
-            continue;
-        }
-        if !c.xattrs_changed.is_empty() {
-            refusals.push(format!(
-                "{shown}: extended attribute changes ({}) cannot be promoted (their values are not kept)",
-                c.xattrs_changed.join(", ")
-            ));
             continue;
         }
         if let Some(other) = &c.hardlink_of {
@@ -217,10 +173,10 @@ fn plan_ops(
             (_, None, m) if c.file_type == FileType::Dir || c.kind == ChangeKind::Metadata => {
                 Expect::Dir { mode: m }
             }
+            // `promotion::refusals` already refused these; kept so the
+            // planner never writes without a check, whatever the model says.
             _ => {
-                refusals.push(format!(
-                    "{shown}: the rehearsal recorded no content hash for what it replaced"
-                ));
+                refusals.push(Refusal::NoBeforeHash.message(&shown));
                 continue;
             }
         };
@@ -261,7 +217,7 @@ fn plan_ops(
             }
             (_, FileType::File) => {
                 let Some(hash) = c.after.clone() else {
-                    refusals.push(format!("{shown}: no content was kept for it"));
+                    refusals.push(Refusal::NoContentHash.message(&shown));
                     continue;
                 };
                 let blob = blobs.join(&hash);
@@ -286,15 +242,9 @@ fn plan_ops(
             }
             (_, FileType::Symlink) => {
                 let (Some(t), Some(h)) = (&c.symlink_target, &c.after) else {
-                    refusals.push(format!("{shown}: the symlink's target was not recorded"));
+                    refusals.push(Refusal::SymlinkTargetMissing.message(&shown));
                     continue;
                 };
-                if blake3::hash(t.as_bytes()).to_hex().as_str() != h {
-                    refusals.push(format!(
-                        "{shown}: the symlink's target is not valid UTF-8 and cannot be rebuilt exactly"
-                    ));
-                    continue;
-                }
                 writes.push(op(
                     Action::Symlink {
                         target_hex: hex::encode(t.as_bytes()),
@@ -455,7 +405,7 @@ impl Engine {
         }
         let decision = r.verdict.as_ref().map(|v| v.decision);
         match (r.state, decision) {
-            (RunState::Rehearsed, Some(Decision::Promote)) | (RunState::Approved, _) => {}
+            (s, d) if s.can_promote(d) => {}
             (RunState::AwaitingApproval, _) => {
                 return Err(EngineError::Conflict(format!(
                     "run {run_id} is awaiting approval; a reviewer must approve it first"
@@ -470,7 +420,7 @@ impl Engine {
             }
         }
         let reh = r.rehearsal.clone().unwrap_or_default();
-        if reh.limits_hit.iter().any(|l| l == "record") {
+        if reh.limits_hit.contains(&crate::model::LimitHit::Record) {
             return Err(EngineError::Conflict(format!(
                 "run {run_id}'s record was cut to its size cap, so its change list is incomplete; it cannot be promoted. Rehearse a smaller change"
             )));

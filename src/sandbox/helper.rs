@@ -71,6 +71,7 @@ use super::mounts;
 use super::spec::{IdPlan, SandboxSpec};
 use super::sys;
 use super::wire::{self, Blocked, HostReport, RehearsalReport, SetupFailure, StepOutcome};
+use crate::model::{BlockedKind, LimitHit};
 use crate::workspace::diff::{BlobSink, walk_upper_layer};
 
 /// The hidden subcommand that starts the helper.
@@ -719,15 +720,15 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     }
     report.output_truncated = out_buf.truncated;
     if out_buf.truncated {
-        report.limits_hit.push("output".into());
+        report.limits_hit.push(LimitHit::Output);
     }
     if report.timed_out {
-        report.limits_hit.push("timeout".into());
+        report.limits_hit.push(LimitHit::Timeout);
     }
     // The process table of the namespace reached the pids limit (fork fails
     // once the count is one below it).
     if report.max_processes + 1 >= spec.limits.pids {
-        report.limits_hit.push("pids".into());
+        report.limits_hit.push(LimitHit::Pids);
     }
     report
         .blocked
@@ -742,8 +743,11 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
 
     // Disk caps: a full upper layer or /tmp means the run hit its disk limit.
     for (what, fd_or_path) in [
-        ("disk", format!("/proc/self/fd/{}", upper_fd.as_raw_fd())),
-        ("disk", "/tmp".to_string()),
+        (
+            LimitHit::Disk,
+            format!("/proc/self/fd/{}", upper_fd.as_raw_fd()),
+        ),
+        (LimitHit::Disk, "/tmp".to_string()),
     ] {
         // Full, or so nearly full (under 1 MiB or 1% left) that the last
         // write or allocation that failed is taken to have hit the cap.
@@ -755,7 +759,7 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
                 st.blocks_free() == 0 || free < (1u64 << 20).max(total / 100)
             }
         {
-            report.limits_hit.push(what.into());
+            report.limits_hit.push(what);
         }
     }
     report.limits_hit.sort();
@@ -791,12 +795,12 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
     report.changes = walked.changes;
     judge_links_in_merged_tree(ws, &mut report.changes);
     if walked.truncated {
-        report.limits_hit.push("changes".into());
+        report.limits_hit.push(LimitHit::Changes);
     }
     if walked.too_deep > 0 {
-        report.limits_hit.push("path_depth".into());
+        report.limits_hit.push(LimitHit::PathDepth);
         report.blocked.push(crate::sandbox::wire::Blocked {
-            kind: "limit".into(),
+            kind: BlockedKind::Limit,
             detail: format!(
                 "{} path(s) lie deeper than the evidence walk can name (PATH_MAX); they are left out of the change set",
                 walked.too_deep
@@ -816,9 +820,15 @@ fn init_stage(spec: &SandboxSpec, parent_alive: OwnedFd) -> StageResult<()> {
 fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::workspace::diff::Change]) {
     use crate::workspace::diff::{FileType, LinkLookup, link_leaves_workspace};
     use nix::fcntl::{OpenHow, ResolveFlag};
-    let Ok(root) = open(ws, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
-    else {
-        for c in changes.iter_mut().filter(|c| c.file_type == FileType::Symlink) {
+    let Ok(root) = open(
+        ws,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        for c in changes
+            .iter_mut()
+            .filter(|c| c.file_type == FileType::Symlink)
+        {
             c.symlink_escapes = true;
         }
         return;
@@ -842,16 +852,13 @@ fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::workspace::diff::
                 Ok(_) => LinkLookup::Other,
                 Err(_) => LinkLookup::Unknown,
             },
-            Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => {
-                LinkLookup::Missing
-            }
+            Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => LinkLookup::Missing,
             Err(_) => LinkLookup::Unknown,
         }
     };
-    for c in changes
-        .iter_mut()
-        .filter(|c| c.file_type == FileType::Symlink && c.kind != crate::workspace::diff::ChangeKind::Deleted)
-    {
+    for c in changes.iter_mut().filter(|c| {
+        c.file_type == FileType::Symlink && c.kind != crate::workspace::diff::ChangeKind::Deleted
+    }) {
         let rel = c.path_bytes();
         let target = match lookup(&rel) {
             LinkLookup::Link(t) => t,
@@ -1052,7 +1059,7 @@ fn run_step(
         report.blocked.extend(w.recorded);
         if w.dropped > 0 {
             report.blocked.push(Blocked {
-                kind: "network".into(),
+                kind: BlockedKind::Network,
                 detail: format!("{} more network attempts not listed", w.dropped),
             });
         }
@@ -1064,7 +1071,7 @@ fn run_step(
     };
     if signal == Some(libc::SIGSYS) {
         report.blocked.push(Blocked {
-            kind: "seccomp".into(),
+            kind: BlockedKind::Seccomp,
             detail: "the command was killed for a foreign-architecture system call".into(),
         });
     }
@@ -1161,7 +1168,7 @@ fn denied_writes_reported(stderr: &[u8]) -> Vec<Blocked> {
         }
         if !out.iter().any(|b| b.detail == detail) {
             out.push(Blocked {
-                kind: "write".into(),
+                kind: BlockedKind::Write,
                 detail,
             });
         }

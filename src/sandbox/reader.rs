@@ -88,9 +88,10 @@ fn serve(sock: OwnedFd, lower: &OwnedFd, upper: &OwnedFd) -> ! {
             Err(nix::errno::Errno::EINVAL)
         } else {
             let root = if buf[0] == 0 { lower } else { upper };
-            let flags = OFlag::from_bits_truncate(
-                u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as i32,
-            ) & (OFlag::O_PATH | OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NONBLOCK);
+            let flags =
+                OFlag::from_bits_truncate(
+                    u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as i32
+                ) & (OFlag::O_PATH | OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NONBLOCK);
             let path = std::ffi::OsStr::from_bytes(&buf[5..n]);
             let path = if path.is_empty() {
                 std::ffi::OsStr::new(".")

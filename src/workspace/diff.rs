@@ -6,7 +6,6 @@
 //! upper layer is walked with `lstat` semantics and the lower layer (the real
 //! workspace) is looked up with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`.
 
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::Metadata;
 use std::io::{self, Read, Seek};
@@ -26,119 +25,7 @@ const MAX_DELETED_EXPANSION: usize = 100_000;
 /// and the run hits its `changes` limit.
 pub const MAX_CHANGES: usize = 20_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChangeKind {
-    Created,
-    Modified,
-    Deleted,
-    Metadata,
-    Identical,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileType {
-    File,
-    Dir,
-    Symlink,
-    Other,
-}
-
-/// One entry of `rehearsal.changes`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Change {
-    /// Workspace-relative path (lossy UTF-8 when the name is not UTF-8; then
-    /// `path_hex` holds the exact bytes).
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path_hex: Option<String>,
-    pub kind: ChangeKind,
-    pub file_type: FileType,
-    pub before: Option<String>,
-    pub after: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode_before: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode_after: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size_after: Option<u64>,
-    /// The setuid or setgid bit is set on the result.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub setid: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub symlink_target: Option<String>,
-    /// The link points outside the workspace (absolute elsewhere, or `..`
-    /// climbing above the root).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub symlink_escapes: bool,
-    /// Another changed path that is the same inode (a hard link).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hardlink_of: Option<String>,
-    /// fifo, socket, char or block device (with numbers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub special: Option<String>,
-    /// Extended attribute names whose presence or value changed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub xattrs_changed: Vec<String>,
-    /// The command's user could not read this file (before or after): no
-    /// hash and no content are kept, so the evidence discloses nothing the
-    /// command itself could not see.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub content_withheld: bool,
-    /// The file's content did not fit the run's kept-content budget
-    /// (apparent size): it was neither hashed nor kept, so the change can
-    /// be neither verified nor promoted.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub content_not_kept: bool,
-    /// The file is a copy of a shadow stub's script (the command copied a
-    /// stubbed tool, `cp /usr/bin/git x`): live, it would be the real TOOL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stub_copy_of: Option<String>,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-impl Change {
-    pub fn path_bytes(&self) -> Vec<u8> {
-        match &self.path_hex {
-            Some(h) => hex::decode(h).unwrap_or_else(|_| self.path.as_bytes().to_vec()),
-            None => self.path.as_bytes().to_vec(),
-        }
-    }
-
-    fn new(path: &[u8], kind: ChangeKind, file_type: FileType) -> Self {
-        let (path, path_hex) = match std::str::from_utf8(path) {
-            Ok(s) => (s.to_string(), None),
-            Err(_) => (
-                String::from_utf8_lossy(path).into_owned(),
-                Some(hex::encode(path)),
-            ),
-        };
-        Change {
-            path,
-            path_hex,
-            kind,
-            file_type,
-            before: None,
-            after: None,
-            mode_before: None,
-            mode_after: None,
-            size_after: None,
-            setid: false,
-            symlink_target: None,
-            symlink_escapes: false,
-            hardlink_of: None,
-            special: None,
-            xattrs_changed: Vec::new(),
-            content_withheld: false,
-            content_not_kept: false,
-            stub_copy_of: None,
-        }
-    }
-}
+pub use crate::model::change::{Change, ChangeKind, FileType};
 
 /// Where a blob goes: the walker hands over content it hashed so the caller
 /// can persist it (the live lane applies exactly these bytes).
@@ -723,7 +610,10 @@ fn xattr_diff(upper: &Path, lower: Option<&LowerEntry>) -> Vec<String> {
 /// script of when it is one (`#!/.dryrun/bin/dryrun __stub-exec TOOL\n`,
 /// see `sandbox::stubs`). A file small enough to be a stub script is read
 /// once for both.
-fn hash_created_file(f: &mut std::fs::File, size: u64) -> io::Result<(blake3::Hash, Option<String>)> {
+fn hash_created_file(
+    f: &mut std::fs::File,
+    size: u64,
+) -> io::Result<(blake3::Hash, Option<String>)> {
     const STUB_SCRIPT_MAX: u64 = 256;
     if size > STUB_SCRIPT_MAX {
         let mut h = blake3::Hasher::new();
@@ -733,7 +623,7 @@ fn hash_created_file(f: &mut std::fs::File, size: u64) -> io::Result<(blake3::Ha
     let mut text = Vec::new();
     f.take(STUB_SCRIPT_MAX + 1).read_to_end(&mut text)?;
     let tool = text
-        .strip_prefix(crate::sandbox::stubs::stub_script_prefix().as_bytes())
+        .strip_prefix(crate::model::stubs::stub_script_prefix().as_bytes())
         .and_then(|rest| std::str::from_utf8(rest).ok())
         .map(|t| t.trim_end().to_string());
     Ok((blake3::hash(&text), tool))
@@ -819,17 +709,18 @@ pub fn link_leaves_workspace(
     let mut cur: Vec<Vec<u8>> = parent.clone();
     let mut queue: std::collections::VecDeque<Vec<u8>> = Default::default();
     // Start (or restart, for an absolute target) a resolution.
-    let absolute = |t: &[u8], cur: &mut Vec<Vec<u8>>, q: &mut std::collections::VecDeque<Vec<u8>>| {
-        let parts = split(t);
-        if parts.len() < ws_parts.len() || parts[..ws_parts.len()] != ws_parts[..] {
-            return false;
-        }
-        cur.clear();
-        for p in parts[ws_parts.len()..].iter().rev() {
-            q.push_front(p.clone());
-        }
-        true
-    };
+    let absolute =
+        |t: &[u8], cur: &mut Vec<Vec<u8>>, q: &mut std::collections::VecDeque<Vec<u8>>| {
+            let parts = split(t);
+            if parts.len() < ws_parts.len() || parts[..ws_parts.len()] != ws_parts[..] {
+                return false;
+            }
+            cur.clear();
+            for p in parts[ws_parts.len()..].iter().rev() {
+                q.push_front(p.clone());
+            }
+            true
+        };
     if target.first() == Some(&b'/') {
         if !absolute(target, &mut cur, &mut queue) {
             return true;
@@ -997,7 +888,12 @@ mod tests {
     fn links_are_judged_by_resolution() {
         let ws = Path::new("/home/me/site");
         let esc = |rel: &str, target: &str, links: &[(&str, &str)], dirs: &[&str]| {
-            link_leaves_workspace(rel.as_bytes(), target.as_bytes(), ws, &mut tree(links, dirs))
+            link_leaves_workspace(
+                rel.as_bytes(),
+                target.as_bytes(),
+                ws,
+                &mut tree(links, dirs),
+            )
         };
         // Plain links inside stay inside.
         assert!(!esc("a/l", "../b/c", &[], &["a", "b"]));

@@ -187,14 +187,25 @@ enum Request {
 #[serde(tag = "reply", rename_all = "snake_case")]
 enum Reply {
     Ok,
-    Resolved { resolved: Resolved },
-    State { state: State },
-    Backup { backup: Backup },
+    Resolved {
+        resolved: Resolved,
+    },
+    State {
+        state: State,
+    },
+    Backup {
+        backup: Backup,
+    },
     /// A data stream follows.
     Data,
     Absent,
-    AccessError { error: AccessError },
-    ApplyError { path: String, message: String },
+    AccessError {
+        error: AccessError,
+    },
+    ApplyError {
+        path: String,
+        message: String,
+    },
 }
 
 // ---------------------------------------------------------------------------
@@ -595,13 +606,12 @@ impl OwnerSession {
                         let uid = a.uid;
                         let mut out = Vec::new();
                         let mut s = StreamReader::new(&mut a.from);
-                        (&mut s)
-                            .take(max + 1)
-                            .read_to_end(&mut out)
-                            .map_err(|e| AccessError::Agent {
+                        (&mut s).take(max + 1).read_to_end(&mut out).map_err(|e| {
+                            AccessError::Agent {
                                 uid,
                                 message: e.to_string(),
-                            })?;
+                            }
+                        })?;
                         if out.len() as u64 > max {
                             // The agent broke the cap: it is not to be trusted.
                             return Err(AccessError::Agent {
@@ -772,7 +782,10 @@ impl Workspace {
             }
         }
         out.sync_all().map_err(bk)?;
-        let mut b = match io.reply().map_err(|e| apply_err_from(shown.clone(), e.to_string()))? {
+        let mut b = match io
+            .reply()
+            .map_err(|e| apply_err_from(shown.clone(), e.to_string()))?
+        {
             Reply::Backup { backup } => backup,
             Reply::ApplyError { path, message } => return Err(apply_err_from(path, message)),
             r => return Err(apply_err_from(shown, unexpected(io.uid, r).to_string())),
@@ -1068,12 +1081,7 @@ fn serve_one(
             rel_hex,
             target_hex,
             tag,
-        } => apply_reply(w.symlink(
-            &rel_of(&rel_hex),
-            &rel_of(&target_hex),
-            w.owner(),
-            &tag,
-        )),
+        } => apply_reply(w.symlink(&rel_of(&rel_hex), &rel_of(&target_hex), w.owner(), &tag)),
         Request::Remove { rel_hex } => apply_reply(w.remove(&rel_of(&rel_hex))),
         Request::Chmod { rel_hex, mode } => apply_reply(w.chmod(&rel_of(&rel_hex), mode)),
     };
