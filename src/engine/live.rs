@@ -978,3 +978,175 @@ fn compare_change_sets(rehearsed: &[Change], live: &[Change]) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    //! The verdict and the planner can never disagree: a change set the
+    //! verdict judges `promote` is one `plan_ops` carries out.
+
+    use super::*;
+    use crate::model::Decision;
+    use crate::sandbox::wire::{HostReport, RehearsalReport};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    fn hash(s: &str) -> String {
+        blake3::hash(s.as_bytes()).to_hex().to_string()
+    }
+
+    fn arb_change() -> impl Strategy<Value = Change> {
+        let kind = prop_oneof![
+            Just(ChangeKind::Created),
+            Just(ChangeKind::Modified),
+            Just(ChangeKind::Deleted),
+            Just(ChangeKind::Metadata),
+            Just(ChangeKind::Identical),
+        ];
+        let ft = prop_oneof![
+            Just(FileType::File),
+            Just(FileType::Dir),
+            Just(FileType::Symlink),
+            Just(FileType::Other),
+        ];
+        let xattrs = proptest::sample::subsequence(
+            vec![
+                "user.a",
+                "security.capability",
+                "trusted.x",
+                "system.posix_acl_access",
+            ],
+            0..=2,
+        );
+        (
+            (
+                "[a-c]{1,2}(/[a-c]{1,2}){0,2}",
+                kind,
+                ft,
+                any::<bool>(),
+                any::<bool>(),
+                prop::option::of(0o100000u32..0o110000),
+                prop::option::of(0o100000u32..0o110000),
+            ),
+            (
+                prop::bool::weighted(0.1),
+                prop::bool::weighted(0.1),
+                prop::option::weighted(0.1, Just("fifo".to_string())),
+                prop::option::weighted(0.1, Just("git".to_string())),
+                prop::bool::weighted(0.1),
+                prop::bool::weighted(0.1),
+                xattrs,
+                prop::option::weighted(
+                    0.8,
+                    prop_oneof![Just("t"), Just("/etc/x"), Just("l\u{fffd}")],
+                ),
+                any::<bool>(),
+            ),
+        )
+            .prop_map(
+                |(
+                    (path, kind, ft, has_before, has_after, mode_before, mode_after),
+                    (
+                        setid,
+                        escapes,
+                        special,
+                        stub,
+                        withheld,
+                        not_kept,
+                        xattrs,
+                        target,
+                        target_hash_ok,
+                    ),
+                )| {
+                    let mut c = Change::new(path.as_bytes(), kind, ft);
+                    c.before = has_before.then(|| hash("before"));
+                    c.after = has_after.then(|| hash("after"));
+                    c.mode_before = mode_before;
+                    c.mode_after = mode_after;
+                    c.setid = setid;
+                    c.symlink_escapes = escapes;
+                    c.special = special;
+                    c.stub_copy_of = stub;
+                    c.content_withheld = withheld;
+                    c.content_not_kept = not_kept;
+                    c.xattrs_changed = xattrs.into_iter().map(String::from).collect();
+                    if ft == FileType::Symlink {
+                        c.symlink_target = target.map(String::from);
+                        if let (Some(t), true) = (&c.symlink_target, has_after) {
+                            c.after = Some(if target_hash_ok {
+                                hash(t)
+                            } else {
+                                hash("other")
+                            });
+                        }
+                    }
+                    c
+                },
+            )
+    }
+
+    #[test]
+    fn a_change_set_judged_promote_is_one_the_planner_carries_out() {
+        let spec =
+            crate::envelope::parse_envelope("t", "command: x\nintent: {expected_writes: ['**']}\n")
+                .unwrap()
+                .validate(
+                    Some(Path::new("/tmp")),
+                    &crate::workspace::owner::OwnerSession::start(
+                        &crate::workspace::owner::Creds::current(),
+                    )
+                    .unwrap(),
+                )
+                .unwrap();
+        // Every content hash has its blob: what remains is the rule itself,
+        // not retention.
+        let blobs = tempfile::tempdir().unwrap();
+        for s in ["after", "t", "/etc/x", "l\u{fffd}", "other"] {
+            std::fs::write(blobs.path().join(hash(s)), s).unwrap();
+        }
+        let mut runner = TestRunner::new(Config {
+            cases: 2000,
+            ..Config::default()
+        });
+        let (promoted, refused) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
+        runner
+            .run(&prop::collection::vec(arb_change(), 1..6), |changes| {
+                let report = RehearsalReport {
+                    exit_code: Some(0),
+                    changes: changes.clone(),
+                    landlock_abi: 7,
+                    ..Default::default()
+                };
+                let v = crate::verdict::judge(&spec, &report, &HostReport::default());
+                let planned = plan_ops(&changes, blobs.path());
+                if v.decision == Decision::Promote {
+                    promoted.set(promoted.get() + 1);
+                    prop_assert!(
+                        planned.is_ok(),
+                        "judged promote, refused by the planner: {:?}\n{changes:#?}",
+                        planned.err()
+                    );
+                }
+                if let Err(e) = &planned {
+                    refused.set(refused.get() + 1);
+                    prop_assert_eq!(v.decision, Decision::Blocked);
+                    // Every line the planner gives is a reason of the verdict.
+                    let EngineError::Conflict(text) = e else {
+                        return Err(TestCaseError::fail(format!("{e:?}")));
+                    };
+                    for line in text.lines().skip(1) {
+                        let line = line.trim_start();
+                        prop_assert!(
+                            v.reasons.iter().any(|r| r.ends_with(line)),
+                            "{line} is not among {:?}",
+                            v.reasons
+                        );
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        // The generator reaches both sides.
+        let (promoted, refused) = (promoted.get(), refused.get());
+        assert!(promoted > 50 && refused > 50, "{promoted} {refused}");
+    }
+}
