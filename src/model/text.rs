@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 /// the cursor, recolour the screen or reorder what a reviewer reads.
 ///
 /// ```
-/// use dryrun::workspace::paths::escape_for_humans;
+/// use dryrun::model::text::escape_for_humans;
 /// assert_eq!(escape_for_humans(b"a\nb"), r"a\nb");
 /// assert_eq!(escape_for_humans("x\u{202e}y".as_bytes()), r"x\u{202e}y");
 /// assert_eq!(escape_for_humans(b"\x1b[2J"), r"\u{001b}[2J");
