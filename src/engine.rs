@@ -31,6 +31,7 @@ pub use replay::ReplayRequest;
 
 use crate::envelope::{EnvelopeSpec, Mode};
 use crate::journal::{Actor, Entry, Journal};
+use crate::model::run_state::Approval;
 use crate::record::ApprovalRecord;
 use crate::record::{IntentRecord, Rehearsal, RunRecord, RunState, SCHEMA, SandboxRecord};
 use crate::sandbox::spec::{IdPlan, ImageProfile, LandlockPlan, SandboxLimits, SandboxSpec};
@@ -297,7 +298,7 @@ fn verdict_entry(r: &RunRecord) -> Entry {
 }
 
 /// Would-be actions as reviewers read them: `gh pr merge 12 → exit 0 (stub)`.
-pub fn shown_actions(actions: &[crate::sandbox::stubs::WouldBeAction]) -> Vec<String> {
+pub fn shown_actions(actions: &[crate::model::stubs::WouldBeAction]) -> Vec<String> {
     actions
         .iter()
         .map(|a| format!("{} → exit {} ({})", a.shown(), a.answer.exit, a.source))
@@ -660,7 +661,7 @@ impl Engine {
                 continue; // its process is alive and still working on it
             }
             if let Ok(mut r) = self.get(&id)
-                && matches!(r.state, RunState::Queued | RunState::Running)
+                && r.state.can_fail_interrupted()
             {
                 let was = r.state;
                 r.state = RunState::Failed;
@@ -743,25 +744,25 @@ impl Engine {
                         actor.uid
                     )));
                 }
-                match (r.state, decision) {
-                    (RunState::AwaitingApproval, _) => {}
-                    (RunState::Rehearsed, Some(Decision::Blocked)) if override_block => {
+                match r.state.approval(decision) {
+                    Approval::Allowed => {}
+                    Approval::Override if override_block => {
                         overrode = true;
                     }
-                    (RunState::Rehearsed, Some(Decision::Blocked)) => {
+                    Approval::Override => {
                         return Err(EngineError::Conflict(format!(
                             "run {run_id} was blocked; approving it overrides the block. Repeat with --override (\"override\": true); the journal records it as an override"
                         )));
                     }
-                    (RunState::Rehearsed, _) => {
+                    Approval::NotNeeded => {
                         return Err(EngineError::Conflict(format!(
                             "run {run_id} needs no approval: its decision is promote"
                         )));
                     }
-                    (s, _) => {
+                    Approval::NotApprovable => {
                         return Err(EngineError::Conflict(format!(
                             "run {run_id} is {}; only a run awaiting approval (or a blocked run, with --override) can be approved",
-                            s.as_str()
+                            r.state.as_str()
                         )));
                     }
                 }
@@ -774,7 +775,7 @@ impl Engine {
                         actor.uid
                     )));
                 }
-                if !matches!(r.state, RunState::AwaitingApproval | RunState::Rehearsed) {
+                if !r.state.can_reject() {
                     return Err(EngineError::Conflict(format!(
                         "run {run_id} is {}; only a rehearsed run or one awaiting approval can be rejected",
                         r.state.as_str()
@@ -929,7 +930,7 @@ impl Engine {
         spec: &EnvelopeSpec,
         actor: &Actor,
         live: Option<&LiveRun>,
-        replay: Option<sandbox::stubs::ReplaySet>,
+        replay: Option<crate::model::stubs::ReplaySet>,
     ) -> Result<Prepared, EngineError> {
         // The configured ceilings first: a run asking for more never starts.
         let mut fitted = spec.clone();
@@ -1072,11 +1073,11 @@ impl Engine {
                 .collect(),
             // The live lane's rerun makes the real calls: no stubs there.
             stubs: if live.is_some() {
-                sandbox::stubs::StubTable::default()
+                crate::model::stubs::StubTable::default()
             } else {
                 let mut rules = spec.stubs.clone();
                 rules.extend(policy.stubs.iter().cloned());
-                sandbox::stubs::StubTable {
+                crate::model::stubs::StubTable {
                     rules,
                     replay: replay.clone(),
                 }
@@ -1289,14 +1290,11 @@ impl Engine {
                 limits_hit.extend(host.limits_hit.iter().cloned());
                 limits_hit.sort();
                 limits_hit.dedup();
-                record.state = match verdict.decision {
-                    Decision::NeedsApproval => RunState::AwaitingApproval,
-                    _ => RunState::Rehearsed,
-                };
+                record.state = RunState::after_verdict(verdict.decision);
                 let net = report
                     .blocked
                     .iter()
-                    .filter(|b| b.kind == "network")
+                    .filter(|b| b.kind == crate::model::BlockedKind::Network)
                     .count();
                 record.rehearsal = Some(Rehearsal {
                     exit_code: report.exit_code,
@@ -1529,15 +1527,7 @@ impl Engine {
                 if age < blob_age.min(record_age) {
                     continue;
                 }
-                let pending = self.get(&name).is_ok_and(|r| {
-                    matches!(
-                        r.state,
-                        RunState::AwaitingApproval
-                            | RunState::Approved
-                            | RunState::Queued
-                            | RunState::Running
-                    )
-                });
+                let pending = self.get(&name).is_ok_and(|r| r.state.is_pending());
                 if pending {
                     continue;
                 }
@@ -1676,10 +1666,10 @@ fn report_content_not_kept(report: &mut sandbox::wire::RehearsalReport, budget: 
         if not_kept.len() > 5 { ", ..." } else { "" }
     );
     report.blocked.push(sandbox::wire::Blocked {
-        kind: "limit".into(),
+        kind: crate::model::BlockedKind::Limit,
         detail,
     });
-    report.limits_hit.push("disk".into());
+    report.limits_hit.push(crate::model::LimitHit::Disk);
     report.limits_hit.sort();
     report.limits_hit.dedup();
 }
@@ -1748,11 +1738,11 @@ fn fit_record(record: &mut RunRecord) {
         RECORD_MAX_BYTES >> 20
     );
     if let Some(reh) = record.rehearsal.as_mut() {
-        reh.limits_hit.push("record".into());
+        reh.limits_hit.push(crate::model::LimitHit::Record);
         reh.limits_hit.sort();
         reh.limits_hit.dedup();
         reh.blocked.push(sandbox::wire::Blocked {
-            kind: "limit".into(),
+            kind: crate::model::BlockedKind::Limit,
             detail: message.clone(),
         });
     }
@@ -1761,7 +1751,7 @@ fn fit_record(record: &mut RunRecord) {
         v.reasons.insert(0, format!("[limits.record] {message}"));
         v.findings.insert(
             0,
-            verdict::Finding {
+            crate::model::Finding {
                 rule: "limits.record".into(),
                 decision: Decision::Blocked,
                 message,
@@ -1934,7 +1924,7 @@ mod tests {
         fit_record(&mut r);
         assert!(serde_json::to_vec_pretty(&r).unwrap().len() <= RECORD_MAX_BYTES);
         let reh = r.rehearsal.as_ref().unwrap();
-        assert!(reh.limits_hit.contains(&"record".to_string()));
+        assert!(reh.limits_hit.contains(&crate::model::LimitHit::Record));
         assert!(reh.output_truncated);
         let v = r.verdict.as_ref().unwrap();
         assert_eq!(v.decision, Decision::Blocked);

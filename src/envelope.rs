@@ -205,7 +205,7 @@ pub struct EnvelopeSpec {
     pub live: Live,
     /// The envelope's stub overrides, validated (they take precedence over
     /// the policy's and over a replay's recording).
-    pub stubs: Vec<crate::sandbox::stubs::StubRule>,
+    pub stubs: Vec<crate::model::stubs::StubRule>,
     /// The envelope as validated (with `working_dir` filled in), for hashing.
     pub envelope: Envelope,
 }

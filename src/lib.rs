@@ -1,8 +1,9 @@
 //! dryrun: a dry-run lane for shell commands proposed by AI agents.
 //!
-//! Modules follow the pipeline: `envelope` → `sandbox` (rehearse) →
-//! `workspace` (evidence) → `verdict` → `engine` (which ties them together)
-//! → `cli`. Only `sandbox` may use `unsafe`.
+//! Modules follow the pipeline: `model` (pure data and rules, at the
+//! bottom) → `envelope` → `sandbox` (rehearse) → `workspace` (evidence) →
+//! `verdict` → `engine` (which ties them together) → `cli`. Only `sandbox`
+//! may use `unsafe`. See `docs/design.md` for the module map.
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -18,6 +19,7 @@ pub mod engine;
 pub mod envelope;
 pub mod errtext;
 pub mod journal;
+pub mod model;
 pub mod policy;
 pub mod record;
 pub mod redact;

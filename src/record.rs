@@ -3,44 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::wire::{Blocked, StepOutcome};
+pub use crate::model::RunState;
+use crate::model::{Blocked, Change, LimitHit, StepOutcome};
 use crate::verdict::Verdict;
-use crate::workspace::diff::Change;
 
 pub const SCHEMA: &str = "dryrun.run/v1";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunState {
-    /// Accepted by the daemon, waiting for a rehearsal slot (an addition to SPEC §5).
-    Queued,
-    /// Being rehearsed (an addition to SPEC §5).
-    Running,
-    Rehearsed,
-    AwaitingApproval,
-    Approved,
-    Rejected,
-    Promoted,
-    Failed,
-}
-
-impl RunState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Queued => "queued",
-            RunState::Running => "running",
-            RunState::Rehearsed => "rehearsed",
-            RunState::AwaitingApproval => "awaiting_approval",
-            RunState::Approved => "approved",
-            RunState::Rejected => "rejected",
-            RunState::Promoted => "promoted",
-            RunState::Failed => "failed",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntentRecord {
@@ -78,7 +45,7 @@ pub struct Rehearsal {
     pub changes: Vec<Change>,
     pub blocked: Vec<Blocked>,
     pub stripped: Vec<String>,
-    pub limits_hit: Vec<String>,
+    pub limits_hit: Vec<LimitHit>,
     #[serde(default)]
     pub steps: Vec<StepOutcome>,
     #[serde(default)]
@@ -101,7 +68,7 @@ pub struct Rehearsal {
     /// Calls that stubs answered instead of the real tools (SPEC §7), in
     /// call order.
     #[serde(default)]
-    pub would_be_actions: Vec<crate::sandbox::stubs::WouldBeAction>,
+    pub would_be_actions: Vec<crate::model::stubs::WouldBeAction>,
     /// Why the evidence may not show what the command does live (a network
     /// call no stub answered, would-be actions past the recording cap).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

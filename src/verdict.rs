@@ -9,53 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::classify::Classification;
 use crate::envelope::{EnvelopeSpec, Mode};
+use crate::model::{BlockedKind, Change, ChangeKind, FileType, LimitHit, promotion};
+pub use crate::model::{Decision, Finding};
 use crate::policy::Level;
 use crate::sandbox::wire::{HostReport, RehearsalReport};
-use crate::workspace::diff::{Change, ChangeKind, FileType};
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
-
-/// Ordered: combining findings is `max`.
-///
-/// ```
-/// use dryrun::verdict::Decision;
-/// let combined = [Decision::Promote, Decision::Blocked, Decision::NeedsApproval]
-///     .into_iter()
-///     .max();
-/// assert_eq!(combined, Some(Decision::Blocked));
-/// assert_eq!(Decision::NeedsApproval.exit_code(), 3);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Promote,
-    NeedsApproval,
-    Blocked,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Promote => "promote",
-            Decision::NeedsApproval => "needs_approval",
-            Decision::Blocked => "blocked",
-        }
-    }
-    /// `dryrun execute` exit code (SPEC §3).
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Decision::Promote => 0,
-            Decision::NeedsApproval => 3,
-            Decision::Blocked => 4,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Finding {
-    pub rule: String,
-    pub decision: Decision,
-    pub message: String,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -186,7 +144,7 @@ pub fn judge_with(
             ),
         );
     }
-    if r.blocked.iter().any(|b| b.kind == "network") {
+    if r.blocked.iter().any(|b| b.kind == BlockedKind::Network) {
         notes.push(
             "the rehearsal is incomplete: the command needed the network and no stub answered, so what it did after that call is not what it does live"
                 .to_string(),
@@ -285,29 +243,11 @@ pub fn judge_with(
         }
     }
 
-    // 4. file kinds a promotion must never carry.
+    // 4. what the live lane could never write as rehearsed: the same rule
+    // (and the same words) the promotion planner uses.
     for c in &r.changes {
-        if let Some(tool) = &c.stub_copy_of {
-            let tool = crate::workspace::paths::sanitize_for_terminal(tool);
-            add(
-                "stubs.copied_stub",
-                Decision::Blocked,
-                format!(
-                    "{} is a copy of the shadow stub that stands in for {tool} in the rehearsal; live it would be the real {tool}, so this change cannot be promoted as rehearsed",
-                    show(c),
-                ),
-            );
-        }
-        if c.setid {
-            add(
-                "evidence.setid",
-                Decision::Blocked,
-                format!(
-                    "{} has a setuid/setgid bit (mode {:o})",
-                    show(c),
-                    c.mode_after.unwrap_or(0)
-                ),
-            );
+        for refusal in promotion::refusals(c) {
+            add(refusal.rule(), Decision::Blocked, refusal.message(&show(c)));
         }
         if let Some((rule, what)) = world_writable_introduced(c) {
             add(
@@ -318,45 +258,6 @@ pub fn judge_with(
                     verb(c),
                     show(c),
                     c.mode_after.unwrap_or(0) & 0o7777
-                ),
-            );
-        }
-        if c.content_withheld {
-            add(
-                "evidence.content_withheld",
-                Decision::NeedsApproval,
-                format!(
-                    "{} ({}) is a file the command's user cannot read: its content and hash are withheld from the evidence",
-                    show(c),
-                    match c.kind {
-                        ChangeKind::Created => "created",
-                        ChangeKind::Modified => "modified",
-                        ChangeKind::Deleted => "deleted",
-                        ChangeKind::Metadata => "metadata",
-                        ChangeKind::Identical => "rewritten",
-                    }
-                ),
-            );
-        }
-        if c.kind != ChangeKind::Deleted && c.file_type == FileType::Other {
-            add(
-                "evidence.special_file",
-                Decision::Blocked,
-                format!(
-                    "{} is a {}",
-                    show(c),
-                    c.special.as_deref().unwrap_or("special file")
-                ),
-            );
-        }
-        if c.symlink_escapes {
-            add(
-                "evidence.symlink_escape",
-                Decision::Blocked,
-                format!(
-                    "{} is a symlink pointing outside the workspace ({})",
-                    show(c),
-                    escape_for_humans(c.symlink_target.as_deref().unwrap_or("").as_bytes())
                 ),
             );
         }
@@ -371,12 +272,11 @@ pub fn judge_with(
 
     // 5. blocked attempts observed in the sandbox.
     for b in &r.blocked {
-        let (rule, decision) = match b.kind.as_str() {
-            "network" => ("evidence.network", Decision::Blocked),
-            "write" => ("evidence.denied_write", Decision::Blocked),
-            _ => ("evidence.blocked", Decision::Blocked),
-        };
-        add(rule, decision, format!("{}: {}", b.kind, b.detail));
+        add(
+            b.kind.rule(),
+            Decision::Blocked,
+            format!("{}: {}", b.kind, b.detail),
+        );
     }
 
     // 5b. the classifier's judgement of the command itself.
@@ -414,7 +314,7 @@ pub fn judge_with(
     }
 
     // 6. limits and exit status.
-    let mut hit: Vec<String> = r
+    let mut hit: Vec<LimitHit> = r
         .limits_hit
         .iter()
         .chain(host.limits_hit.iter())
@@ -429,7 +329,7 @@ pub fn judge_with(
             format!("the rehearsal hit its {l} limit"),
         );
     }
-    if host.killed_by_watchdog && !hit.iter().any(|h| h == "timeout") {
+    if host.killed_by_watchdog && !hit.contains(&LimitHit::Timeout) {
         add(
             "limits.timeout",
             Decision::Blocked,
@@ -594,11 +494,23 @@ mod tests {
     use super::*;
     use crate::envelope::parse_envelope;
 
+    /// A change as the walk records it: hashes of what a file or link
+    /// held before (unless created) and holds after (unless deleted).
     fn change(path: &str, kind: ChangeKind, ft: FileType) -> Change {
-        serde_json::from_value(serde_json::json!({
-            "path": path, "kind": kind, "file_type": ft, "before": null, "after": null
-        }))
-        .unwrap()
+        let mut c = Change::new(path.as_bytes(), kind, ft);
+        let h = |s: &str| Some(blake3::hash(s.as_bytes()).to_hex().to_string());
+        if ft != FileType::Dir {
+            if kind != ChangeKind::Created {
+                c.before = h("old");
+            }
+            if kind != ChangeKind::Deleted {
+                c.after = h("new");
+                if ft == FileType::Symlink {
+                    c.symlink_target = Some("new".into());
+                }
+            }
+        }
+        c
     }
 
     fn spec(yaml: &str) -> EnvelopeSpec {
@@ -821,7 +733,7 @@ mod tests {
             FileType::File,
         )]);
         r.exit_code = Some(2);
-        r.limits_hit = vec!["timeout".into()];
+        r.limits_hit = vec![LimitHit::Timeout];
         let v = judge(&s, &r, &HostReport::default());
         assert_eq!(v.decision, Decision::Blocked);
         assert_eq!(v.forbidden_paths_touched, vec![".git/config"]);

@@ -201,7 +201,7 @@ fn a_new_symlink_is_recorded_as_a_link_and_an_escaping_one_blocks() {
         }
         assert!(
             r.reasons().iter().any(|x| x
-                == "[evidence.symlink_escape] leak is a symlink pointing outside the workspace (/etc/passwd)"),
+                == "[evidence.symlink_escape] leak: a symlink pointing outside the workspace (/etc/passwd) is never promoted"),
             "{who:?}: {:?}",
             r.reasons()
         );
@@ -273,7 +273,7 @@ fn symlinks_that_stay_inside_the_workspace_do_not_escape() {
         );
         assert!(
             rs.iter()
-                .any(|x| x.starts_with("[evidence.symlink_escape] sub/up ")),
+                .any(|x| x.starts_with("[evidence.symlink_escape] sub/up: ")),
             "{who:?}: {rs:?}"
         );
 
@@ -580,7 +580,7 @@ fn a_fifo_is_a_special_file_and_blocks() {
         assert!(
             r.reasons()
                 .iter()
-                .any(|x| x == "[evidence.special_file] p is a fifo"),
+                .any(|x| x == "[evidence.special_file] p: a fifo is never promoted"),
             "{who:?}: {:?}",
             r.reasons()
         );
@@ -764,6 +764,9 @@ fn moving_a_directory_is_a_delete_plus_a_create() {
     }
 }
 
+/// Extended attributes are evidence (a metadata change), and a change the
+/// live lane could never write as rehearsed (their values are not kept):
+/// the verdict blocks it with the planner's own words.
 #[test]
 fn extended_attributes_are_metadata_changes() {
     if !Path::new("/usr/bin/python3").exists() {
@@ -777,8 +780,14 @@ fn extended_attributes_are_metadata_changes() {
             "python3 -c \"import os; os.setxattr('a.txt', 'user.test', b'1')\"",
             &["--expect-write", "a.txt"],
         );
-        assert_ran(who, &r, "promote");
+        assert_ran(who, &r, "blocked");
         assert_changes(who, &r, &[("a.txt", "metadata", "file")]);
+        assert!(
+            r.reasons().iter().any(|x| x
+                == "[evidence.xattrs] a.txt: extended attribute changes (user.test) cannot be promoted (their values are not kept)"),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
         assert_fields(
             who,
             &change(who, &r, "a.txt"),
@@ -807,7 +816,7 @@ fn extended_attributes_are_metadata_changes() {
             "python3 -c \"import os; os.removexattr('b.txt', 'user.keep'); os.setxattr('b.txt', 'user.new', b'2')\"",
             &["--expect-write", "b.txt"],
         );
-        assert_ran(who, &r, "promote");
+        assert_ran(who, &r, "blocked");
         assert_changes(who, &r, &[("b.txt", "metadata", "file")]);
         assert_fields(
             who,

@@ -7,8 +7,8 @@ pub mod parse;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+use crate::model::Decision;
 use crate::policy::{Level, Policy};
-use crate::verdict::Decision;
 use parse::{Extracted, RedirectKind, SimpleCommand, Word};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -231,25 +231,7 @@ fn is_flag(s: &str) -> bool {
     s.starts_with('-') && s.len() > 1
 }
 
-/// Does `arg` carry flag `flag`? `-r` matches `-r`, `-rf`, `-fr` (single-dash
-/// clusters of letters); `--force` matches `--force` and `--force=...`.
-pub fn has_flag(arg: &str, flag: &str) -> bool {
-    if let Some(long) = flag.strip_prefix("--") {
-        return arg == flag
-            || arg
-                .strip_prefix("--")
-                .is_some_and(|a| a.split('=').next() == Some(long));
-    }
-    if arg == flag {
-        return true;
-    }
-    let f = flag.trim_start_matches('-');
-    if f.chars().count() == 1 && arg.starts_with('-') && !arg.starts_with("--") {
-        let body = &arg[1..];
-        return body.chars().all(|c| c.is_ascii_alphanumeric()) && body.contains(f);
-    }
-    false
-}
+pub use crate::model::stubs::has_flag;
 
 /// Skip the wrappers in front of a command (`sudo -u x env A=b nice ...`),
 /// for checks that look at what finally runs.

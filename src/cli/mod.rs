@@ -1200,9 +1200,9 @@ fn replay(
     json: bool,
 ) -> i32 {
     let novel = match novel {
-        "strict" => crate::sandbox::stubs::NovelPolicy::Strict,
-        "fuzzy" => crate::sandbox::stubs::NovelPolicy::Fuzzy,
-        _ => crate::sandbox::stubs::NovelPolicy::Stub,
+        "strict" => crate::model::stubs::NovelPolicy::Strict,
+        "fuzzy" => crate::model::stubs::NovelPolicy::Fuzzy,
+        _ => crate::model::stubs::NovelPolicy::Stub,
     };
     for s in &stubs {
         if let Err(e) = crate::policy::stubs::parse_cli_stub(s) {

@@ -2,8 +2,8 @@
 //! output goes through `escape_for_humans` so nothing the command wrote can
 //! move the cursor, recolour or reorder the reviewer's screen.
 
+use crate::model::Decision;
 use crate::record::RunRecord;
-use crate::verdict::Decision;
 use crate::workspace::diff::ChangeKind;
 use crate::workspace::paths::{escape_for_humans, sanitize_for_terminal};
 use crate::workspace::textdiff::RunDiff;
@@ -213,7 +213,11 @@ pub fn print_evidence(r: &RunRecord) {
         if reh.limits_hit.is_empty() {
             "none".into()
         } else {
-            reh.limits_hit.join(", ")
+            reh.limits_hit
+                .iter()
+                .map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     );
     tail("stdout", &reh.stdout, reh.output_truncated);

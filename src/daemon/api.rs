@@ -699,7 +699,7 @@ struct ReplayBody {
     stubs: Vec<String>,
     /// `strict`, `stub` (default) or `fuzzy`.
     #[serde(default)]
-    novel: Option<crate::sandbox::stubs::NovelPolicy>,
+    novel: Option<crate::model::stubs::NovelPolicy>,
 }
 
 async fn replay(

@@ -23,10 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Engine, EngineError, ReviewerAuth, is_approver, now_rfc3339, process_identity};
 use crate::journal::{Actor, Entry};
+use crate::model::{Change, ChangeKind, FileType, Refusal, promotion};
 use crate::record::{RunRecord, RunState};
-use crate::verdict::Decision;
 use crate::workspace::apply::{Action, ApplyError, Expect, Op, Workspace};
-use crate::workspace::diff::{Change, ChangeKind, FileType};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Plan {
@@ -144,58 +143,15 @@ fn plan_ops(
     let mut identical = 0;
     for c in changes {
         let shown = crate::workspace::paths::escape_for_humans(&c.path_bytes());
+        // The one rule of what may never go live (the verdict blocks on the
+        // same refusals, with the same words).
+        let refused = promotion::refusals(c);
+        if !refused.is_empty() {
+            refusals.extend(refused.iter().map(|r| r.message(&shown)));
+            continue;
+        }
         if c.kind == ChangeKind::Identical {
             identical += 1;
-            continue;
-        }
-        if c.symlink_escapes {
-            refusals.push(format!(
-                "{shown}: a symlink that can resolve outside the workspace is never promoted"
-            ));
-        }
-        if c.setid {
-            refusals.push(format!("{shown}: a setuid/setgid file is never promoted"));
-            continue;
-        }
-        if c.stub_copy_of.is_some() {
-            refusals.push(format!(
-                "{shown}: a copy of a shadow stub's script, not of the real tool, is never promoted"
-            ));
-            continue;
-        }
-        if c.kind != ChangeKind::Deleted && (c.file_type == FileType::Other || c.special.is_some())
-        {
-            refusals.push(format!(
-                "{shown}: a {} is never promoted",
-                c.special.as_deref().unwrap_or("special file")
-            ));
-            continue;
-        }
-        if c.content_not_kept {
-            refusals.push(format!(
-                "{shown}: its content did not fit the run's kept-content budget and was not kept, so it cannot be verified or promoted"
-            ));
-            continue;
-        }
-        if c.content_withheld {
-            refusals.push(format!(
-                "{shown}: its content was withheld from the evidence (the command's user cannot read it), so it cannot be verified or promoted"
-            ));
-            continue;
-        }
-        if let Some(x) = c
-            .xattrs_changed
-            .iter()
-            .find(|x| x.starts_with("security.") || x.starts_with("trusted."))
-        {
-            refusals.push(format!("{shown}: the {x} attribute is never promoted"));
-            continue;
-        }
-        if !c.xattrs_changed.is_empty() {
-            refusals.push(format!(
-                "{shown}: extended attribute changes ({}) cannot be promoted (their values are not kept)",
-                c.xattrs_changed.join(", ")
-            ));
             continue;
         }
         if let Some(other) = &c.hardlink_of {
@@ -217,10 +173,10 @@ fn plan_ops(
             (_, None, m) if c.file_type == FileType::Dir || c.kind == ChangeKind::Metadata => {
                 Expect::Dir { mode: m }
             }
+            // `promotion::refusals` already refused these; kept so the
+            // planner never writes without a check, whatever the model says.
             _ => {
-                refusals.push(format!(
-                    "{shown}: the rehearsal recorded no content hash for what it replaced"
-                ));
+                refusals.push(Refusal::NoBeforeHash.message(&shown));
                 continue;
             }
         };
@@ -261,7 +217,7 @@ fn plan_ops(
             }
             (_, FileType::File) => {
                 let Some(hash) = c.after.clone() else {
-                    refusals.push(format!("{shown}: no content was kept for it"));
+                    refusals.push(Refusal::NoContentHash.message(&shown));
                     continue;
                 };
                 let blob = blobs.join(&hash);
@@ -286,15 +242,9 @@ fn plan_ops(
             }
             (_, FileType::Symlink) => {
                 let (Some(t), Some(h)) = (&c.symlink_target, &c.after) else {
-                    refusals.push(format!("{shown}: the symlink's target was not recorded"));
+                    refusals.push(Refusal::SymlinkTargetMissing.message(&shown));
                     continue;
                 };
-                if blake3::hash(t.as_bytes()).to_hex().as_str() != h {
-                    refusals.push(format!(
-                        "{shown}: the symlink's target is not valid UTF-8 and cannot be rebuilt exactly"
-                    ));
-                    continue;
-                }
                 writes.push(op(
                     Action::Symlink {
                         target_hex: hex::encode(t.as_bytes()),
@@ -463,7 +413,7 @@ impl Engine {
         }
         let decision = r.verdict.as_ref().map(|v| v.decision);
         match (r.state, decision) {
-            (RunState::Rehearsed, Some(Decision::Promote)) | (RunState::Approved, _) => {}
+            (s, d) if s.can_promote(d) => {}
             (RunState::AwaitingApproval, _) => {
                 return Err(EngineError::Conflict(format!(
                     "run {run_id} is awaiting approval; a reviewer must approve it first"
@@ -478,7 +428,7 @@ impl Engine {
             }
         }
         let reh = r.rehearsal.clone().unwrap_or_default();
-        if reh.limits_hit.iter().any(|l| l == "record") {
+        if reh.limits_hit.contains(&crate::model::LimitHit::Record) {
             return Err(EngineError::Conflict(format!(
                 "run {run_id}'s record was cut to its size cap, so its change list is incomplete; it cannot be promoted. Rehearse a smaller change"
             )));
@@ -1053,4 +1003,176 @@ fn compare_change_sets(rehearsed: &[Change], live: &[Change]) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    //! The verdict and the planner can never disagree: a change set the
+    //! verdict judges `promote` is one `plan_ops` carries out.
+
+    use super::*;
+    use crate::model::Decision;
+    use crate::sandbox::wire::{HostReport, RehearsalReport};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    fn hash(s: &str) -> String {
+        blake3::hash(s.as_bytes()).to_hex().to_string()
+    }
+
+    fn arb_change() -> impl Strategy<Value = Change> {
+        let kind = prop_oneof![
+            Just(ChangeKind::Created),
+            Just(ChangeKind::Modified),
+            Just(ChangeKind::Deleted),
+            Just(ChangeKind::Metadata),
+            Just(ChangeKind::Identical),
+        ];
+        let ft = prop_oneof![
+            Just(FileType::File),
+            Just(FileType::Dir),
+            Just(FileType::Symlink),
+            Just(FileType::Other),
+        ];
+        let xattrs = proptest::sample::subsequence(
+            vec![
+                "user.a",
+                "security.capability",
+                "trusted.x",
+                "system.posix_acl_access",
+            ],
+            0..=2,
+        );
+        (
+            (
+                "[a-c]{1,2}(/[a-c]{1,2}){0,2}",
+                kind,
+                ft,
+                any::<bool>(),
+                any::<bool>(),
+                prop::option::of(0o100000u32..0o110000),
+                prop::option::of(0o100000u32..0o110000),
+            ),
+            (
+                prop::bool::weighted(0.1),
+                prop::bool::weighted(0.1),
+                prop::option::weighted(0.1, Just("fifo".to_string())),
+                prop::option::weighted(0.1, Just("git".to_string())),
+                prop::bool::weighted(0.1),
+                prop::bool::weighted(0.1),
+                xattrs,
+                prop::option::weighted(
+                    0.8,
+                    prop_oneof![Just("t"), Just("/etc/x"), Just("l\u{fffd}")],
+                ),
+                any::<bool>(),
+            ),
+        )
+            .prop_map(
+                |(
+                    (path, kind, ft, has_before, has_after, mode_before, mode_after),
+                    (
+                        setid,
+                        escapes,
+                        special,
+                        stub,
+                        withheld,
+                        not_kept,
+                        xattrs,
+                        target,
+                        target_hash_ok,
+                    ),
+                )| {
+                    let mut c = Change::new(path.as_bytes(), kind, ft);
+                    c.before = has_before.then(|| hash("before"));
+                    c.after = has_after.then(|| hash("after"));
+                    c.mode_before = mode_before;
+                    c.mode_after = mode_after;
+                    c.setid = setid;
+                    c.symlink_escapes = escapes;
+                    c.special = special;
+                    c.stub_copy_of = stub;
+                    c.content_withheld = withheld;
+                    c.content_not_kept = not_kept;
+                    c.xattrs_changed = xattrs.into_iter().map(String::from).collect();
+                    if ft == FileType::Symlink {
+                        c.symlink_target = target.map(String::from);
+                        if let (Some(t), true) = (&c.symlink_target, has_after) {
+                            c.after = Some(if target_hash_ok {
+                                hash(t)
+                            } else {
+                                hash("other")
+                            });
+                        }
+                    }
+                    c
+                },
+            )
+    }
+
+    #[test]
+    fn a_change_set_judged_promote_is_one_the_planner_carries_out() {
+        let spec =
+            crate::envelope::parse_envelope("t", "command: x\nintent: {expected_writes: ['**']}\n")
+                .unwrap()
+                .validate(
+                    Some(Path::new("/tmp")),
+                    &crate::workspace::owner::OwnerSession::start(
+                        &crate::workspace::owner::Creds::current(),
+                    )
+                    .unwrap(),
+                )
+                .unwrap();
+        // Every content hash has its blob: what remains is the rule itself,
+        // not retention.
+        let blobs = tempfile::tempdir().unwrap();
+        for s in ["after", "t", "/etc/x", "l\u{fffd}", "other"] {
+            std::fs::write(blobs.path().join(hash(s)), s).unwrap();
+        }
+        let mut runner = TestRunner::new(Config {
+            cases: 2000,
+            ..Config::default()
+        });
+        let (promoted, refused) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
+        runner
+            .run(&prop::collection::vec(arb_change(), 1..6), |changes| {
+                let report = RehearsalReport {
+                    exit_code: Some(0),
+                    changes: changes.clone(),
+                    landlock_abi: 7,
+                    ..Default::default()
+                };
+                let v = crate::verdict::judge(&spec, &report, &HostReport::default());
+                let planned = plan_ops(&changes, blobs.path());
+                if v.decision == Decision::Promote {
+                    promoted.set(promoted.get() + 1);
+                    prop_assert!(
+                        planned.is_ok(),
+                        "judged promote, refused by the planner: {:?}\n{changes:#?}",
+                        planned.err()
+                    );
+                }
+                if let Err(e) = &planned {
+                    refused.set(refused.get() + 1);
+                    prop_assert_eq!(v.decision, Decision::Blocked);
+                    // Every line the planner gives is a reason of the verdict.
+                    let EngineError::Conflict(text) = e else {
+                        return Err(TestCaseError::fail(format!("{e:?}")));
+                    };
+                    for line in text.lines().skip(1) {
+                        let line = line.trim_start();
+                        prop_assert!(
+                            v.reasons.iter().any(|r| r.ends_with(line)),
+                            "{line} is not among {:?}",
+                            v.reasons
+                        );
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        // The generator reaches both sides.
+        let (promoted, refused) = (promoted.get(), refused.get());
+        assert!(promoted > 50 && refused > 50, "{promoted} {refused}");
+    }
 }

@@ -4,8 +4,8 @@
 
 use super::{Engine, EngineError, Prepared};
 use crate::journal::Actor;
+use crate::model::stubs::{NovelPolicy, RecordedCall, ReplaySet};
 use crate::record::RunRecord;
-use crate::sandbox::stubs::{NovelPolicy, RecordedCall, ReplaySet};
 
 /// What to change in a replay.
 #[derive(Debug, Clone, Default)]

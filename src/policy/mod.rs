@@ -171,7 +171,7 @@ pub struct Policy {
     /// Which files made it, in order.
     pub sources: Vec<String>,
     /// Shadow stubs, validated, in id order.
-    pub stubs: Vec<crate::sandbox::stubs::StubRule>,
+    pub stubs: Vec<crate::model::stubs::StubRule>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -483,7 +483,7 @@ impl Policy {
             })
             .collect();
         let mut sources = Vec::new();
-        let mut stub_rules: BTreeMap<String, crate::sandbox::stubs::StubRule> = BTreeMap::new();
+        let mut stub_rules: BTreeMap<String, crate::model::stubs::StubRule> = BTreeMap::new();
         for (name, text) in files {
             hasher.update(name.as_bytes());
             hasher.update(text.as_bytes());

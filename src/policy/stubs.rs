@@ -1,11 +1,11 @@
 //! Stub configuration (policy files' and envelopes' `stubs:` maps, and the
 //! CLI's `--stub 'TOOL WORDS=exit N'`), validated into
-//! [`crate::sandbox::stubs::StubRule`]s.
+//! [`crate::model::stubs::StubRule`]s.
 
 use serde::{Deserialize, Serialize};
 
 use super::OneOrMany;
-use crate::sandbox::stubs::{Answer, StdinMode, StubRule};
+use crate::model::stubs::{Answer, StdinMode, StubRule};
 
 /// One stub as written: `id: {match: {...}, answer: {...}}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -43,9 +43,7 @@ pub struct StubMatchConfig {
     pub arg_regex: Option<String>,
 }
 
-/// Tools a stub may never shadow: the shell that runs the command and the
-/// stub's own interpreter.
-pub const NEVER_STUBBED: [&str; 5] = ["bash", "sh", "dash", "env", "dryrun"];
+pub use crate::model::stubs::NEVER_STUBBED;
 /// Largest answer text (each of stdout and stderr).
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
 

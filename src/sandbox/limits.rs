@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::spec::{CgroupPlan, SandboxLimits};
+use crate::model::LimitHit;
 
 const V1_ROOT: &str = "/sys/fs/cgroup";
 
@@ -127,25 +128,25 @@ fn read_kv(p: &Path, key: &str) -> u64 {
 
 /// After the run: which limits were hit, then kill anything left and remove
 /// the cgroups. Returns (limits hit, processes killed).
-pub fn collect_and_remove(plan: &CgroupPlan) -> (Vec<String>, u32) {
+pub fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
     let mut hit = Vec::new();
     let mut dirs: Vec<(String, PathBuf)> = plan.dirs.clone();
     if let Some(u) = &plan.unified {
         if read_kv(&u.join("memory.events"), "oom_kill") > 0 {
-            hit.push("memory".to_string());
+            hit.push(LimitHit::Memory);
         }
         if read_kv(&u.join("pids.events"), "max") > 0 {
-            hit.push("pids".to_string());
+            hit.push(LimitHit::Pids);
         }
         dirs.push((String::new(), u.clone()));
     }
     for (ctrl, dir) in &plan.dirs {
         match ctrl.as_str() {
             "memory" if read_kv(&dir.join("memory.oom_control"), "oom_kill") > 0 => {
-                hit.push("memory".to_string());
+                hit.push(LimitHit::Memory);
             }
             "pids" if read_kv(&dir.join("pids.events"), "max") > 0 => {
-                hit.push("pids".to_string());
+                hit.push(LimitHit::Pids);
             }
             _ => {}
         }

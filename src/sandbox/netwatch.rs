@@ -16,7 +16,7 @@ use nix::sys::socket::{GetSockOpt, SockaddrLike, sockopt};
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 
 use super::sys;
-use super::wire::Blocked;
+use crate::model::{Blocked, BlockedKind};
 
 /// At most this many attempts are listed; the rest are counted.
 pub const MAX_RECORDED: usize = 64;
@@ -158,7 +158,7 @@ impl NetWatch {
         );
         if self.recorded.len() < MAX_RECORDED {
             self.recorded.push(Blocked {
-                kind: "network".into(),
+                kind: BlockedKind::Network,
                 detail,
             });
         } else {

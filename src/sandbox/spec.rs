@@ -188,7 +188,7 @@ pub struct SandboxSpec {
     pub reader_groups: Vec<u32>,
     /// Shadow stubs for this run (empty: none installed).
     #[serde(default)]
-    pub stubs: super::stubs::StubTable,
+    pub stubs: crate::model::stubs::StubTable,
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use crate::workspace::diff::Change;
+pub use crate::model::{Blocked, StepOutcome};
+use crate::model::{Change, LimitHit};
 
 pub const TAG_BLOB: u8 = b'B';
 pub const TAG_REPORT: u8 = b'R';
@@ -20,20 +21,6 @@ pub const TAG_ERROR: u8 = b'E';
 
 /// Largest JSON frame accepted (the report carries capped output).
 const MAX_JSON_FRAME: u64 = 256 << 20;
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Blocked {
-    pub kind: String,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct StepOutcome {
-    pub command: String,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub duration_ms: u64,
-}
 
 /// What the sandbox's init reports.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -49,13 +36,13 @@ pub struct RehearsalReport {
     pub changes: Vec<Change>,
     pub blocked: Vec<Blocked>,
     pub stripped: Vec<String>,
-    pub limits_hit: Vec<String>,
+    pub limits_hit: Vec<LimitHit>,
     /// How each limit is enforced, e.g. `memory: cgroup v1`.
     pub enforcement: Vec<String>,
     pub landlock_abi: u32,
     /// Calls the stubs answered instead of the real tools, in call order.
     #[serde(default)]
-    pub would_be_actions: Vec<super::stubs::WouldBeAction>,
+    pub would_be_actions: Vec<crate::model::stubs::WouldBeAction>,
     /// Would-be actions past the recording cap (not listed).
     #[serde(default)]
     pub would_be_actions_dropped: usize,
@@ -78,7 +65,7 @@ pub struct RehearsalReport {
 /// What the outer helper saw from the host side.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct HostReport {
-    pub limits_hit: Vec<String>,
+    pub limits_hit: Vec<LimitHit>,
     pub enforcement: Vec<String>,
     pub killed_by_watchdog: bool,
     pub leftover_processes_killed: u32,

@@ -1,6 +1,7 @@
 //! P9: walk the overlay's upper layer (the evidence), judge changed links in
 //! the merged tree, stream content blobs and the `R` frame.
 
+use crate::model::{BlockedKind, LimitHit};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -83,12 +84,12 @@ pub(super) fn walk_evidence(
     report.changes = walked.changes;
     judge_links_in_merged_tree(&spec.workspace, &mut report.changes);
     if walked.truncated {
-        report.limits_hit.push("changes".into());
+        report.limits_hit.push(LimitHit::Changes);
     }
     if walked.too_deep > 0 {
-        report.limits_hit.push("path_depth".into());
+        report.limits_hit.push(LimitHit::PathDepth);
         report.blocked.push(Blocked {
-            kind: "limit".into(),
+            kind: BlockedKind::Limit,
             detail: format!(
                 "{} path(s) lie deeper than the evidence walk can name (PATH_MAX); they are left out of the change set",
                 walked.too_deep

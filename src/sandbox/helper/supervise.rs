@@ -3,6 +3,7 @@
 //! network notifications, process count), then kill every process left in
 //! the namespace. Afterwards the run's output and limits go into the report.
 
+use crate::model::{BlockedKind, LimitHit};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -266,7 +267,7 @@ fn finish_step(
         report.blocked.extend(w.recorded);
         if w.dropped > 0 {
             report.blocked.push(Blocked {
-                kind: "network".into(),
+                kind: BlockedKind::Network,
                 detail: format!("{} more network attempts not listed", w.dropped),
             });
         }
@@ -278,7 +279,7 @@ fn finish_step(
     };
     if signal == Some(libc::SIGSYS) {
         report.blocked.push(Blocked {
-            kind: "seccomp".into(),
+            kind: BlockedKind::Seccomp,
             detail: "the command was killed for a foreign-architecture system call".into(),
         });
     }
@@ -409,15 +410,15 @@ pub(super) fn record_output_and_limits(
 ) {
     report.output_truncated = out.truncated;
     if out.truncated {
-        report.limits_hit.push("output".into());
+        report.limits_hit.push(LimitHit::Output);
     }
     if report.timed_out {
-        report.limits_hit.push("timeout".into());
+        report.limits_hit.push(LimitHit::Timeout);
     }
     // The process table of the namespace reached the pids limit (fork fails
     // once the count is one below it).
     if report.max_processes + 1 >= spec.limits.pids {
-        report.limits_hit.push("pids".into());
+        report.limits_hit.push(LimitHit::Pids);
     }
     report.blocked.extend(denied_writes_reported(&out.stderr));
     report.stdout = out.stdout;
@@ -428,7 +429,7 @@ pub(super) fn record_output_and_limits(
         "/tmp".to_string(),
     ] {
         if nearly_full(&fd_or_path) {
-            report.limits_hit.push("disk".into());
+            report.limits_hit.push(LimitHit::Disk);
         }
     }
     report.limits_hit.sort();
@@ -465,7 +466,7 @@ fn denied_writes_reported(stderr: &[u8]) -> Vec<Blocked> {
         }
         if !out.iter().any(|b| b.detail == detail) {
             out.push(Blocked {
-                kind: "write".into(),
+                kind: BlockedKind::Write,
                 detail,
             });
         }

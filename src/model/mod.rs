@@ -1,0 +1,25 @@
+//! The lowest layer: pure data and pure rules shared by every stage of the
+//! pipeline. No I/O, no clock, no environment; nothing here imports another
+//! module of the crate (a test in `tests/structure.rs` keeps it so).
+//!
+//! - [`decision`]: `Decision` (ordered; combining is `max`) and `Finding`.
+//! - [`change`]: one entry of the evidence's change list.
+//! - [`evidence`]: blocked attempts, limits hit and step outcomes.
+//! - [`stubs`]: the stub vocabulary and how a call is matched and answered.
+//! - [`run_state`]: the states of a run and which verbs each allows.
+//! - [`promotion`]: what may never be promoted, the one rule the verdict and
+//!   the live lane's planner both call.
+
+pub mod change;
+pub mod decision;
+pub mod evidence;
+pub mod promotion;
+pub mod run_state;
+pub mod stubs;
+pub mod text;
+
+pub use change::{Change, ChangeKind, FileType};
+pub use decision::{Decision, Finding};
+pub use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
+pub use promotion::{Refusal, refusals};
+pub use run_state::RunState;

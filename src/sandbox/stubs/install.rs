@@ -1,0 +1,242 @@
+//! Installing the stubs: what the sandbox's init does, before pivot_root,
+//! to put a stub script over every copy of a stubbed tool.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, thiserror::Error)]
+pub enum StubInstallError {
+    #[error("installing stubs: {what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn ioerr(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StubInstallError {
+    let path = path.to_path_buf();
+    move |source| StubInstallError::Io { what, path, source }
+}
+
+fn bind_file(src: &Path, target: &Path, mounted_at: &Path) -> Result<(), StubInstallError> {
+    use nix::mount::{MsFlags, mount};
+    mount(
+        Some(src),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| ioerr("bind", target)(e.into()))?;
+    remount_ro(mounted_at)
+}
+
+fn remount_ro(target: &Path) -> Result<(), StubInstallError> {
+    crate::sandbox::mounts::remount_ro(target)
+        .map_err(|e| ioerr("read-only remount", target)(std::io::Error::other(e.to_string())))
+}
+
+/// Open this binary by its path in the current mount namespace (a bind
+/// from `/proc/self/exe` itself fails: that mount belongs to the namespace
+/// the helper was started in), checking it is the same file.
+pub fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    let path = std::fs::read_link("/proc/self/exe")?;
+    let fd = nix::fcntl::open(
+        &path,
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let a = nix::sys::stat::fstat(&fd)?;
+    let b = nix::sys::stat::stat("/proc/self/exe")?;
+    if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+        return Err(std::io::Error::other(format!(
+            "{} is no longer the running binary",
+            path.display()
+        )));
+    }
+    Ok(fd)
+}
+
+/// Install the run's stubs under `root` (the future `/`): a read-only view
+/// of the image as it is before any stub (the real tools, [`REAL_ROOT`]),
+/// the interpreter, the table, a script per tool on PATH and over each copy
+/// in the image, and the calls directory. Returns the tools shadowed.
+pub fn install_stubs(
+    root: &Path,
+    table: &StubTable,
+    table_json: &[u8],
+    exe: &std::os::fd::OwnedFd,
+    run_uid: u32,
+    run_gid: u32,
+    image_path_dirs: &[String],
+) -> Result<Vec<String>, StubInstallError> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let at = |p: &str| root.join(p.trim_start_matches('/'));
+    for d in [STUB_BIN_DIR, REAL_ROOT, CALLS_DIR, "/.dryrun/bin"] {
+        std::fs::create_dir_all(at(d)).map_err(ioerr("mkdir", &at(d)))?;
+    }
+    // The real tools: the whole image, recursively, before anything covers
+    // a tool (mounts are private, so later binds do not reach this view).
+    // Its own top is made read-only; the image's trees already are.
+    let real_root = at(REAL_ROOT);
+    {
+        use nix::mount::{MsFlags, mount};
+        mount(
+            Some(root),
+            &real_root,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| ioerr("recursive bind", &real_root)(e.into()))?;
+        remount_ro(&real_root)?;
+    }
+    let interp = at(STUB_INTERPRETER);
+    std::fs::write(&interp, b"").map_err(ioerr("create", &interp))?;
+    bind_file(
+        Path::new(&format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(exe)
+        )),
+        &interp,
+        &interp,
+    )?;
+    let table_path = at(STUB_TABLE);
+    std::fs::write(&table_path, table_json).map_err(ioerr("write", &table_path))?;
+    std::fs::set_permissions(&table_path, std::fs::Permissions::from_mode(0o644))
+        .map_err(ioerr("chmod", &table_path))?;
+    // The command writes its calls here (its own small tmpfs; Landlock
+    // allows it), the init reads them afterwards.
+    let calls = at(CALLS_DIR);
+    crate::sandbox::mounts::mount_tmpfs_capped(
+        &calls,
+        CALLS_DIR_BYTES,
+        MAX_ACTIONS as u64 + 64,
+        0o1777,
+    )
+    .map_err(|e| ioerr("tmpfs", &calls)(std::io::Error::other(e.to_string())))?;
+    let _ = nix::unistd::chown(
+        &calls,
+        Some(nix::unistd::Uid::from_raw(run_uid)),
+        Some(nix::unistd::Gid::from_raw(run_gid)),
+    );
+
+    let root_fd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| ioerr("open", root)(e.into()))?;
+    // Resolved inside the new root: an absolute symlink in the image
+    // (/bin -> /usr/bin) must not lead to the host's tree.
+    let open_in_root = |rel: &str| {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        nix::fcntl::openat2(&root_fd, rel, how)
+    };
+    // The files behind the tools that can never be stubbed (the sandbox's
+    // shell among them): a tool that is only another name for one of them
+    // (`/usr/bin/rbash -> bash`) must not cover it.
+    let protected: Vec<(libc::dev_t, libc::ino_t)> = NEVER_STUBBED
+        .iter()
+        .flat_map(|t| {
+            PATH_DIRS
+                .iter()
+                .map(move |d| format!("{}/{t}", d.trim_start_matches('/')))
+        })
+        .filter_map(|rel| {
+            let fd = open_in_root(&rel).ok()?;
+            let st = nix::sys::stat::fstat(&fd).ok()?;
+            Some((st.st_dev, st.st_ino))
+        })
+        .collect();
+    let tools = table.tools();
+    for tool in &tools {
+        let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
+        std::fs::write(&script, format!("{}{tool}\n", stub_script_prefix()))
+            .map_err(ioerr("write", &script))?;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+            .map_err(ioerr("chmod", &script))?;
+        let mut seen: Vec<PathBuf> = Vec::new();
+        let dirs = PATH_DIRS
+            .iter()
+            .copied()
+            .chain(extra_dirs(tool).iter().copied())
+            .chain(image_path_dirs.iter().map(String::as_str));
+        for dir in dirs {
+            let rel = format!("{}/{tool}", dir.trim_start_matches('/'));
+            let Ok(fd) = open_in_root(&rel) else {
+                continue;
+            };
+            let Ok(st) = nix::sys::stat::fstat(&fd) else {
+                continue;
+            };
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
+                continue;
+            }
+            let fd_path = PathBuf::from(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&fd)
+            ));
+            let Ok(resolved) = std::fs::read_link(&fd_path) else {
+                continue;
+            };
+            if seen.contains(&resolved) {
+                continue;
+            }
+            // Mounted through the handle (what was checked), made read-only
+            // through the path (the handle still names the file beneath).
+            if !resolved.starts_with(root) || protected.contains(&(st.st_dev, st.st_ino)) {
+                continue;
+            }
+            bind_file(&script, &fd_path, &resolved)?;
+            seen.push(resolved);
+        }
+    }
+    Ok(tools)
+}
+
+/// The directories of the command's `PATH` (the envelope's, or the fixed
+/// base's) that come from the image: absolute, outside the workspace and
+/// `/tmp`. Copies of a stubbed tool there are covered too.
+pub fn image_path_dirs(path: &str, workspace: &Path) -> Vec<String> {
+    path.split(':')
+        .filter(|d| {
+            let p = Path::new(d);
+            p.is_absolute()
+                && !p.starts_with(workspace)
+                && !p.starts_with("/tmp")
+                && !p.starts_with(STUB_ROOT)
+                && !d.split('/').any(|c| c == "..")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The command's `PATH` with the stubs' directory in it: just before the
+/// first image directory (`image`, from [`image_path_dirs`]), so the
+/// command's own directories (a wrapper in `./bin`, `node_modules/.bin`)
+/// come first as they do live, and the stub's passthrough can look for the
+/// real tool after its own place.
+pub fn path_with_stubs(path: &str, image: &[String]) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let mut placed = false;
+    for d in path.split(':') {
+        if !placed && image.iter().any(|i| i == d) {
+            out.push(STUB_BIN_DIR);
+            placed = true;
+        }
+        out.push(d);
+    }
+    if !placed {
+        out.push(STUB_BIN_DIR);
+    }
+    out.join(":")
+}
