@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::daemon::routes;
 use crate::engine::{
     Engine, EngineError, EngineOptions, ReviewAction, ReviewerAuth, default_state_dir,
 };
@@ -407,8 +408,8 @@ fn run(cli: Cli) -> i32 {
             let runs = match door(&g) {
                 Door::Daemon(c) => {
                     let path = match &state {
-                        Some(s) => format!("/v1/runs?state={s}"),
-                        None => "/v1/runs".into(),
+                        Some(s) => format!("{}?state={s}", routes::RUNS),
+                        None => routes::RUNS.into(),
                     };
                     match c.call::<crate::daemon::RunList>("GET", &path, None) {
                         Ok(l) => l.runs,
@@ -453,9 +454,9 @@ fn run(cli: Cli) -> i32 {
                 Door::Daemon(c) => match c.call::<crate::engine::RunComparison>(
                     "GET",
                     &format!(
-                        "/v1/runs/{}/diff?against={}",
-                        url_id(&run_id),
-                        url_id(&other)
+                        "{}?against={}",
+                        routes::run_diff(&run_id),
+                        routes::encode_id(&other)
                     ),
                     None,
                 ) {
@@ -487,7 +488,7 @@ fn run(cli: Cli) -> i32 {
                 Door::Daemon(c) => {
                     match c.call::<crate::workspace::textdiff::RunDiff>(
                         "GET",
-                        &format!("/v1/runs/{}/diff", url_id(&run_id)),
+                        &routes::run_diff(&run_id),
                         None,
                     ) {
                         Ok(d) => d,
@@ -553,7 +554,7 @@ fn run(cli: Cli) -> i32 {
                 Door::Daemon(c) => {
                     let rec = match c.call::<crate::record::RunRecord>(
                         "GET",
-                        &format!("/v1/runs/{}", url_id(&run_id)),
+                        &routes::run(&run_id),
                         None,
                     ) {
                         Ok(r) => r,
@@ -565,7 +566,7 @@ fn run(cli: Cli) -> i32 {
                     .expect("serializes");
                     c.call::<crate::record::RunRecord>(
                         "POST",
-                        &format!("/v1/runs/{}/promote", url_id(&run_id)),
+                        &routes::run_promote(&run_id),
                         Some(body),
                     )
                 }
@@ -599,7 +600,7 @@ fn run(cli: Cli) -> i32 {
             let r = match door(&g) {
                 Door::Daemon(c) => c.call::<crate::engine::Receipt>(
                     "POST",
-                    &format!("/v1/receipts/{}/rollback", url_id(&receipt_id)),
+                    &routes::receipt_rollback(&receipt_id),
                     Some(b"{}".to_vec()),
                 ),
                 Door::Local => {
@@ -632,7 +633,7 @@ fn run(cli: Cli) -> i32 {
             let r = match door(&g) {
                 Door::Daemon(c) => match c.call::<crate::engine::Receipt>(
                     "GET",
-                    &format!("/v1/receipts/{}", url_id(&receipt_id)),
+                    &routes::receipt(&receipt_id),
                     None,
                 ) {
                     Ok(r) => r,
@@ -650,7 +651,7 @@ fn run(cli: Cli) -> i32 {
             Door::Daemon(c) => {
                 match c.call::<crate::record::RunRecord>(
                     "POST",
-                    &format!("/v1/runs/{}/cancel", url_id(&run_id)),
+                    &routes::run_cancel(&run_id),
                     Some(b"{}".to_vec()),
                 ) {
                     Ok(r) => {
@@ -673,8 +674,11 @@ fn run(cli: Cli) -> i32 {
         } => {
             let rep = match door(&g) {
                 Door::Daemon(c) => {
-                    match c.call::<crate::journal::VerifyReport>("GET", "/v1/journal/verify", None)
-                    {
+                    match c.call::<crate::journal::VerifyReport>(
+                        "GET",
+                        routes::JOURNAL_VERIFY,
+                        None,
+                    ) {
                         Ok(r) => r,
                         Err(e) => return client_error(e),
                     }
@@ -746,24 +750,10 @@ fn live_error_client(e: client::ClientError) -> i32 {
     }
 }
 
-/// Run ids travel in URLs; anything that is not one is refused by the
-/// daemon, so only its characters need escaping here.
-fn url_id(id: &str) -> String {
-    id.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'-' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 fn fetch_run(g: &GlobalOpts, run_id: &str) -> Result<crate::record::RunRecord, i32> {
     match door(g) {
         Door::Daemon(c) => c
-            .call("GET", &format!("/v1/runs/{}", url_id(run_id)), None)
+            .call("GET", &routes::run(run_id), None)
             .map_err(client_error),
         Door::Local => {
             let engine = open_engine(g, false).map_err(engine_error)?;
@@ -780,9 +770,9 @@ fn review(
     override_block: bool,
     json: bool,
 ) -> i32 {
-    let verb = match action {
-        ReviewAction::Approve => "approve",
-        ReviewAction::Reject => "reject",
+    let path = match action {
+        ReviewAction::Approve => routes::run_approve(run_id),
+        ReviewAction::Reject => routes::run_reject(run_id),
     };
     let record = match door(g) {
         Door::Daemon(c) => {
@@ -791,11 +781,7 @@ fn review(
                 override_block,
             })
             .expect("serializes");
-            match c.call::<crate::record::RunRecord>(
-                "POST",
-                &format!("/v1/runs/{}/{verb}", url_id(run_id)),
-                Some(body),
-            ) {
+            match c.call::<crate::record::RunRecord>("POST", &path, Some(body)) {
                 Ok(r) => r,
                 Err(e) => return client_error(e),
             }
@@ -1170,7 +1156,11 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
                 );
             }
             let body = serde_json::to_vec(&spec.envelope_for_submission()).expect("serializes");
-            match c.call::<crate::record::RunRecord>("POST", "/v1/runs?wait=true", Some(body)) {
+            match c.call::<crate::record::RunRecord>(
+                "POST",
+                &format!("{}?wait=true", routes::RUNS),
+                Some(body),
+            ) {
                 Ok(r) => r,
                 Err(e) => return client_error(e),
             }
@@ -1219,7 +1209,7 @@ fn replay(
             });
             match c.call::<crate::record::RunRecord>(
                 "POST",
-                &format!("/v1/runs/{}/replay?wait=true", url_id(&run_id)),
+                &format!("{}?wait=true", routes::run_replay(&run_id)),
                 Some(serde_json::to_vec(&body).expect("serializes")),
             ) {
                 Ok(r) => r,

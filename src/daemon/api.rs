@@ -18,45 +18,46 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use super::DaemonConfig;
 use super::metrics::Metrics;
+use super::routes;
 use crate::engine::{Engine, EngineError, ReviewAction, ReviewerAuth, valid_run_id};
 use crate::journal::Actor;
 use crate::record::RunState;
 use crate::sandbox::CancelHandle;
 
-/// Every route the daemon serves, as (method, path). docs/openapi.yaml lists
-/// the same set; tests/daemon.rs checks both against the live socket.
+/// Every route the daemon serves, as (method, path pattern from `routes`).
+/// docs/openapi.yaml lists the same set; tests/daemon.rs checks both against the live socket.
 pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/v1/runs"),
-    ("GET", "/v1/runs"),
-    ("GET", "/v1/runs/{id}"),
-    ("GET", "/v1/runs/{id}/diff"),
-    ("POST", "/v1/runs/{id}/approve"),
-    ("POST", "/v1/runs/{id}/reject"),
-    ("POST", "/v1/runs/{id}/cancel"),
-    ("POST", "/v1/runs/{id}/promote"),
-    ("POST", "/v1/runs/{id}/replay"),
-    ("GET", "/v1/receipts/{id}"),
-    ("POST", "/v1/receipts/{id}/rollback"),
-    ("GET", "/v1/journal/verify"),
-    ("GET", "/v1/health"),
-    ("GET", "/metrics"),
+    ("POST", routes::RUNS),
+    ("GET", routes::RUNS),
+    ("GET", routes::RUN),
+    ("GET", routes::RUN_DIFF),
+    ("POST", routes::RUN_APPROVE),
+    ("POST", routes::RUN_REJECT),
+    ("POST", routes::RUN_CANCEL),
+    ("POST", routes::RUN_PROMOTE),
+    ("POST", routes::RUN_REPLAY),
+    ("GET", routes::RECEIPT),
+    ("POST", routes::RECEIPT_ROLLBACK),
+    ("GET", routes::JOURNAL_VERIFY),
+    ("GET", routes::HEALTH),
+    ("GET", routes::METRICS),
 ];
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/v1/runs", post(submit).get(list))
-        .route("/v1/runs/{id}", get(show))
-        .route("/v1/runs/{id}/diff", get(diff))
-        .route("/v1/runs/{id}/approve", post(approve))
-        .route("/v1/runs/{id}/reject", post(reject))
-        .route("/v1/runs/{id}/cancel", post(cancel))
-        .route("/v1/runs/{id}/promote", post(promote))
-        .route("/v1/runs/{id}/replay", post(replay))
-        .route("/v1/receipts/{id}", get(receipt))
-        .route("/v1/receipts/{id}/rollback", post(rollback))
-        .route("/v1/journal/verify", get(journal_verify))
-        .route("/v1/health", get(health))
-        .route("/metrics", get(metrics))
+        .route(routes::RUNS, post(submit).get(list))
+        .route(routes::RUN, get(show))
+        .route(routes::RUN_DIFF, get(diff))
+        .route(routes::RUN_APPROVE, post(approve))
+        .route(routes::RUN_REJECT, post(reject))
+        .route(routes::RUN_CANCEL, post(cancel))
+        .route(routes::RUN_PROMOTE, post(promote))
+        .route(routes::RUN_REPLAY, post(replay))
+        .route(routes::RECEIPT, get(receipt))
+        .route(routes::RECEIPT_ROLLBACK, post(rollback))
+        .route(routes::JOURNAL_VERIFY, get(journal_verify))
+        .route(routes::HEALTH, get(health))
+        .route(routes::METRICS, get(metrics))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         // Bodies are read by `read_body` (size and time limits).

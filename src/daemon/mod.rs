@@ -18,6 +18,7 @@
 
 mod api;
 mod metrics;
+pub mod routes;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
