@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 mod compare;
 mod live;
 mod replay;
+pub use crate::record::Receipt;
 pub use compare::{RunComparison, compare_runs};
-pub use live::{Receipt, valid_receipt_id};
+pub use live::valid_receipt_id;
 pub use replay::ReplayRequest;
 
 use crate::envelope::{EnvelopeSpec, Mode};
@@ -1112,14 +1113,8 @@ impl Engine {
             submitted_by: Some(actor.clone()),
             approvals: Vec::new(),
             live: Some(crate::record::LiveRecord {
-                mode: match spec.live.mode {
-                    crate::envelope::LiveMode::Apply => "apply".into(),
-                    crate::envelope::LiveMode::Rerun => "rerun".into(),
-                },
-                network: match spec.live.network {
-                    crate::envelope::LiveNetwork::None => "none".into(),
-                    crate::envelope::LiveNetwork::Host => "host".into(),
-                },
+                mode: spec.live.mode,
+                network: spec.live.network,
                 env_from_host: spec.live.env_from_host.clone(),
             }),
             rerun_of: live.map(|l| l.rerun_of.clone()),

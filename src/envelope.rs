@@ -78,21 +78,7 @@ pub struct Limits {
     pub disk_mb: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum LiveMode {
-    #[default]
-    Apply,
-    Rerun,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum LiveNetwork {
-    #[default]
-    None,
-    Host,
-}
+pub use crate::model::{LiveMode, LiveNetwork};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]

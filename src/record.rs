@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::journal::{Actor, Appended};
 pub use crate::model::RunState;
-use crate::model::{Blocked, Change, LimitHit, StepOutcome};
+use crate::model::{Blocked, Change, ChangeKind, FileType, LimitHit, StepOutcome};
+pub use crate::model::{LiveMode, LiveNetwork};
 use crate::verdict::Verdict;
 
 pub const SCHEMA: &str = "dryrun.run/v1";
@@ -154,7 +156,11 @@ pub struct RunRecord {
     /// Why the run failed, when `state` is `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    pub receipt: Option<serde_json::Value>,
+    /// The promotion's receipt. Written through a JSON value so its keys
+    /// come out sorted, byte for byte as records held it when this field
+    /// was an untyped value (see [`serialize_receipt_sorted`]).
+    #[serde(serialize_with = "serialize_receipt_sorted")]
+    pub receipt: Option<Receipt>,
     /// Who submitted the run (peer credentials, or the local process's ids).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_by: Option<crate::journal::Actor>,
@@ -179,6 +185,22 @@ pub struct RunRecord {
     pub replay_of: Option<ReplayLink>,
 }
 
+/// The run record's `receipt` as records have always held it: the receipt
+/// turned into a JSON value first, whose objects keep their keys sorted
+/// (the receipt file itself, `receipt.json`, keeps the declaration order).
+fn serialize_receipt_sorted<S: serde::Serializer>(
+    receipt: &Option<Receipt>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match receipt {
+        None => s.serialize_none(),
+        Some(rc) => {
+            let v = serde_json::to_value(rc).map_err(serde::ser::Error::custom)?;
+            s.serialize_some(&v)
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayLink {
     pub baseline: String,
@@ -188,10 +210,9 @@ pub struct ReplayLink {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveRecord {
-    /// `apply` or `rerun`.
-    pub mode: String,
-    /// `none` or `host` (rerun only).
-    pub network: String,
+    pub mode: LiveMode,
+    /// `host` only for a rerun.
+    pub network: LiveNetwork,
     pub env_from_host: Vec<String>,
 }
 
@@ -210,4 +231,148 @@ pub struct ApprovalRecord {
     /// How the reviewer was authenticated: `peer_credentials` (daemon) or
     /// `local_tty_confirmation` (local mode: a uid other than the submitter's, at a terminal).
     pub authenticated_by: String,
+}
+
+/// The receipt (SPEC §8): what went live, bound to what was reviewed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Receipt {
+    pub schema: String,
+    pub receipt_id: String,
+    pub run_id: String,
+    pub promoted_at: String,
+    pub promoted_by: Actor,
+    /// `apply` or `rerun`.
+    pub mode: LiveMode,
+    pub workspace: String,
+    pub command: String,
+    pub envelope_hash: String,
+    pub policy_hash: Option<String>,
+    pub landlock_abi: u32,
+    /// BLAKE3 over the sorted change list (the same as the verdict's journal record).
+    pub change_set: String,
+    /// The rehearsal's `evidence_hash` (what the reviewer saw).
+    #[serde(default)]
+    pub evidence_hash: String,
+    pub changes: Vec<ReceiptChange>,
+    /// Mode `apply`: the calls stubs answered in the rehearsal, which the
+    /// live lane did NOT make (`gh pr merge 12 → exit 0 (stub)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls_not_made: Vec<String>,
+    pub verdict: serde_json::Value,
+    pub approvals: Vec<ApprovalRecord>,
+    pub live_result: LiveResult,
+    /// Where the promotion record sits in the journal (filled once appended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<Appended>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<RolledBack>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReceiptChange {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
+    pub kind: ChangeKind,
+    pub file_type: FileType,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LiveResult {
+    pub applied_steps: usize,
+    pub skipped_identical: usize,
+    pub notes: Vec<String>,
+    /// Mode `rerun`: the run record of the live execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RolledBack {
+    pub at: String,
+    pub by: Actor,
+    pub steps: usize,
+}
+
+pub const RECEIPT_SCHEMA: &str = "dryrun.receipt/v1";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run records as the code before the typed receipt and live mode wrote
+    /// them (`tests/fixtures/records/`, made by `dryrun execute`, `promote`
+    /// and `rollback` in local mode): each loads, and saving it again gives
+    /// the same bytes (the receipt's keys stay sorted).
+    #[test]
+    fn records_written_before_the_typed_receipt_load_and_save_byte_for_byte() {
+        let fixtures = [
+            (
+                "rehearsed",
+                include_str!("../tests/fixtures/records/rehearsed.json"),
+            ),
+            (
+                "promoted",
+                include_str!("../tests/fixtures/records/promoted.json"),
+            ),
+            (
+                "promoted-rolled-back",
+                include_str!("../tests/fixtures/records/promoted-rolled-back.json"),
+            ),
+        ];
+        for (name, text) in fixtures {
+            let r: RunRecord = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let live = r.live.as_ref().expect("a live section");
+            assert_eq!(live.mode, LiveMode::Apply, "{name}");
+            assert_eq!(live.network, LiveNetwork::None, "{name}");
+            let again = serde_json::to_string_pretty(&r).unwrap();
+            assert_eq!(again, text, "{name}: saved differently");
+            // What went over the API as JSON is the same value.
+            assert_eq!(
+                serde_json::to_value(&r).unwrap(),
+                serde_json::from_str::<serde_json::Value>(text).unwrap(),
+                "{name}"
+            );
+        }
+
+        let rehearsed: RunRecord = serde_json::from_str(fixtures[0].1).unwrap();
+        assert_eq!(rehearsed.receipt, None);
+
+        let promoted: RunRecord = serde_json::from_str(fixtures[1].1).unwrap();
+        let rc = promoted.receipt.expect("a receipt");
+        assert_eq!(rc.schema, RECEIPT_SCHEMA);
+        assert_eq!(rc.run_id, promoted.run_id);
+        assert_eq!(rc.mode, LiveMode::Apply);
+        assert!(rc.receipt_id.starts_with('p'));
+        assert!(rc.journal.is_some());
+        assert_eq!(rc.rolled_back, None);
+
+        let rolled: RunRecord = serde_json::from_str(fixtures[2].1).unwrap();
+        assert!(rolled.receipt.expect("a receipt").rolled_back.is_some());
+    }
+
+    #[test]
+    fn a_rerun_record_keeps_its_live_strings() {
+        let l = LiveRecord {
+            mode: LiveMode::Rerun,
+            network: LiveNetwork::Host,
+            env_from_host: vec!["TOKEN".into()],
+        };
+        let text = serde_json::to_string(&l).unwrap();
+        assert_eq!(
+            text,
+            r#"{"mode":"rerun","network":"host","env_from_host":["TOKEN"]}"#
+        );
+        assert_eq!(serde_json::from_str::<LiveRecord>(&text).unwrap(), l);
+        assert!(
+            serde_json::from_str::<LiveRecord>(
+                r#"{"mode":"yolo","network":"none","env_from_host":[]}"#
+            )
+            .is_err()
+        );
+    }
 }

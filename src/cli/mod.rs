@@ -541,7 +541,7 @@ fn run(cli: Cli) -> i32 {
                 |r: &crate::record::RunRecord| -> std::collections::BTreeMap<String, String> {
                     r.live
                         .as_ref()
-                        .filter(|l| l.mode == "rerun")
+                        .filter(|l| l.mode == crate::record::LiveMode::Rerun)
                         .map(|l| {
                             l.env_from_host
                                 .iter()
@@ -714,12 +714,8 @@ fn show_promoted(r: &crate::record::RunRecord, json: bool) {
         print_json(r);
         return;
     }
-    match r
-        .receipt
-        .clone()
-        .and_then(|v| serde_json::from_value::<crate::engine::Receipt>(v).ok())
-    {
-        Some(rc) => render::print_receipt(&rc),
+    match &r.receipt {
+        Some(rc) => render::print_receipt(rc),
         None => render::print_evidence(r),
     }
 }

@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use super::{Engine, EngineError, ReviewerAuth, is_approver, now_rfc3339, process_identity};
 use crate::journal::{Actor, Entry};
 use crate::model::{Change, ChangeKind, FileType, Refusal, promotion};
-use crate::record::{RunRecord, RunState};
+use crate::record::{
+    LiveMode, LiveResult, RECEIPT_SCHEMA, Receipt, ReceiptChange, RolledBack, RunRecord, RunState,
+};
 use crate::workspace::apply::{Action, ApplyError, Expect, Op, Workspace};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -36,72 +38,6 @@ struct Plan {
     ops: Vec<Op>,
     started_at: String,
 }
-
-/// The receipt (SPEC §8): what went live, bound to what was reviewed.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Receipt {
-    pub schema: String,
-    pub receipt_id: String,
-    pub run_id: String,
-    pub promoted_at: String,
-    pub promoted_by: Actor,
-    pub mode: String,
-    pub workspace: String,
-    pub command: String,
-    pub envelope_hash: String,
-    pub policy_hash: Option<String>,
-    pub landlock_abi: u32,
-    /// BLAKE3 over the sorted change list (the same as the verdict's journal record).
-    pub change_set: String,
-    /// The rehearsal's `evidence_hash` (what the reviewer saw).
-    #[serde(default)]
-    pub evidence_hash: String,
-    pub changes: Vec<ReceiptChange>,
-    /// Mode `apply`: the calls stubs answered in the rehearsal, which the
-    /// live lane did NOT make (`gh pr merge 12 → exit 0 (stub)`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub calls_not_made: Vec<String>,
-    pub verdict: serde_json::Value,
-    pub approvals: Vec<crate::record::ApprovalRecord>,
-    pub live_result: LiveResult,
-    /// Where the promotion record sits in the journal (filled once appended).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub journal: Option<crate::journal::Appended>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rolled_back: Option<RolledBack>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ReceiptChange {
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path_hex: Option<String>,
-    pub kind: ChangeKind,
-    pub file_type: FileType,
-    pub before: Option<String>,
-    pub after: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LiveResult {
-    pub applied_steps: usize,
-    pub skipped_identical: usize,
-    pub notes: Vec<String>,
-    /// Mode `rerun`: the run record of the live execution.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live_run_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RolledBack {
-    pub at: String,
-    pub by: Actor,
-    pub steps: usize,
-}
-
-pub const RECEIPT_SCHEMA: &str = "dryrun.receipt/v1";
 
 /// Receipt ids are ours: `p` + the run id's shape.
 pub fn valid_receipt_id(id: &str) -> bool {
@@ -408,7 +344,7 @@ impl Engine {
         if let Some(rc) = &r.receipt {
             return Err(EngineError::Conflict(format!(
                 "run {run_id} was already promoted (receipt {}); a receipt is single-use: rehearse again to promote again",
-                rc["receipt_id"].as_str().unwrap_or("?")
+                rc.receipt_id
             )));
         }
         let decision = r.verdict.as_ref().map(|v| v.decision);
@@ -433,7 +369,7 @@ impl Engine {
                 "run {run_id}'s record was cut to its size cap, so its change list is incomplete; it cannot be promoted. Rehearse a smaller change"
             )));
         }
-        let mut mode = "apply";
+        let mut mode = LiveMode::Apply;
         let mut live_run: Option<RunRecord> = None;
         let (changes, blobs) = if let Some(env) = self.rerun_envelope(run_id)? {
             if r.state != RunState::Approved {
@@ -441,7 +377,7 @@ impl Engine {
                     "run {run_id} declares live.mode: rerun, which always needs a reviewer's approval first"
                 )));
             }
-            mode = "rerun";
+            mode = LiveMode::Rerun;
             let extra_env = live_env(&env, host_env)?;
             self.spend_rerun_approval(&mut r, actor)?;
             *spent = true;
@@ -568,7 +504,7 @@ impl Engine {
             run_id: run_id.to_string(),
             promoted_at: now_rfc3339(),
             promoted_by: actor.clone(),
-            mode: mode.into(),
+            mode,
             workspace: r.workspace.clone(),
             command: r.command.clone(),
             envelope_hash: r.envelope_hash.clone(),
@@ -682,7 +618,7 @@ impl Engine {
         );
         r.state = RunState::Promoted;
         r.error = None;
-        r.receipt = Some(serde_json::to_value(&receipt).expect("serializes"));
+        r.receipt = Some(receipt);
         self.save(&r)?;
         let _ = std::fs::remove_file(self.promoting_marker(run_id));
         Ok(r)
@@ -793,7 +729,7 @@ impl Engine {
             path: rdir.clone(),
             source,
         })?;
-        r.receipt = Some(serde_json::to_value(&receipt).expect("serializes"));
+        r.receipt = Some(receipt.clone());
         self.save(&r)?;
         Ok(receipt)
     }
@@ -826,7 +762,7 @@ impl Engine {
                 (Some(_), Some(rc), true) => {
                     if let Ok(mut r) = self.get(&run_id) {
                         r.state = RunState::Promoted;
-                        r.receipt = Some(serde_json::to_value(&rc).expect("serializes"));
+                        r.receipt = Some(rc);
                         self.save(&r)?;
                     }
                 }

@@ -6,6 +6,7 @@
 //! - [`change`]: one entry of the evidence's change list.
 //! - [`evidence`]: blocked attempts, limits hit and step outcomes.
 //! - [`stubs`]: the stub vocabulary and how a call is matched and answered.
+//! - [`live`]: the live lane's mode and network (`apply|rerun`, `none|host`).
 //! - [`run_state`]: the states of a run and which verbs each allows.
 //! - [`promotion`]: what may never be promoted, the one rule the verdict and
 //!   the live lane's planner both call.
@@ -13,6 +14,7 @@
 pub mod change;
 pub mod decision;
 pub mod evidence;
+pub mod live;
 pub mod promotion;
 pub mod run_state;
 pub mod stubs;
@@ -21,5 +23,6 @@ pub mod text;
 pub use change::{Change, ChangeKind, FileType};
 pub use decision::{Decision, Finding};
 pub use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
+pub use live::{LiveMode, LiveNetwork};
 pub use promotion::{Refusal, refusals};
 pub use run_state::RunState;
