@@ -1001,15 +1001,15 @@ impl Engine {
 
         let t0_ns = sandbox::helper::monotonic_ns();
         // The workspace's own policy, read with its owner's rights.
-        let owner = crate::workspace::owner::OwnerSession::start(
-            &crate::workspace::owner::Creds::of_user(ws_id.uid, ws_id.gid),
-        )
-        .map_err(|e| EngineError::Workspace(e.to_string()))?;
+        let owner = crate::workspace::owner::OwnerSession::for_owner(&spec.workspace_identity)
+            .map_err(|e| EngineError::Workspace(e.to_string()))?;
         let ws_policy = crate::policy::read_workspace_policy(
             &owner,
             &spec.workspace,
             &spec.workspace_identity,
         )?;
+        // The same ids and groups are the evidence walk's reader's.
+        let owner_groups = owner.creds().groups.clone();
         drop(owner);
         // Classify first, from the command alone.
         let policy = crate::policy::Policy::load_cached(Path::new(SYSTEM_POLICY_DIR), ws_policy)?;
@@ -1067,11 +1067,7 @@ impl Engine {
             t0_ns,
             workspace_identity: (ws_id.dev, ws_id.ino),
             network_host: live.is_some_and(|l| l.network_host),
-            reader_groups: crate::workspace::owner::Creds::of_user(ws_id.uid, ws_id.gid)
-                .groups
-                .into_iter()
-                .filter(|g| *g < ID_COUNT)
-                .collect(),
+            reader_groups: owner_groups.into_iter().filter(|g| *g < ID_COUNT).collect(),
             // The live lane's rerun makes the real calls: no stubs there.
             stubs: if live.is_some() {
                 crate::model::stubs::StubTable::default()

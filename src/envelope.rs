@@ -289,11 +289,7 @@ pub fn load_task(workspace: &Path, name: &str) -> Result<Envelope, EnvelopeError
     let resolved = me
         .resolve(workspace)
         .map_err(|e| read_err(format!("the workspace {e}")))?;
-    let owner = OwnerSession::start(&Creds::of_user(
-        resolved.identity.uid,
-        resolved.identity.gid,
-    ))
-    .map_err(|e| read_err(e.to_string()))?;
+    let owner = OwnerSession::for_owner(&resolved.identity).map_err(|e| read_err(e.to_string()))?;
     let bytes = owner
         .read_file(
             &resolved.canonical,

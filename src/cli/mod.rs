@@ -1028,9 +1028,7 @@ fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
         .and_then(|w| access.resolve(&w).ok());
     let ws_policy = match &resolved {
         Some(r) => {
-            let owner = match crate::workspace::owner::OwnerSession::start(
-                &crate::workspace::owner::Creds::of_user(r.identity.uid, r.identity.gid),
-            ) {
+            let owner = match crate::workspace::owner::OwnerSession::for_owner(&r.identity) {
                 Ok(o) => o,
                 Err(e) => return usage_error(e),
             };

@@ -821,10 +821,8 @@ impl Engine {
                 "run {run_id} does not record which directory it rehearsed; rehearse again"
             ))
         })?;
-        let access = crate::workspace::owner::OwnerSession::start(
-            &crate::workspace::owner::Creds::of_user(id.uid, id.gid),
-        )
-        .map_err(|e| EngineError::Workspace(e.to_string()))?;
+        let access = crate::workspace::owner::OwnerSession::for_owner(&id)
+            .map_err(|e| EngineError::Workspace(e.to_string()))?;
         env.validate(None, &access)
             .map(Some)
             .map_err(|e| EngineError::Workspace(e.to_string()))

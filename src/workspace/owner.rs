@@ -587,6 +587,12 @@ impl OwnerSession {
         })
     }
 
+    /// A session acting as the owner of the workspace `identity` describes
+    /// (its uid, gid and that user's groups).
+    pub fn for_owner(identity: &Identity) -> Result<OwnerSession, AccessError> {
+        OwnerSession::start(&Creds::of_user(identity.uid, identity.gid))
+    }
+
     pub fn creds(&self) -> &Creds {
         &self.creds
     }
