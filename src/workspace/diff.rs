@@ -65,23 +65,6 @@ pub trait LayerOpen {
     fn open(&self, layer: Layer, rel: &Path, flags: OFlag) -> io::Result<OwnedFd>;
 }
 
-/// Opens directly, with this process's own rights (when the walking process
-/// already is the reader, and in tests).
-pub struct DirectOpen<'a> {
-    pub lower: &'a OwnedFd,
-    pub upper: &'a OwnedFd,
-}
-
-impl LayerOpen for DirectOpen<'_> {
-    fn open(&self, layer: Layer, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
-        let root = match layer {
-            Layer::Lower => self.lower,
-            Layer::Upper => self.upper,
-        };
-        openat_beneath(root, rel, flags)
-    }
-}
-
 /// The lower layer as the walk sees it: its root (for metadata of the root
 /// itself) and the opener every other access goes through.
 struct Lower<'a> {
@@ -450,11 +433,6 @@ fn fill_mode(c: &mut Change, lower: Option<&LowerEntry>, upper: Option<&Metadata
         c.mode_after = Some(perm_bits(m));
         c.setid = perm_bits(m) & 0o6000 != 0 && !m.file_type().is_dir();
     }
-}
-
-fn openat_beneath(root: &OwnedFd, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
-    nix::fcntl::openat2(root.as_fd(), rel, crate::workspace::paths::beneath(flags))
-        .map_err(io::Error::from)
 }
 
 fn open_lower(lower: &Lower, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
