@@ -205,6 +205,9 @@ pub struct Engine {
     /// [`Engine::usage_of`]); `None` until first needed and after each
     /// housekeeping, which rescans.
     usage: std::sync::Mutex<Option<std::collections::HashMap<u32, u64>>>,
+    /// Every saved state of every run, for long polls and the event stream
+    /// (nobody listening costs nothing; a slow listener skips, never blocks).
+    events: tokio::sync::broadcast::Sender<crate::model::run_state::RunEvent>,
 }
 
 /// What the live lane's rerun adds to a rehearsal.
@@ -587,6 +590,7 @@ impl Engine {
             budget: None,
             run_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             usage: std::sync::Mutex::new(None),
+            events: tokio::sync::broadcast::Sender::new(256),
         };
         // Runs whose rehearsing process died, and reviewer decisions cut
         // short: settled before anything else happens (cheap: both
@@ -612,6 +616,19 @@ impl Engine {
         let mut m = self.run_locks.lock().unwrap_or_else(|p| p.into_inner());
         m.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
         m.entry(run_id.to_string()).or_default().clone()
+    }
+
+    /// State changes of runs from now on (see [`crate::model::run_state::RunEvent`]).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<crate::model::run_state::RunEvent> {
+        self.events.subscribe()
+    }
+
+    fn announce(&self, record: &RunRecord) {
+        let _ = self.events.send(crate::model::run_state::RunEvent::of(
+            &record.run_id,
+            record.state,
+            record.submitted_by.as_ref().map(|a| a.uid),
+        ));
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -1428,7 +1445,9 @@ impl Engine {
         }
         std::fs::write(&tmp, &bytes)
             .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|source| EngineError::State { path, source })
+            .map_err(|source| EngineError::State { path, source })?;
+        self.announce(record);
+        Ok(())
     }
 
     pub fn save(&self, record: &RunRecord) -> Result<(), EngineError> {
@@ -1442,7 +1461,9 @@ impl Engine {
         if bytes.len() > RECORD_MAX_BYTES {
             return Err(record_too_large(path, bytes.len()));
         }
-        write_atomic(&path, &bytes).map_err(|source| EngineError::State { path, source })
+        write_atomic(&path, &bytes).map_err(|source| EngineError::State { path, source })?;
+        self.announce(record);
+        Ok(())
     }
 
     pub fn get(&self, id: &str) -> Result<RunRecord, EngineError> {

@@ -23,6 +23,7 @@ pub mod model;
 pub mod policy;
 pub mod record;
 pub mod redact;
+pub mod request;
 #[allow(unsafe_code)]
 pub mod sandbox;
 pub mod verdict;

@@ -19,9 +19,12 @@ use tokio::sync::{Notify, Semaphore, watch};
 use super::DaemonConfig;
 use super::metrics::Metrics;
 use super::routes;
-use crate::engine::{Engine, EngineError, ReviewAction, ReviewerAuth, valid_run_id};
+use crate::engine::{Engine, EngineError, ReviewAction};
 use crate::journal::Actor;
 use crate::record::RunState;
+use crate::request::serve::{Caller, Serve};
+use crate::request::transport::{ErrorBody, ErrorDetail};
+use crate::request::{self, DiffRequest, RequestError, Submitted};
 use crate::sandbox::CancelHandle;
 
 /// Every route the daemon serves, as (method, path pattern from `routes`).
@@ -38,6 +41,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", routes::RUN_REPLAY),
     ("GET", routes::RECEIPT),
     ("POST", routes::RECEIPT_ROLLBACK),
+    ("GET", routes::EVENTS),
     ("GET", routes::JOURNAL_VERIFY),
     ("GET", routes::HEALTH),
     ("GET", routes::METRICS),
@@ -55,6 +59,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(routes::RUN_REPLAY, post(replay))
         .route(routes::RECEIPT, get(receipt))
         .route(routes::RECEIPT_ROLLBACK, post(rollback))
+        .route(routes::EVENTS, get(events))
         .route(routes::JOURNAL_VERIFY, get(journal_verify))
         .route(routes::HEALTH, get(health))
         .route(routes::METRICS, get(metrics))
@@ -114,26 +119,12 @@ impl Peer {
 }
 
 impl App {
-    /// Reviewers (root, the approver group) and the daemon's own user see
+    /// The caller of a request, for every authorisation the requests make:
+    /// reviewers (root, the approver group) and the daemon's own user see
     /// every run; anyone else only the runs it submitted.
-    fn sees_all(&self, uid: u32) -> bool {
-        uid == 0
-            || uid == nix::unistd::geteuid().as_raw()
-            || crate::engine::is_approver(uid, &self.cfg.approver_group)
+    fn caller(&self, peer: &Peer) -> Result<Caller, ApiError> {
+        Ok(Caller::peer(peer.actor()?, &self.cfg.approver_group))
     }
-
-    fn may_read(&self, uid: u32, r: &crate::record::RunRecord) -> bool {
-        self.sees_all(uid) || r.submitted_by.as_ref().is_some_and(|a| a.uid == uid)
-    }
-}
-
-fn not_yours(id: &str) -> ApiError {
-    // Same answer as a missing run: ids of others' runs are not disclosed.
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "no_such_run",
-        format!("run {id} does not exist"),
-    )
 }
 
 /// A run the daemon is working on.
@@ -290,16 +281,6 @@ impl ApiError {
     }
 }
 
-#[derive(Serialize, Deserialize, Debug)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-#[derive(Serialize, Deserialize, Debug)]
-pub struct ErrorDetail {
-    pub code: String,
-    pub message: String,
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
@@ -314,6 +295,13 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         r
+    }
+}
+
+/// A request the edge could not parse: 400 with the parser's code.
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        ApiError::bad(e.code, e.message)
     }
 }
 
@@ -388,33 +376,6 @@ async fn read_body(app: &App, body: axum::body::Body) -> Result<Bytes, ApiError>
     }
 }
 
-fn checked_id(id: &str) -> Result<&str, ApiError> {
-    if valid_run_id(id) {
-        Ok(id)
-    } else {
-        Err(ApiError::bad(
-            "bad_run_id",
-            format!(
-                "{:?} is not a run id",
-                id.chars().take(80).collect::<String>()
-            ),
-        ))
-    }
-}
-
-/// Strict query parsing: unknown parameters are an error.
-fn query<T: serde::de::DeserializeOwned + Default>(raw: Option<String>) -> Result<T, ApiError> {
-    match raw.filter(|q| !q.is_empty()) {
-        None => Ok(T::default()),
-        Some(q) => serde_urlencoded_strict(&q),
-    }
-}
-
-fn serde_urlencoded_strict<T: serde::de::DeserializeOwned>(q: &str) -> Result<T, ApiError> {
-    serde_urlencoded::from_str(q)
-        .map_err(|e| ApiError::bad("invalid_query", format!("query string: {e}")))
-}
-
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -454,19 +415,6 @@ async fn wrong_method() -> ApiError {
     )
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct SubmitQuery {
-    #[serde(default)]
-    wait: bool,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub struct Submitted {
-    pub run_id: String,
-    pub state: RunState,
-}
-
 async fn submit(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
@@ -474,37 +422,18 @@ async fn submit(
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let actor = peer.actor()?;
-    let q: SubmitQuery = query(q)?;
     let body = read_body(&app, body).await?;
-    let text = std::str::from_utf8(&body)
-        .map_err(|_| ApiError::bad("invalid_envelope", "the body is not UTF-8 JSON"))?;
-    if text.trim().is_empty() {
-        return Err(ApiError::bad(
-            "invalid_envelope",
-            "empty body; send an envelope (SPEC §2) as JSON",
-        ));
-    }
-    let env: crate::envelope::Envelope = serde_json::from_str::<serde_json::Value>(text)
-        .map_err(|e| ApiError::bad("invalid_envelope", format!("the body is not JSON: {e}")))
-        .and_then(|_| {
-            crate::envelope::parse_envelope("request body", text)
-                .map_err(|e| ApiError::bad("invalid_envelope", e.to_string()))
-        })?;
-    if env.working_dir.is_none() {
-        return Err(ApiError::bad(
-            "invalid_envelope",
-            "working_dir: required over the API (the daemon does not know your current directory); give the workspace's absolute path",
-        ));
-    }
+    let op = request::parse_submit(q.as_deref(), &body)?;
     let a = actor.clone();
     admit_and_run(
         app,
         actor,
-        q.wait,
+        op.wait,
         Box::new(move |engine: Arc<Engine>| {
             // working_dir is resolved with the caller's own rights.
             let access = crate::engine::access_as(&a)?;
-            let spec = env
+            let spec = op
+                .envelope
                 .validate(None, &access)
                 .map_err(|e| EngineError::Invalid(e.to_string()))?;
             drop(access);
@@ -686,23 +615,6 @@ async fn admit_and_run(
 
 /// `POST /v1/runs/{id}/replay`: rehearse a recorded run again with its
 /// recorded tool answers.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ReplayBody {
-    /// A changed envelope (default: the recorded one).
-    #[serde(default)]
-    envelope: Option<crate::envelope::Envelope>,
-    /// A changed command (default: the recorded one).
-    #[serde(default)]
-    command: Option<String>,
-    /// Answer overrides, `TOOL [WORDS]=exit N[; stdout=T][; stderr=T]`.
-    #[serde(default)]
-    stubs: Vec<String>,
-    /// `strict`, `stub` (default) or `fuzzy`.
-    #[serde(default)]
-    novel: Option<crate::model::stubs::NovelPolicy>,
-}
-
 async fn replay(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
@@ -710,88 +622,127 @@ async fn replay(
     RawQuery(q): RawQuery,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    let id = checked_id(&id)?.to_string();
-    let q: SubmitQuery = query(q)?;
+    let caller = app.caller(&peer)?;
     let body = read_body(&app, body).await?;
-    let req: ReplayBody = optional_json_body(&body)?;
+    let op = request::parse_replay(&id, q.as_deref(), &body)?;
     // Only those who may read the baseline may replay it.
-    readable_run(&app, &actor, &id).await?;
-    let a = actor.clone();
+    let (engine, c, rid) = (app.engine.clone(), caller.clone(), op.id.clone());
+    blocking(move || c.readable_run(&engine, rid.as_str())).await?;
+    let a = caller.actor.clone();
     admit_and_run(
         app,
-        actor,
-        q.wait,
+        caller.actor,
+        op.wait,
         Box::new(move |engine: Arc<Engine>| {
-            engine.prepare_replay(
-                &id,
-                &crate::engine::ReplayRequest {
-                    envelope: req.envelope,
-                    command: req.command,
-                    stubs: req.stubs,
-                    novel: req.novel.unwrap_or_default(),
-                },
-                &a,
-            )
+            engine.prepare_replay(op.id.as_str(), &op.changes.into_engine_request(), &a)
         }),
     )
     .await
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    state: Option<String>,
-    limit: Option<usize>,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub struct RunList {
-    pub runs: Vec<crate::record::RunRecord>,
+/// Carry out a parsed request on the engine, off the async threads.
+async fn serve<O>(app: &Arc<App>, caller: Caller, op: O) -> Result<O::Reply, ApiError>
+where
+    O: Serve + Send + 'static,
+    O::Reply: Send + 'static,
+{
+    let engine = app.engine.clone();
+    blocking(move || op.serve(&engine, &caller)).await
 }
 
 async fn list(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     RawQuery(q): RawQuery,
-) -> Result<axum::Json<RunList>, ApiError> {
-    let actor = peer.actor()?;
-    let q: ListQuery = query(q)?;
-    let state = match q.state.as_deref() {
-        None => None,
-        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
-            ApiError::bad(
-                "invalid_query",
-                format!("state={s:?} is not a run state (queued, running, rehearsed, awaiting_approval, approved, rejected, promoted, failed)"),
-            )
-        })?),
-    };
-    let limit = q.limit.unwrap_or(1000).min(10_000);
-    let engine = app.engine.clone();
-    let mut runs = blocking(move || engine.list(state)).await?;
-    if !app.sees_all(actor.uid) {
-        runs.retain(|r| app.may_read(actor.uid, r));
-    }
-    runs.truncate(limit);
-    Ok(axum::Json(RunList { runs }))
+) -> Result<Response, ApiError> {
+    let caller = app.caller(&peer)?;
+    let op = request::parse_list(q.as_deref())?;
+    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
 }
 
+/// `GET /v1/runs/{id}`; with `?wait=SECONDS`, answers when the run's state
+/// differs from its state when the request arrived, or when the time is up
+/// (then with the unchanged record).
 async fn show(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    let id = checked_id(&id)?.to_string();
-    let r = readable_run(&app, &actor, &id).await?;
-    Ok(axum::Json(r).into_response())
+    let caller = app.caller(&peer)?;
+    let op = request::parse_show(&id, q.as_deref())?;
+    // Listen before reading, so no change between the two is missed.
+    let mut events = app.engine.subscribe();
+    let first = serve(&app, caller.clone(), op.clone()).await?;
+    let Some(wait_s) = op.wait_s else {
+        return Ok(axum::Json(first).into_response());
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
+    loop {
+        let ev = tokio::select! {
+            ev = tokio::time::timeout_at(deadline, events.recv()) => ev,
+            _ = app.shutdown_started() => break,
+        };
+        match ev {
+            Err(_) => break,
+            Ok(Ok(ev)) if ev.run_id == op.id.as_str() && ev.state != first.state => break,
+            Ok(Ok(_)) => continue,
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                // Missed some: look at the record itself.
+                let now = serve(&app, caller.clone(), op.clone()).await?;
+                if now.state != first.state {
+                    return Ok(axum::Json(now).into_response());
+                }
+            }
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => break,
+        }
+    }
+    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct DiffQuery {
-    /// Compare with this run instead of listing text diffs.
-    against: Option<String>,
+/// `GET /v1/events`: Server-Sent Events, one `state` event per state a run
+/// reaches from now on (`{"run_id", "state"}`), for the caller's own runs
+/// (a reviewer: every run); a comment every 15 s keeps idle connections
+/// open. A client that falls behind gets a `lagged` event with how many
+/// it missed, and should re-list.
+async fn events(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let caller = app.caller(&peer)?;
+    request::parse_no_query(q.as_deref())?;
+    let rx = app.engine.subscribe();
+    let stream =
+        futures_util::stream::unfold((rx, caller, app), |(mut rx, caller, app)| async move {
+            loop {
+                let ev = tokio::select! {
+                    ev = rx.recv() => ev,
+                    _ = app.shutdown_started() => return None,
+                };
+                let out = match ev {
+                    Ok(ev) => {
+                        let visible = caller.sees_all || ev.submitter_uid == Some(caller.actor.uid);
+                        if !visible {
+                            continue;
+                        }
+                        Event::default()
+                            .event("state")
+                            .json_data(&ev)
+                            .unwrap_or_else(|_| Event::default().comment("unserializable event"))
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        Event::default().event("lagged").data(n.to_string())
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                };
+                return Some((Ok::<_, std::convert::Infallible>(out), (rx, caller, app)));
+            }
+        });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response())
 }
 
 async fn diff(
@@ -800,157 +751,59 @@ async fn diff(
     UrlPath(id): UrlPath<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    let id = checked_id(&id)?.to_string();
-    let q: DiffQuery = query(q)?;
-    if let Some(other) = q.against {
-        let other = checked_id(&other)?.to_string();
-        let engine = app.engine.clone();
-        let app2 = app.clone();
-        let cmp = blocking(move || {
-            let a = engine.get(&id)?;
-            let b = engine.get(&other)?;
-            for r in [&a, &b] {
-                if !app2.may_read(actor.uid, r) {
-                    return Err(EngineError::NoSuchRun(r.run_id.clone()));
-                }
-            }
-            Ok(crate::engine::compare_runs(&a, &b))
-        })
-        .await?;
-        return Ok(axum::Json(cmp).into_response());
-    }
-    let engine = app.engine.clone();
-    let rid = id.clone();
-    let app2 = app.clone();
-    let d = blocking(move || {
-        let r = engine.get(&rid)?;
-        if !app2.may_read(actor.uid, &r) {
-            return Err(EngineError::NoSuchRun(rid));
-        }
-        Ok(crate::workspace::textdiff::run_diff(&engine, &r))
+    let caller = app.caller(&peer)?;
+    Ok(match request::parse_diff(&id, q.as_deref())? {
+        DiffRequest::Diff(op) => axum::Json(serve(&app, caller, op).await?).into_response(),
+        DiffRequest::Compare(op) => axum::Json(serve(&app, caller, op).await?).into_response(),
     })
-    .await?;
-    Ok(axum::Json(d).into_response())
-}
-
-#[derive(Deserialize, Default, Serialize, Debug)]
-#[serde(deny_unknown_fields)]
-pub struct ReviewBody {
-    #[serde(default)]
-    pub note: String,
-    /// Approving a blocked run is an override and must say so.
-    #[serde(default, rename = "override")]
-    pub override_block: bool,
-}
-
-/// An optional JSON body: empty (or only white space) means the defaults;
-/// otherwise it must parse, and the error names the offending field.
-fn optional_json_body<T: serde::de::DeserializeOwned + Default>(
-    body: &[u8],
-) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de)
-        .map_err(|e| ApiError::bad("invalid_request", format!("body: {e}")))
-}
-
-/// The run `id` when `actor` may read it; someone else's run answers 404,
-/// as if absent.
-async fn readable_run(
-    app: &Arc<App>,
-    actor: &Actor,
-    id: &str,
-) -> Result<crate::record::RunRecord, ApiError> {
-    let engine = app.engine.clone();
-    let rid = id.to_string();
-    let r = blocking(move || engine.get(&rid)).await?;
-    if !app.may_read(actor.uid, &r) {
-        return Err(not_yours(id));
-    }
-    Ok(r)
-}
-
-/// The receipt `id` when `actor` may read its run; otherwise (and when it
-/// does not exist) 404 with the same body.
-async fn readable_receipt(
-    app: &Arc<App>,
-    actor: &Actor,
-    id: &str,
-) -> Result<crate::engine::Receipt, ApiError> {
-    let missing = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no_such_receipt",
-            format!("receipt {id} does not exist"),
-        )
-    };
-    let engine = app.engine.clone();
-    let rid = id.to_string();
-    let rc = blocking(move || engine.receipt(&rid))
-        .await
-        .map_err(|_| missing())?;
-    let engine = app.engine.clone();
-    let run_id = rc.run_id.clone();
-    let record = blocking(move || engine.get(&run_id))
-        .await
-        .map_err(|_| missing())?;
-    if !app.may_read(actor.uid, &record) {
-        return Err(missing());
-    }
-    Ok(rc)
 }
 
 async fn review(
     app: Arc<App>,
     peer: Peer,
     id: String,
+    q: Option<String>,
     body: axum::body::Body,
     action: ReviewAction,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    let id = checked_id(&id)?.to_string();
-    let b = optional_json_body::<ReviewBody>(&read_body(&app, body).await?)?;
-    // Someone else's run answers 404 like a missing one, before any rule
-    // about who may review it could tell it exists.
-    readable_run(&app, &actor, &id).await?;
-    let engine = app.engine.clone();
-    let auth = ReviewerAuth::PeerCredentials {
-        approver_group: app.cfg.approver_group.clone(),
-    };
-    let r = blocking(move || engine.review(&id, &actor, &auth, action, &b.note, b.override_block))
-        .await?;
-    Ok(axum::Json(r).into_response())
+    let caller = app.caller(&peer)?;
+    let body = read_body(&app, body).await?;
+    let op = request::parse_review(&id, q.as_deref(), action, &body)?;
+    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
 }
 
 async fn approve(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    review(app, peer, id, body, ReviewAction::Approve).await
+    review(app, peer, id, q, body, ReviewAction::Approve).await
 }
 
 async fn reject(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    review(app, peer, id, body, ReviewAction::Reject).await
+    review(app, peer, id, q, body, ReviewAction::Reject).await
 }
 
 async fn cancel(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    let id = checked_id(&id)?.to_string();
-    let record = readable_run(&app, &actor, &id).await?;
+    let caller = app.caller(&peer)?;
+    let op = request::parse_cancel(&id, q.as_deref())?;
+    let id = op.id.as_str().to_string();
+    let (engine, c, rid) = (app.engine.clone(), caller.clone(), id.clone());
+    let record = blocking(move || c.readable_run(&engine, &rid)).await?;
+    let actor = caller.actor;
     let submitter = record.submitted_by.as_ref().map(|a| a.uid);
     if actor.uid != 0
         && submitter != Some(actor.uid)
@@ -1002,72 +855,49 @@ async fn cancel(
     Ok((StatusCode::OK, axum::Json(r)).into_response())
 }
 
-/// `POST /v1/runs/{id}/promote` body (optional).
-#[derive(Deserialize, Default, Serialize, Debug)]
-#[serde(deny_unknown_fields)]
-pub struct PromoteBody {
-    /// Mode `rerun`: values of the variables the run's `live.env_from_host`
-    /// names, from the promoting side. Used for the live run only; never
-    /// stored or journaled.
-    #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
-}
-
 async fn promote(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    let id = checked_id(&id)?.to_string();
-    let bytes = read_body(&app, body).await?;
-    let pb: PromoteBody = optional_json_body(&bytes)?;
-    // Only those who may read the run may promote it.
-    readable_run(&app, &actor, &id).await?;
-    let engine = app.engine.clone();
-    let auth = ReviewerAuth::PeerCredentials {
-        approver_group: app.cfg.approver_group.clone(),
-    };
-    let r = blocking(move || engine.promote(&id, &actor, &auth, &pb.env)).await?;
-    Ok(axum::Json(r).into_response())
+    let caller = app.caller(&peer)?;
+    let body = read_body(&app, body).await?;
+    let op = request::parse_promote(&id, q.as_deref(), &body)?;
+    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
 }
 
 async fn receipt(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    if !crate::engine::valid_receipt_id(&id) {
-        return Err(ApiError::bad("bad_receipt_id", "not a receipt id"));
-    }
-    let rc = readable_receipt(&app, &actor, &id).await?;
-    Ok(axum::Json(rc).into_response())
+    let caller = app.caller(&peer)?;
+    let op = request::parse_receipt(&id, q.as_deref())?;
+    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
 }
 
 async fn rollback(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<Peer>,
     UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
-    if !crate::engine::valid_receipt_id(&id) {
-        return Err(ApiError::bad("bad_receipt_id", "not a receipt id"));
-    }
-    readable_receipt(&app, &actor, &id).await?;
-    let engine = app.engine.clone();
-    let auth = ReviewerAuth::PeerCredentials {
-        approver_group: app.cfg.approver_group.clone(),
-    };
-    let rc = blocking(move || engine.rollback(&id, &actor, &auth)).await?;
-    Ok(axum::Json(rc).into_response())
+    let caller = app.caller(&peer)?;
+    let op = request::parse_rollback(&id, q.as_deref())?;
+    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
 }
 
-async fn journal_verify(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
-    let engine = app.engine.clone();
-    let rep = blocking(move || Ok(engine.journal().verify()?)).await?;
-    Ok(axum::Json(rep).into_response())
+async fn journal_verify(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    let caller = app.caller(&peer)?;
+    request::parse_no_query(q.as_deref())?;
+    Ok(axum::Json(serve(&app, caller, request::VerifyJournal).await?).into_response())
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -1081,10 +911,14 @@ pub struct Health {
     pub landlock_abi: u32,
 }
 
-async fn health(State(app): State<Arc<App>>) -> axum::Json<Health> {
+async fn health(
+    State(app): State<Arc<App>>,
+    RawQuery(q): RawQuery,
+) -> Result<axum::Json<Health>, ApiError> {
+    request::parse_no_query(q.as_deref())?;
     let admitted = app.admitted.load(Ordering::SeqCst);
     let running = app.running.load(Ordering::SeqCst);
-    axum::Json(Health {
+    Ok(axum::Json(Health {
         status: if app.shutting_down.load(Ordering::SeqCst) {
             "shutting_down".into()
         } else {
@@ -1096,7 +930,7 @@ async fn health(State(app): State<Arc<App>>) -> axum::Json<Health> {
         max_running: app.cfg.max_running,
         max_queued: app.cfg.max_queued,
         landlock_abi: crate::sandbox::probe::landlock_abi(),
-    })
+    }))
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {

@@ -1,4 +1,4 @@
-//! `dryrun daemon`: HTTP/1.1 + JSON on a Unix socket (SPEC §6). The API
+//! `dryrun daemon`: HTTP/1.1 + JSON on a Unix socket. The API
 //! layer only parses (method + path + body → a typed call into the
 //! [`Engine`]); every stage lives in the engine, as for the CLI.
 //!
@@ -25,18 +25,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{
-    ErrorBody, ErrorDetail, Health, PromoteBody, ROUTES, ReviewBody, RunList, Submitted,
-};
+pub use crate::request::transport::{ErrorBody, ErrorDetail};
+pub use crate::request::{PromoteBody, ReviewBody, RunList, Submitted};
+pub use api::{Health, ROUTES};
 
 use crate::engine::{Engine, EngineOptions};
 
-/// Where a daemon listens when not told otherwise (SPEC §6).
+/// The system daemon's socket.
+pub const SYSTEM_SOCKET: &str = "/run/dryrun/dryrun.sock";
+
+/// Where a daemon listens when not told otherwise: the system socket for
+/// root, else the user's runtime directory.
 pub fn default_socket() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
-        return PathBuf::from("/run/dryrun/dryrun.sock");
+        return PathBuf::from(SYSTEM_SOCKET);
     }
-    user_socket().unwrap_or_else(|| PathBuf::from("/run/dryrun/dryrun.sock"))
+    user_socket().unwrap_or_else(|| PathBuf::from(SYSTEM_SOCKET))
 }
 
 /// `$XDG_RUNTIME_DIR/dryrun.sock`, when that directory is set.

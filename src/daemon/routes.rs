@@ -23,6 +23,8 @@ pub const RUN_REPLAY: &str = "/v1/runs/{id}/replay";
 pub const RECEIPT: &str = "/v1/receipts/{id}";
 /// `POST` roll a promotion back.
 pub const RECEIPT_ROLLBACK: &str = "/v1/receipts/{id}/rollback";
+/// `GET` Server-Sent Events: state changes of the caller's runs.
+pub const EVENTS: &str = "/v1/events";
 /// `GET` verify the journal's hash chain.
 pub const JOURNAL_VERIFY: &str = "/v1/journal/verify";
 /// `GET` liveness and sandbox features.

@@ -29,6 +29,27 @@ pub enum RunState {
     Failed,
 }
 
+/// A run reached a state (the daemon's event stream and long polls).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEvent {
+    pub run_id: String,
+    pub state: RunState,
+    /// Who submitted the run: who else may see this event is decided from
+    /// it; never sent to clients.
+    #[serde(skip)]
+    pub submitter_uid: Option<u32>,
+}
+
+impl RunEvent {
+    pub fn of(run_id: &str, state: RunState, submitter_uid: Option<u32>) -> RunEvent {
+        RunEvent {
+            run_id: run_id.to_string(),
+            state,
+            submitter_uid,
+        }
+    }
+}
+
 /// What approving a run in some state means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Approval {

@@ -1,10 +1,13 @@
-//! The CLI's door to a daemon: HTTP/1.1 over the Unix socket (hyper), one
-//! small current-thread runtime per call.
+//! The way to a daemon: HTTP/1.1 over its Unix socket (hyper), one small
+//! current-thread runtime per call. [`Client::send`] carries a typed
+//! [`Operation`]; [`Client::request`] is the raw form (tests, probes).
 
 use std::path::{Path, PathBuf};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+
+use super::Operation;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -119,8 +122,7 @@ impl Client {
     ) -> Result<T, ClientError> {
         let r = self.request(method, path, body)?;
         if !(200..300).contains(&r.status) {
-            let (code, message) = match serde_json::from_slice::<crate::daemon::ErrorBody>(&r.body)
-            {
+            let (code, message) = match serde_json::from_slice::<ErrorBody>(&r.body) {
                 Ok(e) => (e.error.code, e.error.message),
                 Err(_) => (
                     "unknown".into(),
@@ -135,4 +137,22 @@ impl Client {
         }
         serde_json::from_slice(&r.body).map_err(|e| self.http(format!("unexpected answer ({e})")))
     }
+
+    /// One typed operation; its reply, or the daemon's error.
+    pub fn send<O: Operation>(&self, op: &O) -> Result<O::Reply, ClientError> {
+        self.call(O::METHOD.as_str(), &op.target(), op.body())
+    }
+}
+
+/// The JSON error body every error answer carries.
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// `{"code", "message"}` of an error answer.
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
 }

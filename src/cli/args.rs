@@ -1,0 +1,238 @@
+//! The subcommands and their arguments (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+#[derive(Subcommand, Debug)]
+pub(super) enum Cmd {
+    /// Rehearse a command in the sandbox and judge it against its intent.
+    Execute(ExecuteArgs),
+    /// Score a shell command's risk from a real parse, without running it.
+    Classify {
+        /// The shell string (as `bash -c` would run it).
+        command: String,
+        /// Workspace (for "outside the workspace" and its policy file).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List runs, newest first.
+    Runs {
+        /// Only runs in this state (rehearsed, awaiting_approval, approved,
+        /// rejected, promoted, failed).
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run's record.
+    Show {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run's changes as unified diffs; with a second run, what
+    /// differs between the two runs.
+    Diff {
+        run_id: String,
+        /// Compare with this run: changes, exit status, output.
+        other: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a run awaiting approval (a reviewer; never its submitter).
+    Approve {
+        run_id: String,
+        /// Why (journaled with your identity).
+        #[arg(long)]
+        note: Option<String>,
+        /// Approve a run whose verdict was `blocked` (journaled as an override).
+        #[arg(long = "override")]
+        override_block: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reject a run (a reviewer, or its submitter withdrawing it).
+    Reject {
+        run_id: String,
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Carry out a promotable (or approved) run: apply its reviewed change
+    /// set to the real workspace, with a receipt in the journal.
+    Promote {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo a promotion: restore what it replaced, if nothing changed since.
+    Rollback {
+        receipt_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Receipts of promotions.
+    Receipt {
+        #[command(subcommand)]
+        cmd: ReceiptCmd,
+    },
+    /// Cancel a queued or running rehearsal (daemon only).
+    Cancel {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The hash-chained journal.
+    Journal {
+        #[command(subcommand)]
+        cmd: JournalCmd,
+    },
+    /// Serve the API on a Unix socket.
+    Daemon(DaemonArgs),
+    /// Rehearse a recorded run again, answering its stubbed tool calls from
+    /// the recording (against today's workspace, a changed command, or
+    /// changed answers).
+    Replay {
+        run_id: String,
+        /// Replay with this envelope instead of the recorded one (its
+        /// working_dir defaults to the recorded run's).
+        #[arg(long, value_name = "ENVELOPE")]
+        file: Option<PathBuf>,
+        /// Replay this command instead of the recorded one.
+        #[arg(long)]
+        command: Option<String>,
+        /// Replace a tool's answer (counterfactual), e.g. 'gh pr merge=exit 1'.
+        #[arg(
+            long = "stub",
+            value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"
+        )]
+        stub: Vec<String>,
+        /// A call the recording never saw: strict (the replay fails naming
+        /// it), stub (the default stub's answer), fuzzy (the nearest
+        /// recorded call of the same tool).
+        #[arg(long, default_value = "stub", value_parser = ["strict", "stub", "fuzzy"])]
+        novel: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum ReceiptCmd {
+    /// Print a receipt.
+    Show {
+        receipt_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum JournalCmd {
+    /// Walk the chain; name the first bad record. Exit 0 when intact, 5 when not.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub(super) struct DaemonArgs {
+    /// Group allowed to connect (the socket is mode 0660).
+    #[arg(long, value_name = "GROUP")]
+    pub(super) socket_group: Option<String>,
+    /// Group whose members (and root) may approve and reject.
+    #[arg(long, value_name = "GROUP", default_value = "dryrun-approvers")]
+    pub(super) approver_group: String,
+    /// Rehearsals at once (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub(super) max_running: Option<usize>,
+    /// Submissions waiting beyond those; past it, 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub(super) max_queued: usize,
+    /// Largest request body accepted.
+    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    pub(super) max_body_kb: usize,
+    /// Seconds running rehearsals get to finish at shutdown before they are cancelled.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub(super) shutdown_grace: u64,
+    /// Risk points each client uid may spend per window (0: no budget).
+    #[arg(long, value_name = "POINTS", default_value_t = 1000)]
+    pub(super) budget_points: u64,
+    /// The budget's sliding window.
+    #[arg(long, value_name = "S", default_value_t = 3600)]
+    pub(super) budget_window: u64,
+    /// Rehearse even when the kernel's Landlock is below the minimum ABI.
+    #[arg(long)]
+    pub(super) allow_degraded_sandbox: bool,
+    /// Ceiling of limits.timeout_s; a run asking for more is refused (400).
+    #[arg(long, value_name = "S", default_value_t = crate::envelope::DEFAULT_CEILINGS.timeout_s)]
+    pub(super) max_timeout_s: u64,
+    /// Ceiling of limits.memory_mb.
+    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.memory_mb)]
+    pub(super) max_memory_mb: u64,
+    /// Ceiling of limits.pids.
+    #[arg(long, value_name = "N", default_value_t = crate::envelope::DEFAULT_CEILINGS.pids)]
+    pub(super) max_pids: u64,
+    /// Ceiling of limits.output_kb.
+    #[arg(long, value_name = "KIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.output_kb)]
+    pub(super) max_output_kb: u64,
+    /// Ceiling of limits.disk_mb (also bounds what one run keeps).
+    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.disk_mb)]
+    pub(super) max_disk_mb: u64,
+    /// Records and kept content each client uid may keep in the state
+    /// directory; past it, submissions are refused (507). 0: no quota.
+    #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_QUOTA_PER_UID_BYTES >> 20)]
+    pub(super) quota_per_uid_mb: u64,
+    /// Days the kept content of runs not awaiting approval is kept.
+    #[arg(long, value_name = "DAYS")]
+    pub(super) blob_retention_days: Option<u64>,
+    /// Days the records of finished runs are kept.
+    #[arg(long, value_name = "DAYS")]
+    pub(super) record_retention_days: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct ExecuteArgs {
+    /// A task from dryrun.yaml at the workspace root.
+    #[arg(long, conflicts_with_all = ["file", "command"])]
+    pub(super) task: Option<String>,
+    /// An envelope file (YAML or JSON; `-` for stdin).
+    #[arg(long, conflicts_with = "command")]
+    pub(super) file: Option<PathBuf>,
+    /// A shell string, run by `bash -c`.
+    #[arg(long)]
+    pub(super) command: Option<String>,
+    /// The workspace (default: the current directory).
+    #[arg(long)]
+    pub(super) workspace: Option<PathBuf>,
+    /// A path glob the command is expected to write (repeatable).
+    #[arg(long = "expect-write", value_name = "GLOB")]
+    pub(super) expect_write: Vec<String>,
+    /// A path glob the command must never touch (repeatable).
+    #[arg(long = "forbid", value_name = "GLOB")]
+    pub(super) forbid: Vec<String>,
+    /// Declare the run read-only: any write blocks it.
+    #[arg(long)]
+    pub(super) read_only: bool,
+    /// Wall-clock limit in seconds.
+    #[arg(long, value_name = "S")]
+    pub(super) timeout: Option<u64>,
+    /// Print the run record as one JSON object.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Rehearse even when the kernel's Landlock is below the minimum ABI.
+    #[arg(long)]
+    pub(super) allow_degraded_sandbox: bool,
+    /// Replace a tool's answer for this run, e.g. 'gh pr merge=exit 1' or
+    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see README, stubs).
+    #[arg(
+        long = "stub",
+        value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"
+    )]
+    pub(super) stub: Vec<String>,
+}

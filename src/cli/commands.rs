@@ -1,0 +1,536 @@
+//! One function per subcommand: build the typed request, send it through
+//! the one client, render the answer.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::args::{Cmd, DaemonArgs, ExecuteArgs, JournalCmd, ReceiptCmd};
+use super::{
+    EXIT_INTERNAL, EXIT_JOURNAL_BROKEN, GlobalOpts, door, door_with, print_json, refused, render,
+    send, state_dir, usage_error,
+};
+use crate::engine::{EngineOptions, ReviewAction};
+use crate::envelope::{self, Envelope, EnvelopeError, Mode};
+use crate::record::{RunRecord, RunState};
+use crate::request::{
+    Cancel, Compare, Diff, List, Promote, ReceiptId, Replay, ReplayBody, Rollback, RunId, Show,
+    ShowReceipt, Submit, VerifyJournal,
+};
+
+pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
+    match cmd {
+        Cmd::Execute(a) => execute(&g, a),
+        Cmd::Classify {
+            command,
+            workspace,
+            json,
+        } => classify(command, workspace, json),
+        Cmd::Daemon(a) => daemon(&g, a),
+        Cmd::Replay {
+            run_id,
+            file,
+            command,
+            stub,
+            novel,
+            json,
+        } => {
+            let envelope = match file.as_deref().map(read_envelope_file).transpose() {
+                Ok(e) => e,
+                Err(e) => return usage_error(e),
+            };
+            replay(&g, &run_id, envelope, command, stub, &novel, json)
+        }
+        Cmd::Runs { state, json } => runs(&g, state.as_deref(), json),
+        Cmd::Show { run_id, json } => with_run_id(&run_id, |id| {
+            match send(&door(&g), &Show { id, wait_s: None }) {
+                Ok(r) => {
+                    show_record(&r, json);
+                    0
+                }
+                Err(code) => code,
+            }
+        }),
+        Cmd::Diff {
+            run_id,
+            other,
+            json,
+        } => diff(&g, &run_id, other.as_deref(), json),
+        Cmd::Approve {
+            run_id,
+            note,
+            override_block,
+            json,
+        } => super::review::review(
+            &g,
+            &run_id,
+            ReviewAction::Approve,
+            note.unwrap_or_default(),
+            override_block,
+            json,
+        ),
+        Cmd::Reject { run_id, note, json } => super::review::review(
+            &g,
+            &run_id,
+            ReviewAction::Reject,
+            note.unwrap_or_default(),
+            false,
+            json,
+        ),
+        Cmd::Promote { run_id, json } => promote(&g, &run_id, json),
+        Cmd::Rollback { receipt_id, json } => {
+            with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
+                Ok(rc) => {
+                    show_receipt(&rc, json);
+                    0
+                }
+                Err(e) => refused(e),
+            })
+        }
+        Cmd::Receipt {
+            cmd: ReceiptCmd::Show { receipt_id, json },
+        } => with_receipt_id(&receipt_id, |id| {
+            match send(&door(&g), &ShowReceipt { id }) {
+                Ok(rc) => {
+                    show_receipt(&rc, json);
+                    0
+                }
+                Err(code) => code,
+            }
+        }),
+        Cmd::Cancel { run_id, json } => with_run_id(&run_id, |id| {
+            let d = door(&g);
+            if !d.is_daemon() {
+                return usage_error(
+                    "cancel talks to a daemon; a local rehearsal is cancelled with Ctrl-C (nothing is promoted)",
+                );
+            }
+            match d.send(&Cancel { id }) {
+                Ok(r) => {
+                    show_record(&r, json);
+                    0
+                }
+                Err(e) => super::failed(e),
+            }
+        }),
+        Cmd::Journal {
+            cmd: JournalCmd::Verify { json },
+        } => match send(&door(&g), &VerifyJournal) {
+            Ok(rep) => {
+                if json {
+                    print_json(&rep);
+                } else {
+                    render::print_journal_report(&rep);
+                }
+                if rep.ok { 0 } else { EXIT_JOURNAL_BROKEN }
+            }
+            Err(code) => code,
+        },
+    }
+}
+
+fn with_run_id(id: &str, f: impl FnOnce(RunId) -> i32) -> i32 {
+    match RunId::parse(id) {
+        Ok(id) => f(id),
+        Err(e) => usage_error(e),
+    }
+}
+
+fn with_receipt_id(id: &str, f: impl FnOnce(ReceiptId) -> i32) -> i32 {
+    match ReceiptId::parse(id) {
+        Ok(id) => f(id),
+        Err(e) => usage_error(e),
+    }
+}
+
+fn show_record(r: &RunRecord, json: bool) {
+    if json {
+        print_json(r);
+    } else {
+        render::print_evidence(r);
+    }
+}
+
+fn runs(g: &GlobalOpts, state: Option<&str>, json: bool) -> i32 {
+    let state = match state {
+        None => None,
+        Some(s) => match RunState::parse(s) {
+            Some(st) => Some(st),
+            None => {
+                return usage_error(format!(
+                    "--state {s:?} is not a run state; use queued, running, rehearsed, awaiting_approval, approved, rejected, promoted or failed"
+                ));
+            }
+        },
+    };
+    match send(&door(g), &List { state, limit: None }) {
+        Ok(l) => {
+            if json {
+                print_json(&l.runs);
+            } else {
+                render::print_run_list(&l.runs);
+            }
+            0
+        }
+        Err(code) => code,
+    }
+}
+
+fn diff(g: &GlobalOpts, run_id: &str, other: Option<&str>, json: bool) -> i32 {
+    with_run_id(run_id, |id| match other {
+        Some(other) => with_run_id(other, |against| {
+            match send(&door(g), &Compare { id, against }) {
+                Ok(cmp) => {
+                    if json {
+                        print_json(&cmp);
+                    } else {
+                        render::print_comparison(&cmp);
+                    }
+                    0
+                }
+                Err(code) => code,
+            }
+        }),
+        None => match send(&door(g), &Diff { id }) {
+            Ok(d) => {
+                if json {
+                    print_json(&d);
+                } else {
+                    render::print_diff(&d);
+                }
+                0
+            }
+            Err(code) => code,
+        },
+    })
+}
+
+fn promote(g: &GlobalOpts, run_id: &str, json: bool) -> i32 {
+    with_run_id(run_id, |id| {
+        let d = door(g);
+        // Mode `rerun`: hand over the host variables the run's live:
+        // section names, from this process's environment.
+        let record = match d.send(&Show {
+            id: id.clone(),
+            wait_s: None,
+        }) {
+            Ok(r) => r,
+            Err(e) => return refused(e),
+        };
+        let env = record
+            .live
+            .as_ref()
+            .filter(|l| l.mode == crate::record::LiveMode::Rerun)
+            .map(|l| {
+                l.env_from_host
+                    .iter()
+                    .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        match d.send(&Promote { id, env }) {
+            Ok(r) => {
+                if json {
+                    print_json(&r);
+                } else {
+                    match &r.receipt {
+                        Some(rc) => render::print_receipt(rc),
+                        None => render::print_evidence(&r),
+                    }
+                }
+                0
+            }
+            Err(e) => refused(e),
+        }
+    })
+}
+
+fn show_receipt(rc: &crate::record::Receipt, json: bool) {
+    if json {
+        print_json(rc);
+    } else {
+        render::print_receipt(rc);
+    }
+}
+
+fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
+    // A long-lived process: have the allocator hand freed memory back to the
+    // kernel at once (its default delay keeps ~40 MB of rehearsal-time
+    // garbage resident). mimalloc reads this before main, so re-exec once;
+    // a systemd socket-activation fd and LISTEN_PID survive the exec.
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        use std::os::unix::process::CommandExt;
+        let err = std::process::Command::new(
+            std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into()),
+        )
+        .args(std::env::args_os().skip(1))
+        .env("MIMALLOC_PURGE_DELAY", "0")
+        .exec();
+        tracing::warn!("could not re-exec with MIMALLOC_PURGE_DELAY=0: {err}");
+    }
+    let socket = g
+        .socket
+        .clone()
+        .unwrap_or_else(crate::daemon::default_socket);
+    let mut cfg = crate::daemon::DaemonConfig::new(socket, state_dir(g));
+    cfg.socket_group = a.socket_group;
+    cfg.approver_group = a.approver_group;
+    if let Some(n) = a.max_running {
+        if n == 0 {
+            return usage_error("--max-running must be at least 1");
+        }
+        cfg.max_running = n;
+    }
+    cfg.max_queued = a.max_queued;
+    cfg.max_body_bytes = a.max_body_kb.max(1) << 10;
+    cfg.shutdown_grace = std::time::Duration::from_secs(a.shutdown_grace);
+    cfg.budget = (a.budget_points > 0).then_some(crate::policy::budget::BudgetConfig {
+        points: a.budget_points,
+        window_s: a.budget_window.max(1),
+    });
+    cfg.allow_degraded = a.allow_degraded_sandbox;
+    cfg.ceilings = crate::envelope::LimitsSpec {
+        timeout_s: a.max_timeout_s,
+        memory_mb: a.max_memory_mb,
+        pids: a.max_pids,
+        output_kb: a.max_output_kb,
+        disk_mb: a.max_disk_mb,
+    };
+    let lowest = crate::envelope::LIMIT_MINIMA.fields();
+    let highest = crate::envelope::LIMIT_MAXIMA.fields();
+    for (((field, v), (_, lo)), (_, hi)) in
+        cfg.ceilings.fields().into_iter().zip(lowest).zip(highest)
+    {
+        if v < lo || v > hi {
+            return usage_error(format!(
+                "--max-{}: {v} is out of range; use a value from {lo} to {hi}",
+                field.replace('_', "-")
+            ));
+        }
+    }
+    cfg.retention.quota_per_uid_bytes =
+        (a.quota_per_uid_mb > 0).then_some(a.quota_per_uid_mb.saturating_mul(1 << 20));
+    if let Some(d) = a.blob_retention_days {
+        cfg.retention.blob_days = d;
+    }
+    if let Some(d) = a.record_retention_days {
+        cfg.retention.record_days = d;
+    }
+    match crate::daemon::run_daemon(cfg) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("dryrun daemon: {e}");
+            EXIT_INTERNAL
+        }
+    }
+}
+
+/// `dryrun classify`: exit 0 when no approval is needed, 3 when it is, 4
+/// when the classifier alone blocks, 2 on invalid input.
+fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
+    if command.trim().is_empty() {
+        return usage_error("the command to classify is empty");
+    }
+    // The workspace and its policy are read with this process's own rights
+    // (a root CLI reads a user's workspace policy as that user).
+    let access = match crate::workspace::owner::OwnerSession::start(
+        &crate::workspace::owner::Creds::current(),
+    ) {
+        Ok(a) => a,
+        Err(e) => return usage_error(e),
+    };
+    let resolved = workspace
+        .or_else(|| std::env::current_dir().ok())
+        .and_then(|w| access.resolve(&w).ok());
+    let ws_policy = match &resolved {
+        Some(r) => {
+            let owner = match crate::workspace::owner::OwnerSession::for_owner(&r.identity) {
+                Ok(o) => o,
+                Err(e) => return usage_error(e),
+            };
+            match crate::policy::read_workspace_policy(&owner, &r.canonical, &r.identity) {
+                Ok(p) => p,
+                Err(e) => return usage_error(e),
+            }
+        }
+        None => None,
+    };
+    let ws = resolved.map(|r| r.canonical);
+    let policy =
+        match crate::policy::Policy::load(Path::new(crate::engine::SYSTEM_POLICY_DIR), ws_policy) {
+            Ok(p) => p,
+            Err(e) => return usage_error(e),
+        };
+    let c = crate::classify::classify(
+        &command,
+        &policy,
+        &crate::classify::Options {
+            workspace: ws,
+            is_step: false,
+        },
+    );
+    if json {
+        println!("{}", serde_json::to_string(&c).expect("serializes"));
+    } else {
+        render::print_classification(&command, &c);
+    }
+    c.decision.exit_code()
+}
+
+fn read_envelope_file(path: &Path) -> Result<Envelope, EnvelopeError> {
+    let (name, text) = if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .take(4 << 20)
+            .read_to_string(&mut s)
+            .map_err(|source| EnvelopeError::Read {
+                path: path.into(),
+                source,
+            })?;
+        ("<stdin>".to_string(), s)
+    } else {
+        let s = std::fs::read_to_string(path).map_err(|source| EnvelopeError::Read {
+            path: path.into(),
+            source,
+        })?;
+        (path.display().to_string(), s)
+    };
+    envelope::parse_envelope(&name, &text)
+}
+
+fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
+    let cwd = match std::env::current_dir() {
+        Ok(c) => c,
+        Err(e) => return usage_error(format!("cannot read the current directory: {e}")),
+    };
+    let workspace = match &a.workspace {
+        Some(w) if w.is_absolute() => w.clone(),
+        Some(w) => cwd.join(w),
+        None => cwd.clone(),
+    };
+    let loaded: Result<Envelope, EnvelopeError> = if let Some(t) = &a.task {
+        envelope::load_task(&workspace, t)
+    } else if let Some(f) = &a.file {
+        read_envelope_file(f)
+    } else if let Some(c) = &a.command {
+        Ok(Envelope {
+            command: Some(c.clone()),
+            ..Default::default()
+        })
+    } else {
+        return usage_error("give --task NAME, --file ENVELOPE or --command 'SHELL STRING'");
+    };
+    let mut env = match loaded {
+        Ok(e) => e,
+        Err(e) => return usage_error(e),
+    };
+    // The workspace is this directory (or --workspace) unless the envelope
+    // names one.
+    if env.working_dir.is_none() {
+        env.working_dir = Some(workspace);
+    }
+    env.intent
+        .expected_writes
+        .extend(a.expect_write.iter().cloned());
+    env.intent.forbidden_paths.extend(a.forbid.iter().cloned());
+    if a.read_only {
+        env.intent.mode = Mode::ReadOnly;
+    }
+    if let Some(t) = a.timeout {
+        env.limits.timeout_s = Some(t);
+    }
+    for (i, s) in a.stub.iter().enumerate() {
+        match crate::policy::stubs::parse_cli_stub(s) {
+            Ok(c) => {
+                env.stubs.insert(format!("cli-{}", i + 1), c);
+            }
+            Err(e) => return usage_error(e),
+        }
+    }
+    let mut options = EngineOptions::default();
+    options.allow_degraded |= a.allow_degraded_sandbox;
+    let d = door_with(g, options);
+    if d.is_daemon() && a.allow_degraded_sandbox {
+        return usage_error(
+            "--allow-degraded-sandbox applies to in-process runs; a daemon decides for itself (dryrun daemon --allow-degraded-sandbox), or pass --local",
+        );
+    }
+    let op = Submit {
+        envelope: env,
+        wait: true,
+    };
+    match send(&d, &op).map(|r| r.into_record()) {
+        Ok(Some(record)) => report_run(&record, a.json),
+        Ok(None) => {
+            eprintln!("dryrun: the daemon queued the run without waiting for its verdict");
+            EXIT_INTERNAL
+        }
+        Err(code) => code,
+    }
+}
+
+/// `dryrun replay`: through the daemon or in-process, like `execute`.
+fn replay(
+    g: &GlobalOpts,
+    run_id: &str,
+    envelope: Option<Envelope>,
+    command: Option<String>,
+    stubs: Vec<String>,
+    novel: &str,
+    json: bool,
+) -> i32 {
+    let novel = match novel {
+        "strict" => crate::model::stubs::NovelPolicy::Strict,
+        "fuzzy" => crate::model::stubs::NovelPolicy::Fuzzy,
+        _ => crate::model::stubs::NovelPolicy::Stub,
+    };
+    for s in &stubs {
+        if let Err(e) = crate::policy::stubs::parse_cli_stub(s) {
+            return usage_error(e);
+        }
+    }
+    with_run_id(run_id, |id| {
+        let op = Replay {
+            id,
+            changes: ReplayBody {
+                envelope,
+                command,
+                stubs,
+                novel: Some(novel),
+            },
+            wait: true,
+        };
+        match send(&door(g), &op).map(|r| r.into_record()) {
+            Ok(Some(record)) => report_run(&record, json),
+            Ok(None) => {
+                eprintln!("dryrun: the daemon queued the replay without waiting for its verdict");
+                EXIT_INTERNAL
+            }
+            Err(code) => code,
+        }
+    })
+}
+
+/// Print a finished run and map it to `execute`'s exit codes.
+fn report_run(record: &crate::record::RunRecord, json: bool) -> i32 {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(record).expect("records serialize")
+        );
+    } else {
+        render::print_evidence(record);
+    }
+    match (&record.state, &record.verdict) {
+        (RunState::Failed, _) => {
+            if !json {
+                eprintln!(
+                    "dryrun: the rehearsal could not run: {}",
+                    record.error.as_deref().unwrap_or("unknown error")
+                );
+            }
+            EXIT_INTERNAL
+        }
+        (_, Some(v)) => v.decision.exit_code(),
+        (_, None) => EXIT_INTERNAL,
+    }
+}

@@ -1,0 +1,183 @@
+//! Approve and reject: through a daemon (the reviewer is who the socket
+//! says), or in-process, where the person proves they are at a terminal.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use super::{EXIT_INVALID, GlobalOpts, door, print_json, render, send, state_dir, usage_error};
+use crate::engine::{EngineOptions, ReviewAction, ReviewerAuth};
+use crate::request::door::{Door, LocalEngine};
+use crate::request::{Review, RunId, Show};
+
+/// `dryrun approve` / `dryrun reject`.
+pub(super) fn review(
+    g: &GlobalOpts,
+    run_id: &str,
+    action: ReviewAction,
+    note: String,
+    override_block: bool,
+    json: bool,
+) -> i32 {
+    let id = match RunId::parse(run_id) {
+        Ok(id) => id,
+        Err(e) => return usage_error(e),
+    };
+    let mut d = door(g);
+    if let Door::Local(_) = d {
+        let dir = review_state_dir(g);
+        if let Err(msg) = act_as_state_dir_owner(&dir) {
+            return usage_error(msg);
+        }
+        d = Door::Local(Box::new(LocalEngine {
+            state_dir: dir,
+            options: EngineOptions::default(),
+        }));
+        if action == ReviewAction::Approve {
+            let r = match send(
+                &d,
+                &Show {
+                    id: id.clone(),
+                    wait_s: None,
+                },
+            ) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
+            // Refused before any prompt: the same uid never approves.
+            if let Err(e) = crate::engine::refuse_self_approval(
+                &r,
+                &crate::journal::Actor::local(),
+                &ReviewerAuth::LocalTtyConfirmed,
+            ) {
+                eprintln!("dryrun: {e}");
+                return EXIT_INVALID;
+            }
+            if let Err(msg) = confirm_on_terminal(&r, override_block) {
+                return usage_error(msg);
+            }
+        }
+    }
+    let op = Review {
+        id,
+        action,
+        note,
+        override_block,
+    };
+    match send(&d, &op) {
+        Ok(record) => {
+            if json {
+                print_json(&record);
+            } else {
+                render::print_evidence(&record);
+            }
+            0
+        }
+        Err(code) => code,
+    }
+}
+
+/// The state directory a local review works on. `sudo dryrun approve ID`
+/// (root, started by sudo, no directory named): the invoking user's
+/// default state directory, where their local runs wait.
+fn review_state_dir(g: &GlobalOpts) -> PathBuf {
+    if g.state_dir.is_none()
+        && nix::unistd::geteuid().is_root()
+        && let Some(uid) = std::env::var("SUDO_UID")
+            .ok()
+            .and_then(|u| u.parse::<u32>().ok())
+            .filter(|u| *u != 0)
+        && let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+    {
+        return user.dir.join(".local/state/dryrun");
+    }
+    state_dir(g)
+}
+
+/// Root reviewing in another user's state directory (`sudo dryrun approve`)
+/// reads and writes it with that owner's filesystem credentials and no
+/// supplementary groups: a link the owner planted there (a record's
+/// temporary file, the journal) cannot turn root's writes onto a file the
+/// owner could not write itself. The approval is still root's (the actor
+/// is the effective uid).
+fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let Ok(m) = std::fs::metadata(dir) else {
+        return Ok(());
+    };
+    if m.uid() == 0 {
+        return Ok(());
+    }
+    let (uid, gid) = (
+        nix::unistd::Uid::from_raw(m.uid()),
+        nix::unistd::Gid::from_raw(m.gid()),
+    );
+    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    nix::unistd::setfsgid(gid);
+    nix::unistd::setfsuid(uid);
+    // setfsuid reports no error: the second call answers the current value.
+    if nix::unistd::setfsuid(uid) != uid || nix::unistd::setfsgid(gid) != gid {
+        return Err(format!(
+            "could not take the filesystem identity of {}'s owner (uid {})",
+            dir.display(),
+            m.uid()
+        ));
+    }
+    Ok(())
+}
+
+/// Local mode has no second identity: the person proves they are at the
+/// terminal by typing back a code printed on it. An agent that pipes `yes`
+/// (or anything) into stdin has no terminal to read the code from.
+fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Result<(), String> {
+    use std::io::{BufRead, IsTerminal, Write};
+    const NO_TTY: &str = "a local approval must be typed at an interactive terminal (stdin and /dev/tty), \
+        by a user other than the submitter (`sudo dryrun approve`, or the daemon with an approver group; see README, Approvals)";
+    if !std::io::stdin().is_terminal() {
+        return Err(NO_TTY.into());
+    }
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(|_| NO_TTY.to_string())?;
+    const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+    let mut raw = [0u8; 6];
+    getrandom::fill(&mut raw).map_err(|e| e.to_string())?;
+    let code: String = raw
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect();
+    let mut w = &tty;
+    let decision = r
+        .verdict
+        .as_ref()
+        .map(|v| v.decision.as_str())
+        .unwrap_or("-");
+    let _ = writeln!(
+        w,
+        "approve run {} ({}; decision {decision}{})\ncommand: {}\ntype this code to confirm: {code}",
+        r.run_id,
+        r.state.as_str(),
+        if override_block {
+            ", overriding the block"
+        } else {
+            ""
+        },
+        render::esc(&r.command)
+    );
+    let _ = write!(w, "> ");
+    let _ = w.flush();
+    let mut line = String::new();
+    std::io::BufReader::new(&tty)
+        .take(256)
+        .read_line(&mut line)
+        .map_err(|e| format!("reading the confirmation from /dev/tty: {e}"))?;
+    if line.trim().eq_ignore_ascii_case(&code) {
+        Ok(())
+    } else {
+        Err("the confirmation code did not match; nothing was approved".into())
+    }
+}

@@ -1,0 +1,109 @@
+//! The one client function: a typed request goes to a daemon over its
+//! socket, or to an engine in this process. The CLI and the agent doors
+//! (hooks, MCP) reach dryrun only through [`Door::send`].
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::{Engine, EngineError, EngineOptions};
+
+use super::serve::{Caller, Serve};
+use super::transport::{Client, ClientError};
+
+/// Where requests are carried out.
+pub enum Door {
+    /// A daemon, over its Unix socket (the caller is who the socket says).
+    Daemon(Client),
+    /// An engine in this process, on a state directory of the caller's.
+    Local(Box<LocalEngine>),
+}
+
+/// How the in-process engine is opened.
+#[derive(Debug, Clone)]
+pub struct LocalEngine {
+    pub state_dir: PathBuf,
+    pub options: EngineOptions,
+}
+
+/// A request that failed: the daemon's answer, or the engine's error.
+#[derive(Debug, thiserror::Error)]
+pub enum DoorError {
+    #[error(transparent)]
+    Daemon(#[from] ClientError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl DoorError {
+    /// The caller's mistake (wrong id, state, input, permission) rather than
+    /// a failure of dryrun.
+    pub fn is_invalid_input(&self) -> bool {
+        match self {
+            DoorError::Daemon(e) => e.is_invalid_input(),
+            DoorError::Engine(e) => e.is_invalid_input(),
+            DoorError::Unsupported(_) => true,
+        }
+    }
+
+    /// Refused because of the run's or workspace's state (drift, a state
+    /// that does not allow it): `promote` and `rollback` exit 4 on these.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            DoorError::Daemon(ClientError::Api { status, .. }) => *status == 409,
+            DoorError::Engine(EngineError::Drift(_) | EngineError::Conflict(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Door {
+    /// `local` → in-process; an explicit socket → that daemon (an error when
+    /// it does not answer); else the default socket when a daemon answers
+    /// on it; else in-process.
+    pub fn choose(socket: Option<&Path>, local: bool, engine: LocalEngine) -> Door {
+        if local {
+            return Door::Local(Box::new(engine));
+        }
+        if let Some(s) = socket {
+            return Door::Daemon(Client::new(s));
+        }
+        let mut candidates = Vec::new();
+        if !nix::unistd::geteuid().is_root()
+            && let Some(u) = crate::daemon::user_socket()
+        {
+            candidates.push(u);
+        }
+        candidates.push(PathBuf::from(crate::daemon::SYSTEM_SOCKET));
+        for c in candidates {
+            if c.exists() {
+                if Client::reachable(&c) {
+                    return Door::Daemon(Client::new(&c));
+                }
+                tracing::info!(
+                    "{} exists but nobody answers; running in-process",
+                    c.display()
+                );
+            }
+        }
+        Door::Local(Box::new(engine))
+    }
+
+    pub fn is_daemon(&self) -> bool {
+        matches!(self, Door::Daemon(_))
+    }
+
+    /// Carry out `op`: its reply, or why not.
+    pub fn send<O: Serve>(&self, op: &O) -> Result<O::Reply, DoorError> {
+        match self {
+            Door::Daemon(c) => Ok(c.send(op)?),
+            Door::Local(l) => {
+                if let Some(r) = op.serve_without_engine(&l.state_dir) {
+                    return Ok(r?);
+                }
+                let engine = Engine::open(&l.state_dir, l.options.clone())?;
+                Ok(op.serve(&engine, &Caller::local())?)
+            }
+        }
+    }
+}

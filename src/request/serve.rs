@@ -1,0 +1,246 @@
+//! Carrying a typed request out on an engine: the in-process door, and the
+//! daemon's handlers once they have parsed HTTP. Who may see which run is
+//! decided by the caller's [`Caller::may_read`] (the daemon: reviewers see
+//! every run, anyone else only its own; in-process: the state directory is
+//! the caller's).
+
+use crate::engine::{Engine, EngineError, ReviewerAuth};
+use crate::journal::Actor;
+use crate::record::RunRecord;
+
+use super::{
+    Compare, Diff, LIST_DEFAULT, LIST_MAX, List, Promote, Replay, Review, Rollback, RunList, Show,
+    ShowReceipt, Submit, SubmitReply, VerifyJournal,
+};
+
+/// Who asks, and how their identity was established.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub actor: Actor,
+    pub auth: ReviewerAuth,
+    /// Sees every run (a reviewer, root, the daemon's own user, or the
+    /// owner of an in-process state directory).
+    pub sees_all: bool,
+}
+
+impl Caller {
+    /// The person running the CLI in-process on their own state directory.
+    pub fn local() -> Caller {
+        Caller {
+            actor: Actor::local(),
+            auth: ReviewerAuth::LocalTtyConfirmed,
+            sees_all: true,
+        }
+    }
+
+    /// A daemon client, identified by its socket's peer credentials.
+    pub fn peer(actor: Actor, approver_group: &str) -> Caller {
+        let sees_all = actor.uid == 0
+            || actor.uid == nix::unistd::geteuid().as_raw()
+            || crate::engine::is_approver(actor.uid, approver_group);
+        Caller {
+            actor,
+            auth: ReviewerAuth::PeerCredentials {
+                approver_group: approver_group.to_string(),
+            },
+            sees_all,
+        }
+    }
+
+    /// May this caller see run `r`? Reviewers see all; anyone else only the
+    /// runs it submitted.
+    pub fn may_read(&self, r: &RunRecord) -> bool {
+        self.sees_all
+            || r.submitted_by
+                .as_ref()
+                .is_some_and(|a| a.uid == self.actor.uid)
+    }
+
+    /// Run `id` when this caller may see it; someone else's run answers
+    /// as if absent (ids of others' runs are not disclosed).
+    pub fn readable_run(&self, engine: &Engine, id: &str) -> Result<RunRecord, EngineError> {
+        let r = engine.get(id)?;
+        if self.may_read(&r) {
+            Ok(r)
+        } else {
+            Err(EngineError::NoSuchRun(id.to_string()))
+        }
+    }
+
+    /// Receipt `id` when this caller may see its run; otherwise (and when it
+    /// does not exist) the same "no such receipt".
+    pub fn readable_receipt(
+        &self,
+        engine: &Engine,
+        id: &str,
+    ) -> Result<crate::record::Receipt, EngineError> {
+        let missing = || EngineError::NoSuchReceipt(id.to_string());
+        let rc = engine.receipt(id).map_err(|_| missing())?;
+        let run = engine.get(&rc.run_id).map_err(|_| missing())?;
+        if self.may_read(&run) {
+            Ok(rc)
+        } else {
+            Err(missing())
+        }
+    }
+}
+
+/// A request the engine can answer directly.
+pub trait Serve: super::Operation {
+    fn serve(&self, engine: &Engine, caller: &Caller) -> Result<Self::Reply, EngineError>;
+
+    /// A request answered from the state directory without opening an
+    /// engine (and so without its crash recovery): read-only inspection.
+    fn serve_without_engine(
+        &self,
+        _state_dir: &std::path::Path,
+    ) -> Option<Result<Self::Reply, EngineError>> {
+        None
+    }
+}
+
+impl Serve for Submit {
+    /// In-process: validate with the caller's own rights, rehearse, judge.
+    fn serve(&self, engine: &Engine, caller: &Caller) -> Result<SubmitReply, EngineError> {
+        let access = if caller.actor.via == "local" {
+            crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::current())
+                .map_err(|e| EngineError::Workspace(e.to_string()))?
+        } else {
+            crate::engine::access_as(&caller.actor)?
+        };
+        let spec = self
+            .envelope
+            .clone()
+            .validate(None, &access)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        drop(access);
+        let r = engine.execute(&spec, &caller.actor)?;
+        Ok(SubmitReply::Done(Box::new(r)))
+    }
+}
+
+impl Serve for super::Cancel {
+    /// Only a daemon has queued or running rehearsals of other processes.
+    fn serve(&self, _engine: &Engine, _caller: &Caller) -> Result<RunRecord, EngineError> {
+        Err(EngineError::Invalid(
+            "cancel talks to a daemon; a local rehearsal is cancelled with Ctrl-C (nothing is promoted)"
+                .into(),
+        ))
+    }
+}
+
+impl Serve for Replay {
+    fn serve(&self, engine: &Engine, caller: &Caller) -> Result<SubmitReply, EngineError> {
+        // Only those who may read the baseline may replay it.
+        caller.readable_run(engine, self.id.as_str())?;
+        let req = self.changes.clone().into_engine_request();
+        let r = engine.replay(self.id.as_str(), &req, &caller.actor)?;
+        Ok(SubmitReply::Done(Box::new(r)))
+    }
+}
+
+impl Serve for Show {
+    /// The record now (waiting is the daemon's: in-process, nothing else
+    /// changes a run while this call runs).
+    fn serve(&self, engine: &Engine, caller: &Caller) -> Result<RunRecord, EngineError> {
+        caller.readable_run(engine, self.id.as_str())
+    }
+}
+
+impl Serve for List {
+    fn serve(&self, engine: &Engine, caller: &Caller) -> Result<RunList, EngineError> {
+        let mut runs = engine.list(self.state)?;
+        runs.retain(|r| caller.may_read(r));
+        runs.truncate(self.limit.unwrap_or(LIST_DEFAULT).min(LIST_MAX));
+        Ok(RunList { runs })
+    }
+}
+
+impl Serve for Diff {
+    fn serve(
+        &self,
+        engine: &Engine,
+        caller: &Caller,
+    ) -> Result<crate::workspace::textdiff::RunDiff, EngineError> {
+        let r = caller.readable_run(engine, self.id.as_str())?;
+        Ok(crate::workspace::textdiff::run_diff(engine, &r))
+    }
+}
+
+impl Serve for Compare {
+    fn serve(
+        &self,
+        engine: &Engine,
+        caller: &Caller,
+    ) -> Result<crate::engine::RunComparison, EngineError> {
+        let a = caller.readable_run(engine, self.id.as_str())?;
+        let b = caller.readable_run(engine, self.against.as_str())?;
+        Ok(crate::engine::compare_runs(&a, &b))
+    }
+}
+
+impl Serve for Review {
+    fn serve(&self, engine: &Engine, caller: &Caller) -> Result<RunRecord, EngineError> {
+        // Someone else's run answers "no such run" before any rule about who
+        // may review it could tell that it exists.
+        caller.readable_run(engine, self.id.as_str())?;
+        engine.review(
+            self.id.as_str(),
+            &caller.actor,
+            &caller.auth,
+            self.action,
+            &self.note,
+            self.override_block,
+        )
+    }
+}
+
+impl Serve for Promote {
+    fn serve(&self, engine: &Engine, caller: &Caller) -> Result<RunRecord, EngineError> {
+        caller.readable_run(engine, self.id.as_str())?;
+        engine.promote(self.id.as_str(), &caller.actor, &caller.auth, &self.env)
+    }
+}
+
+impl Serve for ShowReceipt {
+    fn serve(
+        &self,
+        engine: &Engine,
+        caller: &Caller,
+    ) -> Result<crate::record::Receipt, EngineError> {
+        caller.readable_receipt(engine, self.id.as_str())
+    }
+}
+
+impl Serve for Rollback {
+    fn serve(
+        &self,
+        engine: &Engine,
+        caller: &Caller,
+    ) -> Result<crate::record::Receipt, EngineError> {
+        caller.readable_receipt(engine, self.id.as_str())?;
+        engine.rollback(self.id.as_str(), &caller.actor, &caller.auth)
+    }
+}
+
+impl Serve for VerifyJournal {
+    fn serve(
+        &self,
+        engine: &Engine,
+        _caller: &Caller,
+    ) -> Result<crate::journal::VerifyReport, EngineError> {
+        Ok(engine.journal().verify()?)
+    }
+
+    /// Verification only reads: no engine (and no recovery) needed.
+    fn serve_without_engine(
+        &self,
+        state_dir: &std::path::Path,
+    ) -> Option<Result<crate::journal::VerifyReport, EngineError>> {
+        Some(
+            crate::journal::Journal::new(state_dir)
+                .verify()
+                .map_err(EngineError::from),
+        )
+    }
+}
