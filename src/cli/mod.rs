@@ -731,7 +731,7 @@ fn show_receipt(rc: &crate::engine::Receipt, json: bool) {
 fn live_error_engine(e: EngineError) -> i32 {
     eprintln!("dryrun: {e}");
     match e {
-        EngineError::Drift(_) | EngineError::Conflict(_) => EXIT_REFUSED,
+        e if e.is_refusal() => EXIT_REFUSED,
         e if e.is_invalid_input() => EXIT_INVALID,
         _ => EXIT_INTERNAL,
     }

@@ -10,15 +10,17 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path as UrlPath, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use super::DaemonConfig;
+use super::error::ApiError;
 use super::metrics::Metrics;
 use super::routes;
+use crate::engine::authz::{self, Verb};
 use crate::engine::{Engine, EngineError, ReviewAction, ReviewerAuth, valid_run_id};
 use crate::journal::Actor;
 use crate::record::RunState;
@@ -114,26 +116,17 @@ impl Peer {
 }
 
 impl App {
-    /// Reviewers (root, the approver group) and the daemon's own user see
-    /// every run; anyone else only the runs it submitted.
-    fn sees_all(&self, uid: u32) -> bool {
-        uid == 0
-            || uid == nix::unistd::geteuid().as_raw()
-            || crate::engine::is_approver(uid, &self.cfg.approver_group)
+    /// How callers of this daemon are known: their uid from the socket;
+    /// reviewers are root and the approver group (see `engine::authz`).
+    fn auth(&self) -> ReviewerAuth {
+        ReviewerAuth::PeerCredentials {
+            approver_group: self.cfg.approver_group.clone(),
+        }
     }
 
-    fn may_read(&self, uid: u32, r: &crate::record::RunRecord) -> bool {
-        self.sees_all(uid) || r.submitted_by.as_ref().is_some_and(|a| a.uid == uid)
+    fn may_read(&self, actor: &Actor, r: &crate::record::RunRecord) -> bool {
+        authz::authorize(Verb::See, r, actor, &self.auth()).is_ok()
     }
-}
-
-fn not_yours(id: &str) -> ApiError {
-    // Same answer as a missing run: ids of others' runs are not disclosed.
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "no_such_run",
-        format!("run {id} does not exist"),
-    )
 }
 
 /// A run the daemon is working on.
@@ -264,97 +257,6 @@ impl Drop for UidSlot {
             if *n == 0 {
                 m.remove(&self.uid);
             }
-        }
-    }
-}
-
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    retry_after: Option<u64>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-    fn bad(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
-    }
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-#[derive(Serialize, Deserialize, Debug)]
-pub struct ErrorDetail {
-    pub code: String,
-    pub message: String,
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code.into(),
-                message: self.message,
-            },
-        };
-        let mut r = (self.status, axum::Json(body)).into_response();
-        if let Some(s) = self.retry_after {
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(s));
-        }
-        r
-    }
-}
-
-/// The one mapping from engine errors to HTTP.
-impl From<EngineError> for ApiError {
-    fn from(e: EngineError) -> Self {
-        let (status, code) = match &e {
-            EngineError::Workspace(_) => (StatusCode::BAD_REQUEST, "invalid_workspace"),
-            EngineError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
-            EngineError::Policy(_) => (StatusCode::BAD_REQUEST, "invalid_policy"),
-            EngineError::BadRunId(_) => (StatusCode::BAD_REQUEST, "bad_run_id"),
-            EngineError::NoSuchRun(_) => (StatusCode::NOT_FOUND, "no_such_run"),
-            EngineError::NoSuchReceipt(_) => (StatusCode::NOT_FOUND, "no_such_receipt"),
-            EngineError::Drift(_) => (StatusCode::CONFLICT, "drift"),
-            EngineError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            EngineError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            EngineError::AboveCeiling(_) => (StatusCode::BAD_REQUEST, "invalid_envelope"),
-            EngineError::QuotaExceeded(_) => (StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded"),
-            EngineError::BudgetExhausted { .. } => {
-                (StatusCode::TOO_MANY_REQUESTS, "budget_exhausted")
-            }
-            EngineError::LandlockTooOld { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, "sandbox_unavailable")
-            }
-            EngineError::State { .. }
-            | EngineError::Corrupt { .. }
-            | EngineError::Journal(_)
-            | EngineError::Budget(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        };
-        let retry_after = match &e {
-            EngineError::BudgetExhausted { retry_after_s, .. } => Some(*retry_after_s),
-            _ => None,
-        };
-        if status.is_server_error() {
-            tracing::error!("{e}");
-        }
-        ApiError {
-            status,
-            code,
-            message: e.to_string(),
-            retry_after,
         }
     }
 }
@@ -506,7 +408,7 @@ async fn submit(
             let access = crate::engine::access_as(&a)?;
             let spec = env
                 .validate(None, &access)
-                .map_err(|e| EngineError::Invalid(e.to_string()))?;
+                .map_err(|e| EngineError::invalid(crate::engine::Input::Request, e.to_string()))?;
             drop(access);
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
@@ -769,8 +671,8 @@ async fn list(
     let limit = q.limit.unwrap_or(1000).min(10_000);
     let engine = app.engine.clone();
     let mut runs = blocking(move || engine.list(state)).await?;
-    if !app.sees_all(actor.uid) {
-        runs.retain(|r| app.may_read(actor.uid, r));
+    if !authz::sees_all(&actor, &app.auth()) {
+        runs.retain(|r| app.may_read(&actor, r));
     }
     runs.truncate(limit);
     Ok(axum::Json(RunList { runs }))
@@ -811,9 +713,7 @@ async fn diff(
             let a = engine.get(&id)?;
             let b = engine.get(&other)?;
             for r in [&a, &b] {
-                if !app2.may_read(actor.uid, r) {
-                    return Err(EngineError::NoSuchRun(r.run_id.clone()));
-                }
+                authz::authorize(Verb::See, r, &actor, &app2.auth())?;
             }
             Ok(crate::engine::compare_runs(&a, &b))
         })
@@ -825,9 +725,7 @@ async fn diff(
     let app2 = app.clone();
     let d = blocking(move || {
         let r = engine.get(&rid)?;
-        if !app2.may_read(actor.uid, &r) {
-            return Err(EngineError::NoSuchRun(rid));
-        }
+        authz::authorize(Verb::See, &r, &actor, &app2.auth())?;
         Ok(crate::workspace::textdiff::run_diff(&engine, &r))
     })
     .await?;
@@ -867,9 +765,8 @@ async fn readable_run(
     let engine = app.engine.clone();
     let rid = id.to_string();
     let r = blocking(move || engine.get(&rid)).await?;
-    if !app.may_read(actor.uid, &r) {
-        return Err(not_yours(id));
-    }
+    // Someone else's run answers as a missing one would.
+    authz::authorize(Verb::See, &r, actor, &app.auth())?;
     Ok(r)
 }
 
@@ -897,7 +794,7 @@ async fn readable_receipt(
     let record = blocking(move || engine.get(&run_id))
         .await
         .map_err(|_| missing())?;
-    if !app.may_read(actor.uid, &record) {
+    if !app.may_read(actor, &record) {
         return Err(missing());
     }
     Ok(rc)
@@ -917,9 +814,7 @@ async fn review(
     // about who may review it could tell it exists.
     readable_run(&app, &actor, &id).await?;
     let engine = app.engine.clone();
-    let auth = ReviewerAuth::PeerCredentials {
-        approver_group: app.cfg.approver_group.clone(),
-    };
+    let auth = app.auth();
     let r = blocking(move || engine.review(&id, &actor, &auth, action, &b.note, b.override_block))
         .await?;
     Ok(axum::Json(r).into_response())
@@ -951,20 +846,7 @@ async fn cancel(
     let actor = peer.actor()?;
     let id = checked_id(&id)?.to_string();
     let record = readable_run(&app, &actor, &id).await?;
-    let submitter = record.submitted_by.as_ref().map(|a| a.uid);
-    if actor.uid != 0
-        && submitter != Some(actor.uid)
-        && !crate::engine::is_approver(actor.uid, &app.cfg.approver_group)
-    {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!(
-                "uid {} may not cancel run {id}: only its submitter, root and reviewers may",
-                actor.uid
-            ),
-        ));
-    }
+    authz::authorize(Verb::Cancel, &record, &actor, &app.auth())?;
     let handles = app
         .active
         .lock()
@@ -979,14 +861,14 @@ async fn cancel(
             )
         });
     let Some((c, n, mut done, requested)) = handles else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
+        return Err(EngineError::in_state(
+            record.state,
             format!(
                 "run {id} is {}; only a queued or running run can be cancelled",
                 record.state.as_str()
             ),
-        ));
+        )
+        .into());
     };
     // One cancellation per run is journaled; later requests just wait.
     if !requested.swap(true, Ordering::SeqCst) {
@@ -1026,9 +908,7 @@ async fn promote(
     // Only those who may read the run may promote it.
     readable_run(&app, &actor, &id).await?;
     let engine = app.engine.clone();
-    let auth = ReviewerAuth::PeerCredentials {
-        approver_group: app.cfg.approver_group.clone(),
-    };
+    let auth = app.auth();
     let r = blocking(move || engine.promote(&id, &actor, &auth, &pb.env)).await?;
     Ok(axum::Json(r).into_response())
 }
@@ -1057,9 +937,7 @@ async fn rollback(
     }
     readable_receipt(&app, &actor, &id).await?;
     let engine = app.engine.clone();
-    let auth = ReviewerAuth::PeerCredentials {
-        approver_group: app.cfg.approver_group.clone(),
-    };
+    let auth = app.auth();
     let rc = blocking(move || engine.rollback(&id, &actor, &auth)).await?;
     Ok(axum::Json(rc).into_response())
 }

@@ -17,6 +17,7 @@
 //!    socket.
 
 mod api;
+mod error;
 mod metrics;
 pub mod routes;
 
@@ -25,9 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use api::{
-    ErrorBody, ErrorDetail, Health, PromoteBody, ROUTES, ReviewBody, RunList, Submitted,
-};
+pub use api::{Health, PromoteBody, ROUTES, ReviewBody, RunList, Submitted};
+pub use error::{ErrorBody, ErrorDetail, engine_status};
 
 use crate::engine::{Engine, EngineOptions};
 
