@@ -85,7 +85,6 @@ pub fn engine_status(e: &EngineError) -> (StatusCode, &'static str) {
             match input {
                 Input::Workspace => "invalid_workspace",
                 Input::Request => "invalid_request",
-                Input::Envelope => "invalid_envelope",
             },
         ),
         EngineError::Policy(_) => (StatusCode::BAD_REQUEST, "invalid_policy"),

@@ -27,11 +27,10 @@ impl std::fmt::Display for What {
 pub enum Input {
     /// `working_dir`: where it is, who owns it, what the sandbox can mount.
     Workspace,
-    /// A request field other than the envelope (a note, a stub override,
-    /// the variables handed to a live rerun).
+    /// A request field or a submitted envelope (a note, a stub override,
+    /// the variables handed to a live rerun, an envelope that does not
+    /// validate).
     Request,
-    /// The envelope itself.
-    Envelope,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +125,7 @@ fn bad_id_message(what: What, id: &str) -> String {
 fn input_prefix(input: Input) -> &'static str {
     match input {
         Input::Workspace => "working_dir: ",
-        Input::Request | Input::Envelope => "",
+        Input::Request => "",
     }
 }
 

@@ -39,9 +39,7 @@ pub(super) fn plan_ops(
 ) -> Result<(Vec<Op>, usize, Vec<String>), EngineError> {
     let mut refusals = Vec::new();
     let mut notes = Vec::new();
-    let mut deletions = Vec::new();
-    let mut writes = Vec::new();
-    let mut modes = Vec::new();
+    let mut steps = Steps::default();
     let mut identical = 0;
     for c in changes {
         let shown = crate::workspace::paths::escape_for_humans(&c.path_bytes());
@@ -61,27 +59,54 @@ pub(super) fn plan_ops(
                 "{shown} was a hard link of {other} in the rehearsal; it is written as its own file"
             ));
         }
-        let rel = c.path_bytes();
-        let path_hex = hex::encode(&rel);
-        let before = match (c.kind, &c.before, c.mode_before) {
-            (ChangeKind::Created, _, _) => Expect::Absent,
-            (_, Some(h), m) => Expect::Hashed {
-                hash: h.clone(),
-                mode: m.filter(|_| c.kind == ChangeKind::Metadata),
-            },
-            (ChangeKind::Deleted, None, _) if c.file_type == FileType::Dir => Expect::Dir {
-                mode: c.mode_before,
-            },
-            (_, None, m) if c.file_type == FileType::Dir || c.kind == ChangeKind::Metadata => {
-                Expect::Dir { mode: m }
-            }
-            // `promotion::refusals` already refused these; kept so the
-            // planner never writes without a check, whatever the model says.
-            _ => {
-                refusals.push(Refusal::NoBeforeHash.message(&shown));
-                continue;
-            }
-        };
+        if let Err(refusal) = steps.add(c, &shown, blobs) {
+            refusals.push(refusal);
+        }
+    }
+    if !refusals.is_empty() {
+        return Err(EngineError::conflict(format!(
+            "the change set cannot be promoted; nothing was written:\n  {}",
+            refusals.join("\n  ")
+        )));
+    }
+    Ok((steps.ordered(), identical, notes))
+}
+
+/// What a change's path must hold before its step runs; `None`: nothing
+/// to check it against (refused).
+fn expect_before(c: &Change) -> Option<Expect> {
+    Some(match (c.kind, &c.before, c.mode_before) {
+        (ChangeKind::Created, _, _) => Expect::Absent,
+        (_, Some(h), m) => Expect::Hashed {
+            hash: h.clone(),
+            mode: m.filter(|_| c.kind == ChangeKind::Metadata),
+        },
+        (ChangeKind::Deleted, None, _) if c.file_type == FileType::Dir => Expect::Dir {
+            mode: c.mode_before,
+        },
+        (_, None, m) if c.file_type == FileType::Dir || c.kind == ChangeKind::Metadata => {
+            Expect::Dir { mode: m }
+        }
+        _ => return None,
+    })
+}
+
+/// The steps planned so far, by phase.
+#[derive(Default)]
+struct Steps {
+    deletions: Vec<Op>,
+    writes: Vec<Op>,
+    modes: Vec<Op>,
+}
+
+impl Steps {
+    /// Plan one change's steps; `Err`: why it cannot go live.
+    fn add(&mut self, c: &Change, shown: &str, blobs: &Path) -> Result<(), String> {
+        // `promotion::refusals` already refused a change without a before
+        // state; checked again so the planner never writes without a check,
+        // whatever the model says.
+        let before = expect_before(c).ok_or_else(|| Refusal::NoBeforeHash.message(shown))?;
+        let path_hex = hex::encode(c.path_bytes());
         let op = |action: Action, after: Expect| Op {
             path_hex: path_hex.clone(),
             path: c.path.clone(),
@@ -91,7 +116,7 @@ pub(super) fn plan_ops(
             backup: None,
         };
         match (c.kind, c.file_type) {
-            (ChangeKind::Deleted, _) => deletions.push(op(Action::Remove, Expect::Absent)),
+            (ChangeKind::Deleted, _) => self.deletions.push(op(Action::Remove, Expect::Absent)),
             (ChangeKind::Metadata, ft) => {
                 let mode = c.mode_after.unwrap_or(0o644);
                 let after = match (&before, ft) {
@@ -103,34 +128,32 @@ pub(super) fn plan_ops(
                     _ => Expect::Dir { mode: Some(mode) },
                 };
                 if ft != FileType::Symlink {
-                    modes.push(op(Action::Chmod { mode }, after));
+                    self.modes.push(op(Action::Chmod { mode }, after));
                 }
             }
             (_, FileType::Dir) => {
                 let mode = c.mode_after.unwrap_or(0o755);
-                writes.push(op(
+                self.writes.push(op(
                     Action::MakeDir { mode: 0o700 },
                     Expect::Dir { mode: None },
                 ));
-                modes.push(Op {
+                self.modes.push(Op {
                     expect_before: Expect::Dir { mode: None },
                     ..op(Action::Chmod { mode }, Expect::Dir { mode: Some(mode) })
                 });
             }
             (_, FileType::File) => {
                 let Some(hash) = c.after.clone() else {
-                    refusals.push(Refusal::NoContentHash.message(&shown));
-                    continue;
+                    return Err(Refusal::NoContentHash.message(shown));
                 };
                 let blob = blobs.join(&hash);
                 if !blob.is_file() {
-                    refusals.push(format!(
+                    return Err(format!(
                         "{shown}: its content is no longer kept (scratch retention); rehearse again"
                     ));
-                    continue;
                 }
                 let mode = c.mode_after.unwrap_or(0o644) & 0o1777;
-                writes.push(op(
+                self.writes.push(op(
                     Action::WriteFile {
                         blob,
                         hash: hash.clone(),
@@ -144,10 +167,9 @@ pub(super) fn plan_ops(
             }
             (_, FileType::Symlink) => {
                 let (Some(t), Some(h)) = (&c.symlink_target, &c.after) else {
-                    refusals.push(Refusal::SymlinkTargetMissing.message(&shown));
-                    continue;
+                    return Err(Refusal::SymlinkTargetMissing.message(shown));
                 };
-                writes.push(op(
+                self.writes.push(op(
                     Action::Symlink {
                         target_hex: hex::encode(t.as_bytes()),
                     },
@@ -157,27 +179,32 @@ pub(super) fn plan_ops(
                     },
                 ));
             }
-            (_, FileType::Other) => unreachable!("refused above"),
+            (_, FileType::Other) => unreachable!("refused by promotion::refusals"),
         }
+        Ok(())
     }
-    if !refusals.is_empty() {
-        return Err(EngineError::conflict(format!(
-            "the change set cannot be promoted; nothing was written:\n  {}",
-            refusals.join("\n  ")
-        )));
+
+    /// Deletions (deepest first), then directories before files
+    /// (shallowest first), then permission changes (deepest first).
+    fn ordered(self) -> Vec<Op> {
+        let Steps {
+            mut deletions,
+            mut writes,
+            mut modes,
+        } = self;
+        deletions.sort_by_key(|o| std::cmp::Reverse(depth(&o.path_bytes())));
+        writes.sort_by_key(|o| {
+            (
+                depth(&o.path_bytes()),
+                !matches!(o.action, Action::MakeDir { .. }),
+            )
+        });
+        modes.sort_by_key(|o| std::cmp::Reverse(depth(&o.path_bytes())));
+        let mut ops = deletions;
+        ops.extend(writes);
+        ops.extend(modes);
+        ops
     }
-    deletions.sort_by_key(|o| std::cmp::Reverse(depth(&o.path_bytes())));
-    writes.sort_by_key(|o| {
-        (
-            depth(&o.path_bytes()),
-            !matches!(o.action, Action::MakeDir { .. }),
-        )
-    });
-    modes.sort_by_key(|o| std::cmp::Reverse(depth(&o.path_bytes())));
-    let mut ops = deletions;
-    ops.extend(writes);
-    ops.extend(modes);
-    Ok((ops, identical, notes))
 }
 
 #[cfg(test)]
