@@ -777,13 +777,7 @@ async fn readable_receipt(
     actor: &Actor,
     id: &str,
 ) -> Result<crate::engine::Receipt, ApiError> {
-    let missing = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no_such_receipt",
-            format!("receipt {id} does not exist"),
-        )
-    };
+    let missing = || ApiError::from(EngineError::not_found(crate::engine::What::Receipt, id));
     let engine = app.engine.clone();
     let rid = id.to_string();
     let rc = blocking(move || engine.receipt(&rid))

@@ -119,3 +119,125 @@ impl From<EngineError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_has_the_status_and_code_clients_rely_on() {
+        let io = || std::io::Error::other("x");
+        let cases: Vec<(EngineError, u16, &str)> = vec![
+            (
+                EngineError::NotFound {
+                    what: What::Run,
+                    id: "r1".into(),
+                },
+                404,
+                "no_such_run",
+            ),
+            (
+                EngineError::NotFound {
+                    what: What::Receipt,
+                    id: "p1".into(),
+                },
+                404,
+                "no_such_receipt",
+            ),
+            (
+                EngineError::BadId {
+                    what: What::Run,
+                    id: "x".into(),
+                },
+                400,
+                "bad_run_id",
+            ),
+            (
+                EngineError::NotAllowed {
+                    reason: "no".into(),
+                },
+                403,
+                "forbidden",
+            ),
+            (
+                EngineError::Conflict {
+                    state: None,
+                    reason: "no".into(),
+                },
+                409,
+                "conflict",
+            ),
+            (EngineError::Drift { reason: "x".into() }, 409, "drift"),
+            (
+                EngineError::Invalid {
+                    input: Input::Workspace,
+                    reason: "x".into(),
+                },
+                400,
+                "invalid_workspace",
+            ),
+            (
+                EngineError::Invalid {
+                    input: Input::Request,
+                    reason: "x".into(),
+                },
+                400,
+                "invalid_request",
+            ),
+            (
+                EngineError::AboveCeiling {
+                    field: "pids",
+                    asked: 2,
+                    ceiling: 1,
+                    ceilings_of: "this daemon's",
+                },
+                400,
+                "invalid_envelope",
+            ),
+            (
+                EngineError::QuotaExceeded {
+                    uid: 1,
+                    used_bytes: 2,
+                    quota_bytes: 1,
+                    blob_days: 7,
+                    record_days: 30,
+                },
+                507,
+                "quota_exceeded",
+            ),
+            (
+                EngineError::BudgetExhausted {
+                    message: "x".into(),
+                    retry_after_s: 5,
+                },
+                429,
+                "budget_exhausted",
+            ),
+            (
+                EngineError::LandlockTooOld {
+                    found: 1,
+                    needed: 4,
+                },
+                503,
+                "sandbox_unavailable",
+            ),
+            (
+                EngineError::Storage {
+                    path: "/x".into(),
+                    source: io(),
+                },
+                500,
+                "internal",
+            ),
+        ];
+        for (e, status, code) in cases {
+            let (s, c) = engine_status(&e);
+            assert_eq!((s.as_u16(), c), (status, code), "{e:?}");
+        }
+        let budget = ApiError::from(EngineError::BudgetExhausted {
+            message: "x".into(),
+            retry_after_s: 5,
+        });
+        assert_eq!(budget.retry_after, Some(5));
+    }
+}
