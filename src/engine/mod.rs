@@ -184,10 +184,11 @@ pub enum ReviewAction {
     Reject,
 }
 
-/// How a reviewer's identity was established.
+/// How a caller's identity was established (what [`authz::authorize`]
+/// asks about a reviewer, a promoter, anyone reading a run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReviewerAuth {
-    /// The daemon read the reviewer's uid from the socket (SO_PEERCRED);
+    /// The daemon read the caller's uid from the socket (SO_PEERCRED);
     /// approvers are root and members of `approver_group`.
     PeerCredentials { approver_group: String },
     /// Local mode: the person typed back a code shown on the controlling
