@@ -39,7 +39,10 @@ fn a_long_poll_answers_when_the_state_changes_and_not_before() {
     let (code, first) = d.curl(Who::User, "GET", &format!("/v1/runs/{id}?wait=60"), None);
     assert_eq!(code, 200, "{first}");
     let st = first["state"].as_str().unwrap().to_string();
-    assert_ne!(st, "queued", "a long poll answered with the state it started in");
+    assert_ne!(
+        st, "queued",
+        "a long poll answered with the state it started in"
+    );
     // Poll until the verdict: each answer is a different state than the
     // one before, and the last is the verdict's.
     let mut seen = vec![st];
@@ -50,7 +53,11 @@ fn a_long_poll_answers_when_the_state_changes_and_not_before() {
         let (code, r) = d.curl(Who::User, "GET", &format!("/v1/runs/{id}?wait=60"), None);
         assert_eq!(code, 200, "{r}");
         let s = r["state"].as_str().unwrap().to_string();
-        assert_ne!(&s, seen.last().unwrap(), "the long poll answered without a change");
+        assert_ne!(
+            &s,
+            seen.last().unwrap(),
+            "the long poll answered without a change"
+        );
         seen.push(s);
     }
     assert!(
@@ -73,7 +80,12 @@ fn a_long_poll_answers_when_the_state_changes_and_not_before() {
     let (code, v) = d.curl(Who::Root, "POST", "/v1/runs", Some(&root_body));
     assert_eq!(code, 202, "{v}");
     let root_id = v["run_id"].as_str().unwrap();
-    let (code, v) = d.curl(Who::User, "GET", &format!("/v1/runs/{root_id}?wait=30"), None);
+    let (code, v) = d.curl(
+        Who::User,
+        "GET",
+        &format!("/v1/runs/{root_id}?wait=30"),
+        None,
+    );
     assert_eq!(code, 404, "{v}");
     // Bad waits are named.
     for q in ["wait=601", "wait=-1", "wait=soon"] {
@@ -101,7 +113,12 @@ fn events_for(d: &Daemon, who: Who, secs: u64) -> std::process::Child {
 
 fn state_events(mut child: std::process::Child) -> Vec<serde_json::Value> {
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let _ = child.wait();
     let mut events = Vec::new();
     let mut kind = String::new();
@@ -130,8 +147,7 @@ fn the_event_stream_shows_each_identity_what_it_may_see() {
     // Both streams connected before the runs start.
     std::thread::sleep(Duration::from_millis(700));
     let mine = submit_queued(&d, &ws, "echo a > a.txt");
-    let root_body =
-        serde_json::json!({"command": "true", "working_dir": root_ws.dir}).to_string();
+    let root_body = serde_json::json!({"command": "true", "working_dir": root_ws.dir}).to_string();
     let (code, v) = d.curl(Who::Root, "POST", "/v1/runs?wait=true", Some(&root_body));
     assert_eq!(code, 200, "{v}");
     let roots = v["run_id"].as_str().unwrap().to_string();

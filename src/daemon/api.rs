@@ -10,21 +10,22 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path as UrlPath, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use super::DaemonConfig;
+use super::error::ApiError;
 use super::metrics::Metrics;
 use super::routes;
+use crate::engine::authz::{self, Verb};
 use crate::engine::{Engine, EngineError, ReviewAction};
 use crate::journal::Actor;
 use crate::record::RunState;
 use crate::request::serve::{Caller, Serve};
-use crate::request::transport::{ErrorBody, ErrorDetail};
-use crate::request::{self, DiffRequest, RequestError, Submitted};
+use crate::request::{self, DiffRequest, Submitted};
 use crate::sandbox::CancelHandle;
 
 /// Every route the daemon serves, as (method, path pattern from `routes`).
@@ -259,94 +260,6 @@ impl Drop for UidSlot {
     }
 }
 
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    retry_after: Option<u64>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-    fn bad(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code.into(),
-                message: self.message,
-            },
-        };
-        let mut r = (self.status, axum::Json(body)).into_response();
-        if let Some(s) = self.retry_after {
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(s));
-        }
-        r
-    }
-}
-
-/// A request the edge could not parse: 400 with the parser's code.
-impl From<RequestError> for ApiError {
-    fn from(e: RequestError) -> Self {
-        ApiError::bad(e.code, e.message)
-    }
-}
-
-/// The one mapping from engine errors to HTTP.
-impl From<EngineError> for ApiError {
-    fn from(e: EngineError) -> Self {
-        let (status, code) = match &e {
-            EngineError::Workspace(_) => (StatusCode::BAD_REQUEST, "invalid_workspace"),
-            EngineError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
-            EngineError::Policy(_) => (StatusCode::BAD_REQUEST, "invalid_policy"),
-            EngineError::BadRunId(_) => (StatusCode::BAD_REQUEST, "bad_run_id"),
-            EngineError::NoSuchRun(_) => (StatusCode::NOT_FOUND, "no_such_run"),
-            EngineError::NoSuchReceipt(_) => (StatusCode::NOT_FOUND, "no_such_receipt"),
-            EngineError::Drift(_) => (StatusCode::CONFLICT, "drift"),
-            EngineError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            EngineError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-            EngineError::AboveCeiling(_) => (StatusCode::BAD_REQUEST, "invalid_envelope"),
-            EngineError::QuotaExceeded(_) => (StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded"),
-            EngineError::BudgetExhausted { .. } => {
-                (StatusCode::TOO_MANY_REQUESTS, "budget_exhausted")
-            }
-            EngineError::LandlockTooOld { .. } => {
-                (StatusCode::SERVICE_UNAVAILABLE, "sandbox_unavailable")
-            }
-            EngineError::State { .. }
-            | EngineError::Corrupt { .. }
-            | EngineError::Journal(_)
-            | EngineError::Budget(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        };
-        let retry_after = match &e {
-            EngineError::BudgetExhausted { retry_after_s, .. } => Some(*retry_after_s),
-            _ => None,
-        };
-        if status.is_server_error() {
-            tracing::error!("{e}");
-        }
-        ApiError {
-            status,
-            code,
-            message: e.to_string(),
-            retry_after,
-        }
-    }
-}
-
 /// A body must arrive in full within this time (no trickling).
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -435,7 +348,7 @@ async fn submit(
             let spec = op
                 .envelope
                 .validate(None, &access)
-                .map_err(|e| EngineError::Invalid(e.to_string()))?;
+                .map_err(|e| EngineError::invalid(crate::engine::Input::Request, e.to_string()))?;
             drop(access);
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
@@ -723,7 +636,8 @@ async fn events(
                 };
                 let out = match ev {
                     Ok(ev) => {
-                        let visible = caller.sees_all || ev.submitter_uid == Some(caller.actor.uid);
+                        let visible =
+                            caller.sees_all() || ev.submitter_uid == Some(caller.actor.uid);
                         if !visible {
                             continue;
                         }
@@ -803,21 +717,8 @@ async fn cancel(
     let id = op.id.as_str().to_string();
     let (engine, c, rid) = (app.engine.clone(), caller.clone(), id.clone());
     let record = blocking(move || c.readable_run(&engine, &rid)).await?;
+    authz::authorize(Verb::Cancel, &record, &caller.actor, &caller.auth)?;
     let actor = caller.actor;
-    let submitter = record.submitted_by.as_ref().map(|a| a.uid);
-    if actor.uid != 0
-        && submitter != Some(actor.uid)
-        && !crate::engine::is_approver(actor.uid, &app.cfg.approver_group)
-    {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!(
-                "uid {} may not cancel run {id}: only its submitter, root and reviewers may",
-                actor.uid
-            ),
-        ));
-    }
     let handles = app
         .active
         .lock()

@@ -17,6 +17,7 @@
 //!    socket.
 
 mod api;
+mod error;
 mod metrics;
 pub mod routes;
 
@@ -25,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::request::transport::{ErrorBody, ErrorDetail};
 pub use crate::request::{PromoteBody, ReviewBody, RunList, Submitted};
 pub use api::{Health, ROUTES};
+pub use error::{ErrorBody, ErrorDetail, engine_status};
 
 use crate::engine::{Engine, EngineOptions};
 

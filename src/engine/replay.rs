@@ -2,7 +2,7 @@
 //! workspace, or with a changed command or answer overrides), answering each
 //! stubbed tool call from the recording (SPEC §7).
 
-use super::{Engine, EngineError, Prepared};
+use super::{Engine, EngineError, Input, Prepared};
 use crate::journal::Actor;
 use crate::model::stubs::{NovelPolicy, RecordedCall, ReplaySet};
 use crate::record::RunRecord;
@@ -30,21 +30,18 @@ impl Engine {
     ) -> Result<Prepared, EngineError> {
         let base = self.get(baseline)?;
         let Some(reh) = base.rehearsal.as_ref() else {
-            return Err(EngineError::Conflict(format!(
-                "run {baseline} has no rehearsal to replay (state {})",
-                base.state.as_str()
-            )));
+            return Err(EngineError::in_state(
+                base.state,
+                format!(
+                    "run {baseline} has no rehearsal to replay (state {})",
+                    base.state.as_str()
+                ),
+            ));
         };
         let p = self.run_dir(baseline).join("envelope.json");
-        let bytes = std::fs::read(&p).map_err(|source| EngineError::State {
-            path: p.clone(),
-            source,
-        })?;
+        let bytes = std::fs::read(&p).map_err(|source| EngineError::storage(&p, source))?;
         let mut env: crate::envelope::Envelope =
-            serde_json::from_slice(&bytes).map_err(|e| EngineError::Corrupt {
-                path: p.clone(),
-                message: e.to_string(),
-            })?;
+            serde_json::from_slice(&bytes).map_err(|e| EngineError::corrupt(&p, e))?;
         if let Some(new) = &req.envelope {
             let wd = env.working_dir.take();
             env = new.clone();
@@ -57,21 +54,25 @@ impl Engine {
             env.steps = None;
         }
         for (i, s) in req.stubs.iter().enumerate() {
-            let c = crate::policy::stubs::parse_cli_stub(s).map_err(EngineError::Invalid)?;
+            let c = crate::policy::stubs::parse_cli_stub(s)
+                .map_err(|e| EngineError::invalid(Input::Request, e))?;
             env.stubs.insert(format!("replay-{}", i + 1), c);
         }
-        let access = crate::engine::access_as(actor)?;
+        let access = super::access_as(actor)?;
         let spec = env
             .validate(None, &access)
-            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+            .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
         let set = recording_of(&base, reh, req.novel);
         let bytes = serde_json::to_vec(&set).map_or(0, |v| v.len());
         if bytes > crate::sandbox::stubs::MAX_REPLAY_SET_BYTES {
-            return Err(EngineError::Invalid(format!(
-                "run {baseline}'s recorded calls take {} KiB, more than a replay carries into the sandbox ({} KiB); replay a run with fewer or smaller calls",
-                bytes / 1024,
-                crate::sandbox::stubs::MAX_REPLAY_SET_BYTES / 1024
-            )));
+            return Err(EngineError::invalid(
+                Input::Request,
+                format!(
+                    "run {baseline}'s recorded calls take {} KiB, more than a replay carries into the sandbox ({} KiB); replay a run with fewer or smaller calls",
+                    bytes / 1024,
+                    crate::sandbox::stubs::MAX_REPLAY_SET_BYTES / 1024
+                ),
+            ));
         }
         self.prepare_run(&spec, actor, None, Some(set))
     }

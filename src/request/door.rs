@@ -51,7 +51,7 @@ impl DoorError {
     pub fn is_refusal(&self) -> bool {
         match self {
             DoorError::Daemon(ClientError::Api { status, .. }) => *status == 409,
-            DoorError::Engine(EngineError::Drift(_) | EngineError::Conflict(_)) => true,
+            DoorError::Engine(e) => e.is_refusal(),
             _ => false,
         }
     }

@@ -4,7 +4,8 @@
 //! every run, anyone else only its own; in-process: the state directory is
 //! the caller's).
 
-use crate::engine::{Engine, EngineError, ReviewerAuth};
+use crate::engine::authz::{self, Verb};
+use crate::engine::{Engine, EngineError, Input, ReviewerAuth, What};
 use crate::journal::Actor;
 use crate::record::RunRecord;
 
@@ -18,9 +19,6 @@ use super::{
 pub struct Caller {
     pub actor: Actor,
     pub auth: ReviewerAuth,
-    /// Sees every run (a reviewer, root, the daemon's own user, or the
-    /// owner of an in-process state directory).
-    pub sees_all: bool,
 }
 
 impl Caller {
@@ -29,42 +27,35 @@ impl Caller {
         Caller {
             actor: Actor::local(),
             auth: ReviewerAuth::LocalTtyConfirmed,
-            sees_all: true,
         }
     }
 
     /// A daemon client, identified by its socket's peer credentials.
     pub fn peer(actor: Actor, approver_group: &str) -> Caller {
-        let sees_all = actor.uid == 0
-            || actor.uid == nix::unistd::geteuid().as_raw()
-            || crate::engine::is_approver(actor.uid, approver_group);
         Caller {
             actor,
             auth: ReviewerAuth::PeerCredentials {
                 approver_group: approver_group.to_string(),
             },
-            sees_all,
         }
     }
 
-    /// May this caller see run `r`? Reviewers see all; anyone else only the
-    /// runs it submitted.
+    /// Does this caller see every run (not only its own)?
+    pub fn sees_all(&self) -> bool {
+        authz::sees_all(&self.actor, &self.auth)
+    }
+
+    /// May this caller see run `r`? (The one rule: [`authz::authorize`].)
     pub fn may_read(&self, r: &RunRecord) -> bool {
-        self.sees_all
-            || r.submitted_by
-                .as_ref()
-                .is_some_and(|a| a.uid == self.actor.uid)
+        authz::authorize(Verb::See, r, &self.actor, &self.auth).is_ok()
     }
 
     /// Run `id` when this caller may see it; someone else's run answers
     /// as if absent (ids of others' runs are not disclosed).
     pub fn readable_run(&self, engine: &Engine, id: &str) -> Result<RunRecord, EngineError> {
         let r = engine.get(id)?;
-        if self.may_read(&r) {
-            Ok(r)
-        } else {
-            Err(EngineError::NoSuchRun(id.to_string()))
-        }
+        authz::authorize(Verb::See, &r, &self.actor, &self.auth)?;
+        Ok(r)
     }
 
     /// Receipt `id` when this caller may see its run; otherwise (and when it
@@ -74,7 +65,7 @@ impl Caller {
         engine: &Engine,
         id: &str,
     ) -> Result<crate::record::Receipt, EngineError> {
-        let missing = || EngineError::NoSuchReceipt(id.to_string());
+        let missing = || EngineError::not_found(What::Receipt, id);
         let rc = engine.receipt(id).map_err(|_| missing())?;
         let run = engine.get(&rc.run_id).map_err(|_| missing())?;
         if self.may_read(&run) {
@@ -104,7 +95,7 @@ impl Serve for Submit {
     fn serve(&self, engine: &Engine, caller: &Caller) -> Result<SubmitReply, EngineError> {
         let access = if caller.actor.via == "local" {
             crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::current())
-                .map_err(|e| EngineError::Workspace(e.to_string()))?
+                .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?
         } else {
             crate::engine::access_as(&caller.actor)?
         };
@@ -112,7 +103,7 @@ impl Serve for Submit {
             .envelope
             .clone()
             .validate(None, &access)
-            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+            .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
         drop(access);
         let r = engine.execute(&spec, &caller.actor)?;
         Ok(SubmitReply::Done(Box::new(r)))
@@ -122,9 +113,9 @@ impl Serve for Submit {
 impl Serve for super::Cancel {
     /// Only a daemon has queued or running rehearsals of other processes.
     fn serve(&self, _engine: &Engine, _caller: &Caller) -> Result<RunRecord, EngineError> {
-        Err(EngineError::Invalid(
-            "cancel talks to a daemon; a local rehearsal is cancelled with Ctrl-C (nothing is promoted)"
-                .into(),
+        Err(EngineError::invalid(
+            Input::Request,
+            "cancel talks to a daemon; a local rehearsal is cancelled with Ctrl-C (nothing is promoted)",
         ))
     }
 }

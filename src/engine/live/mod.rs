@@ -1,0 +1,513 @@
+//! The live lane: promote a run by applying its reviewed change set to the
+//! real workspace, with a single-use receipt in the journal (`plan.rs`
+//! turns the change set into steps, `rerun.rs` runs a `live.mode: rerun`
+//! command again, `rollback.rs` undoes a promotion).
+//!
+//! State directory:
+//!
+//! ```text
+//! receipts/<receipt_id>/plan.json      the steps, what each expects before and leaves after
+//! receipts/<receipt_id>/backup/<n>     the content each step replaced
+//! receipts/<receipt_id>/receipt.json   the receipt (written before it is journaled)
+//! promoting/<run_id>                   a promotion in progress (receipt id, owner process)
+//! ```
+//!
+//! Crash safety: the plan and backups are durable before the first write;
+//! the receipt is journaled only after the last write. At start-up, a
+//! promotion whose receipt is in the journal is completed (the run record
+//! marked promoted); any other is undone step by step from the backups. So
+//! the workspace ends fully promoted with its receipt, or as it was.
+
+use std::path::{Path, PathBuf};
+
+mod plan;
+mod rerun;
+mod rollback;
+
+pub(super) use plan::Plan;
+use plan::{apply_err, plan_ops};
+use rerun::{RERUN_SPENT, compare_change_sets, live_env};
+
+use super::authz::{self, Verb};
+use super::recover::process_identity;
+use super::store::write_atomic;
+use super::{Engine, EngineError, ReviewerAuth, What, entries, now_rfc3339};
+use crate::journal::Actor;
+use crate::model::Change;
+use crate::record::{
+    LiveMode, LiveResult, RECEIPT_SCHEMA, Receipt, ReceiptChange, Rehearsal, RunRecord, RunState,
+};
+use crate::workspace::apply::{Expect, Op, Workspace};
+
+/// Receipt ids are ours: `p` + the run id's shape.
+pub fn valid_receipt_id(id: &str) -> bool {
+    id.len() <= 64
+        && id.starts_with('p')
+        && id[1..].chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+fn new_receipt_id() -> String {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("the kernel's random source works");
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format!("p{secs:x}-{}", hex::encode(b))
+}
+
+/// What a promotion writes: the rehearsal's change set (mode `apply`), or
+/// the live rerun's, which matched it (mode `rerun`).
+struct ToApply {
+    mode: LiveMode,
+    changes: Vec<Change>,
+    blobs: PathBuf,
+    live_run: Option<RunRecord>,
+}
+
+impl Engine {
+    /// The largest file the live lane hashes or backs up, and the most its
+    /// backups of one promotion may take: what one rehearsal may keep (the
+    /// disk ceiling plus room for "before" copies), at apparent size.
+    pub(super) fn live_file_cap(&self) -> u64 {
+        crate::sandbox::spec::kept_content_budget(self.opts.ceilings.disk_mb << 20)
+    }
+
+    pub(super) fn receipt_dir(&self, rid: &str) -> PathBuf {
+        self.state_dir.join("receipts").join(rid)
+    }
+
+    fn promoting_marker(&self, run_id: &str) -> PathBuf {
+        self.state_dir.join("promoting").join(run_id)
+    }
+
+    /// The receipt `id`.
+    pub fn receipt(&self, id: &str) -> Result<Receipt, EngineError> {
+        if !valid_receipt_id(id) {
+            return Err(EngineError::BadId {
+                what: What::Receipt,
+                id: id.to_string(),
+            });
+        }
+        let p = self.receipt_dir(id).join("receipt.json");
+        match std::fs::read(&p) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| EngineError::corrupt(p, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(EngineError::not_found(What::Receipt, id))
+            }
+            Err(source) => Err(EngineError::storage(p, source)),
+        }
+    }
+
+    /// Promote a run: apply its rehearsed change set to the real workspace
+    /// (mode `apply`). Refuses unless the decision was promote or a reviewer
+    /// approved it, refuses a second promotion, refuses drift, and undoes
+    /// itself if any step fails.
+    pub fn promote(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+        host_env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<RunRecord, EngineError> {
+        let lock = self.run_lock(run_id);
+        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut spent = false;
+        let result = self.promote_locked(run_id, actor, auth, host_env, &mut spent);
+        if let (Err(e), true) = (&result, spent)
+            && let Ok(mut r) = self.get(run_id)
+            && r.state == RunState::Failed
+        {
+            // The approval is gone whatever went wrong after the live
+            // execution started; the record says why the run ended here.
+            r.error = Some(format!("{RERUN_SPENT}; the live lane then failed: {e}"));
+            let _ = self.save(&r);
+        }
+        result
+    }
+
+    /// The promotion's steps in order: check, plan, drift, back up, write
+    /// the plan, apply, journal the receipt, record it.
+    fn promote_locked(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+        host_env: &std::collections::BTreeMap<String, String>,
+        spent: &mut bool,
+    ) -> Result<RunRecord, EngineError> {
+        let mut r = self.get(run_id)?;
+        authz::authorize(Verb::Promote, &r, actor, auth)?;
+        check_promotable(&r)?;
+        let reh = r.rehearsal.clone().unwrap_or_default();
+        let to_apply = self.what_to_apply(&mut r, &reh, actor, host_env, spent)?;
+        let (ops, identical, notes) = plan_ops(&to_apply.changes, &to_apply.blobs)?;
+        let identity = r.workspace_identity.ok_or_else(|| {
+            EngineError::conflict(format!(
+                "run {run_id} does not record which directory it rehearsed; rehearse again"
+            ))
+        })?;
+        let ws = Workspace::open(Path::new(&r.workspace), &identity, self.live_file_cap())
+            .map_err(|e| EngineError::drift(format!("{e}")))?;
+        check_drift(&ws, &ops, run_id)?;
+
+        // Plan and backups, durable before the first write.
+        let rid = new_receipt_id();
+        let rdir = self.receipt_dir(&rid);
+        let ops = self.back_up(&ws, ops, &rdir, run_id)?;
+        let plan = Plan {
+            receipt_id: rid.clone(),
+            run_id: run_id.to_string(),
+            workspace: r.workspace.clone(),
+            workspace_identity: identity,
+            ops,
+            started_at: now_rfc3339(),
+        };
+        let result = LiveResult {
+            applied_steps: plan.ops.len(),
+            skipped_identical: identical,
+            notes,
+            live_run_id: to_apply.live_run.as_ref().map(|l| l.run_id.clone()),
+            exit_code: to_apply
+                .live_run
+                .as_ref()
+                .and_then(|l| l.rehearsal.as_ref())
+                .and_then(|x| x.exit_code),
+        };
+        let receipt = new_receipt(&r, &reh, actor, &rid, to_apply.mode, result);
+        self.write_plan(&rdir, &plan, &receipt)?;
+        self.apply_plan(&ws, &plan, &rdir)?;
+        let receipt = self.journal_receipt(&ws, &plan, &rdir, actor, receipt)?;
+        r.state = RunState::Promoted;
+        r.error = None;
+        r.receipt = Some(receipt);
+        self.save(&r)?;
+        let _ = std::fs::remove_file(self.promoting_marker(run_id));
+        Ok(r)
+    }
+
+    /// The rehearsal's change set (mode `apply`); for `live.mode: rerun`,
+    /// the approval is spent, the command runs live, and its writes must be
+    /// the rehearsal's.
+    fn what_to_apply(
+        &self,
+        r: &mut RunRecord,
+        reh: &Rehearsal,
+        actor: &Actor,
+        host_env: &std::collections::BTreeMap<String, String>,
+        spent: &mut bool,
+    ) -> Result<ToApply, EngineError> {
+        let run_id = r.run_id.clone();
+        let Some(env) = self.rerun_envelope(&run_id)? else {
+            return Ok(ToApply {
+                mode: LiveMode::Apply,
+                changes: reh.changes.clone(),
+                blobs: self.run_dir(&run_id).join("blobs"),
+                live_run: None,
+            });
+        };
+        if r.state != RunState::Approved {
+            return Err(EngineError::in_state(
+                r.state,
+                format!(
+                    "run {run_id} declares live.mode: rerun, which always needs a reviewer's approval first"
+                ),
+            ));
+        }
+        let extra_env = live_env(&env, host_env)?;
+        self.spend_rerun_approval(r, actor)?;
+        *spent = true;
+        let live = self.rerun_live(&run_id, &env, actor, extra_env)?;
+        let live_changes = live.rehearsal.clone().unwrap_or_default().changes;
+        let differences = compare_change_sets(&reh.changes, &live_changes);
+        if !differences.is_empty() {
+            self.journal.append(&entries::rerun_mismatch(
+                &run_id,
+                actor,
+                &live.run_id,
+                &differences,
+            ))?;
+            return Err(EngineError::drift(format!(
+                "the live rerun ({}) did not write what the rehearsal wrote; nothing was applied:\n  {}",
+                live.run_id,
+                differences
+                    .iter()
+                    .take(20)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("\n  ")
+            )));
+        }
+        Ok(ToApply {
+            mode: LiveMode::Rerun,
+            changes: live_changes,
+            blobs: self.run_dir(&live.run_id).join("blobs"),
+            live_run: Some(live),
+        })
+    }
+
+    /// Keep what each step replaces, in `rdir/backup/`, and check it is
+    /// still what the rehearsal saw.
+    fn back_up(
+        &self,
+        ws: &Workspace,
+        mut ops: Vec<Op>,
+        rdir: &Path,
+        run_id: &str,
+    ) -> Result<Vec<Op>, EngineError> {
+        let backups = rdir.join("backup");
+        std::fs::create_dir_all(&backups)
+            .map_err(|source| EngineError::storage(&backups, source))?;
+        let mut backed_up = 0u64;
+        for (i, op) in ops.iter_mut().enumerate() {
+            let Expect::Hashed { hash, .. } = &op.expect_before else {
+                continue;
+            };
+            let rel = op.path_bytes();
+            let b = match ws.state(&rel).map_err(apply_err)? {
+                crate::workspace::apply::State::Symlink { .. } => {
+                    ws.backup_symlink(&rel).map_err(apply_err)?
+                }
+                _ => ws
+                    .backup_file(&rel, &backups.join(i.to_string()))
+                    .map_err(apply_err)?,
+            };
+            backed_up += std::fs::symlink_metadata(backups.join(i.to_string()))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            if backed_up > self.live_file_cap() {
+                let _ = std::fs::remove_dir_all(rdir);
+                return Err(EngineError::conflict(format!(
+                    "backing up what run {run_id} replaces takes more than {} bytes (at apparent size), the most one promotion keeps for rollback; nothing was written",
+                    self.live_file_cap()
+                )));
+            }
+            if &b.hash != hash {
+                let _ = std::fs::remove_dir_all(rdir);
+                return Err(EngineError::drift(format!(
+                    "{} changed while it was being backed up; nothing was written",
+                    op.path
+                )));
+            }
+            op.backup = Some(b);
+        }
+        Ok(ops)
+    }
+
+    /// The plan, the receipt and the in-progress marker, durable before
+    /// the first write to the workspace.
+    fn write_plan(&self, rdir: &Path, plan: &Plan, receipt: &Receipt) -> Result<(), EngineError> {
+        write_atomic(
+            &rdir.join("plan.json"),
+            &serde_json::to_vec(plan).expect("serializes"),
+        )
+        .and_then(|_| {
+            write_atomic(
+                &rdir.join("receipt.json"),
+                &serde_json::to_vec_pretty(receipt).expect("serializes"),
+            )
+        })
+        .and_then(|_| {
+            let m = self.promoting_marker(&plan.run_id);
+            std::fs::create_dir_all(m.parent().expect("has a parent"))?;
+            let me = process_identity(std::process::id()).unwrap_or_default();
+            std::fs::write(&m, format!("{}\n{me}", plan.receipt_id))
+        })
+        .map_err(|source| EngineError::storage(rdir, source))
+    }
+
+    /// Apply every step; on any failure, undo what was done.
+    fn apply_plan(&self, ws: &Workspace, plan: &Plan, rdir: &Path) -> Result<(), EngineError> {
+        let (rid, run_id) = (&plan.receipt_id, &plan.run_id);
+        let stall = std::env::var("DRYRUN_FAULT_APPLY_STALL_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok());
+        for (i, op) in plan.ops.iter().enumerate() {
+            if let Some(ms) = stall
+                && i == plan.ops.len() / 2
+            {
+                // Fault injection for the crash tests (tests/live_lane.rs).
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            if let Err(e) = op.apply(ws, &format!("{rid}-{i}")) {
+                let undo = self.undo_ops(ws, &plan.ops[..=i], &rdir.join("backup"), rid);
+                let _ = std::fs::remove_file(self.promoting_marker(run_id));
+                let _ = std::fs::remove_dir_all(rdir);
+                return Err(EngineError::conflict(format!(
+                    "promotion of run {run_id} failed at {}: {e}; {}",
+                    op.path,
+                    match undo {
+                        Ok(()) => "every step already taken was undone: the workspace is as it was"
+                            .to_string(),
+                        Err(u) => format!("undoing it also failed: {u}"),
+                    }
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The receipt goes into the journal before anyone hears of it; if it
+    /// cannot, the promotion is undone.
+    fn journal_receipt(
+        &self,
+        ws: &Workspace,
+        plan: &Plan,
+        rdir: &Path,
+        actor: &Actor,
+        mut receipt: Receipt,
+    ) -> Result<Receipt, EngineError> {
+        let run_id = &plan.run_id;
+        let appended = match self
+            .journal
+            .append(&entries::promotion(run_id, actor, &receipt))
+        {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.undo_ops(ws, &plan.ops, &rdir.join("backup"), &plan.receipt_id);
+                let _ = std::fs::remove_file(self.promoting_marker(run_id));
+                let _ = std::fs::remove_dir_all(rdir);
+                return Err(e.into());
+            }
+        };
+        receipt.journal = Some(appended);
+        let _ = write_atomic(
+            &rdir.join("receipt.json"),
+            &serde_json::to_vec_pretty(&receipt).expect("serializes"),
+        );
+        Ok(receipt)
+    }
+}
+
+/// Refuse a run the live lane must not carry out: a rerun's evidence, one
+/// already promoted, one not promoted or approved, one cut to its cap.
+fn check_promotable(r: &RunRecord) -> Result<(), EngineError> {
+    let run_id = &r.run_id;
+    if let Some(of) = &r.rerun_of {
+        return Err(EngineError::conflict(format!(
+            "run {run_id} is the live rerun of {of}: it is evidence, not something to promote"
+        )));
+    }
+    if let Some(rc) = &r.receipt {
+        return Err(EngineError::in_state(
+            r.state,
+            format!(
+                "run {run_id} was already promoted (receipt {}); a receipt is single-use: rehearse again to promote again",
+                rc.receipt_id
+            ),
+        ));
+    }
+    let decision = r.verdict.as_ref().map(|v| v.decision);
+    match (r.state, decision) {
+        (s, d) if s.can_promote(d) => {}
+        (RunState::AwaitingApproval, _) => {
+            return Err(EngineError::in_state(
+                r.state,
+                format!("run {run_id} is awaiting approval; a reviewer must approve it first"),
+            ));
+        }
+        (s, d) => {
+            return Err(EngineError::in_state(
+                s,
+                format!(
+                    "run {run_id} is {} (decision {}); only a run whose decision is promote, or one a reviewer approved, can be promoted",
+                    s.as_str(),
+                    d.map(|d| d.as_str()).unwrap_or("none")
+                ),
+            ));
+        }
+    }
+    let cut = r
+        .rehearsal
+        .as_ref()
+        .is_some_and(|x| x.limits_hit.contains(&crate::model::LimitHit::Record));
+    if cut {
+        return Err(EngineError::conflict(format!(
+            "run {run_id}'s record was cut to its size cap, so its change list is incomplete; it cannot be promoted. Rehearse a smaller change"
+        )));
+    }
+    Ok(())
+}
+
+/// Drift: every touched path must still hold what the rehearsal saw
+/// (checked against the first step on each path).
+fn check_drift(ws: &Workspace, ops: &[Op], run_id: &str) -> Result<(), EngineError> {
+    let mut drift = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for op in ops {
+        if !seen.insert(op.path_hex.clone()) {
+            continue;
+        }
+        match ws.state(&op.path_bytes()) {
+            Ok(now) if op.expect_before.matches(&now) => {}
+            Ok(now) => drift.push(format!(
+                "{}: the rehearsal saw {}, the workspace now holds {}",
+                op.path,
+                op.expect_before.describe(),
+                now.describe()
+            )),
+            Err(e) => drift.push(e.to_string()),
+        }
+    }
+    if drift.is_empty() {
+        return Ok(());
+    }
+    drift.dedup();
+    Err(EngineError::drift(format!(
+        "the workspace changed since run {run_id} was rehearsed; nothing was written:\n  {}",
+        drift.join("\n  ")
+    )))
+}
+
+/// The receipt of a promotion about to be applied (its journal position
+/// is added once it is journaled).
+fn new_receipt(
+    r: &RunRecord,
+    reh: &Rehearsal,
+    actor: &Actor,
+    rid: &str,
+    mode: LiveMode,
+    live_result: LiveResult,
+) -> Receipt {
+    let live = live_result.live_run_id.is_some();
+    Receipt {
+        schema: RECEIPT_SCHEMA.into(),
+        receipt_id: rid.to_string(),
+        run_id: r.run_id.clone(),
+        promoted_at: now_rfc3339(),
+        promoted_by: actor.clone(),
+        mode,
+        workspace: r.workspace.clone(),
+        command: r.command.clone(),
+        envelope_hash: r.envelope_hash.clone(),
+        policy_hash: r.risk.as_ref().map(|k| k.policy_hash.clone()),
+        landlock_abi: reh.sandbox.landlock_abi,
+        change_set: entries::change_set_hash(&reh.changes),
+        evidence_hash: reh.evidence_hash.clone(),
+        calls_not_made: if live {
+            Vec::new()
+        } else {
+            entries::shown_actions(&reh.would_be_actions)
+        },
+        changes: reh
+            .changes
+            .iter()
+            .map(|c| ReceiptChange {
+                path: c.path.clone(),
+                path_hex: c.path_hex.clone(),
+                kind: c.kind,
+                file_type: c.file_type,
+                before: c.before.clone(),
+                after: c.after.clone(),
+            })
+            .collect(),
+        verdict: serde_json::json!({
+            "decision": r.verdict.as_ref().map(|v| v.decision.as_str()),
+            "reasons": r.verdict.as_ref().map(|v| v.reasons.clone()).unwrap_or_default(),
+        }),
+        approvals: r.approvals.clone(),
+        live_result,
+        journal: None,
+        rolled_back: None,
+    }
+}

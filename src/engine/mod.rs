@@ -1,0 +1,296 @@
+//! The pipeline: envelope → classify → rehearse (sandbox) → evidence →
+//! verdict → record → journal. The CLI and the daemon call this; neither
+//! re-implements a stage.
+//!
+//! One file per verb or concern: `submit.rs` (prepare a run), `rehearse.rs`
+//! (run it in the sandbox and judge it), `review.rs` (approve, reject,
+//! cancel), `live/` (promote, rollback), `replay.rs`, `compare.rs`,
+//! `recover.rs` (what a dead process left in flight), `store.rs` (the run
+//! store, quota and retention), `entries.rs` (journal entries), `authz.rs`
+//! (who may do what), `error.rs`.
+//!
+//! Scratch policy: [`Engine::collect_garbage`] (at an engine start, at most
+//! hourly, and hourly in a running daemon) deletes the `blobs/` of runs past
+//! [`Retention::blob_days`] (default 7) and whole runs past
+//! [`Retention::record_days`] (default 30), unless they are awaiting approval
+//! or approved. Daemon clients have a per-uid quota of what they keep here;
+//! a run keeps at most `kept_content_budget(disk_mb)` of content (apparent
+//! size) and a record of at most [`RECORD_MAX_BYTES`]. The sandbox's own
+//! upper layer and mounts live in its mount namespace and vanish with it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+pub mod authz;
+mod compare;
+mod entries;
+mod error;
+mod live;
+mod recover;
+mod rehearse;
+mod replay;
+mod review;
+mod store;
+mod submit;
+
+pub use crate::record::Receipt;
+pub use authz::{is_approver, refuse_self_approval};
+pub use compare::{RunComparison, compare_runs};
+pub use entries::{EntryKind, change_set_hash, shown_actions};
+pub use error::{EngineError, Input, What};
+pub use live::valid_receipt_id;
+pub use rehearse::secret_looking_env_names;
+pub use replay::ReplayRequest;
+pub use store::{default_state_dir, valid_run_id};
+pub use submit::{access_as, sandbox_env};
+
+use crate::envelope::EnvelopeSpec;
+use crate::journal::Journal;
+use crate::record::RunRecord;
+use crate::sandbox::spec::{ImageProfile, SandboxSpec};
+
+/// System policy files layered over the shipped default (any may loosen).
+pub const SYSTEM_POLICY_DIR: &str = "/etc/dryrun/policy.d";
+
+/// Landlock ABI below which dryrun refuses to rehearse unless told to degrade
+/// (ABI 4, Linux 6.7: filesystem rules including truncate, plus TCP).
+pub const MIN_LANDLOCK_ABI: u32 = 4;
+/// First host id of the range sandbox ids map to when dryrun runs as root.
+pub const DEFAULT_ID_BASE: u32 = 1_000_000;
+pub const ID_COUNT: u32 = 65_536;
+const DEFAULT_RETENTION_DAYS: u64 = 7;
+/// Records of finished runs are removed after this many days.
+pub const DEFAULT_RECORD_RETENTION_DAYS: u64 = 30;
+/// Bytes of kept content and records one uid may hold in the state directory.
+pub const DEFAULT_QUOTA_PER_UID_BYTES: u64 = 2 << 30;
+/// A run record is never written larger than this: past it, the record's
+/// lists and texts are cut (and the run cannot be promoted).
+pub const RECORD_MAX_BYTES: usize = 8 << 20;
+
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub allow_degraded: bool,
+    pub image: ImageProfile,
+    pub id_base: u32,
+    /// The most a run may ask for (`dryrun daemon --max-*`).
+    pub ceilings: crate::envelope::LimitsSpec,
+    /// Who set the ceilings, for error messages: "this daemon's".
+    pub ceilings_of: &'static str,
+    pub retention: Retention,
+}
+
+/// How long the state directory keeps what, and how much one uid may keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// Kept content (blobs) of runs not awaiting approval or approved.
+    pub blob_days: u64,
+    /// Records of finished runs (not awaiting approval or approved).
+    pub record_days: u64,
+    /// Bytes of records and kept content per submitting uid (daemon
+    /// clients); `None`: no quota.
+    pub quota_per_uid_bytes: Option<u64>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        let days = |var: &str, default: u64| {
+            std::env::var(var)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(default)
+        };
+        Retention {
+            blob_days: days("DRYRUN_SCRATCH_RETENTION_DAYS", DEFAULT_RETENTION_DAYS),
+            record_days: days(
+                "DRYRUN_RECORD_RETENTION_DAYS",
+                DEFAULT_RECORD_RETENTION_DAYS,
+            ),
+            quota_per_uid_bytes: Some(DEFAULT_QUOTA_PER_UID_BYTES),
+        }
+    }
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            allow_degraded: std::env::var("DRYRUN_ALLOW_DEGRADED").is_ok_and(|v| v == "1"),
+            image: ImageProfile::default_profile(),
+            id_base: std::env::var("DRYRUN_ID_BASE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|b: &u32| *b >= 65_536)
+                .unwrap_or(DEFAULT_ID_BASE),
+            ceilings: crate::envelope::DEFAULT_CEILINGS,
+            ceilings_of: "this engine's",
+            retention: Retention::default(),
+        }
+    }
+}
+
+pub struct Engine {
+    state_dir: PathBuf,
+    opts: EngineOptions,
+    journal: Journal,
+    /// Enforced for daemon clients when set (see [`Engine::enable_budget`]).
+    budget: Option<crate::policy::budget::Ledger>,
+    /// Serializes the transitions of each run (review, promotion, rollback)
+    /// within this process: one lock per run, so a slow or stalled
+    /// promotion of one run (its workspace agent runs as the agent's user,
+    /// who may stop it) never holds up another run's review.
+    run_locks:
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<std::sync::Mutex<()>>>>,
+    /// Bytes each submitting uid keeps under `runs/` (see
+    /// [`Engine::usage_of`]); `None` until first needed and after each
+    /// housekeeping, which rescans.
+    usage: std::sync::Mutex<Option<std::collections::HashMap<u32, u64>>>,
+    /// Every saved state of every run, for long polls and the event stream
+    /// (nobody listening costs nothing; a slow listener skips, never blocks).
+    events: tokio::sync::broadcast::Sender<crate::model::run_state::RunEvent>,
+}
+
+/// What the live lane's rerun adds to a rehearsal.
+pub struct LiveRun {
+    pub rerun_of: String,
+    pub network_host: bool,
+    /// Host variables named by `live.env_from_host`, with their values.
+    pub extra_env: Vec<(String, String)>,
+}
+
+/// A run accepted and journaled, not yet rehearsed.
+pub struct Prepared {
+    record: RunRecord,
+    sspec: SandboxSpec,
+    spec: EnvelopeSpec,
+    protected: std::sync::Arc<crate::workspace::paths::PathMatcher>,
+    risk: crate::classify::Classification,
+    ids_desc: String,
+    max_blobs: u64,
+    blobs: PathBuf,
+    /// Scrubs what the run prints or hands to stubs of the values it was
+    /// given and of credential shapes, before anything is kept.
+    redactor: crate::redact::Redactor,
+}
+
+impl Prepared {
+    pub fn record(&self) -> &RunRecord {
+        &self.record
+    }
+    pub fn run_id(&self) -> &str {
+        &self.record.run_id
+    }
+}
+
+/// Approve or reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewAction {
+    Approve,
+    Reject,
+}
+
+/// How a caller's identity was established (what [`authz::authorize`]
+/// asks about a reviewer, a promoter, anyone reading a run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewerAuth {
+    /// The daemon read the caller's uid from the socket (SO_PEERCRED);
+    /// approvers are root and members of `approver_group`.
+    PeerCredentials { approver_group: String },
+    /// Local mode: the person typed back a code shown on the controlling
+    /// terminal. Proves a human at a terminal, not a different identity.
+    LocalTtyConfirmed,
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+pub(crate) fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+impl Engine {
+    pub fn open(state_dir: &Path, opts: EngineOptions) -> Result<Self, EngineError> {
+        let runs = state_dir.join("runs");
+        if !state_dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(state_dir)
+                .map_err(|source| EngineError::storage(state_dir, source))?;
+        }
+        std::fs::create_dir_all(&runs).map_err(|source| EngineError::storage(&runs, source))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700));
+        }
+        for sub in ["inflight", "txn"] {
+            let d = state_dir.join(sub);
+            std::fs::create_dir_all(&d).map_err(|source| EngineError::storage(d, source))?;
+        }
+        let e = Engine {
+            state_dir: state_dir.to_path_buf(),
+            opts,
+            journal: Journal::new(state_dir),
+            budget: None,
+            run_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
+            usage: std::sync::Mutex::new(None),
+            events: tokio::sync::broadcast::Sender::new(256),
+        };
+        // Runs whose rehearsing process died, and reviewer decisions cut
+        // short: settled before anything else happens (cheap: both
+        // directories hold only what is in flight).
+        e.recover_interrupted()?;
+        // Housekeeping at most once an hour, so a start stays O(1).
+        let stamp = state_dir.join(".housekeeping");
+        let due = std::fs::metadata(&stamp)
+            .and_then(|m| m.modified())
+            .map(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(3600))
+            .unwrap_or(true);
+        if due {
+            let _ = std::fs::write(&stamp, b"");
+            crate::sandbox::limits::sweep_stale_cgroups();
+            e.collect_garbage();
+        }
+        Ok(e)
+    }
+
+    /// The lock that serializes `run_id`'s transitions (created on first
+    /// use; locks nobody holds are dropped as new ones are made).
+    pub(crate) fn run_lock(&self, run_id: &str) -> std::sync::Arc<std::sync::Mutex<()>> {
+        let mut m = self.run_locks.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+        m.entry(run_id.to_string()).or_default().clone()
+    }
+
+    /// State changes of runs from now on (see [`crate::model::run_state::RunEvent`]).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<crate::model::run_state::RunEvent> {
+        self.events.subscribe()
+    }
+
+    fn announce(&self, record: &RunRecord) {
+        let _ = self.events.send(crate::model::run_state::RunEvent::of(
+            &record.run_id,
+            record.state,
+            record.submitted_by.as_ref().map(|a| a.uid),
+        ));
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Enforce the per-actor risk budget on daemon clients.
+    pub fn enable_budget(&mut self, cfg: crate::policy::budget::BudgetConfig) {
+        self.budget = Some(crate::policy::budget::Ledger::new(
+            &self.state_dir.join("budget.jsonl"),
+            cfg,
+        ));
+    }
+}

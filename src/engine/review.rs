@@ -1,0 +1,149 @@
+//! A person's decisions on a run: approve, reject (or withdraw, by its
+//! submitter), cancel. Each is authorised by [`super::authz`], journaled
+//! (who, when, note) before the record changes.
+
+use super::authz::{self, Verb};
+use super::entries::{self, ReviewFacts};
+use super::{Engine, EngineError, Input, ReviewAction, ReviewerAuth, now_rfc3339, unix_now};
+use crate::journal::Actor;
+use crate::model::run_state::Approval;
+use crate::record::{ApprovalRecord, RunRecord, RunState};
+
+/// The longest note a reviewer may leave.
+const NOTE_MAX_BYTES: usize = 4096;
+
+impl Engine {
+    /// A reviewer approves or rejects a run. Journaled (who, when, note,
+    /// whether a block was overridden) before the record changes.
+    pub fn review(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+        action: ReviewAction,
+        note: &str,
+        override_block: bool,
+    ) -> Result<RunRecord, EngineError> {
+        if note.len() > NOTE_MAX_BYTES {
+            return Err(EngineError::invalid(
+                Input::Request,
+                format!("note: {} bytes; at most {NOTE_MAX_BYTES}", note.len()),
+            ));
+        }
+        let lock = self.run_lock(run_id);
+        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self.get(run_id)?;
+        let decision = r.verdict.as_ref().map(|v| v.decision);
+        // The submitter rejecting its own run withdraws it: no refund.
+        let withdrawing = authz::is_submitter(&r, actor);
+        let overrode = match action {
+            ReviewAction::Approve => {
+                authz::authorize(Verb::Approve, &r, actor, auth)?;
+                let overrode = may_approve(&r, override_block)?;
+                r.state = RunState::Approved;
+                overrode
+            }
+            ReviewAction::Reject => {
+                authz::authorize(Verb::Reject, &r, actor, auth)?;
+                if !r.state.can_reject() {
+                    return Err(EngineError::in_state(
+                        r.state,
+                        format!(
+                            "run {run_id} is {}; only a rehearsed run or one awaiting approval can be rejected",
+                            r.state.as_str()
+                        ),
+                    ));
+                }
+                r.state = RunState::Rejected;
+                false
+            }
+        };
+        let authenticated_by = match auth {
+            ReviewerAuth::PeerCredentials { .. } => "peer_credentials",
+            ReviewerAuth::LocalTtyConfirmed => "local_tty_confirmation",
+        };
+        r.approvals.push(ApprovalRecord {
+            action: match action {
+                ReviewAction::Approve => "approve".into(),
+                ReviewAction::Reject => "reject".into(),
+            },
+            by: actor.clone(),
+            at: now_rfc3339(),
+            note: note.to_string(),
+            overrode_block: overrode,
+            authenticated_by: authenticated_by.into(),
+        });
+        let nonce = new_nonce();
+        let entry = entries::review(
+            &r,
+            actor,
+            &ReviewFacts {
+                approve: action == ReviewAction::Approve,
+                note,
+                overrode,
+                decision_was: decision,
+                authenticated_by,
+                submitted_by_uid: r.submitted_by.as_ref().map(|a| a.uid),
+                withdrawn: action == ReviewAction::Reject && withdrawing,
+                txn: &nonce,
+            },
+        );
+        self.commit_transition(&r, &entry, &nonce)?;
+        // Only a reviewer's rejection gives the points back: a submitter
+        // that could withdraw after reading the evidence would rehearse
+        // without limit.
+        if action == ReviewAction::Reject
+            && !withdrawing
+            && let Some(b) = &self.budget
+        {
+            let _ = b.refund(run_id, unix_now());
+        }
+        Ok(r)
+    }
+
+    /// Journal a cancellation request (who asked) before acting on it.
+    pub fn journal_cancel(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        state: RunState,
+    ) -> Result<(), EngineError> {
+        self.journal
+            .append(&entries::run_cancelled(run_id, actor, state))?;
+        Ok(())
+    }
+}
+
+/// Whether `r`'s state and decision let a reviewer approve it; `Ok(true)`
+/// when the approval overrides a block (which the reviewer must say).
+fn may_approve(r: &RunRecord, override_block: bool) -> Result<bool, EngineError> {
+    let run_id = &r.run_id;
+    match r.state.approval(r.verdict.as_ref().map(|v| v.decision)) {
+        Approval::Allowed => Ok(false),
+        Approval::Override if override_block => Ok(true),
+        Approval::Override => Err(EngineError::in_state(
+            r.state,
+            format!(
+                "run {run_id} was blocked; approving it overrides the block. Repeat with --override (\"override\": true); the journal records it as an override"
+            ),
+        )),
+        Approval::NotNeeded => Err(EngineError::in_state(
+            r.state,
+            format!("run {run_id} needs no approval: its decision is promote"),
+        )),
+        Approval::NotApprovable => Err(EngineError::in_state(
+            r.state,
+            format!(
+                "run {run_id} is {}; only a run awaiting approval (or a blocked run, with --override) can be approved",
+                r.state.as_str()
+            ),
+        )),
+    }
+}
+
+/// A random id tying a journal entry to its transition file.
+pub(super) fn new_nonce() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the kernel's random source works");
+    hex::encode(b)
+}

@@ -1,0 +1,473 @@
+//! Submitting a run: check the envelope against this machine and the
+//! caller, classify the command, plan the sandbox (ids, limits, stubs,
+//! environment), build the record, charge the risk budget, and journal the
+//! submission. The run is then [`Prepared`] for the rehearsal.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::store::{new_run_id, write_atomic};
+use super::{
+    Engine, EngineError, ID_COUNT, Input, LiveRun, MIN_LANDLOCK_ABI, Prepared, SYSTEM_POLICY_DIR,
+    authz, entries, now_rfc3339, unix_now,
+};
+use crate::classify::Classification;
+use crate::envelope::{EnvelopeSpec, Mode};
+use crate::journal::Actor;
+use crate::model::stubs::{ReplaySet, StubTable};
+use crate::record::{IntentRecord, RunRecord, RunState, SCHEMA};
+use crate::sandbox;
+use crate::sandbox::spec::{IdPlan, LandlockPlan, SandboxLimits, SandboxSpec};
+use crate::workspace::paths::PathMatcher;
+
+/// What the policy says about a command, read with the workspace owner's
+/// rights.
+struct Classified {
+    policy: Arc<crate::policy::Policy>,
+    risk: Classification,
+    protected: Arc<PathMatcher>,
+    /// The workspace owner's groups: the evidence walk's reader's.
+    owner_groups: Vec<u32>,
+}
+
+/// Host-side file access with `actor`'s own rights (for resolving a
+/// `working_dir` it names).
+pub fn access_as(actor: &Actor) -> Result<crate::workspace::owner::OwnerSession, EngineError> {
+    crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::of_user(
+        actor.uid, actor.gid,
+    ))
+    .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))
+}
+
+impl Engine {
+    /// Rehearse the envelope and judge it, in this process. A sandbox that
+    /// could not be built yields a record in state `failed` (never a silent pass).
+    pub fn execute(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<RunRecord, EngineError> {
+        let prepared = self.prepare(spec, actor)?;
+        self.rehearse_prepared(prepared, None)
+    }
+
+    /// Validate the envelope against this machine, classify the command,
+    /// allocate the run and journal its submission. The record is saved in
+    /// state `queued`; [`Engine::rehearse_prepared`] carries it on.
+    pub fn prepare(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<Prepared, EngineError> {
+        let t_prepare = std::time::Instant::now();
+        let r = self.prepare_run(spec, actor, None, None);
+        tracing::debug!(elapsed = ?t_prepare.elapsed(), "run prepared");
+        r
+    }
+
+    /// `live`: the live lane's rerun of another run (network and host
+    /// variables as its `live:` section grants; never persisted).
+    /// `replay`: the recorded answers of a replayed run.
+    pub(super) fn prepare_run(
+        &self,
+        spec: &EnvelopeSpec,
+        actor: &Actor,
+        live: Option<&LiveRun>,
+        replay: Option<ReplaySet>,
+    ) -> Result<Prepared, EngineError> {
+        let spec = &self.fit_to_this_machine(spec)?;
+        // The workspace as resolved for the requester (no symlinks, device,
+        // inode and owner): what the sandbox mounts and runs as.
+        let ws = spec.workspace_identity;
+        authz::may_submit_for(actor, &spec.workspace, ws.uid)?;
+        // The live lane's rerun carries out an approved run: not refused here.
+        if actor.via == "daemon" && live.is_none() {
+            self.check_quota(actor.uid)?;
+        }
+        let t0_ns = sandbox::helper::monotonic_ns();
+        let c = classify(spec)?;
+
+        let run_id = new_run_id();
+        let dir = self.run_dir(&run_id);
+        let blobs = dir.join("blobs");
+        std::fs::create_dir_all(&blobs).map_err(|source| EngineError::storage(&blobs, source))?;
+
+        let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone())?;
+        sspec.t0_ns = t0_ns;
+        let record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
+        self.charge_budget(actor, &run_id, &c.risk, &dir)?;
+        // Kept content, counted at apparent size: the upper layer's size
+        // plus a little for "before" copies (see `kept_content_budget`).
+        let max_blobs = sandbox::spec::kept_content_budget(sspec.limits.disk_bytes);
+        self.persist_submission(&record, spec, actor, &c.risk, &dir)?;
+        let (ids_desc, risk) = (describe_ids(&sspec.ids), c.risk);
+        Ok(Prepared {
+            record,
+            sspec,
+            spec: spec.clone(),
+            protected: c.protected,
+            risk,
+            ids_desc,
+            max_blobs,
+            blobs,
+            redactor: crate::redact::Redactor::new(
+                spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                live.iter()
+                    .flat_map(|l| l.extra_env.iter())
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            ),
+        })
+    }
+
+    /// The envelope within this engine's ceilings, for a workspace the
+    /// sandbox can mount, on a kernel that can rehearse it.
+    fn fit_to_this_machine(&self, spec: &EnvelopeSpec) -> Result<EnvelopeSpec, EngineError> {
+        // The configured ceilings first: a run asking for more never starts.
+        let mut fitted = spec.clone();
+        fitted
+            .fit_to_ceilings(&self.opts.ceilings)
+            .map_err(|e| EngineError::AboveCeiling {
+                field: e.field,
+                asked: e.asked,
+                ceiling: e.ceiling,
+                ceilings_of: self.opts.ceilings_of,
+            })?;
+        let ws = &fitted.workspace;
+        if let Some(tree) = self.opts.image.covers(ws) {
+            return Err(EngineError::invalid(
+                Input::Workspace,
+                format!(
+                    "{} lies inside {}, which the sandbox image mounts read-only; use a project directory elsewhere",
+                    ws.display(),
+                    tree.display()
+                ),
+            ));
+        }
+        for special in ["/proc", "/sys", "/dev"] {
+            if ws.starts_with(special) {
+                return Err(EngineError::invalid(
+                    Input::Workspace,
+                    format!(
+                        "{} lies inside {special}, which the sandbox replaces; use a project directory",
+                        ws.display()
+                    ),
+                ));
+            }
+        }
+        if self.state_dir.starts_with(ws) {
+            return Err(EngineError::invalid(
+                Input::Workspace,
+                format!(
+                    "the state directory {} is inside the workspace {}; choose another --state-dir",
+                    self.state_dir.display(),
+                    ws.display()
+                ),
+            ));
+        }
+        let abi = sandbox::probe::landlock_abi();
+        if abi < MIN_LANDLOCK_ABI && !self.opts.allow_degraded {
+            return Err(EngineError::LandlockTooOld {
+                found: abi,
+                needed: MIN_LANDLOCK_ABI,
+            });
+        }
+        Ok(fitted)
+    }
+
+    /// What the sandbox is told: command, environment, limits, ids, image,
+    /// Landlock, cgroups and stubs.
+    fn sandbox_spec(
+        &self,
+        run_id: &str,
+        spec: &EnvelopeSpec,
+        c: &Classified,
+        live: Option<&LiveRun>,
+        replay: Option<ReplaySet>,
+    ) -> Result<SandboxSpec, EngineError> {
+        let ws = spec.workspace_identity;
+        let ids = self.plan_ids(ws.uid, ws.gid)?;
+        let mut env = sandbox_env(spec);
+        if let Some(l) = live {
+            env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
+            env.extend(l.extra_env.iter().cloned());
+        }
+        Ok(SandboxSpec {
+            run_id: run_id.to_string(),
+            parent_pid: std::process::id() as i32,
+            workspace: spec.workspace.clone(),
+            steps: spec.steps.clone(),
+            shell: PathBuf::from("/bin/bash"),
+            env,
+            limits: SandboxLimits {
+                timeout_ms: spec.limits.timeout_s * 1000,
+                memory_bytes: spec.limits.memory_mb << 20,
+                pids: spec.limits.pids,
+                output_bytes: spec.limits.output_kb << 10,
+                disk_bytes: spec.limits.disk_mb << 20,
+                tmp_bytes: self.opts.image.tmp_size_mb << 20,
+            },
+            ids,
+            image: self.opts.image.clone(),
+            landlock: LandlockPlan {
+                min_abi: MIN_LANDLOCK_ABI,
+                allow_degraded: self.opts.allow_degraded,
+            },
+            cgroup: sandbox::limits::plan_cgroups(run_id),
+            diff_before_max: 256 * 1024,
+            t0_ns: 0,
+            workspace_identity: (ws.dev, ws.ino),
+            network_host: live.is_some_and(|l| l.network_host),
+            reader_groups: c
+                .owner_groups
+                .iter()
+                .copied()
+                .filter(|g| *g < ID_COUNT)
+                .collect(),
+            // The live lane's rerun makes the real calls: no stubs there.
+            stubs: if live.is_some() {
+                StubTable::default()
+            } else {
+                let mut rules = spec.stubs.clone();
+                rules.extend(c.policy.stubs.iter().cloned());
+                StubTable { rules, replay }
+            },
+        })
+    }
+
+    /// Which host ids the sandbox's ids map to: as root, a shifted range
+    /// where the command runs as the workspace's owner; otherwise only the
+    /// caller's own id.
+    fn plan_ids(&self, uid: u32, gid: u32) -> Result<IdPlan, EngineError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Ok(IdPlan::SelfOnly {
+                uid: nix::unistd::geteuid().as_raw(),
+                gid: nix::unistd::getegid().as_raw(),
+            });
+        }
+        if uid >= ID_COUNT || gid >= ID_COUNT {
+            return Err(EngineError::invalid(
+                Input::Workspace,
+                format!(
+                    "the workspace belongs to {uid}:{gid}; as root, dryrun maps ids 0-{} only: use a workspace owned by a smaller id",
+                    ID_COUNT - 1
+                ),
+            ));
+        }
+        Ok(IdPlan::Shifted {
+            host_base: self.opts.id_base,
+            count: ID_COUNT,
+            run_uid: uid,
+            run_gid: gid,
+        })
+    }
+
+    /// Charge a daemon client's risk budget for the run (its directory
+    /// goes when the budget is spent).
+    fn charge_budget(
+        &self,
+        actor: &Actor,
+        run_id: &str,
+        risk: &Classification,
+        dir: &Path,
+    ) -> Result<(), EngineError> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        if actor.via != "daemon" || risk.score == 0 {
+            return Ok(());
+        }
+        let who = format!("uid:{}", actor.uid);
+        budget
+            .charge(&who, run_id, risk.score as u64, unix_now())
+            .map_err(|e| match e {
+                crate::policy::budget::BudgetError::Exhausted { retry_after_s, .. } => {
+                    let _ = std::fs::remove_dir_all(dir);
+                    EngineError::BudgetExhausted {
+                        message: e.to_string(),
+                        retry_after_s,
+                    }
+                }
+                other => EngineError::BudgetLedger(other),
+            })?;
+        Ok(())
+    }
+
+    /// Save the queued record and the validated envelope (for the live
+    /// lane and replay), mark the run in flight, and journal it. A run
+    /// whose submission could not be journaled was never acknowledged and
+    /// leaves no trace but the error.
+    fn persist_submission(
+        &self,
+        record: &RunRecord,
+        spec: &EnvelopeSpec,
+        actor: &Actor,
+        risk: &Classification,
+        dir: &Path,
+    ) -> Result<(), EngineError> {
+        self.save(record)?;
+        let env_path = dir.join("envelope.json");
+        write_atomic(
+            &env_path,
+            &serde_json::to_vec(spec.envelope_for_submission()).expect("serializes"),
+        )
+        .map_err(|source| EngineError::storage(env_path, source))?;
+        self.mark_inflight(&record.run_id)?;
+        if let Err(e) = self
+            .journal
+            .append(&entries::run_submitted(record, actor, risk))
+        {
+            self.clear_inflight(&record.run_id);
+            let _ = std::fs::remove_dir_all(dir);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}
+
+/// The workspace's own policy (read with its owner's rights) over the
+/// system's, and the command classified by it alone.
+fn classify(spec: &EnvelopeSpec) -> Result<Classified, EngineError> {
+    let owner = crate::workspace::owner::OwnerSession::for_owner(&spec.workspace_identity)
+        .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
+    let ws_policy =
+        crate::policy::read_workspace_policy(&owner, &spec.workspace, &spec.workspace_identity)?;
+    // The same ids and groups are the evidence walk's reader's.
+    let owner_groups = owner.creds().groups.clone();
+    drop(owner);
+    let policy = crate::policy::Policy::load_cached(Path::new(SYSTEM_POLICY_DIR), ws_policy)?;
+    let risk = crate::classify::classify_steps(
+        &spec.steps,
+        spec.uses_steps,
+        &policy,
+        &crate::classify::Options {
+            workspace: Some(spec.workspace.clone()),
+            is_step: spec.uses_steps,
+        },
+    );
+    let protected = protected_matcher(&policy)?;
+    Ok(Classified {
+        policy,
+        risk,
+        protected,
+        owner_groups,
+    })
+}
+
+/// The record of a run just accepted, in state `queued`.
+fn new_record(
+    run_id: &str,
+    spec: &EnvelopeSpec,
+    actor: &Actor,
+    risk: &Classification,
+    live: Option<&LiveRun>,
+    replay: Option<&ReplaySet>,
+) -> RunRecord {
+    RunRecord {
+        schema: SCHEMA.into(),
+        run_id: run_id.to_string(),
+        task: spec.task.clone(),
+        command: spec.command.clone(),
+        steps: spec.uses_steps.then(|| spec.steps.clone()),
+        workspace: spec.workspace.display().to_string(),
+        created_at: now_rfc3339(),
+        envelope_hash: spec.envelope_hash(),
+        intent: IntentRecord {
+            summary: spec.summary.clone(),
+            mode: match spec.mode {
+                Mode::ReadOnly => "read_only".into(),
+                Mode::Mutating => "mutating".into(),
+            },
+            expected_writes: spec.expected_writes.patterns.clone(),
+            forbidden_paths: spec.forbidden.patterns.clone(),
+            reviewer_note: spec.reviewer_note.clone(),
+        },
+        risk: Some(risk.clone()),
+        rehearsal: None,
+        verdict: None,
+        state: RunState::Queued,
+        error: None,
+        receipt: None,
+        submitted_by: Some(actor.clone()),
+        approvals: Vec::new(),
+        live: Some(crate::record::LiveRecord {
+            mode: spec.live.mode,
+            network: spec.live.network,
+            env_from_host: spec.live.env_from_host.clone(),
+        }),
+        rerun_of: live.map(|l| l.rerun_of.clone()),
+        replay_of: replay.map(|r| crate::record::ReplayLink {
+            baseline: r.baseline.clone(),
+            novel: r.novel.as_str().into(),
+        }),
+        workspace_identity: Some(spec.workspace_identity),
+    }
+}
+
+/// The id mapping as the record states it.
+fn describe_ids(ids: &IdPlan) -> String {
+    match *ids {
+        IdPlan::Shifted {
+            host_base: base,
+            count,
+            run_uid: uid,
+            run_gid: gid,
+        } => format!(
+            "shifted: sandbox ids 0-{} are host ids {base}-{}; the command runs as {uid}:{gid} (host {}:{})",
+            count - 1,
+            base + count - 1,
+            base + uid,
+            base + gid
+        ),
+        IdPlan::SelfOnly { uid, gid } => {
+            format!("self: the only id inside is the caller's own ({uid}:{gid})")
+        }
+    }
+}
+
+/// The policy's protected paths as a matcher, built once per policy (glob
+/// compilation costs more than classifying a command).
+fn protected_matcher(policy: &crate::policy::Policy) -> Result<Arc<PathMatcher>, EngineError> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Cache = Mutex<HashMap<Vec<String>, Arc<PathMatcher>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(m) = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&policy.protected_paths)
+    {
+        return Ok(m.clone());
+    }
+    let m = Arc::new(
+        PathMatcher::at_any_depth(&policy.protected_paths)
+            .map_err(|e| EngineError::invalid(Input::Workspace, format!("protected_paths: {e}")))?,
+    );
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if c.len() >= 64 {
+        c.clear();
+    }
+    c.insert(policy.protected_paths.clone(), m.clone());
+    Ok(m)
+}
+
+/// The command's environment: a fixed base, then the envelope's `env`.
+/// Nothing is inherited from the caller.
+pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
+    let mut env: std::collections::BTreeMap<String, String> = [
+        (
+            "PATH",
+            "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin",
+        ),
+        ("HOME", "/tmp/home"),
+        ("TMPDIR", "/tmp"),
+        ("LANG", "C.UTF-8"),
+        ("TZ", "UTC"),
+        // Reproducible builds' convention: tools that honour it stamp this
+        // instead of the clock, so reruns give the same bytes.
+        ("SOURCE_DATE_EPOCH", "0"),
+        ("USER", "dryrun"),
+        ("LOGNAME", "dryrun"),
+        ("SHELL", "/bin/bash"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    env.insert("PWD".into(), spec.workspace.display().to_string());
+    for (k, v) in &spec.env {
+        env.insert(k.clone(), v.clone());
+    }
+    env.into_iter().collect()
+}
