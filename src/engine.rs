@@ -25,7 +25,12 @@ use serde::{Deserialize, Serialize};
 mod compare;
 mod live;
 mod replay;
+pub mod textdiff;
 pub use crate::record::Receipt;
+/// What the daemon needs of the sandbox, handed on by the engine: the
+/// sandbox is a leaf that only the engine imports.
+pub use crate::sandbox::CancelHandle;
+pub use crate::sandbox::probe::landlock_abi;
 pub use compare::{RunComparison, compare_runs};
 pub use live::valid_receipt_id;
 pub use replay::ReplayRequest;
@@ -345,7 +350,7 @@ fn capped_list(v: &[String]) -> serde_json::Value {
 }
 
 /// BLAKE3 over the sorted (path, kind, before, after) list: what a receipt binds.
-pub fn change_set_hash(changes: &[crate::workspace::diff::Change]) -> String {
+pub fn change_set_hash(changes: &[crate::model::Change]) -> String {
     let mut h = blake3::Hasher::new();
     let mut rows: Vec<String> = changes
         .iter()
@@ -1634,7 +1639,7 @@ fn record_too_large(path: PathBuf, len: usize) -> EngineError {
 /// Files the walk could not keep within the run's kept-content budget
 /// (counted at apparent size, so a sparse file counts at its full length)
 /// make the run hit its disk limit, named in `limits_hit` and `blocked`.
-fn report_content_not_kept(report: &mut sandbox::wire::RehearsalReport, budget: u64) {
+fn report_content_not_kept(report: &mut crate::model::RehearsalReport, budget: u64) {
     let not_kept: Vec<&str> = report
         .changes
         .iter()
@@ -1656,7 +1661,7 @@ fn report_content_not_kept(report: &mut sandbox::wire::RehearsalReport, budget: 
             .join(", "),
         if not_kept.len() > 5 { ", ..." } else { "" }
     );
-    report.blocked.push(sandbox::wire::Blocked {
+    report.blocked.push(crate::model::Blocked {
         kind: crate::model::BlockedKind::Limit,
         detail,
     });
@@ -1732,7 +1737,7 @@ fn fit_record(record: &mut RunRecord) {
         reh.limits_hit.push(crate::model::LimitHit::Record);
         reh.limits_hit.sort();
         reh.limits_hit.dedup();
-        reh.blocked.push(sandbox::wire::Blocked {
+        reh.blocked.push(crate::model::Blocked {
             kind: crate::model::BlockedKind::Limit,
             detail: message.clone(),
         });
@@ -1883,7 +1888,7 @@ mod tests {
 
     #[test]
     fn an_oversized_record_is_cut_blocked_and_never_written_whole() {
-        let change = |i: usize| crate::workspace::diff::Change {
+        let change = |i: usize| crate::model::Change {
             path: format!("{}/{i}", "d".repeat(2000)),
             ..serde_json::from_value(serde_json::json!({
                 "path": "x", "kind": "created", "file_type": "file", "before": null, "after": null

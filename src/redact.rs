@@ -33,7 +33,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use regex::bytes::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::wire::RehearsalReport;
+use crate::model::RehearsalReport;
 
 /// Given variables' values shorter than this are not redacted (they would
 /// match ordinary words and numbers all over the output).

@@ -11,8 +11,8 @@ use crate::classify::Classification;
 use crate::envelope::{EnvelopeSpec, Mode};
 use crate::model::{BlockedKind, Change, ChangeKind, FileType, LimitHit, promotion};
 pub use crate::model::{Decision, Finding};
+use crate::model::{HostReport, RehearsalReport};
 use crate::policy::Level;
-use crate::sandbox::wire::{HostReport, RehearsalReport};
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

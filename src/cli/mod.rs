@@ -486,7 +486,7 @@ fn run(cli: Cli) -> i32 {
         } => {
             let d = match door(&g) {
                 Door::Daemon(c) => {
-                    match c.call::<crate::workspace::textdiff::RunDiff>(
+                    match c.call::<crate::engine::textdiff::RunDiff>(
                         "GET",
                         &routes::run_diff(&run_id),
                         None,
@@ -501,7 +501,7 @@ fn run(cli: Cli) -> i32 {
                         Err(e) => return engine_error(e),
                     };
                     match engine.get(&run_id) {
-                        Ok(r) => crate::workspace::textdiff::run_diff(&engine, &r),
+                        Ok(r) => crate::engine::textdiff::run_diff(&engine, &r),
                         Err(e) => return engine_error(e),
                     }
                 }

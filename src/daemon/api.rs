@@ -19,10 +19,10 @@ use tokio::sync::{Notify, Semaphore, watch};
 use super::DaemonConfig;
 use super::metrics::Metrics;
 use super::routes;
+use crate::engine::CancelHandle;
 use crate::engine::{Engine, EngineError, ReviewAction, ReviewerAuth, valid_run_id};
 use crate::journal::Actor;
 use crate::record::RunState;
-use crate::sandbox::CancelHandle;
 
 /// Every route the daemon serves, as (method, path pattern from `routes`).
 /// docs/openapi.yaml lists the same set; tests/daemon.rs checks both against the live socket.
@@ -828,7 +828,7 @@ async fn diff(
         if !app2.may_read(actor.uid, &r) {
             return Err(EngineError::NoSuchRun(rid));
         }
-        Ok(crate::workspace::textdiff::run_diff(&engine, &r))
+        Ok(crate::engine::textdiff::run_diff(&engine, &r))
     })
     .await?;
     Ok(axum::Json(d).into_response())
@@ -1095,7 +1095,7 @@ async fn health(State(app): State<Arc<App>>) -> axum::Json<Health> {
         queued: admitted.saturating_sub(running),
         max_running: app.cfg.max_running,
         max_queued: app.cfg.max_queued,
-        landlock_abi: crate::sandbox::probe::landlock_abi(),
+        landlock_abi: crate::engine::landlock_abi(),
     })
 }
 

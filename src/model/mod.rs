@@ -5,6 +5,8 @@
 //! - [`decision`]: `Decision` (ordered; combining is `max`) and `Finding`.
 //! - [`change`]: one entry of the evidence's change list.
 //! - [`evidence`]: blocked attempts, limits hit and step outcomes.
+//! - [`report`]: what a rehearsal reports (the sandbox's init and the
+//!   outer helper), before the engine turns it into the run record.
 //! - [`stubs`]: the stub vocabulary and how a call is matched and answered.
 //! - [`live`]: the live lane's mode and network (`apply|rerun`, `none|host`).
 //! - [`run_state`]: the states of a run and which verbs each allows.
@@ -16,6 +18,7 @@ pub mod decision;
 pub mod evidence;
 pub mod live;
 pub mod promotion;
+pub mod report;
 pub mod run_state;
 pub mod stubs;
 pub mod text;
@@ -25,4 +28,5 @@ pub use decision::{Decision, Finding};
 pub use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
 pub use live::{LiveMode, LiveNetwork};
 pub use promotion::{Refusal, refusals};
+pub use report::{HostReport, RehearsalReport};
 pub use run_state::RunState;

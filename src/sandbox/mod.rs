@@ -13,6 +13,7 @@ mod seccomp;
 pub mod spec;
 pub mod stubs;
 mod sys;
+mod walk;
 pub mod wire;
 
 use std::io::Write;

@@ -237,7 +237,7 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                 Dest {
                     text: format!(
                         "unix abstract socket @{}",
-                        crate::workspace::paths::escape_for_humans(&name)
+                        crate::model::text::escape_for_humans(&name)
                     ),
                     ignore: false,
                 }
@@ -246,7 +246,7 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                 Dest {
                     text: format!(
                         "unix socket {}",
-                        crate::workspace::paths::escape_for_humans(&name)
+                        crate::model::text::escape_for_humans(&name)
                     ),
                     ignore: name.is_empty() || is_libc_lookup_socket(&name),
                 }

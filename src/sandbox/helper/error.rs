@@ -12,7 +12,7 @@ use super::super::landlock::LandlockError;
 use super::super::mounts::MountError;
 use super::super::seccomp::SeccompError;
 use super::super::stubs::StubInstallError;
-use crate::workspace::diff::DiffError;
+use super::super::walk::DiffError;
 
 /// The numbered steps of the helper (H: host side, C: child, P: the
 /// sandbox's init, X: the command before exec).

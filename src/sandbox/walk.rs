@@ -1,5 +1,5 @@
-//! Evidence: what a rehearsal changed, read from the overlay's upper layer
-//! only. The cost grows with what changed, never with the workspace.
+//! The evidence walk (`walk_upper_layer`): what a rehearsal changed, read
+//! from the overlay's upper layer only. The cost grows with what changed, never with the workspace.
 //!
 //! Runs inside the sandbox helper after every process of the command is dead,
 //! so nothing moves under the walk. Symlinks are recorded, never followed: the
@@ -24,7 +24,7 @@ const MAX_DELETED_EXPANSION: usize = 100_000;
 /// and the run hits its `changes` limit.
 pub const MAX_CHANGES: usize = 20_000;
 
-pub use crate::model::change::{Change, ChangeKind, FileType};
+use crate::model::change::{Change, ChangeKind, FileType};
 
 /// Where a blob goes: the walker hands over content it hashed so the caller
 /// can persist it (the live lane applies exactly these bytes).
