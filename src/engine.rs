@@ -236,9 +236,6 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    pub fn record(&self) -> &RunRecord {
-        &self.record
-    }
     pub fn run_id(&self) -> &str {
         &self.record.run_id
     }
@@ -617,10 +614,6 @@ impl Engine {
         let mut m = self.run_locks.lock().unwrap_or_else(|p| p.into_inner());
         m.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
         m.entry(run_id.to_string()).or_default().clone()
-    }
-
-    pub fn state_dir(&self) -> &Path {
-        &self.state_dir
     }
 
     pub fn journal(&self) -> &Journal {

@@ -48,6 +48,8 @@ pub struct JudgeContext<'a> {
     pub risk: Option<&'a Classification>,
 }
 
+/// [`judge_with`] without a context (the tests' shorthand).
+#[cfg(test)]
 pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Verdict {
     judge_with(spec, r, host, &JudgeContext::default())
 }

@@ -392,10 +392,10 @@ fn sandbox_violations(root: &Path) -> Vec<String> {
     let graph = module_graph(root);
     let mut bad = Vec::new();
     for (from, tos) in &graph {
-        if from != "engine" {
-            if let Some(sites) = tos.get("sandbox") {
-                bad.push(format!("{from} imports sandbox: {}", sites.join(", ")));
-            }
+        if from != "engine"
+            && let Some(sites) = tos.get("sandbox")
+        {
+            bad.push(format!("{from} imports sandbox: {}", sites.join(", ")));
         }
     }
     for (to, sites) in graph.get("sandbox").into_iter().flatten() {

@@ -254,6 +254,7 @@ impl Journal {
         }
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -523,6 +524,7 @@ impl Journal {
     }
 
     /// Every record, in order (stops at the first bad one).
+    #[cfg(test)]
     pub fn read_all(&self) -> Result<Vec<Body>, JournalError> {
         let buf = match std::fs::read(&self.path) {
             Ok(b) => b,

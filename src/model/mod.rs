@@ -27,6 +27,6 @@ pub use change::{Change, ChangeKind, FileType};
 pub use decision::{Decision, Finding};
 pub use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
 pub use live::{LiveMode, LiveNetwork};
-pub use promotion::{Refusal, refusals};
+pub use promotion::Refusal;
 pub use report::{HostReport, RehearsalReport};
 pub use run_state::RunState;

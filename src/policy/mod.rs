@@ -11,8 +11,8 @@
 //! rules it adds are scored next to the other layers' conclusion about a
 //! command, never in its place ([`Rule::from_workspace`]).
 
-pub mod budget;
-pub mod stubs;
+pub(crate) mod budget;
+pub(crate) mod stubs;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};

@@ -189,7 +189,6 @@ pub struct Identity {
 /// owner's credentials).
 pub struct LocalWorkspace {
     root: OwnedFd,
-    display: PathBuf,
     /// Ids promoted files get (the workspace root's owner); applied only
     /// when we may (running as root).
     owner: (u32, u32),
@@ -287,7 +286,6 @@ impl LocalWorkspace {
         }
         Ok(LocalWorkspace {
             root,
-            display: path.to_path_buf(),
             owner: (st.st_uid, st.st_gid),
             chown: nix::unistd::geteuid().is_root(),
             max_file,
@@ -722,10 +720,6 @@ impl LocalWorkspace {
             nix::sys::stat::FchmodatFlags::FollowSymlink,
         )
         .map_err(|e| perr(rel, e))
-    }
-
-    pub fn display(&self) -> &Path {
-        &self.display
     }
 }
 

@@ -4,6 +4,11 @@
 //! upper layer runs in the sandbox helper and lives in `sandbox::walk`;
 //! text diffs of a run's kept content are `engine::textdiff`.
 
-pub mod apply;
-pub mod owner;
-pub mod paths;
+pub(crate) mod apply;
+pub(crate) mod owner;
+pub(crate) mod paths;
+
+/// The binary's edge: `main.rs` dispatches to the workspace agent (the
+/// process acting with the workspace owner's credentials) by its first
+/// argument.
+pub use owner::{AGENT_ARG, run_workspace_agent};

@@ -683,7 +683,6 @@ pub enum Workspace {
     Local(LocalWorkspace),
     Agent {
         io: Mutex<AgentIo>,
-        display: PathBuf,
         owner: (u32, u32),
     },
 }
@@ -725,7 +724,6 @@ impl Workspace {
         }
         Ok(Workspace::Agent {
             io: Mutex::new(io),
-            display: path.to_path_buf(),
             owner: (expect.uid, expect.gid),
         })
     }
@@ -734,13 +732,6 @@ impl Workspace {
         match self {
             Workspace::Local(w) => w.owner(),
             Workspace::Agent { owner, .. } => *owner,
-        }
-    }
-
-    pub fn display(&self) -> &Path {
-        match self {
-            Workspace::Local(w) => w.display(),
-            Workspace::Agent { display, .. } => display,
         }
     }
 

@@ -71,7 +71,7 @@ use std::os::fd::RawFd;
 
 use super::sys;
 use super::wire::{self, SetupFailure};
-pub use error::{HelperError, Step};
+pub use error::HelperError;
 
 /// The hidden subcommand that starts the helper.
 pub const HELPER_ARG: &str = "__sandbox-helper";
