@@ -29,8 +29,8 @@ pub mod textdiff;
 pub use crate::record::Receipt;
 /// What the daemon needs of the sandbox, handed on by the engine: the
 /// sandbox is a leaf that only the engine imports.
-pub use crate::sandbox::CancelHandle;
-pub use crate::sandbox::probe::landlock_abi;
+pub(crate) use crate::sandbox::CancelHandle;
+pub(crate) use crate::sandbox::probe::landlock_abi;
 pub use compare::{RunComparison, compare_runs};
 pub use live::valid_receipt_id;
 pub use replay::ReplayRequest;

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 /// assert_eq!(escape_for_humans(b"\x1b[2J"), r"\u{001b}[2J");
 /// assert_eq!(escape_for_humans(b"bad\xff"), r"bad\xff");
 /// ```
-pub fn escape_for_humans(bytes: &[u8]) -> String {
+pub(crate) fn escape_for_humans(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
@@ -40,7 +40,7 @@ pub fn escape_for_humans(bytes: &[u8]) -> String {
 /// Make an already-composed message (whose embedded names were escaped with
 /// [`escape_for_humans`]) safe for a terminal without escaping it twice:
 /// control and bidi characters become visible, backslashes stay as they are.
-pub fn sanitize_for_terminal(s: &str) -> String {
+pub(crate) fn sanitize_for_terminal(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if is_dangerous_char(c) {

@@ -1,6 +1,6 @@
 //! Kernel feature probes: what this machine can enforce.
 
 /// The Landlock ABI the running kernel offers (0: none).
-pub fn landlock_abi() -> u32 {
+pub(crate) fn landlock_abi() -> u32 {
     super::sys::landlock_abi_version()
 }

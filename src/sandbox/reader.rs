@@ -28,7 +28,7 @@ use super::sys;
 use super::walk::{Layer, LayerOpen};
 
 /// The reader process and P1's end of the socket pair.
-pub struct LayerReader {
+pub(super) struct LayerReader {
     sock: OwnedFd,
     pid: libc::pid_t,
 }
@@ -135,7 +135,7 @@ fn serve(sock: OwnedFd, lower: &OwnedFd, upper: &OwnedFd) -> ! {
 impl LayerReader {
     /// Fork the reader (P1 is single-threaded here), drop it to the owner's
     /// ids, and keep P1's end of the socket pair.
-    pub fn start(
+    pub(super) fn start(
         lower: &OwnedFd,
         upper: &OwnedFd,
         uid: u32,
