@@ -63,14 +63,6 @@ impl PathMatcher {
     /// `.git/hooks/` covers `a/b/.git/hooks/x`); a pattern with a leading
     /// `/` matches only at the workspace root (`/Jenkinsfile`). Otherwise
     /// the same globs and directory semantics as [`PathMatcher::new`].
-    ///
-    /// ```
-    /// use dryrun::workspace::paths::PathMatcher;
-    /// let m = PathMatcher::at_any_depth(&["package.json".into(), "/ci.yml".into()]).unwrap();
-    /// assert!(m.matches(b"sub/pkg/package.json"));
-    /// assert!(m.matches(b"ci.yml"));
-    /// assert!(!m.matches(b"sub/ci.yml"));
-    /// ```
     pub(crate) fn at_any_depth(patterns: &[String]) -> Result<Self, PatternError> {
         let mut m = PathMatcher::default();
         for p in patterns {
@@ -178,6 +170,14 @@ impl PathMatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_any_depth_matches_a_bare_pattern_anywhere_and_a_rooted_one_at_the_root() {
+        let m = PathMatcher::at_any_depth(&["package.json".into(), "/ci.yml".into()]).unwrap();
+        assert!(m.matches(b"sub/pkg/package.json"));
+        assert!(m.matches(b"ci.yml"));
+        assert!(!m.matches(b"sub/ci.yml"));
+    }
 
     #[test]
     fn escapes_newlines_ansi_and_bidi() {
