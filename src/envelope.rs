@@ -10,7 +10,7 @@ use crate::workspace::paths::{PathMatcher, PatternError};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Envelope {
+pub(crate) struct Envelope {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,7 +33,7 @@ pub struct Envelope {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum Mode {
+pub(crate) enum Mode {
     ReadOnly,
     #[default]
     Mutating,
@@ -41,14 +41,14 @@ pub enum Mode {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum Network {
+pub(crate) enum Network {
     #[default]
     None,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Intent {
+pub(crate) struct Intent {
     #[serde(default)]
     pub summary: String,
     #[serde(default)]
@@ -65,7 +65,7 @@ pub struct Intent {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Limits {
+pub(crate) struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,11 +78,11 @@ pub struct Limits {
     pub disk_mb: Option<u64>,
 }
 
-pub use crate::model::{LiveMode, LiveNetwork};
+pub(crate) use crate::model::{LiveMode, LiveNetwork};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Live {
+pub(crate) struct Live {
     #[serde(default)]
     pub mode: LiveMode,
     #[serde(default)]
@@ -94,7 +94,7 @@ pub struct Live {
 /// `dryrun.yaml` at a workspace root.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
-pub struct TaskFile {
+pub(crate) struct TaskFile {
     pub tasks: BTreeMap<String, Envelope>,
 }
 
@@ -110,7 +110,7 @@ pub struct LimitsSpec {
 
 /// The most a daemon (or the in-process engine) lets one run ask for: its
 /// configured ceilings. Modest by default; `dryrun daemon --max-*` sets them.
-pub const DEFAULT_CEILINGS: LimitsSpec = LimitsSpec {
+pub(crate) const DEFAULT_CEILINGS: LimitsSpec = LimitsSpec {
     timeout_s: 3600,
     memory_mb: 8192,
     pids: 4096,
@@ -119,7 +119,7 @@ pub const DEFAULT_CEILINGS: LimitsSpec = LimitsSpec {
 };
 
 /// The lowest value each limit field accepts.
-pub const LIMIT_MINIMA: LimitsSpec = LimitsSpec {
+pub(crate) const LIMIT_MINIMA: LimitsSpec = LimitsSpec {
     timeout_s: 1,
     memory_mb: 16,
     pids: 8,
@@ -129,7 +129,7 @@ pub const LIMIT_MINIMA: LimitsSpec = LimitsSpec {
 
 /// The highest value each limit field accepts, whatever the ceilings say;
 /// a configured ceiling may not exceed it.
-pub const LIMIT_MAXIMA: LimitsSpec = LimitsSpec {
+pub(crate) const LIMIT_MAXIMA: LimitsSpec = LimitsSpec {
     timeout_s: 86_400,
     memory_mb: 1 << 20,
     pids: 1 << 20,
@@ -139,7 +139,7 @@ pub const LIMIT_MAXIMA: LimitsSpec = LimitsSpec {
 
 /// A limit the envelope asked for above the configured ceiling.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AboveCeiling {
+pub(crate) struct AboveCeiling {
     pub field: &'static str,
     pub asked: u64,
     pub ceiling: u64,
@@ -170,7 +170,7 @@ impl LimitsSpec {
 
 /// A validated envelope.
 #[derive(Debug, Clone)]
-pub struct EnvelopeSpec {
+pub(crate) struct EnvelopeSpec {
     pub task: Option<String>,
     pub steps: Vec<String>,
     pub uses_steps: bool,
@@ -197,7 +197,7 @@ pub struct EnvelopeSpec {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum EnvelopeError {
+pub(crate) enum EnvelopeError {
     #[error("{field}: {message}")]
     Field { field: String, message: String },
     #[error("{source_name}: {message}")]
@@ -227,7 +227,7 @@ fn field(field: &str, message: impl Into<String>) -> EnvelopeError {
 
 /// Parse YAML or JSON (JSON is YAML, but a JSON body gets JSON's error
 /// messages). Errors name the field path.
-pub fn parse_envelope(source_name: &str, text: &str) -> Result<Envelope, EnvelopeError> {
+pub(crate) fn parse_envelope(source_name: &str, text: &str) -> Result<Envelope, EnvelopeError> {
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
         let de = &mut serde_json::Deserializer::from_str(text);
@@ -260,7 +260,7 @@ fn path_or_root(p: &str) -> String {
     }
 }
 
-pub fn parse_task_text(source_name: &str, text: &str) -> Result<TaskFile, EnvelopeError> {
+pub(crate) fn parse_task_text(source_name: &str, text: &str) -> Result<TaskFile, EnvelopeError> {
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| EnvelopeError::Parse {
         source_name: source_name.to_string(),
@@ -273,12 +273,12 @@ pub fn parse_task_text(source_name: &str, text: &str) -> Result<TaskFile, Envelo
 }
 
 /// The largest `dryrun.yaml` read.
-pub const TASK_FILE_MAX: u64 = 1 << 20;
+pub(crate) const TASK_FILE_MAX: u64 = 1 << 20;
 
 /// Find task `name` in `<workspace>/dryrun.yaml`, read with the workspace
 /// owner's rights (a root CLI in a user's workspace reads it as that user),
 /// from the resolved workspace, never through a symlink, at most 1 MiB.
-pub fn load_task(workspace: &Path, name: &str) -> Result<Envelope, EnvelopeError> {
+pub(crate) fn load_task(workspace: &Path, name: &str) -> Result<Envelope, EnvelopeError> {
     use crate::workspace::owner::{Creds, OwnerSession};
     let file = workspace.join("dryrun.yaml");
     let read_err = |message: String| EnvelopeError::Field {
@@ -335,7 +335,7 @@ pub fn load_task(workspace: &Path, name: &str) -> Result<Envelope, EnvelopeError
     Ok(env)
 }
 
-pub const DEFAULT_LIMITS: LimitsSpec = LimitsSpec {
+pub(crate) const DEFAULT_LIMITS: LimitsSpec = LimitsSpec {
     timeout_s: 60,
     memory_mb: 1024,
     pids: 512,
@@ -369,7 +369,7 @@ fn valid_env_name(k: &str) -> bool {
 impl Envelope {
     /// Validate into an [`EnvelopeSpec`]. `default_dir` stands in for a
     /// missing `working_dir` (the caller's cwd).
-    pub fn validate(
+    pub(crate) fn validate(
         mut self,
         default_dir: Option<&Path>,
         access: &crate::workspace::owner::OwnerSession,
@@ -576,7 +576,7 @@ impl EnvelopeSpec {
     /// Hold the limits to `ceiling`: a limit the envelope asked for above
     /// its ceiling is an error (nothing runs); a default above it is
     /// lowered to the ceiling.
-    pub fn fit_to_ceilings(&mut self, ceiling: &LimitsSpec) -> Result<(), AboveCeiling> {
+    pub(crate) fn fit_to_ceilings(&mut self, ceiling: &LimitsSpec) -> Result<(), AboveCeiling> {
         let asked = &self.envelope.limits;
         let explicit = |name: &str| match name {
             "timeout_s" => asked.timeout_s.is_some(),
@@ -601,12 +601,12 @@ impl EnvelopeSpec {
         Ok(())
     }
 
-    pub fn envelope_for_submission(&self) -> &Envelope {
+    pub(crate) fn envelope_for_submission(&self) -> &Envelope {
         &self.envelope
     }
 
     /// BLAKE3 of the canonical JSON of the validated envelope.
-    pub fn envelope_hash(&self) -> String {
+    pub(crate) fn envelope_hash(&self) -> String {
         let bytes = serde_json::to_vec(&self.envelope).expect("envelope serializes");
         blake3::hash(&bytes).to_hex().to_string()
     }

@@ -20,7 +20,7 @@ fn is_name_like(s: &str) -> bool {
 /// `message` with every double-quoted string replaced by `"…"` and every
 /// backtick-quoted token that is not a short name replaced by `` `…` ``;
 /// control characters are dropped and the result is capped at 300 chars.
-pub fn content_free(message: &str) -> String {
+pub(crate) fn content_free(message: &str) -> String {
     let mut out = String::with_capacity(message.len().min(300));
     let mut chars = message.chars().peekable();
     while let Some(c) = chars.next() {
@@ -68,7 +68,7 @@ pub fn content_free(message: &str) -> String {
 
 /// A serde field path (`tasks.build.intent.mode`, `steps[2]`) with every
 /// segment that is not a short name replaced by `…`.
-pub fn content_free_path(path: &str) -> String {
+pub(crate) fn content_free_path(path: &str) -> String {
     path.split('.')
         .map(|seg| {
             let base = seg.split('[').next().unwrap_or("");

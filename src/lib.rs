@@ -1,10 +1,18 @@
 //! dryrun: a dry-run lane for shell commands proposed by AI agents.
 //!
-//! Modules follow the pipeline: `model` (pure data and rules, at the
-//! bottom) → `envelope` → `sandbox` (rehearse) → `workspace` (evidence) →
-//! `verdict` → `engine` (which ties them together) → `cli`. Only `sandbox`
-//! may use `unsafe`. See `docs/design.md` for the module map.
+//! Modules follow the pipeline, and imports point down it: `model` (pure
+//! data and rules, at the bottom) → `errtext`, `workspace` (host-side file
+//! access), `policy`, `envelope` → `classify` → `sandbox` (a leaf only the
+//! engine uses) → `verdict`, `redact`, `journal`, `record` → `engine` →
+//! `daemon` → `cli`. Only `sandbox` may use `unsafe`. `tests/structure.rs`
+//! keeps the graph free of cycles; `docs/design.md` has the module map.
+//!
+//! Visibility: modules and items are `pub(crate)` unless the binary
+//! (`main.rs`), the integration tests or the benches need them, and
+//! `unreachable_pub` keeps it so; `engine`, `daemon` and `cli` are exempt
+//! until their restructuring lands (see `docs/design.md`).
 #![deny(unsafe_code)]
+#![warn(unreachable_pub)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 /// mimalloc: the classifier and the evidence walk allocate many small
@@ -12,19 +20,29 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// Public: the classifier tests and benches call it.
 pub mod classify;
+// Public: the binary's `main`; the daemon tests use `cli::client::Client`.
+#[allow(unreachable_pub)]
 pub mod cli;
+// Public: the daemon tests check `daemon::ROUTES` against docs/openapi.yaml.
+#[allow(unreachable_pub)]
 pub mod daemon;
-pub mod engine;
-pub mod envelope;
-pub mod errtext;
-pub mod journal;
-pub mod model;
+#[allow(unreachable_pub)]
+pub(crate) mod engine;
+pub(crate) mod envelope;
+pub(crate) mod errtext;
+pub(crate) mod journal;
+pub(crate) mod model;
+// Public: the classifier tests and benches build policies.
 pub mod policy;
-pub mod record;
-pub mod redact;
-pub mod request;
+pub(crate) mod record;
+pub(crate) mod redact;
+#[allow(unreachable_pub)]
+pub(crate) mod request;
+// Public: the binary's edge dispatches to the helper and stub programs.
 #[allow(unsafe_code)]
 pub mod sandbox;
-pub mod verdict;
+pub(crate) mod verdict;
+// Public: the binary's edge dispatches to the workspace agent.
 pub mod workspace;

@@ -4,12 +4,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::journal::{Actor, Appended};
-pub use crate::model::RunState;
+pub(crate) use crate::model::RunState;
 use crate::model::{Blocked, Change, ChangeKind, FileType, LimitHit, StepOutcome};
-pub use crate::model::{LiveMode, LiveNetwork};
+pub(crate) use crate::model::{LiveMode, LiveNetwork};
 use crate::verdict::Verdict;
 
-pub const SCHEMA: &str = "dryrun.run/v1";
+pub(crate) const SCHEMA: &str = "dryrun.run/v1";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntentRecord {
@@ -88,7 +88,7 @@ pub struct Rehearsal {
 /// kinds, types, hashes, modes, link targets), the sorted blocked attempts
 /// and limits hit, and each step's exit status. Durations, timings, run ids
 /// and enforcement details are left out.
-pub fn evidence_hash(r: &Rehearsal) -> String {
+pub(crate) fn evidence_hash(r: &Rehearsal) -> String {
     let mut changes: Vec<String> = r
         .changes
         .iter()
@@ -298,7 +298,7 @@ pub struct RolledBack {
     pub steps: usize,
 }
 
-pub const RECEIPT_SCHEMA: &str = "dryrun.receipt/v1";
+pub(crate) const RECEIPT_SCHEMA: &str = "dryrun.receipt/v1";
 
 #[cfg(test)]
 mod tests {

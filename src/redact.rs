@@ -33,16 +33,16 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use regex::bytes::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::wire::RehearsalReport;
+use crate::model::RehearsalReport;
 
 /// Given variables' values shorter than this are not redacted (they would
 /// match ordinary words and numbers all over the output).
-pub const MIN_ENV_VALUE_LEN: usize = 6;
+pub(crate) const MIN_ENV_VALUE_LEN: usize = 6;
 /// A value made of digits only is redacted from this length on (ports,
 /// counts, years and ids are shorter).
-pub const MIN_NUMERIC_ENV_VALUE_LEN: usize = 10;
+pub(crate) const MIN_NUMERIC_ENV_VALUE_LEN: usize = 10;
 /// Values too common to be secrets.
-pub const COMMON_VALUES: &[&str] = &[
+pub(crate) const COMMON_VALUES: &[&str] = &[
     "C.UTF-8",
     "C.utf8",
     "en_US.UTF-8",
@@ -65,7 +65,7 @@ pub const COMMON_VALUES: &[&str] = &[
     "critical",
 ];
 /// Envelope variables whose values are configuration, not credentials.
-pub const CONFIG_NAMES: &[&str] = &[
+pub(crate) const CONFIG_NAMES: &[&str] = &[
     "PATH",
     "HOME",
     "PWD",
@@ -84,13 +84,13 @@ pub const CONFIG_NAMES: &[&str] = &[
     "SOURCE_DATE_EPOCH",
 ];
 /// How much a redacted text may grow over the original before it is cut.
-pub const MAX_GROWTH: usize = 1024;
+pub(crate) const MAX_GROWTH: usize = 1024;
 /// Appended where a text was cut after redaction.
-pub const CUT_MARKER: &str = "\n[dryrun: output cut after redaction]\n";
+pub(crate) const CUT_MARKER: &str = "\n[dryrun: output cut after redaction]\n";
 /// Values assigned to secret-looking names are redacted when at least this
 /// long and at least [`MIN_ENTROPY_BITS`] bits of Shannon entropy per byte.
-pub const MIN_ENTROPY_LEN: usize = 20;
-pub const MIN_ENTROPY_BITS: f64 = 3.5;
+pub(crate) const MIN_ENTROPY_LEN: usize = 20;
+pub(crate) const MIN_ENTROPY_BITS: f64 = 3.5;
 
 /// How many matches were replaced, by kind (`env:NAME`, `github_token`, ...).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,7 +109,7 @@ impl Redactions {
 /// One credential shape: matches of `re` are redacted as `kind`. The span
 /// replaced is the first capture group that took part in the match (the
 /// value of an assignment, keeping its name), else the whole match.
-pub struct Detector {
+pub(crate) struct Detector {
     pub kind: &'static str,
     re: Regex,
     /// Replace only when this holds for the value (entropy, placeholders).
@@ -121,7 +121,7 @@ fn always(_: &[u8]) -> bool {
 }
 
 /// Shannon entropy of `v` in bits per byte.
-pub fn shannon_entropy(v: &[u8]) -> f64 {
+pub(crate) fn shannon_entropy(v: &[u8]) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -158,7 +158,7 @@ fn high_entropy(v: &[u8]) -> bool {
 const ASSIGN: &str = r#"["']?[ \t]*(?::=|[:=])[ \t]*"#;
 
 /// The credential shapes, in the order they are applied.
-pub fn detectors() -> &'static [Detector] {
+pub(crate) fn detectors() -> &'static [Detector] {
     static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
         let d = |kind, re: &str, accept| Detector {
             kind,
@@ -228,7 +228,7 @@ pub fn detectors() -> &'static [Detector] {
 
 /// The secrets of one run: the given variables' values, then the shapes.
 #[derive(Default)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     /// Variable names, in the order of `env_values`' patterns.
     env_names: Vec<String>,
     env_values: Option<AhoCorasick>,
@@ -244,21 +244,21 @@ impl std::fmt::Debug for Redactor {
 }
 
 /// Is this given value worth looking for? (See the module docs.)
-pub fn is_redactable_value(value: &str) -> bool {
+pub(crate) fn is_redactable_value(value: &str) -> bool {
     value.len() >= MIN_ENV_VALUE_LEN
         && !(value.bytes().all(|b| b.is_ascii_digit()) && value.len() < MIN_NUMERIC_ENV_VALUE_LEN)
         && !COMMON_VALUES.contains(&value)
 }
 
 /// Is this envelope variable configuration rather than a credential?
-pub fn is_config_name(name: &str) -> bool {
+pub(crate) fn is_config_name(name: &str) -> bool {
     CONFIG_NAMES.contains(&name) || name.starts_with("LC_")
 }
 
 impl Redactor {
     /// `env`: the envelope's variables (configuration names exempt);
     /// `host`: the live lane's host variables (none exempt).
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         env: impl IntoIterator<Item = (&'a str, &'a str)>,
         host: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Self {
@@ -289,7 +289,7 @@ impl Redactor {
     /// `text` with every secret replaced by `[redacted:KIND]`, counted in
     /// `tally`. Never longer than the input plus [`MAX_GROWTH`] (cut and
     /// marked past that).
-    pub fn redact_bytes(&self, text: &[u8], tally: &mut Redactions) -> Vec<u8> {
+    pub(crate) fn redact_bytes(&self, text: &[u8], tally: &mut Redactions) -> Vec<u8> {
         let mut cur: Vec<u8> = match &self.env_values {
             Some(ac) if ac.is_match(text) => {
                 let mut out = Vec::with_capacity(text.len());
@@ -321,7 +321,7 @@ impl Redactor {
     /// The command's stdout or stderr: redacted, and at most `allowed`
     /// bytes or its own length, whichever is more (cut and marked past
     /// that). Returns whether it was cut.
-    pub fn redact_output(
+    pub(crate) fn redact_output(
         &self,
         text: &[u8],
         allowed: usize,
@@ -348,7 +348,7 @@ impl Redactor {
     /// Markers longer than what they replace may use the room the output
     /// left below the cap, shared between the two streams; output already at
     /// the cap never grows.
-    pub fn scrub_report(&self, report: &mut RehearsalReport, output_cap: u64) -> Redactions {
+    pub(crate) fn scrub_report(&self, report: &mut RehearsalReport, output_cap: u64) -> Redactions {
         let mut t = Redactions::default();
         let used = report.stdout.len() + report.stderr.len();
         let room = usize::try_from(output_cap)
@@ -376,7 +376,7 @@ impl Redactor {
     }
 
     /// [`Redactor::redact_bytes`] on text; stays valid UTF-8.
-    pub fn redact_str(&self, text: &str, tally: &mut Redactions) -> String {
+    pub(crate) fn redact_str(&self, text: &str, tally: &mut Redactions) -> String {
         let out = self.redact_bytes(text.as_bytes(), tally);
         match String::from_utf8(out) {
             Ok(s) => s,
@@ -386,7 +386,7 @@ impl Redactor {
     }
 
     /// In place, for the record's text fields.
-    pub fn redact_in_place(&self, text: &mut String, tally: &mut Redactions) {
+    pub(crate) fn redact_in_place(&self, text: &mut String, tally: &mut Redactions) {
         *text = self.redact_str(text, tally);
     }
 }

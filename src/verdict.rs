@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::classify::Classification;
 use crate::envelope::{EnvelopeSpec, Mode};
 use crate::model::{BlockedKind, Change, ChangeKind, FileType, LimitHit, promotion};
-pub use crate::model::{Decision, Finding};
+pub(crate) use crate::model::{Decision, Finding};
+use crate::model::{HostReport, RehearsalReport};
 use crate::policy::Level;
-use crate::sandbox::wire::{HostReport, RehearsalReport};
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,20 +41,22 @@ fn is_write(c: &Change) -> bool {
 
 /// What the verdict needs besides the envelope and the evidence.
 #[derive(Default)]
-pub struct JudgeContext<'a> {
+pub(crate) struct JudgeContext<'a> {
     /// Paths whose change needs approval even when not forbidden.
     pub protected: Option<&'a PathMatcher>,
     /// The classifier's result for the command.
     pub risk: Option<&'a Classification>,
 }
 
-pub fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Verdict {
+/// [`judge_with`] without a context (the tests' shorthand).
+#[cfg(test)]
+pub(crate) fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport) -> Verdict {
     judge_with(spec, r, host, &JudgeContext::default())
 }
 
 /// The combined decision: the maximum of the classifier's and the evidence's
 /// findings, every one with its rule id.
-pub fn judge_with(
+pub(crate) fn judge_with(
     spec: &EnvelopeSpec,
     r: &RehearsalReport,
     host: &HostReport,

@@ -2,11 +2,11 @@
 //! output goes through `escape_for_humans` so nothing the command wrote can
 //! move the cursor, recolour or reorder the reviewer's screen.
 
+use crate::engine::textdiff::RunDiff;
+use crate::model::ChangeKind;
 use crate::model::Decision;
 use crate::record::RunRecord;
-use crate::workspace::diff::ChangeKind;
 use crate::workspace::paths::{escape_for_humans, sanitize_for_terminal};
-use crate::workspace::textdiff::RunDiff;
 
 pub fn esc(s: &str) -> String {
     escape_for_humans(s.as_bytes())

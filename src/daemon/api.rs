@@ -26,7 +26,7 @@ use crate::journal::Actor;
 use crate::record::RunState;
 use crate::request::serve::{Caller, Serve};
 use crate::request::{self, DiffRequest, Submitted};
-use crate::sandbox::CancelHandle;
+use crate::engine::CancelHandle;
 
 /// Every route the daemon serves, as (method, path pattern from `routes`).
 /// docs/openapi.yaml lists the same set; tests/daemon.rs checks both against the live socket.
@@ -830,7 +830,7 @@ async fn health(
         queued: admitted.saturating_sub(running),
         max_running: app.cfg.max_running,
         max_queued: app.cfg.max_queued,
-        landlock_abi: crate::sandbox::probe::landlock_abi(),
+        landlock_abi: crate::engine::landlock_abi(),
     }))
 }
 

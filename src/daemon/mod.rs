@@ -19,7 +19,8 @@
 mod api;
 mod error;
 mod metrics;
-pub mod routes;
+pub use crate::request::routes;
+pub use crate::request::transport::{SYSTEM_SOCKET, default_socket, user_socket};
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -31,25 +32,6 @@ pub use api::{Health, ROUTES};
 pub use error::{ErrorBody, ErrorDetail, engine_status};
 
 use crate::engine::{Engine, EngineOptions};
-
-/// The system daemon's socket.
-pub const SYSTEM_SOCKET: &str = "/run/dryrun/dryrun.sock";
-
-/// Where a daemon listens when not told otherwise: the system socket for
-/// root, else the user's runtime directory.
-pub fn default_socket() -> PathBuf {
-    if nix::unistd::geteuid().is_root() {
-        return PathBuf::from(SYSTEM_SOCKET);
-    }
-    user_socket().unwrap_or_else(|| PathBuf::from(SYSTEM_SOCKET))
-}
-
-/// `$XDG_RUNTIME_DIR/dryrun.sock`, when that directory is set.
-pub fn user_socket() -> Option<PathBuf> {
-    std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|v| !v.is_empty())
-        .map(|d| PathBuf::from(d).join("dryrun.sock"))
-}
 
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {

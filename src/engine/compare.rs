@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::Change;
 use crate::record::RunRecord;
-use crate::workspace::diff::Change;
 use crate::workspace::paths::escape_for_humans;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -247,7 +247,7 @@ pub fn shown_actions(actions: &[crate::model::stubs::WouldBeAction]) -> Vec<Stri
 }
 
 /// BLAKE3 over the sorted (path, kind, before, after) list: what a receipt binds.
-pub fn change_set_hash(changes: &[crate::workspace::diff::Change]) -> String {
+pub fn change_set_hash(changes: &[crate::model::Change]) -> String {
     let mut h = blake3::Hasher::new();
     let mut rows: Vec<String> = changes
         .iter()

@@ -32,6 +32,7 @@ mod replay;
 mod review;
 mod store;
 mod submit;
+pub mod textdiff;
 
 pub use crate::record::Receipt;
 pub use authz::{is_approver, refuse_self_approval};
@@ -43,6 +44,10 @@ pub use rehearse::secret_looking_env_names;
 pub use replay::ReplayRequest;
 pub use store::{default_state_dir, valid_run_id};
 pub use submit::{access_as, sandbox_env};
+/// What the daemon needs of the sandbox, handed on by the engine: the
+/// sandbox is a leaf that only the engine imports.
+pub(crate) use crate::sandbox::CancelHandle;
+pub(crate) use crate::sandbox::probe::landlock_abi;
 
 use crate::envelope::EnvelopeSpec;
 use crate::journal::Journal;

@@ -5,7 +5,7 @@ use super::store::fit_record;
 use super::{Engine, EngineError, Prepared, entries};
 use crate::envelope::EnvelopeSpec;
 use crate::record::{Rehearsal, RunRecord, RunState, SandboxRecord};
-use crate::sandbox::wire::{HostReport, RehearsalReport};
+use crate::model::{HostReport, RehearsalReport};
 use crate::sandbox::{self, SandboxError};
 use crate::verdict;
 
@@ -263,7 +263,7 @@ fn report_content_not_kept(report: &mut RehearsalReport, budget: u64) {
             .join(", "),
         if not_kept.len() > 5 { ", ..." } else { "" }
     );
-    report.blocked.push(sandbox::wire::Blocked {
+    report.blocked.push(crate::model::Blocked {
         kind: crate::model::BlockedKind::Limit,
         detail,
     });

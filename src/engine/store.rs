@@ -349,7 +349,7 @@ pub(super) fn fit_record(record: &mut RunRecord) {
         reh.limits_hit.push(crate::model::LimitHit::Record);
         reh.limits_hit.sort();
         reh.limits_hit.dedup();
-        reh.blocked.push(crate::sandbox::wire::Blocked {
+        reh.blocked.push(crate::model::Blocked {
             kind: crate::model::BlockedKind::Limit,
             detail: message.clone(),
         });
@@ -466,7 +466,7 @@ mod tests {
 
     #[test]
     fn an_oversized_record_is_cut_blocked_and_never_written_whole() {
-        let change = |i: usize| crate::workspace::diff::Change {
+        let change = |i: usize| crate::model::Change {
             path: format!("{}/{i}", "d".repeat(2000)),
             ..serde_json::from_value(serde_json::json!({
                 "path": "x", "kind": "created", "file_type": "file", "before": null, "after": null

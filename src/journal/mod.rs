@@ -26,13 +26,13 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-pub const JOURNAL_FILE: &str = "journal.jsonl";
-pub const HEAD_FILE: &str = "journal.head";
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
+pub(crate) const HEAD_FILE: &str = "journal.head";
+pub(crate) const FORMAT_VERSION: u32 = 1;
 /// `prev` of the first record.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// A record larger than this is refused (reasons and notes are capped well below).
-pub const MAX_RECORD_BYTES: usize = 1 << 20;
+pub(crate) const MAX_RECORD_BYTES: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -82,7 +82,7 @@ impl Actor {
 
 /// What a record says, before it is chained.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// run_submitted, verdict, approval, rejection, run_failed, run_cancelled,
     /// promotion, rollback.
     pub kind: String,
@@ -96,7 +96,7 @@ pub struct Entry {
 /// A chained record as stored.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Body {
+pub(crate) struct Body {
     pub v: u32,
     pub seq: u64,
     pub prev: String,
@@ -143,7 +143,7 @@ pub struct Appended {
 
 /// The outcome of `dryrun journal verify`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct VerifyReport {
+pub(crate) struct VerifyReport {
     pub ok: bool,
     pub path: String,
     pub records: u64,
@@ -160,7 +160,7 @@ pub struct VerifyReport {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct BadRecord {
+pub(crate) struct BadRecord {
     pub line: u64,
     /// The sequence number the chain expected at that line.
     pub expected_seq: u64,
@@ -237,7 +237,7 @@ fn lines(buf: &[u8]) -> impl Iterator<Item = (usize, usize, bool)> + '_ {
     })
 }
 
-pub struct Journal {
+pub(crate) struct Journal {
     dir: PathBuf,
     path: PathBuf,
     head_path: PathBuf,
@@ -245,7 +245,7 @@ pub struct Journal {
 }
 
 impl Journal {
-    pub fn new(state_dir: &Path) -> Journal {
+    pub(crate) fn new(state_dir: &Path) -> Journal {
         Journal {
             dir: state_dir.to_path_buf(),
             path: state_dir.join(JOURNAL_FILE),
@@ -254,7 +254,8 @@ impl Journal {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -273,7 +274,7 @@ impl Journal {
     }
 
     /// Append one record, durably. Returns its sequence number and hash.
-    pub fn append(&self, entry: &Entry) -> Result<Appended, JournalError> {
+    pub(crate) fn append(&self, entry: &Entry) -> Result<Appended, JournalError> {
         let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let f = OpenOptions::new()
             .read(true)
@@ -437,7 +438,7 @@ impl Journal {
     }
 
     /// Walk the whole chain; name the first bad record.
-    pub fn verify(&self) -> Result<VerifyReport, JournalError> {
+    pub(crate) fn verify(&self) -> Result<VerifyReport, JournalError> {
         let buf = match std::fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -523,7 +524,8 @@ impl Journal {
     }
 
     /// Every record, in order (stops at the first bad one).
-    pub fn read_all(&self) -> Result<Vec<Body>, JournalError> {
+    #[cfg(test)]
+    pub(crate) fn read_all(&self) -> Result<Vec<Body>, JournalError> {
         let buf = match std::fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -548,7 +550,7 @@ impl Journal {
 
     /// Records whose text contains `needle`, among the last `window` bytes.
     /// (Used at recovery to find a transition's nonce near the end.)
-    pub fn tail_contains(&self, needle: &str, window: u64) -> Result<bool, JournalError> {
+    pub(crate) fn tail_contains(&self, needle: &str, window: u64) -> Result<bool, JournalError> {
         let mut f = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),

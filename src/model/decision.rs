@@ -3,15 +3,6 @@
 use serde::{Deserialize, Serialize};
 
 /// Ordered: combining findings is `max`.
-///
-/// ```
-/// use dryrun::model::Decision;
-/// let combined = [Decision::Promote, Decision::Blocked, Decision::NeedsApproval]
-///     .into_iter()
-///     .max();
-/// assert_eq!(combined, Some(Decision::Blocked));
-/// assert_eq!(Decision::NeedsApproval.exit_code(), 3);
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
@@ -49,6 +40,19 @@ pub struct Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn combining_decisions_is_max() {
+        let combined = [
+            Decision::Promote,
+            Decision::Blocked,
+            Decision::NeedsApproval,
+        ]
+        .into_iter()
+        .max();
+        assert_eq!(combined, Some(Decision::Blocked));
+        assert_eq!(Decision::NeedsApproval.exit_code(), 3);
+    }
 
     #[test]
     fn decision_is_ordered_and_serializes_as_before() {

@@ -5,24 +5,28 @@
 //! - [`decision`]: `Decision` (ordered; combining is `max`) and `Finding`.
 //! - [`change`]: one entry of the evidence's change list.
 //! - [`evidence`]: blocked attempts, limits hit and step outcomes.
+//! - [`report`]: what a rehearsal reports (the sandbox's init and the
+//!   outer helper), before the engine turns it into the run record.
 //! - [`stubs`]: the stub vocabulary and how a call is matched and answered.
 //! - [`live`]: the live lane's mode and network (`apply|rerun`, `none|host`).
 //! - [`run_state`]: the states of a run and which verbs each allows.
 //! - [`promotion`]: what may never be promoted, the one rule the verdict and
 //!   the live lane's planner both call.
 
-pub mod change;
-pub mod decision;
-pub mod evidence;
-pub mod live;
-pub mod promotion;
-pub mod run_state;
-pub mod stubs;
-pub mod text;
+pub(crate) mod change;
+pub(crate) mod decision;
+pub(crate) mod evidence;
+pub(crate) mod live;
+pub(crate) mod promotion;
+pub(crate) mod report;
+pub(crate) mod run_state;
+pub(crate) mod stubs;
+pub(crate) mod text;
 
-pub use change::{Change, ChangeKind, FileType};
-pub use decision::{Decision, Finding};
-pub use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
-pub use live::{LiveMode, LiveNetwork};
-pub use promotion::{Refusal, refusals};
-pub use run_state::RunState;
+pub(crate) use change::{Change, ChangeKind, FileType};
+pub(crate) use decision::{Decision, Finding};
+pub(crate) use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
+pub(crate) use live::{LiveMode, LiveNetwork};
+pub(crate) use promotion::Refusal;
+pub(crate) use report::{HostReport, RehearsalReport};
+pub(crate) use run_state::RunState;

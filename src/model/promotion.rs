@@ -18,7 +18,7 @@ use super::text::{escape_for_humans, sanitize_for_terminal};
 
 /// One reason a change can never be promoted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// A symlink that resolves outside the workspace.
     SymlinkEscapes { target: String },
     /// A setuid or setgid file.
@@ -47,7 +47,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// The verdict rule id this refusal is reported under.
-    pub fn rule(&self) -> &'static str {
+    pub(crate) fn rule(&self) -> &'static str {
         match self {
             Refusal::SymlinkEscapes { .. } => "evidence.symlink_escape",
             Refusal::SetId { .. } => "evidence.setid",
@@ -66,7 +66,7 @@ impl Refusal {
 
     /// The text both the verdict and the planner give; `shown` is the
     /// change's path as escaped for people.
-    pub fn message(&self, shown: &str) -> String {
+    pub(crate) fn message(&self, shown: &str) -> String {
         match self {
             Refusal::SymlinkEscapes { target } => format!(
                 "{shown}: a symlink pointing outside the workspace ({}) is never promoted",
@@ -125,7 +125,7 @@ impl Refusal {
 /// stub copies) are refused whatever the change, an identical rewrite
 /// included. The rest concerns what the planner writes, so an identical
 /// rewrite (which it skips) is not refused for it.
-pub fn refusals(c: &Change) -> Vec<Refusal> {
+pub(crate) fn refusals(c: &Change) -> Vec<Refusal> {
     let mut out = Vec::new();
     if c.symlink_escapes {
         out.push(Refusal::SymlinkEscapes {

@@ -9,27 +9,27 @@ use serde::{Deserialize, Serialize};
 /// The argument (after the shebang's interpreter) that selects stub mode.
 pub const STUB_ARG_PREFIX: &str = "__stub-exec ";
 /// The stub scripts' interpreter inside the sandbox (this binary).
-pub const STUB_INTERPRETER: &str = "/.dryrun/bin/dryrun";
+pub(crate) const STUB_INTERPRETER: &str = "/.dryrun/bin/dryrun";
 /// How every stub script begins (the tool's name follows).
-pub fn stub_script_prefix() -> String {
+pub(crate) fn stub_script_prefix() -> String {
     format!("#!{STUB_INTERPRETER} {STUB_ARG_PREFIX}")
 }
 /// Tools a stub may never shadow: the shell that runs the command and the
 /// stub's own interpreter.
-pub const NEVER_STUBBED: [&str; 5] = ["bash", "sh", "dash", "env", "dryrun"];
+pub(crate) const NEVER_STUBBED: [&str; 5] = ["bash", "sh", "dash", "env", "dryrun"];
 /// How a strict replay's refusal of a novel call begins (its stderr).
-pub const NOVEL_REFUSAL_PREFIX: &str = "dryrun replay (strict): ";
+pub(crate) const NOVEL_REFUSAL_PREFIX: &str = "dryrun replay (strict): ";
 /// The first bytes of stdin kept in a would-be action.
-pub const STDIN_HEAD: usize = 1024;
+pub(crate) const STDIN_HEAD: usize = 1024;
 /// What a call record keeps of the call (the argv hash covers all of it):
 /// each argument up to ARG_MAX_KEPT bytes, the arguments up to ARGV_MAX_KEPT
 /// bytes in all, ENV_NAMES_MAX_KEPT variable names of up to NAME_MAX_KEPT
 /// bytes, a cwd of up to PATH_MAX_KEPT bytes.
-pub const ARG_MAX_KEPT: usize = 4096;
-pub const ARGV_MAX_KEPT: usize = 64 * 1024;
-pub const ENV_NAMES_MAX_KEPT: usize = 512;
-pub const NAME_MAX_KEPT: usize = 128;
-pub const PATH_MAX_KEPT: usize = 4096;
+pub(crate) const ARG_MAX_KEPT: usize = 4096;
+pub(crate) const ARGV_MAX_KEPT: usize = 64 * 1024;
+pub(crate) const ENV_NAMES_MAX_KEPT: usize = 512;
+pub(crate) const NAME_MAX_KEPT: usize = 128;
+pub(crate) const PATH_MAX_KEPT: usize = 4096;
 
 /// How a stub answers.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -204,7 +204,7 @@ impl WouldBeAction {
 }
 
 /// Canonical argv hash: BLAKE3 over the JSON array `[tool, args...]`.
-pub fn argv_hash(tool: &str, args: &[String]) -> String {
+pub(crate) fn argv_hash(tool: &str, args: &[String]) -> String {
     let mut v: Vec<&str> = Vec::with_capacity(args.len() + 1);
     v.push(tool);
     v.extend(args.iter().map(String::as_str));
@@ -339,7 +339,7 @@ impl StubTable {
 }
 
 /// `tool arg1 arg2`, for messages (long calls shortened).
-pub fn shown_call(tool: &str, args: &[String]) -> String {
+pub(crate) fn shown_call(tool: &str, args: &[String]) -> String {
     let mut s = tool.to_string();
     for a in args {
         s.push(' ');
@@ -353,7 +353,7 @@ pub fn shown_call(tool: &str, args: &[String]) -> String {
 }
 
 /// Edit distance between two argument lists, counted in whole arguments.
-pub fn token_distance(a: &[String], b: &[String]) -> usize {
+pub(crate) fn token_distance(a: &[String], b: &[String]) -> usize {
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, x) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
@@ -392,7 +392,7 @@ pub fn has_flag(arg: &str, flag: &str) -> bool {
 /// the one the table gives for that argv (so it cannot be forged into
 /// something milder), the hash must cover the argv, and every field must be
 /// within the bounds the stub keeps.
-pub fn record_is_consistent(a: &WouldBeAction, table: &StubTable) -> bool {
+pub(crate) fn record_is_consistent(a: &WouldBeAction, table: &StubTable) -> bool {
     let bounded = a.argv.len() <= 1 + ARGV_MAX_KEPT
         && a.argv.iter().map(String::len).sum::<usize>() <= ARG_MAX_KEPT + ARGV_MAX_KEPT
         && a.argv.iter().all(|x| x.len() <= ARG_MAX_KEPT)
@@ -465,7 +465,7 @@ pub fn record_is_consistent(a: &WouldBeAction, table: &StubTable) -> bool {
     }
 }
 /// `s` cut to at most `max` bytes, on a character boundary.
-pub fn cut(s: &str, max: usize) -> String {
+pub(crate) fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -477,7 +477,7 @@ pub fn cut(s: &str, max: usize) -> String {
 }
 
 /// The argv a call record keeps, and whether any of it was cut.
-pub fn kept_argv(tool: &str, args: &[String]) -> (Vec<String>, bool) {
+pub(crate) fn kept_argv(tool: &str, args: &[String]) -> (Vec<String>, bool) {
     let mut kept = vec![cut(tool, ARG_MAX_KEPT)];
     let mut budget = ARGV_MAX_KEPT;
     let mut truncated = false;

@@ -7,15 +7,7 @@ use std::fmt::Write as _;
 /// bidirectional overrides and other invisible format characters are shown as
 /// visible escapes, invalid UTF-8 as `\xNN`. A name can therefore never move
 /// the cursor, recolour the screen or reorder what a reviewer reads.
-///
-/// ```
-/// use dryrun::model::text::escape_for_humans;
-/// assert_eq!(escape_for_humans(b"a\nb"), r"a\nb");
-/// assert_eq!(escape_for_humans("x\u{202e}y".as_bytes()), r"x\u{202e}y");
-/// assert_eq!(escape_for_humans(b"\x1b[2J"), r"\u{001b}[2J");
-/// assert_eq!(escape_for_humans(b"bad\xff"), r"bad\xff");
-/// ```
-pub fn escape_for_humans(bytes: &[u8]) -> String {
+pub(crate) fn escape_for_humans(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
@@ -40,7 +32,7 @@ pub fn escape_for_humans(bytes: &[u8]) -> String {
 /// Make an already-composed message (whose embedded names were escaped with
 /// [`escape_for_humans`]) safe for a terminal without escaping it twice:
 /// control and bidi characters become visible, backslashes stay as they are.
-pub fn sanitize_for_terminal(s: &str) -> String {
+pub(crate) fn sanitize_for_terminal(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if is_dangerous_char(c) {
@@ -57,4 +49,17 @@ fn is_dangerous_char(c: char) -> bool {
     c.is_control()
         || matches!(u,
             0x061C | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x2069 | 0xFEFF | 0xFFF9..=0xFFFB)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_for_humans_shows_what_a_terminal_would_hide() {
+        assert_eq!(escape_for_humans(b"a\nb"), r"a\nb");
+        assert_eq!(escape_for_humans("x\u{202e}y".as_bytes()), r"x\u{202e}y");
+        assert_eq!(escape_for_humans(b"\x1b[2J"), r"\u{001b}[2J");
+        assert_eq!(escape_for_humans(b"bad\xff"), r"bad\xff");
+    }
 }

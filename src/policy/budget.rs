@@ -41,7 +41,7 @@ enum Entry {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum BudgetError {
+pub(crate) enum BudgetError {
     #[error(
         "risk budget exhausted for {actor}: {used} of {limit} points spent in the last {window_s} s; \
          this run needs {needed}; retry in {retry_after_s} s or ask a reviewer"
@@ -61,13 +61,13 @@ pub enum BudgetError {
     },
 }
 
-pub struct Ledger {
+pub(crate) struct Ledger {
     path: PathBuf,
     cfg: BudgetConfig,
 }
 
 impl Ledger {
-    pub fn new(path: &Path, cfg: BudgetConfig) -> Self {
+    pub(crate) fn new(path: &Path, cfg: BudgetConfig) -> Self {
         Ledger {
             path: path.to_path_buf(),
             cfg,
@@ -109,7 +109,7 @@ impl Ledger {
     }
 
     /// Points `actor` has spent in the window ending at `now` (seconds).
-    pub fn spent(&self, actor: &str, now: u64) -> Result<(u64, u64), BudgetError> {
+    pub(crate) fn spent(&self, actor: &str, now: u64) -> Result<(u64, u64), BudgetError> {
         let entries = self.entries()?;
         let refunded: std::collections::HashSet<&str> = entries
             .iter()
@@ -141,7 +141,7 @@ impl Ledger {
 
     /// Charge a run's score, or refuse with a clear error when it would
     /// exceed the budget.
-    pub fn charge(
+    pub(crate) fn charge(
         &self,
         actor: &str,
         run_id: &str,
@@ -169,7 +169,7 @@ impl Ledger {
     }
 
     /// A reviewer (not the submitter) rejected the run: its points come back.
-    pub fn refund(&self, run_id: &str, now: u64) -> Result<(), BudgetError> {
+    pub(crate) fn refund(&self, run_id: &str, now: u64) -> Result<(), BudgetError> {
         self.append(&Entry::Refund {
             run_id: run_id.into(),
             at: now,

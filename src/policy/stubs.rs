@@ -43,12 +43,12 @@ pub struct StubMatchConfig {
     pub arg_regex: Option<String>,
 }
 
-pub use crate::model::stubs::NEVER_STUBBED;
+pub(crate) use crate::model::stubs::NEVER_STUBBED;
 /// Largest answer text (each of stdout and stderr).
-pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
 /// Validate one stub; `field` names it in errors (`stubs.gh-merge`).
-pub fn validate_stub(
+pub(crate) fn validate_stub(
     field: &str,
     id: &str,
     c: &StubConfig,
@@ -128,7 +128,7 @@ pub fn validate_stub(
 /// the left side is the tool and its subcommand words, the right side
 /// `exit N` and optionally `stdout=TEXT` / `stderr=TEXT`, separated by `;`.
 /// Escapes `\n` and `\t` are honoured in TEXT.
-pub fn parse_cli_stub(spec: &str) -> Result<StubConfig, String> {
+pub(crate) fn parse_cli_stub(spec: &str) -> Result<StubConfig, String> {
     let (left, right) = spec.split_once('=').ok_or_else(|| {
         format!(
             "--stub {spec:?}: expected 'TOOL [SUBCOMMAND...]=exit N[; stdout=TEXT][; stderr=TEXT]'"

@@ -70,11 +70,11 @@ impl Door {
         }
         let mut candidates = Vec::new();
         if !nix::unistd::geteuid().is_root()
-            && let Some(u) = crate::daemon::user_socket()
+            && let Some(u) = super::transport::user_socket()
         {
             candidates.push(u);
         }
-        candidates.push(PathBuf::from(crate::daemon::SYSTEM_SOCKET));
+        candidates.push(PathBuf::from(super::transport::SYSTEM_SOCKET));
         for c in candidates {
             if c.exists() {
                 if Client::reachable(&c) {

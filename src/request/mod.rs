@@ -5,9 +5,10 @@
 //! client function ([`door::Door::send`]) carries a request either to a
 //! daemon over its socket or to the in-process engine ([`serve`]). Encoding
 //! (method, path, query, body) and decoding live side by side here, so the
-//! two cannot drift; route paths come from `daemon::routes`.
+//! two cannot drift; route paths come from [`routes`].
 
 pub mod door;
+pub mod routes;
 pub mod serve;
 pub mod transport;
 
@@ -15,7 +16,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::routes;
 use crate::envelope::Envelope;
 use crate::model::stubs::NovelPolicy;
 use crate::record::{RunRecord, RunState};
@@ -223,7 +223,7 @@ pub struct Diff {
 }
 
 impl Operation for Diff {
-    type Reply = crate::workspace::textdiff::RunDiff;
+    type Reply = crate::engine::textdiff::RunDiff;
     const METHOD: Method = Method::Get;
     fn target(&self) -> String {
         routes::run_diff(self.id.as_str())

@@ -152,9 +152,9 @@ impl Serve for Diff {
         &self,
         engine: &Engine,
         caller: &Caller,
-    ) -> Result<crate::workspace::textdiff::RunDiff, EngineError> {
+    ) -> Result<crate::engine::textdiff::RunDiff, EngineError> {
         let r = caller.readable_run(engine, self.id.as_str())?;
-        Ok(crate::workspace::textdiff::run_diff(engine, &r))
+        Ok(crate::engine::textdiff::run_diff(engine, &r))
     }
 }
 

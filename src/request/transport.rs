@@ -9,6 +9,25 @@ use hyper::body::Bytes;
 
 use super::Operation;
 
+/// The system daemon's socket.
+pub const SYSTEM_SOCKET: &str = "/run/dryrun/dryrun.sock";
+
+/// Where a daemon listens when not told otherwise: the system socket for
+/// root, else the user's runtime directory.
+pub fn default_socket() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from(SYSTEM_SOCKET);
+    }
+    user_socket().unwrap_or_else(|| PathBuf::from(SYSTEM_SOCKET))
+}
+
+/// `$XDG_RUNTIME_DIR/dryrun.sock`, when that directory is set.
+pub fn user_socket() -> Option<PathBuf> {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(|d| PathBuf::from(d).join("dryrun.sock"))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error(

@@ -17,7 +17,7 @@ use std::path::Path;
 pub const NEWEST_KNOWN_ABI: u32 = 7;
 
 #[derive(Debug, thiserror::Error)]
-pub enum LandlockError {
+pub(crate) enum LandlockError {
     #[error("Landlock ruleset: {0}")]
     Ruleset(#[from] landlock::RulesetError),
     #[error(
@@ -32,24 +32,24 @@ pub enum LandlockError {
 
 /// How much of the ruleset the kernel enforced (`RulesetStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Enforcement {
+pub(crate) enum Enforcement {
     Not = 0,
     Partially = 1,
     Fully = 2,
 }
 
 impl Enforcement {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Enforcement::Fully => "fully enforced",
             Enforcement::Partially => "partially enforced",
             Enforcement::Not => "not enforced",
         }
     }
-    pub fn to_byte(self) -> u8 {
+    pub(crate) fn to_byte(self) -> u8 {
         self as u8
     }
-    pub fn from_byte(b: u8) -> Option<Enforcement> {
+    pub(crate) fn from_byte(b: u8) -> Option<Enforcement> {
         match b {
             0 => Some(Enforcement::Not),
             1 => Some(Enforcement::Partially),
@@ -68,20 +68,20 @@ impl std::fmt::Display for Enforcement {
 /// What `restrict_self` reported for the command: the enforcement and the
 /// ABI the ruleset was enforced at (0 when nothing was).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LandlockOutcome {
+pub(super) struct LandlockOutcome {
     pub status: Enforcement,
     pub abi: u32,
 }
 
 impl LandlockOutcome {
     /// Landlock was not applied at all (the kernel has none: degraded mode).
-    pub const NONE: LandlockOutcome = LandlockOutcome {
+    pub(super) const NONE: LandlockOutcome = LandlockOutcome {
         status: Enforcement::Not,
         abi: 0,
     };
 
     /// The weaker of two outcomes (steps of one run are judged together).
-    pub fn weakest(self, other: LandlockOutcome) -> LandlockOutcome {
+    pub(super) fn weakest(self, other: LandlockOutcome) -> LandlockOutcome {
         if (other.status, other.abi) < (self.status, self.abi) {
             other
         } else {
@@ -90,7 +90,7 @@ impl LandlockOutcome {
     }
 
     /// The record's `landlock_status` text.
-    pub fn describe(self) -> String {
+    pub(super) fn describe(self) -> String {
         if self.abi == 0 {
             return "not available (degraded mode)".into();
         }
@@ -139,7 +139,7 @@ fn enforced_abi(requested: u32, status: &landlock::RestrictionStatus) -> u32 {
 /// Restrict the calling thread (and everything it execs). `kernel_abi` comes
 /// from [`super::probe`]. Returns what `restrict_self` reported; whether
 /// that is enough is [`check_promise`]'s decision.
-pub fn apply_landlock_on_current_thread(
+pub(super) fn apply_landlock_on_current_thread(
     kernel_abi: u32,
     workspace: &Path,
     network_host: bool,
@@ -182,7 +182,7 @@ pub fn apply_landlock_on_current_thread(
 
 /// The promise: the ruleset fully enforced at `promised` (the kernel's ABI,
 /// capped at [`NEWEST_KNOWN_ABI`]), or degraded mode allowed.
-pub fn check_promise(
+pub(super) fn check_promise(
     outcome: LandlockOutcome,
     promised: u32,
     allow_degraded: bool,

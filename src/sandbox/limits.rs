@@ -11,7 +11,7 @@ const V1_ROOT: &str = "/sys/fs/cgroup";
 
 /// Decide where a run's cgroups go. `None` when this process cannot create
 /// cgroups (not root, or no usable controllers).
-pub fn plan_cgroups(run_id: &str) -> Option<CgroupPlan> {
+pub(crate) fn plan_cgroups(run_id: &str) -> Option<CgroupPlan> {
     if !nix::unistd::geteuid().is_root() {
         return None;
     }
@@ -50,7 +50,10 @@ fn write(p: &Path, v: &str) -> std::io::Result<()> {
 }
 
 /// Create the cgroups and set the limits. Returns how each limit is enforced.
-pub fn prepare_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Result<Vec<String>> {
+pub(crate) fn prepare_cgroups(
+    plan: &CgroupPlan,
+    limits: &SandboxLimits,
+) -> std::io::Result<Vec<String>> {
     let mut how = Vec::new();
     if let Some(dir) = &plan.unified {
         let parent = dir.parent().expect("run cgroup has a parent");
@@ -104,7 +107,7 @@ pub fn prepare_cgroups(plan: &CgroupPlan, limits: &SandboxLimits) -> std::io::Re
 }
 
 /// Move process `pid` (and so everything it forks later) into the cgroups.
-pub fn join_cgroups(plan: &CgroupPlan, pid: i32) -> std::io::Result<()> {
+pub(crate) fn join_cgroups(plan: &CgroupPlan, pid: i32) -> std::io::Result<()> {
     let p = pid.to_string();
     if let Some(dir) = &plan.unified {
         return write(&dir.join("cgroup.procs"), &p);
@@ -128,7 +131,7 @@ fn read_kv(p: &Path, key: &str) -> u64 {
 
 /// After the run: which limits were hit, then kill anything left and remove
 /// the cgroups. Returns (limits hit, processes killed).
-pub fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
+pub(crate) fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
     let mut hit = Vec::new();
     let mut dirs: Vec<(String, PathBuf)> = plan.dirs.clone();
     if let Some(u) = &plan.unified {
@@ -188,7 +191,7 @@ pub fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
 /// a cgroup that still has processes: rmdir refuses that).
 /// Kill whatever is left in an interrupted run's cgroups and remove them
 /// (recovery after a crash; the run's own processes only).
-pub fn reap_run_cgroups(run_id: &str) {
+pub(crate) fn reap_run_cgroups(run_id: &str) {
     let Some(plan) = plan_cgroups(run_id) else {
         return;
     };
@@ -217,7 +220,7 @@ pub fn reap_run_cgroups(run_id: &str) {
     }
 }
 
-pub fn sweep_stale_cgroups() {
+pub(crate) fn sweep_stale_cgroups() {
     if !nix::unistd::geteuid().is_root() {
         return;
     }
@@ -248,7 +251,7 @@ pub fn sweep_stale_cgroups() {
 /// rlimits for the command: always no core dumps, a file-size cap and a CPU
 /// time cap; processes and memory only when no cgroup enforces them. Returns
 /// `(resource, soft, hard, description)`; applied by the command's process.
-pub fn rlimit_plan(
+pub(crate) fn rlimit_plan(
     limits: &SandboxLimits,
     cgroup_memory: bool,
     cgroup_pids: bool,

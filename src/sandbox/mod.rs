@@ -2,18 +2,26 @@
 //! system call, in `sys`). The engine builds a [`spec::SandboxSpec`], and
 //! [`rehearse`] runs it through a fresh exec of this binary (the helper).
 
-pub mod helper;
+pub(crate) mod helper;
 mod landlock;
-pub mod limits;
+pub(crate) mod limits;
 mod mounts;
 mod netwatch;
-pub mod probe;
+pub(crate) mod probe;
 mod reader;
 mod seccomp;
-pub mod spec;
-pub mod stubs;
+pub(crate) mod spec;
+pub(crate) mod stubs;
 mod sys;
-pub mod wire;
+mod walk;
+pub(crate) mod wire;
+
+/// The binary's edge: `main.rs` dispatches to the helper (`run_helper`) and
+/// to a stub (`run_stub`) by its first argument, before anything else runs.
+/// These are the only items of the sandbox outside the crate; inside it,
+/// only the engine imports the sandbox.
+pub use helper::{HELPER_ARG, run_helper};
+pub use stubs::{STUB_ARG_PREFIX, run_stub};
 
 use std::io::Write;
 use std::path::Path;

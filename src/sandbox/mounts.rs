@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::spec::ImageProfile;
 
 #[derive(Debug, thiserror::Error)]
-pub enum MountError {
+pub(crate) enum MountError {
     #[error("mount {what} at {target}: {source}")]
     Mount {
         what: String,
@@ -34,7 +34,7 @@ fn perr(path: &Path, e: impl Into<io::Error>) -> MountError {
     }
 }
 
-pub fn make_rprivate() -> Result<(), MountError> {
+pub(super) fn make_rprivate() -> Result<(), MountError> {
     mount(
         None::<&str>,
         "/",
@@ -45,7 +45,7 @@ pub fn make_rprivate() -> Result<(), MountError> {
     .map_err(|e| merr("--make-rprivate", Path::new("/"), e))
 }
 
-pub fn mount_tmpfs(
+pub(super) fn mount_tmpfs(
     target: &Path,
     size_bytes: u64,
     mode: u32,
@@ -56,7 +56,7 @@ pub fn mount_tmpfs(
 
 /// A tmpfs with a cap on inodes too: empty files cost no blocks, so a size
 /// cap alone would not bound how many a command can create.
-pub fn mount_tmpfs_capped(
+pub(super) fn mount_tmpfs_capped(
     target: &Path,
     size_bytes: u64,
     inodes: u64,
@@ -77,7 +77,7 @@ fn mount_tmpfs_data(target: &Path, data: &str, extra: MsFlags) -> Result<(), Mou
     .map_err(|e| merr("tmpfs", target, e))
 }
 
-pub fn mkdir_p(path: &Path, mode: u32) -> Result<(), MountError> {
+pub(super) fn mkdir_p(path: &Path, mode: u32) -> Result<(), MountError> {
     std::fs::create_dir_all(path).map_err(|e| perr(path, e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| perr(path, e))
 }
@@ -112,7 +112,7 @@ fn locked_flags(path: &Path) -> MsFlags {
 }
 
 /// Remount an existing mount point read-only, nosuid, nodev.
-pub fn remount_ro(target: &Path) -> Result<(), MountError> {
+pub(super) fn remount_ro(target: &Path) -> Result<(), MountError> {
     let flags = MsFlags::MS_REMOUNT
         | MsFlags::MS_BIND
         | MsFlags::MS_RDONLY
@@ -160,7 +160,7 @@ fn unescape_mountinfo(s: &str) -> PathBuf {
 /// Bind `src` (host path) at `root/src`, read-only, nosuid, nodev, including
 /// every submount. Host symlinks (merged /usr) are recreated as symlinks.
 /// Returns false when the host path does not exist.
-pub fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountError> {
+pub(super) fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountError> {
     let meta = match std::fs::symlink_metadata(src) {
         Ok(m) => m,
         Err(_) => return Ok(false),
@@ -195,7 +195,7 @@ pub fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountError> {
 
 /// Hide `path` (inside the new root) behind an empty read-only file or
 /// directory. Returns false when there is nothing to hide.
-pub fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<bool, MountError> {
+pub(super) fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<bool, MountError> {
     let target = root.join(path.strip_prefix("/").unwrap_or(path));
     let meta = match std::fs::symlink_metadata(&target) {
         Ok(m) => m,
@@ -229,7 +229,7 @@ pub fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<bool, Mo
 
 /// Build the read-only image from the profile under `root`; returns the masked
 /// paths that existed.
-pub fn build_image(
+pub(super) fn build_image(
     root: &Path,
     image: &ImageProfile,
     empty_file: &Path,
@@ -248,7 +248,7 @@ pub fn build_image(
 
 /// A minimal /dev: null, zero, full, random, urandom bound from the host, the
 /// usual symlinks, nothing else.
-pub fn build_dev(root: &Path) -> Result<(), MountError> {
+pub(super) fn build_dev(root: &Path) -> Result<(), MountError> {
     let dev = root.join("dev");
     mkdir_p(&dev, 0o755)?;
     mount_tmpfs(&dev, 65536, 0o755, MsFlags::MS_NOEXEC)?;
@@ -278,7 +278,7 @@ pub fn build_dev(root: &Path) -> Result<(), MountError> {
 }
 
 /// A new /proc for the new pid namespace, with the kernel knobs read-only.
-pub fn mount_proc(root: &Path) -> Result<(), MountError> {
+pub(super) fn mount_proc(root: &Path) -> Result<(), MountError> {
     let p = root.join("proc");
     mkdir_p(&p, 0o555)?;
     mount(
@@ -307,7 +307,7 @@ pub fn mount_proc(root: &Path) -> Result<(), MountError> {
 }
 
 /// The workspace overlay at its own absolute path.
-pub fn mount_overlay(
+pub(super) fn mount_overlay(
     target: &Path,
     lower: &Path,
     upper: &Path,
@@ -340,7 +340,7 @@ pub fn mount_overlay(
 }
 
 /// `pivot_root` into `new_root` and detach the old root entirely.
-pub fn pivot_into(new_root: &Path) -> Result<(), MountError> {
+pub(super) fn pivot_into(new_root: &Path) -> Result<(), MountError> {
     nix::unistd::chdir(new_root).map_err(|e| perr(new_root, e))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| merr("pivot_root", new_root, e))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(|e| merr("detach old root", Path::new("/"), e))?;

@@ -19,9 +19,9 @@ use super::sys;
 use crate::model::{Blocked, BlockedKind};
 
 /// At most this many attempts are listed; the rest are counted.
-pub const MAX_RECORDED: usize = 64;
+pub(super) const MAX_RECORDED: usize = 64;
 
-pub struct NetWatch {
+pub(super) struct NetWatch {
     pub fd: OwnedFd,
     connect: ScmpSyscall,
     sendto: ScmpSyscall,
@@ -38,7 +38,7 @@ enum Answer {
 }
 
 impl NetWatch {
-    pub fn new(fd: OwnedFd) -> Self {
+    pub(super) fn new(fd: OwnedFd) -> Self {
         let sc = |n: &str| ScmpSyscall::from_name(n).expect("syscall exists on this arch");
         NetWatch {
             fd,
@@ -68,7 +68,7 @@ impl NetWatch {
     ///
     /// The recorded destination is read from memory and labelled as what the
     /// command passed.
-    pub fn handle_one(&mut self) {
+    pub(super) fn handle_one(&mut self) {
         let raw = self.fd.as_raw_fd();
         let Ok(req) = ScmpNotifReq::receive(raw) else {
             return;
@@ -237,7 +237,7 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                 Dest {
                     text: format!(
                         "unix abstract socket @{}",
-                        crate::workspace::paths::escape_for_humans(&name)
+                        crate::model::text::escape_for_humans(&name)
                     ),
                     ignore: false,
                 }
@@ -246,7 +246,7 @@ fn describe_sockaddr(a: &[u8]) -> Dest {
                 Dest {
                     text: format!(
                         "unix socket {}",
-                        crate::workspace::paths::escape_for_humans(&name)
+                        crate::model::text::escape_for_humans(&name)
                     ),
                     ignore: name.is_empty() || is_libc_lookup_socket(&name),
                 }

@@ -25,10 +25,10 @@ use nix::sys::socket::{
 };
 
 use super::sys;
-use crate::workspace::diff::{Layer, LayerOpen};
+use super::walk::{Layer, LayerOpen};
 
 /// The reader process and P1's end of the socket pair.
-pub struct LayerReader {
+pub(super) struct LayerReader {
     sock: OwnedFd,
     pid: libc::pid_t,
 }
@@ -57,7 +57,23 @@ fn drop_to_owner(uid: u32, gid: u32, groups: Option<&[u32]>) -> io::Result<()> {
     Ok(())
 }
 
-use crate::workspace::paths::beneath as how;
+/// How the reader opens below a layer's root: beneath it, through no
+/// symlink or magic link and no mount crossing, never following the last
+/// component, close-on-exec (the same resolution as the host side's opens in
+/// `workspace::paths::beneath`; the sandbox imports nothing of the
+/// workspace module, so it is written again here).
+fn how(flags: nix::fcntl::OFlag) -> nix::fcntl::OpenHow {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    OpenHow::new()
+        .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .mode(nix::sys::stat::Mode::empty())
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        )
+}
 
 fn serve(sock: OwnedFd, lower: &OwnedFd, upper: &OwnedFd) -> ! {
     let mut buf = vec![0u8; 8192];
@@ -119,7 +135,7 @@ fn serve(sock: OwnedFd, lower: &OwnedFd, upper: &OwnedFd) -> ! {
 impl LayerReader {
     /// Fork the reader (P1 is single-threaded here), drop it to the owner's
     /// ids, and keep P1's end of the socket pair.
-    pub fn start(
+    pub(super) fn start(
         lower: &OwnedFd,
         upper: &OwnedFd,
         uid: u32,

@@ -76,7 +76,7 @@ const NAMESPACE_FLAGS: &[u64] = &[
 
 #[derive(Debug, thiserror::Error)]
 #[error("building the seccomp filter ({what}): {source}")]
-pub struct SeccompError {
+pub(crate) struct SeccompError {
     what: String,
     source: Box<dyn std::error::Error + Send + Sync>,
 }
@@ -92,7 +92,7 @@ fn ctx<T, E: std::error::Error + Send + Sync + 'static>(
 }
 
 /// Build the filter (not yet loaded).
-pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
+pub(super) fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
     let eperm = ScmpAction::Errno(libc::EPERM);
     let mut f = ctx("new filter", ScmpFilterContext::new(ScmpAction::Allow))?;
     // no_new_privs is set explicitly by the helper before this point.
@@ -166,7 +166,7 @@ pub fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
 
 /// Compile the filter to classic BPF once (in the sandbox's init), so each
 /// command only makes one `seccomp()` call after fork.
-pub fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
+pub(super) fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
     let f = build_filter()?;
     let (r, w) = ctx("pipe", nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC))?;
     ctx("export", f.export_bpf(&w))?;
@@ -190,6 +190,6 @@ pub fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
 
 /// Load the compiled filter on the calling thread; returns the notification
 /// listener fd (owned by the caller from here on).
-pub fn load_seccomp_filter(prog: &[libc::sock_filter]) -> std::io::Result<i32> {
+pub(super) fn load_seccomp_filter(prog: &[libc::sock_filter]) -> std::io::Result<i32> {
     super::sys::seccomp_set_filter_with_listener(prog)
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The default image profile, compiled in so the binary works from anywhere.
-pub const DEFAULT_IMAGE_YAML: &str = include_str!("../../sandbox-images/default.yaml");
+pub(crate) const DEFAULT_IMAGE_YAML: &str = include_str!("../../sandbox-images/default.yaml");
 
 /// An image profile: which host trees form the sandbox's read-only root.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -133,7 +133,7 @@ pub struct SandboxLimits {
 /// upper layer's size plus room for "before" copies of small modified files,
 /// at most 64 MiB of it. A fixed function of `disk_bytes`, which the
 /// configured disk ceiling bounds.
-pub fn kept_content_budget(disk_bytes: u64) -> u64 {
+pub(crate) fn kept_content_budget(disk_bytes: u64) -> u64 {
     disk_bytes.saturating_add(disk_bytes.min(64 << 20))
 }
 

@@ -21,7 +21,7 @@ fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
 
 /// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`: a detached copy of
 /// the mount at `path` (not recursive).
-pub fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
+pub(super) fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
     let c = cstr(path)?;
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call; the
@@ -46,13 +46,17 @@ struct MountAttr {
     userns_fd: u64,
 }
 
-pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
-pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
-pub const MOUNT_ATTR_NODEV: u64 = 0x4;
-pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(super) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub(super) const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// `mount_setattr(fd, "", AT_EMPTY_PATH, {attr_set, userns_fd})`.
-pub fn mount_setattr_idmap(mount_fd: RawFd, attr_set: u64, userns_fd: RawFd) -> io::Result<()> {
+pub(super) fn mount_setattr_idmap(
+    mount_fd: RawFd,
+    attr_set: u64,
+    userns_fd: RawFd,
+) -> io::Result<()> {
     let attr = MountAttr {
         attr_set,
         attr_clr: 0,
@@ -77,7 +81,7 @@ pub fn mount_setattr_idmap(mount_fd: RawFd, attr_set: u64, userns_fd: RawFd) -> 
 
 /// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attach a
 /// detached mount at `target`.
-pub fn move_mount_to(mount_fd: RawFd, target: &Path) -> io::Result<()> {
+pub(super) fn move_mount_to(mount_fd: RawFd, target: &Path) -> io::Result<()> {
     let c = cstr(target)?;
     let empty = c"";
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
@@ -96,7 +100,7 @@ pub fn move_mount_to(mount_fd: RawFd, target: &Path) -> io::Result<()> {
 }
 
 /// `pidfd_open(pid, 0)`.
-pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: plain integer arguments; returns a new fd or -1.
     let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
     // SAFETY: the kernel just returned this fd to us; nobody else owns it.
@@ -104,7 +108,7 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
 }
 
 /// `pidfd_getfd(pidfd, targetfd, 0)`: a copy of another process's fd.
-pub fn pidfd_getfd(pidfd: RawFd, target: RawFd) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_getfd(pidfd: RawFd, target: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: integer arguments only; returns a new fd or -1.
     let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, target, 0) })?;
     // SAFETY: the kernel just returned this fd to us; nobody else owns it.
@@ -112,7 +116,7 @@ pub fn pidfd_getfd(pidfd: RawFd, target: RawFd) -> io::Result<OwnedFd> {
 }
 
 /// `dup2(old, new)` onto a fixed descriptor number.
-pub fn dup2_raw(old: RawFd, new: RawFd) -> io::Result<()> {
+pub(super) fn dup2_raw(old: RawFd, new: RawFd) -> io::Result<()> {
     // SAFETY: integer arguments only; `new` is a number the caller reserved.
     let r = unsafe { libc::dup2(old, new) };
     if r < 0 {
@@ -122,13 +126,13 @@ pub fn dup2_raw(old: RawFd, new: RawFd) -> io::Result<()> {
 }
 
 /// Close one raw fd that no Rust handle owns.
-pub fn close_raw(fd: RawFd) {
+pub(super) fn close_raw(fd: RawFd) {
     // SAFETY: the caller guarantees no Rust object owns `fd`.
     unsafe { libc::close(fd) };
 }
 
 /// Adopt a raw fd returned by a C library as an `OwnedFd`.
-pub fn adopt_fd(fd: RawFd) -> OwnedFd {
+pub(super) fn adopt_fd(fd: RawFd) -> OwnedFd {
     // SAFETY: the caller passes an fd it exclusively owns.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
@@ -136,7 +140,7 @@ pub fn adopt_fd(fd: RawFd) -> OwnedFd {
 /// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, prog)`:
 /// install a filter (no_new_privs must already be set) and get its
 /// user-notification listener.
-pub fn seccomp_set_filter_with_listener(prog: &[libc::sock_filter]) -> io::Result<RawFd> {
+pub(super) fn seccomp_set_filter_with_listener(prog: &[libc::sock_filter]) -> io::Result<RawFd> {
     const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
     const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
     let fprog = libc::sock_fprog {
@@ -157,7 +161,7 @@ pub fn seccomp_set_filter_with_listener(prog: &[libc::sock_filter]) -> io::Resul
 }
 
 /// `close_range(first, ~0, 0)`: close every fd from `first` up.
-pub fn close_fds_from(first: u32) -> io::Result<()> {
+pub(super) fn close_fds_from(first: u32) -> io::Result<()> {
     // SAFETY: closes descriptors only; the caller owns no Rust handle to them
     // that it still uses (documented at every call site).
     check(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) })?;
@@ -166,7 +170,7 @@ pub fn close_fds_from(first: u32) -> io::Result<()> {
 
 /// The Landlock ABI version the running kernel offers (0 when Landlock is
 /// absent or disabled).
-pub fn landlock_abi_version() -> u32 {
+pub(super) fn landlock_abi_version() -> u32 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a NULL attr, size 0 and the VERSION flag the call only
     // returns an integer.
@@ -182,7 +186,7 @@ pub fn landlock_abi_version() -> u32 {
 }
 
 /// Bring the loopback interface of the current network namespace up.
-pub fn loopback_up() -> io::Result<()> {
+pub(super) fn loopback_up() -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let sock = nix::sys::socket::socket(
         nix::sys::socket::AddressFamily::Inet,
@@ -207,7 +211,7 @@ pub fn loopback_up() -> io::Result<()> {
 }
 
 /// Set the secure bits of the current thread (`prctl(PR_SET_SECUREBITS)`).
-pub fn set_securebits(bits: libc::c_ulong) -> io::Result<()> {
+pub(super) fn set_securebits(bits: libc::c_ulong) -> io::Result<()> {
     // SAFETY: integer arguments only.
     let r = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) };
     if r < 0 {
@@ -217,7 +221,7 @@ pub fn set_securebits(bits: libc::c_ulong) -> io::Result<()> {
 }
 
 /// Drop one capability from the bounding set (`prctl(PR_CAPBSET_DROP)`).
-pub fn capbset_drop(cap: libc::c_ulong) -> io::Result<()> {
+pub(super) fn capbset_drop(cap: libc::c_ulong) -> io::Result<()> {
     // SAFETY: integer arguments only.
     let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     if r < 0 {
@@ -227,7 +231,7 @@ pub fn capbset_drop(cap: libc::c_ulong) -> io::Result<()> {
 }
 
 /// Clear the ambient capability set.
-pub fn clear_ambient_caps() -> io::Result<()> {
+pub(super) fn clear_ambient_caps() -> io::Result<()> {
     // SAFETY: integer arguments only.
     let r = unsafe {
         libc::prctl(
@@ -247,7 +251,7 @@ pub fn clear_ambient_caps() -> io::Result<()> {
 /// `fork()`. Only called from the single-threaded sandbox helper.
 ///
 /// Returns 0 in the child and the child's pid in the parent.
-pub fn fork_single_threaded() -> io::Result<libc::pid_t> {
+pub(super) fn fork_single_threaded() -> io::Result<libc::pid_t> {
     // SAFETY: the helper process is single-threaded (it is a fresh exec of our
     // binary that never starts threads), so the child may run arbitrary code.
     let pid = unsafe { libc::fork() };
@@ -258,7 +262,7 @@ pub fn fork_single_threaded() -> io::Result<libc::pid_t> {
 }
 
 /// `execve(path, argv, envp)`; returns only on failure.
-pub fn execve(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
+pub(super) fn execve(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
     let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
     a.push(std::ptr::null());
     let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
@@ -271,18 +275,18 @@ pub fn execve(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
 
 /// `_exit(code)`: leave a forked child without running destructors or atexit
 /// handlers that belong to the parent.
-pub fn exit_now(code: i32) -> ! {
+pub(super) fn exit_now(code: i32) -> ! {
     // SAFETY: `_exit` never returns and touches no Rust state.
     unsafe { libc::_exit(code) }
 }
 
 /// Become the child reaper's victim when our parent dies.
-pub fn die_with_parent() -> io::Result<()> {
+pub(super) fn die_with_parent() -> io::Result<()> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)
 }
 
 /// Write all of `buf` to a raw fd (used where std handles are not set up).
-pub fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+pub(super) fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {
         // SAFETY: `buf` is a valid readable slice for its length.
         let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };

@@ -11,85 +11,35 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-pub use crate::model::{Blocked, StepOutcome};
-use crate::model::{Change, LimitHit};
+pub(crate) use crate::model::{Blocked, HostReport, RehearsalReport, StepOutcome};
 
-pub const TAG_BLOB: u8 = b'B';
-pub const TAG_REPORT: u8 = b'R';
-pub const TAG_HOST: u8 = b'H';
-pub const TAG_ERROR: u8 = b'E';
+pub(crate) const TAG_BLOB: u8 = b'B';
+pub(crate) const TAG_REPORT: u8 = b'R';
+pub(crate) const TAG_HOST: u8 = b'H';
+pub(crate) const TAG_ERROR: u8 = b'E';
 
 /// Largest JSON frame accepted (the report carries capped output).
 const MAX_JSON_FRAME: u64 = 256 << 20;
 
-/// What the sandbox's init reports.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct RehearsalReport {
-    pub steps: Vec<StepOutcome>,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    pub duration_ms: u64,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub output_truncated: bool,
-    pub changes: Vec<Change>,
-    pub blocked: Vec<Blocked>,
-    pub stripped: Vec<String>,
-    pub limits_hit: Vec<LimitHit>,
-    /// How each limit is enforced, e.g. `memory: cgroup v1`.
-    pub enforcement: Vec<String>,
-    pub landlock_abi: u32,
-    /// Calls the stubs answered instead of the real tools, in call order.
-    #[serde(default)]
-    pub would_be_actions: Vec<crate::model::stubs::WouldBeAction>,
-    /// Would-be actions past the recording cap (not listed).
-    #[serde(default)]
-    pub would_be_actions_dropped: usize,
-    /// Tools shadowed by a stub in this run.
-    #[serde(default)]
-    pub stubbed_tools: Vec<String>,
-    pub landlock_status: String,
-    pub seccomp: bool,
-    /// Most processes seen alive at once in the sandbox (init included).
-    #[serde(default)]
-    pub max_processes: u64,
-    /// Processes still running when the command ended, killed by init.
-    #[serde(default)]
-    pub leftover_processes_killed: u32,
-    /// Phase marks in µs since the engine started the run.
-    #[serde(default)]
-    pub timings_us: Vec<(String, u64)>,
-}
-
-/// What the outer helper saw from the host side.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct HostReport {
-    pub limits_hit: Vec<LimitHit>,
-    pub enforcement: Vec<String>,
-    pub killed_by_watchdog: bool,
-    pub leftover_processes_killed: u32,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SetupFailure {
+pub(crate) struct SetupFailure {
     pub stage: String,
     pub message: String,
 }
 
-pub fn write_frame(out: &mut dyn Write, tag: u8, payload: &[u8]) -> io::Result<()> {
+pub(crate) fn write_frame(out: &mut dyn Write, tag: u8, payload: &[u8]) -> io::Result<()> {
     out.write_all(&[tag])?;
     out.write_all(&(payload.len() as u64).to_le_bytes())?;
     out.write_all(payload)?;
     out.flush()
 }
 
-pub fn write_json<T: Serialize>(out: &mut dyn Write, tag: u8, v: &T) -> io::Result<()> {
+pub(crate) fn write_json<T: Serialize>(out: &mut dyn Write, tag: u8, v: &T) -> io::Result<()> {
     let bytes = serde_json::to_vec(v).map_err(io::Error::other)?;
     write_frame(out, tag, &bytes)
 }
 
-pub fn write_blob(
+pub(crate) fn write_blob(
     out: &mut dyn Write,
     hash: &blake3::Hash,
     len: u64,
@@ -110,7 +60,7 @@ pub fn write_blob(
 
 /// Everything read back from a helper.
 #[derive(Debug, Default)]
-pub struct HelperOutput {
+pub(crate) struct HelperOutput {
     pub report: Option<RehearsalReport>,
     pub host: Option<HostReport>,
     pub failure: Option<SetupFailure>,
@@ -130,7 +80,7 @@ pub enum WireError {
 
 /// Read frames until EOF (or until the report, when `stop_after_report`),
 /// storing blobs under `blob_dir` (named by hash).
-pub fn read_frames(
+pub(crate) fn read_frames(
     input: &mut dyn Read,
     blob_dir: &Path,
     max_blob_bytes: u64,

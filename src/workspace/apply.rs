@@ -23,10 +23,10 @@ use nix::sys::stat::{Mode, SFlag};
 use nix::unistd::{Gid, Uid, UnlinkatFlags};
 use serde::{Deserialize, Serialize};
 
-pub use super::owner::Workspace;
+pub(crate) use super::owner::Workspace;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     #[error("{path}: {message}")]
     Path { path: String, message: String },
     #[error("workspace {path}: {message}")]
@@ -48,7 +48,7 @@ fn perr(path: &[u8], message: impl std::fmt::Display) -> ApplyError {
 /// What is (or must be) at a path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum State {
+pub(crate) enum State {
     Absent,
     /// A regular file with this content hash and permission bits.
     File {
@@ -66,7 +66,7 @@ pub enum State {
 }
 
 impl State {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             State::Absent => "nothing".into(),
             State::File { hash, mode } => {
@@ -84,7 +84,7 @@ impl State {
 /// One step of a promotion, with what must be there before and what will
 /// be there after.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Op {
+pub(crate) struct Op {
     /// Workspace-relative path, exact bytes (hex).
     pub path_hex: String,
     /// Shown to humans.
@@ -100,7 +100,7 @@ pub struct Op {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Backup {
+pub(crate) struct Backup {
     /// File name inside the receipt's backup directory (regular files).
     #[serde(default)]
     pub file: String,
@@ -116,7 +116,7 @@ pub struct Backup {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "do", rename_all = "snake_case")]
-pub enum Action {
+pub(crate) enum Action {
     /// Write this blob (BLAKE3 `hash`) as a regular file.
     WriteFile {
         blob: PathBuf,
@@ -138,7 +138,7 @@ pub enum Action {
 /// A state to compare with, loose where the rehearsal recorded less.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "is", rename_all = "snake_case")]
-pub enum Expect {
+pub(crate) enum Expect {
     Absent,
     /// A regular file with this content hash, or a symlink whose target
     /// hashes to it (the rehearsal records both as one hash).
@@ -154,7 +154,7 @@ pub enum Expect {
 }
 
 impl Expect {
-    pub fn matches(&self, s: &State) -> bool {
+    pub(crate) fn matches(&self, s: &State) -> bool {
         match (self, s) {
             (Expect::Absent, State::Absent) => true,
             (Expect::Hashed { hash, mode }, State::File { hash: h, mode: m }) => {
@@ -166,7 +166,7 @@ impl Expect {
         }
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Expect::Absent => "nothing".into(),
             Expect::Hashed { hash, .. } => format!("content {}", &hash[..12.min(hash.len())]),
@@ -187,9 +187,8 @@ pub struct Identity {
 /// The real workspace, opened once, in this process with this process's
 /// rights (see `owner::Workspace`, which picks this or an agent holding the
 /// owner's credentials).
-pub struct LocalWorkspace {
+pub(crate) struct LocalWorkspace {
     root: OwnedFd,
-    display: PathBuf,
     /// Ids promoted files get (the workspace root's owner); applied only
     /// when we may (running as root).
     owner: (u32, u32),
@@ -251,7 +250,7 @@ impl LocalWorkspace {
     /// check it is the very directory the rehearsal pinned (device, inode,
     /// owner): a workspace path pointed at another directory since then is
     /// refused.
-    pub fn open(
+    pub(crate) fn open(
         path: &Path,
         expect: &Identity,
         max_file: u64,
@@ -287,14 +286,13 @@ impl LocalWorkspace {
         }
         Ok(LocalWorkspace {
             root,
-            display: path.to_path_buf(),
             owner: (st.st_uid, st.st_gid),
             chown: nix::unistd::geteuid().is_root(),
             max_file,
         })
     }
 
-    pub fn owner(&self) -> (u32, u32) {
+    pub(crate) fn owner(&self) -> (u32, u32) {
         self.owner
     }
 
@@ -312,7 +310,7 @@ impl LocalWorkspace {
     }
 
     /// The pinned root directory.
-    pub fn root_fd(&self) -> &OwnedFd {
+    pub(crate) fn root_fd(&self) -> &OwnedFd {
         &self.root
     }
 
@@ -372,7 +370,7 @@ impl LocalWorkspace {
     }
 
     /// What is at `rel` now (never following a final symlink).
-    pub fn state(&self, rel: &[u8]) -> Result<State, ApplyError> {
+    pub(crate) fn state(&self, rel: &[u8]) -> Result<State, ApplyError> {
         if rel == b"." {
             let st = nix::sys::stat::fstat(&self.root).map_err(|e| perr(rel, e))?;
             return Ok(State::Dir {
@@ -423,7 +421,7 @@ impl LocalWorkspace {
 
     /// Open the regular file at `rel` for a backup: the open file and its
     /// mode and owner (hash and file name left to the caller).
-    pub fn open_regular_for_backup(
+    pub(crate) fn open_regular_for_backup(
         &self,
         rel: &[u8],
     ) -> Result<(std::fs::File, Backup), ApplyError> {
@@ -454,7 +452,7 @@ impl LocalWorkspace {
 
     /// Copy the regular file at `rel` into `dest`, returning its hash, mode
     /// and owner (for undo).
-    pub fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
+    pub(crate) fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
         let (mut src, mut b) = self.open_regular_for_backup(rel)?;
         b.hash = copy_to_backup(&mut src, dest)?;
         b.file = backup_file_name(dest);
@@ -462,7 +460,7 @@ impl LocalWorkspace {
     }
 
     /// Record the symlink at `rel` (its target and owner), for undo.
-    pub fn backup_symlink(&self, rel: &[u8]) -> Result<Backup, ApplyError> {
+    pub(crate) fn backup_symlink(&self, rel: &[u8]) -> Result<Backup, ApplyError> {
         let (dir, name) = self.parent(rel)?;
         let name = OsStr::from_bytes(&name);
         let st = nix::sys::stat::fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
@@ -497,7 +495,7 @@ impl LocalWorkspace {
     }
 
     /// Write `content` (which must hash to `hash`) atomically at `rel`.
-    pub fn write_file(
+    pub(crate) fn write_file(
         &self,
         rel: &[u8],
         content: &mut dyn Read,
@@ -561,7 +559,12 @@ impl LocalWorkspace {
         Ok(())
     }
 
-    pub fn make_dir(&self, rel: &[u8], mode: u32, owner: (u32, u32)) -> Result<(), ApplyError> {
+    pub(crate) fn make_dir(
+        &self,
+        rel: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+    ) -> Result<(), ApplyError> {
         let (dir, name) = self.parent(rel)?;
         let name = OsStr::from_bytes(&name);
         self.clear_for(&dir, name, true)
@@ -620,7 +623,7 @@ impl LocalWorkspace {
         Ok(())
     }
 
-    pub fn symlink(
+    pub(crate) fn symlink(
         &self,
         rel: &[u8],
         target: &[u8],
@@ -667,7 +670,7 @@ impl LocalWorkspace {
         Ok(())
     }
 
-    pub fn remove(&self, rel: &[u8]) -> Result<(), ApplyError> {
+    pub(crate) fn remove(&self, rel: &[u8]) -> Result<(), ApplyError> {
         let (dir, name) = self.parent(rel)?;
         let name = OsStr::from_bytes(&name);
         let st = match nix::sys::stat::fstatat(&dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
@@ -685,7 +688,7 @@ impl LocalWorkspace {
         Ok(())
     }
 
-    pub fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
+    pub(crate) fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
         // An O_PATH handle: its owner is checked without needing to read it,
         // and the mode is changed on that very inode (through its
         // /proc/self/fd link, which names the open file, not a path).
@@ -723,19 +726,15 @@ impl LocalWorkspace {
         )
         .map_err(|e| perr(rel, e))
     }
-
-    pub fn display(&self) -> &Path {
-        &self.display
-    }
 }
 
 impl Op {
-    pub fn path_bytes(&self) -> Vec<u8> {
+    pub(crate) fn path_bytes(&self) -> Vec<u8> {
         hex::decode(&self.path_hex).unwrap_or_else(|_| self.path.as_bytes().to_vec())
     }
 
     /// Carry the step out.
-    pub fn apply(&self, ws: &Workspace, tag: &str) -> Result<(), ApplyError> {
+    pub(crate) fn apply(&self, ws: &Workspace, tag: &str) -> Result<(), ApplyError> {
         let rel = self.path_bytes();
         let owner = ws.owner();
         match &self.action {
@@ -756,7 +755,7 @@ impl Op {
 
     /// Put back what was there before (from the backup for a file or a
     /// symlink). Call for a step that was applied, even partly.
-    pub fn undo(&self, ws: &Workspace, backups: &Path, tag: &str) -> Result<(), ApplyError> {
+    pub(crate) fn undo(&self, ws: &Workspace, backups: &Path, tag: &str) -> Result<(), ApplyError> {
         let rel = self.path_bytes();
         match (&self.expect_before, &self.backup) {
             (Expect::Absent, _) => ws.remove(&rel),

@@ -433,7 +433,7 @@ fn read_here(ws: &LocalWorkspace, rel: &[u8], max: u64) -> Result<Option<Vec<u8>
 const AGENT_IO_TIMEOUT_MS: u16 = 30_000;
 
 /// A pipe end read or written with a deadline per call.
-pub struct Timed<T>(T);
+pub(crate) struct Timed<T>(T);
 
 fn wait_for(fd: std::os::fd::BorrowedFd<'_>, events: nix::poll::PollFlags) -> std::io::Result<()> {
     use nix::poll::{PollFd, PollTimeout, poll};
@@ -477,7 +477,7 @@ impl Write for Timed<ChildStdin> {
     }
 }
 
-pub struct AgentIo {
+pub(crate) struct AgentIo {
     child: Child,
     to: BufWriter<Timed<ChildStdin>>,
     from: BufReader<Timed<ChildStdout>>,
@@ -679,11 +679,10 @@ impl OwnerSession {
 
 /// The real workspace, opened once, acting as its owner: the live lane's
 /// every read and write goes through this.
-pub enum Workspace {
+pub(crate) enum Workspace {
     Local(LocalWorkspace),
     Agent {
         io: Mutex<AgentIo>,
-        display: PathBuf,
         owner: (u32, u32),
     },
 }
@@ -695,7 +694,11 @@ fn apply_err_from(path: String, message: String) -> ApplyError {
 impl Workspace {
     /// Open the workspace as the owner recorded in `expect` (with that
     /// user's groups), checking it is the directory the rehearsal pinned.
-    pub fn open(path: &Path, expect: &Identity, max_file: u64) -> Result<Workspace, ApplyError> {
+    pub(crate) fn open(
+        path: &Path,
+        expect: &Identity,
+        max_file: u64,
+    ) -> Result<Workspace, ApplyError> {
         let creds = Creds::of_user(expect.uid, expect.gid);
         let root_err = |message: String| ApplyError::Root {
             path: path.to_path_buf(),
@@ -725,22 +728,14 @@ impl Workspace {
         }
         Ok(Workspace::Agent {
             io: Mutex::new(io),
-            display: path.to_path_buf(),
             owner: (expect.uid, expect.gid),
         })
     }
 
-    pub fn owner(&self) -> (u32, u32) {
+    pub(crate) fn owner(&self) -> (u32, u32) {
         match self {
             Workspace::Local(w) => w.owner(),
             Workspace::Agent { owner, .. } => *owner,
-        }
-    }
-
-    pub fn display(&self) -> &Path {
-        match self {
-            Workspace::Local(w) => w.display(),
-            Workspace::Agent { display, .. } => display,
         }
     }
 
@@ -772,7 +767,7 @@ impl Workspace {
     }
 
     /// What is at `rel` now (never following a final symlink).
-    pub fn state(&self, rel: &[u8]) -> Result<State, ApplyError> {
+    pub(crate) fn state(&self, rel: &[u8]) -> Result<State, ApplyError> {
         match self {
             Workspace::Local(w) => w.state(rel),
             Workspace::Agent { .. } => match self.simple(
@@ -793,7 +788,7 @@ impl Workspace {
     /// Copy the regular file at `rel` into `dest` (this process's file),
     /// returning its hash (computed here, over what was written), mode and
     /// owner.
-    pub fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
+    pub(crate) fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
         let Workspace::Agent { io, .. } = self else {
             let Workspace::Local(w) = self else {
                 unreachable!()
@@ -829,7 +824,7 @@ impl Workspace {
         Ok(b)
     }
 
-    pub fn backup_symlink(&self, rel: &[u8]) -> Result<Backup, ApplyError> {
+    pub(crate) fn backup_symlink(&self, rel: &[u8]) -> Result<Backup, ApplyError> {
         match self {
             Workspace::Local(w) => w.backup_symlink(rel),
             Workspace::Agent { .. } => match self.simple(
@@ -848,7 +843,7 @@ impl Workspace {
     }
 
     /// Write `content` (which must hash to `hash`) atomically at `rel`.
-    pub fn write_file(
+    pub(crate) fn write_file(
         &self,
         rel: &[u8],
         content: &mut dyn Read,
@@ -882,7 +877,12 @@ impl Workspace {
         }
     }
 
-    pub fn make_dir(&self, rel: &[u8], mode: u32, owner: (u32, u32)) -> Result<(), ApplyError> {
+    pub(crate) fn make_dir(
+        &self,
+        rel: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+    ) -> Result<(), ApplyError> {
         match self {
             Workspace::Local(w) => w.make_dir(rel, mode, owner),
             Workspace::Agent { .. } => self.expect_ok(
@@ -895,7 +895,7 @@ impl Workspace {
         }
     }
 
-    pub fn symlink(
+    pub(crate) fn symlink(
         &self,
         rel: &[u8],
         target: &[u8],
@@ -915,7 +915,7 @@ impl Workspace {
         }
     }
 
-    pub fn remove(&self, rel: &[u8]) -> Result<(), ApplyError> {
+    pub(crate) fn remove(&self, rel: &[u8]) -> Result<(), ApplyError> {
         match self {
             Workspace::Local(w) => w.remove(rel),
             Workspace::Agent { .. } => self.expect_ok(
@@ -927,7 +927,7 @@ impl Workspace {
         }
     }
 
-    pub fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
+    pub(crate) fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
         match self {
             Workspace::Local(w) => w.chmod(rel, mode),
             Workspace::Agent { .. } => self.expect_ok(

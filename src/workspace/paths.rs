@@ -4,13 +4,13 @@
 use globset::GlobBuilder;
 use std::os::unix::ffi::OsStrExt;
 
-pub use crate::model::text::{escape_for_humans, sanitize_for_terminal};
+pub(crate) use crate::model::text::{escape_for_humans, sanitize_for_terminal};
 
 /// How every host-side and evidence-walk open below a workspace (or a
 /// layer of it) resolves its path: beneath the root it starts from, through
 /// no symlink or magic link and no mount crossing, never following the last
 /// component, close-on-exec.
-pub fn beneath(flags: nix::fcntl::OFlag) -> nix::fcntl::OpenHow {
+pub(crate) fn beneath(flags: nix::fcntl::OFlag) -> nix::fcntl::OpenHow {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     OpenHow::new()
         .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
@@ -28,7 +28,7 @@ pub fn beneath(flags: nix::fcntl::OFlag) -> nix::fcntl::OpenHow {
 /// `secrets/` or `build` cover everything beneath them. `*` never crosses `/`;
 /// use `**` for that.
 #[derive(Debug, Clone, Default)]
-pub struct PathMatcher {
+pub(crate) struct PathMatcher {
     pub patterns: Vec<String>,
     /// (glob, index of the pattern it came from).
     globs: Vec<(globset::Glob, usize)>,
@@ -38,7 +38,7 @@ pub struct PathMatcher {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum PatternError {
+pub(crate) enum PatternError {
     #[error("pattern {pattern:?} is absolute; write it relative to the workspace root")]
     Absolute { pattern: String },
     #[error("pattern {pattern:?} climbs out of the workspace with '..'; remove the '..'")]
@@ -50,7 +50,7 @@ pub enum PatternError {
 }
 
 impl PathMatcher {
-    pub fn new(patterns: &[String]) -> Result<Self, PatternError> {
+    pub(crate) fn new(patterns: &[String]) -> Result<Self, PatternError> {
         let mut m = PathMatcher::default();
         for p in patterns {
             m.add(p)?;
@@ -63,15 +63,7 @@ impl PathMatcher {
     /// `.git/hooks/` covers `a/b/.git/hooks/x`); a pattern with a leading
     /// `/` matches only at the workspace root (`/Jenkinsfile`). Otherwise
     /// the same globs and directory semantics as [`PathMatcher::new`].
-    ///
-    /// ```
-    /// use dryrun::workspace::paths::PathMatcher;
-    /// let m = PathMatcher::at_any_depth(&["package.json".into(), "/ci.yml".into()]).unwrap();
-    /// assert!(m.matches(b"sub/pkg/package.json"));
-    /// assert!(m.matches(b"ci.yml"));
-    /// assert!(!m.matches(b"sub/ci.yml"));
-    /// ```
-    pub fn at_any_depth(patterns: &[String]) -> Result<Self, PatternError> {
+    pub(crate) fn at_any_depth(patterns: &[String]) -> Result<Self, PatternError> {
         let mut m = PathMatcher::default();
         for p in patterns {
             m.add_with(p, true)?;
@@ -79,7 +71,7 @@ impl PathMatcher {
         Ok(m)
     }
 
-    pub fn add(&mut self, pattern: &str) -> Result<(), PatternError> {
+    pub(crate) fn add(&mut self, pattern: &str) -> Result<(), PatternError> {
         self.add_with(pattern, false)
     }
 
@@ -156,12 +148,12 @@ impl PathMatcher {
         Ok(())
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.globs.is_empty()
     }
 
     /// The first pattern covering `path` (bytes, workspace-relative).
-    pub fn first_match(&self, path: &[u8]) -> Option<&str> {
+    pub(crate) fn first_match(&self, path: &[u8]) -> Option<&str> {
         self.set
             .matches(std::ffi::OsStr::from_bytes(path))
             .into_iter()
@@ -170,7 +162,7 @@ impl PathMatcher {
             .map(|i| self.patterns[i].as_str())
     }
 
-    pub fn matches(&self, path: &[u8]) -> bool {
+    pub(crate) fn matches(&self, path: &[u8]) -> bool {
         self.first_match(path).is_some()
     }
 }
@@ -178,6 +170,14 @@ impl PathMatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_any_depth_matches_a_bare_pattern_anywhere_and_a_rooted_one_at_the_root() {
+        let m = PathMatcher::at_any_depth(&["package.json".into(), "/ci.yml".into()]).unwrap();
+        assert!(m.matches(b"sub/pkg/package.json"));
+        assert!(m.matches(b"ci.yml"));
+        assert!(!m.matches(b"sub/ci.yml"));
+    }
 
     #[test]
     fn escapes_newlines_ansi_and_bidi() {

@@ -214,7 +214,7 @@ mod tests {
 
     use super::*;
     use crate::model::Decision;
-    use crate::sandbox::wire::{HostReport, RehearsalReport};
+    use crate::model::{HostReport, RehearsalReport};
     use proptest::prelude::*;
     use proptest::test_runner::{Config, TestRunner};
 

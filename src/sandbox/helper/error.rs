@@ -12,12 +12,12 @@ use super::super::landlock::LandlockError;
 use super::super::mounts::MountError;
 use super::super::seccomp::SeccompError;
 use super::super::stubs::StubInstallError;
-use crate::workspace::diff::DiffError;
+use super::super::walk::DiffError;
 
 /// The numbered steps of the helper (H: host side, C: child, P: the
 /// sandbox's init, X: the command before exec).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     H1,
     H2,
     H3,
@@ -47,7 +47,7 @@ impl fmt::Display for Step {
 
 /// A filesystem step's failure: the operation and the path it was on.
 #[derive(Debug, thiserror::Error)]
-pub enum FsError {
+pub(crate) enum FsError {
     #[error(transparent)]
     Mount(#[from] MountError),
     #[error("{path}: {source}")]
@@ -55,14 +55,14 @@ pub enum FsError {
 }
 
 impl FsError {
-    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> FsError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> FsError {
         let path = path.into();
         move |source| FsError::Io { path, source }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum HelperError {
+pub(crate) enum HelperError {
     // ---- H1: take over the process, read the spec
     #[error("{op}: {source}")]
     TakeOver { op: &'static str, source: io::Error },
@@ -170,7 +170,7 @@ pub enum HelperError {
 
 impl HelperError {
     /// The step this error belongs to.
-    pub fn step(&self) -> Step {
+    pub(crate) fn step(&self) -> Step {
         use HelperError::*;
         match self {
             TakeOver { .. } | Spec(_) | EngineGone => Step::H1,
@@ -236,7 +236,7 @@ impl HelperError {
 
     /// The label the `E` frame carries: the step, then the operation
     /// (`H3 open_tree workspace`, `P2 upper`, `C`).
-    pub fn stage(&self) -> String {
+    pub(crate) fn stage(&self) -> String {
         match self.operation() {
             Some(op) => format!("{} {op}", self.step()),
             None => self.step().to_string(),

@@ -12,11 +12,11 @@ use nix::sys::stat::Mode;
 
 use super::super::reader::LayerReader;
 use super::super::spec::{self, SandboxSpec};
+use super::super::walk::{BlobSink, walk_upper_layer};
 use super::super::wire::{self, Blocked, RehearsalReport};
 use super::error::HelperError;
 use super::init::{LowerLayer, RunIds};
 use super::{FdWriter, OUT_FD, mark};
-use crate::workspace::diff::{BlobSink, walk_upper_layer};
 
 /// Blob sink writing `B` frames to fd 1, within the run's kept-content
 /// budget (the host enforces the same number).
@@ -110,8 +110,9 @@ pub(super) fn send_report(mut report: RehearsalReport) -> Result<(), HelperError
 /// A changed symlink escapes when resolving it in the merged tree (the
 /// overlay at the workspace path, as it will be live) can leave the
 /// workspace: through other links, `..` included, not by its text alone.
-fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::workspace::diff::Change]) {
-    use crate::workspace::diff::{ChangeKind, FileType, LinkLookup, link_leaves_workspace};
+fn judge_links_in_merged_tree(ws: &Path, changes: &mut [crate::model::Change]) {
+    use super::super::walk::{LinkLookup, link_leaves_workspace};
+    use crate::model::{ChangeKind, FileType};
     use nix::fcntl::{OpenHow, ResolveFlag};
     let Ok(root) = open(
         ws,

@@ -11,23 +11,23 @@ use std::os::fd::{AsFd, RawFd};
 use super::super::landlock::{Enforcement, LandlockOutcome};
 
 /// Fixed descriptor numbers in the command (closed before exec).
-pub const HELLO_FD: RawFd = 3;
-pub const ACK_FD: RawFd = 4;
+pub(super) const HELLO_FD: RawFd = 3;
+pub(super) const ACK_FD: RawFd = 4;
 /// The byte that lets the command exec.
-pub const ACK: u8 = b'k';
+pub(super) const ACK: u8 = b'k';
 
 const HELLO_LEN: usize = 9;
 
 /// What the command tells init before it execs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hello {
+pub(super) struct Hello {
     /// The seccomp listener's fd number in the command's table.
     pub listener: RawFd,
     pub landlock: LandlockOutcome,
 }
 
 impl Hello {
-    pub fn encode(&self) -> [u8; HELLO_LEN] {
+    pub(super) fn encode(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         b[..4].copy_from_slice(&self.listener.to_ne_bytes());
         b[4] = self.landlock.status.to_byte();
@@ -35,7 +35,7 @@ impl Hello {
         b
     }
 
-    pub fn decode(b: &[u8; HELLO_LEN]) -> io::Result<Hello> {
+    pub(super) fn decode(b: &[u8; HELLO_LEN]) -> io::Result<Hello> {
         let bad = || io::Error::new(io::ErrorKind::InvalidData, "malformed command hello");
         let status = Enforcement::from_byte(b[4]).ok_or_else(bad)?;
         let listener = RawFd::from_ne_bytes(b[..4].try_into().map_err(|_| bad())?);
@@ -49,7 +49,7 @@ impl Hello {
 
 /// Init's side: the command's hello, or `None` when the command ended (or
 /// failed before X6) without sending one.
-pub fn read_hello(fd: impl AsFd) -> io::Result<Option<Hello>> {
+pub(super) fn read_hello(fd: impl AsFd) -> io::Result<Option<Hello>> {
     let mut buf = [0u8; HELLO_LEN];
     let mut got = 0;
     while got < HELLO_LEN {

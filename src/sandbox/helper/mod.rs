@@ -71,7 +71,7 @@ use std::os::fd::RawFd;
 
 use super::sys;
 use super::wire::{self, SetupFailure};
-pub use error::{HelperError, Step};
+pub(crate) use error::HelperError;
 
 /// The hidden subcommand that starts the helper.
 pub const HELPER_ARG: &str = "__sandbox-helper";
@@ -88,7 +88,7 @@ const OUT_FD: RawFd = 1;
 static MARKS: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
 static T0_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-pub fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("monotonic clock");
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }

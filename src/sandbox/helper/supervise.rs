@@ -459,7 +459,7 @@ fn denied_writes_reported(stderr: &[u8]) -> Vec<Blocked> {
         let line: String = line.chars().take(200).collect();
         let detail = format!(
             "reported by the command: {}",
-            crate::workspace::paths::escape_for_humans(line.as_bytes())
+            crate::model::text::escape_for_humans(line.as_bytes())
         );
         if out.len() >= MAX {
             break;

@@ -9,7 +9,7 @@ use super::*;
 /// The would-be actions the stubs recorded, in call order, and how many
 /// records were not kept: unreadable, inconsistent with `table` (see
 /// [`record_is_consistent`]), or past [`MAX_ACTIONS`].
-pub fn collect_calls(table: &StubTable) -> (Vec<WouldBeAction>, usize) {
+pub(crate) fn collect_calls(table: &StubTable) -> (Vec<WouldBeAction>, usize) {
     let Ok(rd) = std::fs::read_dir(CALLS_DIR) else {
         return (Vec::new(), 0);
     };

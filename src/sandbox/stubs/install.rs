@@ -9,7 +9,7 @@ use super::*;
 // ---------------------------------------------------------------------------
 
 #[derive(Debug, thiserror::Error)]
-pub enum StubInstallError {
+pub(crate) enum StubInstallError {
     #[error("installing stubs: {what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -44,7 +44,7 @@ fn remount_ro(target: &Path) -> Result<(), StubInstallError> {
 /// Open this binary by its path in the current mount namespace (a bind
 /// from `/proc/self/exe` itself fails: that mount belongs to the namespace
 /// the helper was started in), checking it is the same file.
-pub fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
     use nix::fcntl::OFlag;
     let path = std::fs::read_link("/proc/self/exe")?;
     let fd = nix::fcntl::open(
@@ -67,7 +67,7 @@ pub fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
 /// of the image as it is before any stub (the real tools, [`REAL_ROOT`]),
 /// the interpreter, the table, a script per tool on PATH and over each copy
 /// in the image, and the calls directory. Returns the tools shadowed.
-pub fn install_stubs(
+pub(crate) fn install_stubs(
     root: &Path,
     table: &StubTable,
     table_json: &[u8],
@@ -206,7 +206,7 @@ pub fn install_stubs(
 /// The directories of the command's `PATH` (the envelope's, or the fixed
 /// base's) that come from the image: absolute, outside the workspace and
 /// `/tmp`. Copies of a stubbed tool there are covered too.
-pub fn image_path_dirs(path: &str, workspace: &Path) -> Vec<String> {
+pub(crate) fn image_path_dirs(path: &str, workspace: &Path) -> Vec<String> {
     path.split(':')
         .filter(|d| {
             let p = Path::new(d);
@@ -225,7 +225,7 @@ pub fn image_path_dirs(path: &str, workspace: &Path) -> Vec<String> {
 /// command's own directories (a wrapper in `./bin`, `node_modules/.bin`)
 /// come first as they do live, and the stub's passthrough can look for the
 /// real tool after its own place.
-pub fn path_with_stubs(path: &str, image: &[String]) -> String {
+pub(crate) fn path_with_stubs(path: &str, image: &[String]) -> String {
     let mut out: Vec<&str> = Vec::new();
     let mut placed = false;
     for d in path.split(':') {

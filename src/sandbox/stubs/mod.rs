@@ -29,22 +29,22 @@ mod exec;
 mod install;
 
 pub use crate::model::stubs::*;
-pub use calls::collect_calls;
+pub(crate) use calls::collect_calls;
 pub use exec::run_stub;
-pub use install::{
+pub(crate) use install::{
     StubInstallError, image_path_dirs, install_stubs, open_own_exe, path_with_stubs,
 };
 
 /// Where things live inside the sandbox.
-pub const STUB_ROOT: &str = "/.dryrun";
-pub const STUB_BIN_DIR: &str = "/.dryrun/stubs/bin";
+pub(crate) const STUB_ROOT: &str = "/.dryrun";
+pub(crate) const STUB_BIN_DIR: &str = "/.dryrun/stubs/bin";
 const STUB_TABLE: &str = "/.dryrun/stubs/table.json";
 /// A second, read-only view of the image taken before any stub covers a
 /// tool: passthrough runs the real file here, by the same path below it, so
 /// a tool that loads files relative to itself (`npm` -> `npm-cli.js` ->
 /// `../lib/cli.js`) finds them.
-pub const REAL_ROOT: &str = "/.dryrun/stubs/real-root";
-pub const CALLS_DIR: &str = "/.dryrun/calls";
+pub(crate) const REAL_ROOT: &str = "/.dryrun/stubs/real-root";
+pub(crate) const CALLS_DIR: &str = "/.dryrun/calls";
 /// Where a tool can be found in the image (the command's default PATH).
 const PATH_DIRS: [&str; 6] = [
     "/usr/local/bin",
@@ -68,12 +68,12 @@ fn extra_dirs(tool: &str) -> &'static [&'static str] {
     }
 }
 /// At most this many would-be actions are recorded per run.
-pub const MAX_ACTIONS: usize = 256;
+pub(crate) const MAX_ACTIONS: usize = 256;
 /// The calls directory's size: room for MAX_ACTIONS records.
-pub const CALLS_DIR_BYTES: u64 = 32 << 20;
+pub(crate) const CALLS_DIR_BYTES: u64 = 32 << 20;
 /// The largest set of recorded calls a replay carries into the sandbox
 /// (the sandbox spec is at most 16 MiB).
-pub const MAX_REPLAY_SET_BYTES: usize = 8 << 20;
+pub(crate) const MAX_REPLAY_SET_BYTES: usize = 8 << 20;
 /// The largest call record the sandbox's init reads (a record within the
 /// bounds above is well below it even with every byte JSON-escaped).
 const RECORD_MAX_BYTES: u64 = 2 << 20;

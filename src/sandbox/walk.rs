@@ -1,5 +1,5 @@
-//! Evidence: what a rehearsal changed, read from the overlay's upper layer
-//! only. The cost grows with what changed, never with the workspace.
+//! The evidence walk (`walk_upper_layer`): what a rehearsal changed, read
+//! from the overlay's upper layer only. The cost grows with what changed, never with the workspace.
 //!
 //! Runs inside the sandbox helper after every process of the command is dead,
 //! so nothing moves under the walk. Symlinks are recorded, never followed: the
@@ -22,13 +22,13 @@ const OVERLAY_XATTR_PREFIX: &str = "user.overlay.";
 const MAX_DELETED_EXPANSION: usize = 100_000;
 /// At most this many changes are listed; past it the evidence is incomplete
 /// and the run hits its `changes` limit.
-pub const MAX_CHANGES: usize = 20_000;
+pub(super) const MAX_CHANGES: usize = 20_000;
 
-pub use crate::model::change::{Change, ChangeKind, FileType};
+use crate::model::change::{Change, ChangeKind, FileType};
 
 /// Where a blob goes: the walker hands over content it hashed so the caller
 /// can persist it (the live lane applies exactly these bytes).
-pub trait BlobSink {
+pub(super) trait BlobSink {
     fn put(&mut self, hash: &blake3::Hash, len: u64, content: &mut dyn Read) -> io::Result<()>;
     /// Reserve room for `len` bytes (the file's apparent size) before it is
     /// read; false when the run's kept-content budget cannot hold them: the
@@ -40,7 +40,7 @@ pub trait BlobSink {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum DiffError {
+pub(crate) enum DiffError {
     #[error("walking the overlay upper layer at {path}: {source}")]
     Walk { path: PathBuf, source: io::Error },
     #[error("reading {path} from the upper layer: {source}")]
@@ -53,7 +53,7 @@ pub enum DiffError {
 
 /// Which layer of the overlay a [`LayerOpen`] request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layer {
+pub(super) enum Layer {
     Lower,
     Upper,
 }
@@ -61,7 +61,7 @@ pub enum Layer {
 /// Opens files of the overlay's layers on the walk's behalf, with the
 /// workspace owner's rights (see `sandbox::reader`): `rel` below the layer's
 /// root, never through a symlink.
-pub trait LayerOpen {
+pub(super) trait LayerOpen {
     fn open(&self, layer: Layer, rel: &Path, flags: OFlag) -> io::Result<OwnedFd>;
 }
 
@@ -75,7 +75,7 @@ struct Lower<'a> {
 /// What the walk found: the changes, whether the list was cut at
 /// [`MAX_CHANGES`], and how many entries lay too deep to name (past
 /// `PATH_MAX`): left out, and reported as a limit.
-pub struct Walked {
+pub(super) struct Walked {
     pub changes: Vec<Change>,
     pub truncated: bool,
     pub too_deep: usize,
@@ -94,7 +94,7 @@ fn too_long(e: &io::Error) -> bool {
 /// `opener`, which holds only the workspace owner's rights: what the owner
 /// may not read gets no hash and no kept content, only `content_withheld`,
 /// and what is hashed and kept is read from the descriptor that was checked.
-pub fn walk_upper_layer(
+pub(super) fn walk_upper_layer(
     upper_root: &Path,
     lower: &OwnedFd,
     workspace: &Path,
@@ -616,7 +616,7 @@ fn describe_special(m: &Metadata) -> String {
 
 /// Whether a symlink at `rel` with `target` resolves (lexically) outside the
 /// workspace.
-pub fn symlink_escapes(rel: &Path, target: &Path, workspace: &Path) -> bool {
+pub(super) fn symlink_escapes(rel: &Path, target: &Path, workspace: &Path) -> bool {
     if target.is_absolute() {
         return !target.starts_with(workspace);
     }
@@ -637,7 +637,7 @@ pub fn symlink_escapes(rel: &Path, target: &Path, workspace: &Path) -> bool {
 }
 
 /// What a path of the merged tree is, for [`link_leaves_workspace`].
-pub enum LinkLookup {
+pub(super) enum LinkLookup {
     /// A symlink with this target.
     Link(Vec<u8>),
     /// Something that is not a symlink.
@@ -657,7 +657,7 @@ pub enum LinkLookup {
 /// its own ancestors (a directory loop, through which a chain of links can
 /// climb any number of levels: `sub/up -> ..` makes
 /// `sub/up/sub/up/../../..` climb out).
-pub fn link_leaves_workspace(
+pub(super) fn link_leaves_workspace(
     rel: &[u8],
     target: &[u8],
     workspace: &Path,

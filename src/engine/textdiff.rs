@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::engine::Engine;
+use crate::model::{ChangeKind, FileType};
 use crate::record::RunRecord;
-use crate::workspace::diff::{ChangeKind, FileType};
 
 /// Files larger than this, or not valid UTF-8, get no text diff.
 const MAX_TEXT_DIFF: u64 = 256 * 1024;

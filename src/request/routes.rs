@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn no_route_literal_outside_this_module() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let this = src.join("daemon").join("routes.rs");
+        let this = src.join("request").join("routes.rs");
         let mut files = Vec::new();
         rust_files(&src, &mut files);
         assert!(files.contains(&this), "walk missed {}", this.display());
@@ -162,7 +162,7 @@ mod tests {
         }
         assert!(
             found.is_empty(),
-            "route paths spelled outside src/daemon/routes.rs (use its constants and builders):\n{}",
+            "route paths spelled outside src/request/routes.rs (use its constants and builders):\n{}",
             found.join("\n")
         );
     }

@@ -1,0 +1,62 @@
+//! What a rehearsal reports: the sandbox's init writes a
+//! [`RehearsalReport`] once every process of the command is dead, the outer
+//! helper a [`HostReport`] of what it saw from the host side. The helper
+//! sends both as JSON frames (`sandbox::wire`); the verdict judges them, the
+//! redactor scrubs the report, and the engine turns them into the run
+//! record's `rehearsal` (whose types, [`Change`], [`Blocked`], [`LimitHit`],
+//! [`StepOutcome`] and [`WouldBeAction`], are these same model types).
+
+use serde::{Deserialize, Serialize};
+
+use super::change::Change;
+use super::evidence::{Blocked, LimitHit, StepOutcome};
+use super::stubs::WouldBeAction;
+
+/// What the sandbox's init reports.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RehearsalReport {
+    pub steps: Vec<StepOutcome>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub output_truncated: bool,
+    pub changes: Vec<Change>,
+    pub blocked: Vec<Blocked>,
+    pub stripped: Vec<String>,
+    pub limits_hit: Vec<LimitHit>,
+    /// How each limit is enforced, e.g. `memory: cgroup v1`.
+    pub enforcement: Vec<String>,
+    pub landlock_abi: u32,
+    /// Calls the stubs answered instead of the real tools, in call order.
+    #[serde(default)]
+    pub would_be_actions: Vec<WouldBeAction>,
+    /// Would-be actions past the recording cap (not listed).
+    #[serde(default)]
+    pub would_be_actions_dropped: usize,
+    /// Tools shadowed by a stub in this run.
+    #[serde(default)]
+    pub stubbed_tools: Vec<String>,
+    pub landlock_status: String,
+    pub seccomp: bool,
+    /// Most processes seen alive at once in the sandbox (init included).
+    #[serde(default)]
+    pub max_processes: u64,
+    /// Processes still running when the command ended, killed by init.
+    #[serde(default)]
+    pub leftover_processes_killed: u32,
+    /// Phase marks in µs since the engine started the run.
+    #[serde(default)]
+    pub timings_us: Vec<(String, u64)>,
+}
+
+/// What the outer helper saw from the host side.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HostReport {
+    pub limits_hit: Vec<LimitHit>,
+    pub enforcement: Vec<String>,
+    pub killed_by_watchdog: bool,
+    pub leftover_processes_killed: u32,
+}
