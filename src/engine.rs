@@ -23,10 +23,12 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 mod compare;
+mod host_prompt;
 mod live;
 mod replay;
 pub use crate::record::Receipt;
 pub use compare::{RunComparison, compare_runs};
+pub use host_prompt::{GRANT_TTL_S, HOST_PROMPT_AUTH};
 pub use live::valid_receipt_id;
 pub use replay::ReplayRequest;
 

@@ -15,6 +15,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod classify;
 pub mod cli;
 pub mod daemon;
+pub mod doors;
 pub mod engine;
 pub mod envelope;
 pub mod errtext;

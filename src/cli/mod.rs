@@ -114,6 +114,17 @@ enum Cmd {
         run_id: String,
         #[arg(long)]
         json: bool,
+        /// After promoting, print the rehearsal's stdout and stderr and exit
+        /// with its status (the form an agent-host hook rewrites a command to).
+        #[arg(long)]
+        replay_output: bool,
+        /// The single-use token of an approval given in the agent host's
+        /// prompt (issued by `dryrun hook` for this run only).
+        #[arg(long, value_name = "TOKEN")]
+        host_prompt_token: Option<String>,
+        /// Wait up to S seconds for a reviewer's approval first.
+        #[arg(long, value_name = "S")]
+        await_approval: Option<u64>,
     },
     /// Undo a promotion: restore what it replaced, if nothing changed since.
     Rollback {
@@ -139,6 +150,12 @@ enum Cmd {
     },
     /// Serve the API on a Unix socket (SPEC §6).
     Daemon(DaemonArgs),
+    /// Agent-host hook: a tool-call event as JSON on stdin, the answer as
+    /// JSON on stdout (exit 2 blocks). See README, Doors.
+    Hook {
+        #[arg(value_enum)]
+        host: HookHost,
+    },
     /// Rehearse a recorded run again, answering its stubbed tool calls from
     /// the recording (against today's workspace, a changed command, or
     /// changed answers).
@@ -165,6 +182,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The agent hosts `dryrun hook` speaks to.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum HookHost {
+    ClaudeCode,
+    Codex,
 }
 
 #[derive(Subcommand, Debug)]
@@ -357,6 +381,15 @@ fn door(g: &GlobalOpts) -> Door {
     Door::Local
 }
 
+/// Where the doors (`hook`, `mcp`, a hook's `promote`) send requests: the
+/// same choice as every other subcommand.
+fn doors_target(g: &GlobalOpts) -> crate::doors::Target {
+    match door(g) {
+        Door::Daemon(c) => crate::doors::Target::Daemon(c.socket().to_path_buf()),
+        Door::Local => crate::doors::Target::Local(state_dir(g)),
+    }
+}
+
 fn client_error(e: client::ClientError) -> i32 {
     eprintln!("dryrun: {e}");
     if e.is_invalid_input() {
@@ -534,7 +567,32 @@ fn run(cli: Cli) -> i32 {
             false,
             json,
         ),
-        Cmd::Promote { run_id, json } => {
+        Cmd::Promote {
+            run_id,
+            json,
+            replay_output,
+            host_prompt_token,
+            await_approval,
+        } if replay_output || host_prompt_token.is_some() || await_approval.is_some() => {
+            crate::doors::promote::promote_for_host(
+                &doors_target(&g),
+                &run_id,
+                &crate::doors::promote::PromoteOptions {
+                    replay_output,
+                    host_prompt_token,
+                    await_approval_s: await_approval,
+                },
+                |r| show_promoted(r, json),
+            )
+        }
+        Cmd::Hook { host } => crate::doors::hook::run_hook(
+            match host {
+                HookHost::ClaudeCode => crate::doors::hook::Host::ClaudeCode,
+                HookHost::Codex => crate::doors::hook::Host::Codex,
+            },
+            doors_target(&g),
+        ),
+        Cmd::Promote { run_id, json, .. } => {
             // Mode `rerun`: hand over the host variables the run's live:
             // section names, from this process's environment.
             let host_env =
@@ -562,6 +620,7 @@ fn run(cli: Cli) -> i32 {
                     };
                     let body = serde_json::to_vec(&crate::daemon::PromoteBody {
                         env: host_env(&rec),
+                        host_prompt_token: None,
                     })
                     .expect("serializes");
                     c.call::<crate::record::RunRecord>(

@@ -38,6 +38,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", routes::RUN_REPLAY),
     ("GET", routes::RECEIPT),
     ("POST", routes::RECEIPT_ROLLBACK),
+    ("POST", routes::RUN_HOST_PROMPT),
     ("GET", routes::JOURNAL_VERIFY),
     ("GET", routes::HEALTH),
     ("GET", routes::METRICS),
@@ -52,6 +53,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(routes::RUN_REJECT, post(reject))
         .route(routes::RUN_CANCEL, post(cancel))
         .route(routes::RUN_PROMOTE, post(promote))
+        .route(routes::RUN_HOST_PROMPT, post(host_prompt))
         .route(routes::RUN_REPLAY, post(replay))
         .route(routes::RECEIPT, get(receipt))
         .route(routes::RECEIPT_ROLLBACK, post(rollback))
@@ -1011,6 +1013,11 @@ pub struct PromoteBody {
     /// stored or journaled.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// The single-use token of an approval given in an agent host's
+    /// prompt (`POST /v1/runs/{id}/host-prompt`): recorded as that
+    /// approval and consumed before the promotion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_prompt_token: Option<String>,
 }
 
 async fn promote(
@@ -1029,8 +1036,52 @@ async fn promote(
     let auth = ReviewerAuth::PeerCredentials {
         approver_group: app.cfg.approver_group.clone(),
     };
-    let r = blocking(move || engine.promote(&id, &actor, &auth, &pb.env)).await?;
+    let r = blocking(move || {
+        if let Some(t) = &pb.host_prompt_token {
+            engine.approve_via_host_prompt(&id, t, &actor)?;
+        }
+        engine.promote(&id, &actor, &auth, &pb.env)
+    })
+    .await?;
     Ok(axum::Json(r).into_response())
+}
+
+/// `POST /v1/runs/{id}/host-prompt` body.
+#[derive(Deserialize, Serialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct HostPromptBody {
+    /// The agent host whose prompt will ask (`claude-code`, `codex`).
+    pub host: String,
+}
+
+/// The answer: the token, shown once (only its hash is kept).
+#[derive(Deserialize, Serialize, Debug)]
+pub struct HostPromptGrant {
+    pub run_id: String,
+    pub token: String,
+    pub expires_in_s: u64,
+}
+
+async fn host_prompt(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let actor = peer.actor()?;
+    let id = checked_id(&id)?.to_string();
+    let bytes = read_body(&app, body).await?;
+    let hb: HostPromptBody = optional_json_body(&bytes)?;
+    readable_run(&app, &actor, &id).await?;
+    let engine = app.engine.clone();
+    let rid = id.clone();
+    let token = blocking(move || engine.grant_host_prompt(&rid, &actor, &hb.host)).await?;
+    Ok(axum::Json(HostPromptGrant {
+        run_id: id,
+        token,
+        expires_in_s: crate::engine::GRANT_TTL_S,
+    })
+    .into_response())
 }
 
 async fn receipt(

@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use api::{
-    ErrorBody, ErrorDetail, Health, PromoteBody, ROUTES, ReviewBody, RunList, Submitted,
+    ErrorBody, ErrorDetail, Health, HostPromptGrant, PromoteBody, ROUTES, ReviewBody, RunList,
+    Submitted,
 };
 
 use crate::engine::{Engine, EngineOptions};
