@@ -123,6 +123,10 @@ pub struct HookIntent {
     /// Variables given to every rehearsed command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Codex (which cannot ask): how long the rewritten command of a run
+    /// that needs approval waits for a reviewer (default 300 s).
+    #[serde(default)]
+    pub await_approval_s: Option<u64>,
 }
 
 /// Validated limits in plain units.

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use super::Answer;
 
-/// How long a Codex rewrite waits for a reviewer's approval.
+/// How long a Codex rewrite waits for a reviewer's approval by default
+/// (`hook.await_approval_s` in `dryrun.yaml`).
 pub const AWAIT_APPROVAL_S: u64 = 300;
 
 pub fn render(answer: &Answer) -> Option<Value> {

@@ -257,7 +257,11 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
         .and_then(|tf| tf.hook);
     let envelope = hook_envelope(host, &command, &cwd, hook_intent.as_ref());
     let record = backend.execute(&envelope, &cwd)?;
-    answer_for(host, target, &backend, &record, tool_input)
+    let await_s = hook_intent
+        .as_ref()
+        .and_then(|h| h.await_approval_s)
+        .unwrap_or(codex::AWAIT_APPROVAL_S);
+    answer_for(host, target, &backend, &record, tool_input, await_s)
 }
 
 fn command_string(v: &Value) -> Option<String> {
@@ -496,6 +500,7 @@ fn answer_for(
     backend: &Backend,
     r: &RunRecord,
     tool_input: &serde_json::Map<String, Value>,
+    await_s: u64,
 ) -> Result<Answer, HookError> {
     let Some(v) = &r.verdict else {
         return Err(HookError::Engine(format!(
@@ -537,7 +542,7 @@ fn answer_for(
                 }
             }
             Host::Codex => {
-                rw.await_s = Some(codex::AWAIT_APPROVAL_S);
+                rw.await_s = Some(await_s);
                 Answer::Allow {
                     input: rewritten_input(tool_input, rw.render()),
                     reason: evidence_summary(r, "waits for a dryrun reviewer's approval"),
