@@ -156,6 +156,9 @@ enum Cmd {
         #[arg(value_enum)]
         host: HookHost,
     },
+    /// MCP server on stdio: execute, classify, show, diff, list_runs, wait,
+    /// promote (no approvals). See README, Doors.
+    Mcp,
     /// Rehearse a recorded run again, answering its stubbed tool calls from
     /// the recording (against today's workspace, a changed command, or
     /// changed answers).
@@ -592,6 +595,7 @@ fn run(cli: Cli) -> i32 {
             },
             doors_target(&g),
         ),
+        Cmd::Mcp => crate::doors::mcp::run_mcp(doors_target(&g)),
         Cmd::Promote { run_id, json, .. } => {
             // Mode `rerun`: hand over the host variables the run's live:
             // section names, from this process's environment.

@@ -7,6 +7,7 @@
 //! the CLI's client) or the in-process engine answers.
 
 pub mod hook;
+pub mod mcp;
 pub mod promote;
 
 use std::path::{Path, PathBuf};
