@@ -58,6 +58,8 @@ fn hook(w: &Ws, host: &str, input: &[u8], env: &[(&str, &str)]) -> Output {
         .env("DRYRUN_LOCAL", "1")
         .env("DRYRUN_STATE_DIR", &w.state)
         .env_remove("DRYRUN_SOCKET")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("DRYRUN_HOOK_WORKSPACE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -398,4 +400,25 @@ fn codex_answers_follow_its_contract() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[test]
+fn a_command_outside_the_project_is_denied() {
+    let w = ws();
+    let home = w.ws.parent().unwrap().to_path_buf();
+    let e = claude_event(&home, "echo x > .bashrc");
+    let a = answer(&hook(
+        &w,
+        "claude-code",
+        e.to_string().as_bytes(),
+        &[("CLAUDE_PROJECT_DIR", w.ws.to_str().unwrap())],
+    ));
+    assert_eq!(a["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        a["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("outside the project")
+    );
+    assert!(!home.join(".bashrc").exists());
 }

@@ -252,8 +252,21 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
             reason: "dryrun: an agent may not run dryrun through its shell (approving, promoting or changing runs is for people); run the command itself and dryrun's hook rehearses it".into(),
         });
     }
-    let hook_intent = crate::envelope::read_task_file(&cwd, "hook")
-        .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", cwd.display())))?
+    // The project the host works in bounds where a command may run: a
+    // `cd ~` or `cd /` in the agent's shell must not make the home or the
+    // root directory the workspace whose change set goes live.
+    let project = project_root(&cwd)?;
+    if !cwd.starts_with(&project) {
+        return Ok(Answer::Deny {
+            reason: format!(
+                "dryrun: the command would run in {}, outside the project {}; dryrun rehearses and promotes commands only inside it",
+                esc(&cwd.display().to_string()),
+                esc(&project.display().to_string())
+            ),
+        });
+    }
+    let hook_intent = crate::envelope::read_task_file(&project, "hook")
+        .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
     let envelope = hook_envelope(host, &command, &cwd, hook_intent.as_ref());
     let record = backend.execute(&envelope, &cwd)?;
@@ -262,6 +275,23 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
         .and_then(|h| h.await_approval_s)
         .unwrap_or(codex::AWAIT_APPROVAL_S);
     answer_for(host, target, &backend, &record, tool_input, await_s)
+}
+
+/// The project directory: `DRYRUN_HOOK_WORKSPACE`, else Claude Code's
+/// `CLAUDE_PROJECT_DIR` (set for its hooks), else the event's `cwd`.
+fn project_root(cwd: &Path) -> Result<PathBuf, HookError> {
+    let named = std::env::var_os("DRYRUN_HOOK_WORKSPACE")
+        .or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR"))
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    match named {
+        Some(p) if p.is_absolute() => Ok(p),
+        Some(p) => Err(HookError::Workspace(format!(
+            "the project directory {} is not an absolute path",
+            p.display()
+        ))),
+        None => Ok(cwd.to_path_buf()),
+    }
 }
 
 fn command_string(v: &Value) -> Option<String> {
