@@ -95,7 +95,38 @@ pub(crate) struct Live {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TaskFile {
+    #[serde(default)]
     pub tasks: BTreeMap<String, Envelope>,
+    /// The default intent of commands an agent host's hook rehearses
+    /// (`dryrun hook claude-code|codex`); absent: the built-in default.
+    #[serde(default)]
+    pub hook: Option<HookIntent>,
+}
+
+/// `hook:` in `dryrun.yaml`: what an agent's shell commands may write when
+/// they reach dryrun through a hook, which declares no intent of its own.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HookIntent {
+    /// Globs the agent's commands may write (default: everything).
+    #[serde(default)]
+    pub expected_writes: Option<Vec<String>>,
+    /// Globs they must never touch (added to the built-in list).
+    #[serde(default)]
+    pub forbidden_paths: Vec<String>,
+    /// `read_only` blocks every write.
+    #[serde(default)]
+    pub mode: Option<Mode>,
+    /// Wall-clock limit of each rehearsal, seconds.
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+    /// Variables given to every rehearsed command.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Codex (which cannot ask): how long the rewritten command of a run
+    /// that needs approval waits for a reviewer (default 300 s).
+    #[serde(default)]
+    pub await_approval_s: Option<u64>,
 }
 
 /// Validated limits in plain units.
@@ -279,34 +310,14 @@ pub(crate) const TASK_FILE_MAX: u64 = 1 << 20;
 /// owner's rights (a root CLI in a user's workspace reads it as that user),
 /// from the resolved workspace, never through a symlink, at most 1 MiB.
 pub(crate) fn load_task(workspace: &Path, name: &str) -> Result<Envelope, EnvelopeError> {
-    use crate::workspace::owner::{Creds, OwnerSession};
     let file = workspace.join("dryrun.yaml");
-    let read_err = |message: String| EnvelopeError::Field {
+    let tf = read_task_file(workspace, "--task")?.ok_or_else(|| EnvelopeError::Field {
         field: "--task".into(),
-        message,
-    };
-    let me = OwnerSession::start(&Creds::current()).map_err(|e| read_err(e.to_string()))?;
-    let resolved = me
-        .resolve(workspace)
-        .map_err(|e| read_err(format!("the workspace {e}")))?;
-    let owner = OwnerSession::for_owner(&resolved.identity).map_err(|e| read_err(e.to_string()))?;
-    let bytes = owner
-        .read_file(
-            &resolved.canonical,
-            &resolved.identity,
-            b"dryrun.yaml",
-            TASK_FILE_MAX,
-        )
-        .map_err(|e| read_err(e.to_string()))?
-        .ok_or_else(|| {
-            read_err(format!(
-                "{} does not exist; define tasks there or use --command / --file",
-                file.display()
-            ))
-        })?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| read_err(format!("{} is not UTF-8 text", file.display())))?;
-    let tf = parse_task_text(&file.display().to_string(), &text)?;
+        message: format!(
+            "{} does not exist; define tasks there or use --command / --file",
+            file.display()
+        ),
+    })?;
     let mut env = tf
         .tasks
         .get(name)
@@ -333,6 +344,41 @@ pub(crate) fn load_task(workspace: &Path, name: &str) -> Result<Envelope, Envelo
     env.task = Some(name.to_string());
     env.working_dir = Some(workspace.to_path_buf());
     Ok(env)
+}
+
+/// `<workspace>/dryrun.yaml`, parsed; `None` when there is none. Read with
+/// the workspace owner's rights (a root CLI in a user's workspace reads it
+/// as that user), from the resolved workspace, never through a symlink, at
+/// most 1 MiB. `field` names what asked for it in errors.
+pub(crate) fn read_task_file(
+    workspace: &Path,
+    field: &str,
+) -> Result<Option<TaskFile>, EnvelopeError> {
+    use crate::workspace::owner::{Creds, OwnerSession};
+    let file = workspace.join("dryrun.yaml");
+    let read_err = |message: String| EnvelopeError::Field {
+        field: field.into(),
+        message,
+    };
+    let me = OwnerSession::start(&Creds::current()).map_err(|e| read_err(e.to_string()))?;
+    let resolved = me
+        .resolve(workspace)
+        .map_err(|e| read_err(format!("the workspace {e}")))?;
+    let owner = OwnerSession::for_owner(&resolved.identity).map_err(|e| read_err(e.to_string()))?;
+    let Some(bytes) = owner
+        .read_file(
+            &resolved.canonical,
+            &resolved.identity,
+            b"dryrun.yaml",
+            TASK_FILE_MAX,
+        )
+        .map_err(|e| read_err(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| read_err(format!("{} is not UTF-8 text", file.display())))?;
+    parse_task_text(&file.display().to_string(), &text).map(Some)
 }
 
 pub(crate) const DEFAULT_LIMITS: LimitsSpec = LimitsSpec {

@@ -29,6 +29,8 @@ pub mod cli;
 #[allow(unreachable_pub)]
 pub mod daemon;
 #[allow(unreachable_pub)]
+pub(crate) mod doors;
+#[allow(unreachable_pub)]
 pub(crate) mod engine;
 pub(crate) mod envelope;
 pub(crate) mod errtext;

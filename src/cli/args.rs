@@ -68,6 +68,17 @@ pub(super) enum Cmd {
         run_id: String,
         #[arg(long)]
         json: bool,
+        /// After promoting, print the rehearsal's stdout and stderr and exit
+        /// with its status (the form an agent-host hook rewrites a command to).
+        #[arg(long)]
+        replay_output: bool,
+        /// The single-use token of an approval given in the agent host's
+        /// prompt (issued by `dryrun hook` for this run only).
+        #[arg(long, value_name = "TOKEN")]
+        host_prompt_token: Option<String>,
+        /// Wait up to S seconds for a reviewer's approval first.
+        #[arg(long, value_name = "S")]
+        await_approval: Option<u64>,
     },
     /// Undo a promotion: restore what it replaced, if nothing changed since.
     Rollback {
@@ -91,6 +102,15 @@ pub(super) enum Cmd {
         #[command(subcommand)]
         cmd: JournalCmd,
     },
+    /// Agent-host hook: a tool-call event as JSON on stdin, the answer as
+    /// JSON on stdout (exit 2 blocks). See README, Doors.
+    Hook {
+        #[arg(value_enum)]
+        host: HookHost,
+    },
+    /// MCP server on stdio: execute, classify, show, diff, list_runs, wait,
+    /// promote (no approvals). See README, Doors.
+    Mcp,
     /// Serve the API on a Unix socket.
     Daemon(DaemonArgs),
     /// Rehearse a recorded run again, answering its stubbed tool calls from
@@ -119,6 +139,13 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// The agent hosts `dryrun hook` speaks to.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(super) enum HookHost {
+    ClaudeCode,
+    Codex,
 }
 
 #[derive(Subcommand, Debug)]

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::args::{Cmd, DaemonArgs, ExecuteArgs, JournalCmd, ReceiptCmd};
+use super::args::{Cmd, DaemonArgs, ExecuteArgs, HookHost, JournalCmd, ReceiptCmd};
 use super::{
     EXIT_INTERNAL, EXIT_JOURNAL_BROKEN, GlobalOpts, door, door_with, print_json, refused, render,
     send, state_dir, usage_error,
@@ -76,7 +76,33 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             false,
             json,
         ),
-        Cmd::Promote { run_id, json } => promote(&g, &run_id, json),
+        Cmd::Promote {
+            run_id,
+            json,
+            replay_output,
+            host_prompt_token,
+            await_approval,
+        } if replay_output || host_prompt_token.is_some() || await_approval.is_some() => {
+            crate::doors::promote::promote_for_host(
+                &doors_target(&g),
+                &run_id,
+                &crate::doors::promote::PromoteOptions {
+                    replay_output,
+                    host_prompt_token,
+                    await_approval_s: await_approval,
+                },
+                |r| show_promoted(r, json),
+            )
+        }
+        Cmd::Promote { run_id, json, .. } => promote(&g, &run_id, json),
+        Cmd::Hook { host } => crate::doors::hook::run_hook(
+            match host {
+                HookHost::ClaudeCode => crate::doors::hook::Host::ClaudeCode,
+                HookHost::Codex => crate::doors::hook::Host::Codex,
+            },
+            doors_target(&g),
+        ),
+        Cmd::Mcp => crate::doors::mcp::run_mcp(doors_target(&g)),
         Cmd::Rollback { receipt_id, json } => {
             with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
                 Ok(rc) => {
@@ -227,21 +253,40 @@ fn promote(g: &GlobalOpts, run_id: &str, json: bool) -> i32 {
                     .collect()
             })
             .unwrap_or_default();
-        match d.send(&Promote { id, env }) {
+        match d.send(&Promote {
+            id,
+            env,
+            host_prompt_token: None,
+        }) {
             Ok(r) => {
-                if json {
-                    print_json(&r);
-                } else {
-                    match &r.receipt {
-                        Some(rc) => render::print_receipt(rc),
-                        None => render::print_evidence(&r),
-                    }
-                }
+                show_promoted(&r, json);
                 0
             }
             Err(e) => refused(e),
         }
     })
+}
+
+fn show_promoted(r: &RunRecord, json: bool) {
+    if json {
+        print_json(r);
+    } else {
+        match &r.receipt {
+            Some(rc) => render::print_receipt(rc),
+            None => render::print_evidence(r),
+        }
+    }
+}
+
+/// Where the doors (`hook`, `mcp`, a hook's `promote`) send requests: the
+/// same choice as every other subcommand.
+fn doors_target(g: &GlobalOpts) -> crate::doors::Target {
+    match door(g) {
+        crate::request::door::Door::Daemon(c) => {
+            crate::doors::Target::Daemon(c.socket().to_path_buf())
+        }
+        crate::request::door::Door::Local(_) => crate::doors::Target::Local(state_dir(g)),
+    }
 }
 
 fn show_receipt(rc: &crate::record::Receipt, json: bool) {

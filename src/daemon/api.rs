@@ -20,13 +20,13 @@ use super::DaemonConfig;
 use super::error::ApiError;
 use super::metrics::Metrics;
 use super::routes;
+use crate::engine::CancelHandle;
 use crate::engine::authz::{self, Verb};
 use crate::engine::{Engine, EngineError, ReviewAction};
 use crate::journal::Actor;
 use crate::record::RunState;
 use crate::request::serve::{Caller, Serve};
 use crate::request::{self, DiffRequest, Submitted};
-use crate::engine::CancelHandle;
 
 /// Every route the daemon serves, as (method, path pattern from `routes`).
 /// docs/openapi.yaml lists the same set; tests/daemon.rs checks both against the live socket.
@@ -39,6 +39,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", routes::RUN_REJECT),
     ("POST", routes::RUN_CANCEL),
     ("POST", routes::RUN_PROMOTE),
+    ("POST", routes::RUN_HOST_PROMPT),
     ("POST", routes::RUN_REPLAY),
     ("GET", routes::RECEIPT),
     ("POST", routes::RECEIPT_ROLLBACK),
@@ -57,6 +58,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(routes::RUN_REJECT, post(reject))
         .route(routes::RUN_CANCEL, post(cancel))
         .route(routes::RUN_PROMOTE, post(promote))
+        .route(routes::RUN_HOST_PROMPT, post(host_prompt))
         .route(routes::RUN_REPLAY, post(replay))
         .route(routes::RECEIPT, get(receipt))
         .route(routes::RECEIPT_ROLLBACK, post(rollback))
@@ -766,6 +768,21 @@ async fn promote(
     let caller = app.caller(&peer)?;
     let body = read_body(&app, body).await?;
     let op = request::parse_promote(&id, q.as_deref(), &body)?;
+    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+}
+
+/// `POST /v1/runs/{id}/host-prompt`: the token an agent host's prompt
+/// approves a run with (its submitter's hook only).
+async fn host_prompt(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let caller = app.caller(&peer)?;
+    let body = read_body(&app, body).await?;
+    let op = request::parse_host_prompt(&id, q.as_deref(), &body)?;
     Ok(axum::Json(serve(&app, caller, op).await?).into_response())
 }
 

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::request::{PromoteBody, ReviewBody, RunList, Submitted};
+pub use crate::request::{HostPromptGrant, PromoteBody, ReviewBody, RunList, Submitted};
 pub use api::{Health, ROUTES};
 pub use error::{ErrorBody, ErrorDetail, engine_status};
 

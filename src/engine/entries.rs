@@ -13,6 +13,7 @@ pub enum EntryKind {
     RunFailed,
     RunCancelled,
     Approval,
+    HostPromptGrant,
     Rejection,
     RerunStarted,
     RerunMismatch,
@@ -30,6 +31,7 @@ impl EntryKind {
             EntryKind::RunFailed => "run_failed",
             EntryKind::RunCancelled => "run_cancelled",
             EntryKind::Approval => "approval",
+            EntryKind::HostPromptGrant => "host_prompt_grant",
             EntryKind::Rejection => "rejection",
             EntryKind::RerunStarted => "rerun_started",
             EntryKind::RerunMismatch => "rerun_mismatch",
@@ -47,6 +49,43 @@ fn entry(kind: EntryKind, run_id: &str, actor: Option<&Actor>, data: serde_json:
         actor: actor.cloned(),
         data,
     }
+}
+
+/// A single-use token issued for an agent host's prompt to approve a run.
+pub(super) fn host_prompt_grant(run_id: &str, actor: &Actor, host: &str, ttl_s: u64) -> Entry {
+    entry(
+        EntryKind::HostPromptGrant,
+        run_id,
+        Some(actor),
+        serde_json::json!({"host": host, "expires_in_s": ttl_s}),
+    )
+}
+
+/// An approval given in an agent host's own permission prompt.
+pub(super) fn host_prompt_approval(
+    r: &RunRecord,
+    actor: &Actor,
+    note: &str,
+    host: &str,
+    auth: &str,
+    txn: &str,
+) -> Entry {
+    entry(
+        EntryKind::Approval,
+        &r.run_id,
+        Some(actor),
+        serde_json::json!({
+            "note": note,
+            "override_of_block": false,
+            "decision_was": r.verdict.as_ref().map(|v| v.decision.as_str()),
+            "state": r.state.as_str(),
+            "authenticated_by": auth,
+            "host": host,
+            "submitted_by_uid": r.submitted_by.as_ref().map(|a| a.uid),
+            "withdrawn_by_submitter": false,
+            "txn": txn,
+        }),
+    )
 }
 
 /// A run accepted: what it will run, where, with what intent and risk.

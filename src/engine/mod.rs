@@ -25,6 +25,7 @@ pub mod authz;
 mod compare;
 mod entries;
 mod error;
+mod host_prompt;
 mod live;
 mod recover;
 mod rehearse;
@@ -35,19 +36,19 @@ mod submit;
 pub mod textdiff;
 
 pub use crate::record::Receipt;
-pub use authz::{is_approver, refuse_self_approval};
-pub use compare::{RunComparison, compare_runs};
-pub use entries::{EntryKind, change_set_hash, shown_actions};
-pub use error::{EngineError, Input, What};
-pub use live::valid_receipt_id;
-pub use rehearse::secret_looking_env_names;
-pub use replay::ReplayRequest;
-pub use store::{default_state_dir, valid_run_id};
-pub use submit::{access_as, sandbox_env};
 /// What the daemon needs of the sandbox, handed on by the engine: the
 /// sandbox is a leaf that only the engine imports.
 pub(crate) use crate::sandbox::CancelHandle;
 pub(crate) use crate::sandbox::probe::landlock_abi;
+pub use authz::refuse_self_approval;
+pub use compare::{RunComparison, compare_runs};
+pub use entries::shown_actions;
+pub use error::{EngineError, Input, What};
+pub use host_prompt::GRANT_TTL_S;
+pub use live::valid_receipt_id;
+pub use replay::ReplayRequest;
+pub use store::{default_state_dir, valid_run_id};
+pub use submit::access_as;
 
 use crate::envelope::EnvelopeSpec;
 use crate::journal::Journal;
@@ -177,9 +178,6 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    pub fn record(&self) -> &RunRecord {
-        &self.record
-    }
     pub fn run_id(&self) -> &str {
         &self.record.run_id
     }
@@ -281,10 +279,6 @@ impl Engine {
             record.state,
             record.submitted_by.as_ref().map(|a| a.uid),
         ));
-    }
-
-    pub fn state_dir(&self) -> &Path {
-        &self.state_dir
     }
 
     pub fn journal(&self) -> &Journal {

@@ -4,8 +4,8 @@
 use super::store::fit_record;
 use super::{Engine, EngineError, Prepared, entries};
 use crate::envelope::EnvelopeSpec;
-use crate::record::{Rehearsal, RunRecord, RunState, SandboxRecord};
 use crate::model::{HostReport, RehearsalReport};
+use crate::record::{Rehearsal, RunRecord, RunState, SandboxRecord};
 use crate::sandbox::{self, SandboxError};
 use crate::verdict;
 

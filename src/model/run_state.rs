@@ -31,7 +31,7 @@ pub enum RunState {
 
 /// A run reached a state (the daemon's event stream and long polls).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunEvent {
+pub(crate) struct RunEvent {
     pub run_id: String,
     pub state: RunState,
     /// Who submitted the run: who else may see this event is decided from
@@ -41,7 +41,7 @@ pub struct RunEvent {
 }
 
 impl RunEvent {
-    pub fn of(run_id: &str, state: RunState, submitter_uid: Option<u32>) -> RunEvent {
+    pub(crate) fn of(run_id: &str, state: RunState, submitter_uid: Option<u32>) -> RunEvent {
         RunEvent {
             run_id: run_id.to_string(),
             state,

@@ -41,7 +41,8 @@ enum Entry {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum BudgetError {
+#[allow(unreachable_pub)] // carried by the engine's public error type
+pub enum BudgetError {
     #[error(
         "risk budget exhausted for {actor}: {used} of {limit} points spent in the last {window_s} s; \
          this run needs {needed}; retry in {retry_after_s} s or ask a reviewer"

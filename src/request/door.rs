@@ -31,8 +31,6 @@ pub enum DoorError {
     Daemon(#[from] ClientError),
     #[error(transparent)]
     Engine(#[from] EngineError),
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 impl DoorError {
@@ -42,7 +40,6 @@ impl DoorError {
         match self {
             DoorError::Daemon(e) => e.is_invalid_input(),
             DoorError::Engine(e) => e.is_invalid_input(),
-            DoorError::Unsupported(_) => true,
         }
     }
 

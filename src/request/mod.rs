@@ -105,7 +105,7 @@ impl Method {
 
 /// An operation: how it travels (method, path with query, body) and what
 /// comes back.
-pub trait Operation: Sized {
+pub(crate) trait Operation: Sized {
     type Reply: Serialize + serde::de::DeserializeOwned;
     const METHOD: Method;
     /// The concrete path, with its query string.
@@ -321,6 +321,10 @@ pub struct Promote {
     /// `live.env_from_host` names, from the promoting side; used for the
     /// live run only, never stored or journaled.
     pub env: BTreeMap<String, String>,
+    /// The single-use token of an approval given in an agent host's prompt
+    /// (see [`HostPrompt`]): recorded as that approval and consumed before
+    /// the promotion.
+    pub host_prompt_token: Option<String>,
 }
 
 /// Body of promote.
@@ -329,6 +333,8 @@ pub struct Promote {
 pub struct PromoteBody {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_prompt_token: Option<String>,
 }
 
 impl Operation for Promote {
@@ -340,6 +346,45 @@ impl Operation for Promote {
     fn body(&self) -> Option<Vec<u8>> {
         Some(json(&PromoteBody {
             env: self.env.clone(),
+            host_prompt_token: self.host_prompt_token.clone(),
+        }))
+    }
+}
+
+/// Issue the single-use token with which an agent host's own prompt
+/// approves a run that needs approval (the run's submitter only; see
+/// `dryrun hook`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostPrompt {
+    pub id: RunId,
+    /// The agent host whose prompt will ask (`claude-code`, `codex`).
+    pub host: String,
+}
+
+/// Body of host-prompt.
+#[derive(Deserialize, Serialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct HostPromptBody {
+    pub host: String,
+}
+
+/// The answer: the token, shown once (only its hash is kept).
+#[derive(Deserialize, Serialize, Debug)]
+pub struct HostPromptGrant {
+    pub run_id: String,
+    pub token: String,
+    pub expires_in_s: u64,
+}
+
+impl Operation for HostPrompt {
+    type Reply = HostPromptGrant;
+    const METHOD: Method = Method::Post;
+    fn target(&self) -> String {
+        routes::run_host_prompt(self.id.as_str())
+    }
+    fn body(&self) -> Option<Vec<u8>> {
+        Some(json(&HostPromptBody {
+            host: self.host.clone(),
         }))
     }
 }
@@ -626,7 +671,23 @@ pub fn parse_promote(
     let id = RunId::parse(id)?;
     parse_no_query(query_s)?;
     let b: PromoteBody = optional_json_body(body)?;
-    Ok(Promote { id, env: b.env })
+    Ok(Promote {
+        id,
+        env: b.env,
+        host_prompt_token: b.host_prompt_token,
+    })
+}
+
+/// `POST /v1/runs/{id}/host-prompt`.
+pub fn parse_host_prompt(
+    id: &str,
+    query_s: Option<&str>,
+    body: &[u8],
+) -> Result<HostPrompt, RequestError> {
+    let id = RunId::parse(id)?;
+    parse_no_query(query_s)?;
+    let b: HostPromptBody = optional_json_body(body)?;
+    Ok(HostPrompt { id, host: b.host })
 }
 
 /// `POST /v1/runs/{id}/replay`.
@@ -749,6 +810,7 @@ mod tests {
         let pr = Promote {
             id: id.clone(),
             env: [("GH_TOKEN".to_string(), "x".to_string())].into(),
+            host_prompt_token: Some("t0k".into()),
         };
         let t = pr.target();
         let (p, q) = split(&t);

@@ -17,6 +17,9 @@ pub const RUN_REJECT: &str = "/v1/runs/{id}/reject";
 pub const RUN_CANCEL: &str = "/v1/runs/{id}/cancel";
 /// `POST` promote a run's change set to the real workspace.
 pub const RUN_PROMOTE: &str = "/v1/runs/{id}/promote";
+/// `POST` issue the single-use token an agent host's prompt approves a
+/// run with (the submitter's hook; see `dryrun hook`).
+pub const RUN_HOST_PROMPT: &str = "/v1/runs/{id}/host-prompt";
 /// `POST` rehearse a run again (`?wait=true`).
 pub const RUN_REPLAY: &str = "/v1/runs/{id}/replay";
 /// `GET` one promotion receipt.
@@ -60,6 +63,11 @@ pub fn run_cancel(id: &str) -> String {
 /// `/v1/runs/<id>/promote`.
 pub fn run_promote(id: &str) -> String {
     with_id(RUN_PROMOTE, id)
+}
+
+/// `/v1/runs/<id>/host-prompt`.
+pub fn run_host_prompt(id: &str) -> String {
+    with_id(RUN_HOST_PROMPT, id)
 }
 
 /// `/v1/runs/<id>/replay`.
@@ -114,6 +122,7 @@ mod tests {
             (run_cancel(id), RUN_CANCEL),
             (run_promote(id), RUN_PROMOTE),
             (run_replay(id), RUN_REPLAY),
+            (run_host_prompt(id), RUN_HOST_PROMPT),
             (receipt(id), RECEIPT),
             (receipt_rollback(id), RECEIPT_ROLLBACK),
         ] {

@@ -77,7 +77,7 @@ impl Caller {
 }
 
 /// A request the engine can answer directly.
-pub trait Serve: super::Operation {
+pub(crate) trait Serve: super::Operation {
     fn serve(&self, engine: &Engine, caller: &Caller) -> Result<Self::Reply, EngineError>;
 
     /// A request answered from the state directory without opening an
@@ -189,7 +189,26 @@ impl Serve for Review {
 impl Serve for Promote {
     fn serve(&self, engine: &Engine, caller: &Caller) -> Result<RunRecord, EngineError> {
         caller.readable_run(engine, self.id.as_str())?;
+        if let Some(t) = &self.host_prompt_token {
+            engine.approve_via_host_prompt(self.id.as_str(), t, &caller.actor)?;
+        }
         engine.promote(self.id.as_str(), &caller.actor, &caller.auth, &self.env)
+    }
+}
+
+impl Serve for super::HostPrompt {
+    fn serve(
+        &self,
+        engine: &Engine,
+        caller: &Caller,
+    ) -> Result<super::HostPromptGrant, EngineError> {
+        caller.readable_run(engine, self.id.as_str())?;
+        let token = engine.grant_host_prompt(self.id.as_str(), &caller.actor, &self.host)?;
+        Ok(super::HostPromptGrant {
+            run_id: self.id.as_str().to_string(),
+            token,
+            expires_in_s: crate::engine::GRANT_TTL_S,
+        })
     }
 }
 

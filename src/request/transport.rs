@@ -158,7 +158,7 @@ impl Client {
     }
 
     /// One typed operation; its reply, or the daemon's error.
-    pub fn send<O: Operation>(&self, op: &O) -> Result<O::Reply, ClientError> {
+    pub(crate) fn send<O: Operation>(&self, op: &O) -> Result<O::Reply, ClientError> {
         self.call(O::METHOD.as_str(), &op.target(), op.body())
     }
 }

@@ -167,6 +167,25 @@ impl Daemon {
         )
     }
 
+    /// A GET of a streaming route (Server-Sent Events) for `secs` seconds:
+    /// its status and what arrived.
+    pub fn curl_stream(&self, who: Who, path: &str, secs: u64) -> (u16, String) {
+        let mut c = if who == Who::User {
+            as_test_user("curl")
+        } else {
+            Command::new("curl")
+        };
+        c.args(["-sSN", "-o", "-", "-w", "\n%{http_code}", "--max-time"])
+            .arg(secs.to_string())
+            .arg("--unix-socket")
+            .arg(&self.socket)
+            .arg(format!("http://dryrun{path}"));
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
     pub fn journal(&self) -> Vec<Value> {
         std::fs::read_to_string(self.state.join("journal.jsonl"))
             .unwrap_or_default()

@@ -1,0 +1,211 @@
+"""A typed client for the dryrun daemon: HTTP/1.1 + JSON over its Unix
+socket, standard library only.
+
+    from dryrun_client import Client, Envelope, Intent
+    c = Client()                                  # DRYRUN_SOCKET or the default socket
+    run = c.execute(Envelope(command="make fmt", working_dir="/home/me/proj",
+                             intent=Intent(expected_writes=["src/**"])))
+    if run.decision == "promote":
+        c.promote(run.run_id)
+
+The caller's identity is the socket's peer credentials: the daemon records
+who submitted, and only reviewers (another uid) approve.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+__all__ = [
+    "Client", "Envelope", "Intent", "Limits", "Run", "Change", "DryrunError",
+    "default_socket",
+]
+
+
+def default_socket() -> str:
+    """DRYRUN_SOCKET, else the user's socket, else the system's."""
+    env = os.environ.get("DRYRUN_SOCKET")
+    if env:
+        return env
+    if os.geteuid() != 0 and os.environ.get("XDG_RUNTIME_DIR"):
+        user = os.path.join(os.environ["XDG_RUNTIME_DIR"], "dryrun.sock")
+        if os.path.exists(user):
+            return user
+    return "/run/dryrun/dryrun.sock"
+
+
+class DryrunError(Exception):
+    """An error answer: `status` (HTTP), `code` and `message` from the
+    daemon's `{"error": {"code", "message"}}` body."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{message} ({code}, HTTP {status})")
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass
+class Limits:
+    timeout_s: Optional[int] = None
+    memory_mb: Optional[int] = None
+    pids: Optional[int] = None
+    output_kb: Optional[int] = None
+    disk_mb: Optional[int] = None
+
+
+@dataclass
+class Intent:
+    summary: str = ""
+    mode: str = "mutating"  # or "read_only"
+    expected_writes: List[str] = field(default_factory=list)
+    forbidden_paths: List[str] = field(default_factory=list)
+    reviewer_note: Optional[str] = None
+
+
+@dataclass
+class Envelope:
+    """The envelope (unknown fields are refused by the daemon, so this
+    class has exactly its fields)."""
+    command: Optional[str] = None
+    working_dir: Optional[str] = None
+    steps: Optional[List[str]] = None
+    task: Optional[str] = None
+    intent: Intent = field(default_factory=Intent)
+    limits: Limits = field(default_factory=Limits)
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> Dict[str, Any]:
+        def clean(v):
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items() if x is not None}
+            return v
+        return clean(asdict(self))
+
+
+@dataclass
+class Change:
+    path: str
+    kind: str       # created | modified | deleted | metadata | identical
+    file_type: str  # file | dir | symlink | other
+    before: Optional[str]
+    after: Optional[str]
+
+
+@dataclass
+class Run:
+    """The parts of a `dryrun.run/v1` record an agent acts on; `record`
+    keeps the whole thing."""
+    run_id: str
+    state: str
+    decision: Optional[str]
+    command: str
+    exit_code: Optional[int]
+    stdout: str
+    stderr: str
+    changes: List[Change]
+    surprise_paths: List[str]
+    forbidden_paths_touched: List[str]
+    reasons: List[str]
+    risk_level: Optional[str]
+    receipt_id: Optional[str]
+    record: Dict[str, Any]
+
+    @classmethod
+    def from_record(cls, r: Dict[str, Any]) -> "Run":
+        reh = r.get("rehearsal") or {}
+        v = r.get("verdict") or {}
+        risk = r.get("risk") or {}
+        return cls(
+            run_id=r["run_id"], state=r["state"], decision=v.get("decision"),
+            command=r.get("command", ""), exit_code=reh.get("exit_code"),
+            stdout=reh.get("stdout", ""), stderr=reh.get("stderr", ""),
+            changes=[Change(c["path"], c["kind"], c["file_type"], c.get("before"), c.get("after"))
+                     for c in reh.get("changes", [])],
+            surprise_paths=v.get("surprise_paths", []),
+            forbidden_paths_touched=v.get("forbidden_paths_touched", []),
+            reasons=v.get("reasons", []), risk_level=risk.get("level"),
+            receipt_id=(r.get("receipt") or {}).get("receipt_id"), record=r,
+        )
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.state == "awaiting_approval"
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float):
+        super().__init__("dryrun", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+class Client:
+    def __init__(self, socket_path: Optional[str] = None, timeout: float = 600.0):
+        self.socket_path = socket_path or default_socket()
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:
+        conn = _UnixConnection(self.socket_path, self.timeout)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            headers = {"content-type": "application/json"} if data is not None else {}
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        if not 200 <= resp.status < 300:
+            try:
+                err = json.loads(raw)["error"]
+                raise DryrunError(resp.status, err["code"], err["message"])
+            except (ValueError, KeyError, TypeError):
+                raise DryrunError(resp.status, "unknown", raw[:500].decode("utf-8", "replace"))
+        return json.loads(raw) if raw else None
+
+    @staticmethod
+    def _id(run_id: str) -> str:
+        from urllib.parse import quote
+        return quote(run_id, safe="")
+
+    def health(self) -> Dict[str, Any]:
+        return self._call("GET", "/v1/health")
+
+    def execute(self, envelope: Envelope) -> Run:
+        """Submit and wait for the verdict."""
+        return Run.from_record(self._call("POST", "/v1/runs?wait=true", envelope.to_json()))
+
+    def submit(self, envelope: Envelope) -> str:
+        """Submit without waiting; returns the run id."""
+        return self._call("POST", "/v1/runs", envelope.to_json())["run_id"]
+
+    def run(self, run_id: str) -> Run:
+        return Run.from_record(self._call("GET", f"/v1/runs/{self._id(run_id)}"))
+
+    def runs(self, state: Optional[str] = None) -> List[Run]:
+        path = "/v1/runs" + (f"?state={state}" if state else "")
+        return [Run.from_record(r) for r in self._call("GET", path)["runs"]]
+
+    def diff(self, run_id: str) -> Dict[str, Any]:
+        return self._call("GET", f"/v1/runs/{self._id(run_id)}/diff")
+
+    def promote(self, run_id: str) -> Run:
+        """Apply the reviewed change set (decision promote, or approved)."""
+        return Run.from_record(self._call("POST", f"/v1/runs/{self._id(run_id)}/promote", {}))
+
+    def approve(self, run_id: str, note: str = "") -> Run:
+        """A reviewer's approval (never the submitter's: the daemon refuses)."""
+        return Run.from_record(self._call("POST", f"/v1/runs/{self._id(run_id)}/approve", {"note": note}))
+
+    def reject(self, run_id: str, note: str = "") -> Run:
+        return Run.from_record(self._call("POST", f"/v1/runs/{self._id(run_id)}/reject", {"note": note}))
+
+    def journal_verify(self) -> Dict[str, Any]:
+        return self._call("GET", "/v1/journal/verify")

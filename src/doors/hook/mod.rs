@@ -1,0 +1,819 @@
+//! `dryrun hook claude-code|codex`: an agent host's command hook. The host
+//! hands over a tool call as JSON on stdin before running it; for a shell
+//! command the hook rehearses it under the workspace's hook intent and
+//! answers with the host's own vocabulary:
+//!
+//! - decision `promote` → allow, the command rewritten to a `dryrun promote`
+//!   of that run, which applies exactly the reviewed change set and then
+//!   replays the rehearsal's output and exit status;
+//! - `needs_approval` → ask (Claude Code) with an evidence summary, the
+//!   rewrite carrying a single-use token bound to the run; Codex has no
+//!   ask: its rewrite waits for a dryrun reviewer's approval;
+//! - `blocked` → deny, the evidence as the reason;
+//! - anything else (unreadable input, no workspace, a dead daemon, a
+//!   timeout, a failed rehearsal) → exit 2 with the reason on stderr:
+//!   both hosts block the call on exit 2, and fail open on malformed JSON,
+//!   so nothing but one well-formed answer is ever printed.
+//!
+//! The agent's own `dryrun` invocations are denied: only the rewrites this
+//! hook issues may carry a run out (and a rewrite seen again is judged
+//! again, never waved through on its own say-so).
+
+mod claude;
+mod codex;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Backend, DoorError, Target};
+use crate::envelope::{Envelope, HookIntent, Intent, Limits, Mode};
+use crate::record::{RunRecord, RunState};
+use crate::verdict::Decision;
+
+/// The agent hosts dryrun speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    ClaudeCode,
+    Codex,
+}
+
+impl Host {
+    pub fn name(self) -> &'static str {
+        match self {
+            Host::ClaudeCode => "claude-code",
+            Host::Codex => "codex",
+        }
+    }
+}
+
+/// Exit status of a blocking answer (both hosts: the call is blocked and
+/// stderr is the reason).
+pub const EXIT_BLOCK: i32 = 2;
+
+/// The largest hook input read.
+const INPUT_MAX: u64 = 4 << 20;
+
+/// Globs a hook run must never touch, whatever `dryrun.yaml` says: the
+/// hook's own configuration and the agent hosts' settings (an agent that
+/// rewrites them switches its guard off).
+pub const BUILTIN_FORBIDDEN: &[&str] = &[
+    "dryrun.yaml",
+    ".dryrun/",
+    ".claude/",
+    ".codex/",
+    ".mcp.json",
+];
+
+/// Default wall-clock limit of a hook rehearsal, seconds.
+pub const DEFAULT_TIMEOUT_S: u64 = 60;
+
+/// The hook answers (with a block, at worst) within this many seconds
+/// (`DRYRUN_HOOK_DEADLINE_S` overrides); the host's hook timeout must be
+/// longer (README: 120 s).
+pub const DEFAULT_DEADLINE_S: u64 = 100;
+
+/// What the hook hands to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Not a shell command: no output, exit 0; the host goes on as usual.
+    PassThrough,
+    /// Run `input` (the rewritten tool input) without asking.
+    Allow { input: Value, reason: String },
+    /// Ask the person; their yes runs `input`.
+    Ask { input: Value, reason: String },
+    /// Do not run it; `reason` goes to the model.
+    Deny { reason: String },
+}
+
+/// The fields of a hook event dryrun reads (hosts add more; ignored).
+#[derive(Debug, Deserialize)]
+pub struct HookInput {
+    pub hook_event_name: String,
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    #[serde(default)]
+    pub tool_input: Option<Value>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+}
+
+/// Why the hook blocks without an answer (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("unreadable hook input: {0}")]
+    Input(String),
+    #[error("{0}")]
+    Workspace(String),
+    #[error("{0}")]
+    Engine(String),
+    #[error(
+        "no verdict within {0} s; the command was not run (raise hook.timeout_s in dryrun.yaml, and the host's hook timeout above it)"
+    )]
+    Timeout(u64),
+}
+
+impl From<DoorError> for HookError {
+    fn from(e: DoorError) -> Self {
+        HookError::Engine(e.to_string())
+    }
+}
+
+/// `dryrun hook HOST`: read the event, decide, answer. Returns the exit
+/// status; whatever fails, the answer is a block.
+pub fn run_hook(host: Host, target: Target) -> i32 {
+    let deadline = std::env::var("DRYRUN_HOOK_DEADLINE_S")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|s| *s > 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = read_input().and_then(|input| {
+            decide(host, &target, &input).map(|a| (input.hook_event_name.clone(), a))
+        });
+        let _ = tx.send(r);
+    });
+    // A host that times its hook out lets the call through: answer (a
+    // block) before any host would. See README, Doors.
+    let wait = deadline.unwrap_or(DEFAULT_DEADLINE_S);
+    let outcome = match rx.recv_timeout(Duration::from_secs(wait)) {
+        Ok(r) => r,
+        Err(_) => Err(HookError::Timeout(wait)),
+    };
+    match outcome {
+        Ok((event, answer)) => match render(host, &event, &answer) {
+            Some(text) => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                if out
+                    .write_all(text.as_bytes())
+                    .and_then(|_| out.write_all(b"\n"))
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    eprintln!("dryrun hook: could not write the answer; blocking the call");
+                    return EXIT_BLOCK;
+                }
+                0
+            }
+            None => 0,
+        },
+        Err(e) => {
+            eprintln!("dryrun hook {}: blocked: {e}", host.name());
+            EXIT_BLOCK
+        }
+    }
+}
+
+fn render(host: Host, event: &str, answer: &Answer) -> Option<String> {
+    let v = match (host, event) {
+        (_, "PermissionRequest") => codex::render_permission_request(answer)?,
+        (Host::ClaudeCode, _) => claude::render(answer)?,
+        (Host::Codex, _) => codex::render(answer)?,
+    };
+    Some(serde_json::to_string(&v).expect("a JSON value serializes"))
+}
+
+fn read_input() -> Result<HookInput, HookError> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .take(INPUT_MAX + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| HookError::Input(format!("reading stdin: {e}")))?;
+    if buf.len() as u64 > INPUT_MAX {
+        return Err(HookError::Input(format!(
+            "more than {INPUT_MAX} bytes on stdin"
+        )));
+    }
+    parse_input(&buf)
+}
+
+pub fn parse_input(bytes: &[u8]) -> Result<HookInput, HookError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        HookError::Input(format!(
+            "not a hook event ({})",
+            crate::errtext::content_free(&e.to_string())
+        ))
+    })
+}
+
+/// Tools whose input is a shell command the host would run.
+fn is_shell_tool(host: Host, name: &str) -> bool {
+    match host {
+        Host::ClaudeCode => name == "Bash",
+        // Codex names its shell tool `Bash` in hook events; older builds
+        // and other front ends used these.
+        Host::Codex => matches!(
+            name,
+            "Bash" | "shell" | "local_shell" | "exec_command" | "shell_command"
+        ),
+    }
+}
+
+/// Decide one event.
+pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, HookError> {
+    let event = input.hook_event_name.as_str();
+    let tool = input.tool_name.as_deref().unwrap_or("");
+    if !matches!(event, "PreToolUse" | "PermissionRequest") || !is_shell_tool(host, tool) {
+        return Ok(Answer::PassThrough);
+    }
+    let tool_input = input
+        .tool_input
+        .as_ref()
+        .and_then(Value::as_object)
+        .ok_or_else(|| HookError::Input("tool_input is not an object".into()))?;
+    let command = tool_input
+        .get("command")
+        .and_then(command_string)
+        .ok_or_else(|| HookError::Input("tool_input.command is not a string".into()))?;
+    let cwd = input
+        .cwd
+        .clone()
+        .ok_or_else(|| HookError::Input("cwd is missing".into()))?;
+    if !cwd.is_absolute() {
+        return Err(HookError::Input("cwd is not an absolute path".into()));
+    }
+    let backend = Backend::connect(target)?;
+    // Our own rewrite, seen again (a host that re-hooks it, or Codex's
+    // PermissionRequest after the PreToolUse rewrite): judged again.
+    if let Some(form) = Rewrite::parse(&command) {
+        return judge_rewrite(host, &backend, event, &form, tool_input);
+    }
+    if event == "PermissionRequest" {
+        return Ok(Answer::Deny {
+            reason: "dryrun: only a command rewritten by dryrun's PreToolUse hook may run; this one was not rehearsed".into(),
+        });
+    }
+    if invokes_dryrun(&command) {
+        return Ok(Answer::Deny {
+            reason: "dryrun: an agent may not run dryrun through its shell (approving, promoting or changing runs is for people); run the command itself and dryrun's hook rehearses it".into(),
+        });
+    }
+    // The project the host works in bounds where a command may run: a
+    // `cd ~` or `cd /` in the agent's shell must not make the home or the
+    // root directory the workspace whose change set goes live.
+    let project = project_root(&cwd)?;
+    if !cwd.starts_with(&project) {
+        return Ok(Answer::Deny {
+            reason: format!(
+                "dryrun: the command would run in {}, outside the project {}; dryrun rehearses and promotes commands only inside it",
+                esc(&cwd.display().to_string()),
+                esc(&project.display().to_string())
+            ),
+        });
+    }
+    let hook_intent = crate::envelope::read_task_file(&project, "hook")
+        .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
+        .and_then(|tf| tf.hook);
+    let envelope = hook_envelope(host, &command, &cwd, hook_intent.as_ref());
+    let record = backend.execute(&envelope, &cwd)?;
+    let await_s = hook_intent
+        .as_ref()
+        .and_then(|h| h.await_approval_s)
+        .unwrap_or(codex::AWAIT_APPROVAL_S);
+    answer_for(host, target, &backend, &record, tool_input, await_s)
+}
+
+/// The project directory: `DRYRUN_HOOK_WORKSPACE`, else Claude Code's
+/// `CLAUDE_PROJECT_DIR` (set for its hooks), else the event's `cwd`.
+fn project_root(cwd: &Path) -> Result<PathBuf, HookError> {
+    let named = std::env::var_os("DRYRUN_HOOK_WORKSPACE")
+        .or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR"))
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    match named {
+        Some(p) if p.is_absolute() => Ok(p),
+        Some(p) => Err(HookError::Workspace(format!(
+            "the project directory {} is not an absolute path",
+            p.display()
+        ))),
+        None => Ok(cwd.to_path_buf()),
+    }
+}
+
+fn command_string(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        // Codex's exec tool sends argv; a shell sees it joined.
+        Value::Array(a) => {
+            let words: Option<Vec<&str>> = a.iter().map(Value::as_str).collect();
+            let words = words?;
+            match words.as_slice() {
+                [sh, flag, script] if is_shell(sh) && (*flag == "-c" || *flag == "-lc") => {
+                    Some(script.to_string())
+                }
+                _ => Some(words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")),
+            }
+        }
+        _ => None,
+    }
+}
+
+fn is_shell(w: &str) -> bool {
+    matches!(
+        Path::new(w).file_name().and_then(|n| n.to_str()),
+        Some("bash" | "sh" | "zsh" | "dash")
+    )
+}
+
+/// The envelope of a hook rehearsal: the command, in `cwd`, under the
+/// workspace's `hook:` intent or the built-in default (mutating, may
+/// write anything but [`BUILTIN_FORBIDDEN`], 60 s).
+pub fn hook_envelope(host: Host, command: &str, cwd: &Path, hi: Option<&HookIntent>) -> Envelope {
+    let default = HookIntent::default();
+    let hi = hi.unwrap_or(&default);
+    let mode = hi.mode.unwrap_or(Mode::Mutating);
+    let mut forbidden: Vec<String> = BUILTIN_FORBIDDEN.iter().map(|s| s.to_string()).collect();
+    forbidden.extend(hi.forbidden_paths.iter().cloned());
+    let expected = match mode {
+        Mode::ReadOnly => Vec::new(),
+        Mode::Mutating => hi
+            .expected_writes
+            .clone()
+            .unwrap_or_else(|| vec!["**".into()]),
+    };
+    Envelope {
+        task: None,
+        command: Some(command.to_string()),
+        working_dir: Some(cwd.to_path_buf()),
+        intent: Intent {
+            summary: format!("an agent's shell command, through the {} hook", host.name()),
+            mode,
+            expected_writes: expected,
+            forbidden_paths: forbidden,
+            ..Default::default()
+        },
+        limits: Limits {
+            timeout_s: Some(hi.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
+            ..Default::default()
+        },
+        env: hi.env.clone(),
+        ..Default::default()
+    }
+}
+
+/// Does any simple command of `command` (after unwrapping `sh -c`,
+/// `env`, `sudo`, substitutions, ...) run dryrun?
+pub fn invokes_dryrun(command: &str) -> bool {
+    let policy =
+        match crate::policy::Policy::load(Path::new(crate::engine::SYSTEM_POLICY_DIR), None) {
+            Ok(p) => p,
+            // No policy, no parse: judge by the text (fail closed).
+            Err(_) => return command.contains("dryrun"),
+        };
+    let c = crate::classify::classify(command, &policy, &Default::default());
+    let own = std::env::current_exe().ok();
+    c.commands.iter().any(|simple| {
+        let first = simple.split_whitespace().next().unwrap_or("");
+        let first = first.trim_matches(|ch| ch == '\'' || ch == '"');
+        Path::new(first)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dryrun"))
+            || own.as_deref().is_some_and(|o| Path::new(first) == o)
+    }) || (c.commands.is_empty() && command.contains("dryrun"))
+}
+
+/// The `dryrun promote` command a hook issues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewrite {
+    pub exe: String,
+    pub global: Vec<String>,
+    pub run_id: String,
+    pub token: Option<String>,
+    pub await_s: Option<u64>,
+}
+
+impl Rewrite {
+    pub fn render(&self) -> String {
+        let mut words = vec![self.exe.clone()];
+        words.extend(self.global.iter().cloned());
+        words.push("promote".into());
+        words.push(self.run_id.clone());
+        words.push("--replay-output".into());
+        if let Some(t) = &self.token {
+            words.push("--host-prompt-token".into());
+            words.push(t.clone());
+        }
+        if let Some(s) = self.await_s {
+            words.push("--await-approval".into());
+            words.push(s.to_string());
+        }
+        words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+    }
+
+    /// Recognise exactly the shape [`Rewrite::render`] produces.
+    pub fn parse(command: &str) -> Option<Rewrite> {
+        let words = split_quoted(command)?;
+        let promote = words.iter().position(|w| w == "promote")?;
+        let exe = words.first()?.clone();
+        if !Path::new(&exe)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dryrun"))
+        {
+            return None;
+        }
+        let global = words[1..promote].to_vec();
+        let ok_global = match global.as_slice() {
+            [] => true,
+            [s, _] if s == "--socket" => true,
+            [l, s, _] if l == "--local" && s == "--state-dir" => true,
+            _ => false,
+        };
+        if !ok_global {
+            return None;
+        }
+        let rest = &words[promote + 1..];
+        let (run_id, flags) = rest.split_first()?;
+        if !crate::engine::valid_run_id(run_id) {
+            return None;
+        }
+        let mut token = None;
+        let mut await_s = None;
+        match flags {
+            [r] if r == "--replay-output" => {}
+            [r, t, v] if r == "--replay-output" && t == "--host-prompt-token" => {
+                token = Some(v.clone())
+            }
+            [r, a, v] if r == "--replay-output" && a == "--await-approval" => {
+                await_s = Some(v.parse().ok()?)
+            }
+            _ => return None,
+        }
+        Some(Rewrite {
+            exe,
+            global,
+            run_id: run_id.clone(),
+            token,
+            await_s,
+        })
+    }
+}
+
+/// Single-quote `w` for a POSIX shell unless it is plain.
+pub fn quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// Words of a command made only of plain and single-quoted words
+/// separated by single spaces (what [`quote`] makes); `None` otherwise.
+fn split_quoted(s: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut chars = s.chars().peekable();
+    let mut in_word = false;
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => {
+                if !in_word {
+                    return None;
+                }
+                words.push(std::mem::take(&mut cur));
+                in_word = false;
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        ch => cur.push(ch),
+                    }
+                }
+                // '\'' inside a quoted word: end quote, \', reopen.
+                if chars.peek() == Some(&'\\') {
+                    chars.next();
+                    if chars.next()? != '\'' {
+                        return None;
+                    }
+                    cur.push('\'');
+                }
+            }
+            c if c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c) => {
+                in_word = true;
+                cur.push(c);
+            }
+            _ => return None,
+        }
+    }
+    if !in_word {
+        return None;
+    }
+    words.push(cur);
+    Some(words)
+}
+
+fn rewritten_input(tool_input: &serde_json::Map<String, Value>, command: String) -> Value {
+    let mut m = tool_input.clone();
+    m.insert("command".into(), Value::String(command));
+    Value::Object(m)
+}
+
+fn own_exe() -> Result<String, HookError> {
+    std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .map_err(|e| HookError::Engine(format!("cannot name dryrun's own binary: {e}")))
+}
+
+/// The host-facing answer for a finished rehearsal.
+fn answer_for(
+    host: Host,
+    target: &Target,
+    backend: &Backend,
+    r: &RunRecord,
+    tool_input: &serde_json::Map<String, Value>,
+    await_s: u64,
+) -> Result<Answer, HookError> {
+    let Some(v) = &r.verdict else {
+        return Err(HookError::Engine(format!(
+            "run {} has no verdict ({}): {}",
+            r.run_id,
+            r.state.as_str(),
+            r.error.as_deref().unwrap_or("the rehearsal could not run")
+        )));
+    };
+    if r.state == RunState::Failed {
+        return Err(HookError::Engine(format!(
+            "the rehearsal of run {} failed: {}",
+            r.run_id,
+            r.error.as_deref().unwrap_or("unknown error")
+        )));
+    }
+    let mut rw = Rewrite {
+        exe: own_exe()?,
+        global: Backend::global_args(target),
+        run_id: r.run_id.clone(),
+        token: None,
+        await_s: None,
+    };
+    Ok(match v.decision {
+        Decision::Promote => Answer::Allow {
+            input: rewritten_input(tool_input, rw.render()),
+            reason: format!(
+                "dryrun rehearsed it (run {}): {}; what runs now applies exactly that change set and replays the output",
+                r.run_id,
+                changes_line(r)
+            ),
+        },
+        Decision::NeedsApproval => match host {
+            Host::ClaudeCode => {
+                rw.token = Some(backend.grant_host_prompt(&r.run_id, host.name())?);
+                Answer::Ask {
+                    input: rewritten_input(tool_input, rw.render()),
+                    reason: evidence_summary(r, "needs your approval"),
+                }
+            }
+            Host::Codex => {
+                rw.await_s = Some(await_s);
+                Answer::Allow {
+                    input: rewritten_input(tool_input, rw.render()),
+                    reason: evidence_summary(r, "waits for a dryrun reviewer's approval"),
+                }
+            }
+        },
+        Decision::Blocked => Answer::Deny {
+            reason: evidence_summary(r, "was blocked; change the command"),
+        },
+    })
+}
+
+/// A rewrite this hook issued, presented again.
+fn judge_rewrite(
+    host: Host,
+    backend: &Backend,
+    event: &str,
+    form: &Rewrite,
+    tool_input: &serde_json::Map<String, Value>,
+) -> Result<Answer, HookError> {
+    let own = own_exe()?;
+    if form.exe != own {
+        return Ok(Answer::Deny {
+            reason: "dryrun: this promote command names another dryrun binary than the hook's own"
+                .into(),
+        });
+    }
+    let r = backend.run(&form.run_id)?;
+    let decision = r.verdict.as_ref().map(|v| v.decision);
+    let same = Value::Object(tool_input.clone());
+    Ok(match (&form.token, form.await_s) {
+        (None, None) if r.state == RunState::Rehearsed && decision == Some(Decision::Promote) => {
+            Answer::Allow {
+                input: same,
+                reason: format!("dryrun: promotes run {} as reviewed", r.run_id),
+            }
+        }
+        // A token is the person's yes, never the hook's: ask again.
+        (Some(_), None)
+            if host == Host::ClaudeCode
+                && event == "PreToolUse"
+                && r.state == RunState::AwaitingApproval =>
+        {
+            Answer::Ask {
+                input: same,
+                reason: evidence_summary(&r, "needs your approval"),
+            }
+        }
+        // Waiting for a reviewer: promote checks the approval itself.
+        (None, Some(_)) if matches!(r.state, RunState::AwaitingApproval | RunState::Approved) => {
+            Answer::Allow {
+                input: same,
+                reason: format!(
+                    "dryrun: waits for a reviewer's approval of run {}",
+                    r.run_id
+                ),
+            }
+        }
+        _ => Answer::Deny {
+            reason: format!(
+                "dryrun: run {} is {}; this promote command is not one dryrun's hook would issue now",
+                r.run_id,
+                r.state.as_str()
+            ),
+        },
+    })
+}
+
+fn esc(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+fn changes_line(r: &RunRecord) -> String {
+    let changes = r
+        .rehearsal
+        .as_ref()
+        .map(|h| {
+            h.changes
+                .iter()
+                .filter(|c| c.kind != crate::model::ChangeKind::Identical)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    if changes.is_empty() {
+        return "no files changed".into();
+    }
+    let shown: Vec<String> = changes
+        .iter()
+        .take(8)
+        .map(|c| {
+            let k = match c.kind {
+                crate::model::ChangeKind::Created => "A",
+                crate::model::ChangeKind::Modified => "M",
+                crate::model::ChangeKind::Deleted => "D",
+                crate::model::ChangeKind::Metadata => "m",
+                crate::model::ChangeKind::Identical => "=",
+            };
+            format!("{k} {}", esc(&c.path))
+        })
+        .collect();
+    let more = changes.len().saturating_sub(shown.len());
+    format!(
+        "{} file(s) changed: {}{}",
+        changes.len(),
+        shown.join(", "),
+        if more > 0 {
+            format!(", and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// A short evidence summary: paths, kinds and reasons, never file content
+/// or the command's output.
+pub fn evidence_summary(r: &RunRecord, what: &str) -> String {
+    let mut lines = vec![format!("dryrun run {}: {what}.", r.run_id)];
+    lines.push(format!("changes: {}", changes_line(r)));
+    if let Some(v) = &r.verdict {
+        if !v.forbidden_paths_touched.is_empty() {
+            lines.push(format!(
+                "forbidden paths touched: {}",
+                list(&v.forbidden_paths_touched)
+            ));
+        }
+        if !v.surprise_paths.is_empty() {
+            lines.push(format!("surprise paths: {}", list(&v.surprise_paths)));
+        }
+    }
+    if let Some(h) = &r.rehearsal {
+        if !h.would_be_actions.is_empty() {
+            let acts = crate::engine::shown_actions(&h.would_be_actions);
+            lines.push(format!(
+                "would-be actions (answered by stubs, not made): {}",
+                list(&acts)
+            ));
+        }
+        let net: Vec<String> = h
+            .blocked
+            .iter()
+            .filter(|b| b.kind == crate::model::BlockedKind::Network)
+            .map(|b| b.detail.clone())
+            .collect();
+        if !net.is_empty() {
+            lines.push(format!("network attempts: {}", list(&net)));
+        }
+        let other: Vec<String> = h
+            .blocked
+            .iter()
+            .filter(|b| b.kind != crate::model::BlockedKind::Network)
+            .map(|b| format!("{}: {}", b.kind.as_str(), b.detail))
+            .collect();
+        if !other.is_empty() {
+            lines.push(format!("blocked attempts: {}", list(&other)));
+        }
+        lines.push(format!(
+            "exit status: {}",
+            match (h.exit_code, h.signal) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "none".into(),
+            }
+        ));
+    }
+    if let Some(k) = &r.risk {
+        lines.push(format!(
+            "risk: {} (score {}){}",
+            k.level,
+            k.score,
+            if k.reasons.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", list(&k.reasons))
+            }
+        ));
+    }
+    if let Some(v) = &r.verdict
+        && !v.reasons.is_empty()
+    {
+        lines.push(format!("reasons: {}", list(&v.reasons)));
+    }
+    let mut s = lines.join("\n");
+    if s.len() > 3000 {
+        let mut cut = 3000;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str(&format!(" … (dryrun show {})", r.run_id));
+    }
+    s
+}
+
+fn list(items: &[String]) -> String {
+    let shown: Vec<String> = items.iter().take(6).map(|s| esc(s)).collect();
+    let more = items.len().saturating_sub(shown.len());
+    if more > 0 {
+        format!("{}; and {more} more", shown.join("; "))
+    } else {
+        shown.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrite_round_trips() {
+        let rw = Rewrite {
+            exe: "/usr/local/bin/dryrun".into(),
+            global: vec!["--local".into(), "--state-dir".into(), "/tmp/a b'c".into()],
+            run_id: "r1234-abcd".into(),
+            token: Some("00ff".into()),
+            await_s: None,
+        };
+        let s = rw.render();
+        assert_eq!(Rewrite::parse(&s), Some(rw));
+        assert_eq!(Rewrite::parse(&format!("{s}; rm -rf /")), None);
+        assert_eq!(Rewrite::parse(&format!("{s} && x")), None);
+        assert_eq!(
+            Rewrite::parse("/usr/bin/dryrun promote r1-a --replay-output --override"),
+            None
+        );
+    }
+
+    #[test]
+    fn dryrun_invocations_are_seen_through_wrappers() {
+        for c in [
+            "dryrun approve r1",
+            "sh -c 'dryrun promote r1'",
+            "env X=1 /usr/bin/dryrun approve r1",
+            "echo $(dryrun runs)",
+            "cd /tmp && ./dryrun approve r1",
+        ] {
+            assert!(invokes_dryrun(c), "{c}");
+        }
+        for c in ["ls", "grep -r dryrun src", "cat dryrun.yaml"] {
+            assert!(!invokes_dryrun(c), "{c}");
+        }
+    }
+}

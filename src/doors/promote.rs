@@ -1,0 +1,136 @@
+//! What `dryrun promote` does for a hook's rewritten command: optionally
+//! wait for a reviewer's approval (`--await-approval S`), present a
+//! host-prompt token (`--host-prompt-token T`), promote through the
+//! engine, and with `--replay-output` print the rehearsal's stdout and
+//! stderr and exit with its status, so the agent sees what it expected
+//! from its command while only the reviewed change set went live.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use super::{Backend, DoorError, Target};
+use crate::record::{RunRecord, RunState};
+
+pub struct PromoteOptions {
+    pub replay_output: bool,
+    pub host_prompt_token: Option<String>,
+    pub await_approval_s: Option<u64>,
+}
+
+/// Exit status of a refused promotion (as `dryrun promote`).
+const EXIT_REFUSED: i32 = 4;
+
+/// Returns the exit status; `show` renders the promoted run when the
+/// output is not replayed.
+pub fn promote_for_host(
+    target: &Target,
+    run_id: &str,
+    opts: &PromoteOptions,
+    show: impl FnOnce(&RunRecord),
+) -> i32 {
+    let fail = |e: DoorError| {
+        eprintln!("dryrun: {e}");
+        match e {
+            DoorError::Refused(_) => EXIT_REFUSED,
+            DoorError::Invalid(_) => 2,
+            DoorError::Failed(_) => 1,
+        }
+    };
+    let backend = match Backend::connect(target) {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
+    if let Some(s) = opts.await_approval_s {
+        match await_approval(&backend, run_id, Duration::from_secs(s)) {
+            Ok(()) => {}
+            Err(code) => return code,
+        }
+    }
+    let r = match backend.promote(run_id, opts.host_prompt_token.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if !opts.replay_output {
+        show(&r);
+        return 0;
+    }
+    replay_output(&r)
+}
+
+fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(), i32> {
+    let start = Instant::now();
+    let mut told = false;
+    loop {
+        let r = backend.run(run_id).map_err(|e| {
+            eprintln!("dryrun: {e}");
+            1
+        })?;
+        match r.state {
+            RunState::AwaitingApproval => {}
+            RunState::Rejected => {
+                let note = r
+                    .approvals
+                    .last()
+                    .map(|a| a.note.clone())
+                    .unwrap_or_default();
+                eprintln!(
+                    "dryrun: a reviewer rejected run {run_id}{}; nothing was applied",
+                    if note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({note})")
+                    }
+                );
+                return Err(EXIT_REFUSED);
+            }
+            _ => return Ok(()),
+        }
+        if start.elapsed() >= wait {
+            eprintln!(
+                "dryrun: no reviewer approved run {run_id} within {} s; nothing was applied (a reviewer runs `dryrun approve {run_id}`)",
+                wait.as_secs()
+            );
+            return Err(EXIT_REFUSED);
+        }
+        if !told {
+            eprintln!(
+                "dryrun: run {run_id} needs a reviewer's approval (`dryrun show {run_id}`, `dryrun approve {run_id}`); waiting up to {} s",
+                wait.as_secs()
+            );
+            told = true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Print the rehearsal's output as the command printed it, and exit as it
+/// exited (128 + signal for a signal).
+fn replay_output(r: &RunRecord) -> i32 {
+    let Some(h) = &r.rehearsal else {
+        return 0;
+    };
+    let changes = h
+        .changes
+        .iter()
+        .filter(|c| c.kind != crate::model::ChangeKind::Identical)
+        .count();
+    eprintln!(
+        "dryrun: applied the reviewed change set of run {} ({changes} change(s){}); output below is the rehearsal's",
+        r.run_id,
+        r.receipt
+            .as_ref()
+            .map(|rc| format!(", receipt {}", rc.receipt_id))
+            .unwrap_or_default()
+    );
+    let _ = std::io::stdout().write_all(h.stdout.as_bytes());
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().write_all(h.stderr.as_bytes());
+    if h.output_truncated {
+        eprintln!("\ndryrun: the output was cut to the run's output limit");
+    }
+    match (h.exit_code, h.signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    }
+}

