@@ -748,13 +748,9 @@ mod tests {
         }
     }
 
-    fn id_of(path: &str, prefix: &str) -> String {
-        path.strip_prefix(prefix)
-            .unwrap()
-            .split('/')
-            .next()
-            .unwrap()
-            .to_string()
+    /// The id segment of a run route (`/v1/runs/<id>/...`).
+    fn id_of(path: &str) -> String {
+        path.split('/').nth(3).unwrap().to_string()
     }
 
     #[test]
@@ -768,7 +764,7 @@ mod tests {
         };
         let t = s.target();
         let (p, q) = split(&t);
-        assert_eq!(parse_show(&id_of(p, "/v1/runs/"), q).unwrap(), s);
+        assert_eq!(parse_show(&id_of(p), q).unwrap(), s);
 
         let l = List {
             state: Some(RunState::AwaitingApproval),
@@ -785,7 +781,7 @@ mod tests {
         let t = c.target();
         let (p, q) = split(&t);
         assert_eq!(
-            parse_diff(&id_of(p, "/v1/runs/"), q).unwrap(),
+            parse_diff(&id_of(p), q).unwrap(),
             DiffRequest::Compare(c)
         );
 
@@ -799,7 +795,7 @@ mod tests {
         let (p, q) = split(&t);
         assert!(p.ends_with("/approve"));
         let back = parse_review(
-            &id_of(p, "/v1/runs/"),
+            &id_of(p),
             q,
             ReviewAction::Approve,
             &r.body().unwrap(),
@@ -815,7 +811,7 @@ mod tests {
         let t = pr.target();
         let (p, q) = split(&t);
         assert_eq!(
-            parse_promote(&id_of(p, "/v1/runs/"), q, &pr.body().unwrap()).unwrap(),
+            parse_promote(&id_of(p), q, &pr.body().unwrap()).unwrap(),
             pr
         );
     }
