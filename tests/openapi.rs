@@ -312,6 +312,10 @@ fn every_route_answers_as_the_openapi_document_says() {
     );
     assert_eq!(st, 200, "{v}");
     c.check(("POST", "/v1/runs/{id}/replay"), (st, v));
+    let (st, v) = d.curl(Who::User, "POST", &format!("/v1/runs/{clean}/replay"), None);
+    assert_eq!(st, 202, "{v}");
+    let replayed = c.check(("POST", "/v1/runs/{id}/replay"), (st, v));
+    settled(&d, &mut c, replayed["run_id"].as_str().unwrap());
 
     // A host-prompt grant for the run awaiting approval, consumed by its
     // promotion.
@@ -423,4 +427,26 @@ fn every_route_answers_as_the_openapi_document_says() {
     }
     let _ = clean_rec;
     eprintln!("validated:\n  {}", c.seen.join("\n  "));
+
+    // Every documented route with a JSON answer was exercised, with an
+    // answer of its success status.
+    let doc = c.doc.clone();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let Some(responses) = op["responses"].as_object() else {
+                continue;
+            };
+            for (status, resp) in responses {
+                let resp = resolve(&doc, resp);
+                let json = resp["content"].get("application/json").is_some();
+                if json && status.starts_with('2') {
+                    let want = format!("{} {path} {status}", method.to_uppercase());
+                    assert!(
+                        c.seen.contains(&want),
+                        "{want} is documented but this test never saw it"
+                    );
+                }
+            }
+        }
+    }
 }
