@@ -149,6 +149,7 @@ fn every_route_answers_as_the_openapi_document_says() {
     assert_eq!(st, 202, "{sub}");
     let clean = sub["run_id"].as_str().unwrap().to_string();
     let clean_rec = settled(&d, &mut c, &clean);
+    assert_eq!(clean_rec["verdict"]["decision"], "promote", "{clean_rec}");
 
     // Submit and wait (200): a run with a remote effect (a stubbed
     // `curl -X POST`) needs approval.
@@ -425,7 +426,6 @@ fn every_route_answers_as_the_openapi_document_says() {
         assert_eq!(got.0, want, "{method} {path}: {}", got.1);
         c.check((method, route), got);
     }
-    let _ = clean_rec;
     eprintln!("validated:\n  {}", c.seen.join("\n  "));
 
     // Every documented route with a JSON answer was exercised, with an
