@@ -186,6 +186,42 @@ fn every_route_answers_as_the_openapi_document_says() {
         awaiting.push(r["run_id"].as_str().unwrap().to_string());
     }
 
+    // The event stream, while a run goes through its states: each `state`
+    // event's data is a RunEvent.
+    let stream = std::thread::scope(|s| {
+        let t = s.spawn(|| d.curl_stream(Who::User, "/v1/events", 4));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let (st, v) = d.curl(
+            Who::User,
+            "POST",
+            "/v1/runs?wait=true",
+            Some(&envelope(&ws, "echo e > e.txt", &["e.txt"])),
+        );
+        assert_eq!(st, 200, "{v}");
+        t.join().unwrap()
+    });
+    assert_eq!(stream.0, 200, "{}", stream.1);
+    let event_schema = json!({
+        "$ref": "#/components/schemas/RunEvent",
+        "components": c.doc["components"].clone(),
+    });
+    let validator = jsonschema::draft202012::options()
+        .build(&event_schema)
+        .unwrap();
+    let data: Vec<Value> = stream
+        .1
+        .split("\n\n")
+        .filter(|e| e.lines().any(|l| l == "event: state"))
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data:")))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect();
+    assert!(data.len() >= 2, "too few state events: {}", stream.1);
+    for ev in &data {
+        let errors: Vec<String> = validator.iter_errors(ev).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "event data {ev}: {errors:?}");
+    }
+    c.seen.push("GET /v1/events 200".into());
+
     // A blocked run (a forbidden path).
     let (st, v) = d.curl(
         Who::User,
@@ -399,7 +435,16 @@ fn every_route_answers_as_the_openapi_document_says() {
     assert_eq!(report["ok"], true, "{report}");
 
     // Errors.
-    let errors: [(&str, &str, &str, Option<&str>, u16); 8] = [
+    let errors: [(&str, &str, &str, Option<&str>, u16); 11] = [
+        ("GET", "/v1/health", "/v1/health?x=1", None, 400),
+        (
+            "GET",
+            "/v1/journal/verify",
+            "/v1/journal/verify?x=1",
+            None,
+            400,
+        ),
+        ("GET", "/v1/events", "/v1/events?x=1", None, 400),
         (
             "POST",
             "/v1/runs",
