@@ -1,0 +1,290 @@
+//! Checks for the published ways around an approval system (issue 16):
+//! agents started with their approvals off, substitutions hidden in
+//! builtins' arguments, running a download or a stream, environment hooks,
+//! exfiltration through a network argument, and programs whose name is
+//! hidden (brace expansion, globs, ANSI-C quoting, aliases). Each cause is
+//! its own finding with a rule id, so every decision is explained.
+
+use super::tables::{
+    AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, HIJACK_PREFIXES,
+    HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS, SHELLS, SUBSCRIPT_BUILTINS,
+};
+use super::{Ctx, Word, is_flag};
+
+/// Has a command substitution (`$(...)`, backticks) in its source.
+fn has_substitution(w: &Word) -> bool {
+    w.literal.is_none() && (w.raw.contains("$(") || w.raw.contains('`'))
+}
+
+/// Text that bash will evaluate again as code when it is used as a name or
+/// an arithmetic expression.
+fn looks_like_code(text: &str) -> bool {
+    text.contains("$(") || text.contains('`') || text.contains("${")
+}
+
+/// Shells and interpreters run a file given as their first operand.
+fn runs_its_operand(base: &str) -> bool {
+    let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    matches!(base, "source" | ".")
+        || SHELLS.contains(&trimmed)
+        || INTERPRETERS
+            .iter()
+            .any(|i| i.trim_end_matches(|c: char| c.is_ascii_digit()) == trimmed)
+}
+
+/// A file name that is a stream: what another process writes into it runs.
+fn is_stream_path(t: &str) -> bool {
+    matches!(t, "/dev/stdin" | "-" | "/dev/fd/0" | "/proc/self/fd/0")
+        || t.starts_with("/dev/fd/")
+        || t.starts_with("/proc/self/fd/")
+}
+
+impl Ctx<'_> {
+    /// An assignment in front of a command (or alone, or by `export`/`env`):
+    /// a variable that makes a later program run or load something else.
+    /// `IFS=` in front of `read`/`mapfile` is ordinary field splitting.
+    pub(super) fn assignment(&mut self, name: &str, w: &Word, shown: &str, before: Option<&str>) {
+        let ifs_for_reader = name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c));
+        let hijack =
+            HIJACK_VARS.contains(&name) || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p));
+        if hijack && !ifs_for_reader {
+            let what = if name.starts_with("BASH_FUNC_") {
+                "defines an exported bash function, which every bash started later imports"
+                    .to_string()
+            } else {
+                format!("sets {name}, which changes what later commands run or load")
+            };
+            self.add("obfuscation.env_hijack", what, shown);
+        }
+        self.credential_word(w, shown);
+    }
+
+    /// Checks on every word of a simple command, before wrappers are
+    /// unwrapped: parameter expansions that evaluate a value as code.
+    pub(super) fn expansion_tricks(&mut self, w: &Word, shown: &str) {
+        if w.literal.is_some() {
+            return;
+        }
+        if w.raw.contains("${!") {
+            self.add(
+                "obfuscation.indirect_expansion",
+                format!(
+                    "{} expands a variable named by another variable's value; a name like a[$(cmd)] runs a command",
+                    w.raw
+                ),
+                shown,
+            );
+        }
+        if w.raw.contains("@P}") {
+            self.add(
+                "obfuscation.indirect_expansion",
+                format!(
+                    "{} expands a value as a prompt string, which runs the command substitutions in it",
+                    w.raw
+                ),
+                shown,
+            );
+        }
+    }
+
+    /// The program name is hidden: brace expansion (`{rm,-rf,x}`), a glob
+    /// (`/b?n/r?`), ANSI-C quoting of a name no rule knows. Returns true
+    /// when the command was fully handled here.
+    pub(super) fn hidden_program(
+        &mut self,
+        argv: &[Word],
+        depth: u32,
+        counter: &mut usize,
+        shown: &str,
+    ) -> bool {
+        let w = &argv[0];
+        let name = w.text();
+        let raw = w.raw.as_str();
+        if raw.starts_with('{') && raw.ends_with('}') && raw.contains(',') && !w.quoted {
+            self.add(
+                "obfuscation.brace_command",
+                format!("the command is built by brace expansion ({raw}), which hides its program"),
+                shown,
+            );
+            let inner = &raw[1..raw.len() - 1];
+            let mut s = inner.split(',').collect::<Vec<_>>().join(" ");
+            for a in &argv[1..] {
+                s.push(' ');
+                s.push_str(&a.raw);
+            }
+            self.nested(&s, depth, counter);
+            return true;
+        }
+        let unquoted_glob = raw.contains(['?', '*']) || (raw.contains('[') && raw.contains(']'));
+        if unquoted_glob && !matches!(name, "[" | "[[") && !w.quoted {
+            self.commands.push(shown.to_string());
+            self.add(
+                "obfuscation.glob_command",
+                format!("the program is a glob pattern ({raw}), only resolved when it runs"),
+                shown,
+            );
+            return true;
+        }
+        if w.ansi_c {
+            self.add(
+                "obfuscation.quoted_name",
+                format!("the command name is ANSI-C quoted ({raw}), which hides the program"),
+                shown,
+            );
+        }
+        false
+    }
+
+    /// A name the same string defined as an alias: resolve it (worst case,
+    /// as if aliases were expanded) and say so.
+    pub(super) fn resolve_alias(
+        &mut self,
+        name: &str,
+        argv: &[Word],
+        depth: u32,
+        counter: &mut usize,
+        shown: &str,
+    ) -> bool {
+        let Some(value) = self.aliases.remove(name) else {
+            return false;
+        };
+        self.add(
+            "obfuscation.alias",
+            format!(
+                "{name} is an alias defined in the same command ({value}), which hides the program"
+            ),
+            shown,
+        );
+        let mut s = value.clone();
+        for a in &argv[1..] {
+            s.push(' ');
+            s.push_str(&a.raw);
+        }
+        self.nested(&s, depth, counter);
+        self.aliases.insert(name.to_string(), value);
+        true
+    }
+
+    /// Checks on what finally runs (wrappers unwrapped), besides the rules.
+    pub(super) fn bypass_checks(
+        &mut self,
+        base: &str,
+        args: &[Word],
+        shown: &str,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        self.agent_approvals_off(base, args, shown);
+        if SUBSCRIPT_BUILTINS.contains(&base) {
+            self.builtin_substitutions(base, args, shown, depth, counter);
+        }
+        if runs_its_operand(base) {
+            self.runs_stream(base, args, shown);
+        }
+        if NETWORK_TOOLS.contains(&base)
+            && let Some(w) = args.iter().find(|w| has_substitution(w))
+        {
+            self.add(
+                "exfil.substitution",
+                format!(
+                    "sends the output of a command substitution ({}) to the network: data can leave in a URL, a name or a packet",
+                    w.raw
+                ),
+                shown,
+            );
+        }
+        self.protected_writes(base, args, shown);
+    }
+
+    pub(super) fn agent_approvals_off(&mut self, base: &str, args: &[Word], shown: &str) {
+        let is_agent = AGENTS.contains(&base)
+            || args
+                .iter()
+                .any(|w| AGENT_PACKAGES.iter().any(|p| w.text().contains(p)));
+        for (i, w) in args.iter().enumerate() {
+            let a = w.text();
+            let (flag, attached) = match a.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+                _ => (a, None),
+            };
+            let found = AGENT_APPROVALS_OFF_ANYWHERE.contains(&flag)
+                || (is_agent
+                    && AGENT_APPROVALS_OFF.iter().any(|(f, v)| {
+                        *f == flag
+                            && (v.is_empty()
+                                || attached
+                                    .or_else(|| args.get(i + 1).map(|n| n.text()))
+                                    .is_some_and(|x| x == *v))
+                    }));
+            if found {
+                self.add(
+                    "agent.approvals_off",
+                    format!(
+                        "starts a coding agent with its own approvals or sandbox turned off ({a}): everything it then does is unreviewed"
+                    ),
+                    shown,
+                );
+                return;
+            }
+        }
+    }
+
+    /// `printf -v 'a[$(cmd)]'`, `read 'a[$(cmd)]'`, `let`, `declare -n`,
+    /// `test -v`: a quoted word that bash evaluates as a subscript or an
+    /// arithmetic expression runs the substitution in it.
+    pub(super) fn builtin_substitutions(
+        &mut self,
+        base: &str,
+        args: &[Word],
+        shown: &str,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        let mut code: Vec<String> = Vec::new();
+        for (i, w) in args.iter().enumerate() {
+            let Some(text) = w.literal.as_deref() else {
+                continue;
+            };
+            let prev = if i > 0 { args[i - 1].text() } else { "" };
+            let is_name = match base {
+                "printf" => prev == "-v" || (text.starts_with("-v") && text.len() > 2),
+                "test" | "[" => matches!(prev, "-v" | "-R"),
+                _ => !is_flag(text) || text.starts_with("-v"),
+            };
+            if is_name && looks_like_code(text) {
+                code.push(text.to_string());
+            }
+        }
+        for text in code {
+            self.add(
+                "obfuscation.builtin_substitution",
+                format!(
+                    "{base} evaluates {text} as a name or arithmetic, which runs the substitution in it (quoted words are not always data)"
+                ),
+                shown,
+            );
+            let s = format!(": {text}");
+            self.nested(&s, depth, counter);
+        }
+    }
+
+    /// `. <(curl ...)`, `bash <(wget -O- ...)`, `source /dev/stdin`: a shell
+    /// runs whatever another process writes, unseen.
+    pub(super) fn runs_stream(&mut self, base: &str, args: &[Word], shown: &str) {
+        let Some(first) = args.iter().find(|w| !is_flag(w.text()) || w.text() == "-") else {
+            return;
+        };
+        let process_sub = first.literal.is_none() && first.raw == "<(...)";
+        let stream = first.literal.as_deref().is_some_and(is_stream_path);
+        if process_sub || (stream && matches!(base, "source" | ".")) {
+            self.add(
+                "obfuscation.run_stream",
+                format!(
+                    "{base} runs the output of another command ({}), a download or stream that is never seen",
+                    first.raw
+                ),
+                shown,
+            );
+        }
+    }
+}
