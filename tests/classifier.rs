@@ -609,3 +609,22 @@ fn system_policy_may_loosen() {
     assert_eq!(c.permission, Level::Write, "{:?}", c.reasons);
     assert_eq!(p.sources.len(), 2);
 }
+
+/// A developer's aid: `CLASSIFY_EXPLAIN=$'cmd1\ncmd2' cargo test --test
+/// classifier explain -- --ignored --nocapture` prints each command's
+/// score, approval and reasons.
+#[test]
+#[ignore]
+fn explain() {
+    let cmds = std::env::var("CLASSIFY_EXPLAIN").unwrap_or_default();
+    for cmd in cmds.lines().filter(|l| !l.trim().is_empty()) {
+        let c = run(cmd);
+        println!(
+            "{cmd}\n  -> {:?} score {} approval {}\n     {}",
+            c.permission,
+            c.score,
+            c.requires_approval,
+            c.reasons.join("\n     ")
+        );
+    }
+}

@@ -5,15 +5,26 @@
 //! hidden (brace expansion, globs, ANSI-C quoting, aliases). Each cause is
 //! its own finding with a rule id, so every decision is explained.
 
+use super::paths::write_targets;
 use super::tables::{
-    AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, HIJACK_PREFIXES,
-    HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS, SHELLS, SUBSCRIPT_BUILTINS,
+    AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, DOWNLOADERS,
+    HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS, SHELLS,
+    SUBSCRIPT_BUILTINS,
 };
-use super::{Ctx, Word, is_flag};
+use super::{Ctx, RedirectKind, SimpleCommand, Word, base_name, is_flag};
 
 /// Has a command substitution (`$(...)`, backticks) in its source.
 fn has_substitution(w: &Word) -> bool {
     w.literal.is_none() && (w.raw.contains("$(") || w.raw.contains('`'))
+}
+
+/// The whole word is one command substitution (`"$(curl -s x)"`): its
+/// output, not text around it, becomes the program.
+fn is_whole_substitution(w: &Word) -> bool {
+    let r = w.raw.trim_matches('"');
+    w.literal.is_none()
+        && ((r.starts_with("$(") && r.ends_with(')'))
+            || (r.len() > 1 && r.starts_with('`') && r.ends_with('`')))
 }
 
 /// Text that bash will evaluate again as code when it is used as a name or
@@ -32,6 +43,54 @@ fn runs_its_operand(base: &str) -> bool {
             .any(|i| i.trim_end_matches(|c: char| c.is_ascii_digit()) == trimmed)
 }
 
+/// A path as compared between a download and a run (`./a.sh` is `a.sh`).
+fn same_file_key(t: &str) -> String {
+    let mut t = t;
+    while let Some(rest) = t.strip_prefix("./") {
+        t = rest;
+    }
+    t.to_string()
+}
+
+/// `PATH=$PATH:dir` only appends: names found before still win.
+fn appends_to_path(w: &Word) -> bool {
+    let raw = w.raw.strip_prefix("PATH=").unwrap_or(&w.raw);
+    [
+        "$PATH:",
+        "${PATH}:",
+        "\"$PATH\":",
+        "\"${PATH}\":",
+        "\"$PATH:",
+        "\"${PATH}:",
+    ]
+    .iter()
+    .any(|p| raw.starts_with(p))
+}
+
+/// `/usr//bin/rm`, `/bin/./rm`, `/usr/bin/../bin/rm` as `/usr/bin/rm`:
+/// `None` when the name is already in plain form.
+fn canonical_program_path(name: &str) -> Option<String> {
+    if !name.starts_with('/')
+        || !(name.contains("//")
+            || name.contains("/./")
+            || name.contains("/../")
+            || name.ends_with("/."))
+    {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for p in name.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
 /// A file name that is a stream: what another process writes into it runs.
 fn is_stream_path(t: &str) -> bool {
     matches!(t, "/dev/stdin" | "-" | "/dev/fd/0" | "/proc/self/fd/0")
@@ -44,7 +103,8 @@ impl Ctx<'_> {
     /// a variable that makes a later program run or load something else.
     /// `IFS=` in front of `read`/`mapfile` is ordinary field splitting.
     pub(super) fn assignment(&mut self, name: &str, w: &Word, shown: &str, before: Option<&str>) {
-        let ifs_for_reader = name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c));
+        let ifs_for_reader = (name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c)))
+            || (name == "PATH" && appends_to_path(w));
         let hijack =
             HIJACK_VARS.contains(&name) || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p));
         if hijack && !ifs_for_reader {
@@ -132,7 +192,121 @@ impl Ctx<'_> {
                 shown,
             );
         }
+        if !name.is_ascii() {
+            self.add(
+                "obfuscation.hidden_name",
+                format!("the command name {raw} has characters outside ASCII (look-alikes hide the program)"),
+                shown,
+            );
+        }
         false
+    }
+
+    /// A program path in an unusual form (`/usr/bin/../bin/rm`,
+    /// `/bin//rm`): said so, and read as its plain form.
+    pub(super) fn canonical_program(&mut self, name: String, shown: &str) -> String {
+        match canonical_program_path(&name) {
+            Some(plain) => {
+                self.add(
+                    "obfuscation.hidden_name",
+                    format!("the program path {name} is written around its plain form {plain}"),
+                    shown,
+                );
+                plain
+            }
+            None => name,
+        }
+    }
+
+    /// Remember what a downloader writes (`curl -o f`, `wget URL`,
+    /// `curl URL > f`), so running it later in the same string is seen.
+    pub(super) fn record_downloads(&mut self, c: &SimpleCommand) {
+        let Some(first) = c.argv.first().and_then(|w| w.literal.as_deref()) else {
+            return;
+        };
+        let base = base_name(first);
+        if !DOWNLOADERS.contains(&base) {
+            return;
+        }
+        let args = &c.argv[1..];
+        let mut files: Vec<String> = write_targets(base, args)
+            .iter()
+            .map(|w| w.text().to_string())
+            .collect();
+        for r in &c.redirects {
+            if matches!(
+                r.kind,
+                RedirectKind::Write | RedirectKind::Append | RedirectKind::Clobber
+            ) {
+                files.push(r.target.text().to_string());
+            }
+        }
+        let remote_name = match base {
+            "wget" => !args
+                .iter()
+                .any(|w| w.text().starts_with("-O") || w.text().starts_with("--output-document")),
+            _ => args.iter().any(|w| {
+                let a = w.text();
+                a == "--remote-name"
+                    || a == "--remote-name-all"
+                    || (a.starts_with('-') && !a.starts_with("--") && a.contains('O'))
+            }),
+        };
+        if remote_name {
+            for w in args.iter().filter(|w| w.text().contains("://")) {
+                let url = w.text().split(['?', '#']).next().unwrap_or("");
+                if let Some(name) = url
+                    .rsplit('/')
+                    .next()
+                    .filter(|n| !n.is_empty() && !n.contains(':'))
+                {
+                    files.push(name.to_string());
+                }
+            }
+        }
+        for f in files {
+            if self.downloaded.len() < 64 {
+                self.downloaded.push(same_file_key(&f));
+            }
+        }
+    }
+
+    /// The program or script about to run is a file this string downloaded.
+    pub(super) fn runs_download(&mut self, path: &str, shown: &str) {
+        if self.downloaded.contains(&same_file_key(path)) {
+            self.add(
+                "obfuscation.run_stream",
+                format!("runs {path}, which this command downloaded: code nobody has seen"),
+                shown,
+            );
+        }
+    }
+
+    /// Text shaped like an array subscript holding a command substitution
+    /// (`'a[$(cmd)]'`), anywhere: bash evaluates it wherever it is later used
+    /// as a name or in arithmetic.
+    pub(super) fn subscript_code(
+        &mut self,
+        w: &Word,
+        shown: &str,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        let Some(text) = w.literal.as_deref() else {
+            return;
+        };
+        if !(text.contains("[$(") || text.contains("[`")) {
+            return;
+        }
+        self.add(
+            "obfuscation.builtin_substitution",
+            format!(
+                "{text} is an array subscript holding a command substitution, which runs wherever bash evaluates it as a name or arithmetic"
+            ),
+            shown,
+        );
+        let s = format!(": {text}");
+        self.nested(&s, depth, counter);
     }
 
     /// A name the same string defined as an alias: resolve it (worst case,
@@ -217,10 +391,21 @@ impl Ctx<'_> {
                                     .is_some_and(|x| x == *v))
                     }));
             if found {
+                let shown_flag = match (attached, args.get(i + 1)) {
+                    (None, Some(n))
+                        if !a.starts_with("--")
+                            || AGENT_APPROVALS_OFF
+                                .iter()
+                                .any(|(f, v)| *f == a && !v.is_empty()) =>
+                    {
+                        format!("{a} {}", n.text())
+                    }
+                    _ => a.to_string(),
+                };
                 self.add(
                     "agent.approvals_off",
                     format!(
-                        "starts a coding agent with its own approvals or sandbox turned off ({a}): everything it then does is unreviewed"
+                        "starts a coding agent with its own approvals or sandbox turned off ({shown_flag}): everything it then does is unreviewed"
                     ),
                     shown,
                 );
@@ -271,9 +456,32 @@ impl Ctx<'_> {
     /// `. <(curl ...)`, `bash <(wget -O- ...)`, `source /dev/stdin`: a shell
     /// runs whatever another process writes, unseen.
     pub(super) fn runs_stream(&mut self, base: &str, args: &[Word], shown: &str) {
+        // `python3 -c "$(curl ...)"`, `node -e "$(wget -O- ...)"`.
+        for (i, w) in args.iter().enumerate() {
+            let a = w.text();
+            let code_flag = matches!(a, "-c" | "-e" | "-E" | "--eval" | "-p" | "--print" | "-r")
+                || (SHELLS.contains(&base)
+                    && is_flag(a)
+                    && !a.starts_with("--")
+                    && a.ends_with('c'));
+            if code_flag && let Some(code) = args.get(i + 1).filter(|c| is_whole_substitution(c)) {
+                self.add(
+                    "obfuscation.run_stream",
+                    format!(
+                        "{base} runs code that a command substitution produces ({}), a download or stream that is never seen",
+                        code.raw
+                    ),
+                    shown,
+                );
+            }
+        }
         let Some(first) = args.iter().find(|w| !is_flag(w.text()) || w.text() == "-") else {
             return;
         };
+        if let Some(t) = first.literal.as_deref() {
+            let t = t.to_string();
+            self.runs_download(&t, shown);
+        }
         let process_sub = first.literal.is_none() && first.raw == "<(...)";
         let stream = first.literal.as_deref().is_some_and(is_stream_path);
         if process_sub || (stream && matches!(base, "source" | ".")) {

@@ -18,7 +18,7 @@ use crate::policy::{Level, Policy};
 use parse::{Extracted, RedirectKind, SimpleCommand, Word};
 pub use tables::SECRET_MARKERS;
 use tables::{INTERPRETERS, SENSITIVE_NAMES, SHELLS, SYSTEM_DIRS};
-use wrappers::peel_wrappers;
+use wrappers::{peel_wrappers, shell_args_for_rules};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RiskFinding {
@@ -69,6 +69,9 @@ struct Ctx<'a> {
     /// Aliases the string defines (`alias x='rm -rf'`), resolved where it
     /// uses them later on.
     aliases: BTreeMap<String, String>,
+    /// Files a downloader in this string wrote (`curl -o i.sh`), so that
+    /// running one later is seen as running a download.
+    downloaded: Vec<String>,
 }
 
 /// Classify one shell string.
@@ -81,6 +84,7 @@ pub fn classify(src: &str, policy: &Policy, opts: &Options) -> Classification {
         max_chain: 0,
         cwd: None,
         aliases: BTreeMap::new(),
+        downloaded: Vec::new(),
     };
     let mut pipeline_counter = 0;
     cx.analyse_source(src, 0, &mut pipeline_counter);
@@ -350,10 +354,12 @@ impl Ctx<'_> {
         for r in &c.redirects {
             self.redirect(r.kind, &r.target, &shown);
         }
-        for w in &c.argv {
+        for w in c.argv.iter().chain(c.assignments.iter().map(|(_, w)| w)) {
             self.credential_word(w, &shown);
             self.expansion_tricks(w, &shown);
+            self.subscript_code(w, &shown, depth, counter);
         }
+        self.record_downloads(c);
         if c.argv.is_empty() {
             return;
         }
@@ -387,6 +393,7 @@ impl Ctx<'_> {
             {
                 return;
             }
+            let name = self.canonical_program(name, &shown);
             let base = if name.contains('/') {
                 match SYSTEM_DIRS.iter().find(|d| name.starts_with(*d)) {
                     Some(d) if !name[d.len()..].contains('/') => name[d.len()..].to_string(),
@@ -401,6 +408,7 @@ impl Ctx<'_> {
                             self.blast_radius(&name, &argv[1..], &shown);
                         }
                         let args = argv[1..].to_vec();
+                        self.runs_download(&name, &shown);
                         self.bypass_checks(base_name(&name), &args, &shown, depth, counter);
                         return;
                     }
@@ -426,7 +434,7 @@ impl Ctx<'_> {
                 self.change_dir(&args);
             }
             // Policy rules for this name (wrappers included: sudo is ADMIN).
-            self.match_rules(&base, &args, &shown);
+            self.match_rules(&base, shell_args_for_rules(&base, &args), &shown);
             self.bypass_checks(&base, &args, &shown, depth, counter);
             match self.unwrap(&base, &args, depth, counter, &shown) {
                 Some(next) => argv = next,

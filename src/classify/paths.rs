@@ -13,12 +13,13 @@ use std::path::Path;
 /// The last path component of `t` names a secret (`.env`, `key.pem`,
 /// `id_ed25519`).
 fn names_secret_file(t: &str) -> bool {
-    is_secret_file_name(t.trim_end_matches('/').rsplit('/').next().unwrap_or(t))
+    let t = t.trim_end_matches('/');
+    is_secret_file_name(t.rsplit(['/', '@', '=', ':', '<']).next().unwrap_or(t))
 }
 
 /// Indexes of arguments that are programs for the command (a sed script, an
 /// awk program, `-e CODE`), not paths: blast-radius checks skip them.
-fn script_args(base: &str, args: &[Word]) -> Vec<usize> {
+pub(super) fn script_args(base: &str, args: &[Word]) -> Vec<usize> {
     let (code_flags, first_positional_is_code): (&[&str], bool) = match base {
         "sed" | "gsed" => (&["-e", "--expression"], true),
         "awk" | "gawk" | "mawk" | "nawk" => (&["-e", "--source"], true),
@@ -436,10 +437,80 @@ impl Ctx<'_> {
     }
 
     /// Every file the command names as an output, checked against the
-    /// protected paths.
+    /// protected paths; for a recursive copy or move, also a destination
+    /// directory that holds a protected path (`cp -r hooks .git/`).
     pub(super) fn protected_writes(&mut self, base: &str, args: &[Word], shown: &str) {
+        let recursive = matches!(base, "cp" | "mv" | "rsync" | "install" | "ln")
+            && args.iter().any(|w| {
+                let a = w.text();
+                a == "--recursive"
+                    || a == "--archive"
+                    || (a.starts_with('-') && !a.starts_with("--") && a.contains(['r', 'R', 'a']))
+            });
         for t in write_targets(base, args) {
             self.protected_write(&t, shown);
+            if recursive {
+                self.protected_ancestor(&t, shown);
+            }
+        }
+        let code: Vec<usize> = script_args(base, args);
+        for i in code {
+            if let Some(w) = args.get(i) {
+                self.inline_code_writes(w.text(), shown);
+            }
+        }
+    }
+
+    /// `cp -r x .git`: the destination holds protected paths.
+    fn protected_ancestor(&mut self, target: &Word, shown: &str) {
+        let Some(rel) = self.workspace_relative(target) else {
+            return;
+        };
+        if rel.is_empty() {
+            return;
+        }
+        let prefix = format!("{rel}/");
+        let hit = self
+            .policy
+            .protected_paths
+            .iter()
+            .find(|p| p.trim_start_matches('/').starts_with(&prefix))
+            .cloned();
+        if let Some(pattern) = hit {
+            self.add(
+                "protected.write",
+                format!(
+                    "copies a tree into {rel}, which holds a protected path ({pattern}) where agents persist or turn approvals off"
+                ),
+                shown,
+            );
+        }
+    }
+
+    /// Inline code (`python -c`, `node -e`, `perl -e`) that writes a file
+    /// whose quoted name is a protected path.
+    fn inline_code_writes(&mut self, code: &str, shown: &str) {
+        let writes = [
+            "write", "'w'", "\"w\"", "'a'", "\"a\"", "append", ">>", "dump", "open(F", "> ",
+        ]
+        .iter()
+        .any(|m| code.contains(m));
+        if !writes {
+            return;
+        }
+        for (i, part) in code.split(['\'', '"', '`']).enumerate() {
+            // Odd parts are inside quotes.
+            if i % 2 == 1 && !part.is_empty() && !part.contains(char::is_whitespace) {
+                let w = Word {
+                    raw: part.to_string(),
+                    literal: Some(part.to_string()),
+                    quoted: true,
+                    ansi_c: false,
+                    params: Vec::new(),
+                    tilde: false,
+                };
+                self.protected_write(&w, shown);
+            }
         }
     }
 

@@ -93,6 +93,10 @@ pub(super) const HIJACK_VARS: &[&str] = &[
     "npm_config_script_shell",
     "DOCKER_HOST",
     "KUBECONFIG",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "ZDOTDIR",
+    "INPUTRC",
 ];
 /// Variable-name prefixes with the same effect (`LD_PRELOAD`, `LD_AUDIT`,
 /// `GIT_CONFIG_KEY_0`, bash's exported functions `BASH_FUNC_name%%`).
@@ -187,6 +191,9 @@ pub(super) const AGENT_APPROVALS_OFF_ANYWHERE: &[&str] = &[
     "--dangerously-bypass-approvals-and-sandbox",
     "--yolo",
     "--trust-all-tools",
+    "--allow-all-tools",
+    "--dangerously-allow-all",
+    "--skip-permissions-unsafe",
 ];
 /// The same, for flags that only mean it on a coding agent (see
 /// [`AGENTS`] and [`AGENT_PACKAGES`]).
@@ -203,6 +210,12 @@ pub(super) const AGENT_APPROVALS_OFF: &[(&str, &str)] = &[
     ("-a", "never"),
     ("--sandbox", "danger-full-access"),
     ("-s", "danger-full-access"),
+    ("--force", ""),
+    ("--allowedTools", "Bash"),
+    ("--allowedTools", "Bash(*)"),
+    ("--allowed-tools", "Bash"),
+    ("--allowed-tools", "Bash(*)"),
+    ("--allowed-tools", "run_shell_command"),
 ];
 /// Programs that are coding agents. In [`AGENT_APPROVALS_OFF`] each entry
 /// is `(flag, value)`: `""` means the flag alone; otherwise the flag's
@@ -269,8 +282,6 @@ pub(super) const NETWORK_TOOLS: &[&str] = &[
     "w3m",
     "links",
     "openssl",
-    "gh",
-    "git",
     "whois",
     "mail",
     "sendmail",
@@ -331,6 +342,9 @@ pub(super) const OUTPUT_FLAGS: &[&str] = &[
     "-fls",
     "-O",
 ];
+/// Programs that download: what they write and a shell later runs in the
+/// same string is a download being run.
+pub(super) const DOWNLOADERS: &[&str] = &["curl", "wget", "aria2c", "fetch", "http", "xh"];
 /// Programs whose positional arguments are all files they change.
 pub(super) const WRITES_ITS_OPERANDS: &[&str] = &[
     "tee", "touch", "truncate", "rm", "unlink", "shred", "chmod", "chown", "chgrp", "chattr",

@@ -50,6 +50,25 @@ pub(super) fn peel_wrappers(argv: &[Word]) -> &[Word] {
     rest
 }
 
+/// A shell's arguments up to its `-c STRING`: what follows are `$0`,
+/// `$1`, ... for the string (`sh -c 'wc -l "$1"' _ /abs/file`), not script
+/// paths, so rules about running a script file do not see them.
+pub(super) fn shell_args_for_rules<'a>(base: &str, args: &'a [Word]) -> &'a [Word] {
+    if !SHELLS.contains(&base) {
+        return args;
+    }
+    for (i, w) in args.iter().enumerate() {
+        let a = w.text();
+        if a == "-c" || (is_flag(a) && !a.starts_with("--") && a[1..].contains('c')) {
+            return &args[..(i + 2).min(args.len())];
+        }
+        if !is_flag(a) {
+            break;
+        }
+    }
+    args
+}
+
 /// Index of the first argument after the options (skipping the values of
 /// `with_value` options), or after `--`.
 fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
@@ -65,6 +84,11 @@ fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
         i += if with_value.contains(&a) { 2 } else { 1 };
     }
     i
+}
+
+/// The words' texts joined by spaces (a command string).
+fn join_texts(ws: &[Word]) -> String {
+    ws.iter().map(|w| w.text()).collect::<Vec<_>>().join(" ")
 }
 
 /// The rest of `args` from `i` (empty past the end).
@@ -122,6 +146,11 @@ impl Ctx<'_> {
                 None
             }
             "chroot" => from(args, skip_options(args, &["--userspec", "--groups"]) + 1),
+            "runuser" if self.nested_option(args, &["-c", "--command"], depth, counter) => None,
+            "parallel" | "tmux" | "screen" | "uv" | "poetry" | "pipenv" | "pdm" | "hatch"
+            | "rye" | "conda" | "mamba" | "bundle" | "pnpm" | "yarn" | "npm" | "npx" | "direnv"
+            | "nix-shell" | "nix" | "dotenv" | "op" | "doppler" | "aws-vault" | "systemd-run"
+            | "setpriv" | "prlimit" | "cgexec" => self.unwrap_runner(base, args, depth, counter),
             "runuser" | "unshare" | "nsenter" | "busybox" | "strace" | "ltrace" | "catchsegv"
             | "xvfb-run" | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "bwrap" => {
                 let with_value = [
@@ -230,6 +259,204 @@ impl Ctx<'_> {
             }
         }
         false
+    }
+
+    /// Tools that run a command they are given: job runners (`parallel`),
+    /// terminal multiplexers (`tmux new 'cmd'`, `screen -dm cmd`), project
+    /// environments (`uv run`, `poetry run`, `bundle exec`, `npm exec`,
+    /// `nix-shell --run`), secret injectors (`op run -- cmd`) and
+    /// privilege or resource wrappers (`systemd-run`, `setpriv`).
+    pub(super) fn unwrap_runner(
+        &mut self,
+        base: &str,
+        args: &[Word],
+        depth: u32,
+        counter: &mut usize,
+    ) -> Option<Vec<Word>> {
+        let first = args.first().map(|w| w.text()).unwrap_or("");
+        match base {
+            "parallel" => {
+                self.unwrap_parallel(args, depth, counter);
+                None
+            }
+            "tmux" => {
+                self.unwrap_tmux(args, depth, counter);
+                None
+            }
+            "screen" => {
+                let mut i = 0;
+                while i < args.len() && is_flag(args[i].text()) {
+                    let a = args[i].text();
+                    let takes = matches!(a, "-S" | "-c" | "-e" | "-p" | "-X" | "-T" | "-h")
+                        || (!a.starts_with("--") && a.len() > 2 && a.ends_with('S'));
+                    i += if takes { 2 } else { 1 };
+                }
+                from(args, i)
+            }
+            "nix-shell" => {
+                self.nested_option(args, &["--run", "--command"], depth, counter);
+                None
+            }
+            "nix" => {
+                let i = args
+                    .iter()
+                    .position(|w| matches!(w.text(), "-c" | "--command"))?;
+                from(args, i + 1)
+            }
+            "npm" | "npx" | "pnpm" | "yarn" => {
+                if self.nested_option(args, &["-c", "--call"], depth, counter) {
+                    return None;
+                }
+                if base == "npx" || !matches!(first, "exec" | "x") {
+                    return None;
+                }
+                match args.iter().position(|w| w.text() == "--") {
+                    Some(i) => from(args, i + 1),
+                    None => from(
+                        args,
+                        1 + skip_options(&args[1..], &["--package", "-p", "-w", "--workspace"]),
+                    ),
+                }
+            }
+            "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye" | "conda" | "mamba" => {
+                if first != "run" {
+                    return None;
+                }
+                let with_value = [
+                    "--with",
+                    "--from",
+                    "-p",
+                    "--python",
+                    "--directory",
+                    "--project",
+                    "--env-file",
+                    "--group",
+                    "--extra",
+                    "--package",
+                    "-n",
+                    "--name",
+                    "--prefix",
+                    "-e",
+                    "--env",
+                ];
+                from(args, 1 + skip_options(&args[1..], &with_value))
+            }
+            "bundle" => (first == "exec").then(|| args[1..].to_vec()),
+            "direnv" => {
+                (first == "exec").then(|| args.get(2..).map(|a| a.to_vec()).unwrap_or_default())
+            }
+            "systemd-run" | "setpriv" | "prlimit" | "cgexec" => {
+                let with_value = [
+                    "--unit",
+                    "-u",
+                    "-p",
+                    "--property",
+                    "--uid",
+                    "--gid",
+                    "-E",
+                    "--setenv",
+                    "--working-directory",
+                    "-M",
+                    "--machine",
+                    "--slice",
+                    "-g",
+                    "--reuid",
+                    "--regid",
+                    "--groups",
+                    "--pid",
+                ];
+                from(args, skip_options(args, &with_value))
+            }
+            // dotenv, op run, doppler run, aws-vault exec: the command follows `--`.
+            _ => {
+                let i = args.iter().position(|w| w.text() == "--")?;
+                from(args, i + 1)
+            }
+        }
+    }
+
+    /// `parallel [options] CMD ::: ARGS`: CMD is a command string.
+    fn unwrap_parallel(&mut self, args: &[Word], depth: u32, counter: &mut usize) {
+        let with_value = [
+            "-j",
+            "-P",
+            "--jobs",
+            "-S",
+            "--sshlogin",
+            "-a",
+            "--arg-file",
+            "--delay",
+            "--timeout",
+            "--joblog",
+            "--results",
+            "-N",
+            "-n",
+            "-L",
+            "--colsep",
+            "-d",
+            "-I",
+            "--tmpdir",
+            "--workdir",
+        ];
+        let i = skip_options(args, &with_value).min(args.len());
+        let end = args[i..]
+            .iter()
+            .position(|w| w.text().starts_with(":::"))
+            .map(|p| i + p)
+            .unwrap_or(args.len());
+        if i < end {
+            let s = join_texts(&args[i..end]);
+            self.nested(&s, depth, counter);
+        }
+    }
+
+    /// `tmux new 'cmd'`, `tmux send-keys 'cmd' Enter`: the command a pane
+    /// runs or is typed into it.
+    fn unwrap_tmux(&mut self, args: &[Word], depth: u32, counter: &mut usize) {
+        let first = args.first().map(|w| w.text()).unwrap_or("");
+        let runs = matches!(
+            first,
+            "new"
+                | "new-session"
+                | "new-window"
+                | "neww"
+                | "split-window"
+                | "splitw"
+                | "respawn-pane"
+                | "respawnp"
+                | "respawn-window"
+                | "respawnw"
+                | "run-shell"
+                | "run"
+                | "send-keys"
+                | "send"
+                | "display-popup"
+                | "popup"
+        );
+        if !runs {
+            return;
+        }
+        let with_value = [
+            "-s", "-n", "-t", "-c", "-x", "-y", "-F", "-e", "-l", "-L", "-S", "-f", "-w", "-T",
+        ];
+        let rest = &args[1..];
+        let mut words: Vec<Word> = Vec::new();
+        let mut i = 0;
+        while i < rest.len() {
+            let a = rest[i].text();
+            if with_value.contains(&a) {
+                i += 2;
+                continue;
+            }
+            if !is_flag(a) && !matches!(a, "Enter" | "C-m" | "KPEnter") {
+                words.push(rest[i].clone());
+            }
+            i += 1;
+        }
+        if !words.is_empty() {
+            let s = join_texts(&words);
+            self.nested(&s, depth, counter);
+        }
     }
 
     pub(super) fn unwrap_env(
