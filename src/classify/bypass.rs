@@ -8,8 +8,8 @@
 use super::paths::write_targets;
 use super::tables::{
     AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, DOWNLOADERS,
-    HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS, SHELLS,
-    SUBSCRIPT_BUILTINS,
+    HARMLESS_GENERATORS, HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS,
+    SHELLS, SUBSCRIPT_BUILTINS,
 };
 use super::{Ctx, RedirectKind, SimpleCommand, Word, base_name, is_flag};
 
@@ -25,6 +25,35 @@ fn is_whole_substitution(w: &Word) -> bool {
     w.literal.is_none()
         && ((r.starts_with("$(") && r.ends_with(')'))
             || (r.len() > 1 && r.starts_with('`') && r.ends_with('`')))
+}
+
+/// Every command substitution in `raw` only runs a generator of harmless
+/// text with literal arguments (`$(date +%F)`), so nothing is read out.
+fn only_harmless_substitutions(raw: &str) -> bool {
+    if raw.contains('`') {
+        return false;
+    }
+    let mut rest = raw;
+    let mut seen = false;
+    while let Some(i) = rest.find("$(") {
+        let inner = &rest[i + 2..];
+        let Some(end) = inner.find(')') else {
+            return false;
+        };
+        let body = &inner[..end];
+        if body.contains(['$', '<', '>', '(', '`']) {
+            return false;
+        }
+        for part in body.split(['|', ';', '&']) {
+            let name = part.split_whitespace().next().unwrap_or("");
+            if !HARMLESS_GENERATORS.contains(&name) {
+                return false;
+            }
+        }
+        seen = true;
+        rest = &inner[end + 1..];
+    }
+    seen
 }
 
 /// Text that bash will evaluate again as code when it is used as a name or
@@ -356,7 +385,9 @@ impl Ctx<'_> {
             self.runs_stream(base, args, shown);
         }
         if NETWORK_TOOLS.contains(&base)
-            && let Some(w) = args.iter().find(|w| has_substitution(w))
+            && let Some(w) = args
+                .iter()
+                .find(|w| has_substitution(w) && !only_harmless_substitutions(&w.raw))
         {
             self.add(
                 "exfil.substitution",

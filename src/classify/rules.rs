@@ -95,6 +95,11 @@ fn subcommand_words<'a>(base: &str, texts: &[&'a str]) -> (Vec<&'a str>, bool) {
             i += 2;
             continue;
         }
+        // `cargo +nightly build`: a toolchain, not the subcommand.
+        if in_globals && a.starts_with('+') && matches!(base, "cargo" | "rustup") {
+            i += 1;
+            continue;
+        }
         if a == "--" && in_globals {
             i += 1;
             continue;

@@ -179,7 +179,10 @@ pub(super) fn is_secret_file_name(name: &str) -> bool {
         || name.ends_with(".p12")
         || name.ends_with(".pfx")
         || name.ends_with(".key") && !name.ends_with(".pub.key")
-        || (name.starts_with("id_") && !name.contains('.'))
+        || (["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]
+            .iter()
+            .any(|k| name.starts_with(k))
+            && !name.ends_with(".pub"))
 }
 
 /// Flags that launch a coding agent with its own approvals turned off
@@ -211,6 +214,8 @@ pub(super) const AGENT_APPROVALS_OFF: &[(&str, &str)] = &[
     ("--sandbox", "danger-full-access"),
     ("-s", "danger-full-access"),
     ("--force", ""),
+    ("-y", ""),
+    ("--yes", ""),
     ("--allowedTools", "Bash"),
     ("--allowedTools", "Bash(*)"),
     ("--allowed-tools", "Bash"),
@@ -291,6 +296,12 @@ pub(super) const NETWORK_TOOLS: &[&str] = &[
     "az",
     "s3cmd",
     "rclone",
+];
+/// Commands whose output carries no data worth stealing (a date stamp in a
+/// download's URL is not exfiltration).
+pub(super) const HARMLESS_GENERATORS: &[&str] = &[
+    "date", "seq", "nproc", "expr", "basename", "dirname", "echo", "printf", "uname", "arch",
+    "getconf",
 ];
 /// Builtins that evaluate an array subscript or arithmetic in a *name*
 /// argument: `printf -v 'a[$(cmd)]'`, `read 'a[$(cmd)]'`, `let`, a
