@@ -239,7 +239,7 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("obfuscation.exec_argv0", Level::Admin, 60),
     ("exfil.substitution", Level::Admin, 60),
     ("exfil.dev_tcp", Level::Admin, 90),
-    ("protected.write", Level::Admin, 60),
+    ("protected.write", Level::Admin, 40),
     ("blast.empty_variable", Level::Irreversible, 80),
 ];
 
