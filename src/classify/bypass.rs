@@ -64,9 +64,11 @@ fn looks_like_code(text: &str) -> bool {
 
 /// Shells and interpreters run a file given as their first operand.
 fn runs_its_operand(base: &str) -> bool {
+    if matches!(base, "source" | ".") {
+        return true;
+    }
     let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    matches!(base, "source" | ".")
-        || SHELLS.contains(&trimmed)
+    SHELLS.contains(&trimmed)
         || INTERPRETERS
             .iter()
             .any(|i| i.trim_end_matches(|c: char| c.is_ascii_digit()) == trimmed)
@@ -384,10 +386,10 @@ impl Ctx<'_> {
         if runs_its_operand(base) {
             self.runs_stream(base, args, shown);
         }
-        if NETWORK_TOOLS.contains(&base)
-            && let Some(w) = args
-                .iter()
-                .find(|w| has_substitution(w) && !only_harmless_substitutions(&w.raw))
+        if let Some(w) = args
+            .iter()
+            .find(|w| has_substitution(w) && !only_harmless_substitutions(&w.raw))
+            && NETWORK_TOOLS.contains(&base)
         {
             self.add(
                 "exfil.substitution",
@@ -402,18 +404,26 @@ impl Ctx<'_> {
     }
 
     pub(super) fn agent_approvals_off(&mut self, base: &str, args: &[Word], shown: &str) {
-        let is_agent = AGENTS.contains(&base)
-            || args
-                .iter()
-                .any(|w| AGENT_PACKAGES.iter().any(|p| w.text().contains(p)));
+        // Whether this is a coding agent is only worked out when a flag
+        // that needs it is there (most commands have none).
+        let mut is_agent: Option<bool> = None;
         for (i, w) in args.iter().enumerate() {
             let a = w.text();
             let (flag, attached) = match a.split_once('=') {
                 Some((f, v)) if f.starts_with("--") => (f, Some(v)),
                 _ => (a, None),
             };
+            if !flag.starts_with('-') {
+                continue;
+            }
             let found = AGENT_APPROVALS_OFF_ANYWHERE.contains(&flag)
-                || (is_agent
+                || (AGENT_APPROVALS_OFF.iter().any(|(f, _)| *f == flag)
+                    && *is_agent.get_or_insert_with(|| {
+                        AGENTS.contains(&base)
+                            || args
+                                .iter()
+                                .any(|w| AGENT_PACKAGES.iter().any(|p| w.text().contains(p)))
+                    })
                     && AGENT_APPROVALS_OFF.iter().any(|(f, v)| {
                         *f == flag
                             && (v.is_empty()

@@ -8,7 +8,23 @@ use super::tables::{
     is_secret_file_name,
 };
 use super::{Ctx, RedirectKind, Word, is_flag};
+use std::borrow::Cow;
 use std::path::Path;
+
+/// `t` mentions a credential store (`~/.ssh`, `/.aws/`, `.git-credentials`,
+/// ...): one pass of a compiled set of literals, not one search per entry.
+fn names_credential_path(t: &str) -> bool {
+    static SET: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    SET.get_or_init(|| {
+        let alternation = CREDENTIAL_PATHS
+            .iter()
+            .map(|p| regex::escape(p))
+            .collect::<Vec<_>>()
+            .join("|");
+        regex::Regex::new(&alternation).expect("escaped literals form a valid pattern")
+    })
+    .is_match(t)
+}
 
 /// The last path component of `t` names a secret (`.env`, `key.pem`,
 /// `id_ed25519`).
@@ -179,11 +195,35 @@ fn has_short(a: &str, c: char) -> bool {
 /// `-o P`, `-oP`), `of=P`, and per tool its operands.
 pub(super) fn write_targets(base: &str, args: &[Word]) -> Vec<Word> {
     let mut out = Vec::new();
-    let mut positionals = Vec::new();
+    let in_place = matches!(base, "sed" | "gsed" | "perl" | "ruby")
+        && args.iter().any(|w| {
+            let a = w.text();
+            a.starts_with("--in-place")
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('i'))
+        });
+    let all_operands = WRITES_ITS_OPERANDS.contains(&base) || in_place;
+    let last_operand = !all_operands && WRITES_ITS_LAST_OPERAND.contains(&base);
+    let mut last: Option<&Word> = None;
+    let mut n_operands = 0;
     let mut i = 0;
     while i < args.len() {
         let w = &args[i];
         let a = w.text();
+        i += 1;
+        if !a.starts_with('-') {
+            if let Some(v) = a.strip_prefix("of=") {
+                out.push(Word {
+                    literal: Some(v.to_string()),
+                    ..w.clone()
+                });
+            } else if all_operands {
+                out.push(w.clone());
+            } else if last_operand {
+                last = Some(w);
+                n_operands += 1;
+            }
+            continue;
+        }
         if let Some((flag, value)) = a.split_once('=')
             && OUTPUT_FLAGS.contains(&flag)
         {
@@ -192,37 +232,22 @@ pub(super) fn write_targets(base: &str, args: &[Word]) -> Vec<Word> {
                 ..w.clone()
             });
         } else if OUTPUT_FLAGS.contains(&a) {
-            if let Some(v) = args.get(i + 1) {
+            if let Some(v) = args.get(i) {
                 out.push(v.clone());
             }
-            i += 2;
-            continue;
-        } else if let Some(v) = a.strip_prefix("of=") {
-            out.push(Word {
-                literal: Some(v.to_string()),
-                ..w.clone()
-            });
+            i += 1;
         } else if a.len() > 2 && a.starts_with("-o") && !a.starts_with("--") && w.literal.is_some()
         {
             out.push(Word {
                 literal: Some(a[2..].to_string()),
                 ..w.clone()
             });
-        } else if !is_flag(a) {
-            positionals.push(w.clone());
+        } else if a == "-" && all_operands {
+            out.push(w.clone());
         }
-        i += 1;
     }
-    let in_place = matches!(base, "sed" | "gsed" | "perl" | "ruby")
-        && args.iter().any(|w| {
-            let a = w.text();
-            a.starts_with("--in-place")
-                || (a.starts_with('-') && !a.starts_with("--") && a.contains('i'))
-        });
-    if WRITES_ITS_OPERANDS.contains(&base) || in_place {
-        out.extend(positionals);
-    } else if WRITES_ITS_LAST_OPERAND.contains(&base) && positionals.len() >= 2 {
-        out.extend(positionals.last().cloned());
+    if n_operands >= 2 {
+        out.extend(last.cloned());
     }
     out
 }
@@ -242,7 +267,7 @@ impl Ctx<'_> {
         let t = w.text();
         // (Every credential path has a `.`, a `/` or `id_` in it.)
         if (t.contains(['.', '/']) || t.contains("id_"))
-            && (CREDENTIAL_PATHS.iter().any(|p| t.contains(p)) || names_secret_file(t))
+            && (names_credential_path(t) || names_secret_file(t))
         {
             self.add(
                 "credential.file",
@@ -266,7 +291,7 @@ impl Ctx<'_> {
             }
             RedirectKind::Dup => {}
             RedirectKind::Read => {
-                if CREDENTIAL_PATHS.iter().any(|p| t.contains(p)) || names_secret_file(t) {
+                if names_credential_path(t) || names_secret_file(t) {
                     self.add(
                         "credential.file",
                         format!("reads {t}, a credential store"),
@@ -335,7 +360,7 @@ impl Ctx<'_> {
     }
 
     /// A word as a path relative to the last `cd`.
-    pub(super) fn rebase_on_cwd(&self, w: &Word) -> Word {
+    pub(super) fn rebase_on_cwd<'w>(&self, w: &'w Word) -> Cow<'w, Word> {
         let t = w.text();
         match &self.cwd {
             Some(dir)
@@ -344,7 +369,7 @@ impl Ctx<'_> {
                     && !w.tilde
                     && w.literal.is_some() =>
             {
-                Word {
+                Cow::Owned(Word {
                     literal: Some(if dir.ends_with('/') {
                         format!("{dir}{t}")
                     } else {
@@ -352,9 +377,9 @@ impl Ctx<'_> {
                     }),
                     tilde: dir.starts_with('~'),
                     ..w.clone()
-                }
+                })
             }
-            _ => w.clone(),
+            _ => Cow::Borrowed(w),
         }
     }
 
