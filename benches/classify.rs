@@ -21,9 +21,14 @@ fn thread_cpu_secs() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The corpus's commands; `DRYRUN_BENCH_CORPUS=FILE` measures another
+/// labelled file instead (to compare two versions on the same commands).
 fn commands() -> Vec<String> {
-    CORPUS
-        .lines()
+    let text = std::env::var("DRYRUN_BENCH_CORPUS")
+        .ok()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_else(|| CORPUS.to_string());
+    text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .filter_map(|l| l.split_once('\t'))
         .map(|(_, cmd)| cmd.replace('⏎', "\n"))

@@ -67,6 +67,13 @@ fn runs_its_operand(base: &str) -> bool {
     if matches!(base, "source" | ".") {
         return true;
     }
+    // Cheap rejection first: every shell and interpreter name starts with
+    // one of these letters.
+    if !base.starts_with([
+        'a', 'b', 'c', 'd', 'f', 'k', 'l', 'm', 'n', 'p', 'R', 'r', 's', 't', 'z',
+    ]) {
+        return false;
+    }
     let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     SHELLS.contains(&trimmed)
         || INTERPRETERS

@@ -366,16 +366,18 @@ impl Ctx<'_> {
         self.command(&c.argv, depth, counter);
     }
 
-    fn command(&mut self, argv: &[Word], depth: u32, counter: &mut usize) {
-        let mut argv: Vec<Word> = argv.to_vec();
+    fn command(&mut self, argv_in: &[Word], depth: u32, counter: &mut usize) {
+        // What runs next after a wrapper; the first round borrows the input.
+        let mut unwrapped: Option<Vec<Word>> = None;
         let mut guard = 0;
         loop {
             guard += 1;
+            let argv: &[Word] = unwrapped.as_deref().unwrap_or(argv_in);
             if guard > 32 || argv.is_empty() {
                 return;
             }
-            let shown = render(&argv);
-            let name_word = argv[0].clone();
+            let shown = render(argv);
+            let name_word = &argv[0];
             let Some(name) = name_word.literal.clone() else {
                 self.commands.push(shown.clone());
                 self.add(
@@ -388,11 +390,12 @@ impl Ctx<'_> {
                 );
                 return;
             };
-            if self.hidden_program(&argv, depth, counter, &shown)
-                || self.resolve_alias(&name, &argv, depth, counter, &shown)
+            if self.hidden_program(argv, depth, counter, &shown)
+                || self.resolve_alias(&name, argv, depth, counter, &shown)
             {
                 return;
             }
+            let args = &argv[1..];
             let name = self.canonical_program(name, &shown);
             let base = if name.contains('/') {
                 match SYSTEM_DIRS.iter().find(|d| name.starts_with(*d)) {
@@ -405,16 +408,15 @@ impl Ctx<'_> {
                         );
                         self.commands.push(shown.clone());
                         if self.policy.builtin("exec.path").0 >= Level::Write {
-                            self.blast_radius(&name, &argv[1..], &shown);
+                            self.blast_radius(&name, args, &shown);
                         }
-                        let args = argv[1..].to_vec();
                         self.runs_download(&name, &shown);
-                        self.bypass_checks(base_name(&name), &args, &shown, depth, counter);
+                        self.bypass_checks(base_name(&name), args, &shown, depth, counter);
                         return;
                     }
                 }
             } else {
-                name.clone()
+                name
             };
             if name_word.quoted
                 && (self.policy.knows(&base) || SENSITIVE_NAMES.contains(&base.as_str()))
@@ -429,15 +431,14 @@ impl Ctx<'_> {
                 );
             }
             self.commands.push(shown.clone());
-            let args: Vec<Word> = argv[1..].to_vec();
             if matches!(base.as_str(), "cd" | "pushd") {
-                self.change_dir(&args);
+                self.change_dir(args);
             }
             // Policy rules for this name (wrappers included: sudo is ADMIN).
-            self.match_rules(&base, shell_args_for_rules(&base, &args), &shown);
-            self.bypass_checks(&base, &args, &shown, depth, counter);
-            match self.unwrap(&base, &args, depth, counter, &shown) {
-                Some(next) => argv = next,
+            self.match_rules(&base, shell_args_for_rules(&base, args), &shown);
+            self.bypass_checks(&base, args, &shown, depth, counter);
+            match self.unwrap(&base, args, depth, counter, &shown) {
+                Some(next) => unwrapped = Some(next),
                 None => return,
             }
         }
