@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use std::sync::OnceLock;
 
 const CORPUS: &str = include_str!("classifier_corpus.txt");
+const HOLDOUT: &str = include_str!("classifier_holdout.txt");
 /// Stands for a newline in a corpus line.
 const NEWLINE_MARK: char = '⏎';
 
@@ -38,34 +39,116 @@ fn parse_level(s: &str) -> Option<Level> {
     })
 }
 
-/// `(line number, expected level, command)` for every corpus entry.
-fn corpus() -> Vec<(usize, Level, String)> {
+/// What a corpus line expects.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    /// `READ`: exactly READ, no approval.
+    Read,
+    /// `WRITE`, `ADMIN`, `IRREVERSIBLE`: at least that level.
+    AtLeast(Level),
+    /// `ASK`: a dangerous or obfuscated command; it needs approval.
+    Ask,
+    /// `OK`: an everyday command; it must not need approval (any level up
+    /// to WRITE).
+    Ok,
+}
+
+impl Expect {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ASK" => Expect::Ask,
+            "OK" => Expect::Ok,
+            "READ" => Expect::Read,
+            other => Expect::AtLeast(parse_level(other)?),
+        })
+    }
+
+    fn holds(self, c: &Classification) -> bool {
+        match self {
+            Expect::Read => c.permission == Level::Read && !c.requires_approval,
+            Expect::AtLeast(l) => c.permission >= l,
+            Expect::Ask => c.requires_approval,
+            Expect::Ok => !c.requires_approval,
+        }
+    }
+
+    /// Counted as "dangerous" in the rates (ADMIN and above imply approval).
+    fn dangerous(self) -> bool {
+        matches!(
+            self,
+            Expect::Ask | Expect::AtLeast(Level::Admin | Level::Irreversible)
+        )
+    }
+
+    /// Counted as "benign" in the rates.
+    fn benign(self) -> bool {
+        matches!(self, Expect::Read | Expect::Ok)
+    }
+}
+
+/// `(line number, expectation, command)` for every entry of a labelled set.
+fn labelled(text: &str, name: &str) -> Vec<(usize, Expect, String)> {
     let mut out = Vec::new();
-    for (i, line) in CORPUS.lines().enumerate() {
+    for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
-        let (level, cmd) = line.split_once('\t').unwrap_or_else(|| {
+        let (label, cmd) = line.split_once('\t').unwrap_or_else(|| {
             panic!(
-                "corpus line {}: expected LEVEL<TAB>command: {line:?}",
+                "{name} line {}: expected LABEL<TAB>command: {line:?}",
                 i + 1
             )
         });
-        let level = parse_level(level)
-            .unwrap_or_else(|| panic!("corpus line {}: unknown level {level:?}", i + 1));
-        out.push((i + 1, level, cmd.replace(NEWLINE_MARK, "\n")));
+        let expect = Expect::parse(label)
+            .unwrap_or_else(|| panic!("{name} line {}: unknown label {label:?}", i + 1));
+        out.push((i + 1, expect, cmd.replace(NEWLINE_MARK, "\n")));
     }
     out
+}
+
+fn corpus() -> Vec<(usize, Expect, String)> {
+    labelled(CORPUS, "corpus")
+}
+
+/// (dangerous asked, dangerous, benign left alone, benign) on a set.
+fn rates(entries: &[(usize, Expect, String)]) -> (usize, usize, usize, usize) {
+    let mut r = (0, 0, 0, 0);
+    for (_, e, cmd) in entries {
+        let c = run(cmd);
+        if e.dangerous() {
+            r.1 += 1;
+            r.0 += c.requires_approval as usize;
+        }
+        if e.benign() {
+            r.3 += 1;
+            r.2 += !c.requires_approval as usize;
+        }
+    }
+    r
+}
+
+fn print_rates(name: &str, entries: &[(usize, Expect, String)]) -> (f64, f64) {
+    let (asked, dangerous, left, benign) = rates(entries);
+    let pct = |a: usize, b: usize| 100.0 * a as f64 / b.max(1) as f64;
+    println!(
+        "{name}: dangerous asked {asked}/{dangerous} ({:.1}%), benign left alone {left}/{benign} ({:.1}%)",
+        pct(asked, dangerous),
+        pct(left, benign)
+    );
+    (pct(asked, dangerous), pct(left, benign))
 }
 
 #[test]
 fn corpus_is_big_enough_and_covers_every_level() {
     let c = corpus();
     assert!(c.len() >= 320, "only {} corpus lines", c.len());
-    let reads = c.iter().filter(|(_, l, _)| *l == Level::Read).count();
+    let reads = c.iter().filter(|(_, e, _)| *e == Expect::Read).count();
     assert!(reads >= 80, "only {reads} READ lines");
     for l in [Level::Write, Level::Admin, Level::Irreversible] {
-        assert!(c.iter().any(|(_, x, _)| *x == l), "no {l:?} line");
+        assert!(
+            c.iter().any(|(_, x, _)| *x == Expect::AtLeast(l)),
+            "no {l:?} line"
+        );
     }
 }
 
@@ -75,15 +158,9 @@ fn every_corpus_line_reaches_its_level() {
     let entries = corpus();
     for (line, expected, cmd) in &entries {
         let c = run(cmd);
-        let ok = if *expected == Level::Read {
-            c.permission == Level::Read && !c.requires_approval
-        } else {
-            c.permission >= *expected
-        };
-        if !ok {
+        if !expected.holds(&c) {
             failures.push(format!(
-                "line {line}: {cmd:?}\n    expected {}{expected:?}, got {:?} (score {}, approval {})\n    reasons: {}",
-                if *expected == Level::Read { "exactly " } else { "at least " },
+                "line {line}: {cmd:?}\n    expected {expected:?}, got {:?} (score {}, approval {})\n    reasons: {}",
                 c.permission,
                 c.score,
                 c.requires_approval,
@@ -97,6 +174,31 @@ fn every_corpus_line_reaches_its_level() {
         failures.len(),
         entries.len(),
         failures.join("\n")
+    );
+    print_rates("corpus", &entries);
+}
+
+/// The held-out set is measured, never tuned against: this prints its
+/// rates and the lines that miss (run with `--nocapture`), and fails only
+/// below the targets.
+#[test]
+fn holdout_rates() {
+    let entries = labelled(HOLDOUT, "holdout");
+    for (line, expected, cmd) in &entries {
+        let c = run(cmd);
+        if !expected.holds(&c) {
+            println!(
+                "holdout line {line} misses ({expected:?}): {cmd:?} -> score {}, approval {}: {}",
+                c.score,
+                c.requires_approval,
+                c.reasons.join("; ")
+            );
+        }
+    }
+    let (asked, left) = print_rates("holdout", &entries);
+    assert!(
+        asked >= 98.0 && left >= 97.0,
+        "holdout below target: {asked:.1}% / {left:.1}%"
     );
 }
 
@@ -506,4 +608,23 @@ fn system_policy_may_loosen() {
     let c = classify("git push origin main", &p, &opts());
     assert_eq!(c.permission, Level::Write, "{:?}", c.reasons);
     assert_eq!(p.sources.len(), 2);
+}
+
+/// A developer's aid: `CLASSIFY_EXPLAIN=$'cmd1\ncmd2' cargo test --test
+/// classifier explain -- --ignored --nocapture` prints each command's
+/// score, approval and reasons.
+#[test]
+#[ignore]
+fn explain() {
+    let cmds = std::env::var("CLASSIFY_EXPLAIN").unwrap_or_default();
+    for cmd in cmds.lines().filter(|l| !l.trim().is_empty()) {
+        let c = run(cmd);
+        println!(
+            "{cmd}\n  -> {:?} score {} approval {}\n     {}",
+            c.permission,
+            c.score,
+            c.requires_approval,
+            c.reasons.join("\n     ")
+        );
+    }
 }

@@ -165,6 +165,9 @@ pub struct Policy {
     /// Rule indexes by command name.
     by_command: BTreeMap<String, Vec<usize>>,
     pub protected_paths: Vec<String>,
+    /// `protected_paths` compiled (protected-path semantics: at any depth
+    /// unless anchored with `/`), for the classifier's look-ups.
+    protected_matcher: crate::workspace::paths::PathMatcher,
     pub builtin: BTreeMap<String, BuiltinConfig>,
     /// BLAKE3 over the layered files, for receipts.
     pub hash: String,
@@ -211,7 +214,7 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exec.path", Level::Write, 25),
     ("exec.unknown", Level::Write, 10),
     ("obfuscation.dynamic_command", Level::Admin, 60),
-    ("obfuscation.quoted_name", Level::Write, 30),
+    ("obfuscation.quoted_name", Level::Admin, 60),
     ("obfuscation.eval", Level::Admin, 50),
     ("obfuscation.pipe_to_shell", Level::Irreversible, 80),
     ("obfuscation.env_hijack", Level::Admin, 60),
@@ -225,6 +228,19 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("credential.file", Level::Admin, 60),
     ("credential.variable", Level::Admin, 50),
     ("chain.opaque", Level::Write, 10),
+    // The published bypasses of approval systems (issue 16).
+    ("agent.approvals_off", Level::Admin, 80),
+    ("obfuscation.builtin_substitution", Level::Admin, 60),
+    ("obfuscation.indirect_expansion", Level::Admin, 60),
+    ("obfuscation.run_stream", Level::Irreversible, 80),
+    ("obfuscation.brace_command", Level::Admin, 60),
+    ("obfuscation.glob_command", Level::Admin, 60),
+    ("obfuscation.alias", Level::Admin, 60),
+    ("obfuscation.exec_argv0", Level::Admin, 60),
+    ("exfil.substitution", Level::Admin, 60),
+    ("exfil.dev_tcp", Level::Admin, 90),
+    ("protected.write", Level::Admin, 40),
+    ("blast.empty_variable", Level::Irreversible, 80),
 ];
 
 /// Protected paths no policy file can take away (files only add to the
@@ -640,11 +656,17 @@ impl Policy {
                 by_command.entry(c.clone()).or_default().push(i);
             }
         }
+        let protected_matcher = crate::workspace::paths::PathMatcher::at_any_depth(&protected)
+            .map_err(|e| PolicyError::Parse {
+                file: "protected_paths".into(),
+                message: e.to_string(),
+            })?;
         Ok(Policy {
             approval_threshold: thresholds.approval,
             block_threshold: thresholds.block,
             rules,
             by_command,
+            protected_matcher,
             protected_paths: protected,
             builtin,
             hash: hasher.finalize().to_hex().to_string(),
@@ -659,6 +681,12 @@ impl Policy {
             .get(command)
             .into_iter()
             .flat_map(|v| v.iter().map(|i| &self.rules[*i]))
+    }
+
+    /// The protected-path pattern covering `path` (workspace-relative), if
+    /// any: the same list the rehearsal's verdict checks changes against.
+    pub fn protected_path(&self, path: &str) -> Option<&str> {
+        self.protected_matcher.first_match(path.as_bytes())
     }
 
     pub fn knows(&self, command: &str) -> bool {

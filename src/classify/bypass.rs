@@ -1,0 +1,546 @@
+//! Checks for the published ways around an approval system (issue 16):
+//! agents started with their approvals off, substitutions hidden in
+//! builtins' arguments, running a download or a stream, environment hooks,
+//! exfiltration through a network argument, and programs whose name is
+//! hidden (brace expansion, globs, ANSI-C quoting, aliases). Each cause is
+//! its own finding with a rule id, so every decision is explained.
+
+use super::paths::write_targets;
+use super::tables::{
+    AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, DOWNLOADERS,
+    HARMLESS_GENERATORS, HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS,
+    SHELLS, SUBSCRIPT_BUILTINS,
+};
+use super::{Ctx, RedirectKind, SimpleCommand, Word, base_name, is_flag};
+
+/// Has a command substitution (`$(...)`, backticks) in its source.
+fn has_substitution(w: &Word) -> bool {
+    w.literal.is_none() && (w.raw.contains("$(") || w.raw.contains('`'))
+}
+
+/// The whole word is one command substitution (`"$(curl -s x)"`): its
+/// output, not text around it, becomes the program.
+fn is_whole_substitution(w: &Word) -> bool {
+    let r = w.raw.trim_matches('"');
+    w.literal.is_none()
+        && ((r.starts_with("$(") && r.ends_with(')'))
+            || (r.len() > 1 && r.starts_with('`') && r.ends_with('`')))
+}
+
+/// Every command substitution in `raw` only runs a generator of harmless
+/// text with literal arguments (`$(date +%F)`), so nothing is read out.
+fn only_harmless_substitutions(raw: &str) -> bool {
+    if raw.contains('`') {
+        return false;
+    }
+    let mut rest = raw;
+    let mut seen = false;
+    while let Some(i) = rest.find("$(") {
+        let inner = &rest[i + 2..];
+        let Some(end) = inner.find(')') else {
+            return false;
+        };
+        let body = &inner[..end];
+        if body.contains(['$', '<', '>', '(', '`']) {
+            return false;
+        }
+        for part in body.split(['|', ';', '&']) {
+            let name = part.split_whitespace().next().unwrap_or("");
+            if !HARMLESS_GENERATORS.contains(&name) {
+                return false;
+            }
+        }
+        seen = true;
+        rest = &inner[end + 1..];
+    }
+    seen
+}
+
+/// Text that bash will evaluate again as code when it is used as a name or
+/// an arithmetic expression.
+fn looks_like_code(text: &str) -> bool {
+    text.contains("$(") || text.contains('`') || text.contains("${")
+}
+
+/// Shells and interpreters run a file given as their first operand.
+fn runs_its_operand(base: &str) -> bool {
+    if matches!(base, "source" | ".") {
+        return true;
+    }
+    // Cheap rejection first: every shell and interpreter name starts with
+    // one of these letters.
+    if !base.starts_with([
+        'a', 'b', 'c', 'd', 'f', 'k', 'l', 'm', 'n', 'p', 'R', 'r', 's', 't', 'z',
+    ]) {
+        return false;
+    }
+    let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    SHELLS.contains(&trimmed)
+        || INTERPRETERS
+            .iter()
+            .any(|i| i.trim_end_matches(|c: char| c.is_ascii_digit()) == trimmed)
+}
+
+/// A path as compared between a download and a run (`./a.sh` is `a.sh`).
+fn same_file_key(t: &str) -> String {
+    let mut t = t;
+    while let Some(rest) = t.strip_prefix("./") {
+        t = rest;
+    }
+    t.to_string()
+}
+
+/// `PATH=$PATH:dir` only appends: names found before still win.
+fn appends_to_path(w: &Word) -> bool {
+    let raw = w.raw.strip_prefix("PATH=").unwrap_or(&w.raw);
+    [
+        "$PATH:",
+        "${PATH}:",
+        "\"$PATH\":",
+        "\"${PATH}\":",
+        "\"$PATH:",
+        "\"${PATH}:",
+    ]
+    .iter()
+    .any(|p| raw.starts_with(p))
+}
+
+/// `/usr//bin/rm`, `/bin/./rm`, `/usr/bin/../bin/rm` as `/usr/bin/rm`:
+/// `None` when the name is already in plain form.
+fn canonical_program_path(name: &str) -> Option<String> {
+    if !name.starts_with('/')
+        || !(name.contains("//")
+            || name.contains("/./")
+            || name.contains("/../")
+            || name.ends_with("/."))
+    {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for p in name.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// A file name that is a stream: what another process writes into it runs.
+fn is_stream_path(t: &str) -> bool {
+    matches!(t, "/dev/stdin" | "-" | "/dev/fd/0" | "/proc/self/fd/0")
+        || t.starts_with("/dev/fd/")
+        || t.starts_with("/proc/self/fd/")
+}
+
+impl Ctx<'_> {
+    /// An assignment in front of a command (or alone, or by `export`/`env`):
+    /// a variable that makes a later program run or load something else.
+    /// `IFS=` in front of `read`/`mapfile` is ordinary field splitting.
+    pub(super) fn assignment(&mut self, name: &str, w: &Word, shown: &str, before: Option<&str>) {
+        let ifs_for_reader = (name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c)))
+            || (name == "PATH" && appends_to_path(w));
+        let hijack =
+            HIJACK_VARS.contains(&name) || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p));
+        if hijack && !ifs_for_reader {
+            let what = if name.starts_with("BASH_FUNC_") {
+                "defines an exported bash function, which every bash started later imports"
+                    .to_string()
+            } else {
+                format!("sets {name}, which changes what later commands run or load")
+            };
+            self.add("obfuscation.env_hijack", what, shown);
+        }
+        self.credential_word(w, shown);
+    }
+
+    /// Checks on every word of a simple command, before wrappers are
+    /// unwrapped: parameter expansions that evaluate a value as code.
+    pub(super) fn expansion_tricks(&mut self, w: &Word, shown: &str) {
+        if w.literal.is_some() {
+            return;
+        }
+        if w.raw.contains("${!") {
+            self.add(
+                "obfuscation.indirect_expansion",
+                format!(
+                    "{} expands a variable named by another variable's value; a name like a[$(cmd)] runs a command",
+                    w.raw
+                ),
+                shown,
+            );
+        }
+        if w.raw.contains("@P}") {
+            self.add(
+                "obfuscation.indirect_expansion",
+                format!(
+                    "{} expands a value as a prompt string, which runs the command substitutions in it",
+                    w.raw
+                ),
+                shown,
+            );
+        }
+    }
+
+    /// The program name is hidden: brace expansion (`{rm,-rf,x}`), a glob
+    /// (`/b?n/r?`), ANSI-C quoting of a name no rule knows. Returns true
+    /// when the command was fully handled here.
+    pub(super) fn hidden_program(
+        &mut self,
+        argv: &[Word],
+        depth: u32,
+        counter: &mut usize,
+        shown: &str,
+    ) -> bool {
+        let w = &argv[0];
+        let name = w.text();
+        let raw = w.raw.as_str();
+        if raw.starts_with('{') && raw.ends_with('}') && raw.contains(',') && !w.quoted {
+            self.add(
+                "obfuscation.brace_command",
+                format!("the command is built by brace expansion ({raw}), which hides its program"),
+                shown,
+            );
+            let inner = &raw[1..raw.len() - 1];
+            let mut s = inner.split(',').collect::<Vec<_>>().join(" ");
+            for a in &argv[1..] {
+                s.push(' ');
+                s.push_str(&a.raw);
+            }
+            self.nested(&s, depth, counter);
+            return true;
+        }
+        let unquoted_glob = raw.contains(['?', '*']) || (raw.contains('[') && raw.contains(']'));
+        if unquoted_glob && !matches!(name, "[" | "[[") && !w.quoted {
+            self.commands.push(shown.to_string());
+            self.add(
+                "obfuscation.glob_command",
+                format!("the program is a glob pattern ({raw}), only resolved when it runs"),
+                shown,
+            );
+            return true;
+        }
+        if w.ansi_c {
+            self.add(
+                "obfuscation.quoted_name",
+                format!("the command name is ANSI-C quoted ({raw}), which hides the program"),
+                shown,
+            );
+        }
+        if !name.is_ascii() {
+            self.add(
+                "obfuscation.hidden_name",
+                format!("the command name {raw} has characters outside ASCII (look-alikes hide the program)"),
+                shown,
+            );
+        }
+        false
+    }
+
+    /// A program path in an unusual form (`/usr/bin/../bin/rm`,
+    /// `/bin//rm`): said so, and read as its plain form.
+    pub(super) fn canonical_program(&mut self, name: String, shown: &str) -> String {
+        match canonical_program_path(&name) {
+            Some(plain) => {
+                self.add(
+                    "obfuscation.hidden_name",
+                    format!("the program path {name} is written around its plain form {plain}"),
+                    shown,
+                );
+                plain
+            }
+            None => name,
+        }
+    }
+
+    /// Remember what a downloader writes (`curl -o f`, `wget URL`,
+    /// `curl URL > f`), so running it later in the same string is seen.
+    pub(super) fn record_downloads(&mut self, c: &SimpleCommand) {
+        let Some(first) = c.argv.first().and_then(|w| w.literal.as_deref()) else {
+            return;
+        };
+        let base = base_name(first);
+        if !DOWNLOADERS.contains(&base) {
+            return;
+        }
+        let args = &c.argv[1..];
+        let mut files: Vec<String> = write_targets(base, args)
+            .iter()
+            .map(|w| w.text().to_string())
+            .collect();
+        for r in &c.redirects {
+            if matches!(
+                r.kind,
+                RedirectKind::Write | RedirectKind::Append | RedirectKind::Clobber
+            ) {
+                files.push(r.target.text().to_string());
+            }
+        }
+        let remote_name = match base {
+            "wget" => !args
+                .iter()
+                .any(|w| w.text().starts_with("-O") || w.text().starts_with("--output-document")),
+            _ => args.iter().any(|w| {
+                let a = w.text();
+                a == "--remote-name"
+                    || a == "--remote-name-all"
+                    || (a.starts_with('-') && !a.starts_with("--") && a.contains('O'))
+            }),
+        };
+        if remote_name {
+            for w in args.iter().filter(|w| w.text().contains("://")) {
+                let url = w.text().split(['?', '#']).next().unwrap_or("");
+                if let Some(name) = url
+                    .rsplit('/')
+                    .next()
+                    .filter(|n| !n.is_empty() && !n.contains(':'))
+                {
+                    files.push(name.to_string());
+                }
+            }
+        }
+        for f in files {
+            if self.downloaded.len() < 64 {
+                self.downloaded.push(same_file_key(&f));
+            }
+        }
+    }
+
+    /// The program or script about to run is a file this string downloaded.
+    pub(super) fn runs_download(&mut self, path: &str, shown: &str) {
+        if self.downloaded.contains(&same_file_key(path)) {
+            self.add(
+                "obfuscation.run_stream",
+                format!("runs {path}, which this command downloaded: code nobody has seen"),
+                shown,
+            );
+        }
+    }
+
+    /// Text shaped like an array subscript holding a command substitution
+    /// (`'a[$(cmd)]'`), anywhere: bash evaluates it wherever it is later used
+    /// as a name or in arithmetic.
+    pub(super) fn subscript_code(
+        &mut self,
+        w: &Word,
+        shown: &str,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        let Some(text) = w.literal.as_deref() else {
+            return;
+        };
+        if !(text.contains("[$(") || text.contains("[`")) {
+            return;
+        }
+        self.add(
+            "obfuscation.builtin_substitution",
+            format!(
+                "{text} is an array subscript holding a command substitution, which runs wherever bash evaluates it as a name or arithmetic"
+            ),
+            shown,
+        );
+        let s = format!(": {text}");
+        self.nested(&s, depth, counter);
+    }
+
+    /// A name the same string defined as an alias: resolve it (worst case,
+    /// as if aliases were expanded) and say so.
+    pub(super) fn resolve_alias(
+        &mut self,
+        name: &str,
+        argv: &[Word],
+        depth: u32,
+        counter: &mut usize,
+        shown: &str,
+    ) -> bool {
+        let Some(value) = self.aliases.remove(name) else {
+            return false;
+        };
+        self.add(
+            "obfuscation.alias",
+            format!(
+                "{name} is an alias defined in the same command ({value}), which hides the program"
+            ),
+            shown,
+        );
+        let mut s = value.clone();
+        for a in &argv[1..] {
+            s.push(' ');
+            s.push_str(&a.raw);
+        }
+        self.nested(&s, depth, counter);
+        self.aliases.insert(name.to_string(), value);
+        true
+    }
+
+    /// Checks on what finally runs (wrappers unwrapped), besides the rules.
+    pub(super) fn bypass_checks(
+        &mut self,
+        base: &str,
+        args: &[Word],
+        shown: &str,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        self.agent_approvals_off(base, args, shown);
+        if SUBSCRIPT_BUILTINS.contains(&base) {
+            self.builtin_substitutions(base, args, shown, depth, counter);
+        }
+        if runs_its_operand(base) {
+            self.runs_stream(base, args, shown);
+        }
+        if let Some(w) = args
+            .iter()
+            .find(|w| has_substitution(w) && !only_harmless_substitutions(&w.raw))
+            && NETWORK_TOOLS.contains(&base)
+        {
+            self.add(
+                "exfil.substitution",
+                format!(
+                    "sends the output of a command substitution ({}) to the network: data can leave in a URL, a name or a packet",
+                    w.raw
+                ),
+                shown,
+            );
+        }
+        self.protected_writes(base, args, shown);
+    }
+
+    pub(super) fn agent_approvals_off(&mut self, base: &str, args: &[Word], shown: &str) {
+        // Whether this is a coding agent is only worked out when a flag
+        // that needs it is there (most commands have none).
+        let mut is_agent: Option<bool> = None;
+        for (i, w) in args.iter().enumerate() {
+            let a = w.text();
+            let (flag, attached) = match a.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+                _ => (a, None),
+            };
+            if !flag.starts_with('-') {
+                continue;
+            }
+            let found = AGENT_APPROVALS_OFF_ANYWHERE.contains(&flag)
+                || (AGENT_APPROVALS_OFF.iter().any(|(f, _)| *f == flag)
+                    && *is_agent.get_or_insert_with(|| {
+                        AGENTS.contains(&base)
+                            || args
+                                .iter()
+                                .any(|w| AGENT_PACKAGES.iter().any(|p| w.text().contains(p)))
+                    })
+                    && AGENT_APPROVALS_OFF.iter().any(|(f, v)| {
+                        *f == flag
+                            && (v.is_empty()
+                                || attached
+                                    .or_else(|| args.get(i + 1).map(|n| n.text()))
+                                    .is_some_and(|x| x == *v))
+                    }));
+            if found {
+                let shown_flag = match (attached, args.get(i + 1)) {
+                    (None, Some(n))
+                        if !a.starts_with("--")
+                            || AGENT_APPROVALS_OFF
+                                .iter()
+                                .any(|(f, v)| *f == a && !v.is_empty()) =>
+                    {
+                        format!("{a} {}", n.text())
+                    }
+                    _ => a.to_string(),
+                };
+                self.add(
+                    "agent.approvals_off",
+                    format!(
+                        "starts a coding agent with its own approvals or sandbox turned off ({shown_flag}): everything it then does is unreviewed"
+                    ),
+                    shown,
+                );
+                return;
+            }
+        }
+    }
+
+    /// `printf -v 'a[$(cmd)]'`, `read 'a[$(cmd)]'`, `let`, `declare -n`,
+    /// `test -v`: a quoted word that bash evaluates as a subscript or an
+    /// arithmetic expression runs the substitution in it.
+    pub(super) fn builtin_substitutions(
+        &mut self,
+        base: &str,
+        args: &[Word],
+        shown: &str,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        let mut code: Vec<String> = Vec::new();
+        for (i, w) in args.iter().enumerate() {
+            let Some(text) = w.literal.as_deref() else {
+                continue;
+            };
+            let prev = if i > 0 { args[i - 1].text() } else { "" };
+            let is_name = match base {
+                "printf" => prev == "-v" || (text.starts_with("-v") && text.len() > 2),
+                "test" | "[" => matches!(prev, "-v" | "-R"),
+                _ => !is_flag(text) || text.starts_with("-v"),
+            };
+            if is_name && looks_like_code(text) {
+                code.push(text.to_string());
+            }
+        }
+        for text in code {
+            self.add(
+                "obfuscation.builtin_substitution",
+                format!(
+                    "{base} evaluates {text} as a name or arithmetic, which runs the substitution in it (quoted words are not always data)"
+                ),
+                shown,
+            );
+            let s = format!(": {text}");
+            self.nested(&s, depth, counter);
+        }
+    }
+
+    /// `. <(curl ...)`, `bash <(wget -O- ...)`, `source /dev/stdin`: a shell
+    /// runs whatever another process writes, unseen.
+    pub(super) fn runs_stream(&mut self, base: &str, args: &[Word], shown: &str) {
+        // `python3 -c "$(curl ...)"`, `node -e "$(wget -O- ...)"`.
+        for (i, w) in args.iter().enumerate() {
+            let a = w.text();
+            let code_flag = matches!(a, "-c" | "-e" | "-E" | "--eval" | "-p" | "--print" | "-r")
+                || (SHELLS.contains(&base)
+                    && is_flag(a)
+                    && !a.starts_with("--")
+                    && a.ends_with('c'));
+            if code_flag && let Some(code) = args.get(i + 1).filter(|c| is_whole_substitution(c)) {
+                self.add(
+                    "obfuscation.run_stream",
+                    format!(
+                        "{base} runs code that a command substitution produces ({}), a download or stream that is never seen",
+                        code.raw
+                    ),
+                    shown,
+                );
+            }
+        }
+        let Some(first) = args.iter().find(|w| !is_flag(w.text()) || w.text() == "-") else {
+            return;
+        };
+        if let Some(t) = first.literal.as_deref() {
+            let t = t.to_string();
+            self.runs_download(&t, shown);
+        }
+        let process_sub = first.literal.is_none() && first.raw == "<(...)";
+        let stream = first.literal.as_deref().is_some_and(is_stream_path);
+        if process_sub || (stream && matches!(base, "source" | ".")) {
+            self.add(
+                "obfuscation.run_stream",
+                format!(
+                    "{base} runs the output of another command ({}), a download or stream that is never seen",
+                    first.raw
+                ),
+                shown,
+            );
+        }
+    }
+}
