@@ -40,6 +40,7 @@ fn tail(label: &str, text: &str, truncated: bool) {
     }
 }
 
+// Long on purpose: the evidence screen, section by section in the order it prints.
 pub fn print_evidence(r: &RunRecord) {
     let task = r
         .task

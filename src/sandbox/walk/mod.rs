@@ -14,6 +14,7 @@ mod links;
 pub(super) use links::{LinkLookup, link_leaves_workspace};
 
 use std::collections::HashMap;
+use std::fs::Metadata;
 use std::io::{self, Read, Seek};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -34,7 +35,8 @@ use crate::model::change::{Change, ChangeKind, FileType};
 use content::{describe_special, hash_created_file, xattr_diff};
 use deleted::{expand_lower_dir, expand_opaque, push_deleted};
 use layers::{
-    compare_root, fill_mode, lookup_lower, open_lower, open_upper_file, owner, perm_bits,
+    LowerEntry, compare_root, fill_mode, lookup_lower, open_lower, open_upper_file, owner,
+    perm_bits,
 };
 use links::symlink_escapes;
 
@@ -106,6 +108,8 @@ fn too_long(e: &io::Error) -> bool {
 /// `opener`, which holds only the workspace owner's rights: what the owner
 /// may not read gets no hash and no kept content, only `content_withheld`,
 /// and what is hashed and kept is read from the descriptor that was checked.
+// Still long: one pass per upper-layer entry, by kind, sharing the walk's state (changes,
+// hard-link inodes, the blob sink); a walker struct holding that state is the next split.
 pub(super) fn walk_upper_layer(
     upper_root: &Path,
     lower: &OwnedFd,
@@ -197,38 +201,14 @@ pub(super) fn walk_upper_layer(
         }
 
         if ft.is_dir() {
-            let opaque = xattr::get(entry.path(), "user.overlay.opaque")
-                .ok()
-                .flatten()
-                .is_some_and(|v| v == b"y" || v == b"x");
-            match &lower_entry {
-                None => {
-                    let mut c = Change::new(&rel_bytes, ChangeKind::Created, FileType::Dir);
-                    fill_mode(&mut c, None, Some(&meta));
-                    c.xattrs_changed = xattr_diff(entry.path(), None);
-                    changes.push(c);
-                }
-                Some(l) if l.file_type != FileType::Dir => {
-                    let mut c = Change::new(&rel_bytes, ChangeKind::Modified, FileType::Dir);
-                    c.before = l.hash.clone();
-                    fill_mode(&mut c, Some(l), Some(&meta));
-                    changes.push(c);
-                }
-                Some(l) => {
-                    let xch = xattr_diff(entry.path(), Some(l));
-                    if perm_bits(&meta) != l.mode || !xch.is_empty() || owner(&meta) != l.owner {
-                        let mut c = Change::new(&rel_bytes, ChangeKind::Metadata, FileType::Dir);
-                        fill_mode(&mut c, Some(l), Some(&meta));
-                        c.xattrs_changed = xch;
-                        changes.push(c);
-                    }
-                    if opaque {
-                        // Everything the lower directory held and the upper
-                        // one does not list was removed.
-                        expand_opaque(&mut changes, lower, rel, entry.path())?;
-                    }
-                }
-            }
+            compare_dir(
+                &mut changes,
+                lower,
+                rel,
+                entry.path(),
+                &meta,
+                lower_entry.as_ref(),
+            )?;
             continue;
         }
 
@@ -364,4 +344,51 @@ pub(super) fn walk_upper_layer(
         truncated,
         too_deep,
     })
+}
+
+/// A directory of the upper layer against what the lower layer holds
+/// there: created, replacing a non-directory, or changed in metadata; an
+/// opaque one hides everything the lower directory held.
+fn compare_dir(
+    changes: &mut Vec<Change>,
+    lower: &Lower,
+    rel: &Path,
+    path: &Path,
+    meta: &Metadata,
+    lower_entry: Option<&LowerEntry>,
+) -> Result<(), DiffError> {
+    let rel_bytes = rel.as_os_str().as_bytes();
+    let opaque = xattr::get(path, "user.overlay.opaque")
+        .ok()
+        .flatten()
+        .is_some_and(|v| v == b"y" || v == b"x");
+    match lower_entry {
+        None => {
+            let mut c = Change::new(rel_bytes, ChangeKind::Created, FileType::Dir);
+            fill_mode(&mut c, None, Some(meta));
+            c.xattrs_changed = xattr_diff(path, None);
+            changes.push(c);
+        }
+        Some(l) if l.file_type != FileType::Dir => {
+            let mut c = Change::new(rel_bytes, ChangeKind::Modified, FileType::Dir);
+            c.before = l.hash.clone();
+            fill_mode(&mut c, Some(l), Some(meta));
+            changes.push(c);
+        }
+        Some(l) => {
+            let xch = xattr_diff(path, Some(l));
+            if perm_bits(meta) != l.mode || !xch.is_empty() || owner(meta) != l.owner {
+                let mut c = Change::new(rel_bytes, ChangeKind::Metadata, FileType::Dir);
+                fill_mode(&mut c, Some(l), Some(meta));
+                c.xattrs_changed = xch;
+                changes.push(c);
+            }
+            if opaque {
+                // Everything the lower directory held and the upper
+                // one does not list was removed.
+                expand_opaque(changes, lower, rel, path)?;
+            }
+        }
+    }
+    Ok(())
 }
