@@ -31,7 +31,10 @@ fn every_request_decodes_to_what_was_encoded() {
     };
     let t = s.target();
     let (p, q) = split(&t);
-    assert_eq!(parse_show(&id_of(p, "/v1/runs/"), q).unwrap(), s);
+    assert_eq!(
+        parse_show(&id_of(p, &format!("{}/", routes::RUNS)), q).unwrap(),
+        s
+    );
 
     let l = List {
         state: Some(RunState::AwaitingApproval),
@@ -48,7 +51,7 @@ fn every_request_decodes_to_what_was_encoded() {
     let t = c.target();
     let (p, q) = split(&t);
     assert_eq!(
-        parse_diff(&id_of(p, "/v1/runs/"), q).unwrap(),
+        parse_diff(&id_of(p, &format!("{}/", routes::RUNS)), q).unwrap(),
         DiffRequest::Compare(c)
     );
 
@@ -62,7 +65,7 @@ fn every_request_decodes_to_what_was_encoded() {
     let (p, q) = split(&t);
     assert!(p.ends_with("/approve"));
     let back = parse_review(
-        &id_of(p, "/v1/runs/"),
+        &id_of(p, &format!("{}/", routes::RUNS)),
         q,
         ReviewAction::Approve,
         &r.body().unwrap(),
@@ -78,7 +81,12 @@ fn every_request_decodes_to_what_was_encoded() {
     let t = pr.target();
     let (p, q) = split(&t);
     assert_eq!(
-        parse_promote(&id_of(p, "/v1/runs/"), q, &pr.body().unwrap()).unwrap(),
+        parse_promote(
+            &id_of(p, &format!("{}/", routes::RUNS)),
+            q,
+            &pr.body().unwrap()
+        )
+        .unwrap(),
         pr
     );
 }
