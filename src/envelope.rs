@@ -415,6 +415,8 @@ fn valid_env_name(k: &str) -> bool {
 impl Envelope {
     /// Validate into an [`EnvelopeSpec`]. `default_dir` stands in for a
     /// missing `working_dir` (the caller's cwd).
+    // Long on purpose: one check per envelope field, building the spec once (code past
+    // validation never re-checks).
     pub(crate) fn validate(
         mut self,
         default_dir: Option<&Path>,

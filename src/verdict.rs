@@ -56,6 +56,7 @@ pub(crate) fn judge(spec: &EnvelopeSpec, r: &RehearsalReport, host: &HostReport)
 
 /// The combined decision: the maximum of the classifier's and the evidence's
 /// findings, every one with its rule id.
+// Long on purpose: the rule book, rules 0 to 6 in order, each adding to one findings list.
 pub(crate) fn judge_with(
     spec: &EnvelopeSpec,
     r: &RehearsalReport,

@@ -17,6 +17,7 @@ use crate::request::{
     ShowReceipt, Submit, VerifyJournal,
 };
 
+// Long on purpose: one match arm per subcommand, each a call.
 pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
     match cmd {
         Cmd::Execute(a) => execute(&g, a),

@@ -3,8 +3,8 @@
 //! move the cursor, recolour or reorder the reviewer's screen.
 
 use crate::engine::textdiff::RunDiff;
-use crate::model::ChangeKind;
 use crate::model::Decision;
+use crate::model::{Change, ChangeKind};
 use crate::record::RunRecord;
 use crate::workspace::paths::{escape_for_humans, sanitize_for_terminal};
 
@@ -40,6 +40,7 @@ fn tail(label: &str, text: &str, truncated: bool) {
     }
 }
 
+// Long on purpose: the evidence screen, section by section in the order it prints.
 pub fn print_evidence(r: &RunRecord) {
     let task = r
         .task
@@ -107,48 +108,7 @@ pub fn print_evidence(r: &RunRecord) {
     if !reh.changes.is_empty() {
         println!("changes:");
         for c in &reh.changes {
-            let mark = match c.kind {
-                ChangeKind::Created => "+",
-                ChangeKind::Modified => "M",
-                ChangeKind::Deleted => "-",
-                ChangeKind::Metadata => "~",
-                ChangeKind::Identical => "=",
-            };
-            let mut extra = Vec::new();
-            if c.kind == ChangeKind::Metadata
-                && let (Some(b), Some(a)) = (c.mode_before, c.mode_after)
-                && a != b
-            {
-                extra.push(format!("mode {b:o} -> {a:o}"));
-            }
-            if c.setid {
-                extra.push("SETID".into());
-            }
-            if let Some(t) = &c.symlink_target {
-                extra.push(format!("-> {}", esc(t)));
-            }
-            if c.symlink_escapes {
-                extra.push("ESCAPES WORKSPACE".into());
-            }
-            if let Some(s) = &c.special {
-                extra.push(s.clone());
-            }
-            if let Some(h) = &c.hardlink_of {
-                extra.push(format!("hard link of {}", esc(h)));
-            }
-            if !c.xattrs_changed.is_empty() {
-                extra.push(format!("xattrs: {}", c.xattrs_changed.join(", ")));
-            }
-            let ft = format!("{:?}", c.file_type).to_lowercase();
-            let extra = if extra.is_empty() {
-                String::new()
-            } else {
-                format!("  ({})", extra.join("; "))
-            };
-            println!(
-                "  {mark} {} [{ft}]{extra}",
-                escape_for_humans(&c.path_bytes())
-            );
+            println!("{}", change_line(c));
         }
     }
     // Show listed paths from the change records' exact bytes.
@@ -248,6 +208,53 @@ pub fn print_evidence(r: &RunRecord) {
     }
     print_approvals(r);
     println!("state: {}", r.state.as_str());
+}
+
+/// One line of the evidence's change list: kind mark, path, file type and
+/// what else changed.
+fn change_line(c: &Change) -> String {
+    let mark = match c.kind {
+        ChangeKind::Created => "+",
+        ChangeKind::Modified => "M",
+        ChangeKind::Deleted => "-",
+        ChangeKind::Metadata => "~",
+        ChangeKind::Identical => "=",
+    };
+    let mut extra = Vec::new();
+    if c.kind == ChangeKind::Metadata
+        && let (Some(b), Some(a)) = (c.mode_before, c.mode_after)
+        && a != b
+    {
+        extra.push(format!("mode {b:o} -> {a:o}"));
+    }
+    if c.setid {
+        extra.push("SETID".into());
+    }
+    if let Some(t) = &c.symlink_target {
+        extra.push(format!("-> {}", esc(t)));
+    }
+    if c.symlink_escapes {
+        extra.push("ESCAPES WORKSPACE".into());
+    }
+    if let Some(s) = &c.special {
+        extra.push(s.clone());
+    }
+    if let Some(h) = &c.hardlink_of {
+        extra.push(format!("hard link of {}", esc(h)));
+    }
+    if !c.xattrs_changed.is_empty() {
+        extra.push(format!("xattrs: {}", c.xattrs_changed.join(", ")));
+    }
+    let ft = format!("{:?}", c.file_type).to_lowercase();
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!("  ({})", extra.join("; "))
+    };
+    format!(
+        "  {mark} {} [{ft}]{extra}",
+        escape_for_humans(&c.path_bytes())
+    )
 }
 
 fn print_approvals(r: &RunRecord) {

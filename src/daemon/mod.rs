@@ -17,6 +17,7 @@
 //!    socket.
 
 mod api;
+mod app;
 mod error;
 mod metrics;
 pub use crate::request::routes;
@@ -271,7 +272,7 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         .map_err(DaemonError::Runtime)?;
     rt.block_on(async move {
         let listening = take_listener(&cfg)?;
-        let app = api::App::new(Arc::new(engine), cfg.clone());
+        let app = app::App::new(Arc::new(engine), cfg.clone());
         let router = api::router(app.clone());
         eprintln!(
             "dryrun daemon: serving {} (state {}; {} rehearsals at once, {} queued; approvers: root and group {})",
@@ -329,7 +330,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 async fn serve(
     listener: tokio::net::UnixListener,
     router: axum::Router,
-    app: Arc<api::App>,
+    app: Arc<app::App>,
     cfg: &DaemonConfig,
 ) {
     use std::collections::HashMap;
@@ -356,7 +357,7 @@ async fn serve(
             },
             _ = &mut stopping => break,
         };
-        let peer = api::Peer::from_stream(&stream);
+        let peer = app::Peer::from_stream(&stream);
         let Ok(permit) = total.clone().try_acquire_owned() else {
             app.refuse_connection("too_many_connections");
             refuse_with_429(stream, "too_many_connections", &refusals);

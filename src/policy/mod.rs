@@ -475,6 +475,8 @@ impl Policy {
 
     /// `files` may change anything (later wins by rule id); `tighten_only`
     /// may only make the policy stricter.
+    // Long on purpose: the files in order (later wins by rule id), then the tighten-only
+    // layer checked against what they set, sharing one merge state and one hash.
     pub fn layered(
         files: &[(String, String)],
         tighten_only: Option<&(String, String)>,

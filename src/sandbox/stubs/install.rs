@@ -67,6 +67,8 @@ pub(crate) fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
 /// of the image as it is before any stub (the real tools, [`REAL_ROOT`]),
 /// the interpreter, the table, a script per tool on PATH and over each copy
 /// in the image, and the calls directory. Returns the tools shadowed.
+// Long on purpose: a fixed sequence of mount steps under the new root, in the order
+// they must happen (the real tools' view before any stub covers a tool).
 pub(crate) fn install_stubs(
     root: &Path,
     table: &StubTable,

@@ -1,0 +1,220 @@
+//! The rewrites a hook issues (`dryrun promote RUN ...` in the host's
+//! command) and how one is recognised again; the agent's own `dryrun`
+//! invocations, seen through wrappers.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::HookError;
+
+/// Does any simple command of `command` (after unwrapping `sh -c`,
+/// `env`, `sudo`, substitutions, ...) run dryrun?
+pub fn invokes_dryrun(command: &str) -> bool {
+    let policy =
+        match crate::policy::Policy::load(Path::new(crate::engine::SYSTEM_POLICY_DIR), None) {
+            Ok(p) => p,
+            // No policy, no parse: judge by the text (fail closed).
+            Err(_) => return command.contains("dryrun"),
+        };
+    let c = crate::classify::classify(command, &policy, &Default::default());
+    let own = std::env::current_exe().ok();
+    c.commands.iter().any(|simple| {
+        let first = simple.split_whitespace().next().unwrap_or("");
+        let first = first.trim_matches(|ch| ch == '\'' || ch == '"');
+        Path::new(first)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dryrun"))
+            || own.as_deref().is_some_and(|o| Path::new(first) == o)
+    }) || (c.commands.is_empty() && command.contains("dryrun"))
+}
+
+/// The `dryrun promote` command a hook issues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewrite {
+    pub exe: String,
+    pub global: Vec<String>,
+    pub run_id: String,
+    pub token: Option<String>,
+    pub await_s: Option<u64>,
+}
+
+impl Rewrite {
+    pub fn render(&self) -> String {
+        let mut words = vec![self.exe.clone()];
+        words.extend(self.global.iter().cloned());
+        words.push("promote".into());
+        words.push(self.run_id.clone());
+        words.push("--replay-output".into());
+        if let Some(t) = &self.token {
+            words.push("--host-prompt-token".into());
+            words.push(t.clone());
+        }
+        if let Some(s) = self.await_s {
+            words.push("--await-approval".into());
+            words.push(s.to_string());
+        }
+        words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
+    }
+
+    /// Recognise exactly the shape [`Rewrite::render`] produces.
+    pub fn parse(command: &str) -> Option<Rewrite> {
+        let words = split_quoted(command)?;
+        let promote = words.iter().position(|w| w == "promote")?;
+        let exe = words.first()?.clone();
+        if !Path::new(&exe)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("dryrun"))
+        {
+            return None;
+        }
+        let global = words[1..promote].to_vec();
+        let ok_global = match global.as_slice() {
+            [] => true,
+            [s, _] if s == "--socket" => true,
+            [l, s, _] if l == "--local" && s == "--state-dir" => true,
+            _ => false,
+        };
+        if !ok_global {
+            return None;
+        }
+        let rest = &words[promote + 1..];
+        let (run_id, flags) = rest.split_first()?;
+        if !crate::engine::valid_run_id(run_id) {
+            return None;
+        }
+        let mut token = None;
+        let mut await_s = None;
+        match flags {
+            [r] if r == "--replay-output" => {}
+            [r, t, v] if r == "--replay-output" && t == "--host-prompt-token" => {
+                token = Some(v.clone())
+            }
+            [r, a, v] if r == "--replay-output" && a == "--await-approval" => {
+                await_s = Some(v.parse().ok()?)
+            }
+            _ => return None,
+        }
+        Some(Rewrite {
+            exe,
+            global,
+            run_id: run_id.clone(),
+            token,
+            await_s,
+        })
+    }
+}
+
+/// Single-quote `w` for a POSIX shell unless it is plain.
+pub fn quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// Words of a command made only of plain and single-quoted words
+/// separated by single spaces (what [`quote`] makes); `None` otherwise.
+pub(super) fn split_quoted(s: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut chars = s.chars().peekable();
+    let mut in_word = false;
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' => {
+                if !in_word {
+                    return None;
+                }
+                words.push(std::mem::take(&mut cur));
+                in_word = false;
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        ch => cur.push(ch),
+                    }
+                }
+                // '\'' inside a quoted word: end quote, \', reopen.
+                if chars.peek() == Some(&'\\') {
+                    chars.next();
+                    if chars.next()? != '\'' {
+                        return None;
+                    }
+                    cur.push('\'');
+                }
+            }
+            c if c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c) => {
+                in_word = true;
+                cur.push(c);
+            }
+            _ => return None,
+        }
+    }
+    if !in_word {
+        return None;
+    }
+    words.push(cur);
+    Some(words)
+}
+
+pub(super) fn rewritten_input(
+    tool_input: &serde_json::Map<String, Value>,
+    command: String,
+) -> Value {
+    let mut m = tool_input.clone();
+    m.insert("command".into(), Value::String(command));
+    Value::Object(m)
+}
+
+pub(super) fn own_exe() -> Result<String, HookError> {
+    std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .map_err(|e| HookError::Engine(format!("cannot name dryrun's own binary: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrite_round_trips() {
+        let rw = Rewrite {
+            exe: "/usr/local/bin/dryrun".into(),
+            global: vec!["--local".into(), "--state-dir".into(), "/tmp/a b'c".into()],
+            run_id: "r1234-abcd".into(),
+            token: Some("00ff".into()),
+            await_s: None,
+        };
+        let s = rw.render();
+        assert_eq!(Rewrite::parse(&s), Some(rw));
+        assert_eq!(Rewrite::parse(&format!("{s}; rm -rf /")), None);
+        assert_eq!(Rewrite::parse(&format!("{s} && x")), None);
+        assert_eq!(
+            Rewrite::parse("/usr/bin/dryrun promote r1-a --replay-output --override"),
+            None
+        );
+    }
+
+    #[test]
+    fn dryrun_invocations_are_seen_through_wrappers() {
+        for c in [
+            "dryrun approve r1",
+            "sh -c 'dryrun promote r1'",
+            "env X=1 /usr/bin/dryrun approve r1",
+            "echo $(dryrun runs)",
+            "cd /tmp && ./dryrun approve r1",
+        ] {
+            assert!(invokes_dryrun(c), "{c}");
+        }
+        for c in ["ls", "grep -r dryrun src", "cat dryrun.yaml"] {
+            assert!(!invokes_dryrun(c), "{c}");
+        }
+    }
+}

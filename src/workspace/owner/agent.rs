@@ -1,0 +1,199 @@
+//! The agent process: drop to the owner's ids, then serve requests on
+//! stdin/stdout.
+
+use std::io::{BufReader, BufWriter, Read, Write};
+
+use super::local::{read_here, resolve_here};
+use super::protocol::{Reply, Request, StreamReader, read_json, send_stream, write_json};
+use super::{AGENT_ARG, AccessError};
+use crate::workspace::apply::{ApplyError, LocalWorkspace};
+
+/// Drop to the given ids for good: groups, gid, uid (the kernel clears every
+/// capability when a process with uid 0 takes non-zero uids), then
+/// `no_new_privs` and the parent-death signal (which a credential change
+/// resets, so it is armed after).
+pub(super) fn drop_to(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+    use nix::unistd::{Gid, Uid};
+    if uid == 0 {
+        return Err("refusing to act as uid 0 through the agent".into());
+    }
+    let groups: Vec<Gid> = groups.iter().map(|g| Gid::from_raw(*g)).collect();
+    nix::unistd::setgroups(&groups).map_err(|e| format!("setgroups: {e}"))?;
+    let g = Gid::from_raw(gid);
+    nix::unistd::setresgid(g, g, g).map_err(|e| format!("setresgid: {e}"))?;
+    let u = Uid::from_raw(uid);
+    nix::unistd::setresuid(u, u, u).map_err(|e| format!("setresuid: {e}"))?;
+    for set in [
+        caps::CapSet::Effective,
+        caps::CapSet::Permitted,
+        caps::CapSet::Inheritable,
+        caps::CapSet::Ambient,
+    ] {
+        let held = caps::read(None, set).map_err(|e| format!("reading capabilities: {e}"))?;
+        if !held.is_empty() {
+            return Err(format!("still holds capabilities {held:?} after the drop"));
+        }
+    }
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .map_err(|e| format!("pdeathsig: {e}"))?;
+    if nix::unistd::getppid().as_raw() == 1 {
+        return Err("the parent is gone".into());
+    }
+    Ok(())
+}
+
+/// Entry point of `dryrun __workspace-agent UID GID G1,G2,...`; called from
+/// `main` before anything else.
+pub fn run_workspace_agent() -> ! {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let parsed = (|| -> Option<(u32, u32, Vec<u32>)> {
+        let uid = args.first()?.parse().ok()?;
+        let gid = args.get(1)?.parse().ok()?;
+        let groups = args
+            .get(2)?
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().ok())
+            .collect::<Option<Vec<u32>>>()?;
+        Some((uid, gid, groups))
+    })();
+    let Some((uid, gid, groups)) = parsed else {
+        eprintln!("dryrun: {AGENT_ARG} is internal (usage: UID GID GROUPS)");
+        std::process::exit(2);
+    };
+    if let Err(e) = drop_to(uid, gid, &groups) {
+        eprintln!("dryrun workspace agent: {e}");
+        std::process::exit(125);
+    }
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let mut from = BufReader::new(stdin.lock());
+    let mut to = BufWriter::new(stdout.lock());
+    let mut ws: Option<LocalWorkspace> = None;
+    loop {
+        let req: Request = match read_json(&mut from) {
+            Ok(r) => r,
+            Err(_) => std::process::exit(0),
+        };
+        if serve_one(req, &mut ws, &mut from, &mut to, uid)
+            .and_then(|_| to.flush())
+            .is_err()
+        {
+            std::process::exit(1);
+        }
+    }
+}
+
+pub(super) fn serve_one(
+    req: Request,
+    ws: &mut Option<LocalWorkspace>,
+    from: &mut dyn Read,
+    to: &mut dyn Write,
+    uid: u32,
+) -> std::io::Result<()> {
+    let rel_of = |h: &str| hex::decode(h).unwrap_or_default();
+    let apply_reply = |r: Result<(), ApplyError>| match r {
+        Ok(()) => Reply::Ok,
+        Err(e) => apply_error_reply(e),
+    };
+    if let Request::Resolve { path } = &req {
+        let reply = match resolve_here(path) {
+            Ok(resolved) => Reply::Resolved { resolved },
+            Err(error) => Reply::AccessError { error },
+        };
+        return write_json(to, &reply);
+    }
+    if let Request::Open {
+        path,
+        identity,
+        max_file,
+    } = &req
+    {
+        let reply = match LocalWorkspace::open(path, identity, *max_file) {
+            Ok(w) => {
+                *ws = Some(w);
+                Reply::Ok
+            }
+            Err(e) => apply_error_reply(e),
+        };
+        return write_json(to, &reply);
+    }
+    let Some(w) = ws.as_ref() else {
+        if let Request::WriteFile { .. } = req {
+            StreamReader::new(from).drain()?;
+        }
+        return write_json(
+            to,
+            &Reply::AccessError {
+                error: AccessError::Agent {
+                    uid,
+                    message: "no workspace is open".into(),
+                },
+            },
+        );
+    };
+    let reply = match req {
+        Request::Resolve { .. } | Request::Open { .. } => unreachable!("handled above"),
+        Request::Read { rel_hex, max } => match read_here(w, &rel_of(&rel_hex), max) {
+            Ok(None) => Reply::Absent,
+            Ok(Some(bytes)) => {
+                write_json(to, &Reply::Data)?;
+                return send_stream(to, &mut bytes.as_slice());
+            }
+            Err(error) => Reply::AccessError { error },
+        },
+        Request::State { rel_hex } => match w.state(&rel_of(&rel_hex)) {
+            Ok(state) => Reply::State { state },
+            Err(e) => apply_error_reply(e),
+        },
+        Request::BackupFile { rel_hex } => {
+            let rel = rel_of(&rel_hex);
+            match w.open_regular_for_backup(&rel) {
+                Ok((mut f, mut backup)) => {
+                    write_json(to, &Reply::Data)?;
+                    send_stream(to, &mut f)?;
+                    backup.hash = String::new();
+                    Reply::Backup { backup }
+                }
+                Err(e) => apply_error_reply(e),
+            }
+        }
+        Request::BackupSymlink { rel_hex } => match w.backup_symlink(&rel_of(&rel_hex)) {
+            Ok(backup) => Reply::Backup { backup },
+            Err(e) => apply_error_reply(e),
+        },
+        Request::WriteFile {
+            rel_hex,
+            hash,
+            mode,
+            tag,
+        } => {
+            let mut s = StreamReader::new(from);
+            let r = w.write_file(&rel_of(&rel_hex), &mut s, &hash, mode, w.owner(), &tag);
+            s.drain()?;
+            apply_reply(r)
+        }
+        Request::MakeDir { rel_hex, mode } => {
+            apply_reply(w.make_dir(&rel_of(&rel_hex), mode, w.owner()))
+        }
+        Request::Symlink {
+            rel_hex,
+            target_hex,
+            tag,
+        } => apply_reply(w.symlink(&rel_of(&rel_hex), &rel_of(&target_hex), w.owner(), &tag)),
+        Request::Remove { rel_hex } => apply_reply(w.remove(&rel_of(&rel_hex))),
+        Request::Chmod { rel_hex, mode } => apply_reply(w.chmod(&rel_of(&rel_hex), mode)),
+    };
+    write_json(to, &reply)
+}
+
+pub(super) fn apply_error_reply(e: ApplyError) -> Reply {
+    match e {
+        ApplyError::Path { path, message } => Reply::ApplyError { path, message },
+        other => Reply::ApplyError {
+            path: String::new(),
+            message: other.to_string(),
+        },
+    }
+}

@@ -1,0 +1,146 @@
+//! The root side of the agent: spawning it and talking to it with a
+//! deadline on every frame.
+
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use nix::errno::Errno;
+
+use super::creds::Creds;
+use super::protocol::{Reply, Request, read_json, write_json};
+use super::{AGENT_ARG, AccessError};
+
+/// How long the root side waits for the agent to take or give one frame.
+/// The agent runs as the workspace owner, who may stop it: a stalled agent
+/// fails the operation (closed) instead of holding the root side.
+pub(super) const AGENT_IO_TIMEOUT_MS: u16 = 30_000;
+
+/// A pipe end read or written with a deadline per call.
+pub(crate) struct Timed<T>(T);
+
+pub(super) fn wait_for(
+    fd: std::os::fd::BorrowedFd<'_>,
+    events: nix::poll::PollFlags,
+) -> std::io::Result<()> {
+    use nix::poll::{PollFd, PollTimeout, poll};
+    let mut p = [PollFd::new(fd, events)];
+    loop {
+        match poll(&mut p, PollTimeout::from(AGENT_IO_TIMEOUT_MS)) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no progress within {} s (stopped?)",
+                        AGENT_IO_TIMEOUT_MS / 1000
+                    ),
+                ));
+            }
+            Ok(_) => return Ok(()),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+impl Read for Timed<ChildStdout> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsFd;
+        wait_for(self.0.as_fd(), nix::poll::PollFlags::POLLIN)?;
+        self.0.read(buf)
+    }
+}
+
+impl Write for Timed<ChildStdin> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsFd;
+        wait_for(self.0.as_fd(), nix::poll::PollFlags::POLLOUT)?;
+        // At most one pipe page: a pipe that polls writable takes that much
+        // without blocking, so a stopped reader cannot stall this write.
+        self.0.write(&buf[..buf.len().min(4096)])
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+pub(crate) struct AgentIo {
+    child: Child,
+    pub(super) to: BufWriter<Timed<ChildStdin>>,
+    pub(super) from: BufReader<Timed<ChildStdout>>,
+    pub(super) uid: u32,
+}
+
+impl AgentIo {
+    pub(super) fn spawn(creds: &Creds) -> Result<AgentIo, AccessError> {
+        let fail = |message: String| AccessError::Agent {
+            uid: creds.uid,
+            message,
+        };
+        let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
+        let groups = creds
+            .groups
+            .iter()
+            .map(|g| g.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut child = Command::new(&exe)
+            .arg(AGENT_ARG)
+            .arg(creds.uid.to_string())
+            .arg(creds.gid.to_string())
+            .arg(groups)
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| fail(format!("cannot start {}: {e}", exe.display())))?;
+        let to = BufWriter::new(Timed(child.stdin.take().expect("piped")));
+        let from = BufReader::new(Timed(child.stdout.take().expect("piped")));
+        Ok(AgentIo {
+            child,
+            to,
+            from,
+            uid: creds.uid,
+        })
+    }
+
+    pub(super) fn broken(&self, e: std::io::Error) -> AccessError {
+        AccessError::Agent {
+            uid: self.uid,
+            message: format!("the workspace agent stopped answering ({e})"),
+        }
+    }
+
+    pub(super) fn send(&mut self, req: &Request) -> Result<(), AccessError> {
+        write_json(&mut self.to, req)
+            .and_then(|_| self.to.flush())
+            .map_err(|e| self.broken(e))
+    }
+
+    pub(super) fn reply(&mut self) -> Result<Reply, AccessError> {
+        read_json(&mut self.from).map_err(|e| self.broken(e))
+    }
+
+    pub(super) fn call(&mut self, req: &Request) -> Result<Reply, AccessError> {
+        self.send(req)?;
+        self.reply()
+    }
+}
+
+impl Drop for AgentIo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(super) fn unexpected(uid: u32, r: Reply) -> AccessError {
+    AccessError::Agent {
+        uid,
+        message: format!(
+            "unexpected answer {:?}",
+            serde_json::to_string(&r).unwrap_or_default()
+        ),
+    }
+}

@@ -1,0 +1,395 @@
+//! The facades callers use: an [`OwnerSession`] before a workspace is
+//! pinned, a [`Workspace`] after, each in-process or through the agent.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+use super::client::{AgentIo, unexpected};
+use super::creds::Creds;
+use super::local::{read_here, resolve_here};
+use super::protocol::{Reply, Request, StreamReader, send_stream};
+use super::{AccessError, Resolved};
+use crate::workspace::apply::{ApplyError, Backup, Identity, LocalWorkspace, State};
+
+/// Host-side file access acting as one user, before (or without) a pinned
+/// workspace: resolving a `working_dir`, reading a workspace file.
+pub struct OwnerSession {
+    creds: Creds,
+    agent: Option<Mutex<AgentIo>>,
+}
+
+impl OwnerSession {
+    pub fn start(creds: &Creds) -> Result<OwnerSession, AccessError> {
+        let agent = if creds.is_this_process() {
+            None
+        } else if nix::unistd::geteuid().is_root() {
+            Some(Mutex::new(AgentIo::spawn(creds)?))
+        } else {
+            return Err(AccessError::Agent {
+                uid: creds.uid,
+                message: format!(
+                    "this process (uid {}) cannot act as another user",
+                    nix::unistd::geteuid()
+                ),
+            });
+        };
+        Ok(OwnerSession {
+            creds: creds.clone(),
+            agent,
+        })
+    }
+
+    /// A session acting as the owner of the workspace `identity` describes
+    /// (its uid, gid and that user's groups).
+    pub fn for_owner(identity: &Identity) -> Result<OwnerSession, AccessError> {
+        OwnerSession::start(&Creds::of_user(identity.uid, identity.gid))
+    }
+
+    pub fn creds(&self) -> &Creds {
+        &self.creds
+    }
+
+    /// Resolve a `working_dir` with this user's rights.
+    pub fn resolve(&self, path: &Path) -> Result<Resolved, AccessError> {
+        match &self.agent {
+            None => resolve_here(path),
+            Some(a) => {
+                let mut a = a.lock().unwrap_or_else(|p| p.into_inner());
+                match a.call(&Request::Resolve {
+                    path: path.to_path_buf(),
+                })? {
+                    Reply::Resolved { resolved } => Ok(resolved),
+                    Reply::AccessError { error } => Err(error),
+                    r => Err(unexpected(a.uid, r)),
+                }
+            }
+        }
+    }
+
+    /// Read a regular file below a pinned workspace (`None`: absent).
+    pub fn read_file(
+        &self,
+        workspace: &Path,
+        identity: &Identity,
+        rel: &[u8],
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, AccessError> {
+        let root_err = |e: ApplyError| AccessError::Other {
+            path: workspace.display().to_string(),
+            message: e.to_string(),
+        };
+        match &self.agent {
+            None => {
+                let ws = LocalWorkspace::open(workspace, identity, max).map_err(root_err)?;
+                read_here(&ws, rel, max)
+            }
+            Some(a) => {
+                let mut a = a.lock().unwrap_or_else(|p| p.into_inner());
+                match a.call(&Request::Open {
+                    path: workspace.to_path_buf(),
+                    identity: *identity,
+                    max_file: max,
+                })? {
+                    Reply::Ok => {}
+                    Reply::ApplyError { path, message } => {
+                        return Err(AccessError::Other { path, message });
+                    }
+                    r => return Err(unexpected(a.uid, r)),
+                }
+                match a.call(&Request::Read {
+                    rel_hex: hex::encode(rel),
+                    max,
+                })? {
+                    Reply::Absent => Ok(None),
+                    Reply::AccessError { error } => Err(error),
+                    Reply::Data => {
+                        let uid = a.uid;
+                        let mut out = Vec::new();
+                        let mut s = StreamReader::new(&mut a.from);
+                        (&mut s).take(max + 1).read_to_end(&mut out).map_err(|e| {
+                            AccessError::Agent {
+                                uid,
+                                message: e.to_string(),
+                            }
+                        })?;
+                        if out.len() as u64 > max {
+                            // The agent broke the cap: it is not to be trusted.
+                            return Err(AccessError::Agent {
+                                uid,
+                                message: "sent more than asked for".into(),
+                            });
+                        }
+                        s.drain().map_err(|e| a.broken(e))?;
+                        Ok(Some(out))
+                    }
+                    r => Err(unexpected(a.uid, r)),
+                }
+            }
+        }
+    }
+}
+
+/// The real workspace, opened once, acting as its owner: the live lane's
+/// every read and write goes through this.
+pub(crate) enum Workspace {
+    Local(LocalWorkspace),
+    Agent {
+        io: Mutex<AgentIo>,
+        owner: (u32, u32),
+    },
+}
+
+pub(super) fn apply_err_from(path: String, message: String) -> ApplyError {
+    ApplyError::Path { path, message }
+}
+
+impl Workspace {
+    /// Open the workspace as the owner recorded in `expect` (with that
+    /// user's groups), checking it is the directory the rehearsal pinned.
+    pub(crate) fn open(
+        path: &Path,
+        expect: &Identity,
+        max_file: u64,
+    ) -> Result<Workspace, ApplyError> {
+        let creds = Creds::of_user(expect.uid, expect.gid);
+        let root_err = |message: String| ApplyError::Root {
+            path: path.to_path_buf(),
+            message,
+        };
+        if creds.is_this_process() {
+            return LocalWorkspace::open(path, expect, max_file).map(Workspace::Local);
+        }
+        if !nix::unistd::geteuid().is_root() {
+            return Err(root_err(format!(
+                "belongs to uid {}; this process cannot act for it",
+                expect.uid
+            )));
+        }
+        let mut io = AgentIo::spawn(&creds).map_err(|e| root_err(e.to_string()))?;
+        match io
+            .call(&Request::Open {
+                path: path.to_path_buf(),
+                identity: *expect,
+                max_file,
+            })
+            .map_err(|e| root_err(e.to_string()))?
+        {
+            Reply::Ok => {}
+            Reply::ApplyError { message, .. } => return Err(root_err(message)),
+            r => return Err(root_err(unexpected(io.uid, r).to_string())),
+        }
+        Ok(Workspace::Agent {
+            io: Mutex::new(io),
+            owner: (expect.uid, expect.gid),
+        })
+    }
+
+    pub(crate) fn owner(&self) -> (u32, u32) {
+        match self {
+            Workspace::Local(w) => w.owner(),
+            Workspace::Agent { owner, .. } => *owner,
+        }
+    }
+
+    /// One request whose answer is `Ok` or an error.
+    fn simple(&self, rel: &[u8], req: Request) -> Result<Reply, ApplyError> {
+        let Workspace::Agent { io, .. } = self else {
+            unreachable!("only called for the agent")
+        };
+        let mut io = io.lock().unwrap_or_else(|p| p.into_inner());
+        let shown = crate::workspace::paths::escape_for_humans(rel);
+        match io
+            .call(&req)
+            .map_err(|e| apply_err_from(shown.clone(), e.to_string()))?
+        {
+            Reply::ApplyError { path, message } => Err(apply_err_from(path, message)),
+            Reply::AccessError { error } => Err(apply_err_from(shown, error.to_string())),
+            r => Ok(r),
+        }
+    }
+
+    fn expect_ok(&self, rel: &[u8], req: Request) -> Result<(), ApplyError> {
+        match self.simple(rel, req)? {
+            Reply::Ok => Ok(()),
+            r => Err(apply_err_from(
+                crate::workspace::paths::escape_for_humans(rel),
+                unexpected(0, r).to_string(),
+            )),
+        }
+    }
+
+    /// What is at `rel` now (never following a final symlink).
+    pub(crate) fn state(&self, rel: &[u8]) -> Result<State, ApplyError> {
+        match self {
+            Workspace::Local(w) => w.state(rel),
+            Workspace::Agent { .. } => match self.simple(
+                rel,
+                Request::State {
+                    rel_hex: hex::encode(rel),
+                },
+            )? {
+                Reply::State { state } => Ok(state),
+                r => Err(apply_err_from(
+                    crate::workspace::paths::escape_for_humans(rel),
+                    unexpected(0, r).to_string(),
+                )),
+            },
+        }
+    }
+
+    /// Copy the regular file at `rel` into `dest` (this process's file),
+    /// returning its hash (computed here, over what was written), mode and
+    /// owner.
+    pub(crate) fn backup_file(&self, rel: &[u8], dest: &Path) -> Result<Backup, ApplyError> {
+        let Workspace::Agent { io, .. } = self else {
+            let Workspace::Local(w) = self else {
+                unreachable!()
+            };
+            return w.backup_file(rel, dest);
+        };
+        let shown = crate::workspace::paths::escape_for_humans(rel);
+        let mut io = io.lock().unwrap_or_else(|p| p.into_inner());
+        match io
+            .call(&Request::BackupFile {
+                rel_hex: hex::encode(rel),
+            })
+            .map_err(|e| apply_err_from(shown.clone(), e.to_string()))?
+        {
+            Reply::Data => {}
+            Reply::ApplyError { path, message } => return Err(apply_err_from(path, message)),
+            r => return Err(apply_err_from(shown, unexpected(io.uid, r).to_string())),
+        }
+        let hash = {
+            let mut stream = StreamReader::new(&mut io.from);
+            crate::workspace::apply::copy_to_backup(&mut stream, dest)?
+        };
+        let mut b = match io
+            .reply()
+            .map_err(|e| apply_err_from(shown.clone(), e.to_string()))?
+        {
+            Reply::Backup { backup } => backup,
+            Reply::ApplyError { path, message } => return Err(apply_err_from(path, message)),
+            r => return Err(apply_err_from(shown, unexpected(io.uid, r).to_string())),
+        };
+        b.hash = hash;
+        b.file = crate::workspace::apply::backup_file_name(dest);
+        Ok(b)
+    }
+
+    pub(crate) fn backup_symlink(&self, rel: &[u8]) -> Result<Backup, ApplyError> {
+        match self {
+            Workspace::Local(w) => w.backup_symlink(rel),
+            Workspace::Agent { .. } => match self.simple(
+                rel,
+                Request::BackupSymlink {
+                    rel_hex: hex::encode(rel),
+                },
+            )? {
+                Reply::Backup { backup } => Ok(backup),
+                r => Err(apply_err_from(
+                    crate::workspace::paths::escape_for_humans(rel),
+                    unexpected(0, r).to_string(),
+                )),
+            },
+        }
+    }
+
+    /// Write `content` (which must hash to `hash`) atomically at `rel`.
+    pub(crate) fn write_file(
+        &self,
+        rel: &[u8],
+        content: &mut dyn Read,
+        hash: &str,
+        mode: u32,
+        owner: (u32, u32),
+        tmp_tag: &str,
+    ) -> Result<(), ApplyError> {
+        let Workspace::Agent { io, .. } = self else {
+            let Workspace::Local(w) = self else {
+                unreachable!()
+            };
+            return w.write_file(rel, content, hash, mode, owner, tmp_tag);
+        };
+        let shown = crate::workspace::paths::escape_for_humans(rel);
+        let mut io = io.lock().unwrap_or_else(|p| p.into_inner());
+        io.send(&Request::WriteFile {
+            rel_hex: hex::encode(rel),
+            hash: hash.to_string(),
+            mode,
+            tag: tmp_tag.to_string(),
+        })
+        .map_err(|e| apply_err_from(shown.clone(), e.to_string()))?;
+        let sent = send_stream(&mut io.to, content).and_then(|_| io.to.flush());
+        let reply = io.reply();
+        sent.map_err(|e| apply_err_from(shown.clone(), format!("sending its content: {e}")))?;
+        match reply.map_err(|e| apply_err_from(shown.clone(), e.to_string()))? {
+            Reply::Ok => Ok(()),
+            Reply::ApplyError { path, message } => Err(apply_err_from(path, message)),
+            r => Err(apply_err_from(shown, unexpected(io.uid, r).to_string())),
+        }
+    }
+
+    pub(crate) fn make_dir(
+        &self,
+        rel: &[u8],
+        mode: u32,
+        owner: (u32, u32),
+    ) -> Result<(), ApplyError> {
+        match self {
+            Workspace::Local(w) => w.make_dir(rel, mode, owner),
+            Workspace::Agent { .. } => self.expect_ok(
+                rel,
+                Request::MakeDir {
+                    rel_hex: hex::encode(rel),
+                    mode,
+                },
+            ),
+        }
+    }
+
+    pub(crate) fn symlink(
+        &self,
+        rel: &[u8],
+        target: &[u8],
+        owner: (u32, u32),
+        tmp_tag: &str,
+    ) -> Result<(), ApplyError> {
+        match self {
+            Workspace::Local(w) => w.symlink(rel, target, owner, tmp_tag),
+            Workspace::Agent { .. } => self.expect_ok(
+                rel,
+                Request::Symlink {
+                    rel_hex: hex::encode(rel),
+                    target_hex: hex::encode(target),
+                    tag: tmp_tag.to_string(),
+                },
+            ),
+        }
+    }
+
+    pub(crate) fn remove(&self, rel: &[u8]) -> Result<(), ApplyError> {
+        match self {
+            Workspace::Local(w) => w.remove(rel),
+            Workspace::Agent { .. } => self.expect_ok(
+                rel,
+                Request::Remove {
+                    rel_hex: hex::encode(rel),
+                },
+            ),
+        }
+    }
+
+    pub(crate) fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
+        match self {
+            Workspace::Local(w) => w.chmod(rel, mode),
+            Workspace::Agent { .. } => self.expect_ok(
+                rel,
+                Request::Chmod {
+                    rel_hex: hex::encode(rel),
+                    mode,
+                },
+            ),
+        }
+    }
+}
