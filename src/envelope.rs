@@ -1,4 +1,4 @@
-//! The envelope (SPEC §2): what the caller submits. Parsed strictly (unknown
+//! The envelope: what the caller submits. Parsed strictly (unknown
 //! fields are errors) and validated once into an [`EnvelopeSpec`]; code past
 //! validation never re-checks.
 

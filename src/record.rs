@@ -1,5 +1,5 @@
-//! The run record (SPEC §5, `schema: "dryrun.run/v1"`). Fields may be added;
-//! none of the SPEC's may be renamed or removed without a schema bump.
+//! The run record (`schema: "dryrun.run/v1"`). Fields may be added;
+//! none of the documented ones may be renamed or removed without a schema bump.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +67,7 @@ pub struct Rehearsal {
     /// gives the same hash (see [`evidence_hash`]).
     #[serde(default)]
     pub evidence_hash: String,
-    /// Calls that stubs answered instead of the real tools (SPEC §7), in
+    /// Calls that stubs answered instead of the real tools, in
     /// call order.
     #[serde(default)]
     pub would_be_actions: Vec<crate::model::stubs::WouldBeAction>,
@@ -146,7 +146,7 @@ pub struct RunRecord {
     pub created_at: String,
     pub envelope_hash: String,
     pub intent: IntentRecord,
-    /// The classifier's score of the command (SPEC §5 `risk`), computed from
+    /// The classifier's score of the command (the record's `risk`), computed from
     /// the command alone, before and independently of the rehearsal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub risk: Option<crate::classify::Classification>,
@@ -233,7 +233,7 @@ pub struct ApprovalRecord {
     pub authenticated_by: String,
 }
 
-/// The receipt (SPEC §8): what went live, bound to what was reviewed.
+/// The receipt: what went live, bound to what was reviewed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Receipt {
     pub schema: String,

@@ -1,4 +1,4 @@
-//! Evidence + intent → decision with reasons (SPEC §1 step 5).
+//! Evidence + intent → decision with reasons.
 //!
 //! Checks run in a fixed order: forbidden paths first, then writes in a
 //! read-only run, writes outside `expected_writes`, unsafe file kinds, network

@@ -1,7 +1,7 @@
 mod common;
 use common::*;
 
-// The command line as executable documentation (SPEC §2, §3): what a user
+// The command line as executable documentation: what a user
 // types, what comes back, and which exit code. Invalid input exits 2 with a
 // message that names the field, and nothing runs.
 

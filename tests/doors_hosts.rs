@@ -37,8 +37,9 @@ fn hosts() -> &'static PathBuf {
                     "--no-fund",
                     "--prefix",
                     dir.to_str().unwrap(),
-                    "@anthropic-ai/claude-code",
-                    "@openai/codex",
+                    // The versions the hooks were checked against.
+                    "@anthropic-ai/claude-code@2.1.197",
+                    "@openai/codex@0.169.0",
                 ])
                 .status()
                 .expect("npm is needed to install the agent hosts (.ci/run installs it)");

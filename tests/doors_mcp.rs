@@ -28,7 +28,7 @@ fn python() -> PathBuf {
             .unwrap();
         assert!(st.success(), "python3 -m venv failed");
         let st = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "mcp"])
+            .args(["install", "-q", "mcp==2.3.0"])
             .status()
             .unwrap();
         assert!(st.success(), "pip install mcp failed (.ci/run installs it)");

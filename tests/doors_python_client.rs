@@ -31,7 +31,7 @@ fn pytest_against_a_real_daemon() {
         }
         assert!(
             Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", "pytest"])
+                .args(["install", "-q", "pytest==9.2.0"])
                 .status()
                 .unwrap()
                 .success(),

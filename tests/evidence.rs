@@ -1,7 +1,7 @@
 mod common;
 use common::*;
 
-// Evidence: what a rehearsal reports it changed (SPEC §1 step 4, §5). Every
+// Evidence: what a rehearsal reports it changed. Every
 // test rehearses a real command over a real workspace, as root (shifted ids)
 // and as an ordinary user, asserts the exact change records (kinds, BLAKE3
 // hashes computed here, modes, sizes, link targets) and the verdict they lead
@@ -48,7 +48,7 @@ fn assert_changes(who: Who, r: &Run, expected: &[(&str, &str, &str)]) {
     want.sort();
     assert_eq!(summary(r), want, "{who:?}: changes were {:#?}", r.changes());
     for c in r.changes() {
-        // SPEC §5: these keys are always present (before/after may be null).
+        // The record format: these keys are always present (before/after may be null).
         for k in ["path", "kind", "file_type", "before", "after"] {
             assert!(c.get(k).is_some(), "{who:?}: change without {k}: {c}");
         }

@@ -1,4 +1,4 @@
-//! Adversarial review of shadow stubs, replay and run diffs (SPEC §7):
+//! Adversarial review of shadow stubs, replay and run diffs:
 //! attacks from inside the rehearsal (the stub interpreter, the stub table,
 //! the calls directory), hostile envelopes and `--stub` values, and what
 //! reaches the reviewer. Every test drives the real binary and the real

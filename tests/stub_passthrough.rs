@@ -1,6 +1,6 @@
 //! Adversarial review (2) of shadow stubs: passthrough from the read-only
 //! view of the image (`/.dryrun/stubs/real-root`), another image name for a
-//! covered file, stdin modes, bounded and checked call records (SPEC §7).
+//! covered file, stdin modes, bounded and checked call records.
 //! Every test drives the real binary and the real sandbox and asserts on the
 //! host side. Tests named `finding_*` show a defect found in this review
 //! (see REVIEW2.md); the others are attacks that are defended and must stay

@@ -1,4 +1,4 @@
-//! Shadow stubs, replay and counterfactuals (SPEC §7), through the real
+//! Shadow stubs, replay and counterfactuals, through the real
 //! binary and the real sandbox: a script whose job is a remote effect
 //! (`gh pr merge`) keeps its real control flow, the call is recorded as a
 //! would-be action, and a replay answers from the recording.

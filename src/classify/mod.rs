@@ -32,7 +32,7 @@ pub struct RiskFinding {
     pub approval: bool,
 }
 
-/// The record's `risk` object (SPEC §5) plus details.
+/// The record's `risk` object plus details.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Classification {
     pub score: u32,

@@ -21,7 +21,7 @@ use super::{Backend, DoorError, Target};
 use crate::envelope::{Envelope, Intent, Limits};
 use crate::record::{RunRecord, RunState};
 
-/// `execute`'s arguments: the envelope's fields (SPEC, Envelope).
+/// `execute`'s arguments: the envelope's fields (docs/openapi.yaml, Envelope).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteArgs {

@@ -1,6 +1,6 @@
 //! `dryrun replay RUN_ID`: rehearse a recorded run again (against today's
 //! workspace, or with a changed command or answer overrides), answering each
-//! stubbed tool call from the recording (SPEC §7).
+//! stubbed tool call from the recording.
 
 use super::{Engine, EngineError, Input, Prepared};
 use crate::journal::Actor;

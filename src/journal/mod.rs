@@ -1,4 +1,4 @@
-//! The hash-chained, append-only journal of every decision (SPEC §8).
+//! The hash-chained, append-only journal of every decision.
 //! Format: docs/journal-format.md. In short, one JSON object per line:
 //!
 //! ```text

@@ -163,7 +163,7 @@ pub struct StdinRecord {
     pub truncated: bool,
 }
 
-/// One call a stub answered instead of the real tool (SPEC §7).
+/// One call a stub answered instead of the real tool.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WouldBeAction {
     pub tool: String,

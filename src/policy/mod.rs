@@ -61,7 +61,7 @@ pub struct PolicyFile {
     /// Scores of the classifier's built-in checks, by rule id.
     #[serde(default)]
     pub builtin: BTreeMap<String, BuiltinConfig>,
-    /// Shadow stubs by id (SPEC §7); later files replace an id.
+    /// Shadow stubs by id; later files replace an id.
     #[serde(default)]
     pub stubs: BTreeMap<String, stubs::StubConfig>,
 }

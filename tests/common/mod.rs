@@ -343,7 +343,7 @@ pub fn assert_ran(who: Who, r: &Run) {
     );
 }
 
-/// The would-be actions of a run record (SPEC §7).
+/// The would-be actions of a run record.
 pub fn actions(r: &Run) -> Vec<Value> {
     r.json["rehearsal"]["would_be_actions"]
         .as_array()

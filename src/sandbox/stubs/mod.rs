@@ -1,4 +1,4 @@
-//! Shadow stubs inside the rehearsal (SPEC §7).
+//! Shadow stubs inside the rehearsal.
 //!
 //! A stubbed tool is caught however the command calls it: a small script
 //! `#!/.dryrun/bin/dryrun __stub-exec TOOL` is bind-mounted over every copy
