@@ -780,10 +780,7 @@ mod tests {
         };
         let t = c.target();
         let (p, q) = split(&t);
-        assert_eq!(
-            parse_diff(&id_of(p), q).unwrap(),
-            DiffRequest::Compare(c)
-        );
+        assert_eq!(parse_diff(&id_of(p), q).unwrap(), DiffRequest::Compare(c));
 
         let r = Review {
             id: id.clone(),
@@ -794,13 +791,7 @@ mod tests {
         let t = r.target();
         let (p, q) = split(&t);
         assert!(p.ends_with("/approve"));
-        let back = parse_review(
-            &id_of(p),
-            q,
-            ReviewAction::Approve,
-            &r.body().unwrap(),
-        )
-        .unwrap();
+        let back = parse_review(&id_of(p), q, ReviewAction::Approve, &r.body().unwrap()).unwrap();
         assert_eq!(back, r);
 
         let pr = Promote {
