@@ -213,7 +213,11 @@ fn an_agent_cannot_run_dryrun_through_its_shell() {
         }
     }
     // The rewrite's exact shape for a run that does not exist: blocked.
-    let forged = format!("{} promote r6b0-1 --replay-output", bin().display());
+    let forged = format!(
+        "{} --local --state-dir {} promote r6b0-1 --replay-output",
+        bin().display(),
+        w.state.display()
+    );
     blocks(
         &hook(
             &w,

@@ -247,7 +247,7 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
     // PermissionRequest after the PreToolUse rewrite): judged again.
     if let Some(form) = Rewrite::parse(&command) {
-        return judge_rewrite(host, &backend, event, &form, tool_input);
+        return judge_rewrite(host, target, &backend, event, &form, tool_input);
     }
     if event == "PermissionRequest" {
         return Ok(Answer::Deny {
@@ -263,7 +263,10 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     // `cd ~` or `cd /` in the agent's shell must not make the home or the
     // root directory the workspace whose change set goes live.
     let project = project_root(&cwd)?;
-    if !cwd.starts_with(&project) {
+    // Compared as they are on disk: a symlink in the project or a `..`
+    // that leads out of it is outside it, whatever its spelling.
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    if !real(&cwd).starts_with(real(&project)) || !cwd.starts_with(&project) {
         return Ok(Answer::Deny {
             reason: format!(
                 "dryrun: the command would run in {}, outside the project {}; dryrun rehearses and promotes commands only inside it",
@@ -272,6 +275,8 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
             ),
         });
     }
+    // Rehearsed where it is on disk, not through a link that may change.
+    let cwd = real(&cwd);
     let hook_intent = crate::envelope::read_task_file(&project, "hook")
         .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
@@ -426,6 +431,7 @@ fn answer_for(
 /// A rewrite this hook issued, presented again.
 fn judge_rewrite(
     host: Host,
+    target: &Target,
     backend: &Backend,
     event: &str,
     form: &Rewrite,
@@ -436,6 +442,15 @@ fn judge_rewrite(
         return Ok(Answer::Deny {
             reason: "dryrun: this promote command names another dryrun binary than the hook's own"
                 .into(),
+        });
+    }
+    // The rewrite reaches the engine the hook judged it with, never a
+    // socket or state directory the agent chose (its own fake engine).
+    if form.global != Backend::global_args(target) {
+        return Ok(Answer::Deny {
+            reason:
+                "dryrun: this promote command reaches another dryrun engine than the hook's own"
+                    .into(),
         });
     }
     let r = backend.run(&form.run_id)?;
