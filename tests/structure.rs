@@ -502,7 +502,6 @@ fn the_graph_reader_sees_what_it_must() {
 /// The longest a source file may be: past it, split it by concern.
 const MAX_FILE_LINES: usize = 800;
 
-
 #[test]
 fn no_source_file_is_over_the_size_limit() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
