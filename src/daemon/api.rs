@@ -18,7 +18,7 @@ use super::app::{App, Peer, admit_and_run, blocking};
 use super::error::ApiError;
 use super::routes;
 use crate::engine::authz::{self, Verb};
-use crate::engine::{Engine, EngineError, ReviewAction};
+use crate::engine::{Engine, ReviewAction};
 use crate::request::serve::{Caller, Serve};
 use crate::request::{self, DiffRequest};
 
@@ -128,25 +128,19 @@ async fn submit(
     RawQuery(q): RawQuery,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    let actor = peer.actor()?;
+    let caller = app.caller(&peer)?;
     let body = read_body(&app, body).await?;
     let op = request::parse_submit(q.as_deref(), &body)?;
-    let a = actor.clone();
+    let actor = caller.actor.clone();
     admit_and_run(
         app,
         actor,
         op.wait,
         Box::new(move |engine: Arc<Engine>| {
-            // working_dir is resolved with the caller's own rights.
-            let access = crate::engine::access_as(&a)?;
-            let spec = op
-                .envelope
-                .validate(None, &access)
-                .map_err(|e| EngineError::invalid(crate::engine::Input::Request, e.to_string()))?;
-            drop(access);
+            let spec = op.spec_for(&caller)?;
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
-            engine.prepare(&spec, &a)
+            engine.prepare(&spec, &caller.actor)
         }),
     )
     .await

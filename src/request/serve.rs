@@ -90,21 +90,29 @@ pub(crate) trait Serve: super::Operation {
     }
 }
 
+impl Submit {
+    /// The validated envelope, its `working_dir` resolved with the
+    /// caller's own rights (in-process: this process's; over the daemon:
+    /// the peer's uid and groups). Both doors validate here.
+    pub fn spec_for(&self, caller: &Caller) -> Result<crate::envelope::EnvelopeSpec, EngineError> {
+        let access = match caller.auth {
+            ReviewerAuth::LocalTtyConfirmed => crate::workspace::owner::OwnerSession::start(
+                &crate::workspace::owner::Creds::current(),
+            )
+            .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?,
+            ReviewerAuth::PeerCredentials { .. } => crate::engine::access_as(&caller.actor)?,
+        };
+        self.envelope
+            .clone()
+            .validate(None, &access)
+            .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))
+    }
+}
+
 impl Serve for Submit {
     /// In-process: validate with the caller's own rights, rehearse, judge.
     fn serve(&self, engine: &Engine, caller: &Caller) -> Result<SubmitReply, EngineError> {
-        let access = if caller.actor.via == "local" {
-            crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::current())
-                .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?
-        } else {
-            crate::engine::access_as(&caller.actor)?
-        };
-        let spec = self
-            .envelope
-            .clone()
-            .validate(None, &access)
-            .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
-        drop(access);
+        let spec = self.spec_for(caller)?;
         let r = engine.execute(&spec, &caller.actor)?;
         Ok(SubmitReply::Done(Box::new(r)))
     }
