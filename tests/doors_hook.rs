@@ -8,77 +8,13 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{Value, bin};
+use common::bin;
+use common::hook::{HookWs, answer, claude_event, codex_event, hook, hook_ws};
 
-struct Ws {
-    _root: tempfile::TempDir,
-    ws: PathBuf,
-    state: PathBuf,
-}
-
-fn ws() -> Ws {
-    let root = tempfile::Builder::new()
-        .prefix("dryrun-hook-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let ws = root.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::write(ws.join("a.txt"), "content-of-a\n").unwrap();
-    Ws {
-        state: root.path().join("state"),
-        _root: root,
-        ws,
-    }
-}
-
-fn claude_event(cwd: &Path, command: &str) -> Value {
-    serde_json::json!({
-        "session_id": "9a1f", "transcript_path": "/tmp/t.jsonl", "cwd": cwd,
-        "permission_mode": "default", "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command, "description": "d", "timeout": 120000},
-        "tool_use_id": "toolu_01"
-    })
-}
-
-fn codex_event(event: &str, cwd: &Path, command: &str) -> Value {
-    serde_json::json!({
-        "session_id": "01a2", "turn_id": "01a3", "transcript_path": null, "cwd": cwd,
-        "hook_event_name": event, "model": "gpt-5", "permission_mode": "bypassPermissions",
-        "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "call_1"
-    })
-}
-
-fn hook(w: &Ws, host: &str, input: &[u8], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(bin());
-    c.args(["hook", host])
-        .env("DRYRUN_LOCAL", "1")
-        .env("DRYRUN_STATE_DIR", &w.state)
-        .env_remove("DRYRUN_SOCKET")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("DRYRUN_HOOK_WORKSPACE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let mut ch = c.spawn().unwrap();
-    ch.stdin.take().unwrap().write_all(input).unwrap();
-    ch.wait_with_output().unwrap()
-}
-
-fn answer(o: &Output) -> Value {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("one JSON answer")
+fn ws() -> HookWs {
+    hook_ws("dryrun-hook-")
 }
 
 fn blocks(o: &Output, why: &str) {
@@ -235,7 +171,7 @@ fn an_agent_cannot_run_dryrun_through_its_shell() {
 }
 
 /// The ask answer for a risky command, and its rewritten command.
-fn ask(w: &Ws, command: &str) -> (String, String) {
+fn ask(w: &HookWs, command: &str) -> (String, String) {
     let a = answer(&hook(
         w,
         "claude-code",
@@ -256,7 +192,7 @@ fn ask(w: &Ws, command: &str) -> (String, String) {
     (id, cmd)
 }
 
-fn bash(w: &Ws, cmd: &str) -> Output {
+fn bash(w: &HookWs, cmd: &str) -> Output {
     Command::new("bash")
         .args(["-c", cmd])
         .current_dir(&w.ws)

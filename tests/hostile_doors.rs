@@ -5,79 +5,14 @@
 
 mod common;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use common::hook::{HookWs, answer, claude_event, codex_event, hook, hook_ws};
 use common::{Value, bin};
 
-struct Ws {
-    root: tempfile::TempDir,
-    ws: PathBuf,
-    state: PathBuf,
-}
-
-fn ws() -> Ws {
-    let root = tempfile::Builder::new()
-        .prefix("dryrun-hostile-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let ws = root.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::write(ws.join("a.txt"), "content-of-a\n").unwrap();
-    Ws {
-        state: root.path().join("state"),
-        ws,
-        root,
-    }
-}
-
-fn claude_event(cwd: &Path, command: &str) -> Value {
-    serde_json::json!({
-        "session_id": "9a1f", "transcript_path": "/tmp/t.jsonl", "cwd": cwd,
-        "permission_mode": "default", "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command, "description": "d", "timeout": 120000},
-        "tool_use_id": "toolu_01"
-    })
-}
-
-fn codex_event(event: &str, cwd: &Path, command: &str) -> Value {
-    serde_json::json!({
-        "session_id": "01a2", "turn_id": "01a3", "transcript_path": null, "cwd": cwd,
-        "hook_event_name": event, "model": "gpt-5", "permission_mode": "bypassPermissions",
-        "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "call_1"
-    })
-}
-
-fn hook(w: &Ws, host: &str, input: &[u8], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(bin());
-    c.args(["hook", host])
-        .env("DRYRUN_LOCAL", "1")
-        .env("DRYRUN_STATE_DIR", &w.state)
-        .env_remove("DRYRUN_SOCKET")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("DRYRUN_HOOK_WORKSPACE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let mut ch = c.spawn().unwrap();
-    // A hook that stops reading early (huge input) may close its stdin.
-    let _ = ch.stdin.take().unwrap().write_all(input);
-    ch.wait_with_output().unwrap()
-}
-
-fn answer(o: &Output) -> Value {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("one JSON answer")
+fn ws() -> HookWs {
+    hook_ws("dryrun-hostile-")
 }
 
 /// The decision of either host's answer shape (`PermissionRequest`
@@ -113,7 +48,7 @@ fn bash(cwd: &Path, cmd: &str) -> Output {
         .unwrap()
 }
 
-fn runs(w: &Ws) -> Vec<Value> {
+fn runs(w: &HookWs) -> Vec<Value> {
     let o = Command::new(bin())
         .args(["runs", "--json"])
         .env("DRYRUN_LOCAL", "1")
@@ -133,7 +68,7 @@ fn runs(w: &Ws) -> Vec<Value> {
     }
 }
 
-fn state_of(w: &Ws, run_id: &str) -> String {
+fn state_of(w: &HookWs, run_id: &str) -> String {
     let o = Command::new(bin())
         .args(["show", run_id, "--json"])
         .env("DRYRUN_LOCAL", "1")
@@ -145,7 +80,7 @@ fn state_of(w: &Ws, run_id: &str) -> String {
     v["state"].as_str().unwrap_or("").to_string()
 }
 
-fn journal_ok(w: &Ws) {
+fn journal_ok(w: &HookWs) {
     let o = Command::new(bin())
         .args(["journal", "verify"])
         .env("DRYRUN_LOCAL", "1")
@@ -156,7 +91,7 @@ fn journal_ok(w: &Ws) {
 }
 
 /// The rewrite the hook gives for a command it rehearsed (promote).
-fn allowed_rewrite(w: &Ws, command: &str) -> (String, String) {
+fn allowed_rewrite(w: &HookWs, command: &str) -> (String, String) {
     let a = answer(&hook(
         w,
         "claude-code",
@@ -178,7 +113,7 @@ fn allowed_rewrite(w: &Ws, command: &str) -> (String, String) {
 }
 
 /// The ask answer for a risky command: run id and rewritten command.
-fn asked_rewrite(w: &Ws, command: &str) -> (String, String) {
+fn asked_rewrite(w: &HookWs, command: &str) -> (String, String) {
     let a = answer(&hook(
         w,
         "claude-code",
@@ -653,7 +588,7 @@ fn the_agent_cannot_approve_promote_or_read_other_runs_over_the_api() {
 }
 
 /// Run `cmd` four times at once; how many succeeded.
-fn race(w: &Ws, cmd: &str) -> usize {
+fn race(w: &HookWs, cmd: &str) -> usize {
     let kids: Vec<_> = (0..4)
         .map(|_| {
             Command::new("bash")
