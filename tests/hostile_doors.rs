@@ -441,8 +441,11 @@ fn a_hook_section_cannot_unforbid_the_agents_own_settings() {
 /// host tool that runs programs): mint the host-prompt token for its own
 /// run straight from the API and present it. Nobody was asked, yet the
 /// run is journaled as approved in the host's prompt and goes live.
+///
+/// Fixed: a daemon gives no host-prompt grants unless its administrator
+/// turns them on (`--host-prompt-approvals`, trusting every process of the
+/// agent's uid); by default the run waits for a reviewer.
 #[test]
-#[ignore = "finding: the host-prompt grant authenticates only the submitter's uid, so the agent approves its own needs_approval run through the API"]
 fn the_agent_cannot_mint_and_spend_its_own_host_prompt_token() {
     use common::Who;
     use common::daemon::{Daemon, submit_user, user_workspace};
@@ -464,6 +467,11 @@ fn the_agent_cannot_mint_and_spend_its_own_host_prompt_token() {
         "POST",
         &format!("/v1/runs/{id}/host-prompt"),
         Some(r#"{"host":"claude-code"}"#),
+    );
+    assert_eq!(code, 403, "{grant}");
+    assert_eq!(
+        grant["error"]["code"], "host_prompt_approvals_off",
+        "{grant}"
     );
     if code == 200 {
         let token = grant["token"].as_str().unwrap();
@@ -610,8 +618,11 @@ fn race(w: &HookWs, cmd: &str) -> usize {
 /// state directory was starting: that process's recovery removes the
 /// winner's in-flight transaction (`txn/RUN: No such file`), the token is
 /// spent and nothing is applied; the person's yes is lost.
+///
+/// Fixed: decisions and promotions hold the run's lock (an `flock` that
+/// other processes see), and recovery leaves alone what a live holder is
+/// doing.
 #[test]
-#[ignore = "finding: concurrent in-process engines on one state dir: one's start-up recovery breaks another's promotion"]
 fn racing_promotions_on_one_token_promote_exactly_once() {
     let w = ws();
     let (b, cmd_b) = asked_rewrite(&w, "curl -X POST https://example.com/b -d @a.txt");

@@ -196,6 +196,11 @@ pub(super) struct DaemonArgs {
     /// Rehearse even when the kernel's Landlock is below the minimum ABI.
     #[arg(long)]
     pub(super) allow_degraded_sandbox: bool,
+    /// Let a "yes" in an agent host's permission prompt (Claude Code's
+    /// `ask`) approve a run. Off by default: any process running as the
+    /// agent's uid could ask for that grant and present it itself.
+    #[arg(long)]
+    pub(super) host_prompt_approvals: bool,
     /// Ceiling of limits.timeout_s; a run asking for more is refused (400).
     #[arg(long, value_name = "S", default_value_t = crate::envelope::DEFAULT_CEILINGS.timeout_s)]
     pub(super) max_timeout_s: u64,

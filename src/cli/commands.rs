@@ -334,6 +334,7 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
         window_s: a.budget_window.max(1),
     });
     cfg.allow_degraded = a.allow_degraded_sandbox;
+    cfg.host_prompt_approvals = a.host_prompt_approvals;
     cfg.ceilings = crate::envelope::LimitsSpec {
         timeout_s: a.max_timeout_s,
         memory_mb: a.max_memory_mb,

@@ -8,6 +8,10 @@ use axum::response::{IntoResponse, Response};
 
 use crate::engine::{EngineError, Input, What};
 
+/// The error code of [`EngineError::HostPromptOff`]: the hook, told this,
+/// asks its host to wait for a reviewer instead.
+pub use crate::request::transport::HOST_PROMPT_OFF;
+
 #[derive(Debug)]
 pub struct ApiError {
     pub(super) status: StatusCode,
@@ -68,6 +72,7 @@ pub fn engine_status(e: &EngineError) -> (StatusCode, &'static str) {
             ..
         } => (StatusCode::BAD_REQUEST, "bad_receipt_id"),
         EngineError::NotAllowed { .. } => (StatusCode::FORBIDDEN, "forbidden"),
+        EngineError::HostPromptOff { .. } => (StatusCode::FORBIDDEN, HOST_PROMPT_OFF),
         EngineError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
         EngineError::Drift { .. } => (StatusCode::CONFLICT, "drift"),
         EngineError::Invalid { input, .. } => (

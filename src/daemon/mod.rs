@@ -52,6 +52,8 @@ pub struct DaemonConfig {
     pub ceilings: crate::envelope::LimitsSpec,
     /// Per-uid quota and retention of the state directory.
     pub retention: crate::engine::Retention,
+    /// Whether an agent host's prompt may approve runs (off by default).
+    pub host_prompt_approvals: bool,
 }
 
 impl DaemonConfig {
@@ -72,6 +74,7 @@ impl DaemonConfig {
             allow_degraded: false,
             ceilings: crate::envelope::DEFAULT_CEILINGS,
             retention: crate::engine::Retention::default(),
+            host_prompt_approvals: false,
         }
     }
 }
@@ -251,6 +254,7 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         ceilings: cfg.ceilings,
         ceilings_of: "this daemon's",
         retention: cfg.retention.clone(),
+        host_prompt_approvals: cfg.host_prompt_approvals,
         ..EngineOptions::default()
     };
     let mut engine = Engine::open(&cfg.state_dir, opts)?;

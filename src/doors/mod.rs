@@ -129,15 +129,17 @@ impl Backend {
     }
 
     /// Issue the single-use token with which the host's prompt approves
-    /// `run_id` (see `engine::host_prompt`).
-    pub fn grant_host_prompt(&self, run_id: &str, host: &str) -> Result<String, DoorError> {
-        Ok(self
-            .door
-            .send(&request::HostPrompt {
-                id: RunId::parse(run_id)?,
-                host: host.to_string(),
-            })?
-            .token)
+    /// `run_id` (see `engine::host_prompt`); `None` when the engine keeps
+    /// approvals with its reviewers (host-prompt approvals are off).
+    pub fn grant_host_prompt(&self, run_id: &str, host: &str) -> Result<Option<String>, DoorError> {
+        match self.door.send(&request::HostPrompt {
+            id: RunId::parse(run_id)?,
+            host: host.to_string(),
+        }) {
+            Ok(g) => Ok(Some(g.token)),
+            Err(e) if e.is_host_prompt_off() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Promote `run_id` (apply its reviewed change set). With a host-prompt

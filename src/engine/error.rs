@@ -89,6 +89,12 @@ pub enum EngineError {
         blob_days: u64,
         record_days: u64,
     },
+    /// Approvals in an agent host's prompt are off on this engine: the
+    /// run waits for a reviewer.
+    #[error(
+        "approvals in an agent host's permission prompt are off on this daemon: a process running as the agent's uid could ask for and present the grant itself, so run {run_id} waits for a dryrun reviewer (`dryrun approve {run_id}` by another identity); an administrator who trusts every process of the agent's uid can turn them on with `dryrun daemon --host-prompt-approvals`"
+    )]
+    HostPromptOff { run_id: String },
     /// The submitter spent its risk budget; retry later.
     #[error("{message}")]
     BudgetExhausted { message: String, retry_after_s: u64 },

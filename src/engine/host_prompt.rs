@@ -5,6 +5,14 @@
 //! run (journaled as approved via the agent host's prompt) and is consumed
 //! before anything is promoted, so it works once, for that run only.
 //!
+//! Who may ask: the engine cannot tell the hook from any other process
+//! running as the agent's uid, which could ask for a grant and present it
+//! itself. So grants are given only where
+//! `EngineOptions::host_prompt_approvals` says so: in-process (the state directory is the
+//! agent's own anyway) and on a daemon started with
+//! `--host-prompt-approvals`; otherwise [`EngineError::HostPromptOff`] and
+//! the run waits for a reviewer.
+//!
 //! Only the token's BLAKE3 hash is kept (`<state>/host-prompt/<run_id>`),
 //! with the time it was issued; a grant expires after [`GRANT_TTL_S`].
 
@@ -64,8 +72,12 @@ impl Engine {
                 ),
             ));
         }
-        let lock = self.run_lock(run_id);
-        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.opts.host_prompt_approvals {
+            return Err(EngineError::HostPromptOff {
+                run_id: run_id.to_string(),
+            });
+        }
+        let _g = self.lock_run(run_id)?;
         let r = self.get(run_id)?;
         if r.submitted_by.as_ref().map(|a| a.uid) != Some(actor.uid) {
             return Err(EngineError::not_allowed(format!(
@@ -121,8 +133,14 @@ impl Engine {
         token: &str,
         actor: &Actor,
     ) -> Result<RunRecord, EngineError> {
-        let lock = self.run_lock(run_id);
-        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        // A grant issued before the daemon restarted with them off
+        // approves nothing.
+        if !self.opts.host_prompt_approvals {
+            return Err(EngineError::HostPromptOff {
+                run_id: run_id.to_string(),
+            });
+        }
+        let _g = self.lock_run(run_id)?;
         let path = self.grant_path(run_id);
         let refused = || {
             EngineError::not_allowed(format!(

@@ -83,6 +83,11 @@ pub struct EngineOptions {
     /// Who set the ceilings, for error messages: "this daemon's".
     pub ceilings_of: &'static str,
     pub retention: Retention,
+    /// Whether an agent host's permission prompt may approve runs (see
+    /// `engine::host_prompt`). On for the in-process engine, whose state
+    /// belongs to the agent's own uid anyway; off for a daemon unless
+    /// `dryrun daemon --host-prompt-approvals` turns it on.
+    pub host_prompt_approvals: bool,
 }
 
 /// How long the state directory keeps what, and how much one uid may keep.
@@ -129,6 +134,7 @@ impl Default for EngineOptions {
             ceilings: crate::envelope::DEFAULT_CEILINGS,
             ceilings_of: "this engine's",
             retention: Retention::default(),
+            host_prompt_approvals: true,
         }
     }
 }
@@ -139,12 +145,6 @@ pub struct Engine {
     journal: Journal,
     /// Enforced for daemon clients when set (see [`Engine::enable_budget`]).
     budget: Option<crate::policy::budget::Ledger>,
-    /// Serializes the transitions of each run (review, promotion, rollback)
-    /// within this process: one lock per run, so a slow or stalled
-    /// promotion of one run (its workspace agent runs as the agent's user,
-    /// who may stop it) never holds up another run's review.
-    run_locks:
-        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<std::sync::Mutex<()>>>>,
     /// Bytes each submitting uid keeps under `runs/` (see
     /// [`Engine::usage_of`]); `None` until first needed and after each
     /// housekeeping, which rescans.
@@ -238,7 +238,6 @@ impl Engine {
             opts,
             journal: Journal::new(state_dir),
             budget: None,
-            run_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             usage: std::sync::Mutex::new(None),
             events: tokio::sync::broadcast::Sender::new(256),
         };
@@ -262,10 +261,12 @@ impl Engine {
 
     /// The lock that serializes `run_id`'s transitions (created on first
     /// use; locks nobody holds are dropped as new ones are made).
-    pub(crate) fn run_lock(&self, run_id: &str) -> std::sync::Arc<std::sync::Mutex<()>> {
-        let mut m = self.run_locks.lock().unwrap_or_else(|p| p.into_inner());
-        m.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
-        m.entry(run_id.to_string()).or_default().clone()
+    /// Hold run `run_id`'s transition lock (review, host-prompt approval,
+    /// promotion, rollback) until the guard drops. See [`store::RunGuard`].
+    pub(crate) fn lock_run(&self, run_id: &str) -> Result<store::RunGuard, EngineError> {
+        let dir = self.run_dir(run_id);
+        store::RunGuard::acquire(&dir, run_id, store::Wait::Block)?
+            .ok_or_else(|| EngineError::storage(dir, std::io::ErrorKind::WouldBlock.into()))
     }
 
     /// State changes of runs from now on (see [`crate::model::run_state::RunEvent`]).

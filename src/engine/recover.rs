@@ -6,13 +6,20 @@
 //! txn/<run_id>         a reviewer decision between its journal entry and its record
 //! promoting/<run_id>   a promotion in progress (receipt id, owner process)
 //! ```
+//!
+//! Decisions and promotions are made holding the run's lock (see
+//! [`RunGuard`]), so what `txn/` and `promoting/` hold for a run whose lock
+//! another live process holds is work in progress, not a leftover: it is
+//! skipped. Several `dryrun` commands may open the same local state
+//! directory at once; each one's start-up recovery leaves the others' work
+//! alone.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::live::{Plan, valid_receipt_id};
-use super::store::{valid_run_id, write_atomic};
+use super::store::{RunGuard, Wait, valid_run_id, write_atomic};
 use super::{Engine, EngineError, entries};
 use crate::journal::{Actor, Entry};
 use crate::record::{Receipt, RunRecord, RunState};
@@ -43,7 +50,25 @@ impl Engine {
     pub(super) fn mark_inflight(&self, run_id: &str) -> Result<(), EngineError> {
         let path = self.state_dir.join("inflight").join(run_id);
         let me = process_identity(std::process::id()).unwrap_or_default();
-        std::fs::write(&path, me).map_err(|source| EngineError::storage(path, source))
+        // Whole or absent (renamed into place): another process's recovery
+        // must never read it half-written, as an empty owner reads as a
+        // dead one. Not synced: after a crash there is nobody to protect.
+        let tmp = path.with_extension("partial");
+        std::fs::write(&tmp, me)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|source| EngineError::storage(path, source))
+    }
+
+    /// The run's lock if no live process holds it; `None` while one does
+    /// (its work in `txn/` or `promoting/` is in progress). A run whose
+    /// directory is gone has nothing left to settle but its files here.
+    fn lock_if_free(&self, run_id: &str) -> Result<Option<Option<RunGuard>>, EngineError> {
+        match RunGuard::acquire(&self.run_dir(run_id), run_id, Wait::NotIfHeld) {
+            Ok(Some(g)) => Ok(Some(Some(g))),
+            Ok(None) => Ok(None),
+            Err(EngineError::NotFound { .. } | EngineError::BadId { .. }) => Ok(Some(None)),
+            Err(e) => Err(e),
+        }
     }
 
     pub(super) fn clear_inflight(&self, run_id: &str) {
@@ -94,6 +119,13 @@ impl Engine {
         let dir = self.state_dir.join("txn");
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = e.path();
+            let run_id = e.file_name().to_string_lossy().into_owned();
+            if !valid_run_id(&run_id) {
+                continue; // a transition being written (`.partial`)
+            }
+            let Some(_g) = self.lock_if_free(&run_id)? else {
+                continue; // a live process is committing it
+            };
             let Ok(bytes) = std::fs::read(&path) else {
                 continue;
             };
@@ -114,12 +146,15 @@ impl Engine {
         let dir = self.state_dir.join("promoting");
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let run_id = e.file_name().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            let (rid, owner) = text.split_once('\n').unwrap_or((text.as_str(), ""));
-            let pid: Option<u32> = owner.split(' ').next().and_then(|p| p.parse().ok());
-            if pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner)) {
+            let Some(_g) = self.lock_if_free(&run_id)? else {
+                continue; // its promotion is in progress in a live process
+            };
+            // Read under the lock: a promotion that finished meanwhile
+            // removed it.
+            let Ok(text) = std::fs::read_to_string(e.path()) else {
                 continue;
-            }
+            };
+            let (rid, _owner) = text.split_once('\n').unwrap_or((text.as_str(), ""));
             let rdir = self.receipt_dir(rid);
             let plan: Option<Plan> = std::fs::read(rdir.join("plan.json"))
                 .ok()

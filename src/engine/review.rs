@@ -30,8 +30,7 @@ impl Engine {
                 format!("note: {} bytes; at most {NOTE_MAX_BYTES}", note.len()),
             ));
         }
-        let lock = self.run_lock(run_id);
-        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = self.lock_run(run_id)?;
         let mut r = self.get(run_id)?;
         let decision = r.verdict.as_ref().map(|v| v.decision);
         // The submitter rejecting its own run withdraws it: no refund.

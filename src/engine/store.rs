@@ -64,6 +64,70 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether taking a run's lock waits for its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wait {
+    Block,
+    /// Recovery: a held lock means a live process is working on the run.
+    NotIfHeld,
+}
+
+/// A run's transition lock: an exclusive `flock` on `runs/<id>/lock`.
+///
+/// One lock per run, so a slow or stalled promotion of one run (its
+/// workspace agent runs as the agent's user, who may stop it) never holds
+/// up another run's review. `flock` belongs to the open file, so it
+/// excludes other threads of this process (each opens its own) as well as
+/// other processes on the same state directory (in-process engines of
+/// concurrent `dryrun` commands), and the kernel releases it when its
+/// holder dies: start-up recovery settles a run's leftovers only when it
+/// can take the lock, never under a live holder's feet.
+pub(crate) struct RunGuard {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl RunGuard {
+    /// `Ok(None)`: `wait` is [`Wait::NotIfHeld`] and another holds it.
+    pub(super) fn acquire(
+        run_dir: &Path,
+        run_id: &str,
+        wait: Wait,
+    ) -> Result<Option<RunGuard>, EngineError> {
+        if !valid_run_id(run_id) {
+            return Err(EngineError::BadId {
+                what: What::Run,
+                id: run_id.to_string(),
+            });
+        }
+        let path = run_dir.join("lock");
+        let mut file = match std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(EngineError::not_found(What::Run, run_id));
+            }
+            Err(source) => return Err(EngineError::storage(path, source)),
+        };
+        let arg = match wait {
+            Wait::Block => nix::fcntl::FlockArg::LockExclusive,
+            Wait::NotIfHeld => nix::fcntl::FlockArg::LockExclusiveNonblock,
+        };
+        loop {
+            match nix::fcntl::Flock::lock(file, arg) {
+                Ok(lock) => return Ok(Some(RunGuard { _lock: lock })),
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
+                // Interrupted by a signal: try again.
+                Err((f, nix::errno::Errno::EINTR)) => file = f,
+                Err((_, e)) => return Err(EngineError::storage(path, e.into())),
+            }
+        }
+    }
+}
+
 impl Engine {
     pub(super) fn run_dir(&self, id: &str) -> PathBuf {
         self.state_dir.join("runs").join(id)

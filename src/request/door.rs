@@ -43,6 +43,17 @@ impl DoorError {
         }
     }
 
+    /// Approvals in an agent host's prompt are off on this engine.
+    pub fn is_host_prompt_off(&self) -> bool {
+        match self {
+            DoorError::Daemon(ClientError::Api { code, .. }) => {
+                code == super::transport::HOST_PROMPT_OFF
+            }
+            DoorError::Engine(e) => matches!(e, EngineError::HostPromptOff { .. }),
+            _ => false,
+        }
+    }
+
     /// Refused because of the run's or workspace's state (drift, a state
     /// that does not allow it): `promote` and `rollback` exit 4 on these.
     pub fn is_refusal(&self) -> bool {

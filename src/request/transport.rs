@@ -12,6 +12,10 @@ use super::Operation;
 /// The system daemon's socket.
 pub const SYSTEM_SOCKET: &str = "/run/dryrun/dryrun.sock";
 
+/// The API error code saying approvals in an agent host's prompt are off
+/// on this daemon.
+pub const HOST_PROMPT_OFF: &str = "host_prompt_approvals_off";
+
 /// Where a daemon listens when not told otherwise: the system socket for
 /// root, else the user's runtime directory.
 pub fn default_socket() -> PathBuf {

@@ -407,13 +407,35 @@ fn answer_for(
             ),
         },
         Decision::NeedsApproval => match host {
-            Host::ClaudeCode => {
-                rw.token = Some(backend.grant_host_prompt(&r.run_id, host.name())?);
-                Answer::Ask {
-                    input: rewritten_input(tool_input, rw.render()),
-                    reason: evidence_summary(r, "needs your approval"),
+            Host::ClaudeCode => match backend.grant_host_prompt(&r.run_id, host.name())? {
+                Some(token) => {
+                    rw.token = Some(token);
+                    Answer::Ask {
+                        input: rewritten_input(tool_input, rw.render()),
+                        reason: evidence_summary(r, "needs your approval"),
+                    }
                 }
-            }
+                // The daemon keeps approvals with its reviewers: the
+                // person's yes here only lets the command wait for one.
+                None => {
+                    rw.await_s = Some(await_s);
+                    let mut input = rewritten_input(tool_input, rw.render());
+                    // Claude Code's Bash tool stops a command after its
+                    // `timeout` (ms; 2 min by default, at most 10): long
+                    // enough for the wait and the promotion.
+                    input["timeout"] = Value::from(((await_s + 60) * 1000).min(600_000));
+                    Answer::Ask {
+                        input,
+                        reason: evidence_summary(
+                            r,
+                            &format!(
+                                "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits up to {await_s} s for it, then applies the reviewed change set",
+                                r.run_id
+                            ),
+                        ),
+                    }
+                }
+            },
             Host::Codex => {
                 rw.await_s = Some(await_s);
                 Answer::Allow {

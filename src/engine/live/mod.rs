@@ -110,8 +110,7 @@ impl Engine {
         auth: &ReviewerAuth,
         host_env: &std::collections::BTreeMap<String, String>,
     ) -> Result<RunRecord, EngineError> {
-        let lock = self.run_lock(run_id);
-        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = self.lock_run(run_id)?;
         let mut spent = false;
         let result = self.promote_locked(run_id, actor, auth, host_env, &mut spent);
         if let (Err(e), true) = (&result, spent)

@@ -48,8 +48,7 @@ impl Engine {
         auth: &ReviewerAuth,
     ) -> Result<Receipt, EngineError> {
         let run_id = self.receipt(receipt_id)?.run_id;
-        let lock = self.run_lock(&run_id);
-        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = self.lock_run(&run_id)?;
         let mut receipt = self.receipt(receipt_id)?;
         let mut r = self.get(&receipt.run_id)?;
         authz::authorize(Verb::Rollback, &r, actor, auth)?;
