@@ -39,12 +39,8 @@ pub(crate) enum Mode {
     Mutating,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Network {
-    #[default]
-    None,
-}
+/// `intent.network`: `none` or `{allow: [...]}` (see `crate::egress`).
+pub(crate) use crate::egress::intent::NetworkIntent as Network;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -217,6 +213,8 @@ pub(crate) struct EnvelopeSpec {
     pub expected_writes: PathMatcher,
     pub forbidden: PathMatcher,
     pub reviewer_note: Option<String>,
+    /// `intent.network.allow`, validated (empty: no network, as `none`).
+    pub network: Vec<crate::egress::HostPattern>,
     pub limits: LimitsSpec,
     pub env: BTreeMap<String, String>,
     pub live: Live,
@@ -506,6 +504,7 @@ impl Envelope {
             .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
         let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
             .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
+        let network = (self.intent.network.patterns()).map_err(|(f, m)| field(&f, m))?;
         if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
             return Err(field(
                 "intent.expected_writes",
@@ -609,6 +608,7 @@ impl Envelope {
             expected_writes: expected,
             forbidden,
             reviewer_note: self.intent.reviewer_note.clone(),
+            network,
             limits,
             env: self.env.clone(),
             live,

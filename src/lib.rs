@@ -31,6 +31,8 @@ pub mod daemon;
 #[allow(unreachable_pub)]
 pub(crate) mod doors;
 #[allow(unreachable_pub)]
+pub(crate) mod egress;
+#[allow(unreachable_pub)]
 pub(crate) mod engine;
 pub(crate) mod envelope;
 pub(crate) mod errtext;

@@ -80,6 +80,10 @@ pub struct Rehearsal {
     /// The evidence hash covers the redacted texts, never the raw ones.
     #[serde(default)]
     pub redactions: crate::redact::Redactions,
+    /// Every destination the command tried to reach, by name (a run whose
+    /// intent allows names; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<crate::model::EgressEntry>,
 }
 
 /// The evidence hash: exit status, output (as redacted: the hash is computed

@@ -282,6 +282,30 @@ pub(crate) fn judge_with(
         );
     }
 
+    // 5a. egress, by name: outside the allowlist blocks; the rest is listed.
+    for e in &r.egress {
+        let dest = escape_for_humans(e.destination().as_bytes());
+        let why = e.reason.as_deref().unwrap_or("");
+        if !e.allowed {
+            let m = format!(
+                "the command tried to reach {dest} ({}): {why}",
+                e.how.as_str()
+            );
+            add("evidence.network", Decision::Blocked, m);
+        } else if e.how == crate::model::EgressHow::Proxy {
+            notes.push(format!(
+                "would have contacted {dest} through the egress proxy ({} bytes out, {} in){}",
+                e.bytes_out,
+                e.bytes_in,
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {why}")
+                }
+            ));
+        }
+    }
+
     // 5b. the classifier's judgement of the command itself.
     if let Some(risk) = cx.risk {
         if risk.decision == Decision::Blocked
@@ -383,7 +407,15 @@ pub(crate) fn judge_with(
             "{identical} file(s) rewritten with identical content (not counted as writes)"
         ));
     }
-    notes.push("the network was cut during the rehearsal (only loopback existed)".into());
+    notes.push(if spec.network.is_empty() {
+        "the network was cut during the rehearsal (only loopback existed)".into()
+    } else {
+        let allow: Vec<String> = spec.network.iter().map(|p| p.to_string()).collect();
+        format!(
+            "the network was reachable only through the run's egress proxy, to {}",
+            allow.join(", ")
+        )
+    });
 
     findings.sort_by_key(|f| std::cmp::Reverse(f.decision));
     let decision = findings

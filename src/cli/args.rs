@@ -226,6 +226,10 @@ pub(super) struct DaemonArgs {
     /// Days the records of finished runs are kept.
     #[arg(long, value_name = "DAYS")]
     pub(super) record_retention_days: Option<u64>,
+    /// Pin a name the egress proxy resolves to an address, exempt from its
+    /// private-range refusal (curl's --resolve syntax; repeatable).
+    #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
+    pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
 }
 
 #[derive(Args, Debug)]
@@ -267,4 +271,13 @@ pub(super) struct ExecuteArgs {
         value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"
     )]
     pub(super) stub: Vec<String>,
+    /// A host the command may reach through the run's egress proxy:
+    /// HOST, *.SUFFIX, either with :PORT (repeatable; adds to
+    /// intent.network.allow).
+    #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
+    pub(super) allow_net: Vec<String>,
+    /// Pin a name the egress proxy resolves to an address, exempt from its
+    /// private-range refusal (in-process runs; curl's --resolve syntax).
+    #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
+    pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
 }

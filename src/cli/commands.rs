@@ -335,6 +335,7 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     });
     cfg.allow_degraded = a.allow_degraded_sandbox;
     cfg.host_prompt_approvals = a.host_prompt_approvals;
+    cfg.egress_resolve = a.egress_resolve;
     cfg.ceilings = crate::envelope::LimitsSpec {
         timeout_s: a.max_timeout_s,
         memory_mb: a.max_memory_mb,
@@ -493,12 +494,19 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
             Err(e) => return usage_error(e),
         }
     }
+    env.intent.network.add(&a.allow_net);
     let mut options = EngineOptions::default();
     options.allow_degraded |= a.allow_degraded_sandbox;
+    options.egress.pins.extend(a.egress_resolve.iter().cloned());
     let d = door_with(g, options);
     if d.is_daemon() && a.allow_degraded_sandbox {
         return usage_error(
             "--allow-degraded-sandbox applies to in-process runs; a daemon decides for itself (dryrun daemon --allow-degraded-sandbox), or pass --local",
+        );
+    }
+    if d.is_daemon() && !a.egress_resolve.is_empty() {
+        return usage_error(
+            "--egress-resolve applies to in-process runs; a daemon takes its own (dryrun daemon --egress-resolve), or pass --local",
         );
     }
     let op = Submit {

@@ -54,6 +54,8 @@ pub struct DaemonConfig {
     pub retention: crate::engine::Retention,
     /// Whether an agent host's prompt may approve runs (off by default).
     pub host_prompt_approvals: bool,
+    /// `--egress-resolve` pins for every run's egress proxy.
+    pub egress_resolve: Vec<crate::egress::ResolvePin>,
 }
 
 impl DaemonConfig {
@@ -75,6 +77,7 @@ impl DaemonConfig {
             ceilings: crate::envelope::DEFAULT_CEILINGS,
             retention: crate::engine::Retention::default(),
             host_prompt_approvals: false,
+            egress_resolve: Vec::new(),
         }
     }
 }
@@ -255,6 +258,10 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         ceilings_of: "this daemon's",
         retention: cfg.retention.clone(),
         host_prompt_approvals: cfg.host_prompt_approvals,
+        egress: crate::egress::EgressSystem {
+            pins: cfg.egress_resolve.clone(),
+            ..Default::default()
+        },
         ..EngineOptions::default()
     };
     let mut engine = Engine::open(&cfg.state_dir, opts)?;

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 
 pub mod authz;
 mod compare;
+mod egress;
 mod entries;
 mod error;
 mod host_prompt;
@@ -88,6 +89,9 @@ pub struct EngineOptions {
     /// belongs to the agent's own uid anyway; off for a daemon unless
     /// `dryrun daemon --host-prompt-approvals` turns it on.
     pub host_prompt_approvals: bool,
+    /// The system's egress configuration: `--egress-resolve` pins and the
+    /// system policy's always- and never-allowed names.
+    pub egress: crate::egress::EgressSystem,
 }
 
 /// How long the state directory keeps what, and how much one uid may keep.
@@ -135,6 +139,7 @@ impl Default for EngineOptions {
             ceilings_of: "this engine's",
             retention: Retention::default(),
             host_prompt_approvals: true,
+            egress: Default::default(),
         }
     }
 }

@@ -33,12 +33,27 @@ impl Engine {
         let run_id = record.run_id.clone();
         record.state = RunState::Running;
         self.save_relaxed(&record)?;
+        let proxy = match self.start_egress(&spec, &mut sspec) {
+            Ok(p) => p,
+            Err(e) => {
+                record.state = RunState::Failed;
+                record.error = Some(format!(
+                    "the rehearsal's egress proxy could not start, so nothing ran: {e}"
+                ));
+                let _ = std::fs::remove_dir_all(&blobs);
+                return self.commit_outcome(record, false);
+            }
+        };
         let t_sandbox = std::time::Instant::now();
         let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
+        let egress_log = proxy.map(|p| p.finish());
         tracing::debug!(run = %run_id, elapsed = ?t_sandbox.elapsed(), "sandbox returned");
         match outcome {
             Ok((mut report, host)) => {
                 report_content_not_kept(&mut report, max_blobs);
+                if let Some(log) = egress_log {
+                    super::egress::fill_egress_report(log, &mut report);
+                }
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
@@ -193,6 +208,8 @@ impl Engine {
                 enforcement,
                 network: if ev.sspec.network_host {
                     "host (the live lane's rerun, as live.network: host grants)".into()
+                } else if ev.sspec.egress.is_some() {
+                    "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)".into()
                 } else {
                     "none (new network namespace, loopback only)".into()
                 },
@@ -200,6 +217,7 @@ impl Engine {
             evidence_hash: String::new(),
             incomplete,
             would_be_actions: report.would_be_actions,
+            egress: report.egress,
             redactions: ev.redactions,
         }
     }

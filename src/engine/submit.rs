@@ -223,6 +223,7 @@ impl Engine {
                 rules.extend(c.policy.stubs.iter().cloned());
                 StubTable { rules, replay }
             },
+            egress: None,
         })
     }
 

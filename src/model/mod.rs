@@ -4,6 +4,7 @@
 //!
 //! - [`decision`]: `Decision` (ordered; combining is `max`) and `Finding`.
 //! - [`change`]: one entry of the evidence's change list.
+//! - [`egress`]: the egress report's entries (`rehearsal.egress`).
 //! - [`evidence`]: blocked attempts, limits hit and step outcomes.
 //! - [`report`]: what a rehearsal reports (the sandbox's init and the
 //!   outer helper), before the engine turns it into the run record.
@@ -15,6 +16,7 @@
 
 pub(crate) mod change;
 pub(crate) mod decision;
+pub(crate) mod egress;
 pub(crate) mod evidence;
 pub(crate) mod live;
 pub(crate) mod promotion;
@@ -25,6 +27,7 @@ pub(crate) mod text;
 
 pub(crate) use change::{Change, ChangeKind, FileType};
 pub(crate) use decision::{Decision, Finding};
+pub(crate) use egress::{DirectAttempt, EgressEntry, EgressHow};
 pub(crate) use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
 pub(crate) use live::{LiveMode, LiveNetwork};
 pub(crate) use promotion::Refusal;

@@ -50,6 +50,14 @@ pub struct RehearsalReport {
     /// Phase marks in µs since the engine started the run.
     #[serde(default)]
     pub timings_us: Vec<(String, u64)>,
+    /// Direct connections to internet addresses (a run with an egress
+    /// proxy): what the engine names in the egress report.
+    #[serde(default)]
+    pub direct: Vec<super::egress::DirectAttempt>,
+    /// The egress report, filled in by the engine (never by the sandbox)
+    /// before the verdict judges the run.
+    #[serde(default)]
+    pub egress: Vec<super::egress::EgressEntry>,
 }
 
 /// What the outer helper saw from the host side.

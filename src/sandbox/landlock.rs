@@ -8,7 +8,7 @@
 //! and records it.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use std::path::Path;
@@ -143,6 +143,7 @@ pub(super) fn apply_landlock_on_current_thread(
     kernel_abi: u32,
     workspace: &Path,
     network_host: bool,
+    egress_port: Option<u16>,
     stub_calls: Option<&Path>,
 ) -> Result<LandlockOutcome, LandlockError> {
     let requested = kernel_abi.min(NEWEST_KNOWN_ABI);
@@ -156,8 +157,16 @@ pub(super) fn apply_landlock_on_current_thread(
     if kernel_abi >= 6 {
         ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
     }
-    let status = ruleset
-        .create()?
+    let mut created = ruleset.create()?;
+    if let Some(port) = egress_port
+        && kernel_abi >= 4
+        && !network_host
+    {
+        // The egress proxy's listener (the only TCP port anything listens
+        // on in the sandbox's loopback-only namespace).
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+    }
+    let status = created
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
         .add_rules(path_beneath_rules(
             [workspace, Path::new("/tmp")],

@@ -185,3 +185,13 @@ fn finish(
         (None, _) => Err(SandboxError::NoReport { status, stderr }),
     }
 }
+
+/// The egress proxy's side of the hand-over (see `helper/egress.rs`): the
+/// sockets the sandbox's init created in the sandbox's network namespace,
+/// received on the proxy's control connection.
+pub fn receive_egress_sockets(
+    conn: &std::os::unix::net::UnixStream,
+) -> std::io::Result<Vec<std::os::fd::OwnedFd>> {
+    use std::os::fd::AsRawFd;
+    sys::recv_fds(conn.as_raw_fd())
+}

@@ -16,7 +16,7 @@ use nix::sys::socket::{GetSockOpt, SockaddrLike, sockopt};
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 
 use super::sys;
-use crate::model::{Blocked, BlockedKind};
+use crate::model::{Blocked, BlockedKind, DirectAttempt};
 
 /// At most this many attempts are listed; the rest are counted.
 pub(super) const MAX_RECORDED: usize = 64;
@@ -29,6 +29,13 @@ pub(super) struct NetWatch {
     pub recorded: Vec<Blocked>,
     pub dropped: u64,
     seen: std::collections::HashSet<String>,
+    /// Internet destinations (for the egress report), at most
+    /// [`MAX_RECORDED`].
+    pub direct: Vec<DirectAttempt>,
+    /// The egress proxy's port, when the run has one: `127.0.0.1` on it
+    /// and on 53 (the DNS responder) are the sandbox's own services, not
+    /// attempts.
+    egress_port: Option<u16>,
 }
 
 /// What the kernel will be told.
@@ -38,7 +45,7 @@ enum Answer {
 }
 
 impl NetWatch {
-    pub(super) fn new(fd: OwnedFd) -> Self {
+    pub(super) fn new(fd: OwnedFd, egress_port: Option<u16>) -> Self {
         let sc = |n: &str| ScmpSyscall::from_name(n).expect("syscall exists on this arch");
         NetWatch {
             fd,
@@ -48,6 +55,8 @@ impl NetWatch {
             recorded: Vec::new(),
             dropped: 0,
             seen: Default::default(),
+            direct: Vec::new(),
+            egress_port,
         }
     }
 
@@ -114,6 +123,7 @@ impl NetWatch {
             // A send without a destination goes to the connected peer, whose
             // connect() was already seen.
             Some(_) if verb != "connect" && addr.is_none() => (Answer::Continue, false),
+            Some(_) if self.is_egress_service(addr.as_deref()) => (Answer::Continue, false),
             Some(_) => (Answer::Continue, true),
         };
         // Still a live request? (Otherwise the caller is gone.)
@@ -140,6 +150,12 @@ impl NetWatch {
         if dest.ignore {
             return;
         }
+        if let Some(d) = addr.as_deref().and_then(inet_destination)
+            && self.direct.len() < MAX_RECORDED
+            && !self.direct.contains(&d)
+        {
+            self.direct.push(d);
+        }
         let kind = match sock {
             Some((_, libc::SOCK_STREAM)) => "stream ",
             Some((_, libc::SOCK_DGRAM)) => "datagram ",
@@ -164,6 +180,40 @@ impl NetWatch {
         } else {
             self.dropped += 1;
         }
+    }
+}
+
+impl NetWatch {
+    /// `127.0.0.1:proxy_port` or `127.0.0.1:53` in a run with egress.
+    fn is_egress_service(&self, addr: Option<&[u8]>) -> bool {
+        let Some(port) = self.egress_port else {
+            return false;
+        };
+        matches!(
+            addr.and_then(inet_destination),
+            Some(DirectAttempt { addr: std::net::IpAddr::V4(ip), port: p })
+                if ip == std::net::Ipv4Addr::LOCALHOST && (p == port || p == 53)
+        )
+    }
+}
+
+/// An AF_INET or AF_INET6 destination as address and port.
+fn inet_destination(a: &[u8]) -> Option<DirectAttempt> {
+    let family = u16::from_ne_bytes([*a.first()?, *a.get(1)?]) as i32;
+    match family {
+        libc::AF_INET if a.len() >= 8 => Some(DirectAttempt {
+            addr: std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]).into(),
+            port: u16::from_be_bytes([a[2], a[3]]),
+        }),
+        libc::AF_INET6 if a.len() >= 24 => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(&a[8..24]);
+            Some(DirectAttempt {
+                addr: std::net::Ipv6Addr::from(o).into(),
+                port: u16::from_be_bytes([a[2], a[3]]),
+            })
+        }
+        _ => None,
     }
 }
 

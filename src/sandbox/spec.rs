@@ -189,6 +189,19 @@ pub struct SandboxSpec {
     /// Shadow stubs for this run (empty: none installed).
     #[serde(default)]
     pub stubs: crate::model::stubs::StubTable,
+    /// A run whose network intent allows names: where the engine's egress
+    /// proxy waits for the sandbox's sockets. `None`: no network at all.
+    #[serde(default)]
+    pub egress: Option<EgressPlan>,
+}
+
+/// The sandbox's part of a run's egress (see `helper/egress.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EgressPlan {
+    /// The proxy's control socket on the host (reached by H only).
+    pub control: PathBuf,
+    /// The proxy's port on the sandbox's loopback.
+    pub proxy_port: u16,
 }
 
 #[cfg(test)]

@@ -301,3 +301,29 @@ pub(super) fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Receive file descriptors sent with `SCM_RIGHTS` on a unix stream (one
+/// `recvmsg`); each becomes ours (close-on-exec).
+pub(super) fn recv_fds(sock: RawFd) -> io::Result<Vec<OwnedFd>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut buf = [0u8; 16];
+    let mut iov = [io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!([RawFd; 4]);
+    let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+        .map_err(io::Error::from)?;
+    let mut out = Vec::new();
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            // Each received descriptor is new in this process and owned
+            // by nobody else.
+            out.extend(fds.into_iter().map(adopt_fd));
+        }
+    }
+    if out.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the sandbox's helper closed the egress control connection before handing over its sockets",
+        ));
+    }
+    Ok(out)
+}

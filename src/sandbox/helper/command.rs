@@ -144,6 +144,7 @@ fn apply_landlock(plan: &CommandPlan) -> io::Result<LandlockOutcome> {
         plan.kernel_abi,
         &plan.ws,
         plan.network_host,
+        plan.egress_port,
         plan.calls_dir,
     )
     .map_err(|e| io::Error::other(e.to_string()))

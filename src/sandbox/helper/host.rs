@@ -87,6 +87,7 @@ fn take_over_process() -> Result<SandboxSpec, HelperError> {
     drop(devnull);
     // No Rust handle refers to fds >= 3 at this point.
     sys::close_fds_from(3).map_err(take_over("close fds"))?;
+    super::egress::connect_control(&spec)?;
     Ok(spec)
 }
 

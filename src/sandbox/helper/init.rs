@@ -87,6 +87,9 @@ pub(super) struct CommandPlan {
     pub rlimits: Vec<Rlimit>,
     pub kernel_abi: u32,
     pub network_host: bool,
+    /// The egress proxy's port inside the sandbox: the one TCP port
+    /// Landlock lets the command connect to.
+    pub egress_port: Option<u16>,
     pub calls_dir: Option<&'static Path>,
     pub filter: Vec<libc::sock_filter>,
     pub env: Vec<CString>,
@@ -238,6 +241,8 @@ fn build_image_root(
     let masked =
         mounts::build_image(root, &spec.image, &scratch.empty_file).map_err(step("image"))?;
     stubs.install(spec, root, ids)?;
+    let scratch_dir = scratch.empty_file.parent().unwrap_or(Path::new(BASE));
+    super::egress::point_resolver_at_sandbox(spec, root, scratch_dir)?;
     Ok(masked)
 }
 
@@ -318,6 +323,7 @@ fn name_host_and_cut_network(spec: &SandboxSpec) -> Result<bool, HelperError> {
     nix::unistd::sethostname(&spec.image.hostname).map_err(|e| prep("hostname")(e.into()))?;
     if !spec.network_host {
         sys::loopback_up().map_err(prep("loopback"))?;
+        super::egress::hand_sockets_to_proxy(spec)?;
     }
     Ok(std::fs::write("/proc/sys/user/max_user_namespaces", "0").is_ok())
 }
@@ -366,6 +372,7 @@ fn prepare_command(
         rlimits,
         kernel_abi,
         network_host: spec.network_host,
+        egress_port: spec.egress.as_ref().map(|e| e.proxy_port),
         calls_dir: stubs.calls_dir(),
         filter,
         env,
@@ -388,7 +395,14 @@ fn describe_sandbox(
     for m in masked {
         report.stripped.push(format!("masked:{}", m.display()));
     }
-    report.stripped.push("network".into());
+    report.stripped.push(
+        if plan.egress_port.is_some() {
+            "network (only the egress proxy on loopback, to allowlisted names)"
+        } else {
+            "network"
+        }
+        .into(),
+    );
     stubs.describe(&mut report);
     report.enforcement.push(
         if nested_userns_capped {

@@ -58,6 +58,7 @@
 
 mod child;
 mod command;
+mod egress;
 mod error;
 mod evidence;
 mod handshake;

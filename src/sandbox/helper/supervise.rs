@@ -174,7 +174,10 @@ fn take_hello(
     }
     let fd = sys::pidfd_getfd(running.pidfd.as_raw_fd(), hello.listener)
         .map_err(supervise("listener"))?;
-    running.watch = Some(NetWatch::new(fd));
+    running.watch = Some(NetWatch::new(
+        fd,
+        spec.egress.as_ref().map(|e| e.proxy_port),
+    ));
     nix::unistd::write(&ack_w, &[ACK]).map_err(supervise("handshake"))?;
     Ok(Some(hello.landlock))
 }
@@ -265,6 +268,11 @@ fn finish_step(
 ) -> StepOutcome {
     if let Some(w) = running.watch.take() {
         report.blocked.extend(w.recorded);
+        for d in w.direct {
+            if !report.direct.contains(&d) {
+                report.direct.push(d);
+            }
+        }
         if w.dropped > 0 {
             report.blocked.push(Blocked {
                 kind: BlockedKind::Network,

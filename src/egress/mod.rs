@@ -1,0 +1,334 @@
+//! Egress: what a rehearsal may reach on the network, and the host-side
+//! proxy that enforces it.
+//!
+//! - this file: the network intent's allowlist patterns (`host`,
+//!   `*.suffix`, optional `:port`), the system's pins
+//!   (`--egress-resolve HOST:PORT:ADDR`), and [`EgressConfig`], the
+//!   validated whole a run's proxy enforces;
+//! - [`addr`]: which resolved addresses the proxy refuses;
+//! - [`proxy`]: the per-run proxy (HTTP CONNECT and plain HTTP, hyper) and
+//!   the sandbox's DNS responder ([`dns`]), both serving sockets the
+//!   sandbox's init created inside the sandbox's network namespace.
+//!
+//! The envelope controls only the allowlist; pins, always-allowed and
+//! never-allowed names come from the system (the daemon's or `execute`'s
+//! command line, the system policy).
+
+pub(crate) mod addr;
+mod dns;
+pub(crate) mod intent;
+pub(crate) mod proxy;
+
+use serde::Serialize;
+use std::net::IpAddr;
+
+/// At most this many allowlist entries per run.
+pub const MAX_ALLOW: usize = 64;
+
+/// One allowlist pattern: `host`, `*.suffix`, either with `:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostPattern {
+    /// Lowercase, no trailing dot; for a wildcard, the suffix after `*.`.
+    host: String,
+    wildcard: bool,
+    /// `None`: any port.
+    port: Option<u16>,
+}
+
+impl HostPattern {
+    /// Parse one pattern; the error says what is wrong and what to write.
+    pub fn parse(s: &str) -> Result<HostPattern, String> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Err("is empty; give a host name such as registry.example".into());
+        }
+        if t.contains("://") {
+            return Err(format!(
+                "{t:?} looks like a URL; give the host name without a scheme (registry.example, not https://registry.example)"
+            ));
+        }
+        if t.contains('/') || t.contains('?') || t.contains('@') {
+            return Err(format!(
+                "{t:?} has a path or user part; give only HOST or HOST:PORT"
+            ));
+        }
+        if t == "*" || t == "*.*" {
+            return Err(
+                "a bare * would allow every host; list the hosts, or a *.suffix such as *.registry.example"
+                    .into(),
+            );
+        }
+        if t.starts_with('[') || t.matches(':').count() > 1 {
+            return Err(format!(
+                "{t:?} is an IP address; the allowlist names hosts (the proxy resolves names itself and checks the addresses)"
+            ));
+        }
+        let (host, port) = match t.rsplit_once(':') {
+            Some((h, p)) => {
+                let port: u16 = p.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+                    format!("{t:?} has a bad port {p:?}; give a number from 1 to 65535")
+                })?;
+                (h, Some(port))
+            }
+            None => (t, None),
+        };
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        if host.parse::<IpAddr>().is_ok() {
+            return Err(format!(
+                "{t:?} is an IP address; the allowlist names hosts (the proxy resolves names itself and checks the addresses)"
+            ));
+        }
+        let (wildcard, name) = match host.strip_prefix("*.") {
+            Some(rest) => (true, rest.to_string()),
+            None => (false, host.clone()),
+        };
+        if name.contains('*') {
+            return Err(format!(
+                "{t:?}: a * may only stand first, as in *.registry.example"
+            ));
+        }
+        if !valid_host_name(&name) {
+            return Err(format!(
+                "{t:?} is not a valid host name (letters, digits, '-' and '.', labels of 1 to 63 characters)"
+            ));
+        }
+        if wildcard && !name.contains('.') {
+            return Err(format!(
+                "{t:?} would allow a whole top-level domain; give a longer suffix"
+            ));
+        }
+        Ok(HostPattern {
+            host: name,
+            wildcard,
+            port,
+        })
+    }
+
+    /// Whether `name` (normalized by [`normalize_name`]) on `port` matches;
+    /// `port: None` asks about the name on any port (a DNS lookup).
+    pub fn matches(&self, name: &str, port: Option<u16>) -> bool {
+        let name_ok = if self.wildcard {
+            name.len() > self.host.len() + 1
+                && name.ends_with(&self.host)
+                && name.as_bytes()[name.len() - self.host.len() - 1] == b'.'
+        } else {
+            name == self.host
+        };
+        name_ok
+            && match (self.port, port) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
+impl std::fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.wildcard {
+            f.write_str("*.")?;
+        }
+        f.write_str(&self.host)?;
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        Ok(())
+    }
+}
+
+fn valid_host_name(h: &str) -> bool {
+    !h.is_empty()
+        && h.len() <= 253
+        && h.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// Lowercase, without a trailing dot: how names are compared and reported.
+pub fn normalize_name(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Parse a list of patterns, naming the entry that is wrong as
+/// `{field}[{i}]`.
+pub fn parse_patterns(field: &str, items: &[String]) -> Result<Vec<HostPattern>, (String, String)> {
+    if items.len() > MAX_ALLOW {
+        return Err((field.into(), format!("at most {MAX_ALLOW} entries")));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| HostPattern::parse(s).map_err(|m| (format!("{field}[{i}]"), m)))
+        .collect()
+}
+
+/// `--egress-resolve HOST:PORT:ADDR`: the system pins a name to an address
+/// (exempt from the address refusals). Never from an envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvePin {
+    pub host: String,
+    pub port: u16,
+    pub addr: IpAddr,
+}
+
+impl std::str::FromStr for ResolvePin {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("{s:?}: expected HOST:PORT:ADDR, e.g. registry.example:443:192.0.2.10");
+        let (host, rest) = s.split_once(':').ok_or_else(bad)?;
+        let (port, addr) = rest.split_once(':').ok_or_else(bad)?;
+        let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(bad)?;
+        let addr: IpAddr = addr
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .map_err(|_| format!("{s:?}: {addr:?} is not an IP address"))?;
+        let host = normalize_name(host);
+        if !valid_host_name(&host) || host.parse::<IpAddr>().is_ok() {
+            return Err(format!("{s:?}: {host:?} is not a host name"));
+        }
+        Ok(ResolvePin { host, port, addr })
+    }
+}
+
+/// The system's egress configuration (never from an envelope): pins from
+/// `--egress-resolve`, names every run with an allowlist may reach, names
+/// none may.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EgressSystem {
+    pub pins: Vec<ResolvePin>,
+    pub always_allow: Vec<HostPattern>,
+    pub never_allow: Vec<HostPattern>,
+}
+
+impl EgressSystem {
+    /// The whole a run's proxy enforces, given the run's own allowlist.
+    pub fn for_run(&self, allow: &[HostPattern]) -> EgressConfig {
+        let mut all = allow.to_vec();
+        all.extend(self.always_allow.iter().cloned());
+        EgressConfig {
+            allow: all,
+            never: self.never_allow.clone(),
+            pins: self.pins.clone(),
+        }
+    }
+}
+
+/// What one run's proxy enforces: validated, combined from the envelope's
+/// intent and the system's configuration.
+#[derive(Debug, Clone, Default)]
+pub struct EgressConfig {
+    /// The run's allowlist (intent, `--allow-net`) plus the system's
+    /// always-allowed names.
+    pub allow: Vec<HostPattern>,
+    /// Names the system never allows (win over `allow`).
+    pub never: Vec<HostPattern>,
+    /// The system's pins.
+    pub pins: Vec<ResolvePin>,
+}
+
+/// Whether a destination may be reached, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    Allowed,
+    Refused(String),
+}
+
+impl EgressConfig {
+    /// The policy decision by name (addresses are checked after resolution).
+    pub fn admit(&self, name: &str, port: Option<u16>) -> Admission {
+        if let Some(p) = self.never.iter().find(|p| p.matches(name, port)) {
+            return Admission::Refused(format!(
+                "the system policy never allows {p} (egress.never_allow)"
+            ));
+        }
+        if self.allow.iter().any(|p| p.matches(name, port)) {
+            Admission::Allowed
+        } else {
+            Admission::Refused("not on the run's network allowlist (intent.network.allow)".into())
+        }
+    }
+
+    /// The pinned address for `name:port`, if the system pinned one.
+    pub fn pinned(&self, name: &str, port: u16) -> Option<IpAddr> {
+        self.pins
+            .iter()
+            .find(|p| p.host == name && p.port == port)
+            .map(|p| p.addr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_parse_and_match() {
+        let p = HostPattern::parse("*.Pythonhosted.example:443").unwrap();
+        assert!(p.matches("files.pythonhosted.example", Some(443)));
+        assert!(!p.matches("pythonhosted.example", Some(443)));
+        assert!(!p.matches("xpythonhosted.example", Some(443)));
+        assert!(!p.matches("files.pythonhosted.example", Some(80)));
+        assert!(p.matches("files.pythonhosted.example", None));
+        let h = HostPattern::parse("pypi.example").unwrap();
+        assert!(h.matches("pypi.example", Some(8080)));
+        assert_eq!(h.to_string(), "pypi.example");
+    }
+
+    #[test]
+    fn bad_patterns_say_why() {
+        for (s, want) in [
+            ("", "empty"),
+            ("*", "bare *"),
+            ("https://pypi.example", "URL"),
+            ("pypi.example/simple", "path"),
+            ("pypi.example:0", "bad port"),
+            ("pypi.example:99999", "bad port"),
+            ("pypi.example:http", "bad port"),
+            ("10.0.0.1", "IP address"),
+            ("[::1]:443", "IP address"),
+            ("fe80::1", "IP address"),
+            ("a*.example", "may only stand first"),
+            ("*.com", "top-level"),
+            ("bad_name.example", "not a valid host name"),
+        ] {
+            let e = HostPattern::parse(s).unwrap_err();
+            assert!(e.contains(want), "{s:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn pins_parse() {
+        let p: ResolvePin = "Reg.example:8443:127.0.0.1".parse().unwrap();
+        assert_eq!((p.host.as_str(), p.port), ("reg.example", 8443));
+        let p: ResolvePin = "reg.example:443:[::1]".parse().unwrap();
+        assert!(p.addr.is_loopback());
+        assert!("reg.example:443".parse::<ResolvePin>().is_err());
+        assert!("reg.example:x:127.0.0.1".parse::<ResolvePin>().is_err());
+    }
+
+    #[test]
+    fn never_wins_over_allow() {
+        let cfg = EgressConfig {
+            allow: vec![HostPattern::parse("*.corp.example").unwrap()],
+            never: vec![HostPattern::parse("secret.corp.example").unwrap()],
+            pins: vec![],
+        };
+        assert_eq!(
+            cfg.admit("pkgs.corp.example", Some(443)),
+            Admission::Allowed
+        );
+        assert!(matches!(
+            cfg.admit("secret.corp.example", Some(443)),
+            Admission::Refused(_)
+        ));
+        assert!(matches!(
+            cfg.admit("other.example", None),
+            Admission::Refused(_)
+        ));
+    }
+}

@@ -1,0 +1,582 @@
+//! The per-run egress proxy, on the host, in the engine's process: a
+//! thread with its own small tokio runtime, so it works the same under the
+//! daemon and in-process.
+//!
+//! 1. [`start`] makes a private directory (0700) with the control socket;
+//!    the sandbox's helper connects to it and hands over two sockets it
+//!    created inside the sandbox's network namespace: a listening TCP
+//!    socket on the sandbox's loopback and a UDP socket on its port 53.
+//! 2. The proxy serves HTTP/1.1 on the listener (hyper): `CONNECT
+//!    host:port` tunnels and absolute-form `http://` requests, to allowed
+//!    names only. It resolves names itself, refuses addresses that lead
+//!    back to the host or its networks (see [`super::addr`]) unless the
+//!    system pinned the name, and counts bytes each way.
+//! 3. The DNS responder ([`super::dns`]) records every name asked for.
+//! 4. [`EgressProxy::finish`] stops it and returns the log by destination.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::dns::{self, FakeAddrs};
+use super::{Admission, EgressConfig, addr, normalize_name};
+use crate::model::{EgressEntry, EgressHow};
+
+/// The proxy's port on the sandbox's loopback.
+pub const PROXY_PORT: u16 = 3128;
+/// Destinations kept per run; later ones are counted.
+const MAX_ENTRIES: usize = 256;
+/// Resolving and connecting to an upstream, each.
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the sandbox's helper hands over its sockets: receives file
+/// descriptors sent with `SCM_RIGHTS` (the sandbox provides it; taking
+/// ownership of a received descriptor is the sandbox's kind of code).
+pub type ReceiveFds = fn(&StdUnixStream) -> io::Result<Vec<OwnedFd>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error(
+        "cannot create the egress proxy's private directory {path}: {source}; check that the temporary directory ($TMPDIR) is writable"
+    )]
+    Dir { path: PathBuf, source: io::Error },
+    #[error("cannot listen on the egress proxy's control socket {path}: {source}")]
+    Listen { path: PathBuf, source: io::Error },
+    #[error("cannot start the egress proxy's thread: {0}")]
+    Thread(io::Error),
+}
+
+/// What the proxy saw, by destination.
+#[derive(Debug, Default)]
+pub struct EgressLog {
+    pub entries: Vec<EgressEntry>,
+    /// Destinations past the cap (not listed).
+    pub dropped: u64,
+    /// The DNS responder's fake addresses, to name direct connections.
+    pub fake_addrs: HashMap<Ipv4Addr, String>,
+    /// Why the proxy never served the sandbox (its sockets never came).
+    pub problem: Option<String>,
+}
+
+/// A running proxy; dropping it stops it too.
+pub struct EgressProxy {
+    dir: PathBuf,
+    control: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+/// Start a proxy for one run (fail closed: an error means no rehearsal).
+pub fn start(cfg: EgressConfig, receive: ReceiveFds) -> Result<EgressProxy, EgressError> {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("the kernel's random source works");
+    let dir = std::env::temp_dir().join(format!("dryrun-egress-{}", hex::encode(b)));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|source| EgressError::Dir {
+            path: dir.clone(),
+            source,
+        })?;
+    let control = dir.join("control.sock");
+    let listener =
+        std::os::unix::net::UnixListener::bind(&control).map_err(|source| EgressError::Listen {
+            path: control.clone(),
+            source,
+        });
+    let listener = match listener.and_then(|l| {
+        l.set_nonblocking(true)
+            .map_err(|source| EgressError::Listen {
+                path: control.clone(),
+                source,
+            })
+            .map(|()| l)
+    }) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    let shared = Arc::new(Shared {
+        cfg,
+        log: Mutex::new(Log::default()),
+    });
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let sh = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name("dryrun-egress".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    sh.problem(format!("the proxy's runtime did not start: {e}"));
+                    return;
+                }
+            };
+            rt.block_on(serve(sh, listener, receive, stop_rx));
+            rt.shutdown_timeout(Duration::from_millis(100));
+        })
+        .map_err(EgressError::Thread);
+    let thread = match thread {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    Ok(EgressProxy {
+        dir,
+        control,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+        shared,
+    })
+}
+
+impl EgressProxy {
+    /// The control socket the sandbox's helper connects to.
+    pub fn control_path(&self) -> &Path {
+        &self.control
+    }
+
+    /// Stop serving and return what was seen (the sandbox is over: every
+    /// byte it sent or received has been counted).
+    pub fn finish(mut self) -> EgressLog {
+        self.stop_now();
+        let mut log = self.shared.log.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = log
+            .entries
+            .iter()
+            .map(|(e, c)| {
+                let mut e = e.clone();
+                e.bytes_out = c.out.load(Ordering::Relaxed);
+                e.bytes_in = c.inn.load(Ordering::Relaxed);
+                e
+            })
+            .collect();
+        EgressLog {
+            entries,
+            dropped: log.dropped + log.fake.dropped,
+            fake_addrs: std::mem::take(&mut log.fake.by_addr),
+            problem: log.problem.take(),
+        }
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for EgressProxy {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+/// Bytes through one destination (summed over its connections).
+#[derive(Debug, Default)]
+struct Counters {
+    out: AtomicU64,
+    inn: AtomicU64,
+}
+
+#[derive(Default)]
+struct Log {
+    entries: Vec<(EgressEntry, Arc<Counters>)>,
+    index: HashMap<(String, Option<u16>, EgressHow), usize>,
+    dropped: u64,
+    fake: FakeAddrs,
+    problem: Option<String>,
+}
+
+struct Shared {
+    cfg: EgressConfig,
+    log: Mutex<Log>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn problem(&self, why: String) {
+        self.lock().problem.get_or_insert(why);
+    }
+
+    /// Note one attempt; returns the destination's byte counters.
+    fn record(
+        &self,
+        name: &str,
+        port: Option<u16>,
+        how: EgressHow,
+        allowed: bool,
+        reason: Option<String>,
+    ) -> Arc<Counters> {
+        let mut log = self.lock();
+        let key = (name.to_string(), port, how);
+        if let Some(&i) = log.index.get(&key) {
+            let (e, c) = &mut log.entries[i];
+            // A refusal is what the reviewer must see, whatever came first.
+            if !allowed {
+                e.allowed = false;
+            }
+            if e.reason.is_none() {
+                e.reason = reason;
+            }
+            return c.clone();
+        }
+        let counters = Arc::new(Counters::default());
+        if log.entries.len() >= MAX_ENTRIES {
+            log.dropped += 1;
+            return counters;
+        }
+        let i = log.entries.len();
+        log.entries.push((
+            EgressEntry {
+                name: name.to_string(),
+                port,
+                how,
+                allowed,
+                reason,
+                bytes_out: 0,
+                bytes_in: 0,
+            },
+            counters.clone(),
+        ));
+        log.index.insert(key, i);
+        counters
+    }
+
+    /// Admit, resolve, check the addresses, connect. `Err` is the reason
+    /// given to the command (and recorded).
+    async fn open(
+        &self,
+        name: &str,
+        port: u16,
+    ) -> Result<(tokio::net::TcpStream, Arc<Counters>), String> {
+        let refuse = |why: String| {
+            self.record(name, Some(port), EgressHow::Proxy, false, Some(why.clone()));
+            Err(why)
+        };
+        if let Admission::Refused(why) = self.cfg.admit(name, Some(port)) {
+            return refuse(why);
+        }
+        let addrs: Vec<SocketAddr> = match self.cfg.pinned(name, port) {
+            Some(a) => vec![SocketAddr::new(a, port)],
+            None => {
+                let looked = tokio::time::timeout(
+                    UPSTREAM_TIMEOUT,
+                    tokio::net::lookup_host((name.to_string(), port)),
+                )
+                .await;
+                let addrs: Vec<SocketAddr> = match looked {
+                    Ok(Ok(a)) => a.collect(),
+                    Ok(Err(e)) => return refuse(format!("cannot resolve {name}: {e}")),
+                    Err(_) => return refuse(format!("resolving {name} timed out")),
+                };
+                if addrs.is_empty() {
+                    return refuse(format!("{name} has no address"));
+                }
+                if let Some((a, why)) = addrs
+                    .iter()
+                    .find_map(|a| addr::refused_address(a.ip()).map(|w| (a.ip(), w)))
+                {
+                    return refuse(format!(
+                        "{name} resolves to {a}, {why}; only the system configuration (--egress-resolve) may allow that"
+                    ));
+                }
+                addrs
+            }
+        };
+        let mut last = String::from("no address");
+        for a in addrs {
+            match tokio::time::timeout(UPSTREAM_TIMEOUT, tokio::net::TcpStream::connect(a)).await {
+                Ok(Ok(s)) => {
+                    let c = self.record(name, Some(port), EgressHow::Proxy, true, None);
+                    return Ok((s, c));
+                }
+                Ok(Err(e)) => last = format!("cannot connect to {a}: {e}"),
+                Err(_) => last = format!("connecting to {a} timed out"),
+            }
+        }
+        self.record(name, Some(port), EgressHow::Proxy, true, Some(last.clone()));
+        Err(last)
+    }
+}
+
+async fn serve(
+    shared: Arc<Shared>,
+    control: std::os::unix::net::UnixListener,
+    receive: ReceiveFds,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let sockets = tokio::select! {
+        _ = &mut stop => return,
+        s = take_sockets(control, receive) => s,
+    };
+    let (tcp, udp) = match sockets {
+        Ok(s) => s,
+        Err(e) => {
+            shared.problem(format!(
+                "the sandbox never handed the proxy its sockets: {e}"
+            ));
+            let _ = stop.await;
+            return;
+        }
+    };
+    let dns_task = tokio::spawn(serve_dns(udp, shared.clone()));
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            acc = tcp.accept() => {
+                if let Ok((stream, _)) = acc {
+                    tokio::spawn(serve_client(stream, shared.clone()));
+                }
+            }
+        }
+    }
+    dns_task.abort();
+}
+
+/// Accept the helper's connection (same uid only) and take its two
+/// sockets: the TCP listener, then the UDP socket.
+async fn take_sockets(
+    control: std::os::unix::net::UnixListener,
+    receive: ReceiveFds,
+) -> io::Result<(tokio::net::TcpListener, tokio::net::UdpSocket)> {
+    let control = tokio::net::UnixListener::from_std(control)?;
+    let (conn, _) = control.accept().await?;
+    let cred = conn.peer_cred()?;
+    if cred.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(io::Error::other(format!(
+            "the control socket was reached by uid {}, not the helper",
+            cred.uid()
+        )));
+    }
+    let conn = conn.into_std()?;
+    conn.set_nonblocking(false)?;
+    conn.set_read_timeout(Some(Duration::from_secs(600)))?;
+    let fds = tokio::task::spawn_blocking(move || receive(&conn))
+        .await
+        .map_err(io::Error::other)??;
+    let mut fds = fds.into_iter();
+    let (Some(t), Some(u)) = (fds.next(), fds.next()) else {
+        return Err(io::Error::other("expected two sockets"));
+    };
+    let t = std::net::TcpListener::from(t);
+    let u = std::net::UdpSocket::from(u);
+    t.set_nonblocking(true)?;
+    u.set_nonblocking(true)?;
+    Ok((
+        tokio::net::TcpListener::from_std(t)?,
+        tokio::net::UdpSocket::from_std(u)?,
+    ))
+}
+
+async fn serve_dns(udp: tokio::net::UdpSocket, shared: Arc<Shared>) {
+    let mut buf = [0u8; 1500];
+    while let Ok((n, from)) = udp.recv_from(&mut buf).await {
+        let answered = dns::answer(&buf[..n], &mut shared.lock().fake);
+        let Some((reply, name)) = answered else {
+            continue;
+        };
+        let (allowed, reason) = match shared.cfg.admit(&name, None) {
+            Admission::Allowed => (true, None),
+            Admission::Refused(why) => (false, Some(format!("looked up: {why}"))),
+        };
+        shared.record(&name, None, EgressHow::Dns, allowed, reason);
+        let _ = udp.send_to(&reply, from).await;
+    }
+}
+
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+fn text(status: StatusCode, msg: String) -> Response<ProxyBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!("dryrun egress proxy: {msg}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r
+}
+
+async fn serve_client(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
+    let svc = hyper::service::service_fn(move |req| handle(req, shared.clone()));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), svc)
+        .with_upgrades()
+        .await;
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    Ok(if req.method() == Method::CONNECT {
+        tunnel(req, shared).await
+    } else {
+        forward(req, shared).await
+    })
+}
+
+/// `CONNECT host:port`: a tunnel to an allowed name (HTTPS is not looked into).
+async fn tunnel(req: Request<Incoming>, shared: Arc<Shared>) -> Response<ProxyBody> {
+    let Some(auth) = req.uri().authority().cloned() else {
+        return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port".into());
+    };
+    let name = normalize_name(auth.host());
+    let port = auth.port_u16().unwrap_or(443);
+    let (mut upstream, counters) = match shared.open(&name, port).await {
+        Ok(x) => x,
+        Err(why) => return text(StatusCode::FORBIDDEN, format!("{name}:{port}: {why}")),
+    };
+    tokio::spawn(async move {
+        if let Ok(up) = hyper::upgrade::on(req).await {
+            let mut client = Counting {
+                inner: TokioIo::new(up),
+                read: counters.clone(),
+                read_is_out: true,
+            };
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        }
+    });
+    Response::new(
+        Full::new(Bytes::new())
+            .map_err(|never| match never {})
+            .boxed(),
+    )
+}
+
+/// An absolute-form `http://` request, forwarded to an allowed name.
+async fn forward(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<ProxyBody> {
+    let uri = req.uri().clone();
+    if uri.scheme_str() != Some("http") {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "this proxy forwards http:// URLs and CONNECT tunnels only".into(),
+        );
+    }
+    let Some(auth) = uri.authority().cloned() else {
+        return text(StatusCode::BAD_REQUEST, "the URL names no host".into());
+    };
+    let name = normalize_name(auth.host());
+    let port = auth.port_u16().unwrap_or(80);
+    let (upstream, counters) = match shared.open(&name, port).await {
+        Ok(x) => x,
+        Err(why) => return text(StatusCode::FORBIDDEN, format!("{name}:{port}: {why}")),
+    };
+    let io = TokioIo::new(Counting {
+        inner: upstream,
+        read: counters,
+        read_is_out: false,
+    });
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake(io).await {
+        Ok(x) => x,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, format!("{name}:{port}: {e}")),
+    };
+    tokio::spawn(conn);
+    let path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    *req.uri_mut() = match path.parse() {
+        Ok(u) => u,
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad path".into()),
+    };
+    let h = req.headers_mut();
+    h.remove("proxy-connection");
+    h.remove("proxy-authorization");
+    if !h.contains_key(hyper::header::HOST)
+        && let Ok(v) = auth.as_str().parse()
+    {
+        h.insert(hyper::header::HOST, v);
+    }
+    match sender.send_request(req).await {
+        Ok(resp) => resp.map(|b| b.boxed()),
+        Err(e) => text(StatusCode::BAD_GATEWAY, format!("{name}:{port}: {e}")),
+    }
+}
+
+/// Counts bytes each way through a stream. `read_is_out`: the stream is
+/// the command's side (what is read from it goes out).
+struct Counting<T> {
+    inner: T,
+    read: Arc<Counters>,
+    read_is_out: bool,
+}
+
+impl<T> Counting<T> {
+    fn count(&self, read: bool, n: usize) {
+        let c = &self.read;
+        let ctr = if read == self.read_is_out {
+            &c.out
+        } else {
+            &c.inn
+        };
+        ctr.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counting<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.count(true, n);
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.count(false, n);
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

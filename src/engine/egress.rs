@@ -1,0 +1,107 @@
+//! A rehearsal's egress: the engine starts the run's proxy when the intent
+//! allows names (never otherwise: `network: none` runs exactly as before),
+//! tells the sandbox where it waits, gives the command the proxy variables,
+//! and afterwards turns the proxy's log and the direct attempts the sandbox
+//! saw into `rehearsal.egress`, one entry per destination.
+
+use crate::egress::proxy::{self, EgressError, EgressLog, EgressProxy, PROXY_PORT};
+use crate::envelope::EnvelopeSpec;
+use crate::model::{EgressEntry, EgressHow, RehearsalReport};
+use crate::sandbox::{self, spec::EgressPlan, spec::SandboxSpec};
+
+use super::Engine;
+
+/// The variables that point tools at the proxy (upper and lower case).
+const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+const NO_PROXY_VARS: [&str; 2] = ["NO_PROXY", "no_proxy"];
+/// Loopback inside the sandbox stays direct.
+const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+impl Engine {
+    /// Start the run's proxy if its intent allows names (and it is a
+    /// rehearsal, not the live lane's rerun on the host's network).
+    pub(super) fn start_egress(
+        &self,
+        spec: &EnvelopeSpec,
+        sspec: &mut SandboxSpec,
+    ) -> Result<Option<EgressProxy>, EgressError> {
+        if spec.network.is_empty() || sspec.network_host {
+            return Ok(None);
+        }
+        let cfg = self.opts.egress.for_run(&spec.network);
+        let proxy = proxy::start(cfg, sandbox::receive_egress_sockets)?;
+        sspec.egress = Some(EgressPlan {
+            control: proxy.control_path().to_path_buf(),
+            proxy_port: PROXY_PORT,
+        });
+        let url = format!("http://127.0.0.1:{PROXY_PORT}");
+        let given: Vec<(&str, &str)> = PROXY_VARS
+            .iter()
+            .map(|k| (*k, url.as_str()))
+            .chain(NO_PROXY_VARS.iter().map(|k| (*k, NO_PROXY)))
+            .collect();
+        sspec
+            .env
+            .retain(|(k, _)| !given.iter().any(|(g, _)| g == k));
+        sspec
+            .env
+            .extend(given.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Ok(Some(proxy))
+    }
+}
+
+/// Fill `report.egress` from the proxy's log and the direct attempts; name
+/// the provided variables under `stripped`.
+pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
+    let mut entries = log.entries;
+    for d in &report.direct {
+        let name = match d.addr {
+            std::net::IpAddr::V4(v4) => log.fake_addrs.get(&v4).cloned(),
+            _ => None,
+        }
+        .unwrap_or_else(|| d.addr.to_string());
+        let e = EgressEntry {
+            name,
+            port: Some(d.port),
+            how: EgressHow::Direct,
+            allowed: false,
+            reason: Some(
+                "a direct connection, not through the proxy: the sandbox has no route out".into(),
+            ),
+            bytes_out: 0,
+            bytes_in: 0,
+        };
+        if !entries
+            .iter()
+            .any(|x| x.name == e.name && x.port == e.port && x.how == e.how)
+        {
+            entries.push(e);
+        }
+    }
+    if let Some(p) = log.problem {
+        report.blocked.push(crate::model::Blocked {
+            kind: crate::model::BlockedKind::Network,
+            detail: format!("egress proxy: {p}"),
+        });
+    }
+    if log.dropped > 0 {
+        report.blocked.push(crate::model::Blocked {
+            kind: crate::model::BlockedKind::Network,
+            detail: format!(
+                "egress: {} more destinations or names not listed",
+                log.dropped
+            ),
+        });
+    }
+    report.egress = entries;
+    for k in PROXY_VARS.iter().chain(NO_PROXY_VARS.iter()) {
+        report.stripped.push(format!("provided:env:{k}"));
+    }
+}
