@@ -206,6 +206,16 @@ pub struct EgressSystem {
 }
 
 impl EgressSystem {
+    /// These settings with a layered policy's added (the command line's
+    /// and the system policy's together).
+    pub fn with_policy(&self, policy: &EgressSystem) -> EgressSystem {
+        let mut s = self.clone();
+        s.pins.extend(policy.pins.iter().cloned());
+        s.always_allow.extend(policy.always_allow.iter().cloned());
+        s.never_allow.extend(policy.never_allow.iter().cloned());
+        s
+    }
+
     /// The whole a run's proxy enforces, given the run's own allowlist.
     pub fn for_run(&self, allow: &[HostPattern]) -> EgressConfig {
         let mut all = allow.to_vec();

@@ -9,7 +9,7 @@ use crate::envelope::EnvelopeSpec;
 use crate::model::{EgressEntry, EgressHow, RehearsalReport};
 use crate::sandbox::{self, spec::EgressPlan, spec::SandboxSpec};
 
-use super::Engine;
+use crate::egress::EgressSystem;
 
 /// The variables that point tools at the proxy (upper and lower case).
 const PROXY_VARS: [&str; 6] = [
@@ -24,37 +24,35 @@ const NO_PROXY_VARS: [&str; 2] = ["NO_PROXY", "no_proxy"];
 /// Loopback inside the sandbox stays direct.
 const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 
-impl Engine {
-    /// Start the run's proxy if its intent allows names (and it is a
-    /// rehearsal, not the live lane's rerun on the host's network).
-    pub(super) fn start_egress(
-        &self,
-        spec: &EnvelopeSpec,
-        sspec: &mut SandboxSpec,
-    ) -> Result<Option<EgressProxy>, EgressError> {
-        if spec.network.is_empty() || sspec.network_host {
-            return Ok(None);
-        }
-        let cfg = self.opts.egress.for_run(&spec.network);
-        let proxy = proxy::start(cfg, sandbox::receive_egress_sockets)?;
-        sspec.egress = Some(EgressPlan {
-            control: proxy.control_path().to_path_buf(),
-            proxy_port: PROXY_PORT,
-        });
-        let url = format!("http://127.0.0.1:{PROXY_PORT}");
-        let given: Vec<(&str, &str)> = PROXY_VARS
-            .iter()
-            .map(|k| (*k, url.as_str()))
-            .chain(NO_PROXY_VARS.iter().map(|k| (*k, NO_PROXY)))
-            .collect();
-        sspec
-            .env
-            .retain(|(k, _)| !given.iter().any(|(g, _)| g == k));
-        sspec
-            .env
-            .extend(given.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        Ok(Some(proxy))
+/// Start the run's proxy if its intent allows names (and it is a
+/// rehearsal, not the live lane's rerun on the host's network).
+pub(super) fn start_egress(
+    system: &EgressSystem,
+    spec: &EnvelopeSpec,
+    sspec: &mut SandboxSpec,
+) -> Result<Option<EgressProxy>, EgressError> {
+    if spec.network.is_empty() || sspec.network_host {
+        return Ok(None);
     }
+    let cfg = system.for_run(&spec.network);
+    let proxy = proxy::start(cfg, sandbox::receive_egress_sockets)?;
+    sspec.egress = Some(EgressPlan {
+        control: proxy.control_path().to_path_buf(),
+        proxy_port: PROXY_PORT,
+    });
+    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    let given: Vec<(&str, &str)> = PROXY_VARS
+        .iter()
+        .map(|k| (*k, url.as_str()))
+        .chain(NO_PROXY_VARS.iter().map(|k| (*k, NO_PROXY)))
+        .collect();
+    sspec
+        .env
+        .retain(|(k, _)| !given.iter().any(|(g, _)| g == k));
+    sspec
+        .env
+        .extend(given.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Ok(Some(proxy))
 }
 
 /// Fill `report.egress` from the proxy's log and the direct attempts; name

@@ -177,6 +177,8 @@ pub struct Prepared {
     ids_desc: String,
     max_blobs: u64,
     blobs: PathBuf,
+    /// The system's egress names and pins (options and system policy).
+    egress: crate::egress::EgressSystem,
     /// Scrubs what the run prints or hands to stubs of the values it was
     /// given and of credential shapes, before anything is kept.
     redactor: crate::redact::Redactor,

@@ -1,6 +1,7 @@
 //! Rehearsing a prepared run: the sandbox, then the evidence scrubbed of
 //! secrets, judged, recorded and journaled.
 
+use super::egress::start_egress;
 use super::store::fit_record;
 use super::{Engine, EngineError, Prepared, entries};
 use crate::envelope::EnvelopeSpec;
@@ -27,13 +28,14 @@ impl Engine {
             max_blobs,
             blobs,
             redactor,
+            egress,
         } = p;
         // Time spent queued is not the rehearsal's.
         sspec.t0_ns = sandbox::helper::monotonic_ns();
         let run_id = record.run_id.clone();
         record.state = RunState::Running;
         self.save_relaxed(&record)?;
-        let proxy = match self.start_egress(&spec, &mut sspec) {
+        let proxy = match start_egress(&egress, &spec, &mut sspec) {
             Ok(p) => p,
             Err(e) => {
                 record.state = RunState::Failed;

@@ -102,6 +102,7 @@ impl Engine {
             ids_desc,
             max_blobs,
             blobs,
+            egress: self.opts.egress.with_policy(&c.policy.egress),
             redactor: crate::redact::Redactor::new(
                 spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 live.iter()

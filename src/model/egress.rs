@@ -61,6 +61,6 @@ impl EgressEntry {
 /// init saw and let the kernel refuse; the engine names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirectAttempt {
-    pub addr: std::net::IpAddr,
+    pub addr: core::net::IpAddr,
     pub port: u16,
 }

@@ -12,6 +12,7 @@
 //! command, never in its place ([`Rule::from_workspace`]).
 
 pub(crate) mod budget;
+pub(crate) mod egress;
 pub(crate) mod stubs;
 
 use regex::Regex;
@@ -64,6 +65,9 @@ pub struct PolicyFile {
     /// Shadow stubs by id; later files replace an id.
     #[serde(default)]
     pub stubs: BTreeMap<String, stubs::StubConfig>,
+    /// Egress names and pins (see `policy/egress.rs`).
+    #[serde(default)]
+    pub egress: Option<egress::EgressPolicyConfig>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -175,6 +179,8 @@ pub struct Policy {
     pub sources: Vec<String>,
     /// Shadow stubs, validated, in id order.
     pub stubs: Vec<crate::model::stubs::StubRule>,
+    /// Always- and never-allowed names and pins for runs with an allowlist.
+    pub egress: crate::egress::EgressSystem,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -502,6 +508,7 @@ impl Policy {
             .collect();
         let mut sources = Vec::new();
         let mut stub_rules: BTreeMap<String, crate::model::stubs::StubRule> = BTreeMap::new();
+        let mut egress_sys = crate::egress::EgressSystem::default();
         for (name, text) in files {
             hasher.update(name.as_bytes());
             hasher.update(text.as_bytes());
@@ -540,6 +547,9 @@ impl Policy {
                     },
                 )?;
                 stub_rules.insert(id.clone(), r);
+            }
+            if let Some(e) = &f.egress {
+                egress::merge_system(&mut egress_sys, name, e)?;
             }
             sources.push(name.clone());
         }
@@ -650,6 +660,9 @@ impl Policy {
                     message: "stubs: a workspace policy may not shadow tools (stubs change what a rehearsal shows); put stubs in a system policy file or the envelope".into(),
                 });
             }
+            if let Some(e) = &f.egress {
+                egress::merge_workspace(&mut egress_sys, name, e)?;
+            }
             sources.push(name.clone());
         }
         let mut by_command: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -674,6 +687,7 @@ impl Policy {
             hash: hasher.finalize().to_hex().to_string(),
             sources,
             stubs: stub_rules.into_values().collect(),
+            egress: egress_sys,
         })
     }
 

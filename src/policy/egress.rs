@@ -1,0 +1,97 @@
+//! `egress:` in a policy file: names every run with a network allowlist may
+//! reach (a company mirror), names no run may reach, and pins
+//! (`HOST:PORT:ADDR`, as `--egress-resolve`). A system policy file may set
+//! all three; a workspace policy may only add `never_allow` (it can only
+//! tighten).
+
+use serde::{Deserialize, Serialize};
+
+use super::PolicyError;
+use crate::egress::{EgressSystem, ResolvePin, parse_patterns};
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EgressPolicyConfig {
+    /// Added to every allowlist (only runs that declare one get a proxy).
+    #[serde(default)]
+    pub always_allow: Vec<String>,
+    /// Refused even when a run's allowlist names them.
+    #[serde(default)]
+    pub never_allow: Vec<String>,
+    /// Pins, `HOST:PORT:ADDR`, exempt from the private-range refusal.
+    #[serde(default)]
+    pub resolve: Vec<String>,
+}
+
+fn err(file: &str, message: String) -> PolicyError {
+    PolicyError::Parse {
+        file: file.to_string(),
+        message,
+    }
+}
+
+/// A system policy file's `egress:` into the layered whole.
+pub(super) fn merge_system(
+    into: &mut EgressSystem,
+    file: &str,
+    c: &EgressPolicyConfig,
+) -> Result<(), PolicyError> {
+    let bad = |(f, m): (String, String)| err(file, format!("{f}: {m}"));
+    into.always_allow
+        .extend(parse_patterns("egress.always_allow", &c.always_allow).map_err(bad)?);
+    into.never_allow
+        .extend(parse_patterns("egress.never_allow", &c.never_allow).map_err(bad)?);
+    for (i, r) in c.resolve.iter().enumerate() {
+        let pin: ResolvePin = r
+            .parse()
+            .map_err(|m| err(file, format!("egress.resolve[{i}]: {m}")))?;
+        into.pins.push(pin);
+    }
+    Ok(())
+}
+
+/// A workspace policy's `egress:`: only `never_allow`.
+pub(super) fn merge_workspace(
+    into: &mut EgressSystem,
+    file: &str,
+    c: &EgressPolicyConfig,
+) -> Result<(), PolicyError> {
+    if !c.always_allow.is_empty() || !c.resolve.is_empty() {
+        return Err(err(
+            file,
+            "egress: a workspace policy may only add never_allow (always_allow and resolve belong to the system policy)".into(),
+        ));
+    }
+    merge_system(into, file, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::Policy;
+
+    fn file(name: &str, text: &str) -> (String, String) {
+        (name.to_string(), text.to_string())
+    }
+
+    #[test]
+    fn system_files_set_egress_and_workspace_files_only_add_refusals() {
+        let sys = file(
+            "sys.yaml",
+            "egress: {always_allow: [mirror.corp.example], never_allow: ['*.evil.example'], resolve: ['mirror.corp.example:443:10.0.0.5']}\n",
+        );
+        let p = Policy::layered(std::slice::from_ref(&sys), None).unwrap();
+        assert_eq!(p.egress.always_allow.len(), 1);
+        assert_eq!(p.egress.pins[0].port, 443);
+        let ws = file("ws.yaml", "egress: {always_allow: [x.example]}\n");
+        let e = Policy::layered(std::slice::from_ref(&sys), Some(&ws)).unwrap_err();
+        assert!(e.to_string().contains("only add never_allow"), "{e}");
+        let ws = file("ws.yaml", "egress: {resolve: ['x.example:80:127.0.0.1']}\n");
+        assert!(Policy::layered(std::slice::from_ref(&sys), Some(&ws)).is_err());
+        let ws = file("ws.yaml", "egress: {never_allow: [y.example]}\n");
+        let p = Policy::layered(std::slice::from_ref(&sys), Some(&ws)).unwrap();
+        assert_eq!(p.egress.never_allow.len(), 2);
+        let bad = file("sys.yaml", "egress: {always_allow: ['*']}\n");
+        let e = Policy::layered(&[bad], None).unwrap_err();
+        assert!(e.to_string().contains("egress.always_allow[0]"), "{e}");
+    }
+}
