@@ -21,8 +21,16 @@ struct Upstream {
     seen: Arc<Mutex<Vec<String>>>,
 }
 
+/// Paths with their content type and bytes; anything else gets BODY.
+type Routes = Vec<(String, &'static str, Vec<u8>)>;
+
 impl Upstream {
     fn start() -> Upstream {
+        Upstream::serving(Vec::new())
+    }
+
+    fn serving(routes: Routes) -> Upstream {
+        let routes = Arc::new(routes);
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -31,6 +39,7 @@ impl Upstream {
             for c in l.incoming() {
                 let Ok(mut c) = c else { continue };
                 let s = s.clone();
+                let routes = routes.clone();
                 std::thread::spawn(move || {
                     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                     let mut req = Vec::new();
@@ -49,11 +58,18 @@ impl Upstream {
                         .unwrap_or("")
                         .to_string();
                     s.lock().unwrap().push(format!("{first} host={host}"));
+                    let path = first.split(' ').nth(1).unwrap_or("");
+                    let (ctype, body) = routes
+                        .iter()
+                        .find(|(p, _, _)| p == path)
+                        .map(|(_, t, b)| (*t, b.clone()))
+                        .unwrap_or(("text/plain", BODY.as_bytes().to_vec()));
                     let _ = write!(
                         c,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
-                        BODY.len()
+                        "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
                     );
+                    let _ = c.write_all(&body);
                 });
             }
         });
@@ -378,5 +394,130 @@ fn network_none_runs_as_before_without_proxy_or_resolver() {
             r.json["rehearsal"]["sandbox"]["network"],
             "none (new network namespace, loopback only)"
         );
+    }
+}
+
+/// A minimal valid wheel, built with the host's python3 `zipfile`.
+fn demo_wheel() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.whl");
+    let script = r#"
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], 'w') as z:
+    z.writestr('demo_pkg/__init__.py', 'X = 1\n')
+    z.writestr('demo_pkg-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n')
+    z.writestr('demo_pkg-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\nGenerator: dryrun-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n')
+    z.writestr('demo_pkg-1.0.dist-info/RECORD', '')
+"#;
+    let st = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read(out).unwrap()
+}
+
+#[test]
+fn pip_downloads_from_a_local_index_through_the_proxy() {
+    let wheel = demo_wheel();
+    let whl = "demo_pkg-1.0-py3-none-any.whl";
+    let index = format!("<html><body><a href=\"/files/{whl}\">{whl}</a></body></html>");
+    let up = Upstream::serving(vec![
+        ("/simple/demo-pkg/".into(), "text/html", index.into_bytes()),
+        (
+            format!("/files/{whl}"),
+            "application/octet-stream",
+            wheel.clone(),
+        ),
+    ]);
+    for who in identities() {
+        let ws = Ws::new(who);
+        let host = format!("pypi.example:{}", up.port);
+        let cmd = format!(
+            "python3 -m pip download --no-deps --disable-pip-version-check --no-cache-dir \
+             --trusted-host pypi.example --index-url http://{host}/simple/ -d vendor demo-pkg==1.0"
+        );
+        let r = ws.rehearse_untouched(
+            &cmd,
+            &[
+                "--allow-net",
+                &host,
+                "--egress-resolve",
+                &format!("pypi.example:{}:127.0.0.1", up.port),
+                "--expect-write",
+                "vendor/**",
+                "--timeout",
+                "120",
+            ],
+        );
+        assert_ran(who, &r);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {} {}", r.out(), r.err());
+        let c = r
+            .change(&format!("vendor/{whl}"))
+            .unwrap_or_else(|| panic!("{who:?}: {:?}", r.changes()));
+        assert_eq!(c["after"], blake3::hash(&wheel).to_hex().to_string());
+        let e = egress(&r);
+        let p = entry(&e, "pypi.example", "proxy").unwrap_or_else(|| panic!("{e:?}"));
+        assert!(p["bytes_in"].as_u64().unwrap() >= wheel.len() as u64, "{p}");
+        assert_eq!(r.decision(), "promote", "{who:?}: {:?}", r.reasons());
+    }
+}
+
+#[test]
+fn escape_attempts_stay_contained_with_the_proxy_running() {
+    use std::os::linux::net::SocketAddrExt;
+    for who in identities() {
+        let up = Upstream::start();
+        let (tcp, tport) = canary_listener();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let uport = udp.local_addr().unwrap().port();
+        let abs_name = format!("dryrun-egress-test-{}", std::process::id());
+        let abs = std::os::unix::net::UnixListener::bind_addr(
+            &std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        abs.set_nonblocking(true).unwrap();
+        let ws = Ws::new(who);
+        let script = format!(
+            r#"
+import socket
+for fam, addr in [(socket.AF_INET, ('127.0.0.1', {tport})), (socket.AF_INET, ('127.0.0.1', 3128 + 1))]:
+    try:
+        socket.create_connection(addr, 2).sendall(b'x'); print('CONNECTED', addr)
+    except OSError as e: print('tcp refused', e)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try: u.sendto(b'leak', ('127.0.0.1', {uport})); print('udp sent')
+except OSError as e: print('udp refused', e)
+try:
+    a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); a.connect('\0{abs_name}'); a.sendall(b'x'); print('CONNECTED abstract')
+except OSError as e: print('abstract refused', e)
+"#
+        );
+        let r = ws.rehearse_untouched(
+            &format!("python3 -c {}", sq(&script)),
+            &[
+                "--allow-net",
+                &format!("pkgs.example:{}", up.port),
+                "--egress-resolve",
+                &format!("pkgs.example:{}:127.0.0.1", up.port),
+            ],
+        );
+        assert_ran(who, &r);
+        assert!(!r.out().contains("CONNECTED"), "{who:?}: {}", r.out());
+        assert_eq!(accepted(&tcp), 0, "{who:?}");
+        let mut buf = [0u8; 64];
+        assert!(
+            udp.recv_from(&mut buf).is_err(),
+            "{who:?}: a datagram arrived"
+        );
+        assert!(
+            abs.accept().is_err(),
+            "{who:?}: the abstract socket was reached"
+        );
+        assert!(up.requests().is_empty(), "{who:?}");
+        assert_eq!(r.decision(), "blocked", "{who:?}");
     }
 }
