@@ -363,6 +363,13 @@ impl Redactor {
         for b in &mut report.blocked {
             self.redact_in_place(&mut b.detail, &mut t);
         }
+        // A name can carry data out (`AKIA....attacker.example`).
+        for e in &mut report.egress {
+            self.redact_in_place(&mut e.name, &mut t);
+            if let Some(r) = e.reason.as_mut() {
+                self.redact_in_place(r, &mut t);
+            }
+        }
         for a in &mut report.would_be_actions {
             for arg in a.argv.iter_mut().skip(1) {
                 self.redact_in_place(arg, &mut t);

