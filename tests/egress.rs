@@ -551,3 +551,42 @@ fn a_given_secret_looked_up_as_a_name_is_redacted_in_the_egress_report() {
         "{e:?}"
     );
 }
+
+#[test]
+fn a_daemon_pins_names_for_its_clients_and_a_client_cannot() {
+    use common::daemon::{Daemon, require_root, submit_user, user_workspace};
+    if !require_root() {
+        return;
+    }
+    let up = Upstream::start();
+    let pin = format!("pkgs.example:{}:127.0.0.1", up.port);
+    let d = Daemon::start(&["--egress-resolve", &pin]);
+    let ws = user_workspace();
+    let host = format!("pkgs.example:{}", up.port);
+    let r = submit_user(
+        &d,
+        &ws,
+        &format!("curl -sS -o got.txt http://{host}/via-daemon"),
+        &["--allow-net", &host, "--expect-write", "got.txt"],
+    );
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    assert!(r.change("got.txt").is_some(), "{:?}", r.changes());
+    assert!(
+        up.requests()
+            .iter()
+            .any(|s| s.starts_with("GET /via-daemon ")),
+        "{:?}",
+        up.requests()
+    );
+    let e = egress(&r);
+    assert_eq!(entry(&e, "pkgs.example", "proxy").unwrap()["allowed"], true);
+    // A client's own pin is refused: the daemon's configuration decides.
+    let r = submit_user(
+        &d,
+        &ws,
+        "true",
+        &["--allow-net", &host, "--egress-resolve", &pin],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--egress-resolve"), "{}", r.stderr);
+}

@@ -12,7 +12,7 @@
 //!
 //! H, on the host:
 //!  H1. die with the engine (PDEATHSIG), read the spec from stdin, stdin := /dev/null,
-//!      close every fd but 0-2.
+//!      close every fd but 0-2; (egress) connect to the run's proxy (egress.rs).
 //!  H2. (root) create the run's cgroups and set their limits.
 //!  H3. (root) private mount namespace; detached clone of the workspace mount.
 //!  H4. fork C; C unshares a user namespace; H writes its id maps
@@ -33,11 +33,12 @@
 //!  P2. base tmpfs over /tmp; a size-capped tmpfs for the overlay upper layer
 //!      (owner and mode of the workspace root copied onto it).
 //!  P3. new root tmpfs; image binds (ro, nosuid, nodev, submounts too); masks;
-//!      the shadow stubs (stubs.rs gathers every stub step).
+//!      the shadow stubs (stubs.rs gathers every stub step); (egress) resolv.conf.
 //!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path.
 //!  P5. minimal /dev; new /proc with kernel knobs read-only.
 //!  P6. pivot_root, detach the old root, remount / read-only.
-//!  P7. hostname, loopback up, nested user namespaces capped to 0, seccomp
+//!  P7. hostname, loopback up, (egress) the proxy's sockets created here and
+//!      handed to the engine, nested user namespaces capped to 0, seccomp
 //!      compiled, the command's environment.
 //!  P8. per step (supervise.rs): fork CMD, take its hello (seccomp listener,
 //!      Landlock outcome), supervise (output cap, timeout), then kill every
