@@ -79,8 +79,13 @@ pub fn print_evidence(r: &RunRecord) {
         "landlock: none (degraded)".into()
     };
     println!(
-        "sandbox: overlay on {} · net: none · {ll} · seccomp {}",
+        "sandbox: overlay on {} · net: {} · {ll} · seccomp {}",
         esc(&r.workspace),
+        if sb.network.starts_with("egress") {
+            "egress proxy (allowlist)"
+        } else {
+            "none"
+        },
         if sb.seccomp { "on" } else { "off" }
     );
     println!("ids: {}", sb.ids);
@@ -105,7 +110,9 @@ pub fn print_evidence(r: &RunRecord) {
         reh.duration_ms,
         if reh.timed_out { " · TIMED OUT" } else { "" }
     );
-    if !reh.changes.is_empty() {
+    if reh.changes.len() > SUMMARISE_CHANGES_OVER {
+        print_changes_by_directory(&reh.changes);
+    } else if !reh.changes.is_empty() {
         println!("changes:");
         for c in &reh.changes {
             println!("{}", change_line(c));
@@ -230,6 +237,41 @@ pub fn print_evidence(r: &RunRecord) {
 
 /// One line of the evidence's change list: kind mark, path, file type and
 /// what else changed.
+/// Past this many changes, the human output lists them by directory (the
+/// JSON record always lists each; surprise and forbidden paths are listed
+/// in full below either way).
+const SUMMARISE_CHANGES_OVER: usize = 40;
+
+/// Changes counted by their first two path components and kind.
+fn print_changes_by_directory(changes: &[Change]) {
+    let mut dirs: std::collections::BTreeMap<String, [usize; 3]> = Default::default();
+    for c in changes {
+        let path = sanitize_for_terminal(&c.path);
+        let parts: Vec<&str> = path.split('/').collect();
+        let dir = if parts.len() > 2 {
+            format!("{}/{}/", parts[0], parts[1])
+        } else if parts.len() == 2 {
+            format!("{}/", parts[0])
+        } else {
+            "./".into()
+        };
+        let slot = match c.kind {
+            ChangeKind::Created => 0,
+            ChangeKind::Deleted => 2,
+            _ => 1,
+        };
+        dirs.entry(dir).or_default()[slot] += 1;
+    }
+    println!(
+        "changes: {} in {} directories (summarised; `dryrun show RUN --json` lists each):",
+        changes.len(),
+        dirs.len()
+    );
+    for (d, [created, changed, deleted]) in dirs {
+        println!("  {d}  +{created} ~{changed} -{deleted}");
+    }
+}
+
 fn change_line(c: &Change) -> String {
     let mark = match c.kind {
         ChangeKind::Created => "+",
