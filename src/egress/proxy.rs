@@ -514,10 +514,13 @@ async fn forward(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
     let h = req.headers_mut();
     h.remove("proxy-connection");
     h.remove("proxy-authorization");
-    if !h.contains_key(hyper::header::HOST)
-        && let Ok(v) = auth.as_str().parse()
-    {
-        h.insert(hyper::header::HOST, v);
+    // The Host the upstream sees is the name that was allowed (no fronting
+    // another site behind an allowed address with a forged Host header).
+    match auth.as_str().parse() {
+        Ok(v) => {
+            h.insert(hyper::header::HOST, v);
+        }
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad host".into()),
     }
     match sender.send_request(req).await {
         Ok(resp) => resp.map(|b| b.boxed()),
