@@ -19,6 +19,9 @@ pub struct IntentRecord {
     pub forbidden_paths: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer_note: Option<String>,
+    /// `intent.network.allow` as validated (absent: `network: none`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
 }
 
 /// How the sandbox was built for this run.

@@ -374,6 +374,7 @@ fn new_record(
             expected_writes: spec.expected_writes.patterns.clone(),
             forbidden_paths: spec.forbidden.patterns.clone(),
             reviewer_note: spec.reviewer_note.clone(),
+            network: spec.network.iter().map(|p| p.to_string()).collect(),
         },
         risk: Some(risk.clone()),
         rehearsal: None,
