@@ -1,6 +1,7 @@
 //! Landlock for the command: reads anywhere in the (already minimal) root,
 //! writes only beneath the workspace and /tmp, and on newer ABIs no TCP bind or
-//! connect, no abstract unix sockets or signals leaving the sandbox.
+//! connect (but connect to the egress proxy's port, in a run with a network
+//! allowlist), no abstract unix sockets or signals leaving the sandbox.
 //!
 //! The command applies the ruleset (X5) and reports what `restrict_self`
 //! returned ([`LandlockOutcome`]) to the sandbox's init, which checks it
