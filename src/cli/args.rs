@@ -110,7 +110,12 @@ pub(super) enum Cmd {
     },
     /// MCP server on stdio: execute, classify, show, diff, list_runs, wait,
     /// promote (no approvals). See README, Doors.
-    Mcp,
+    Mcp {
+        /// Serve Streamable HTTP at this loopback address instead (e.g.
+        /// 127.0.0.1:8765; port 0 picks one), to this uid's clients only.
+        #[arg(long, value_name = "ADDR:PORT")]
+        http: Option<String>,
+    },
     /// Serve the API on a Unix socket.
     Daemon(DaemonArgs),
     /// Rehearse a recorded run again, answering its stubbed tool calls from

@@ -103,7 +103,21 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             },
             doors_target(&g),
         ),
-        Cmd::Mcp => crate::doors::mcp::run_mcp(doors_target(&g)),
+        Cmd::Mcp { http: None } => crate::doors::mcp::run_mcp(doors_target(&g)),
+        Cmd::Mcp { http: Some(addr) } => {
+            use crate::doors::mcp_http::{parse_loopback, run_mcp_http};
+            match parse_loopback(&addr).and_then(|a| run_mcp_http(doors_target(&g), a)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("dryrun mcp: {e}");
+                    if matches!(e, crate::doors::mcp_http::McpHttpError::NotLoopback(_)) {
+                        2
+                    } else {
+                        1
+                    }
+                }
+            }
+        }
         Cmd::Rollback { receipt_id, json } => {
             with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
                 Ok(rc) => {

@@ -274,8 +274,13 @@ fn parse_state(s: &str) -> Result<RunState, String> {
 #[tool_router(router = tool_router)]
 impl DryrunMcp {
     pub fn new(backend: Backend) -> Self {
+        Self::shared(Arc::new(backend))
+    }
+
+    /// A server over a backend shared with others (one per HTTP session).
+    pub fn shared(backend: Arc<Backend>) -> Self {
         Self {
-            backend: Arc::new(backend),
+            backend,
             tool_router: Self::tool_router(),
         }
     }

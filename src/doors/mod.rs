@@ -8,6 +8,7 @@
 
 pub mod hook;
 pub mod mcp;
+pub mod mcp_http;
 pub mod promote;
 
 use std::path::{Path, PathBuf};
