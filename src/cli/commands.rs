@@ -104,6 +104,7 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             doors_target(&g),
         ),
         Cmd::Mcp => crate::doors::mcp::run_mcp(doors_target(&g)),
+        Cmd::Review => super::tui::review(&g),
         Cmd::Rollback { receipt_id, json } => {
             with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
                 Ok(rc) => {

@@ -1,0 +1,1 @@
+//! The review screen's pure parts: collapse, order, keys.
