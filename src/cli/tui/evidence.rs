@@ -118,11 +118,11 @@ pub fn tree_lines(r: &RunRecord, expand_all: bool) -> Vec<Line<'static>> {
     let tree = change_tree(&reh.changes, |i| flags[i], expand_all);
     tree.iter()
         .map(|t| match t {
-            TreeLine::Path { index, flag, depth } => {
+            TreeLine::Path { index, flag, .. } => {
                 let c = &reh.changes[*index];
                 let name = escape_for_humans(&c.path_bytes());
                 let ft = format!("{:?}", c.file_type).to_lowercase();
-                let indent = "  ".repeat(*depth + 1);
+                let indent = "  ";
                 let (style, tag) = match flag {
                     Flag::Forbidden => (forbidden_style(), "  FORBIDDEN"),
                     Flag::Surprise => (surprise_style(), "  SURPRISE"),
@@ -142,13 +142,12 @@ pub fn tree_lines(r: &RunRecord, expand_all: bool) -> Vec<Line<'static>> {
             }
             TreeLine::Collapsed {
                 dir,
-                depth,
                 counts,
                 only_here,
+                ..
             } => Line::from(Span::styled(
                 format!(
-                    "{}▸ {dir} … {} {}change(s) collapsed ({}); e expands",
-                    "  ".repeat(*depth + 1),
+                    "  ▸ {dir} … {} {}change(s) collapsed ({}); e expands",
                     counts.total(),
                     if *only_here {
                         "more ordinary "
@@ -189,7 +188,11 @@ pub fn detail_lines(
     out.push(plain(format!("command: {}", raw(&r.command))));
     out.push(plain(format!(
         "intent: {} ({})",
-        raw(&r.intent.summary),
+        if r.intent.summary.is_empty() {
+            "no summary given".to_string()
+        } else {
+            raw(&r.intent.summary)
+        },
         safe(&r.intent.mode)
     )));
     match &r.intent.reviewer_note {

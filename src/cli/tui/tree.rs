@@ -12,8 +12,9 @@ use crate::model::{Change, ChangeKind};
 pub const COLLAPSE_OVER: usize = 3;
 
 /// Why a path is shown on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Flag {
+    #[default]
     Ordinary,
     /// Written outside `expected_writes` (or in a read-only run).
     Surprise,
@@ -93,6 +94,8 @@ struct Node {
     dirs: BTreeMap<Vec<u8>, Node>,
     /// Subtree totals.
     flagged: usize,
+    /// The most severe flag in the subtree.
+    worst: Flag,
     ordinary: KindCounts,
 }
 
@@ -113,13 +116,13 @@ pub fn change_tree(
         let Some((name, dirs)) = parts.split_last() else {
             continue;
         };
-        let flagged = flag_of(i) != Flag::Ordinary;
+        let flag = flag_of(i);
         let mut node = &mut root;
         for d in dirs {
-            count(node, flagged, c.kind);
+            count(node, flag, c.kind);
             node = node.dirs.entry(d.to_vec()).or_default();
         }
-        count(node, flagged, c.kind);
+        count(node, flag, c.kind);
         node.files.push((name.to_vec(), i, c.kind));
     }
     let mut out = Vec::new();
@@ -127,8 +130,9 @@ pub fn change_tree(
     out
 }
 
-fn count(node: &mut Node, flagged: bool, kind: ChangeKind) {
-    if flagged {
+fn count(node: &mut Node, flag: Flag, kind: ChangeKind) {
+    node.worst = node.worst.max(flag);
+    if flag != Flag::Ordinary {
         node.flagged += 1;
     } else {
         node.ordinary.add(kind);
@@ -143,26 +147,52 @@ fn emit(
     expand_all: bool,
     out: &mut Vec<TreeLine>,
 ) {
-    // Flagged paths of this directory first, most severe first.
-    let mut files: Vec<(Flag, &Vec<u8>, usize, ChangeKind)> = node
+    let ordinary_here = node
         .files
         .iter()
-        .map(|(n, i, k)| (flag_of(*i), n, *i, *k))
-        .collect();
-    files.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let ordinary_here = files.iter().filter(|f| f.0 == Flag::Ordinary).count();
+        .filter(|(_, i, _)| flag_of(*i) == Flag::Ordinary)
+        .count();
     let collapse_here = !expand_all && ordinary_here > COLLAPSE_OVER;
+    // Files and subdirectories together, the most severe first (a
+    // directory ranks by the worst path under it), then by name.
+    enum Item<'a> {
+        File(usize, ChangeKind),
+        Dir(&'a Node),
+    }
+    let mut items: Vec<(Flag, &Vec<u8>, Item)> = node
+        .files
+        .iter()
+        .map(|(n, i, k)| (flag_of(*i), n, Item::File(*i, *k)))
+        .chain(node.dirs.iter().map(|(n, d)| (d.worst, n, Item::Dir(d))))
+        .collect();
+    items.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
     let mut here = KindCounts::default();
-    for (flag, _, i, kind) in &files {
-        if *flag == Flag::Ordinary && collapse_here {
-            here.add(*kind);
-            continue;
+    for (flag, name, item) in items {
+        match item {
+            Item::File(index, kind) => {
+                if flag == Flag::Ordinary && collapse_here {
+                    here.add(kind);
+                } else {
+                    out.push(TreeLine::Path { index, flag, depth });
+                }
+            }
+            Item::Dir(child) => {
+                let path = format!(
+                    "{prefix}{}/",
+                    crate::model::text::escape_for_humans(name.as_slice())
+                );
+                if !expand_all && child.flagged == 0 && child.ordinary.total() > COLLAPSE_OVER {
+                    out.push(TreeLine::Collapsed {
+                        dir: path,
+                        depth,
+                        counts: child.ordinary,
+                        only_here: false,
+                    });
+                } else {
+                    emit(child, &path, depth + 1, flag_of, expand_all, out);
+                }
+            }
         }
-        out.push(TreeLine::Path {
-            index: *i,
-            flag: *flag,
-            depth,
-        });
     }
     if collapse_here {
         out.push(TreeLine::Collapsed {
@@ -175,24 +205,5 @@ fn emit(
             counts: here,
             only_here: node.flagged > 0 || !node.dirs.is_empty(),
         });
-    }
-    // Subdirectories with flagged paths first, then the rest by name.
-    let mut dirs: Vec<(&Vec<u8>, &Node)> = node.dirs.iter().collect();
-    dirs.sort_by_key(|(_, n)| n.flagged == 0);
-    for (name, child) in dirs {
-        let path = format!(
-            "{prefix}{}/",
-            crate::model::text::escape_for_humans(name.as_slice())
-        );
-        if !expand_all && child.flagged == 0 && child.ordinary.total() > COLLAPSE_OVER {
-            out.push(TreeLine::Collapsed {
-                dir: path,
-                depth,
-                counts: child.ordinary,
-                only_here: false,
-            });
-        } else {
-            emit(child, &path, depth + 1, flag_of, expand_all, out);
-        }
     }
 }
