@@ -387,7 +387,7 @@ fn diff_lines(d: &Detail, flags: &[Flag], out: &mut Vec<Line<'static>>) {
         .filter(|f| f.diff.is_some() || f.note.is_some())
         .map(|f| (flag_of(&f.path), f))
         .collect();
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
     out.push(heading(&format!("Diffs ({} file(s))", files.len())));
     let mut ordinary = 0;
     let mut left = 0;
