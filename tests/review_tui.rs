@@ -424,3 +424,13 @@ fn the_screen_of_real_records_puts_forbidden_first_and_collapses_fmt() {
     assert!(expanded.contains("fmt/f17.txt (file)"), "{expanded}");
     assert!(!expanded.contains("collapsed"), "{expanded}");
 }
+
+#[test]
+fn without_a_terminal_review_says_what_to_use_instead() {
+    let ws = Ws::new(Who::Root);
+    let out = ws.command().arg("review").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("needs a terminal"), "{err}");
+    assert!(err.contains("dryrun approve"), "{err}");
+}
