@@ -434,3 +434,43 @@ fn without_a_terminal_review_says_what_to_use_instead() {
     assert!(err.contains("needs a terminal"), "{err}");
     assert!(err.contains("dryrun approve"), "{err}");
 }
+
+/// Would-be actions with the text they were given on stdin, and network
+/// attempts, as a real rehearsal recorded them.
+#[test]
+fn the_screen_shows_would_be_actions_with_their_stdin_and_network_attempts() {
+    let ws = Ws::new(Who::Root);
+    let r = ws.rehearse(
+        "printf 'release notes\\nline2\\n' | gh release create v1.13 --notes-file - ; (exec 3<>/dev/tcp/192.0.2.1/80) 2>/dev/null; true",
+        &[],
+    );
+    assert_ne!(r.decision(), "promote", "{r:?}");
+    let screen = dryrun::cli::tui::render_records_for_test(
+        &[r.stdout.trim().to_string()],
+        &[],
+        u32::MAX,
+        "",
+        200,
+        80,
+    );
+    assert!(
+        screen.contains("Would-be actions (1), answered by stubs, NOT made"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("gh release create v1.13 --notes-file - → exit 0"),
+        "{screen}"
+    );
+    assert!(screen.contains("stdin (20 bytes):"), "{screen}");
+    assert!(screen.contains("| release notes"), "{screen}");
+    assert!(screen.contains("| line2"), "{screen}");
+    assert!(screen.contains("Network attempts (1)"), "{screen}");
+    assert!(
+        screen.contains("connect stream to 192.0.2.1:80"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("stripped:") && screen.contains("stub:gh"),
+        "{screen}"
+    );
+}

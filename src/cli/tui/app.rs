@@ -409,14 +409,20 @@ impl App {
             self.detail = None;
             return Vec::new();
         }
-        self.load_selected_keep_scroll()
-    }
-
-    fn load_selected_keep_scroll(&mut self) -> Vec<Action> {
-        let scroll = self.scroll;
-        let a = self.load_selected();
-        self.scroll = scroll;
-        a
+        // Load the selected run again only when it is another run or it
+        // changed (state, reviews) since it was loaded.
+        let fresh = match (&self.detail, self.selected_run()) {
+            (Some(d), Some(sel)) => {
+                d.record.run_id == sel.run_id
+                    && d.record.state == sel.state
+                    && d.record.approvals.len() == sel.approvals.len()
+            }
+            _ => false,
+        };
+        if fresh {
+            return Vec::new();
+        }
+        self.load_selected()
     }
 
     /// A run's record and diff, as loaded.
