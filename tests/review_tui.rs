@@ -240,7 +240,17 @@ fn a_reviewer_approves_rejects_and_overrides_from_the_tui() {
     let reject_me = id_of(&submit_needs_approval(&d, &ws, "post-commit"));
     let blocked = id_of(&submit_blocked(&d, &ws));
 
-    let tui = Tmux::start("reviewer", &review_command(&d, Who::Root));
+    // After the TUI, the shell records the terminal's modes: raw mode must
+    // be gone.
+    let modes = d.dir.path().join("stty-after-review");
+    let tui = Tmux::start(
+        "reviewer",
+        &format!(
+            "{}; stty -a > {}",
+            review_command(&d, Who::Root).trim_start_matches("exec "),
+            modes.display()
+        ),
+    );
     tui.wait_text("3 waiting");
 
     // The blocked run: the forbidden path first, the 300 files one line,
@@ -324,13 +334,19 @@ fn a_reviewer_approves_rejects_and_overrides_from_the_tui() {
         "no new hooks"
     );
 
-    // q leaves, and the terminal is given back.
+    // q leaves, and the terminal is given back (canonical mode, echo).
     tui.keys(&["q"]);
     let t0 = Instant::now();
     while tui.alive() {
         assert!(t0.elapsed() < Duration::from_secs(10), "q did not quit");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let stty = std::fs::read_to_string(&modes).expect("the shell ran stty after the TUI");
+    let words: Vec<&str> = stty.split_whitespace().collect();
+    assert!(
+        words.contains(&"icanon") && words.contains(&"echo"),
+        "{stty}"
+    );
 }
 
 #[test]
@@ -369,6 +385,14 @@ fn a_submitter_cannot_approve_its_own_run_from_the_tui() {
         !d.journal().iter().any(|e| e["kind"] == "approval"),
         "an approval was journaled"
     );
+
+    // The daemon goes away: the status line says so, the screen stays.
+    let mut d = d;
+    d.kill9();
+    tui.keys(&["r"]);
+    let s = tui.wait_text("listing the queue failed");
+    assert!(s.contains("cannot reach the dryrun daemon"), "{s}");
+    assert!(tui.alive());
     tui.keys(&["q"]);
 }
 
