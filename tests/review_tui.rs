@@ -498,3 +498,69 @@ fn the_screen_shows_would_be_actions_with_their_stdin_and_network_attempts() {
         "{screen}"
     );
 }
+
+/// Without a daemon: root reviews the test user's local state directory
+/// (as `sudo dryrun approve` would) and approves with a note; the same
+/// TUI as the submitter's uid is refused.
+#[test]
+fn in_local_mode_another_uid_approves_and_the_submitter_cannot() {
+    if !require_root() {
+        return;
+    }
+    let ws = Ws::new(Who::User);
+    ws.write(".git/hooks/.keep", "");
+    let r = ws.rehearse(
+        "echo x > .git/hooks/pre-commit",
+        &["--expect-write", ".git/**"],
+    );
+    assert_eq!(r.decision(), "needs_approval", "{r:?}");
+    let id = id_of(&r);
+    let local = |who: Who| {
+        let run_as = match who {
+            Who::Root => String::new(),
+            Who::User => {
+                let (u, g) = test_user();
+                format!("setpriv --reuid={u} --regid={g} --clear-groups -- ")
+            }
+        };
+        format!(
+            "exec {run_as}env -i PATH=/usr/bin:/bin TERM=tmux-256color {} --local --state-dir {} review",
+            bin().display(),
+            ws.state.display()
+        )
+    };
+    let state = || {
+        let out = ws.command().args(["show", "--json", &id]).output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+
+    let tui = Tmux::start("local-submitter", &local(Who::User));
+    tui.select(&id);
+    tui.keys(&["a"]);
+    tui.wait_text("never approve its own run");
+    assert_eq!(state()["state"], "awaiting_approval");
+    tui.keys(&["q"]);
+    drop(tui);
+
+    let tui = Tmux::start("local-root", &local(Who::Root));
+    let s = tui.select(&id);
+    assert!(s.contains("local state"), "{s}");
+    tui.keys(&["a"]);
+    tui.wait_text("Note (journaled with your identity)");
+    tui.type_text("local review");
+    tui.keys(&["Enter"]);
+    tui.wait_text("approved; now approved");
+    let r = state();
+    assert_eq!(r["state"], "approved", "{r}");
+    assert_eq!(r["approvals"][0]["note"], "local review");
+    assert_eq!(r["approvals"][0]["by"]["uid"], 0);
+    tui.keys(&["q"]);
+    // Root wrote there with the owner's filesystem identity.
+    use std::os::unix::fs::MetadataExt;
+    let (uid, _) = test_user();
+    for e in walkdir::WalkDir::new(&ws.state) {
+        let e = e.unwrap();
+        let m = e.path().symlink_metadata().unwrap();
+        assert_eq!(m.uid(), uid, "{} is not the owner's", e.path().display());
+    }
+}
