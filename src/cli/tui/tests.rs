@@ -229,6 +229,10 @@ fn approve_reject_and_override_go_out_as_review_requests() {
     let screen = draw(&app, 200, 50);
     assert!(screen.contains("was BLOCKED"), "{screen}");
     assert!(screen.contains("journaled as an OVERRIDE"), "{screen}");
+    // However long the reasons, the question is on the screen, also narrow.
+    assert!(screen.contains("y: yes, write a note next"), "{screen}");
+    let narrow = draw(&app, 80, 40);
+    assert!(narrow.contains("n / Esc: no"), "{narrow}");
     app.handle_key(Key::Char('y'));
     for c in "known".chars() {
         app.handle_key(Key::Char(c));

@@ -54,7 +54,8 @@ pub fn render(app: &App, f: &mut Frame) {
         .constraints([
             Constraint::Length(1),
             Constraint::Min(3),
-            Constraint::Length(1),
+            // The status line: two rows, for an engine's refusal in full.
+            Constraint::Length(2),
             Constraint::Length(1),
         ])
         .split(area);
@@ -258,7 +259,10 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
 }
 
 fn popup(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>, w: u16) {
-    let h = lines.len() as u16 + 2;
+    // Rows once wrapped, so the last line (the question) is never cut.
+    let inner = usize::from(w.min(area.width).saturating_sub(2)).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    let h = u16::try_from(rows + 2).unwrap_or(u16::MAX);
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
     f.render_widget(
@@ -305,7 +309,10 @@ fn render_help(f: &mut Frame, area: Rect) {
         .collect();
     lines.push(Line::default());
     lines.push(Line::from(
-        "Reviews go through the same requests as `dryrun approve`/`reject`: the daemon knows you by your uid; a submitter never approves its own run.",
+        "Reviews are the same requests as `dryrun approve` / `dryrun reject`:",
+    ));
+    lines.push(Line::from(
+        "the daemon knows you by your uid, and a submitter never approves its own run.",
     ));
     popup(f, area, " keys ", lines, 100);
 }
