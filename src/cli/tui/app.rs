@@ -116,8 +116,9 @@ pub fn decision(r: &RunRecord) -> Option<Decision> {
     r.verdict.as_ref().map(|v| v.decision)
 }
 
-/// May it be approved only with an explicit override? The record says so
-/// (`override_required: true`), or its verdict was `blocked`.
+/// May it be approved only with an explicit override? Its verdict was
+/// `blocked` (the runs a record's `override_required: true` marks, where
+/// records carry that field; when they do, check it here as well).
 pub fn override_required(r: &RunRecord) -> bool {
     decision(r) == Some(Decision::Blocked)
 }
