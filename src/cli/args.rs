@@ -91,6 +91,9 @@ pub(super) enum Cmd {
         #[command(subcommand)]
         cmd: ReceiptCmd,
     },
+    /// Reviewers' terminal UI: the queue of runs waiting for a person, each
+    /// run's evidence, approve / reject / override with a note (see README).
+    Review,
     /// Cancel a queued or running rehearsal (daemon only).
     Cancel {
         run_id: String,

@@ -118,6 +118,7 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
                 }
             }
         }
+        Cmd::Review => super::tui::review(&g),
         Cmd::Rollback { receipt_id, json } => {
             with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
                 Ok(rc) => {

@@ -6,6 +6,7 @@ mod args;
 mod commands;
 mod render;
 mod review;
+pub mod tui;
 
 /// The way to a daemon (kept here for callers of the former `cli::client`).
 pub use crate::request::transport as client;

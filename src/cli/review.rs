@@ -79,7 +79,7 @@ pub(super) fn review(
 /// The state directory a local review works on. `sudo dryrun approve ID`
 /// (root, started by sudo, no directory named): the invoking user's
 /// default state directory, where their local runs wait.
-fn review_state_dir(g: &GlobalOpts) -> PathBuf {
+pub(super) fn review_state_dir(g: &GlobalOpts) -> PathBuf {
     if g.state_dir.is_none()
         && nix::unistd::geteuid().is_root()
         && let Some(uid) = std::env::var("SUDO_UID")
@@ -99,7 +99,7 @@ fn review_state_dir(g: &GlobalOpts) -> PathBuf {
 /// temporary file, the journal) cannot turn root's writes onto a file the
 /// owner could not write itself. The approval is still root's (the actor
 /// is the effective uid).
-fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String> {
+pub(super) fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
