@@ -58,9 +58,12 @@ fn root_target() -> (tempfile::TempDir, std::path::PathBuf) {
 ///
 /// Fixed: root takes the filesystem identity of the state directory's
 /// owner for every local request (not only `approve`), so the restore is
-/// refused by the kernel.
+/// refused by the kernel. The same forged plan naming a third user's
+/// directory was restored through a workspace agent started as that user
+/// (even under `sudo dryrun approve`); a process acting for the state
+/// directory's owner now starts no workspace agent for anyone else.
 #[test]
-fn root_opening_an_agents_state_dir_never_restores_a_forged_plan_into_roots_files() {
+fn root_opening_an_agents_state_dir_never_restores_a_forged_plan_into_others_files() {
     if !common::daemon::require_root() {
         return;
     }
@@ -72,19 +75,62 @@ fn root_opening_an_agents_state_dir_never_restores_a_forged_plan_into_roots_file
     let o = ws.command().args(["promote", &run_id]).output().unwrap();
     assert!(o.status.success(), "{o:?}");
 
-    let (dir, victim) = root_target();
+    // Root's private directory, then a third user's (`nobody`): root
+    // must not restore into either, as root or as that user.
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    for (n, owner) in [
+        (0u32, (0u32, 0u32)),
+        (1, (nobody.uid.as_raw(), nobody.gid.as_raw())),
+    ] {
+        let (dir, victim) = root_target();
+        if owner.0 != 0 {
+            let st = Command::new("chown")
+                .args(["-R", &format!("{}:{}", owner.0, owner.1)])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(st.success());
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        forge_interrupted_promotion(&ws, &run_id, n, dir.path(), owner);
+        // The reviewer looks.
+        for args in [
+            vec!["runs"],
+            vec!["show", &run_id],
+            vec!["journal", "verify"],
+        ] {
+            let _ = root_cli(&ws.state).args(&args).output().unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&victim).unwrap(),
+                "root-content\n",
+                "root restored the agent's backup into uid {}'s file ({args:?})",
+                owner.0
+            );
+            let vm = std::fs::metadata(&victim).unwrap();
+            assert_eq!(vm.mode() & 0o777, 0o600, "{args:?}");
+            assert_eq!(vm.uid(), owner.0);
+        }
+    }
+}
+
+/// Forge, in the agent's state directory, the leftovers of a promotion
+/// of run `run_id` into `dir` (owned by `owner`) that "crashed" before its
+/// receipt was journaled: a copy of the real plan and backup of the
+/// agent's own promotion, pointed at `dir`.
+fn forge_interrupted_promotion(ws: &Ws, run_id: &str, n: u32, dir: &Path, owner: (u32, u32)) {
     let receipts = ws.state.join("receipts");
     let real = std::fs::read_dir(&receipts)
         .unwrap()
         .flatten()
-        .next()
-        .unwrap()
-        .path();
+        .map(|e| e.path())
+        .find(|p| p.join("receipt.json").exists())
+        .unwrap();
     // Another receipt id of the same shape, never journaled.
     let rid = {
         let mut name = real.file_name().unwrap().to_string_lossy().into_owned();
         let last = name.pop().unwrap();
-        name.push(if last == 'a' { 'b' } else { 'a' });
+        let c = char::from_digit((last.to_digit(16).unwrap() + 1 + n) % 16, 16).unwrap();
+        name.push(c);
         name
     };
     let forged = receipts.join(&rid);
@@ -92,36 +138,19 @@ fn root_opening_an_agents_state_dir_never_restores_a_forged_plan_into_roots_file
     std::fs::copy(real.join("backup/0"), forged.join("backup/0")).unwrap();
     let mut plan: Value =
         serde_json::from_slice(&std::fs::read(real.join("plan.json")).unwrap()).unwrap();
-    let m = std::fs::metadata(dir.path()).unwrap();
+    let m = std::fs::metadata(dir).unwrap();
     plan["receipt_id"] = Value::from(rid.clone());
-    plan["workspace"] = Value::from(dir.path().display().to_string());
+    plan["workspace"] = Value::from(dir.display().to_string());
     plan["workspace_identity"] =
-        serde_json::json!({"dev": m.dev(), "ino": m.ino(), "uid": 0, "gid": 0});
+        serde_json::json!({"dev": m.dev(), "ino": m.ino(), "uid": owner.0, "gid": owner.1});
     plan["ops"][0]["path"] = Value::from("victim.txt");
     plan["ops"][0]["path_hex"] = Value::from(hex_of(b"victim.txt"));
-    plan["ops"][0]["backup"]["owner"] = serde_json::json!([0, 0]);
+    plan["ops"][0]["backup"]["owner"] = serde_json::json!([owner.0, owner.1]);
     std::fs::write(forged.join("plan.json"), plan.to_string()).unwrap();
     let promoting = ws.state.join("promoting");
     std::fs::create_dir_all(&promoting).unwrap();
-    std::fs::write(promoting.join(&run_id), format!("{rid}\n1 1")).unwrap();
+    std::fs::write(promoting.join(run_id), format!("{rid}\n1 1")).unwrap();
     chown_to_agent(&ws.state);
-
-    // The reviewer looks.
-    for args in [
-        vec!["runs"],
-        vec!["show", &run_id],
-        vec!["journal", "verify"],
-    ] {
-        let _ = root_cli(&ws.state).args(&args).output().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&victim).unwrap(),
-            "root-content\n",
-            "root restored the agent's backup into its own file ({args:?})"
-        );
-        let vm = std::fs::metadata(&victim).unwrap();
-        assert_eq!(vm.mode() & 0o777, 0o600, "{args:?}");
-        assert_eq!(vm.uid(), 0);
-    }
 }
 
 /// Attack: the agent replaces its state directory by a link to a root
