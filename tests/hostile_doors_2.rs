@@ -341,3 +341,49 @@ fn a_grant_minted_before_a_restart_with_host_prompts_off_approves_nothing() {
         .collect();
     assert_eq!(by, vec!["peer_credentials".to_string()], "{rec}");
 }
+
+/// Attack: the agent puts a fifo where a run's lock file goes in its local
+/// state directory, next to a leftover `txn/RUN`: the start-up recovery
+/// of every `dryrun` that opens it (root's `runs`, `show`, `sudo dryrun
+/// approve`) opened the lock for writing and hung forever.
+///
+/// Fixed: the lock is opened without following links, without blocking,
+/// and only as a regular file; the command fails, naming the file.
+#[test]
+fn a_fifo_for_a_run_lock_never_hangs_roots_dryrun() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let ws = Ws::new(Who::User);
+    ws.write("a.txt", "x\n");
+    let r = ws.rehearse("echo new > a.txt", &["--expect-write", "a.txt"]);
+    let run_id = r.json["run_id"].as_str().unwrap().to_string();
+    let lock = ws.state.join("runs").join(&run_id).join("lock");
+    let _ = std::fs::remove_file(&lock);
+    nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    std::fs::create_dir_all(ws.state.join("txn")).unwrap();
+    std::fs::write(ws.state.join("txn").join(&run_id), "{}").unwrap();
+    chown_to_agent(&ws.state);
+    for args in [vec!["runs"], vec!["show", &run_id]] {
+        let mut c = root_cli(&ws.state)
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let mut done = None;
+        while t0.elapsed() < std::time::Duration::from_secs(20) {
+            if let Some(st) = c.try_wait().unwrap() {
+                done = Some(st);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if done.is_none() {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("{args:?}: root's dryrun hung on the agent's fifo");
+        }
+    }
+}
