@@ -93,39 +93,11 @@ pub(super) fn review_state_dir(g: &GlobalOpts) -> PathBuf {
     state_dir(g)
 }
 
-/// Root reviewing in another user's state directory (`sudo dryrun approve`)
-/// reads and writes it with that owner's filesystem credentials and no
-/// supplementary groups: a link the owner planted there (a record's
-/// temporary file, the journal) cannot turn root's writes onto a file the
-/// owner could not write itself. The approval is still root's (the actor
-/// is the effective uid).
+/// Root reviewing in another user's state directory: see
+/// [`crate::request::door::act_as_state_dir_owner`].
 pub(super) fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
-    let Ok(m) = std::fs::metadata(dir) else {
-        return Ok(());
-    };
-    if m.uid() == 0 {
-        return Ok(());
-    }
-    let (uid, gid) = (
-        nix::unistd::Uid::from_raw(m.uid()),
-        nix::unistd::Gid::from_raw(m.gid()),
-    );
-    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
-    nix::unistd::setfsgid(gid);
-    nix::unistd::setfsuid(uid);
-    // setfsuid reports no error: the second call answers the current value.
-    if nix::unistd::setfsuid(uid) != uid || nix::unistd::setfsgid(gid) != gid {
-        return Err(format!(
-            "could not take the filesystem identity of {}'s owner (uid {})",
-            dir.display(),
-            m.uid()
-        ));
-    }
-    Ok(())
+    crate::request::door::act_as_state_dir_owner(dir)
+        .map_err(|e| format!("state directory {}: {e}", dir.display()))
 }
 
 /// Local mode has no second identity: the person proves they are at the

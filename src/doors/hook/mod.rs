@@ -26,8 +26,9 @@ mod summary;
 
 pub use rewrite::{Rewrite, invokes_dryrun, quote};
 use rewrite::{own_exe, rewritten_input};
+use summary::changes_line;
+pub(crate) use summary::esc;
 pub use summary::evidence_summary;
-use summary::{changes_line, esc};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -494,6 +495,25 @@ fn judge_rewrite(
             Answer::Ask {
                 input: same,
                 reason: evidence_summary(&r, "needs your approval"),
+            }
+        }
+        // Claude Code's person said yes to the wait once; the same
+        // command presented again (the agent re-running it after a no)
+        // is asked again, never waved through on the agent's say-so.
+        (None, Some(_))
+            if host == Host::ClaudeCode
+                && event == "PreToolUse"
+                && r.state == RunState::AwaitingApproval =>
+        {
+            Answer::Ask {
+                input: same,
+                reason: evidence_summary(
+                    &r,
+                    &format!(
+                        "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
+                        r.run_id
+                    ),
+                ),
             }
         }
         // Waiting for a reviewer: promote checks the approval itself.
