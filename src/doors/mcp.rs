@@ -452,7 +452,7 @@ impl DryrunMcp {
     pub async fn promote(&self, p: Parameters<RunIdArgs>) -> Result<Json<RunOut>, String> {
         let b = self.backend.clone();
         let id = p.0.run_id;
-        let r = blocking(move || b.promote(&id, None)).await?;
+        let r = blocking(move || b.promote(&id, None, false)).await?;
         Ok(Json(run_out(&r)))
     }
 }
