@@ -525,7 +525,7 @@ fn human_output_is_the_evidence_block() {
             "surprise paths:",
             "  blog/index.html",
             "forbidden paths touched: none",
-            "state: rehearsed",
+            "state: awaiting_approval (override required)",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -349,7 +349,8 @@ fn a_full_disk_inside_the_sandbox_is_the_disk_limit_with_the_evidence_so_far() {
         ] {
             let (_d, env) = envelope_file(&ws, cmd, "limits: {disk_mb: 16}\n");
             let r = ws.execute(&["--file", env.to_str().unwrap()]);
-            assert_eq!(r.json["state"], "rehearsed", "{who:?} {cmd}: {r:?}");
+            assert_eq!(r.json["state"], "awaiting_approval", "{who:?} {cmd}: {r:?}");
+            assert_eq!(r.json["override_required"], true, "{who:?} {cmd}: {r:?}");
             assert!(
                 r.limits_hit().contains(&"disk".to_string()),
                 "{who:?} {cmd}: {:?}",

@@ -119,17 +119,19 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             await_approval,
             local_only,
         } if replay_output || host_prompt_token.is_some() || await_approval.is_some() => {
-            with_run_id(&g, &run_id, |id| crate::doors::promote::promote_for_host(
-                &doors_target(&g),
-                id.as_str(),
-                &crate::doors::promote::PromoteOptions {
-                    replay_output,
-                    host_prompt_token,
-                    await_approval_s: await_approval,
-                    local_only,
-                },
-                |r| show_promoted(r, json),
-            ))
+            with_run_id(&g, &run_id, |id| {
+                crate::doors::promote::promote_for_host(
+                    &doors_target(&g),
+                    id.as_str(),
+                    &crate::doors::promote::PromoteOptions {
+                        replay_output,
+                        host_prompt_token,
+                        await_approval_s: await_approval,
+                        local_only,
+                    },
+                    |r| show_promoted(r, json),
+                )
+            })
         }
         Cmd::Promote {
             run_id,
@@ -305,7 +307,9 @@ fn promote(g: &GlobalOpts, run_id: &str, local_only: bool, json: bool) -> i32 {
                     .unwrap_or_default(),
             );
             if !calls.is_empty() {
-                eprintln!("dryrun: --local-only: these calls answered by stubs in the rehearsal will NOT be made:");
+                eprintln!(
+                    "dryrun: --local-only: these calls answered by stubs in the rehearsal will NOT be made:"
+                );
                 for c in &calls {
                     eprintln!("  {}", render::esc(c));
                 }

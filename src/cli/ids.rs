@@ -13,9 +13,7 @@ const LAST: &str = "last";
 /// hex>`)? Such an id is used as it is, without listing.
 fn is_whole(id: &str) -> bool {
     id.split_once('-').is_some_and(|(head, tail)| {
-        head.len() > 1
-            && tail.len() == 16
-            && tail.chars().all(|c| c.is_ascii_hexdigit())
+        head.len() > 1 && tail.len() == 16 && tail.chars().all(|c| c.is_ascii_hexdigit())
     })
 }
 
@@ -38,8 +36,9 @@ pub(super) fn resolve_run_id(door: &Door, text: &str) -> Result<RunId, i32> {
     .runs;
     if text == LAST {
         return match runs.first() {
-            Some(r) => RunId::parse(&r.run_id)
-                .map_err(|e| output::error(e.code, &e.message, EXIT_INVALID)),
+            Some(r) => {
+                RunId::parse(&r.run_id).map_err(|e| output::error(e.code, &e.message, EXIT_INVALID))
+            }
             None => Err(output::error(
                 "no_such_run",
                 "`last`: there are no runs yet",

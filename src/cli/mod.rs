@@ -81,12 +81,13 @@ pub fn main_with_args() -> i32 {
                 let _ = e.print();
                 return 0;
             }
+            let _ = e.print();
             // No subcommand to ask: `--json` anywhere asks for a JSON error.
             if std::env::args_os().any(|a| a == "--json") {
-                output::set_json_errors();
-                return output::error("usage", &e.kind().to_string(), EXIT_INVALID);
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                output::json_error("usage", first.trim_start_matches("error: "));
             }
-            let _ = e.print();
             return EXIT_INVALID;
         }
     };

@@ -1,6 +1,6 @@
 //! Where the command line's output goes: stdout that tolerates a reader
-//! closing the pipe early, errors as text on stderr or (with `--json`) as
-//! one JSON object on stdout, colour only on terminals and never with
+//! closing the pipe early, errors as text on stderr and (with `--json`)
+//! also as one JSON object on stdout, colour only on terminals and never with
 //! `NO_COLOR`, and the progress line while a rehearsal runs.
 
 use std::io::{IsTerminal, Write};
@@ -43,27 +43,45 @@ struct ErrorDetail<'a> {
 
 /// Report an error (`code`: a stable word, as the API's) and return `exit`.
 pub fn error(code: &str, message: &str, exit: i32) -> i32 {
+    error_for(code, message, message, exit)
+}
+
+/// Report an error: on stderr as `human` says it; with `--json` also as one
+/// JSON object on stdout (`{"error": {"code", "message"}}`, the daemon's
+/// shape). Returns `exit`.
+fn error_for(code: &str, message: &str, human: &str, exit: i32) -> i32 {
     if JSON_ERRORS.load(Ordering::Relaxed) {
-        let body = ErrorBody {
-            error: ErrorDetail { code, message },
-        };
-        println!("{}", serde_json::to_string(&body).expect("serializes"));
-    } else {
-        eprintln!("dryrun: {message}");
+        json_error(code, message);
     }
+    eprintln!("dryrun: {human}");
     exit
+}
+
+/// The JSON error object alone, on stdout.
+pub fn json_error(code: &str, message: &str) {
+    let body = ErrorBody {
+        error: ErrorDetail { code, message },
+    };
+    println!("{}", serde_json::to_string(&body).expect("serializes"));
 }
 
 /// Report a failed request with the daemon's code (or the one the daemon
 /// would have given for the in-process engine's error).
 pub fn door_error(e: &DoorError, exit: i32) -> i32 {
+    let human = e.to_string();
     match e {
-        DoorError::Daemon(ClientError::Api { code, message, .. }) => error(code, message, exit),
-        DoorError::Daemon(ClientError::Connect { .. }) => {
-            error("daemon_unreachable", &e.to_string(), exit)
+        DoorError::Daemon(ClientError::Api { code, message, .. }) => {
+            error_for(code, message, &human, exit)
         }
-        DoorError::Daemon(ClientError::Http { .. }) => error("daemon_error", &e.to_string(), exit),
-        DoorError::Engine(err) => error(crate::daemon::engine_status(err).1, &e.to_string(), exit),
+        DoorError::Daemon(ClientError::Connect { .. }) => {
+            error_for("daemon_unreachable", &human, &human, exit)
+        }
+        DoorError::Daemon(ClientError::Http { .. }) => {
+            error_for("daemon_error", &human, &human, exit)
+        }
+        DoorError::Engine(err) => {
+            error_for(crate::daemon::engine_status(err).1, &human, &human, exit)
+        }
     }
 }
 

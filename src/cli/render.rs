@@ -55,7 +55,10 @@ pub fn print_evidence(r: &RunRecord) {
         println!("intent: {} ({})", esc(&r.intent.summary), r.intent.mode);
     }
     if let Some(a) = &r.submitted_by {
-        println!("submitted: {} by uid {} (via {})", r.created_at, a.uid, a.via);
+        println!(
+            "submitted: {} by uid {} (via {})",
+            r.created_at, a.uid, a.via
+        );
     }
     if let Some(risk) = &r.risk {
         // The classifier's view of the command alone; whether the run
@@ -234,10 +237,9 @@ fn decision_painted(d: Decision) -> String {
 fn approval_line(r: &RunRecord) -> String {
     match r.verdict.as_ref().map(|v| v.decision) {
         Some(Decision::Promote) | None => "not required".into(),
-        Some(Decision::NeedsApproval) => format!(
-            "required: a reviewer runs `dryrun approve {}`",
-            r.run_id
-        ),
+        Some(Decision::NeedsApproval) => {
+            format!("required: a reviewer runs `dryrun approve {}`", r.run_id)
+        }
         Some(Decision::Blocked) => format!(
             "required, as an override of the block: a reviewer runs `dryrun approve --override {}`",
             r.run_id
@@ -464,12 +466,23 @@ pub fn print_journal_report(r: &crate::journal::VerifyReport) {
 /// submitted each run and whether it needs an override.
 pub fn print_run_list(runs: &[RunRecord], queue: bool) {
     if runs.is_empty() {
-        println!("{}", if queue { "no runs wait for approval" } else { "no runs" });
+        println!(
+            "{}",
+            if queue {
+                "no runs wait for approval"
+            } else {
+                "no runs"
+            }
+        );
         return;
     }
     if queue {
         for r in runs {
-            let d = r.verdict.as_ref().map(|v| v.decision.as_str()).unwrap_or("-");
+            let d = r
+                .verdict
+                .as_ref()
+                .map(|v| v.decision.as_str())
+                .unwrap_or("-");
             let mut cmd = esc(&r.command);
             if cmd.chars().count() > 50 {
                 cmd = cmd.chars().take(47).collect::<String>() + "...";
@@ -478,9 +491,16 @@ pub fn print_run_list(runs: &[RunRecord], queue: bool) {
                 "{}  {}  uid {:<6}  {:<14}{}  {}",
                 r.run_id,
                 r.created_at,
-                r.submitted_by.as_ref().map(|a| a.uid.to_string()).unwrap_or("-".into()),
+                r.submitted_by
+                    .as_ref()
+                    .map(|a| a.uid.to_string())
+                    .unwrap_or("-".into()),
                 d,
-                if r.override_required { " (override)" } else { "" },
+                if r.override_required {
+                    " (override)"
+                } else {
+                    ""
+                },
                 cmd
             );
         }

@@ -102,7 +102,9 @@ impl ReviewSummary {
         let would_be_actions = reh
             .would_be_actions
             .iter()
-            .zip(crate::model::promotion::shown_actions(&reh.would_be_actions))
+            .zip(crate::model::promotion::shown_actions(
+                &reh.would_be_actions,
+            ))
             .map(|(a, call)| {
                 let read = a.stdin.read && a.stdin.bytes > 0;
                 let text = read && is_text(&a.stdin.head);

@@ -302,7 +302,10 @@ mod tests {
         let refused = check_stubbed_calls(LiveMode::Apply, one, false).unwrap_err();
         let m = refused.message("r1-1");
         assert!(m.contains("gh release create v1.13 → exit 0 (stub)"), "{m}");
-        assert!(m.contains("--local-only") && m.contains("live.mode: rerun"), "{m}");
+        assert!(
+            m.contains("--local-only") && m.contains("live.mode: rerun"),
+            "{m}"
+        );
         assert_eq!(
             check_stubbed_calls(LiveMode::Apply, one, true),
             Ok(vec!["gh release create v1.13 → exit 0 (stub)".to_string()])

@@ -159,9 +159,7 @@ impl Engine {
         let mode = r.live.as_ref().map(|l| l.mode).unwrap_or_default();
         let calls_not_made =
             promotion::check_stubbed_calls(mode, &reh.would_be_actions, how.local_only)
-                .map_err(|refusal| {
-                    EngineError::in_state(r.state, refusal.message(run_id))
-                })?;
+                .map_err(|refusal| EngineError::in_state(r.state, refusal.message(run_id)))?;
         let to_apply = self.what_to_apply(&mut r, &reh, actor, how.host_env, spent)?;
         let (ops, identical, notes) = plan_ops(&to_apply.changes, &to_apply.blobs)?;
         let identity = r.workspace_identity.ok_or_else(|| {
