@@ -310,7 +310,9 @@ fn tree(ws: &Path) -> Vec<(String, String)> {
 
 const CLEAN: &str = "mkdir -p out && echo hello > out/b.txt && echo done";
 const SURPRISING: &str = "echo hello > out/b.txt; cat a.txt > notes.txt; echo done";
-const RISKY: &str = "curl -X POST https://example.com/hook -d @a.txt";
+/// Needs a person's approval (`fs.shred`) and calls nothing a stub answers:
+/// a command with stubbed calls is denied, never asked (tests/doors_hook.rs).
+const RISKY: &str = "echo hello > out/b.txt && shred -n 0 -z out/b.txt";
 
 fn scoped(s: &Scene) {
     // The workspace's hook intent: the agent may write out/ only.
@@ -386,9 +388,8 @@ fn claude_code_risky_command_is_asked_and_the_yes_promotes_once() {
     let results = model.tool_results();
     assert!(
         results.iter().any(|r| r.contains("needs your approval")
-            && r.contains("would-be actions")
-            && r.contains("curl -X POST")
-            && r.contains("[net.http.send]")
+            && r.contains("shred -n 0 -z out/b.txt")
+            && r.contains("[fs.shred]")
             && r.contains(id)),
         "{results:#?}"
     );

@@ -487,7 +487,10 @@ fn judge_rewrite(
             }
         }
         // Waiting for a reviewer: promote checks the approval itself.
-        (None, Some(_)) if matches!(r.state, RunState::AwaitingApproval | RunState::Approved) => {
+        (None, Some(_))
+            if matches!(r.state, RunState::AwaitingApproval | RunState::Approved)
+                && !r.override_required =>
+        {
             Answer::Allow {
                 input: same,
                 reason: format!(

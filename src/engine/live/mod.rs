@@ -424,6 +424,14 @@ fn check_promotable(r: &RunRecord) -> Result<(), EngineError> {
     let decision = r.verdict.as_ref().map(|v| v.decision);
     match (r.state, decision) {
         (s, d) if s.can_promote(d) => {}
+        (RunState::AwaitingApproval, _) if r.override_required => {
+            return Err(EngineError::in_state(
+                r.state,
+                format!(
+                    "run {run_id} was blocked and waits for a reviewer's explicit override (`dryrun approve --override {run_id}`); only a run whose decision is promote, or one a reviewer approved, can be promoted"
+                ),
+            ));
+        }
         (RunState::AwaitingApproval, _) => {
             return Err(EngineError::in_state(
                 r.state,
