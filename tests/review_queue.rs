@@ -129,7 +129,7 @@ fn blocked_and_needs_approval_runs_wait_oldest_first_and_only_the_submitter_with
     assert_eq!(w["data"]["note"], "wrong branch");
     // It left the queue; a withdrawn run cannot be withdrawn again.
     let (_, v) = d.curl(Who::Root, "GET", "/v1/runs?state=awaiting_approval", None);
-    assert_eq!(ids(&v["runs"]), [first.clone()]);
+    assert_eq!(ids(&v["runs"]), std::slice::from_ref(&first));
     let (st, _) = d.curl(
         Who::User,
         "POST",
