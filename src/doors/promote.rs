@@ -15,6 +15,8 @@ pub struct PromoteOptions {
     pub replay_output: bool,
     pub host_prompt_token: Option<String>,
     pub await_approval_s: Option<u64>,
+    /// `--local-only`: the run's stubbed calls will not be made.
+    pub local_only: bool,
 }
 
 /// Exit status of a refused promotion (as `dryrun promote`).
@@ -46,7 +48,7 @@ pub fn promote_for_host(
             Err(code) => return code,
         }
     }
-    let r = match backend.promote(run_id, opts.host_prompt_token.as_deref()) {
+    let r = match backend.promote(run_id, opts.host_prompt_token.as_deref(), opts.local_only) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };

@@ -5,6 +5,7 @@
 //! One file per verb or concern: `submit.rs` (prepare a run), `rehearse.rs`
 //! (run it in the sandbox and judge it), `review.rs` (approve, reject,
 //! cancel), `live/` (promote, rollback), `replay.rs`, `compare.rs`,
+//! `queue.rs` (the review queue: oldest first, expiry),
 //! `recover.rs` (what a dead process left in flight), `store.rs` (the run
 //! store, quota and retention), `entries.rs` (journal entries), `authz.rs`
 //! (who may do what), `error.rs`.
@@ -27,12 +28,14 @@ mod entries;
 mod error;
 mod host_prompt;
 mod live;
+mod queue;
 mod recover;
 mod rehearse;
 mod replay;
 mod review;
 mod store;
 mod submit;
+pub mod summary;
 pub mod textdiff;
 
 pub use crate::record::Receipt;
@@ -46,6 +49,7 @@ pub use entries::shown_actions;
 pub use error::{EngineError, Input, What};
 pub use host_prompt::GRANT_TTL_S;
 pub use live::valid_receipt_id;
+pub use queue::DEFAULT_APPROVAL_EXPIRY;
 pub use replay::ReplayRequest;
 pub use store::{default_state_dir, valid_run_id};
 pub use submit::access_as;
@@ -88,6 +92,9 @@ pub struct EngineOptions {
     /// belongs to the agent's own uid anyway; off for a daemon unless
     /// `dryrun daemon --host-prompt-approvals` turns it on.
     pub host_prompt_approvals: bool,
+    /// How long a run waits in the review queue before it expires
+    /// (default [`DEFAULT_APPROVAL_EXPIRY`]; `DRYRUN_APPROVAL_EXPIRY_S`).
+    pub approval_expiry: Duration,
 }
 
 /// How long the state directory keeps what, and how much one uid may keep.
@@ -135,6 +142,12 @@ impl Default for EngineOptions {
             ceilings_of: "this engine's",
             retention: Retention::default(),
             host_prompt_approvals: true,
+            approval_expiry: std::env::var("DRYRUN_APPROVAL_EXPIRY_S")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_APPROVAL_EXPIRY),
         }
     }
 }
@@ -183,11 +196,12 @@ impl Prepared {
     }
 }
 
-/// Approve or reject.
+/// Approve, reject, or (the submitter) withdraw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReviewAction {
     Approve,
     Reject,
+    Withdraw,
 }
 
 /// How a caller's identity was established (what [`authz::authorize`]

@@ -398,6 +398,18 @@ fn answer_for(
         token: None,
         await_s: None,
     };
+    // The live lane refuses a plain apply of stubbed work (the model's one
+    // rule): never offer the agent a promotion that would be refused.
+    let mode = r.live.as_ref().map(|l| l.mode).unwrap_or_default();
+    let actions = r.rehearsal.as_ref().map(|h| h.would_be_actions.as_slice());
+    if v.decision != Decision::Blocked
+        && let Err(refusal) =
+            crate::model::promotion::check_stubbed_calls(mode, actions.unwrap_or_default(), false)
+    {
+        return Ok(Answer::Deny {
+            reason: format!("dryrun: {}", refusal.message(&r.run_id)),
+        });
+    }
     Ok(match v.decision {
         Decision::Promote => Answer::Allow {
             input: rewritten_input(tool_input, rw.render()),
@@ -517,7 +529,10 @@ fn judge_rewrite(
             }
         }
         // Waiting for a reviewer: promote checks the approval itself.
-        (None, Some(_)) if matches!(r.state, RunState::AwaitingApproval | RunState::Approved) => {
+        (None, Some(_))
+            if matches!(r.state, RunState::AwaitingApproval | RunState::Approved)
+                && !r.override_required =>
+        {
             Answer::Allow {
                 input: same,
                 reason: format!(
