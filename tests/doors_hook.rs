@@ -406,11 +406,7 @@ fn over_a_default_daemon_the_yes_waits_for_a_dryrun_reviewer() {
     let ws = user_workspace();
     ws.write("dryrun.yaml", "hook:\n  await_approval_s: 60\n");
     ws.chown_all();
-    let a = hook_over_daemon(
-        &d,
-        &ws,
-        "shred -n 0 -z README.md; echo sent > sent.txt",
-    );
+    let a = hook_over_daemon(&d, &ws, "shred -n 0 -z README.md; echo sent > sent.txt");
     let out = &a["hookSpecificOutput"];
     assert_eq!(out["permissionDecision"], "ask", "{a}");
     let reason = out["permissionDecisionReason"].as_str().unwrap();

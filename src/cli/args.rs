@@ -336,9 +336,12 @@ impl Cmd {
             | Cmd::Journal {
                 cmd: JournalCmd::Verify { json },
             } => *json,
-            Cmd::Hook { .. } | Cmd::Mcp | Cmd::Daemon(_) | Cmd::Completions { .. } | Cmd::Man => {
-                false
-            }
+            Cmd::Hook { .. }
+            | Cmd::Mcp { .. }
+            | Cmd::Daemon(_)
+            | Cmd::Completions { .. }
+            | Cmd::Man
+            | Cmd::Review => false,
         }
     }
 }

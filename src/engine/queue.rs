@@ -68,8 +68,7 @@ impl Engine {
         if expires_at(&r, self.opts.approval_expiry).is_none_or(|t| SystemTime::now() < t) {
             return Ok(r);
         }
-        let lock = self.run_lock(id);
-        let _g = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = self.lock_run(id)?;
         let mut r = self.get(id)?;
         self.expire_if_due(&mut r)?;
         Ok(r)

@@ -452,6 +452,7 @@ impl App {
                     (ReviewAction::Approve, true) => "approved (override of the block)",
                     (ReviewAction::Approve, false) => "approved",
                     (ReviewAction::Reject, _) => "rejected",
+                    (ReviewAction::Withdraw, _) => "withdrawn",
                 };
                 self.info(format!("run {} {what}; now {}", r.run_id, r.state.as_str()));
                 vec![Action::Refresh]

@@ -375,6 +375,7 @@ fn render_note(
         (ReviewAction::Approve, true) => "Override and approve",
         (ReviewAction::Approve, false) => "Approve",
         (ReviewAction::Reject, _) => "Reject",
+        (ReviewAction::Withdraw, _) => "Withdraw",
     };
     let lines = vec![
         Line::from(format!(
