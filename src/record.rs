@@ -171,6 +171,14 @@ pub struct RunRecord {
     pub rehearsal: Option<Rehearsal>,
     pub verdict: Option<Verdict>,
     pub state: RunState,
+    /// The verdict was `blocked`: the run waits in `awaiting_approval`, and
+    /// a reviewer may approve it only with an explicit override.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub override_required: bool,
+    /// Who closed a `rejected` run: a reviewer, its submitter withdrawing
+    /// it, or the review queue's expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_because: Option<crate::model::run_state::RejectCause>,
     /// Why the run failed, when `state` is `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -276,6 +284,10 @@ pub struct Receipt {
     /// live lane did NOT make (`gh pr merge 12 → exit 0 (stub)`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls_not_made: Vec<String>,
+    /// The promoter said `--local-only` (`"local_only": true`): the local
+    /// writes went live knowing `calls_not_made` were not made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local_only: bool,
     pub verdict: serde_json::Value,
     pub approvals: Vec<ApprovalRecord>,
     pub live_result: LiveResult,

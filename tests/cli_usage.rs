@@ -47,8 +47,8 @@ fn runs_json(ws: &Ws, extra: &[&str]) -> Vec<Value> {
         .unwrap_or_else(|| panic!("runs --json is not an array: {v}"))
 }
 
-/// Exit 2, nothing on stdout, every `needles` in the message, and no run
-/// recorded.
+/// Exit 2, every `needles` in the message, no run recorded; on stdout
+/// nothing, or with `--json` one JSON error object.
 fn assert_invalid(ws: &Ws, o: &Output, needles: &[&str], what: &str) {
     let who = ws.who;
     let err = stderr(o);
@@ -58,11 +58,7 @@ fn assert_invalid(ws: &Ws, o: &Output, needles: &[&str], what: &str) {
         "{who:?} {what}: stdout {} stderr {err}",
         stdout(o)
     );
-    assert!(
-        o.stdout.is_empty(),
-        "{who:?} {what}: stdout must stay empty, got {}",
-        stdout(o)
-    );
+    assert_stdout_empty_or_json_error(o, &format!("{who:?} {what}"));
     for n in needles {
         assert!(
             err.contains(n),
@@ -316,6 +312,19 @@ impl TaskRun for Ws {
     }
 }
 
+/// Without `--json` an error leaves stdout empty; with it, stdout is one
+/// JSON object, `{"error": {"code", "message"}}`.
+fn assert_stdout_empty_or_json_error(o: &Output, what: &str) {
+    if o.stdout.is_empty() {
+        return;
+    }
+    let text = stdout(o);
+    assert_eq!(text.lines().count(), 1, "{what}: {text}");
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: {e}: {text}"));
+    assert!(v["error"]["code"].is_string(), "{what}: {v}");
+    assert!(v["error"]["message"].is_string(), "{what}: {v}");
+}
+
 #[test]
 fn show_and_diff_of_unknown_runs_are_usage_errors() {
     for who in identities() {
@@ -330,7 +339,7 @@ fn show_and_diff_of_unknown_runs_are_usage_errors() {
         ] {
             let o = dryrun(&ws, &args);
             assert_eq!(o.status.code(), Some(2), "{who:?} {args:?}: {}", stderr(&o));
-            assert!(o.stdout.is_empty(), "{who:?} {args:?}: {}", stdout(&o));
+            assert_stdout_empty_or_json_error(&o, &format!("{who:?} {args:?}"));
             assert!(
                 stderr(&o).contains(args[1]),
                 "{who:?} {args:?}: the message names the id: {}",
@@ -525,7 +534,7 @@ fn human_output_is_the_evidence_block() {
             "surprise paths:",
             "  blog/index.html",
             "forbidden paths touched: none",
-            "state: rehearsed",
+            "state: awaiting_approval (override required)",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

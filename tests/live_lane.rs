@@ -880,8 +880,41 @@ fn a_promoted_run_with_stubbed_calls_says_in_its_receipt_and_journal_that_they_w
         Some(r#"{"note":"merge is fine"}"#),
     );
     assert_eq!(st, 200, "{body}");
+    // A plain apply would write the call's local consequences as if it
+    // had been made: refused, naming the call and the two ways out.
     let (code, rec, err) = promote(&d, Who::User, &id);
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(rec["error"]["code"], "conflict", "{rec}");
+    for needle in [
+        "gh pr merge 4 --squash → exit 0 (stub)",
+        "--local-only",
+        "live.mode: rerun",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from {err}");
+    }
+    assert!(
+        !ws.dir.join("blog/status.md").exists(),
+        "nothing was written"
+    );
+    let (st, body) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/promote"),
+        Some("{}"),
+    );
+    assert_eq!(st, 409, "{body}");
+    // Saying so promotes the local writes; the calls are listed as not made.
+    let out = as_user(&d)
+        .args(["promote", &id, "--local-only", "--json"])
+        .output()
+        .unwrap();
+    let (code, err) = (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_eq!(code, 0, "{err}");
+    assert_eq!(rec["receipt"]["local_only"], true, "{rec}");
     // Only the local change went live; the receipt says the call was not made.
     assert_eq!(
         std::fs::read_to_string(ws.dir.join("blog/status.md")).unwrap(),
@@ -896,6 +929,7 @@ fn a_promoted_run_with_stubbed_calls_says_in_its_receipt_and_journal_that_they_w
     let j = d.journal();
     let p = j.iter().find(|b| b["kind"] == "promotion").unwrap();
     assert_eq!(p["data"]["calls_not_made"], rc["calls_not_made"]);
+    assert_eq!(p["data"]["local_only"], true);
     let rid = rc["receipt_id"].as_str().unwrap();
     let out = as_user(&d).args(["receipt", "show", rid]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

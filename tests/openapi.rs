@@ -193,9 +193,10 @@ fn every_route_answers_as_the_openapi_document_says() {
         "{net_rec}"
     );
 
-    // Two more awaiting approval: one to approve, one to reject.
+    // Three more awaiting approval: one to approve, one to reject, one
+    // its submitter withdraws.
     let mut awaiting = Vec::new();
-    for f in ["a.txt", "b.txt"] {
+    for f in ["a.txt", "b.txt", "c.txt"] {
         let (st, v) = d.curl(
             Who::User,
             "POST",
@@ -211,6 +212,23 @@ fn every_route_answers_as_the_openapi_document_says() {
         assert_eq!(r["state"], "awaiting_approval", "{r}");
         awaiting.push(r["run_id"].as_str().unwrap().to_string());
     }
+
+    // A blocked run (a forbidden path) waits too, marked override_required.
+    let (st, v) = d.curl(
+        Who::User,
+        "POST",
+        "/v1/runs?wait=true",
+        Some(&envelope(
+            &ws,
+            "mkdir -p secrets; echo s > secrets/k",
+            &["out.txt"],
+        )),
+    );
+    assert_eq!(st, 200, "{v}");
+    let blocked = c.check(("POST", "/v1/runs"), (st, v));
+    assert_eq!(blocked["verdict"]["decision"], "blocked", "{blocked}");
+    assert_eq!(blocked["state"], "awaiting_approval", "{blocked}");
+    assert_eq!(blocked["override_required"], true, "{blocked}");
 
     // The event stream, while a run goes through its states: each `state`
     // event's data is a RunEvent.
@@ -308,6 +326,16 @@ fn every_route_answers_as_the_openapi_document_says() {
     let (st, v) = d.curl(Who::Root, "GET", "/v1/runs", None);
     assert_eq!(st, 200, "{v}");
     c.check(("GET", "/v1/runs"), (st, v));
+    // The review queue comes oldest first.
+    let (_, v) = d.curl(Who::Root, "GET", "/v1/runs?state=awaiting_approval", None);
+    let queue: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["created_at"].as_str().unwrap())
+        .collect();
+    assert!(queue.len() >= 5, "{v}");
+    assert!(queue.windows(2).all(|w| w[0] <= w[1]), "{queue:?}");
 
     // Show, and a long poll that times out on a settled run.
     for q in ["", "?wait=1"] {
@@ -364,7 +392,39 @@ fn every_route_answers_as_the_openapi_document_says() {
         Some(r#"{"note":"no"}"#),
     );
     assert_eq!(st, 200, "{v}");
-    c.check(("POST", "/v1/runs/{id}/reject"), (st, v));
+    let rejected = c.check(("POST", "/v1/runs/{id}/reject"), (st, v));
+    assert_eq!(rejected["rejected_because"], "reviewer", "{rejected}");
+
+    // Only the submitter withdraws.
+    let got = d.curl(
+        Who::Root,
+        "POST",
+        &format!("/v1/runs/{}/withdraw", awaiting[2]),
+        Some("{}"),
+    );
+    assert_eq!(got.0, 403, "{}", got.1);
+    c.check(("POST", "/v1/runs/{id}/withdraw"), got);
+    let (st, v) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{}/withdraw", awaiting[2]),
+        Some(r#"{"note":"not needed"}"#),
+    );
+    assert_eq!(st, 200, "{v}");
+    let withdrawn = c.check(("POST", "/v1/runs/{id}/withdraw"), (st, v));
+    assert_eq!(withdrawn["rejected_because"], "withdrawn", "{withdrawn}");
+    assert_eq!(
+        withdrawn["approvals"][0]["action"], "withdraw",
+        "{withdrawn}"
+    );
+    let got = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{}/withdraw", awaiting[2]),
+        None,
+    );
+    assert_eq!(got.0, 409, "{}", got.1);
+    c.check(("POST", "/v1/runs/{id}/withdraw"), got);
 
     // Replay of the clean run, waiting for its record.
     let (st, v) = d.curl(
@@ -402,15 +462,38 @@ fn every_route_answers_as_the_openapi_document_says() {
         Who::User,
         "POST",
         &format!("/v1/runs/{waiting_id}/promote"),
-        Some(&json!({"host_prompt_token": grant["token"]}).to_string()),
+        Some(&json!({"host_prompt_token": grant["token"], "local_only": true}).to_string()),
     );
     assert_eq!(st, 200, "{v}");
     c.check(("POST", "/v1/runs/{id}/promote"), (st, v));
 
-    // Promote the clean run and the approved one; a second promotion is 409.
+    // The approved run's stubbed call is not made live: a plain apply is
+    // refused, naming it.
+    let got = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{}/promote", awaiting[0]),
+        None,
+    );
+    assert_eq!(got.0, 409, "{}", got.1);
+    assert!(
+        got.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--local-only"),
+        "{}",
+        got.1
+    );
+    c.check(("POST", "/v1/runs/{id}/promote"), got);
+
+    // Promote the clean run and the approved one (saying its call is not
+    // made); a second promotion is 409.
     let mut receipts = Vec::new();
-    for id in [&clean, &awaiting[0]] {
-        let (st, v) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/promote"), None);
+    for (id, body) in [
+        (&clean, None),
+        (&awaiting[0], Some(r#"{"local_only":true}"#)),
+    ] {
+        let (st, v) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/promote"), body);
         assert_eq!(st, 200, "{v}");
         let r = c.check(("POST", "/v1/runs/{id}/promote"), (st, v));
         assert_eq!(r["state"], "promoted", "{r}");

@@ -57,6 +57,7 @@ const NESTED: &[&str] = &[
     "pkg/.mcp.json",
     "pkg/.idea/workspace.xml",
     ".dryrun/policy.yaml",
+    "dryrun.yaml",
 ];
 
 fn protected_reason_for(r: &Run, path: &str) -> bool {
@@ -120,7 +121,8 @@ fn lookalikes_are_not_protected() {
     let ws = Ws::new(Who::User);
     let r = ws.rehearse_untouched(
         "mkdir -p sub/.git.d docs && echo x > sub/package.json.bak && echo x > docs/Makefile.md \
-         && echo x > sub/.git.d/config && echo x > notes.pth.txt && echo x > .github-notes",
+         && echo x > sub/.git.d/config && echo x > notes.pth.txt && echo x > .github-notes \
+         && mkdir -p examples && echo x > examples/dryrun.yaml",
         &["--expect-write", "**"],
     );
     assert_eq!(r.code, 0, "{:?}", r.reasons());

@@ -18,16 +18,22 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List runs, newest first.
+    /// List runs, newest first (the review queue, `--awaiting`, oldest first).
     Runs {
         /// Only runs in this state (rehearsed, awaiting_approval, approved,
         /// rejected, promoted, failed).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "awaiting")]
         state: Option<String>,
+        /// The review queue: runs waiting for a person, oldest first.
+        #[arg(long)]
+        awaiting: bool,
+        /// At most N runs.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
         #[arg(long)]
         json: bool,
     },
-    /// Show a run's record.
+    /// Show a run's record (RUN_ID: a run id, a unique prefix, or `last`).
     Show {
         run_id: String,
         #[arg(long)]
@@ -62,6 +68,14 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Withdraw your own run from the review queue (its submitter only).
+    Withdraw {
+        run_id: String,
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Carry out a promotable (or approved) run: apply its reviewed change
     /// set to the real workspace, with a receipt in the journal.
     Promote {
@@ -79,6 +93,11 @@ pub(super) enum Cmd {
         /// Wait up to S seconds for a reviewer's approval first.
         #[arg(long, value_name = "S")]
         await_approval: Option<u64>,
+        /// Live mode apply of a run whose rehearsal answered calls with
+        /// stubs: apply the local writes anyway; the calls are NOT made
+        /// (listed in the receipt and journaled). Or declare live.mode: rerun.
+        #[arg(long)]
+        local_only: bool,
     },
     /// Undo a promotion: restore what it replaced, if nothing changed since.
     Rollback {
@@ -91,6 +110,9 @@ pub(super) enum Cmd {
         #[command(subcommand)]
         cmd: ReceiptCmd,
     },
+    /// Reviewers' terminal UI: the queue of runs waiting for a person, each
+    /// run's evidence, approve / reject / override with a note (see README).
+    Review,
     /// Cancel a queued or running rehearsal (daemon only).
     Cancel {
         run_id: String,
@@ -110,9 +132,21 @@ pub(super) enum Cmd {
     },
     /// MCP server on stdio: execute, classify, show, diff, list_runs, wait,
     /// promote (no approvals). See README, Doors.
-    Mcp,
+    Mcp {
+        /// Serve Streamable HTTP at this loopback address instead (e.g.
+        /// 127.0.0.1:8765; port 0 picks one), to this uid's clients only.
+        #[arg(long, value_name = "ADDR:PORT")]
+        http: Option<String>,
+    },
     /// Serve the API on a Unix socket.
     Daemon(DaemonArgs),
+    /// Print shell completions for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout: `dryrun man > dryrun.1`.
+    Man,
     /// Rehearse a recorded run again, answering its stubbed tool calls from
     /// the recording (against today's workspace, a changed command, or
     /// changed answers).
@@ -230,6 +264,17 @@ pub(super) struct DaemonArgs {
     /// private-range refusal (curl's --resolve syntax; repeatable).
     #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
     pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
+    /// Seconds a run waits for a person before it expires (rejected,
+    /// `rejected_because: expired`; default 7 days).
+    #[arg(long, value_name = "S", default_value_t = crate::engine::DEFAULT_APPROVAL_EXPIRY.as_secs())]
+    pub(super) approval_expiry: u64,
+    /// Run this executable (no shell) when a run starts waiting for a
+    /// person, with the run's review summary as JSON on stdin.
+    #[arg(long, value_name = "PATH")]
+    pub(super) notify_command: Option<PathBuf>,
+    /// Seconds the notification command may take before it is killed.
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub(super) notify_timeout: u64,
 }
 
 #[derive(Args, Debug)]
@@ -280,4 +325,36 @@ pub(super) struct ExecuteArgs {
     /// private-range refusal (in-process runs; curl's --resolve syntax).
     #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
     pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
+}
+
+impl Cmd {
+    /// Did the caller ask for JSON (so errors come as JSON too)?
+    pub(super) fn wants_json(&self) -> bool {
+        match self {
+            Cmd::Execute(a) => a.json,
+            Cmd::Classify { json, .. }
+            | Cmd::Runs { json, .. }
+            | Cmd::Show { json, .. }
+            | Cmd::Diff { json, .. }
+            | Cmd::Approve { json, .. }
+            | Cmd::Reject { json, .. }
+            | Cmd::Withdraw { json, .. }
+            | Cmd::Promote { json, .. }
+            | Cmd::Rollback { json, .. }
+            | Cmd::Cancel { json, .. }
+            | Cmd::Replay { json, .. }
+            | Cmd::Receipt {
+                cmd: ReceiptCmd::Show { json, .. },
+            }
+            | Cmd::Journal {
+                cmd: JournalCmd::Verify { json },
+            } => *json,
+            Cmd::Hook { .. }
+            | Cmd::Mcp { .. }
+            | Cmd::Daemon(_)
+            | Cmd::Completions { .. }
+            | Cmd::Man
+            | Cmd::Review => false,
+        }
+    }
 }

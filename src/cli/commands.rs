@@ -41,8 +41,20 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             };
             replay(&g, &run_id, envelope, command, stub, &novel, json)
         }
-        Cmd::Runs { state, json } => runs(&g, state.as_deref(), json),
-        Cmd::Show { run_id, json } => with_run_id(&run_id, |id| {
+        Cmd::Runs {
+            state,
+            awaiting,
+            limit,
+            json,
+        } => {
+            let state = if awaiting {
+                Some("awaiting_approval")
+            } else {
+                state.as_deref()
+            };
+            runs(&g, state, limit, json)
+        }
+        Cmd::Show { run_id, json } => with_run_id(&g, &run_id, |id| {
             match send(&door(&g), &Show { id, wait_s: None }) {
                 Ok(r) => {
                     show_record(&r, json);
@@ -77,25 +89,56 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             false,
             json,
         ),
+        Cmd::Withdraw { run_id, note, json } => super::review::review(
+            &g,
+            &run_id,
+            ReviewAction::Withdraw,
+            note.unwrap_or_default(),
+            false,
+            json,
+        ),
+        Cmd::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut super::command(), "dryrun", &mut out);
+            print!("{}", String::from_utf8_lossy(&out));
+            0
+        }
+        Cmd::Man => {
+            let mut out = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(super::command()).render(&mut out) {
+                return super::output::error("internal", &format!("man page: {e}"), EXIT_INTERNAL);
+            }
+            print!("{}", String::from_utf8_lossy(&out));
+            0
+        }
         Cmd::Promote {
             run_id,
             json,
             replay_output,
             host_prompt_token,
             await_approval,
+            local_only,
         } if replay_output || host_prompt_token.is_some() || await_approval.is_some() => {
-            crate::doors::promote::promote_for_host(
-                &doors_target(&g),
-                &run_id,
-                &crate::doors::promote::PromoteOptions {
-                    replay_output,
-                    host_prompt_token,
-                    await_approval_s: await_approval,
-                },
-                |r| show_promoted(r, json),
-            )
+            with_run_id(&g, &run_id, |id| {
+                crate::doors::promote::promote_for_host(
+                    &doors_target(&g),
+                    id.as_str(),
+                    &crate::doors::promote::PromoteOptions {
+                        replay_output,
+                        host_prompt_token,
+                        await_approval_s: await_approval,
+                        local_only,
+                    },
+                    |r| show_promoted(r, json),
+                )
+            })
         }
-        Cmd::Promote { run_id, json, .. } => promote(&g, &run_id, json),
+        Cmd::Promote {
+            run_id,
+            json,
+            local_only,
+            ..
+        } => promote(&g, &run_id, local_only, json),
         Cmd::Hook { host } => crate::doors::hook::run_hook(
             match host {
                 HookHost::ClaudeCode => crate::doors::hook::Host::ClaudeCode,
@@ -103,7 +146,22 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             },
             doors_target(&g),
         ),
-        Cmd::Mcp => crate::doors::mcp::run_mcp(doors_target(&g)),
+        Cmd::Mcp { http: None } => crate::doors::mcp::run_mcp(doors_target(&g)),
+        Cmd::Mcp { http: Some(addr) } => {
+            use crate::doors::mcp_http::{parse_loopback, run_mcp_http};
+            match parse_loopback(&addr).and_then(|a| run_mcp_http(doors_target(&g), a)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("dryrun mcp: {e}");
+                    if matches!(e, crate::doors::mcp_http::McpHttpError::NotLoopback(_)) {
+                        2
+                    } else {
+                        1
+                    }
+                }
+            }
+        }
+        Cmd::Review => super::tui::review(&g),
         Cmd::Rollback { receipt_id, json } => {
             with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
                 Ok(rc) => {
@@ -124,7 +182,7 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
                 Err(code) => code,
             }
         }),
-        Cmd::Cancel { run_id, json } => with_run_id(&run_id, |id| {
+        Cmd::Cancel { run_id, json } => with_run_id(&g, &run_id, |id| {
             let d = door(&g);
             if !d.is_daemon() {
                 return usage_error(
@@ -155,10 +213,11 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
     }
 }
 
-fn with_run_id(id: &str, f: impl FnOnce(RunId) -> i32) -> i32 {
-    match RunId::parse(id) {
+/// Resolve a run id as typed (whole, a unique prefix, or `last`), then `f`.
+fn with_run_id(g: &GlobalOpts, id: &str, f: impl FnOnce(RunId) -> i32) -> i32 {
+    match super::ids::resolve_run_id(&door(g), id) {
         Ok(id) => f(id),
-        Err(e) => usage_error(e),
+        Err(code) => code,
     }
 }
 
@@ -177,7 +236,7 @@ fn show_record(r: &RunRecord, json: bool) {
     }
 }
 
-fn runs(g: &GlobalOpts, state: Option<&str>, json: bool) -> i32 {
+fn runs(g: &GlobalOpts, state: Option<&str>, limit: Option<usize>, json: bool) -> i32 {
     let state = match state {
         None => None,
         Some(s) => match RunState::parse(s) {
@@ -189,12 +248,12 @@ fn runs(g: &GlobalOpts, state: Option<&str>, json: bool) -> i32 {
             }
         },
     };
-    match send(&door(g), &List { state, limit: None }) {
+    match send(&door(g), &List { state, limit }) {
         Ok(l) => {
             if json {
                 print_json(&l.runs);
             } else {
-                render::print_run_list(&l.runs);
+                render::print_run_list(&l.runs, state == Some(RunState::AwaitingApproval));
             }
             0
         }
@@ -203,8 +262,8 @@ fn runs(g: &GlobalOpts, state: Option<&str>, json: bool) -> i32 {
 }
 
 fn diff(g: &GlobalOpts, run_id: &str, other: Option<&str>, json: bool) -> i32 {
-    with_run_id(run_id, |id| match other {
-        Some(other) => with_run_id(other, |against| {
+    with_run_id(g, run_id, |id| match other {
+        Some(other) => with_run_id(g, other, |against| {
             match send(&door(g), &Compare { id, against }) {
                 Ok(cmp) => {
                     if json {
@@ -231,8 +290,8 @@ fn diff(g: &GlobalOpts, run_id: &str, other: Option<&str>, json: bool) -> i32 {
     })
 }
 
-fn promote(g: &GlobalOpts, run_id: &str, json: bool) -> i32 {
-    with_run_id(run_id, |id| {
+fn promote(g: &GlobalOpts, run_id: &str, local_only: bool, json: bool) -> i32 {
+    with_run_id(g, run_id, |id| {
         let d = door(g);
         // Mode `rerun`: hand over the host variables the run's live:
         // section names, from this process's environment.
@@ -254,10 +313,28 @@ fn promote(g: &GlobalOpts, run_id: &str, json: bool) -> i32 {
                     .collect()
             })
             .unwrap_or_default();
+        if local_only && !json {
+            let calls = crate::engine::shown_actions(
+                &record
+                    .rehearsal
+                    .as_ref()
+                    .map(|h| h.would_be_actions.clone())
+                    .unwrap_or_default(),
+            );
+            if !calls.is_empty() {
+                eprintln!(
+                    "dryrun: --local-only: these calls answered by stubs in the rehearsal will NOT be made:"
+                );
+                for c in &calls {
+                    eprintln!("  {}", render::esc(c));
+                }
+            }
+        }
         match d.send(&Promote {
             id,
             env,
             host_prompt_token: None,
+            local_only,
         }) {
             Ok(r) => {
                 show_promoted(&r, json);
@@ -363,6 +440,14 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     if let Some(d) = a.record_retention_days {
         cfg.retention.record_days = d;
     }
+    if a.approval_expiry == 0 {
+        return usage_error("--approval-expiry must be at least 1 second");
+    }
+    cfg.approval_expiry = std::time::Duration::from_secs(a.approval_expiry);
+    cfg.notify = a.notify_command.map(|command| crate::daemon::NotifyConfig {
+        command,
+        timeout: std::time::Duration::from_secs(a.notify_timeout.max(1)),
+    });
     match crate::daemon::run_daemon(cfg) {
         Ok(()) => 0,
         Err(e) => {
@@ -513,12 +598,23 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         envelope: env,
         wait: true,
     };
-    match send(&d, &op).map(|r| r.into_record()) {
-        Ok(Some(record)) => report_run(&record, a.json),
-        Ok(None) => {
-            eprintln!("dryrun: the daemon queued the run without waiting for its verdict");
-            EXIT_INTERNAL
+    let progress = super::output::Progress::start(format!(
+        "rehearsing {}",
+        if d.is_daemon() {
+            "through the daemon"
+        } else {
+            "in-process"
         }
+    ));
+    let sent = send(&d, &op).map(|r| r.into_record());
+    drop(progress);
+    match sent {
+        Ok(Some(record)) => report_run(&record, a.json),
+        Ok(None) => super::output::error(
+            "internal",
+            "the daemon queued the run without waiting for its verdict",
+            EXIT_INTERNAL,
+        ),
         Err(code) => code,
     }
 }
@@ -543,7 +639,7 @@ fn replay(
             return usage_error(e);
         }
     }
-    with_run_id(run_id, |id| {
+    with_run_id(g, run_id, |id| {
         let op = Replay {
             id,
             changes: ReplayBody {

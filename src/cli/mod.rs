@@ -2,10 +2,24 @@
 //! it through the one client ([`Door::send`]) to a daemon or to the
 //! in-process engine, render the answer.
 
+/// Every `println!` / `print!` of the CLI's modules (declared below) goes
+/// through [`output::stdout`]: a reader that closes the pipe early
+/// (`dryrun runs | head -1`) ends the process quietly instead of a panic.
+macro_rules! println {
+    () => { $crate::cli::output::stdout(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::cli::output::stdout(format_args!("{}\n", format_args!($($t)*))) };
+}
+macro_rules! print {
+    ($($t:tt)*) => { $crate::cli::output::stdout(format_args!($($t)*)) };
+}
+
 mod args;
 mod commands;
+mod ids;
+mod output;
 mod render;
 mod review;
+pub mod tui;
 
 /// The way to a daemon (kept here for callers of the former `cli::client`).
 pub use crate::request::transport as client;
@@ -64,11 +78,23 @@ pub fn main_with_args() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_INVALID } else { 0 };
+            if !e.use_stderr() {
+                let _ = e.print();
+                return 0;
+            }
             let _ = e.print();
-            return code;
+            // No subcommand to ask: `--json` anywhere asks for a JSON error.
+            if std::env::args_os().any(|a| a == "--json") {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                output::json_error("usage", first.trim_start_matches("error: "));
+            }
+            return EXIT_INVALID;
         }
     };
+    if cli.cmd.wants_json() {
+        output::set_json_errors();
+    }
     commands::run(cli.global, cli.cmd)
 }
 
@@ -95,25 +121,23 @@ fn door_with(g: &GlobalOpts, options: EngineOptions) -> Door {
 }
 
 fn usage_error(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("dryrun: {msg}");
-    EXIT_INVALID
+    output::error("usage", &msg.to_string(), EXIT_INVALID)
 }
 
 /// Print why a request failed; the exit code for it.
 fn failed(e: DoorError) -> i32 {
-    eprintln!("dryrun: {e}");
-    if e.is_invalid_input() {
+    let exit = if e.is_invalid_input() {
         EXIT_INVALID
     } else {
         EXIT_INTERNAL
-    }
+    };
+    output::door_error(&e, exit)
 }
 
 /// Print why a live-lane request failed; refusals exit 4.
 fn refused(e: DoorError) -> i32 {
     if e.is_refusal() {
-        eprintln!("dryrun: {e}");
-        EXIT_REFUSED
+        output::door_error(&e, EXIT_REFUSED)
     } else {
         failed(e)
     }
@@ -127,4 +151,9 @@ fn send<O: Serve>(door: &Door, op: &O) -> Result<O::Reply, i32> {
 
 fn print_json<T: serde::Serialize>(v: &T) {
     println!("{}", serde_json::to_string(v).expect("serializes"));
+}
+
+/// The command-line definition (completions and the man page are made from it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }

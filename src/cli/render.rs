@@ -2,6 +2,8 @@
 //! output goes through `escape_for_humans` so nothing the command wrote can
 //! move the cursor, recolour or reorder the reviewer's screen.
 
+use super::output::{Colour, paint};
+use crate::engine::summary::ReviewSummary;
 use crate::engine::textdiff::RunDiff;
 use crate::model::Decision;
 use crate::model::{Change, ChangeKind};
@@ -52,15 +54,23 @@ pub fn print_evidence(r: &RunRecord) {
     if !r.intent.summary.is_empty() {
         println!("intent: {} ({})", esc(&r.intent.summary), r.intent.mode);
     }
-    if let Some(risk) = &r.risk {
+    if let Some(a) = &r.submitted_by {
         println!(
-            "risk: {} (score {}) · approval {}",
+            "submitted: {} by uid {} (via {})",
+            r.created_at, a.uid, a.via
+        );
+    }
+    if let Some(risk) = &r.risk {
+        // The classifier's view of the command alone; whether the run
+        // needs approval is the decision's (see `approval_line`).
+        println!(
+            "risk: {} (score {}){}",
             risk.level,
             risk.score,
             if risk.requires_approval {
-                "required"
+                " · the command alone asks for approval"
             } else {
-                "not required"
+                ""
             }
         );
     }
@@ -159,23 +169,25 @@ pub fn print_evidence(r: &RunRecord) {
         list("would have contacted (egress proxy)", &egress(true));
         list("network refused (outside the allowlist)", &egress(false));
     }
+    let actions = ReviewSummary::of(r, None).would_be_actions;
     list(
         "would-be actions (answered by stubs)",
         &reh.would_be_actions
             .iter()
-            .map(|a| {
-                format!(
-                    "{} → exit {} ({}, rule {}{})",
+            .zip(&actions)
+            .map(|(a, shown)| {
+                let mut line = format!(
+                    "{} → exit {} ({}, rule {})",
                     sanitize_for_terminal(&a.shown()),
                     a.answer.exit,
                     sanitize_for_terminal(&a.source),
                     sanitize_for_terminal(&a.rule),
-                    if a.stdin.read {
-                        format!(", stdin {} bytes", a.stdin.bytes)
-                    } else {
-                        String::new()
-                    }
-                )
+                );
+                for l in stdin_shown(shown) {
+                    line.push('\n');
+                    line.push_str(&l);
+                }
+                line
             })
             .collect::<Vec<_>>(),
     );
@@ -213,7 +225,8 @@ pub fn print_evidence(r: &RunRecord) {
             .first()
             .map(|f| format!(" — {}", sanitize_for_terminal(&f.message)))
             .unwrap_or_default();
-        println!("decision: {}{first}", v.decision.as_str());
+        println!("decision: {}{first}", decision_painted(v.decision));
+        println!("approval: {}", approval_line(r));
         if v.reasons.len() > 1 || (v.decision != Decision::Promote && !v.reasons.is_empty()) {
             list(
                 "reasons",
@@ -232,7 +245,149 @@ pub fn print_evidence(r: &RunRecord) {
         );
     }
     print_approvals(r);
-    println!("state: {}", r.state.as_str());
+    println!("state: {}", state_line(r));
+}
+
+/// The decision, coloured on terminals.
+fn decision_painted(d: Decision) -> String {
+    match d {
+        Decision::Promote => paint(d.as_str(), Colour::Green),
+        Decision::NeedsApproval => paint(d.as_str(), Colour::Yellow),
+        Decision::Blocked => paint(d.as_str(), Colour::Red),
+    }
+}
+
+/// Whether the run needs a person, from its decision (never the
+/// classifier's score alone, so the two lines cannot disagree).
+fn approval_line(r: &RunRecord) -> String {
+    match r.verdict.as_ref().map(|v| v.decision) {
+        Some(Decision::Promote) | None => "not required".into(),
+        Some(Decision::NeedsApproval) => {
+            format!("required: a reviewer runs `dryrun approve {}`", r.run_id)
+        }
+        Some(Decision::Blocked) => format!(
+            "required, as an override of the block: a reviewer runs `dryrun approve --override {}`",
+            r.run_id
+        ),
+    }
+}
+
+/// The state, with why a rejected run was closed and whether a waiting
+/// one needs an override.
+fn state_line(r: &RunRecord) -> String {
+    let mut s = r.state.as_str().to_string();
+    if r.state == crate::record::RunState::AwaitingApproval && r.override_required {
+        s.push_str(" (override required)");
+    }
+    if let Some(c) = r.rejected_because {
+        s.push_str(&format!(" ({})", c.as_str()));
+    }
+    s
+}
+
+/// A would-be action's stdin as reviewers read it: the text when it is
+/// text, else its size.
+fn stdin_shown(a: &crate::engine::summary::ActionSummary) -> Vec<String> {
+    match (&a.stdin_text, a.stdin_bytes) {
+        (Some(t), Some(n)) => {
+            let mut out = vec![format!(
+                "    stdin ({n} bytes{}):",
+                if a.stdin_cut { ", first KiB shown" } else { "" }
+            )];
+            out.extend(t.lines().take(20).map(|l| format!("    | {}", esc(l))));
+            out
+        }
+        (None, Some(n)) if n > 0 => vec![format!("    stdin: {n} bytes (not text)")],
+        _ => Vec::new(),
+    }
+}
+
+/// The evidence a reviewer decides on, as lines (forbidden paths first),
+/// for `dryrun approve` and the review UI.
+pub fn review_summary_lines(s: &ReviewSummary) -> Vec<String> {
+    let mut out = Vec::new();
+    out.push(format!(
+        "review run {} · submitted {} by {}{}",
+        s.run_id,
+        s.submitted_at,
+        s.submitted_by,
+        s.expires_at
+            .as_deref()
+            .map(|t| format!(" · expires {t}"))
+            .unwrap_or_default()
+    ));
+    out.push(format!("command: {}", esc(&s.command)));
+    if !s.intent_summary.is_empty() {
+        out.push(format!("intent: {}", esc(&s.intent_summary)));
+    }
+    if let Some(n) = &s.reviewer_note {
+        out.push(format!("note for the reviewer: {}", esc(n)));
+    }
+    out.push(format!(
+        "decision: {}{}",
+        s.decision.as_deref().unwrap_or("none"),
+        if s.override_required {
+            " · approving it overrides the block (--override)"
+        } else {
+            ""
+        }
+    ));
+    if let (Some(l), Some(n)) = (&s.risk_level, s.risk_score) {
+        out.push(format!("risk: {l} (score {n})"));
+    }
+    let section = |out: &mut Vec<String>, label: &str, items: Vec<String>| {
+        if items.is_empty() {
+            out.push(format!("{label}: none"));
+        } else {
+            out.push(format!("{label}:"));
+            out.extend(items.into_iter().map(|i| format!("  {i}")));
+        }
+    };
+    section(
+        &mut out,
+        "reasons",
+        s.reasons.iter().map(|r| sanitize_for_terminal(r)).collect(),
+    );
+    section(
+        &mut out,
+        "forbidden paths touched",
+        s.forbidden_paths_touched.iter().map(|p| esc(p)).collect(),
+    );
+    section(
+        &mut out,
+        "surprise paths",
+        s.surprise_paths.iter().map(|p| esc(p)).collect(),
+    );
+    let c = &s.changes;
+    out.push(format!(
+        "changes: {} created · {} modified · {} deleted · {} metadata · {} identical rewrite(s)",
+        c.created, c.modified, c.deleted, c.metadata, c.identical
+    ));
+    if s.would_be_actions.is_empty() {
+        out.push("would-be actions: none".into());
+    } else {
+        out.push(format!(
+            "would-be actions (answered by stubs; live.mode {}: {}):",
+            s.live_mode,
+            if s.live_mode == "rerun" {
+                "made for real after approval"
+            } else {
+                "NOT made; promoting needs --local-only"
+            }
+        ));
+        for a in &s.would_be_actions {
+            out.push(format!("  {}", sanitize_for_terminal(&a.call)));
+            out.extend(stdin_shown(a));
+        }
+    }
+    out
+}
+
+/// Print [`review_summary_lines`].
+pub fn print_review_summary(s: &ReviewSummary) {
+    for l in review_summary_lines(s) {
+        println!("{l}");
+    }
 }
 
 /// One line of the evidence's change list: kind mark, path, file type and
@@ -319,10 +474,10 @@ fn change_line(c: &Change) -> String {
 
 fn print_approvals(r: &RunRecord) {
     for a in &r.approvals {
-        let verb = if a.action == "approve" {
-            "approved"
-        } else {
-            "rejected"
+        let verb = match a.action.as_str() {
+            "approve" => "approved",
+            "withdraw" => "withdrawn",
+            _ => "rejected",
         };
         let ov = if a.overrode_block {
             " (override of a blocked verdict)"
@@ -367,9 +522,48 @@ pub fn print_journal_report(r: &crate::journal::VerifyReport) {
     println!("file: {}", esc(&r.path));
 }
 
-pub fn print_run_list(runs: &[RunRecord]) {
+/// The run list; `queue`: the review queue (oldest first), with who
+/// submitted each run and whether it needs an override.
+pub fn print_run_list(runs: &[RunRecord], queue: bool) {
     if runs.is_empty() {
-        println!("no runs");
+        println!(
+            "{}",
+            if queue {
+                "no runs wait for approval"
+            } else {
+                "no runs"
+            }
+        );
+        return;
+    }
+    if queue {
+        for r in runs {
+            let d = r
+                .verdict
+                .as_ref()
+                .map(|v| v.decision.as_str())
+                .unwrap_or("-");
+            let mut cmd = esc(&r.command);
+            if cmd.chars().count() > 50 {
+                cmd = cmd.chars().take(47).collect::<String>() + "...";
+            }
+            println!(
+                "{}  {}  uid {:<6}  {:<14}{}  {}",
+                r.run_id,
+                r.created_at,
+                r.submitted_by
+                    .as_ref()
+                    .map(|a| a.uid.to_string())
+                    .unwrap_or("-".into()),
+                d,
+                if r.override_required {
+                    " (override)"
+                } else {
+                    ""
+                },
+                cmd
+            );
+        }
         return;
     }
     for r in runs {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::{EXIT_INVALID, GlobalOpts, door, print_json, render, send, state_dir, usage_error};
 use crate::engine::{EngineOptions, ReviewAction, ReviewerAuth};
 use crate::request::door::{Door, LocalEngine};
-use crate::request::{Review, RunId, Show};
+use crate::request::{Review, Show};
 
 /// `dryrun approve` / `dryrun reject`.
 pub(super) fn review(
@@ -18,10 +18,6 @@ pub(super) fn review(
     override_block: bool,
     json: bool,
 ) -> i32 {
-    let id = match RunId::parse(run_id) {
-        Ok(id) => id,
-        Err(e) => return usage_error(e),
-    };
     let mut d = door(g);
     if let Door::Local(_) = d {
         let dir = review_state_dir(g);
@@ -32,29 +28,40 @@ pub(super) fn review(
             state_dir: dir,
             options: EngineOptions::default(),
         }));
-        if action == ReviewAction::Approve {
-            let r = match send(
-                &d,
-                &Show {
-                    id: id.clone(),
-                    wait_s: None,
-                },
-            ) {
-                Ok(r) => r,
-                Err(code) => return code,
-            };
+    }
+    let id = match super::ids::resolve_run_id(&d, run_id) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    if action == ReviewAction::Approve {
+        // The evidence before the question, through either door.
+        let r = match send(
+            &d,
+            &Show {
+                id: id.clone(),
+                wait_s: None,
+            },
+        ) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        if let Door::Local(_) = d {
             // Refused before any prompt: the same uid never approves.
             if let Err(e) = crate::engine::refuse_self_approval(
                 &r,
                 &crate::journal::Actor::local(),
                 &ReviewerAuth::LocalTtyConfirmed,
             ) {
-                eprintln!("dryrun: {e}");
-                return EXIT_INVALID;
+                return super::output::error("forbidden", &e.to_string(), EXIT_INVALID);
             }
-            if let Err(msg) = confirm_on_terminal(&r, override_block) {
-                return usage_error(msg);
-            }
+        }
+        if !json {
+            render::print_review_summary(&crate::engine::summary::ReviewSummary::of(&r, None));
+        }
+        if let Door::Local(_) = d
+            && let Err(msg) = confirm_on_terminal(&r, override_block)
+        {
+            return usage_error(msg);
         }
     }
     let op = Review {
@@ -79,7 +86,7 @@ pub(super) fn review(
 /// The state directory a local review works on. `sudo dryrun approve ID`
 /// (root, started by sudo, no directory named): the invoking user's
 /// default state directory, where their local runs wait.
-fn review_state_dir(g: &GlobalOpts) -> PathBuf {
+pub(super) fn review_state_dir(g: &GlobalOpts) -> PathBuf {
     if g.state_dir.is_none()
         && nix::unistd::geteuid().is_root()
         && let Some(uid) = std::env::var("SUDO_UID")
@@ -93,39 +100,11 @@ fn review_state_dir(g: &GlobalOpts) -> PathBuf {
     state_dir(g)
 }
 
-/// Root reviewing in another user's state directory (`sudo dryrun approve`)
-/// reads and writes it with that owner's filesystem credentials and no
-/// supplementary groups: a link the owner planted there (a record's
-/// temporary file, the journal) cannot turn root's writes onto a file the
-/// owner could not write itself. The approval is still root's (the actor
-/// is the effective uid).
-fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
-    let Ok(m) = std::fs::metadata(dir) else {
-        return Ok(());
-    };
-    if m.uid() == 0 {
-        return Ok(());
-    }
-    let (uid, gid) = (
-        nix::unistd::Uid::from_raw(m.uid()),
-        nix::unistd::Gid::from_raw(m.gid()),
-    );
-    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
-    nix::unistd::setfsgid(gid);
-    nix::unistd::setfsuid(uid);
-    // setfsuid reports no error: the second call answers the current value.
-    if nix::unistd::setfsuid(uid) != uid || nix::unistd::setfsgid(gid) != gid {
-        return Err(format!(
-            "could not take the filesystem identity of {}'s owner (uid {})",
-            dir.display(),
-            m.uid()
-        ));
-    }
-    Ok(())
+/// Root reviewing in another user's state directory: see
+/// [`crate::request::door::act_as_state_dir_owner`].
+pub(super) fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String> {
+    crate::request::door::act_as_state_dir_owner(dir)
+        .map_err(|e| format!("state directory {}: {e}", dir.display()))
 }
 
 /// Local mode has no second identity: the person proves they are at the

@@ -31,6 +31,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", routes::RUN_DIFF),
     ("POST", routes::RUN_APPROVE),
     ("POST", routes::RUN_REJECT),
+    ("POST", routes::RUN_WITHDRAW),
     ("POST", routes::RUN_CANCEL),
     ("POST", routes::RUN_PROMOTE),
     ("POST", routes::RUN_HOST_PROMPT),
@@ -50,6 +51,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(routes::RUN_DIFF, get(diff))
         .route(routes::RUN_APPROVE, post(approve))
         .route(routes::RUN_REJECT, post(reject))
+        .route(routes::RUN_WITHDRAW, post(withdraw))
         .route(routes::RUN_CANCEL, post(cancel))
         .route(routes::RUN_PROMOTE, post(promote))
         .route(routes::RUN_HOST_PROMPT, post(host_prompt))
@@ -324,6 +326,18 @@ async fn reject(
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     review(app, peer, id, q, body, ReviewAction::Reject).await
+}
+
+/// `POST /v1/runs/{id}/withdraw`: the submitter takes its waiting run
+/// out of the review queue.
+async fn withdraw(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    UrlPath(id): UrlPath<String>,
+    RawQuery(q): RawQuery,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    review(app, peer, id, q, body, ReviewAction::Withdraw).await
 }
 
 async fn cancel(

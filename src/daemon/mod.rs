@@ -20,6 +20,7 @@ mod api;
 mod app;
 mod error;
 mod metrics;
+mod notify;
 pub use crate::request::routes;
 pub use crate::request::transport::{SYSTEM_SOCKET, default_socket, user_socket};
 
@@ -56,6 +57,10 @@ pub struct DaemonConfig {
     pub host_prompt_approvals: bool,
     /// `--egress-resolve` pins for every run's egress proxy.
     pub egress_resolve: Vec<crate::egress::ResolvePin>,
+    /// How long a run waits for a person before it expires.
+    pub approval_expiry: Duration,
+    /// Run when a run starts waiting for a person (see `notify.rs`).
+    pub notify: Option<notify::NotifyConfig>,
 }
 
 impl DaemonConfig {
@@ -78,9 +83,13 @@ impl DaemonConfig {
             retention: crate::engine::Retention::default(),
             host_prompt_approvals: false,
             egress_resolve: Vec::new(),
+            approval_expiry: crate::engine::DEFAULT_APPROVAL_EXPIRY,
+            notify: None,
         }
     }
 }
+
+pub use notify::NotifyConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -262,6 +271,7 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
             pins: cfg.egress_resolve.clone(),
             ..Default::default()
         },
+        approval_expiry: cfg.approval_expiry,
         ..EngineOptions::default()
     };
     let mut engine = Engine::open(&cfg.state_dir, opts)?;
@@ -303,6 +313,20 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
                 housekeeping_app.housekeeping().await;
             }
         });
+        // Waiting runs expire while the daemon runs, not only when looked at.
+        let expiry_app = app.clone();
+        let check_every = (cfg.approval_expiry / 10).clamp(Duration::from_secs(1), HOUSEKEEPING_EVERY / 6);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(check_every);
+            loop {
+                every.tick().await;
+                let engine = expiry_app.engine.clone();
+                let _ = tokio::task::spawn_blocking(move || engine.expire_due_runs()).await;
+            }
+        });
+        if let Some(n) = cfg.notify.clone() {
+            notify::spawn_notifier(app.engine.clone(), n);
+        }
         let signal_app = app.clone();
         tokio::spawn(async move {
             wait_for_signal().await;

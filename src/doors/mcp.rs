@@ -188,6 +188,10 @@ fn run_out(r: &RunRecord) -> RunOut {
         (RunState::Rehearsed, Some(crate::verdict::Decision::Promote)) => {
             "promote it (tool promote) to apply exactly this change set".into()
         }
+        (RunState::AwaitingApproval, _) if r.override_required => format!(
+            "blocked: change the command or its intent and execute again (only a reviewer's explicit override, `dryrun approve --override {}`, lets it through)",
+            r.run_id
+        ),
         (RunState::AwaitingApproval, _) => format!(
             "a person must approve it (`dryrun approve {}`); then promote it",
             r.run_id
@@ -197,7 +201,14 @@ fn run_out(r: &RunRecord) -> RunOut {
             "blocked: change the command or its intent and execute again".into()
         }
         (RunState::Promoted, _) => "done: the change set is live".into(),
-        (RunState::Rejected, _) => "rejected: nothing will be applied".into(),
+        (RunState::Rejected, _) => format!(
+            "{}: nothing will be applied",
+            match r.rejected_because {
+                Some(crate::model::run_state::RejectCause::Withdrawn) => "withdrawn",
+                Some(crate::model::run_state::RejectCause::Expired) => "expired unreviewed",
+                _ => "rejected",
+            }
+        ),
         (RunState::Failed, _) => "the rehearsal failed; see error".into(),
     };
     RunOut {
@@ -274,8 +285,13 @@ fn parse_state(s: &str) -> Result<RunState, String> {
 #[tool_router(router = tool_router)]
 impl DryrunMcp {
     pub fn new(backend: Backend) -> Self {
+        Self::shared(Arc::new(backend))
+    }
+
+    /// A server over a backend shared with others (one per HTTP session).
+    pub fn shared(backend: Arc<Backend>) -> Self {
         Self {
-            backend: Arc::new(backend),
+            backend,
             tool_router: Self::tool_router(),
         }
     }
@@ -452,7 +468,7 @@ impl DryrunMcp {
     pub async fn promote(&self, p: Parameters<RunIdArgs>) -> Result<Json<RunOut>, String> {
         let b = self.backend.clone();
         let id = p.0.run_id;
-        let r = blocking(move || b.promote(&id, None)).await?;
+        let r = blocking(move || b.promote(&id, None, false)).await?;
         Ok(Json(run_out(&r)))
     }
 }

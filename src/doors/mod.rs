@@ -8,6 +8,7 @@
 
 pub mod hook;
 pub mod mcp;
+pub mod mcp_http;
 pub mod promote;
 
 use std::path::{Path, PathBuf};
@@ -144,15 +145,18 @@ impl Backend {
 
     /// Promote `run_id` (apply its reviewed change set). With a host-prompt
     /// token, the token's approval is recorded and consumed first.
+    /// `local_only`: a person said the run's stubbed calls will not be made.
     pub fn promote(
         &self,
         run_id: &str,
         host_prompt_token: Option<&str>,
+        local_only: bool,
     ) -> Result<RunRecord, DoorError> {
         Ok(self.door.send(&request::Promote {
             id: RunId::parse(run_id)?,
             env: Default::default(),
             host_prompt_token: host_prompt_token.map(str::to_string),
+            local_only,
         })?)
     }
 }

@@ -15,6 +15,8 @@ pub struct PromoteOptions {
     pub replay_output: bool,
     pub host_prompt_token: Option<String>,
     pub await_approval_s: Option<u64>,
+    /// `--local-only`: the run's stubbed calls will not be made.
+    pub local_only: bool,
 }
 
 /// Exit status of a refused promotion (as `dryrun promote`).
@@ -46,7 +48,7 @@ pub fn promote_for_host(
             Err(code) => return code,
         }
     }
-    let r = match backend.promote(run_id, opts.host_prompt_token.as_deref()) {
+    let r = match backend.promote(run_id, opts.host_prompt_token.as_deref(), opts.local_only) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -122,11 +124,42 @@ fn replay_output(r: &RunRecord) -> i32 {
             .map(|rc| format!(", receipt {}", rc.receipt_id))
             .unwrap_or_default()
     );
+    // Calls a stub answered in the rehearsal: the output below shows the
+    // stub's answer (a merged PR, an applied plan). Unless the live lane
+    // re-ran the command, they were never made: say so, before and after
+    // the output, so neither the agent nor its person takes them as done.
+    let rerun = r
+        .live
+        .as_ref()
+        .is_some_and(|l| l.mode == crate::envelope::LiveMode::Rerun);
+    let stubbed = h.would_be_actions.len();
+    let not_made = (stubbed > 0 && !rerun).then(|| {
+        let shown: Vec<String> = h
+            .would_be_actions
+            .iter()
+            .take(5)
+            .map(|a| format!("`{}`", super::hook::esc(&a.shown())))
+            .collect();
+        format!(
+            "dryrun: NOT DONE: {stubbed} call(s) with a remote effect were answered by stubs in the rehearsal and were NOT made live ({}); what the output shows of them is the stub's answer",
+            if shown.is_empty() {
+                "their records could not be read".to_string()
+            } else {
+                shown.join(", ")
+            }
+        )
+    });
+    if let Some(n) = &not_made {
+        eprintln!("{n}");
+    }
     let _ = std::io::stdout().write_all(h.stdout.as_bytes());
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().write_all(h.stderr.as_bytes());
     if h.output_truncated {
         eprintln!("\ndryrun: the output was cut to the run's output limit");
+    }
+    if let Some(n) = &not_made {
+        eprintln!("\n{n}");
     }
     match (h.exit_code, h.signal) {
         (Some(c), _) => c,

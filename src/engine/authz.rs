@@ -15,8 +15,10 @@ pub enum Verb {
     /// Read its record, diff, receipt; replay it.
     See,
     Approve,
-    /// Reject (a reviewer) or withdraw (its submitter).
+    /// Reject (a reviewer; its submitter's rejection is a withdrawal).
     Reject,
+    /// Withdraw a waiting run: its submitter only.
+    Withdraw,
     Promote,
     Rollback,
     Cancel,
@@ -63,6 +65,15 @@ pub fn authorize(
                 "uid {} may not reject runs: reviewers are root and members of group {:?} (a submitter may withdraw its own run)",
                 actor.uid,
                 group.unwrap_or_default()
+            )))
+        }
+        Verb::Withdraw => {
+            if submitter {
+                return Ok(());
+            }
+            Err(EngineError::not_allowed(format!(
+                "uid {} did not submit run {}; only its submitter may withdraw it (a reviewer rejects it: `dryrun reject`)",
+                actor.uid, r.run_id
             )))
         }
         // Promoting and rolling back are refused with the same words they
@@ -221,6 +232,12 @@ mod tests {
         }
         assert!(authorize(Verb::Approve, &r, &root, &peer).is_ok());
         assert!(authorize(Verb::Approve, &r, &stranger, &peer).is_err());
+        // Only the submitter withdraws, even root.
+        assert!(authorize(Verb::Withdraw, &r, &submitter, &peer).is_ok());
+        for who in [&stranger, &root] {
+            let e = authorize(Verb::Withdraw, &r, who, &peer).unwrap_err();
+            assert!(e.to_string().contains("only its submitter"), "{e}");
+        }
         // Locally, anyone else may.
         assert!(
             authorize(

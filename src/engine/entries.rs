@@ -15,6 +15,7 @@ pub enum EntryKind {
     Approval,
     HostPromptGrant,
     Rejection,
+    RunExpired,
     RerunStarted,
     RerunMismatch,
     Promotion,
@@ -33,6 +34,7 @@ impl EntryKind {
             EntryKind::Approval => "approval",
             EntryKind::HostPromptGrant => "host_prompt_grant",
             EntryKind::Rejection => "rejection",
+            EntryKind::RunExpired => "run_expired",
             EntryKind::RerunStarted => "rerun_started",
             EntryKind::RerunMismatch => "rerun_mismatch",
             EntryKind::Promotion => "promotion",
@@ -202,6 +204,29 @@ pub(super) fn review(r: &RunRecord, actor: &Actor, f: &ReviewFacts<'_>) -> Entry
     )
 }
 
+/// A run that waited for a person longer than the review queue keeps one.
+pub(super) fn run_expired(
+    r: &RunRecord,
+    was: RunState,
+    expiry: std::time::Duration,
+    txn: &str,
+) -> Entry {
+    entry(
+        EntryKind::RunExpired,
+        &r.run_id,
+        Some(&Actor::system()),
+        serde_json::json!({
+            "state_was": was.as_str(),
+            "state": r.state.as_str(),
+            "decision_was": r.verdict.as_ref().map(|v| v.decision.as_str()),
+            "submitted_at": r.created_at,
+            "expiry_s": expiry.as_secs(),
+            "submitted_by_uid": r.submitted_by.as_ref().map(|a| a.uid),
+            "txn": txn,
+        }),
+    )
+}
+
 /// A `live.mode: rerun` approval spent by its first live execution.
 pub(super) fn rerun_started(r: &RunRecord, actor: &Actor, reason: &str, txn: &str) -> Entry {
     entry(
@@ -279,10 +304,7 @@ pub(super) fn rollback(run_id: &str, actor: &Actor, receipt_id: &str, paths: &[S
 
 /// Would-be actions as reviewers read them: `gh pr merge 12 → exit 0 (stub)`.
 pub fn shown_actions(actions: &[crate::model::stubs::WouldBeAction]) -> Vec<String> {
-    actions
-        .iter()
-        .map(|a| format!("{} → exit {} ({})", a.shown(), a.answer.exit, a.source))
-        .collect()
+    crate::model::promotion::shown_actions(actions)
 }
 
 /// BLAKE3 over the sorted (path, kind, before, after) list: what a receipt binds.

@@ -5,6 +5,7 @@
 //! One file per verb or concern: `submit.rs` (prepare a run), `rehearse.rs`
 //! (run it in the sandbox and judge it), `review.rs` (approve, reject,
 //! cancel), `live/` (promote, rollback), `replay.rs`, `compare.rs`,
+//! `queue.rs` (the review queue: oldest first, expiry),
 //! `recover.rs` (what a dead process left in flight), `store.rs` (the run
 //! store, quota and retention), `entries.rs` (journal entries), `authz.rs`
 //! (who may do what), `error.rs`.
@@ -28,12 +29,14 @@ mod entries;
 mod error;
 mod host_prompt;
 mod live;
+mod queue;
 mod recover;
 mod rehearse;
 mod replay;
 mod review;
 mod store;
 mod submit;
+pub mod summary;
 pub mod textdiff;
 
 pub use crate::record::Receipt;
@@ -47,6 +50,7 @@ pub use entries::shown_actions;
 pub use error::{EngineError, Input, What};
 pub use host_prompt::GRANT_TTL_S;
 pub use live::valid_receipt_id;
+pub use queue::DEFAULT_APPROVAL_EXPIRY;
 pub use replay::ReplayRequest;
 pub use store::{default_state_dir, valid_run_id};
 pub use submit::access_as;
@@ -92,6 +96,9 @@ pub struct EngineOptions {
     /// The system's egress configuration: `--egress-resolve` pins and the
     /// system policy's always- and never-allowed names.
     pub egress: crate::egress::EgressSystem,
+    /// How long a run waits in the review queue before it expires
+    /// (default [`DEFAULT_APPROVAL_EXPIRY`]; `DRYRUN_APPROVAL_EXPIRY_S`).
+    pub approval_expiry: Duration,
 }
 
 /// How long the state directory keeps what, and how much one uid may keep.
@@ -140,6 +147,12 @@ impl Default for EngineOptions {
             retention: Retention::default(),
             host_prompt_approvals: true,
             egress: Default::default(),
+            approval_expiry: std::env::var("DRYRUN_APPROVAL_EXPIRY_S")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_APPROVAL_EXPIRY),
         }
     }
 }
@@ -190,11 +203,12 @@ impl Prepared {
     }
 }
 
-/// Approve or reject.
+/// Approve, reject, or (the submitter) withdraw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReviewAction {
     Approve,
     Reject,
+    Withdraw,
 }
 
 /// How a caller's identity was established (what [`authz::authorize`]

@@ -69,6 +69,8 @@ impl Engine {
                     },
                 );
                 record.state = RunState::after_verdict(verdict.decision);
+                record.override_required =
+                    crate::model::run_state::override_required(verdict.decision);
                 let evidence = Evidence {
                     spec: &spec,
                     sspec: &sspec,

@@ -4,9 +4,10 @@
 
 use super::authz::{self, Verb};
 use super::entries::{self, ReviewFacts};
+use super::queue::expired;
 use super::{Engine, EngineError, Input, ReviewAction, ReviewerAuth, now_rfc3339, unix_now};
 use crate::journal::Actor;
-use crate::model::run_state::Approval;
+use crate::model::run_state::{Approval, RejectCause};
 use crate::record::{ApprovalRecord, RunRecord, RunState};
 
 /// The longest note a reviewer may leave.
@@ -32,9 +33,13 @@ impl Engine {
         }
         let _g = self.lock_run(run_id)?;
         let mut r = self.get(run_id)?;
+        if self.expire_if_due(&mut r)? {
+            return Err(expired(&r));
+        }
         let decision = r.verdict.as_ref().map(|v| v.decision);
         // The submitter rejecting its own run withdraws it: no refund.
-        let withdrawing = authz::is_submitter(&r, actor);
+        let withdrawing = action == ReviewAction::Withdraw
+            || (action == ReviewAction::Reject && authz::is_submitter(&r, actor));
         let overrode = match action {
             ReviewAction::Approve => {
                 authz::authorize(Verb::Approve, &r, actor, auth)?;
@@ -42,18 +47,29 @@ impl Engine {
                 r.state = RunState::Approved;
                 overrode
             }
-            ReviewAction::Reject => {
-                authz::authorize(Verb::Reject, &r, actor, auth)?;
+            ReviewAction::Reject | ReviewAction::Withdraw => {
+                let verb = if action == ReviewAction::Withdraw {
+                    Verb::Withdraw
+                } else {
+                    Verb::Reject
+                };
+                authz::authorize(verb, &r, actor, auth)?;
                 if !r.state.can_reject() {
                     return Err(EngineError::in_state(
                         r.state,
                         format!(
-                            "run {run_id} is {}; only a rehearsed run or one awaiting approval can be rejected",
-                            r.state.as_str()
+                            "run {run_id} is {}; only a rehearsed run or one awaiting approval can be {}",
+                            r.state.as_str(),
+                            if withdrawing { "withdrawn" } else { "rejected" }
                         ),
                     ));
                 }
                 r.state = RunState::Rejected;
+                r.rejected_because = Some(if withdrawing {
+                    RejectCause::Withdrawn
+                } else {
+                    RejectCause::Reviewer
+                });
                 false
             }
         };
@@ -64,7 +80,8 @@ impl Engine {
         r.approvals.push(ApprovalRecord {
             action: match action {
                 ReviewAction::Approve => "approve".into(),
-                ReviewAction::Reject => "reject".into(),
+                ReviewAction::Reject if !withdrawing => "reject".into(),
+                ReviewAction::Reject | ReviewAction::Withdraw => "withdraw".into(),
             },
             by: actor.clone(),
             at: now_rfc3339(),
@@ -83,7 +100,7 @@ impl Engine {
                 decision_was: decision,
                 authenticated_by,
                 submitted_by_uid: r.submitted_by.as_ref().map(|a| a.uid),
-                withdrawn: action == ReviewAction::Reject && withdrawing,
+                withdrawn: withdrawing,
                 txn: &nonce,
             },
         );

@@ -86,6 +86,8 @@ pub(crate) struct RunGuard {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
+use std::os::unix::fs::OpenOptionsExt;
+
 impl RunGuard {
     /// `Ok(None)`: `wait` is [`Wait::NotIfHeld`] and another holds it.
     pub(super) fn acquire(
@@ -100,12 +102,22 @@ impl RunGuard {
             });
         }
         let path = run_dir.join("lock");
+        // Never through a link, never blocking on a fifo put in its place
+        // (a local state directory is its owner's to fill: root's `dryrun
+        // runs` there hung on a fifo forever), and only a regular file.
         let mut file = match std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
             .open(&path)
-        {
+            .and_then(|f| {
+                if f.metadata()?.is_file() {
+                    Ok(f)
+                } else {
+                    Err(std::io::Error::other("not a regular file"))
+                }
+            }) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(EngineError::not_found(What::Run, run_id));

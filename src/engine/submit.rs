@@ -390,6 +390,8 @@ fn new_record(
             env_from_host: spec.live.env_from_host.clone(),
         }),
         rerun_of: live.map(|l| l.rerun_of.clone()),
+        override_required: false,
+        rejected_because: None,
         replay_of: replay.map(|r| crate::record::ReplayLink {
             baseline: r.baseline.clone(),
             novel: r.novel.as_str().into(),

@@ -12,8 +12,18 @@
 //! What the planner may still refuse besides these is not a property of the
 //! change but of the state directory at promotion time (kept content removed
 //! by retention, a workspace that drifted since the rehearsal).
+//!
+//! [`check_stubbed_calls`] is the one rule of stubbed work: a run whose
+//! rehearsal answered calls with stubs (would-be actions) is not promoted in
+//! `live.mode: apply` as if those calls had happened. Its local writes go
+//! live only when the promotion says so (`--local-only`), and then the calls
+//! that will not be made are shown and journaled. Every door's promotion
+//! reaches the live lane, which asks this rule; the agent-host hook asks it
+//! before it offers a promotion.
 
 use super::change::{Change, ChangeKind, FileType};
+use super::live::LiveMode;
+use super::stubs::WouldBeAction;
 use super::text::{escape_for_humans, sanitize_for_terminal};
 
 /// One reason a change can never be promoted.
@@ -196,6 +206,65 @@ pub(crate) fn refusals(c: &Change) -> Vec<Refusal> {
     out
 }
 
+/// A plain `apply` promotion of a run whose local writes may depend on
+/// calls that stubs answered: refused, naming the calls and the two ways out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StubbedCallsRefusal {
+    /// The calls as reviewers read them (`gh release create v1.13 → exit 0 (stub)`).
+    pub(crate) calls: Vec<String>,
+}
+
+impl StubbedCallsRefusal {
+    /// The refusal as every door shows it.
+    pub(crate) fn message(&self, run_id: &str) -> String {
+        const SHOWN: usize = 10;
+        let mut calls: Vec<String> = self
+            .calls
+            .iter()
+            .take(SHOWN)
+            .map(|c| format!("  {}", sanitize_for_terminal(c)))
+            .collect();
+        if self.calls.len() > SHOWN {
+            calls.push(format!("  and {} more", self.calls.len() - SHOWN));
+        }
+        format!(
+            "run {run_id}'s rehearsal answered {} call(s) with stubs; live.mode apply would write their local consequences without making them:\n{}\n\
+             Promote with --local-only (\"local_only\": true) to apply the local writes and journal these calls as not made, \
+             or declare live.mode: rerun so they are made for real after approval; nothing was written",
+            self.calls.len(),
+            calls.join("\n")
+        )
+    }
+}
+
+/// Calls the rehearsal's stubs answered, as reviewers read them.
+pub(crate) fn shown_actions(actions: &[WouldBeAction]) -> Vec<String> {
+    actions
+        .iter()
+        .map(|a| format!("{} → exit {} ({})", a.shown(), a.answer.exit, a.source))
+        .collect()
+}
+
+/// The one rule of stubbed work at promotion. `Ok`: the calls this
+/// promotion will NOT make (empty for `rerun`, which makes them, and for a
+/// run without would-be actions); `Err`: a plain `apply` of a run with
+/// would-be actions, which must say `local_only`.
+pub(crate) fn check_stubbed_calls(
+    mode: LiveMode,
+    actions: &[WouldBeAction],
+    local_only: bool,
+) -> Result<Vec<String>, StubbedCallsRefusal> {
+    if mode == LiveMode::Rerun || actions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let calls = shown_actions(actions);
+    if local_only {
+        Ok(calls)
+    } else {
+        Err(StubbedCallsRefusal { calls })
+    }
+}
+
 /// Can the planner check what the change replaces before writing it? A
 /// created entry replaces nothing; otherwise a content hash, or a
 /// directory (checked by kind and mode), or a metadata change (checked by
@@ -216,6 +285,31 @@ mod tests {
         c.before = Some("0".repeat(64));
         c.after = Some("1".repeat(64));
         c
+    }
+
+    #[test]
+    fn stubbed_calls_need_local_only_in_apply() {
+        let call: WouldBeAction = serde_json::from_value(serde_json::json!({
+            "tool": "gh", "argv": ["gh", "release", "create", "v1.13"], "argv_hash": "",
+            "cwd": "/w", "stdin": {"read": false, "bytes": 0, "blake3": "", "head": ""},
+            "env_names": [], "rule": "gh-release", "source": "stub",
+            "answer": {"exit": 0, "stdout": "", "stderr": ""}
+        }))
+        .unwrap();
+        let one = std::slice::from_ref(&call);
+        assert_eq!(check_stubbed_calls(LiveMode::Apply, &[], false), Ok(vec![]));
+        assert_eq!(check_stubbed_calls(LiveMode::Rerun, one, false), Ok(vec![]));
+        let refused = check_stubbed_calls(LiveMode::Apply, one, false).unwrap_err();
+        let m = refused.message("r1-1");
+        assert!(m.contains("gh release create v1.13 → exit 0 (stub)"), "{m}");
+        assert!(
+            m.contains("--local-only") && m.contains("live.mode: rerun"),
+            "{m}"
+        );
+        assert_eq!(
+            check_stubbed_calls(LiveMode::Apply, one, true),
+            Ok(vec!["gh release create v1.13 → exit 0 (stub)".to_string()])
+        );
     }
 
     #[test]

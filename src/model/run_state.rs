@@ -1,18 +1,52 @@
 //! The states of a run and the verbs each allows.
 //!
 //! ```text
-//! queued ─▶ running ─▶ rehearsed ─────────────┬─▶ promoted
-//!                  │        │  (blocked: approve --override)
-//!                  │        ▼                 │
-//!                  │   awaiting_approval ─▶ approved ─▶ promoted
-//!                  │        │                 
-//!                  ▼        ▼                 
-//!                failed   rejected
+//! queued ─▶ running ─▶ rehearsed (decision promote) ─────────▶ promoted
+//!                  │
+//!                  ├─▶ awaiting_approval ─▶ approved ─▶ promoted
+//!                  │   (needs_approval;        ▲
+//!                  │    blocked: override_required, approve --override)
+//!                  │        │
+//!                  ▼        ▼
+//!                failed   rejected (by a reviewer, withdrawn by its
+//!                                   submitter, or expired: see RejectCause)
 //! ```
+//!
+//! Records written before the review queue existed hold blocked runs in
+//! `rehearsed`; they keep working (approvable with the override, rejectable).
 
 use serde::{Deserialize, Serialize};
 
 use super::Decision;
+
+/// Does a run with this decision need an explicit override to be approved
+/// (the record's `override_required`)?
+pub(crate) fn override_required(decision: Decision) -> bool {
+    decision == Decision::Blocked
+}
+
+/// Why a run ended `rejected` (the record's `rejected_because`): the state
+/// name stays the one clients know; the cause says who closed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectCause {
+    /// A reviewer rejected it.
+    Reviewer,
+    /// Its submitter withdrew it.
+    Withdrawn,
+    /// Nobody decided within the configured time.
+    Expired,
+}
+
+impl RejectCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectCause::Reviewer => "reviewer",
+            RejectCause::Withdrawn => "withdrawn",
+            RejectCause::Expired => "expired",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -93,12 +127,13 @@ impl RunState {
         Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// The state a rehearsal ends in, given its verdict: a run that needs
-    /// approval waits for a reviewer; a promote or blocked one is rehearsed.
+    /// The state a rehearsal ends in, given its verdict: every run whose
+    /// decision is not promote waits for a person (a blocked one approvable
+    /// only with an override, see [`override_required`]).
     pub fn after_verdict(decision: Decision) -> Self {
         match decision {
-            Decision::NeedsApproval => RunState::AwaitingApproval,
-            Decision::Promote | Decision::Blocked => RunState::Rehearsed,
+            Decision::NeedsApproval | Decision::Blocked => RunState::AwaitingApproval,
+            Decision::Promote => RunState::Rehearsed,
         }
     }
 
@@ -126,8 +161,10 @@ impl RunState {
     /// What approving the run would mean (see [`Approval`]).
     pub fn approval(self, decision: Option<Decision>) -> Approval {
         match (self, decision) {
+            (RunState::AwaitingApproval | RunState::Rehearsed, Some(Decision::Blocked)) => {
+                Approval::Override
+            }
             (RunState::AwaitingApproval, _) => Approval::Allowed,
-            (RunState::Rehearsed, Some(Decision::Blocked)) => Approval::Override,
             (RunState::Rehearsed, _) => Approval::NotNeeded,
             _ => Approval::NotApprovable,
         }
@@ -146,6 +183,16 @@ impl RunState {
     /// run or one awaiting approval.
     pub fn can_reject(self) -> bool {
         matches!(self, RunState::AwaitingApproval | RunState::Rehearsed)
+    }
+
+    /// May a submitter withdraw it? The same states a reviewer may reject.
+    pub fn can_withdraw(self) -> bool {
+        self.can_reject()
+    }
+
+    /// Does a run waiting in this state expire (see [`RejectCause::Expired`])?
+    pub fn expires(self) -> bool {
+        self == RunState::AwaitingApproval
     }
 
     /// May an interrupted rehearsal be marked failed (crash recovery)?
@@ -186,6 +233,9 @@ mod tests {
     fn approval_and_rejection() {
         use Decision::*;
         assert!(RunState::AwaitingApproval.can_approve(Some(NeedsApproval), false));
+        assert!(!RunState::AwaitingApproval.can_approve(Some(Blocked), false));
+        assert!(RunState::AwaitingApproval.can_approve(Some(Blocked), true));
+        assert!(override_required(Blocked) && !override_required(NeedsApproval));
         assert!(!RunState::Rehearsed.can_approve(Some(Blocked), false));
         assert!(RunState::Rehearsed.can_approve(Some(Blocked), true));
         assert!(!RunState::Rehearsed.can_approve(Some(Promote), true));
@@ -216,7 +266,7 @@ mod tests {
         );
         assert_eq!(
             RunState::after_verdict(Decision::Blocked),
-            RunState::Rehearsed
+            RunState::AwaitingApproval
         );
         assert_eq!(
             RunState::after_verdict(Decision::Promote),

@@ -251,7 +251,11 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
 
 /// Protected paths no policy file can take away (files only add to the
 /// list): the workspace's own dryrun configuration.
-pub const ALWAYS_PROTECTED: &[&str] = &[".dryrun/"];
+/// dryrun's own configuration in a workspace: its policy (`.dryrun/`) and
+/// `dryrun.yaml` (named tasks, and the `hook:` intent the hooks rehearse
+/// under): a run that rewrites them loosens how the next runs are judged,
+/// so changing them always needs a person, through every door.
+pub const ALWAYS_PROTECTED: &[&str] = &[".dryrun/", "/dryrun.yaml"];
 
 fn parse_file(file: &str, text: &str) -> Result<PolicyFile, PolicyError> {
     let de = serde_yaml::Deserializer::from_str(text);

@@ -106,6 +106,8 @@ impl Door {
         match self {
             Door::Daemon(c) => Ok(c.send(op)?),
             Door::Local(l) => {
+                act_as_state_dir_owner(&l.state_dir)
+                    .map_err(|source| EngineError::storage(&l.state_dir, source))?;
                 if let Some(r) = op.serve_without_engine(&l.state_dir) {
                     return Ok(r?);
                 }
@@ -114,4 +116,55 @@ impl Door {
             }
         }
     }
+}
+
+/// Root on a state directory somebody else controls (`sudo dryrun
+/// approve`, a reviewer's `dryrun --state-dir ~user/... show`) reads and
+/// writes it with that user's filesystem identity and no supplementary
+/// groups, in this thread, before the engine opens it: the engine's
+/// start-up recovery undoes in-flight promotions named by files there
+/// (a forged plan naming a root-owned directory would have root restore
+/// "backups" into it), and a link planted there (or the directory itself
+/// replaced by a link to `/etc`) would turn root's writes and `chmod`
+/// onto the host. The controlling user is the first owner other than
+/// root along the path, each component taken as it is (not followed):
+/// whoever can replace a component decides what lies below it.
+pub fn act_as_state_dir_owner(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let abs = std::path::absolute(dir)?;
+    let mut prefix = PathBuf::new();
+    let mut owner = None;
+    for c in abs.components() {
+        prefix.push(c);
+        match std::fs::symlink_metadata(&prefix) {
+            Ok(m) if m.uid() != 0 => {
+                owner = Some((m.uid(), m.gid()));
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(e),
+        }
+    }
+    let Some((uid, gid)) = owner else {
+        return Ok(());
+    };
+    let (uid, gid) = (
+        nix::unistd::Uid::from_raw(uid),
+        nix::unistd::Gid::from_raw(gid),
+    );
+    nix::unistd::setgroups(&[]).map_err(std::io::Error::from)?;
+    nix::unistd::setfsgid(gid);
+    nix::unistd::setfsuid(uid);
+    // setfsuid reports no error: the second call answers the current value.
+    if nix::unistd::setfsuid(uid) != uid || nix::unistd::setfsgid(gid) != gid {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("could not take the filesystem identity of its owner (uid {uid})"),
+        ));
+    }
+    Ok(())
 }

@@ -259,7 +259,7 @@ pub enum DiffRequest {
 /// Approve or reject.
 pub use crate::engine::ReviewAction;
 
-/// Approve or reject a run, with a note (journaled with the reviewer).
+/// Approve, reject or withdraw a run, with a note (journaled with who).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Review {
     pub id: RunId,
@@ -286,6 +286,7 @@ impl Operation for Review {
         match self.action {
             ReviewAction::Approve => routes::run_approve(self.id.as_str()),
             ReviewAction::Reject => routes::run_reject(self.id.as_str()),
+            ReviewAction::Withdraw => routes::run_withdraw(self.id.as_str()),
         }
     }
     fn body(&self) -> Option<Vec<u8>> {
@@ -325,6 +326,10 @@ pub struct Promote {
     /// (see [`HostPrompt`]): recorded as that approval and consumed before
     /// the promotion.
     pub host_prompt_token: Option<String>,
+    /// Mode `apply` of a run whose rehearsal answered calls with stubs:
+    /// the promoter says those calls will not be made (shown in the
+    /// receipt's `calls_not_made` and journaled).
+    pub local_only: bool,
 }
 
 /// Body of promote.
@@ -335,6 +340,8 @@ pub struct PromoteBody {
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_prompt_token: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local_only: bool,
 }
 
 impl Operation for Promote {
@@ -347,6 +354,7 @@ impl Operation for Promote {
         Some(json(&PromoteBody {
             env: self.env.clone(),
             host_prompt_token: self.host_prompt_token.clone(),
+            local_only: self.local_only,
         }))
     }
 }
@@ -636,7 +644,7 @@ pub fn parse_diff(id: &str, query_s: Option<&str>) -> Result<DiffRequest, Reques
     })
 }
 
-/// `POST /v1/runs/{id}/approve` and `/reject`.
+/// `POST /v1/runs/{id}/approve`, `/reject` and `/withdraw`.
 pub fn parse_review(
     id: &str,
     query_s: Option<&str>,
@@ -675,6 +683,7 @@ pub fn parse_promote(
         id,
         env: b.env,
         host_prompt_token: b.host_prompt_token,
+        local_only: b.local_only,
     })
 }
 

@@ -13,6 +13,8 @@ pub const RUN_DIFF: &str = "/v1/runs/{id}/diff";
 pub const RUN_APPROVE: &str = "/v1/runs/{id}/approve";
 /// `POST` reject a run awaiting approval.
 pub const RUN_REJECT: &str = "/v1/runs/{id}/reject";
+/// `POST` withdraw a run waiting for approval (its submitter only).
+pub const RUN_WITHDRAW: &str = "/v1/runs/{id}/withdraw";
 /// `POST` cancel a queued or running run.
 pub const RUN_CANCEL: &str = "/v1/runs/{id}/cancel";
 /// `POST` promote a run's change set to the real workspace.
@@ -53,6 +55,11 @@ pub fn run_approve(id: &str) -> String {
 /// `/v1/runs/<id>/reject`.
 pub fn run_reject(id: &str) -> String {
     with_id(RUN_REJECT, id)
+}
+
+/// `/v1/runs/<id>/withdraw`.
+pub fn run_withdraw(id: &str) -> String {
+    with_id(RUN_WITHDRAW, id)
 }
 
 /// `/v1/runs/<id>/cancel`.
@@ -119,6 +126,7 @@ mod tests {
             (run_diff(id), RUN_DIFF),
             (run_approve(id), RUN_APPROVE),
             (run_reject(id), RUN_REJECT),
+            (run_withdraw(id), RUN_WITHDRAW),
             (run_cancel(id), RUN_CANCEL),
             (run_promote(id), RUN_PROMOTE),
             (run_replay(id), RUN_REPLAY),

@@ -55,6 +55,9 @@ impl Caller {
     pub fn readable_run(&self, engine: &Engine, id: &str) -> Result<RunRecord, EngineError> {
         let r = engine.get(id)?;
         authz::authorize(Verb::See, &r, &self.actor, &self.auth)?;
+        // A waiting run whose time is up expires as it is looked at.
+        let r = engine.get_current(id)?;
+        authz::authorize(Verb::See, &r, &self.actor, &self.auth)?;
         Ok(r)
     }
 
@@ -146,9 +149,10 @@ impl Serve for Show {
     }
 }
 
+/// The review queue comes oldest first (see `Engine::list_current`).
 impl Serve for List {
     fn serve(&self, engine: &Engine, caller: &Caller) -> Result<RunList, EngineError> {
-        let mut runs = engine.list(self.state)?;
+        let mut runs = engine.list_current(self.state)?;
         runs.retain(|r| caller.may_read(r));
         runs.truncate(self.limit.unwrap_or(LIST_DEFAULT).min(LIST_MAX));
         Ok(RunList { runs })
@@ -200,7 +204,13 @@ impl Serve for Promote {
         if let Some(t) = &self.host_prompt_token {
             engine.approve_via_host_prompt(self.id.as_str(), t, &caller.actor)?;
         }
-        engine.promote(self.id.as_str(), &caller.actor, &caller.auth, &self.env)
+        engine.promote(
+            self.id.as_str(),
+            &caller.actor,
+            &caller.auth,
+            &self.env,
+            self.local_only,
+        )
     }
 }
 

@@ -77,6 +77,7 @@ fn every_request_decodes_to_what_was_encoded() {
         id: id.clone(),
         env: [("GH_TOKEN".to_string(), "x".to_string())].into(),
         host_prompt_token: Some("t0k".into()),
+        local_only: true,
     };
     let t = pr.target();
     let (p, q) = split(&t);

@@ -26,8 +26,9 @@ mod summary;
 
 pub use rewrite::{Rewrite, invokes_dryrun, quote};
 use rewrite::{own_exe, rewritten_input};
+use summary::changes_line;
+pub(crate) use summary::esc;
 pub use summary::evidence_summary;
-use summary::{changes_line, esc};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -397,6 +398,18 @@ fn answer_for(
         token: None,
         await_s: None,
     };
+    // The live lane refuses a plain apply of stubbed work (the model's one
+    // rule): never offer the agent a promotion that would be refused.
+    let mode = r.live.as_ref().map(|l| l.mode).unwrap_or_default();
+    let actions = r.rehearsal.as_ref().map(|h| h.would_be_actions.as_slice());
+    if v.decision != Decision::Blocked
+        && let Err(refusal) =
+            crate::model::promotion::check_stubbed_calls(mode, actions.unwrap_or_default(), false)
+    {
+        return Ok(Answer::Deny {
+            reason: format!("dryrun: {}", refusal.message(&r.run_id)),
+        });
+    }
     Ok(match v.decision {
         Decision::Promote => Answer::Allow {
             input: rewritten_input(tool_input, rw.render()),
@@ -496,8 +509,30 @@ fn judge_rewrite(
                 reason: evidence_summary(&r, "needs your approval"),
             }
         }
+        // Claude Code's person said yes to the wait once; the same
+        // command presented again (the agent re-running it after a no)
+        // is asked again, never waved through on the agent's say-so.
+        (None, Some(_))
+            if host == Host::ClaudeCode
+                && event == "PreToolUse"
+                && r.state == RunState::AwaitingApproval =>
+        {
+            Answer::Ask {
+                input: same,
+                reason: evidence_summary(
+                    &r,
+                    &format!(
+                        "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
+                        r.run_id
+                    ),
+                ),
+            }
+        }
         // Waiting for a reviewer: promote checks the approval itself.
-        (None, Some(_)) if matches!(r.state, RunState::AwaitingApproval | RunState::Approved) => {
+        (None, Some(_))
+            if matches!(r.state, RunState::AwaitingApproval | RunState::Approved)
+                && !r.override_required =>
+        {
             Answer::Allow {
                 input: same,
                 reason: format!(

@@ -3,7 +3,7 @@
 
 use crate::record::RunRecord;
 
-pub(super) fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()

@@ -33,7 +33,7 @@ use super::recover::process_identity;
 use super::store::write_atomic;
 use super::{Engine, EngineError, ReviewerAuth, What, entries, now_rfc3339};
 use crate::journal::Actor;
-use crate::model::Change;
+use crate::model::{Change, promotion};
 use crate::record::{
     LiveMode, LiveResult, RECEIPT_SCHEMA, Receipt, ReceiptChange, Rehearsal, RunRecord, RunState,
 };
@@ -54,6 +54,14 @@ fn new_receipt_id() -> String {
         .unwrap_or_default()
         .as_secs();
     format!("p{secs:x}-{}", hex::encode(b))
+}
+
+/// How the promoter asked for the promotion.
+struct How<'a> {
+    /// Mode `rerun`: the host variables the run's `live.env_from_host` names.
+    host_env: &'a std::collections::BTreeMap<String, String>,
+    /// The promoter said the stubbed calls will not be made.
+    local_only: bool,
 }
 
 /// What a promotion writes: the rehearsal's change set (mode `apply`), or
@@ -101,7 +109,9 @@ impl Engine {
 
     /// Promote a run: apply its rehearsed change set to the real workspace
     /// (mode `apply`). Refuses unless the decision was promote or a reviewer
-    /// approved it, refuses a second promotion, refuses drift, and undoes
+    /// approved it, refuses a second promotion, refuses drift, refuses a
+    /// plain apply of a run whose stubbed calls would not be made (unless
+    /// `local_only` says so: [`promotion::check_stubbed_calls`]), and undoes
     /// itself if any step fails.
     pub fn promote(
         &self,
@@ -109,10 +119,15 @@ impl Engine {
         actor: &Actor,
         auth: &ReviewerAuth,
         host_env: &std::collections::BTreeMap<String, String>,
+        local_only: bool,
     ) -> Result<RunRecord, EngineError> {
         let _g = self.lock_run(run_id)?;
         let mut spent = false;
-        let result = self.promote_locked(run_id, actor, auth, host_env, &mut spent);
+        let how = How {
+            host_env,
+            local_only,
+        };
+        let result = self.promote_locked(run_id, actor, auth, &how, &mut spent);
         if let (Err(e), true) = (&result, spent)
             && let Ok(mut r) = self.get(run_id)
             && r.state == RunState::Failed
@@ -132,14 +147,19 @@ impl Engine {
         run_id: &str,
         actor: &Actor,
         auth: &ReviewerAuth,
-        host_env: &std::collections::BTreeMap<String, String>,
+        how: &How<'_>,
         spent: &mut bool,
     ) -> Result<RunRecord, EngineError> {
         let mut r = self.get(run_id)?;
         authz::authorize(Verb::Promote, &r, actor, auth)?;
         check_promotable(&r)?;
         let reh = r.rehearsal.clone().unwrap_or_default();
-        let to_apply = self.what_to_apply(&mut r, &reh, actor, host_env, spent)?;
+        // The one rule of stubbed work, before anything runs or is written.
+        let mode = r.live.as_ref().map(|l| l.mode).unwrap_or_default();
+        let calls_not_made =
+            promotion::check_stubbed_calls(mode, &reh.would_be_actions, how.local_only)
+                .map_err(|refusal| EngineError::in_state(r.state, refusal.message(run_id)))?;
+        let to_apply = self.what_to_apply(&mut r, &reh, actor, how.host_env, spent)?;
         let (ops, identical, notes) = plan_ops(&to_apply.changes, &to_apply.blobs)?;
         let identity = r.workspace_identity.ok_or_else(|| {
             EngineError::conflict(format!(
@@ -173,7 +193,11 @@ impl Engine {
                 .and_then(|l| l.rehearsal.as_ref())
                 .and_then(|x| x.exit_code),
         };
-        let receipt = new_receipt(&r, &reh, actor, &rid, to_apply.mode, result);
+        let mut receipt = new_receipt(&r, &reh, actor, &rid, to_apply.mode, result);
+        if to_apply.live_run.is_none() {
+            receipt.calls_not_made = calls_not_made;
+            receipt.local_only = how.local_only;
+        }
         self.write_plan(&rdir, &plan, &receipt)?;
         self.apply_plan(&ws, &plan, &rdir)?;
         let receipt = self.journal_receipt(&ws, &plan, &rdir, actor, receipt)?;
@@ -399,6 +423,14 @@ fn check_promotable(r: &RunRecord) -> Result<(), EngineError> {
     let decision = r.verdict.as_ref().map(|v| v.decision);
     match (r.state, decision) {
         (s, d) if s.can_promote(d) => {}
+        (RunState::AwaitingApproval, _) if r.override_required => {
+            return Err(EngineError::in_state(
+                r.state,
+                format!(
+                    "run {run_id} was blocked and waits for a reviewer's explicit override (`dryrun approve --override {run_id}`); only a run whose decision is promote, or one a reviewer approved, can be promoted"
+                ),
+            ));
+        }
         (RunState::AwaitingApproval, _) => {
             return Err(EngineError::in_state(
                 r.state,
@@ -488,6 +520,7 @@ fn new_receipt(
         } else {
             entries::shown_actions(&reh.would_be_actions)
         },
+        local_only: false,
         changes: reh
             .changes
             .iter()

@@ -76,6 +76,17 @@ impl AgentIo {
             uid: creds.uid,
             message,
         };
+        // Root acting with another user's filesystem identity (on that
+        // user's local state directory, see
+        // `request::door::act_as_state_dir_owner`) works for that user
+        // only: a plan or record there names whatever workspace its owner
+        // wrote, and must not become a third user's hands.
+        let fsuid = nix::unistd::setfsuid(nix::unistd::Uid::from_raw(u32::MAX)).as_raw();
+        if fsuid != 0 && fsuid != creds.uid {
+            return Err(fail(format!(
+                "this process acts for uid {fsuid} (the owner of the state directory it works on) and will not act as another user"
+            )));
+        }
         let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
         let groups = creds
             .groups

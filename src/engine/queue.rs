@@ -1,0 +1,113 @@
+//! The review queue: every run whose decision is not promote waits in
+//! `awaiting_approval` until a reviewer approves or rejects it, its
+//! submitter withdraws it, or it expires. Expiry is checked when a waiting
+//! run is read or reviewed through a door, when runs are listed, and
+//! periodically by a running daemon ([`Engine::expire_due_runs`]); an
+//! expired run ends `rejected` with `rejected_because: expired`, journaled
+//! (`run_expired`) before the record changes.
+
+use std::time::{Duration, SystemTime};
+
+use super::review::new_nonce;
+use super::{Engine, EngineError, entries};
+use crate::model::run_state::RejectCause;
+use crate::record::{RunRecord, RunState};
+
+/// How long a run waits for a person by default (`dryrun daemon
+/// --approval-expiry`, `DRYRUN_APPROVAL_EXPIRY_S`): 7 days.
+pub const DEFAULT_APPROVAL_EXPIRY: Duration = Duration::from_secs(7 * 86_400);
+
+/// When `r`, waiting since it was submitted, expires; `None` when it does
+/// not wait or its submission time cannot be read (then it never expires
+/// by itself: a reviewer still decides).
+pub(crate) fn expires_at(r: &RunRecord, expiry: Duration) -> Option<SystemTime> {
+    if !r.state.expires() {
+        return None;
+    }
+    let created = humantime::parse_rfc3339(&r.created_at).ok()?;
+    created.checked_add(expiry)
+}
+
+/// The refusal of a review that found the run expired.
+pub(super) fn expired(r: &RunRecord) -> EngineError {
+    EngineError::in_state(
+        r.state,
+        format!(
+            "run {} waited longer than the review queue keeps a run and expired; nothing was approved. Rehearse it again",
+            r.run_id
+        ),
+    )
+}
+
+impl Engine {
+    /// How long runs wait for a person here.
+    pub fn approval_expiry(&self) -> Duration {
+        self.opts.approval_expiry
+    }
+
+    /// Expire `r` if its time is up; the caller holds the run's lock and
+    /// has just read `r`. `Ok(true)`: it expired now (journaled, saved).
+    pub(super) fn expire_if_due(&self, r: &mut RunRecord) -> Result<bool, EngineError> {
+        let due = expires_at(r, self.opts.approval_expiry).is_some_and(|t| SystemTime::now() >= t);
+        if !due {
+            return Ok(false);
+        }
+        let was = r.state;
+        r.state = RunState::Rejected;
+        r.rejected_because = Some(RejectCause::Expired);
+        let nonce = new_nonce();
+        let entry = entries::run_expired(r, was, self.opts.approval_expiry, &nonce);
+        self.commit_transition(r, &entry, &nonce)?;
+        tracing::info!(run = %r.run_id, "a run waiting for approval expired");
+        Ok(true)
+    }
+
+    /// Run `id`, expired first if its time is up (what a door shows).
+    pub fn get_current(&self, id: &str) -> Result<RunRecord, EngineError> {
+        let r = self.get(id)?;
+        if expires_at(&r, self.opts.approval_expiry).is_none_or(|t| SystemTime::now() < t) {
+            return Ok(r);
+        }
+        let _g = self.lock_run(id)?;
+        let mut r = self.get(id)?;
+        self.expire_if_due(&mut r)?;
+        Ok(r)
+    }
+
+    /// Runs as [`Engine::list`] gives them, those whose wait is over
+    /// expired first (and left out when they no longer match `state`).
+    /// The review queue (`state` awaiting_approval) comes oldest first.
+    pub fn list_current(&self, state: Option<RunState>) -> Result<Vec<RunRecord>, EngineError> {
+        let now = SystemTime::now();
+        let mut out = Vec::new();
+        for r in self.list(state)? {
+            let due = expires_at(&r, self.opts.approval_expiry).is_some_and(|t| now >= t);
+            let r = if due {
+                match self.get_current(&r.run_id) {
+                    Ok(after) => after,
+                    Err(e) => {
+                        tracing::warn!(run = %r.run_id, "could not expire: {e}");
+                        r
+                    }
+                }
+            } else {
+                r
+            };
+            if state.is_none_or(|s| s == r.state) {
+                out.push(r);
+            }
+        }
+        if state == Some(RunState::AwaitingApproval) {
+            out.reverse();
+        }
+        Ok(out)
+    }
+
+    /// Expire every waiting run whose time is up (a daemon's periodic
+    /// check); how many still wait.
+    pub fn expire_due_runs(&self) -> usize {
+        self.list_current(Some(RunState::AwaitingApproval))
+            .map(|q| q.len())
+            .unwrap_or(0)
+    }
+}
