@@ -25,10 +25,24 @@ fn main() {
     }) {
         dryrun::sandbox::run_stub(std::env::args_os().collect());
     }
-    if std::env::var_os("DRYRUN_LOG").is_some() {
+    if let Some(spec) = std::env::var_os("DRYRUN_LOG") {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        // `DRYRUN_LOG=debug`, `DRYRUN_LOG=warn,dryrun::engine=trace`: a
+        // default level and levels per target. (Not `EnvFilter`: its
+        // feature makes every regex in the process build a full DFA.)
+        let spec = spec.to_string_lossy();
+        let filter = spec
+            .parse::<tracing_subscriber::filter::Targets>()
+            .unwrap_or_else(|e| {
+                eprintln!("dryrun: DRYRUN_LOG={spec:?} is not a log filter ({e}); logging at info");
+                tracing_subscriber::filter::Targets::new()
+                    .with_default(tracing_subscriber::filter::LevelFilter::INFO)
+            });
         tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_env("DRYRUN_LOG"))
             .with_writer(std::io::stderr)
+            .finish()
+            .with(filter)
             .init();
     }
     std::process::exit(dryrun::cli::main_with_args());

@@ -6,6 +6,7 @@ mod bypass;
 pub mod parse;
 mod paths;
 mod rules;
+mod runners;
 mod tables;
 mod wrappers;
 
@@ -155,10 +156,14 @@ pub fn classify_steps(
 }
 
 fn render(argv: &[Word]) -> String {
-    argv.iter()
-        .map(|w| w.raw.as_str())
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut out = String::with_capacity(argv.iter().map(|w| w.raw.len() + 1).sum());
+    for (i, w) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&w.raw);
+    }
+    out
 }
 
 fn is_flag(s: &str) -> bool {
@@ -363,10 +368,22 @@ impl Ctx<'_> {
         if c.argv.is_empty() {
             return;
         }
-        self.command(&c.argv, depth, counter);
+        self.command_shown(&c.argv, Some(shown), depth, counter);
     }
 
     fn command(&mut self, argv_in: &[Word], depth: u32, counter: &mut usize) {
+        self.command_shown(argv_in, None, depth, counter);
+    }
+
+    /// [`Ctx::command`], with `argv_in` already rendered when the caller
+    /// has it.
+    fn command_shown(
+        &mut self,
+        argv_in: &[Word],
+        mut first_shown: Option<String>,
+        depth: u32,
+        counter: &mut usize,
+    ) {
         // What runs next after a wrapper; the first round borrows the input.
         let mut unwrapped: Option<Vec<Word>> = None;
         let mut guard = 0;
@@ -376,7 +393,7 @@ impl Ctx<'_> {
             if guard > 32 || argv.is_empty() {
                 return;
             }
-            let shown = render(argv);
+            let shown = first_shown.take().unwrap_or_else(|| render(argv));
             let name_word = &argv[0];
             let Some(name) = name_word.literal.clone() else {
                 self.commands.push(shown.clone());
@@ -482,17 +499,21 @@ impl Ctx<'_> {
         } else {
             Decision::Promote
         };
-        let mut reasons: Vec<String> = self
-            .findings
-            .iter()
-            .map(|f| {
-                if f.command.is_empty() {
-                    format!("[{}] {}", f.rule, f.reason)
-                } else {
-                    format!("[{}] {} (in: {})", f.rule, f.reason, f.command)
-                }
-            })
-            .collect();
+        let mut reasons: Vec<String> = Vec::with_capacity(self.findings.len() + 1);
+        for f in &self.findings {
+            // `[rule] reason (in: command)`, built without the formatter.
+            let mut r = String::with_capacity(f.rule.len() + f.reason.len() + f.command.len() + 10);
+            r.push('[');
+            r.push_str(&f.rule);
+            r.push_str("] ");
+            r.push_str(&f.reason);
+            if !f.command.is_empty() {
+                r.push_str(" (in: ");
+                r.push_str(&f.command);
+                r.push(')');
+            }
+            reasons.push(r);
+        }
         if total >= self.policy.block_threshold && !self.opts.is_step && simple_commands > 1 {
             decision = Decision::Blocked;
             reasons.insert(

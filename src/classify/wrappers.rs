@@ -23,7 +23,8 @@ pub(super) fn peel_wrappers(argv: &[Word]) -> &[Word] {
             "nice" | "ionice" => &["-n", "-c", "--adjustment"],
             "timeout" => &["-s", "--signal", "-k", "--kill-after"],
             "stdbuf" => &["-i", "-o", "-e"],
-            "nohup" | "time" | "command" | "exec" | "setsid" | "builtin" | "unbuffer" => &[],
+            "nohup" | "time" | "command" | "exec" | "setsid" | "builtin" | "unbuffer"
+            | "eatmydata" | "fakeroot" | "nocache" | "chronic" | "dbus-run-session" => &[],
             _ => return rest,
         };
         let base = base_name(name);
@@ -71,7 +72,7 @@ pub(super) fn shell_args_for_rules<'a>(base: &str, args: &'a [Word]) -> &'a [Wor
 
 /// Index of the first argument after the options (skipping the values of
 /// `with_value` options), or after `--`.
-fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
+pub(super) fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
     let mut i = 0;
     while i < args.len() {
         let a = args[i].text();
@@ -87,17 +88,66 @@ fn skip_options(args: &[Word], with_value: &[&str]) -> usize {
 }
 
 /// The words' texts joined by spaces (a command string).
-fn join_texts(ws: &[Word]) -> String {
+pub(super) fn join_texts(ws: &[Word]) -> String {
     ws.iter().map(|w| w.text()).collect::<Vec<_>>().join(" ")
 }
 
 /// The rest of `args` from `i` (empty past the end).
-fn from(args: &[Word], i: usize) -> Option<Vec<Word>> {
+pub(super) fn from(args: &[Word], i: usize) -> Option<Vec<Word>> {
     Some(args.get(i..).map(|a| a.to_vec()).unwrap_or_default())
 }
 
+/// Where the command starts after a prefix wrapper that only changes how
+/// it runs (priority, scheduling, buffering, a time limit, a root, a lock
+/// on its data, ...): past the wrapper's options and its own operands
+/// (`timeout 5`, `taskset 0x3`, `chroot /srv`, `faketime '-1d'`).
+fn prefix_command_start(base: &str, args: &[Word]) -> usize {
+    match base {
+        "nice" => skip_options(args, &["-n", "--adjustment"]),
+        "ionice" => skip_options(args, &["-c", "-n", "-p", "-P", "-u"]),
+        "stdbuf" => skip_options(args, &["-i", "-o", "-e"]),
+        "chrt" | "taskset" => skip_options(args, &["-p"]) + 1,
+        "timeout" => skip_options(args, &["-s", "--signal", "-k", "--kill-after"]) + 1,
+        "chroot" => skip_options(args, &["--userspec", "--groups"]) + 1,
+        "faketime" => skip_options(args, &["-m", "-f"]) + 1,
+        "numactl" => skip_options(
+            args,
+            &[
+                "-C",
+                "-N",
+                "-m",
+                "-p",
+                "-i",
+                "--physcpubind",
+                "--cpunodebind",
+                "--membind",
+            ],
+        ),
+        "cpulimit" => skip_options(args, &["-l", "--limit", "-p", "--pid", "-e", "--exe"]),
+        "rlwrap" => skip_options(
+            args,
+            &["-f", "-H", "-P", "-S", "-a", "-b", "-e", "-l", "-w"],
+        ),
+        "catchsegv" => skip_options(args, TRACER_WITH_VALUE),
+        _ => skip_options(args, &[]),
+    }
+}
+
+/// Options that take a value, per privilege wrapper.
+const PRIVILEGE_WITH_VALUE: &[&str] = &[
+    "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group",
+];
+
+/// Tracers, sandboxes and proxies put in front of a command; their options
+/// that take a value.
+const TRACER_WITH_VALUE: &[&str] = &[
+    "-u", "-g", "-t", "-o", "-e", "-p", "-s", "--user", "--group", "--target",
+];
+
 impl Ctx<'_> {
-    /// Returns the wrapped command's argv when `base` is a wrapper.
+    /// Returns the wrapped command's argv when `base` is a wrapper; a
+    /// wrapper that carries a command string analyses it here and returns
+    /// `None`. One step per family of wrappers.
     pub(super) fn unwrap(
         &mut self,
         base: &str,
@@ -109,54 +159,27 @@ impl Ctx<'_> {
         match base {
             "env" => self.unwrap_env(args, depth, counter, shown),
             "sudo" | "doas" | "pkexec" | "run0" => {
-                let with_value = [
-                    "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group",
-                ];
-                let i = skip_options(args, &with_value);
+                let i = skip_options(args, PRIVILEGE_WITH_VALUE);
                 (i < args.len()).then(|| args[i..].to_vec())
             }
-            "nice" => from(args, skip_options(args, &["-n", "--adjustment"])),
-            "ionice" => from(args, skip_options(args, &["-c", "-n", "-p", "-P", "-u"])),
-            "nohup" | "setsid" | "unbuffer" | "time" | "builtin" => {
-                from(args, skip_options(args, &[]))
-            }
-            "stdbuf" => from(args, skip_options(args, &["-i", "-o", "-e"])),
-            "chrt" | "taskset" => from(args, skip_options(args, &["-p"]) + 1),
-            "timeout" => from(
-                args,
-                skip_options(args, &["-s", "--signal", "-k", "--kill-after"]) + 1,
-            ),
-            "command" => {
-                if args.iter().any(|w| matches!(w.text(), "-v" | "-V")) {
-                    return None;
-                }
-                from(args, skip_options(args, &[]))
-            }
             "exec" => self.unwrap_exec(args, shown),
-            "flock" => {
-                if self.nested_option(args, &["-c", "--command"], depth, counter) {
-                    return None;
-                }
-                let i = skip_options(args, &["-w", "--timeout", "-E", "--conflict-exit-code"]);
-                from(args, i + 1)
+            "command" if args.iter().any(|w| matches!(w.text(), "-v" | "-V")) => None,
+            "nice" | "ionice" | "nohup" | "setsid" | "unbuffer" | "time" | "builtin"
+            | "command" | "stdbuf" | "chrt" | "taskset" | "timeout" | "chroot" | "eatmydata"
+            | "fakeroot" | "nocache" | "chronic" | "rlwrap" | "dbus-run-session" | "numactl"
+            | "cpulimit" | "faketime" | "catchsegv" => from(args, prefix_command_start(base, args)),
+            "flock" | "script" | "su" | "runuser" | "watch" => {
+                self.unwrap_string_carrier(base, args, depth, counter)
             }
-            "script" => {
-                // `script -qc CMD [file]`: CMD runs in a new shell.
-                self.nested_short_option(args, 'c', "--command", depth, counter);
-                None
+            "parallel" | "sem" | "tmux" | "screen" | "uv" | "poetry" | "pipenv" | "pdm"
+            | "hatch" | "rye" | "conda" | "mamba" | "bundle" | "pnpm" | "yarn" | "npm" | "npx"
+            | "direnv" | "nix-shell" | "nix" | "dotenv" | "op" | "doppler" | "aws-vault"
+            | "systemd-run" | "setpriv" | "prlimit" | "cgexec" => {
+                self.unwrap_runner(base, args, depth, counter)
             }
-            "chroot" => from(args, skip_options(args, &["--userspec", "--groups"]) + 1),
-            "runuser" if self.nested_option(args, &["-c", "--command"], depth, counter) => None,
-            "parallel" | "tmux" | "screen" | "uv" | "poetry" | "pipenv" | "pdm" | "hatch"
-            | "rye" | "conda" | "mamba" | "bundle" | "pnpm" | "yarn" | "npm" | "npx" | "direnv"
-            | "nix-shell" | "nix" | "dotenv" | "op" | "doppler" | "aws-vault" | "systemd-run"
-            | "setpriv" | "prlimit" | "cgexec" => self.unwrap_runner(base, args, depth, counter),
-            "runuser" | "unshare" | "nsenter" | "busybox" | "strace" | "ltrace" | "catchsegv"
-            | "xvfb-run" | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "bwrap" => {
-                let with_value = [
-                    "-u", "-g", "-t", "-o", "-e", "-p", "-s", "--user", "--group", "--target",
-                ];
-                from(args, skip_options(args, &with_value))
+            "unshare" | "nsenter" | "busybox" | "strace" | "ltrace" | "xvfb-run"
+            | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "bwrap" => {
+                from(args, skip_options(args, TRACER_WITH_VALUE))
             }
             "xargs" => {
                 let with_value = [
@@ -176,25 +199,20 @@ impl Ctx<'_> {
                 let i = skip_options(args, &with_value);
                 (i < args.len()).then(|| args[i..].to_vec())
             }
-            "watch" => {
-                let i = skip_options(args, &["-n", "--interval", "-g", "-q"]);
-                if args.iter().any(|w| matches!(w.text(), "-x" | "--exec")) {
-                    return from(args, i);
-                }
-                let s = args[i.min(args.len())..]
-                    .iter()
-                    .map(|w| w.text())
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                self.nested(&s, depth, counter);
-                None
-            }
-            "su" => {
-                self.nested_option(args, &["-c", "--command"], depth, counter);
-                None
-            }
             "find" => {
                 self.unwrap_find(args, depth, counter);
+                None
+            }
+            "fd" | "fdfind" => {
+                self.unwrap_fd(args, depth, counter);
+                None
+            }
+            "entr" => {
+                self.unwrap_entr(args, depth, counter);
+                None
+            }
+            "ssh" => {
+                self.unwrap_ssh(args, depth, counter);
                 None
             }
             "eval" => {
@@ -214,6 +232,53 @@ impl Ctx<'_> {
                 None
             }
             _ => None,
+        }
+    }
+
+    /// Wrappers that run either a command string given to an option or
+    /// the rest of their arguments: `flock [-c CMD | FILE CMD...]`, `script
+    /// -qc CMD`, `su -c CMD`, `runuser -c CMD`, `watch CMD` (a string for
+    /// `sh -c`, or an argv with `-x`).
+    fn unwrap_string_carrier(
+        &mut self,
+        base: &str,
+        args: &[Word],
+        depth: u32,
+        counter: &mut usize,
+    ) -> Option<Vec<Word>> {
+        match base {
+            "flock" => {
+                if self.nested_option(args, &["-c", "--command"], depth, counter) {
+                    return None;
+                }
+                let i = skip_options(args, &["-w", "--timeout", "-E", "--conflict-exit-code"]);
+                from(args, i + 1)
+            }
+            "script" => {
+                // `script -qc CMD [file]`: CMD runs in a new shell.
+                self.nested_short_option(args, 'c', "--command", depth, counter);
+                None
+            }
+            "runuser" => {
+                if self.nested_option(args, &["-c", "--command"], depth, counter) {
+                    return None;
+                }
+                from(args, skip_options(args, TRACER_WITH_VALUE))
+            }
+            "su" => {
+                self.nested_option(args, &["-c", "--command"], depth, counter);
+                None
+            }
+            _ => {
+                // watch
+                let i = skip_options(args, &["-n", "--interval", "-g", "-q"]);
+                if args.iter().any(|w| matches!(w.text(), "-x" | "--exec")) {
+                    return from(args, i);
+                }
+                let s = join_texts(args.get(i..).unwrap_or(&[]));
+                self.nested(&s, depth, counter);
+                None
+            }
         }
     }
 
@@ -259,204 +324,6 @@ impl Ctx<'_> {
             }
         }
         false
-    }
-
-    /// Tools that run a command they are given: job runners (`parallel`),
-    /// terminal multiplexers (`tmux new 'cmd'`, `screen -dm cmd`), project
-    /// environments (`uv run`, `poetry run`, `bundle exec`, `npm exec`,
-    /// `nix-shell --run`), secret injectors (`op run -- cmd`) and
-    /// privilege or resource wrappers (`systemd-run`, `setpriv`).
-    pub(super) fn unwrap_runner(
-        &mut self,
-        base: &str,
-        args: &[Word],
-        depth: u32,
-        counter: &mut usize,
-    ) -> Option<Vec<Word>> {
-        let first = args.first().map(|w| w.text()).unwrap_or("");
-        match base {
-            "parallel" => {
-                self.unwrap_parallel(args, depth, counter);
-                None
-            }
-            "tmux" => {
-                self.unwrap_tmux(args, depth, counter);
-                None
-            }
-            "screen" => {
-                let mut i = 0;
-                while i < args.len() && is_flag(args[i].text()) {
-                    let a = args[i].text();
-                    let takes = matches!(a, "-S" | "-c" | "-e" | "-p" | "-X" | "-T" | "-h")
-                        || (!a.starts_with("--") && a.len() > 2 && a.ends_with('S'));
-                    i += if takes { 2 } else { 1 };
-                }
-                from(args, i)
-            }
-            "nix-shell" => {
-                self.nested_option(args, &["--run", "--command"], depth, counter);
-                None
-            }
-            "nix" => {
-                let i = args
-                    .iter()
-                    .position(|w| matches!(w.text(), "-c" | "--command"))?;
-                from(args, i + 1)
-            }
-            "npm" | "npx" | "pnpm" | "yarn" => {
-                if self.nested_option(args, &["-c", "--call"], depth, counter) {
-                    return None;
-                }
-                if base == "npx" || !matches!(first, "exec" | "x") {
-                    return None;
-                }
-                match args.iter().position(|w| w.text() == "--") {
-                    Some(i) => from(args, i + 1),
-                    None => from(
-                        args,
-                        1 + skip_options(&args[1..], &["--package", "-p", "-w", "--workspace"]),
-                    ),
-                }
-            }
-            "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye" | "conda" | "mamba" => {
-                if first != "run" {
-                    return None;
-                }
-                let with_value = [
-                    "--with",
-                    "--from",
-                    "-p",
-                    "--python",
-                    "--directory",
-                    "--project",
-                    "--env-file",
-                    "--group",
-                    "--extra",
-                    "--package",
-                    "-n",
-                    "--name",
-                    "--prefix",
-                    "-e",
-                    "--env",
-                ];
-                from(args, 1 + skip_options(&args[1..], &with_value))
-            }
-            "bundle" => (first == "exec").then(|| args[1..].to_vec()),
-            "direnv" => {
-                (first == "exec").then(|| args.get(2..).map(|a| a.to_vec()).unwrap_or_default())
-            }
-            "systemd-run" | "setpriv" | "prlimit" | "cgexec" => {
-                let with_value = [
-                    "--unit",
-                    "-u",
-                    "-p",
-                    "--property",
-                    "--uid",
-                    "--gid",
-                    "-E",
-                    "--setenv",
-                    "--working-directory",
-                    "-M",
-                    "--machine",
-                    "--slice",
-                    "-g",
-                    "--reuid",
-                    "--regid",
-                    "--groups",
-                    "--pid",
-                ];
-                from(args, skip_options(args, &with_value))
-            }
-            // dotenv, op run, doppler run, aws-vault exec: the command follows `--`.
-            _ => {
-                let i = args.iter().position(|w| w.text() == "--")?;
-                from(args, i + 1)
-            }
-        }
-    }
-
-    /// `parallel [options] CMD ::: ARGS`: CMD is a command string.
-    fn unwrap_parallel(&mut self, args: &[Word], depth: u32, counter: &mut usize) {
-        let with_value = [
-            "-j",
-            "-P",
-            "--jobs",
-            "-S",
-            "--sshlogin",
-            "-a",
-            "--arg-file",
-            "--delay",
-            "--timeout",
-            "--joblog",
-            "--results",
-            "-N",
-            "-n",
-            "-L",
-            "--colsep",
-            "-d",
-            "-I",
-            "--tmpdir",
-            "--workdir",
-        ];
-        let i = skip_options(args, &with_value).min(args.len());
-        let end = args[i..]
-            .iter()
-            .position(|w| w.text().starts_with(":::"))
-            .map(|p| i + p)
-            .unwrap_or(args.len());
-        if i < end {
-            let s = join_texts(&args[i..end]);
-            self.nested(&s, depth, counter);
-        }
-    }
-
-    /// `tmux new 'cmd'`, `tmux send-keys 'cmd' Enter`: the command a pane
-    /// runs or is typed into it.
-    fn unwrap_tmux(&mut self, args: &[Word], depth: u32, counter: &mut usize) {
-        let first = args.first().map(|w| w.text()).unwrap_or("");
-        let runs = matches!(
-            first,
-            "new"
-                | "new-session"
-                | "new-window"
-                | "neww"
-                | "split-window"
-                | "splitw"
-                | "respawn-pane"
-                | "respawnp"
-                | "respawn-window"
-                | "respawnw"
-                | "run-shell"
-                | "run"
-                | "send-keys"
-                | "send"
-                | "display-popup"
-                | "popup"
-        );
-        if !runs {
-            return;
-        }
-        let with_value = [
-            "-s", "-n", "-t", "-c", "-x", "-y", "-F", "-e", "-l", "-L", "-S", "-f", "-w", "-T",
-        ];
-        let rest = &args[1..];
-        let mut words: Vec<Word> = Vec::new();
-        let mut i = 0;
-        while i < rest.len() {
-            let a = rest[i].text();
-            if with_value.contains(&a) {
-                i += 2;
-                continue;
-            }
-            if !is_flag(a) && !matches!(a, "Enter" | "C-m" | "KPEnter") {
-                words.push(rest[i].clone());
-            }
-            i += 1;
-        }
-        if !words.is_empty() {
-            let s = join_texts(&words);
-            self.nested(&s, depth, counter);
-        }
     }
 
     pub(super) fn unwrap_env(
@@ -522,53 +389,6 @@ impl Ctx<'_> {
             );
         }
         from(args, skip_options(args, &["-a"]))
-    }
-
-    pub(super) fn unwrap_find(&mut self, args: &[Word], depth: u32, counter: &mut usize) {
-        // Start paths: the arguments before the first expression.
-        let starts: Vec<Word> = args
-            .iter()
-            .skip_while(|w| matches!(w.text(), "-H" | "-L" | "-P"))
-            .take_while(|w| {
-                let a = w.text();
-                !(a.starts_with('-') || a == "(" || a == "!" || a == "\\(" || a == "\\!")
-            })
-            .cloned()
-            .collect();
-        let first_start = starts
-            .first()
-            .map(|w| w.text().to_string())
-            .unwrap_or_else(|| ".".into());
-        let mut i = 0;
-        while i < args.len() {
-            if matches!(args[i].text(), "-exec" | "-execdir" | "-ok" | "-okdir") {
-                let start = i + 1;
-                let mut j = start;
-                while j < args.len() && !matches!(args[j].text(), ";" | "\\;" | "+") {
-                    j += 1;
-                }
-                // `{}` stands for every file under the start paths; inside
-                // a longer word (`sh -c 'wc {}'`) for one of them.
-                let mut sub: Vec<Word> = Vec::new();
-                for w in &args[start..j] {
-                    if w.text() == "{}" && !sub.is_empty() {
-                        sub.extend(starts.iter().cloned());
-                    } else if w.text().contains("{}") && w.literal.is_some() {
-                        sub.push(Word {
-                            literal: Some(w.text().replace("{}", &first_start)),
-                            ..w.clone()
-                        });
-                    } else {
-                        sub.push(w.clone());
-                    }
-                }
-                if !sub.is_empty() {
-                    self.command(&sub, depth + 1, counter);
-                }
-                i = j;
-            }
-            i += 1;
-        }
     }
 
     pub(super) fn unwrap_eval(

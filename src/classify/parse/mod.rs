@@ -8,6 +8,10 @@
 use brush_parser::ast;
 use brush_parser::word::{ParameterExpr, WordPiece, WordPieceWithSource};
 
+mod lexical;
+pub use lexical::decode_ansi_c;
+use lexical::{lone_simple_command, plain_word_value};
+
 /// Nesting deeper than this (substitutions in substitutions, `sh -c` in
 /// `sh -c`) is not followed; the classifier reports it as unhandled.
 pub const MAX_DEPTH: u32 = 12;
@@ -107,8 +111,9 @@ pub fn extract(
     if src.len() > MAX_INPUT {
         return Err(format!("the command is longer than {MAX_INPUT} bytes"));
     }
-    let tokens = brush_parser::tokenize_str(src).map_err(|e| e.to_string())?;
-    let program = brush_parser::parse_tokens(&tokens, &options()).map_err(|e| e.to_string())?;
+    // brush's `tokenize_str` keeps a process-wide cache of the last 64
+    // inputs (a lock, a hash and a copy of the input and of its tokens on
+    // every call); commands are seldom repeated, so tokenize directly.
     let mut w = Walker {
         src,
         out,
@@ -120,6 +125,20 @@ pub fn extract(
             Origin::Substitution
         },
     };
+    // Most commands are one simple command of plain and simply quoted
+    // words (`cargo test --lib`, `git commit -m 'fix x'`): read those
+    // without the full parser, which gives the same result for them.
+    if let Some(words) = lone_simple_command(src) {
+        w.lone_simple(&words);
+        return Ok(());
+    }
+    // brush's `tokenize_str` keeps a process-wide cache of the last 64
+    // inputs (a lock, a hash and a copy of the input and of its tokens on
+    // every call); commands are seldom repeated, so tokenize directly.
+    let tokens =
+        brush_parser::uncached_tokenize_str(src, &brush_parser::TokenizerOptions::default())
+            .map_err(|e| e.to_string())?;
+    let program = brush_parser::parse_tokens(&tokens, &options()).map_err(|e| e.to_string())?;
     for cc in &program.complete_commands {
         w.compound_list(cc);
     }
@@ -135,6 +154,25 @@ struct Walker<'a> {
 }
 
 impl Walker<'_> {
+    /// One simple command of plain words (see [`lone_simple_command`]), as
+    /// the parser's walk would record it.
+    fn lone_simple(&mut self, words: &[&str]) {
+        let id = *self.next_pipeline;
+        *self.next_pipeline += 1;
+        let argv = words.iter().map(|w| self.word(w)).collect();
+        self.out.commands.push(SimpleCommand {
+            assignments: Vec::new(),
+            argv,
+            redirects: Vec::new(),
+            origin: self.origin,
+            depth: self.depth,
+            pipeline: id,
+            position: 0,
+            pipeline_len: 1,
+            stdin_text: Vec::new(),
+        });
+    }
+
     fn compound_list(&mut self, l: &ast::CompoundList) {
         for item in &l.0 {
             self.and_or(&item.0);
@@ -472,17 +510,13 @@ impl Walker<'_> {
 
     /// Analyse one word: follow its substitutions, compute its literal value.
     fn word(&mut self, raw: &str) -> Word {
-        // Fast path: a word of plain characters has no quoting, expansion or
-        // tilde; it is its own value (most words are like this).
-        if !raw.is_empty()
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./,:=+@%^*?".contains(&b))
-        {
+        // Fast path: plain characters and quotes without expansions in them
+        // (most words); anything else goes to brush's word parser.
+        if let Some((literal, quoted)) = plain_word_value(raw) {
             return Word {
                 raw: raw.to_string(),
-                literal: Some(raw.to_string()),
-                quoted: false,
+                literal: Some(literal),
+                quoted,
                 ansi_c: false,
                 params: Vec::new(),
                 tilde: false,
@@ -628,120 +662,5 @@ struct WordAcc {
     params: Vec<String>,
 }
 
-/// Decode the body of `$'...'`.
-pub fn decode_ansi_c(s: &str) -> String {
-    let b: Vec<char> = s.chars().collect();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != '\\' || i + 1 >= b.len() {
-            out.push(b[i]);
-            i += 1;
-            continue;
-        }
-        let c = b[i + 1];
-        i += 2;
-        match c {
-            'n' => out.push('\n'),
-            't' => out.push('\t'),
-            'r' => out.push('\r'),
-            'a' => out.push('\x07'),
-            'b' => out.push('\x08'),
-            'e' | 'E' => out.push('\x1b'),
-            'f' => out.push('\x0c'),
-            'v' => out.push('\x0b'),
-            '\\' => out.push('\\'),
-            '\'' => out.push('\''),
-            '"' => out.push('"'),
-            '?' => out.push('?'),
-            'x' | 'u' | 'U' => {
-                let max = match c {
-                    'x' => 2,
-                    'u' => 4,
-                    _ => 8,
-                };
-                let mut v = 0u32;
-                let mut n = 0;
-                while n < max && i < b.len() && b[i].is_ascii_hexdigit() {
-                    v = v * 16 + b[i].to_digit(16).unwrap_or(0);
-                    i += 1;
-                    n += 1;
-                }
-                if n == 0 {
-                    out.push('\\');
-                    out.push(c);
-                } else if let Some(ch) = char::from_u32(v) {
-                    out.push(ch);
-                }
-            }
-            '0'..='7' => {
-                let mut v = c.to_digit(8).unwrap_or(0);
-                let mut n = 1;
-                while n < 3 && i < b.len() && ('0'..='7').contains(&b[i]) {
-                    v = v * 8 + b[i].to_digit(8).unwrap_or(0);
-                    i += 1;
-                    n += 1;
-                }
-                if let Some(ch) = char::from_u32(v) {
-                    out.push(ch);
-                }
-            }
-            'c' if i < b.len() => {
-                out.push(char::from_u32((b[i] as u32) & 0x1f).unwrap_or('?'));
-                i += 1;
-            }
-            other => {
-                out.push('\\');
-                out.push(other);
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cmds(src: &str) -> Vec<Vec<String>> {
-        let mut out = Extracted::default();
-        let mut n = 0;
-        extract(src, 0, &mut out, &mut n).unwrap();
-        out.commands
-            .iter()
-            .map(|c| c.argv.iter().map(|w| w.text().to_string()).collect())
-            .collect()
-    }
-
-    #[test]
-    fn finds_commands_everywhere() {
-        let c = cmds("a | b && { c; } || (d) ; e $(f $(g)) `h` <(i) ${x:-$(j)}");
-        let names: Vec<&str> = c
-            .iter()
-            .filter_map(|v| v.first().map(|s| s.as_str()))
-            .collect();
-        for n in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"] {
-            assert!(names.contains(&n), "{n} missing from {names:?}");
-        }
-    }
-
-    #[test]
-    fn quote_removal_and_ansi_c() {
-        assert_eq!(cmds("'rm' -rf x")[0][0], "rm");
-        assert_eq!(cmds("\\rm x")[0][0], "rm");
-        assert_eq!(cmds("$'\\x72m' x")[0][0], "rm");
-        assert_eq!(cmds("r\"m\" x")[0][0], "rm");
-        assert_eq!(decode_ansi_c("\\x72\\155"), "rm");
-    }
-
-    #[test]
-    fn functions_heredocs_and_loops() {
-        let c = cmds(
-            "f() { rm -rf /; }; f\ncat <<EOF\n$(curl x)\nEOF\nfor i in $(seq 3); do echo $i; done",
-        );
-        let names: Vec<String> = c.iter().filter_map(|v| v.first().cloned()).collect();
-        for n in ["rm", "f", "cat", "curl", "seq", "echo"] {
-            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
-        }
-    }
-}
+mod tests;
