@@ -276,8 +276,8 @@ fn a_grant_minted_before_a_restart_with_host_prompts_off_approves_nothing() {
     let r = submit_user(
         &d,
         &ws,
-        "shred -n 0 -z README.md; echo x > out.txt",
-        &["--expect-write", "out.txt"],
+        "shred -n 0 -z README.md",
+        &["--expect-write", "README.md"],
     );
     assert_eq!(r.decision(), "needs_approval", "{}", r.err());
     let id = r.json["run_id"].as_str().unwrap().to_string();
@@ -329,7 +329,7 @@ fn a_grant_minted_before_a_restart_with_host_prompts_off_approves_nothing() {
     assert_ne!(o.status.code(), Some(0), "{o:?}");
     let (_, rec) = d.curl(Who::Root, "GET", &format!("/v1/runs/{id}"), None);
     assert_eq!(rec["state"], "awaiting_approval", "{rec}");
-    assert!(!ws.dir.join("out.txt").exists());
+    assert_eq!(std::fs::read(ws.dir.join("README.md")).unwrap(), b"hello\n");
     // The waiting form succeeds once a reviewer approves, and not before.
     let waiter = d
         .cli_user()
@@ -340,7 +340,7 @@ fn a_grant_minted_before_a_restart_with_host_prompts_off_approves_nothing() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(2));
-    assert!(!ws.dir.join("out.txt").exists());
+    assert_eq!(std::fs::read(ws.dir.join("README.md")).unwrap(), b"hello\n");
     let o = d
         .cli_root()
         .args(["approve", &id, "--note", "ok"])
@@ -348,7 +348,11 @@ fn a_grant_minted_before_a_restart_with_host_prompts_off_approves_nothing() {
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     let o = waiter.wait_with_output().unwrap();
-    assert!(ws.dir.join("out.txt").exists(), "{o:?}");
+    let shredded = std::fs::read(ws.dir.join("README.md")).unwrap();
+    assert!(
+        !shredded.is_empty() && shredded.iter().all(|b| *b == 0),
+        "{o:?}"
+    );
     let (_, rec) = d.curl(Who::Root, "GET", &format!("/v1/runs/{id}"), None);
     assert_eq!(rec["state"], "promoted", "{rec}");
     let by: Vec<_> = rec["approvals"]
