@@ -132,7 +132,13 @@ class Run:
 
     @property
     def needs_approval(self) -> bool:
-        return self.state == "awaiting_approval"
+        """Waiting for a person, and approvable without an override."""
+        return self.state == "awaiting_approval" and self.decision != "blocked"
+
+    @property
+    def blocked(self) -> bool:
+        """Blocked: only a reviewer's explicit override can approve it."""
+        return self.decision == "blocked"
 
 
 class _UnixConnection(http.client.HTTPConnection):

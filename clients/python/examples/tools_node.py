@@ -51,8 +51,10 @@ def make_tools_node(client: Client, workspace: str, intent: Intent):
             run_id = (state.get("approved_runs") or {}).get(call["id"])
             run = client.run(run_id) if run_id else client.execute(
                 Envelope(command=call["args"]["command"], working_dir=workspace, intent=intent))
-            if run.state == "awaiting_approval":
-                # Pauses the graph; resumed after a person's decision.
+            if run.state == "awaiting_approval" and run.decision != "blocked":
+                # Pauses the graph; resumed after a person's decision. A
+                # blocked run also waits for a person (an override), but
+                # the model gets its evidence now to correct the command.
                 interrupt({"run_id": run.run_id, "tool_call_id": call["id"], "evidence": evidence(run)})
             if run.decision == "promote" or run.state == "approved":
                 run = client.promote(run.run_id)
