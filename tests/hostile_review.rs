@@ -249,7 +249,6 @@ fn approve_show_diff_and_the_queue_carry_no_terminal_sequences_from_the_run() {
     }
     // The evidence was there, shown escaped.
     let approve_out = String::from_utf8_lossy(&outputs[4].1.stdout);
-    eprintln!("APPROVE_OUT\n{approve_out}");
     assert!(approve_out.contains("PWNED-NOTE"), "{approve_out}");
     assert!(approve_out.contains("secret.txt"), "{approve_out}");
     // JSON errors do not echo a control byte either.
@@ -268,9 +267,9 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(command: &str) -> Tmux {
+    fn start(tag: &str, command: &str) -> Tmux {
         let t = Tmux {
-            server: format!("dryrun-hostile-review-{}", std::process::id()),
+            server: format!("dryrun-hostile-review-{}-{tag}", std::process::id()),
         };
         let st = Command::new("tmux")
             .args(["-L", &t.server, "-f", "/dev/null"])
@@ -353,11 +352,14 @@ fn the_review_tui_draws_hostile_evidence_without_obeying_it() {
     let d = Daemon::start(&[]);
     let ws = user_workspace();
     let id = hostile_run(&d, &ws);
-    let t = Tmux::start(&format!(
-        "exec env -i PATH=/usr/bin:/bin TERM=tmux-256color DRYRUN_SOCKET={} {} review",
-        d.socket.display(),
-        bin().display()
-    ));
+    let t = Tmux::start(
+        "escapes",
+        &format!(
+            "exec env -i PATH=/usr/bin:/bin TERM=tmux-256color DRYRUN_SOCKET={} {} review",
+            d.socket.display(),
+            bin().display()
+        ),
+    );
     let screen = t.wait_text(&format!("run {id}"));
     // Walk every part of the evidence (expand, scroll).
     for k in ["e", "PgDn", "PgDn", "PgDn", "PgUp", "j", "k"] {
@@ -503,4 +505,33 @@ fn a_stubs_stdin_is_not_hidden_from_the_reviewer_by_one_control_byte_or_a_cut_ch
     assert!(text.contains("DROP-ALL-TABLES"), "{text}");
     assert!(text.contains("aaaaaaaa"), "{text}");
     assert!(terminal_controls(&out.stdout).is_empty(), "{text}");
+}
+
+#[test]
+fn a_withdrawal_under_the_reviewers_eyes_is_announced_not_silently_swapped() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let read = waiting(&d, &ws, "a.txt");
+    let swapped_in = waiting(&d, &ws, "b.txt");
+    let t = Tmux::start(
+        "withdrawn",
+        &format!(
+            "exec env -i PATH=/usr/bin:/bin TERM=tmux-256color DRYRUN_SOCKET={} {} review",
+            d.socket.display(),
+            bin().display()
+        ),
+    );
+    t.wait_text(&format!("run {read}"));
+    // The agent withdraws the run the reviewer is reading; at the next
+    // refresh the selection falls on its other run, and the status line
+    // says so before any key acts on it.
+    let out = d.cli_user().args(["withdraw", &read]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let screen = t.wait_text("left the queue");
+    assert!(screen.contains(&swapped_in), "{screen}");
+    t.keys(&["q"]);
+    assert_eq!(state_of(&d, &swapped_in)["state"], "awaiting_approval");
 }
