@@ -632,3 +632,50 @@ fn a_slow_notifier_and_a_huge_run_block_neither_the_engine_nor_the_tui() {
     t.keys(&["q"]);
     assert_eq!(state_of(&d, &big)["state"], "awaiting_approval");
 }
+
+#[test]
+fn approved_stub_dependent_work_is_promoted_only_as_local_only_and_says_what_was_not_done() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let id = waiting(&d, &ws, "a.txt");
+    let out = d.cli_root().args(["approve", &id]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // As if the merge had happened: refused, through the API and the CLI.
+    for body in [
+        r#"{}"#,
+        r#"{"local_only":false}"#,
+        r#"{"local_only":"yes"}"#,
+    ] {
+        let (st, v) = d.curl(
+            Who::User,
+            "POST",
+            &format!("/v1/runs/{id}/promote"),
+            Some(body),
+        );
+        assert!(st >= 400, "{body}: {st} {v}");
+    }
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert!(!ws.dir.join("a.txt").exists());
+    let (st, v) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{id}/promote"),
+        Some(r#"{"local_only":true}"#),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert!(ws.dir.join("a.txt").exists());
+    let j = d.journal();
+    let p = j
+        .iter()
+        .find(|e| {
+            e["run_id"] == id.as_str()
+                && e["kind"].as_str().is_some_and(|k| k.contains("promot"))
+                && e.to_string().contains("gh pr merge 4")
+        })
+        .unwrap_or_else(|| panic!("the calls not made are journaled: {j:?}"));
+    assert!(p.to_string().contains("local_only"), "{p}");
+}
