@@ -29,6 +29,16 @@ pub(super) fn review(
             options: EngineOptions::default(),
         }));
     }
+    // `last` is whatever run is newest when this runs, and any agent can
+    // make its own run the newest a moment before: an approval (made
+    // without a question over the daemon) must name the run it approves.
+    if action == ReviewAction::Approve && run_id == "last" {
+        return super::output::error(
+            "usage",
+            "`approve last` would approve whichever run is newest when it runs, which any submitter can change; give the run's id (or a unique prefix of it)",
+            EXIT_INVALID,
+        );
+    }
     let id = match super::ids::resolve_run_id(&d, run_id) {
         Ok(id) => id,
         Err(code) => return code,

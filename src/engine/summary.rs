@@ -69,16 +69,17 @@ pub struct ActionSummary {
     pub stdin_cut: bool,
 }
 
-/// Is `head` text a person can read (no NUL, no replacement characters
-/// from invalid UTF-8, few control characters)?
-fn is_text(head: &str) -> bool {
-    !head.contains('\0')
-        && !head.contains('\u{fffd}')
-        && head
-            .chars()
-            .filter(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
-            .count()
-            == 0
+/// Is `head` text a person can read: valid UTF-8 (but for one character
+/// cut in two where the record's first KiB ends, when `cut`) without NUL?
+/// Control characters do not make it binary: every door shows them
+/// escaped, and a single ESC must not turn a request body into "N bytes
+/// (not text)" that the reviewer cannot read.
+fn is_text(head: &str, cut: bool) -> bool {
+    let head = match head.strip_suffix('\u{fffd}') {
+        Some(h) if cut => h,
+        _ => head,
+    };
+    !head.contains('\0') && !head.contains('\u{fffd}')
 }
 
 impl ReviewSummary {
@@ -107,12 +108,13 @@ impl ReviewSummary {
             ))
             .map(|(a, call)| {
                 let read = a.stdin.read && a.stdin.bytes > 0;
-                let text = read && is_text(&a.stdin.head);
+                let cut = a.stdin.bytes > crate::model::stubs::STDIN_HEAD as u64;
+                let text = read && is_text(&a.stdin.head, cut);
                 ActionSummary {
                     call,
                     stdin_bytes: a.stdin.read.then_some(a.stdin.bytes),
                     stdin_text: text.then(|| a.stdin.head.clone()),
-                    stdin_cut: text && (a.stdin.bytes as usize > a.stdin.head.len()),
+                    stdin_cut: text && cut,
                 }
             })
             .collect();
@@ -162,9 +164,13 @@ mod tests {
 
     #[test]
     fn text_is_told_from_binary() {
-        assert!(is_text("release notes\nline two\n"));
-        assert!(!is_text("\u{fffd}\u{fffd}PNG"));
-        assert!(!is_text("a\0b"));
-        assert!(!is_text("\u{1b}[2J"));
+        assert!(is_text("release notes\nline two\n", false));
+        assert!(!is_text("\u{fffd}\u{fffd}PNG", false));
+        assert!(!is_text("a\0b", false));
+        // Controls are shown escaped, not hidden as "not text".
+        assert!(is_text("body \u{1b}[2J", false));
+        // A character the first KiB cuts in two.
+        assert!(is_text("caf\u{fffd}", true));
+        assert!(!is_text("caf\u{fffd}", false));
     }
 }

@@ -100,6 +100,12 @@ pub struct App {
     pub user_names: std::collections::BTreeMap<u32, String>,
     /// Where the requests go (shown in the title).
     pub door_label: String,
+    /// The run a confirmation or note was begun for: the decision is sent
+    /// only if that run is still the one selected (a refresh that moves the
+    /// selection, e.g. because the submitter withdrew it, cancels it).
+    pub pinned: Option<String>,
+    /// The run this reviewer just decided (it leaves the queue as expected).
+    pub decided: Option<String>,
 }
 
 /// Would the queue hold this run? Waiting for a reviewer, or (before every
@@ -137,6 +143,8 @@ impl App {
             now_unix: 0,
             user_names: Default::default(),
             door_label,
+            pinned: None,
+            decided: None,
         }
     }
 
@@ -264,6 +272,7 @@ impl App {
             ));
             return Vec::new();
         }
+        self.pinned = Some(id);
         self.mode = Mode::Note {
             action: ReviewAction::Approve,
             override_block: false,
@@ -273,10 +282,11 @@ impl App {
     }
 
     fn begin_reject(&mut self) -> Vec<Action> {
-        if self.current().is_none() {
+        let Some(r) = self.current() else {
             self.error("nothing selected: the queue is empty");
             return Vec::new();
-        }
+        };
+        self.pinned = Some(r.run_id.clone());
         self.mode = Mode::Note {
             action: ReviewAction::Reject,
             override_block: false,
@@ -300,8 +310,26 @@ impl App {
             ));
             return Vec::new();
         }
+        self.pinned = Some(id);
         self.mode = Mode::ConfirmOverride;
         Vec::new()
+    }
+
+    /// Is the run a confirmation or note was begun for still the selected
+    /// (and loaded) one? If not, back to browsing, nothing sent, and say so.
+    fn still_pinned(&mut self) -> bool {
+        let pinned = self.pinned.take();
+        let now = self.current().map(|r| r.run_id.clone());
+        if pinned.is_some() && pinned == now {
+            self.pinned = pinned;
+            return true;
+        }
+        self.mode = Mode::Browse;
+        self.error(format!(
+            "run {} is no longer the selected run (the queue changed); nothing was sent",
+            pinned.unwrap_or_default()
+        ));
+        false
     }
 
     fn review_now(
@@ -328,6 +356,9 @@ impl App {
     fn key_confirm(&mut self, key: Key) -> Vec<Action> {
         match key {
             Key::Char('y') | Key::Char('Y') => {
+                if !self.still_pinned() {
+                    return Vec::new();
+                }
                 self.mode = Mode::Note {
                     action: ReviewAction::Approve,
                     override_block: true,
@@ -362,6 +393,9 @@ impl App {
                     self.error("the run is no longer in the queue; nothing was sent");
                     return Vec::new();
                 };
+                if !self.still_pinned() {
+                    return Vec::new();
+                }
                 return self.review_now(&id, action, text, override_block);
             }
             Key::Backspace => {
@@ -403,9 +437,22 @@ impl App {
         runs.dedup_by(|a, b| a.run_id == b.run_id);
         let keep = self.selected_run().map(|r| r.run_id.clone());
         self.queue = runs;
-        self.selected = keep
-            .and_then(|id| self.queue.iter().position(|r| r.run_id == id))
-            .unwrap_or(self.selected.min(self.queue.len().saturating_sub(1)));
+        let at = keep
+            .as_ref()
+            .and_then(|id| self.queue.iter().position(|r| &r.run_id == id));
+        self.selected = at.unwrap_or(self.selected.min(self.queue.len().saturating_sub(1)));
+        // The run being read left the queue (its submitter withdrew it, it
+        // expired, another reviewer decided): say so, or the next key would
+        // act on a run the reviewer has not read.
+        let decided = self.decided.take();
+        if let (Some(gone), None, Some(now)) = (keep, at, self.selected_run())
+            && decided.as_ref() != Some(&gone)
+        {
+            let now = now.run_id.clone();
+            self.error(format!(
+                "run {gone} left the queue; the selection moved to run {now}: read its evidence before deciding"
+            ));
+        }
         if self.queue.is_empty() {
             self.detail = None;
             return Vec::new();
@@ -455,6 +502,7 @@ impl App {
                     (ReviewAction::Withdraw, _) => "withdrawn",
                 };
                 self.info(format!("run {} {what}; now {}", r.run_id, r.state.as_str()));
+                self.decided = Some(r.run_id.clone());
                 vec![Action::Refresh]
             }
             Err(e) => {

@@ -295,3 +295,93 @@ fn the_queue_holds_waiting_runs_oldest_first() {
         ["r6b053099-03248ae84f21a6b2", "r6b053099-03248ae84f21a6a1"]
     );
 }
+
+#[test]
+fn a_note_begun_for_one_run_is_never_sent_for_another_after_the_queue_moves() {
+    // The reviewer overrides blocked run a1; while they write the note its
+    // submitter withdraws it, the queue refreshes and the selection falls
+    // on b2 (blocked too, with other evidence), which loads. Enter must
+    // not override b2.
+    let x = record("a1", 1000, Decision::Blocked);
+    let y = record("b2", 1000, Decision::Blocked);
+    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    loaded(&mut app, vec![x.clone(), y.clone()]);
+    assert_eq!(app.current().unwrap().run_id, x.run_id);
+    assert!(app.handle_key(Key::Char('o')).is_empty());
+    assert!(app.handle_key(Key::Char('y')).is_empty());
+    for c in "fine".chars() {
+        app.handle_key(Key::Char(c));
+    }
+    loaded(&mut app, vec![y.clone()]);
+    assert_eq!(app.current().unwrap().run_id, y.run_id);
+    let acts = app.handle_key(Key::Enter);
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::Review { .. })),
+        "{acts:?}"
+    );
+    assert!(matches!(app.mode, Mode::Browse));
+    let st = app.status.clone().unwrap();
+    assert!(
+        st.error && st.text.contains("no longer the selected run"),
+        "{st:?}"
+    );
+
+    // The same at the override question, and for a plain approval.
+    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    loaded(&mut app, vec![x.clone(), y.clone()]);
+    app.handle_key(Key::Char('o'));
+    loaded(&mut app, vec![y.clone()]);
+    app.handle_key(Key::Char('y'));
+    assert!(matches!(app.mode, Mode::Browse));
+    let a = record("a1", 1000, Decision::NeedsApproval);
+    let b = record("b2", 1000, Decision::NeedsApproval);
+    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    loaded(&mut app, vec![a.clone(), b.clone()]);
+    app.handle_key(Key::Char('a'));
+    loaded(&mut app, vec![b.clone()]);
+    let acts = app.handle_key(Key::Enter);
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::Review { .. })),
+        "{acts:?}"
+    );
+    // Undisturbed, the decision goes out for the run it was begun for.
+    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    loaded(&mut app, vec![a.clone(), b.clone()]);
+    app.handle_key(Key::Char('a'));
+    loaded(&mut app, vec![a.clone(), b.clone()]);
+    let acts = app.handle_key(Key::Enter);
+    assert!(
+        acts.iter()
+            .any(|x| matches!(x, Action::Review { id, .. } if id.as_str() == a.run_id)),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn a_selection_that_moves_because_its_run_left_the_queue_is_announced() {
+    let a = record("a1", 1000, Decision::NeedsApproval);
+    let b = record("b2", 1000, Decision::NeedsApproval);
+    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    loaded(&mut app, vec![a.clone(), b.clone()]);
+    loaded(&mut app, vec![b.clone()]);
+    let st = app.status.clone().unwrap();
+    assert!(
+        st.error && st.text.contains("left the queue") && st.text.contains(&b.run_id),
+        "{st:?}"
+    );
+}
+
+#[test]
+fn the_run_just_decided_leaves_the_queue_without_a_warning() {
+    let a = record("a1", 1000, Decision::NeedsApproval);
+    let b = record("b2", 1000, Decision::NeedsApproval);
+    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    loaded(&mut app, vec![a.clone(), b.clone()]);
+    let mut approved = a.clone();
+    approved.state = RunState::Approved;
+    let acts = app.on_review(ReviewAction::Approve, false, Ok(approved));
+    assert!(acts.contains(&Action::Refresh));
+    loaded(&mut app, vec![b.clone()]);
+    let st = app.status.clone().unwrap();
+    assert!(!st.error && st.text.contains("approved"), "{st:?}");
+}
