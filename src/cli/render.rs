@@ -538,15 +538,7 @@ pub fn print_run_list(runs: &[RunRecord], queue: bool) {
     }
     if queue {
         for r in runs {
-            let d = r
-                .verdict
-                .as_ref()
-                .map(|v| v.decision.as_str())
-                .unwrap_or("-");
-            let mut cmd = esc(&r.command);
-            if cmd.chars().count() > 50 {
-                cmd = cmd.chars().take(47).collect::<String>() + "...";
-            }
+            let (d, cmd) = decision_and_command(r, 50);
             println!(
                 "{}  {}  uid {:<6}  {:<14}{}  {}",
                 r.run_id,
@@ -567,15 +559,7 @@ pub fn print_run_list(runs: &[RunRecord], queue: bool) {
         return;
     }
     for r in runs {
-        let d = r
-            .verdict
-            .as_ref()
-            .map(|v| v.decision.as_str())
-            .unwrap_or("-");
-        let mut cmd = esc(&r.command);
-        if cmd.chars().count() > 60 {
-            cmd = cmd.chars().take(57).collect::<String>() + "...";
-        }
+        let (d, cmd) = decision_and_command(r, 60);
         println!(
             "{}  {}  {:<17}  {:<14}  {}",
             r.run_id,
@@ -772,4 +756,19 @@ pub fn print_comparison(c: &crate::engine::RunComparison) {
     if let Some(d) = &c.stderr_diff {
         print!("{}", escape_diff(d));
     }
+}
+
+/// A `runs` line's decision (`-` before the verdict) and its command,
+/// escaped and cut to `width` characters with `...`.
+fn decision_and_command(r: &RunRecord, width: usize) -> (&'static str, String) {
+    let d = r
+        .verdict
+        .as_ref()
+        .map(|v| v.decision.as_str())
+        .unwrap_or("-");
+    let mut cmd = esc(&r.command);
+    if cmd.chars().count() > width {
+        cmd = cmd.chars().take(width - 3).collect::<String>() + "...";
+    }
+    (d, cmd)
 }
