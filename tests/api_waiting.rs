@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -95,43 +94,82 @@ fn a_long_poll_answers_when_the_state_changes_and_not_before() {
     }
 }
 
-/// Read an SSE stream with curl for `secs` seconds; the `state` events'
-/// data objects.
-fn events_for(d: &Daemon, who: Who, secs: u64) -> std::process::Child {
-    let mut c = if who == Who::User {
-        as_test_user("curl")
-    } else {
-        Command::new("curl")
-    };
-    c.args(["-sSN", "--max-time", &secs.to_string(), "--unix-socket"])
-        .arg(&d.socket)
-        .arg("http://dryrun/v1/events")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    c.spawn().unwrap()
+/// An SSE stream read by curl as `who`; its lines arrive on a channel.
+struct EventStream {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    state: Vec<serde_json::Value>,
+    kind: String,
 }
 
-fn state_events(mut child: std::process::Child) -> Vec<serde_json::Value> {
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let _ = child.wait();
-    let mut events = Vec::new();
-    let mut kind = String::new();
-    for line in out.lines() {
-        if let Some(k) = line.strip_prefix("event:") {
-            kind = k.trim().to_string();
-        } else if let Some(data) = line.strip_prefix("data:")
-            && kind == "state"
-        {
-            events.push(serde_json::from_str(data.trim()).unwrap());
+impl EventStream {
+    /// Connect, and return once the daemon says the subscription exists
+    /// (the stream's first line, `: subscribed`).
+    fn open(d: &Daemon, who: Who) -> EventStream {
+        let mut c = if who == Who::User {
+            as_test_user("curl")
+        } else {
+            Command::new("curl")
+        };
+        c.args(["-sSN", "--max-time", "300", "--unix-socket"])
+            .arg(&d.socket)
+            .arg("http://dryrun/v1/events")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(out)) {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the event stream sent nothing in 60 s");
+        assert_eq!(first, ": subscribed", "the stream's first line");
+        EventStream {
+            child,
+            lines,
+            state: Vec::new(),
+            kind: String::new(),
         }
     }
-    events
+
+    /// Read `state` events until `done` holds for those read so far (or
+    /// 60 s pass); all of them.
+    fn until(&mut self, done: impl Fn(&[serde_json::Value]) -> bool) -> &[serde_json::Value] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done(&self.state) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                break;
+            };
+            if let Some(k) = line.strip_prefix("event:") {
+                self.kind = k.trim().to_string();
+            } else if let Some(data) = line.strip_prefix("data:")
+                && self.kind == "state"
+            {
+                self.state.push(serde_json::from_str(data.trim()).unwrap());
+            }
+        }
+        &self.state
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn has_state(evs: &[serde_json::Value], id: &str, states: &[&str]) -> bool {
+    evs.iter()
+        .any(|e| e["run_id"] == id && states.contains(&e["state"].as_str().unwrap_or("")))
 }
 
 #[test]
@@ -142,28 +180,38 @@ fn the_event_stream_shows_each_identity_what_it_may_see() {
     let d = Daemon::start(&[]);
     let ws = user_workspace();
     let root_ws = Ws::new(Who::Root);
-    let user_stream = events_for(&d, Who::User, 12);
-    let root_stream = events_for(&d, Who::Root, 12);
-    // Both streams connected before the runs start.
-    std::thread::sleep(Duration::from_millis(700));
+    let mut user_stream = EventStream::open(&d, Who::User);
+    let mut root_stream = EventStream::open(&d, Who::Root);
     let mine = submit_queued(&d, &ws, "echo a > a.txt");
     let root_body = serde_json::json!({"command": "true", "working_dir": root_ws.dir}).to_string();
     let (code, v) = d.curl(Who::Root, "POST", "/v1/runs?wait=true", Some(&root_body));
     assert_eq!(code, 200, "{v}");
     let roots = v["run_id"].as_str().unwrap().to_string();
-    let (code, _) = d.curl(Who::User, "GET", &format!("/v1/runs/{mine}?wait=30"), None);
-    assert_eq!(code, 200);
+    // A run the user submits after root's run has finished: its events
+    // come after all of root's in the stream, so reading up to its verdict
+    // reads past anything of root's the user could have been shown.
+    let later = submit_queued(&d, &ws, "echo b > b.txt");
 
-    let user_events = state_events(user_stream);
-    let root_events = state_events(root_stream);
+    let verdict = ["rehearsed", "awaiting_approval"];
+    let seen = |e: &[serde_json::Value], id: &str| e.iter().any(|x| x["run_id"] == id);
+    let root_events = root_stream
+        .until(|e| has_state(e, &mine, &verdict) && seen(e, &roots))
+        .to_vec();
+    let user_events = user_stream
+        .until(|e| has_state(e, &mine, &verdict) && has_state(e, &later, &verdict))
+        .to_vec();
+    assert!(
+        has_state(&user_events, &later, &verdict),
+        "the user's stream stopped short: {user_events:?}"
+    );
     let ids = |evs: &[serde_json::Value]| -> Vec<String> {
         evs.iter()
             .map(|e| e["run_id"].as_str().unwrap().to_string())
             .collect()
     };
     assert!(
-        ids(&user_events).contains(&mine),
-        "the user did not see its own run: {user_events:?}"
+        has_state(&user_events, &mine, &verdict),
+        "the user did not see its own run reach its verdict: {user_events:?}"
     );
     assert!(
         !ids(&user_events).contains(&roots),
@@ -171,18 +219,6 @@ fn the_event_stream_shows_each_identity_what_it_may_see() {
     );
     assert!(ids(&root_events).contains(&mine), "{root_events:?}");
     assert!(ids(&root_events).contains(&roots), "{root_events:?}");
-    // The user's run reached its verdict state in the stream.
-    let states: Vec<&str> = user_events
-        .iter()
-        .filter(|e| e["run_id"] == mine.as_str())
-        .map(|e| e["state"].as_str().unwrap())
-        .collect();
-    assert!(
-        states
-            .iter()
-            .any(|s| matches!(*s, "rehearsed" | "awaiting_approval")),
-        "{states:?}"
-    );
     // Events carry the id and the state only (who submitted stays home).
     for e in &root_events {
         let keys: Vec<&String> = e.as_object().unwrap().keys().collect();

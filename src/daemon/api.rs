@@ -237,8 +237,10 @@ async fn show(
 
 /// `GET /v1/events`: Server-Sent Events, one `state` event per state a run
 /// reaches from now on (`{"run_id", "state"}`), for the caller's own runs
-/// (a reviewer: every run); a comment every 15 s keeps idle connections
-/// open. A client that falls behind gets a `lagged` event with how many
+/// (a reviewer: every run). The stream opens with the comment
+/// `: subscribed`, sent once the subscription exists: a client that has
+/// read it misses no later state. A comment every 15 s keeps idle
+/// connections open. A client that falls behind gets a `lagged` event with how many
 /// it missed, and should re-list.
 async fn events(
     State(app): State<Arc<App>>,
@@ -249,6 +251,9 @@ async fn events(
     let caller = app.caller(&peer)?;
     request::parse_no_query(q.as_deref())?;
     let rx = app.engine.subscribe();
+    let subscribed = futures_util::stream::once(async {
+        Ok::<_, std::convert::Infallible>(Event::default().comment("subscribed"))
+    });
     let stream =
         futures_util::stream::unfold((rx, caller, app), |(mut rx, caller, app)| async move {
             loop {
@@ -276,7 +281,7 @@ async fn events(
                 return Some((Ok::<_, std::convert::Infallible>(out), (rx, caller, app)));
             }
         });
-    Ok(Sse::new(stream)
+    Ok(Sse::new(futures_util::StreamExt::chain(subscribed, stream))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())
 }
