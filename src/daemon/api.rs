@@ -7,19 +7,20 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path as UrlPath, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::app::{App, Peer, admit_and_run, blocking};
+use super::app::{App, admit_and_run, blocking};
+use super::call::{Call, RunCall};
 use super::error::ApiError;
 use super::routes;
 use crate::engine::authz::{self, Verb};
 use crate::engine::{Engine, ReviewAction};
-use crate::request::serve::{Caller, Serve};
 use crate::request::{self, DiffRequest};
 
 /// Every route the daemon serves, as (method, path pattern from `routes`).
@@ -73,7 +74,7 @@ pub fn router(app: Arc<App>) -> Router {
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Read a request body: size-limited, time-limited.
-async fn read_body(app: &App, body: axum::body::Body) -> Result<Bytes, ApiError> {
+async fn read_body(app: &App, body: Body) -> Result<Bytes, ApiError> {
     use http_body_util::BodyExt;
     let limited = http_body_util::Limited::new(body, app.cfg.max_body_bytes);
     match tokio::time::timeout(BODY_READ_TIMEOUT, limited.collect()).await {
@@ -124,15 +125,10 @@ async fn wrong_method() -> ApiError {
     )
 }
 
-async fn submit(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    RawQuery(q): RawQuery,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let body = read_body(&app, body).await?;
-    let op = request::parse_submit(q.as_deref(), &body)?;
+async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&c.app, body).await?;
+    let op = request::parse_submit(c.query(), &body)?;
+    let Call { app, caller, .. } = c;
     let actor = caller.actor.clone();
     admit_and_run(
         app,
@@ -150,19 +146,13 @@ async fn submit(
 
 /// `POST /v1/runs/{id}/replay`: rehearse a recorded run again with its
 /// recorded tool answers.
-async fn replay(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let body = read_body(&app, body).await?;
-    let op = request::parse_replay(&id, q.as_deref(), &body)?;
+async fn replay(c: RunCall, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&c.app, body).await?;
+    let op = request::parse_replay(&c.id, c.query(), &body)?;
     // Only those who may read the baseline may replay it.
-    let (engine, c, rid) = (app.engine.clone(), caller.clone(), op.id.clone());
-    blocking(move || c.readable_run(&engine, rid.as_str())).await?;
+    let (engine, who, rid) = (c.app.engine.clone(), c.caller.clone(), op.id.clone());
+    blocking(move || who.readable_run(&engine, rid.as_str())).await?;
+    let Call { app, caller, .. } = c.call;
     let a = caller.actor.clone();
     admit_and_run(
         app,
@@ -175,40 +165,18 @@ async fn replay(
     .await
 }
 
-/// Carry out a parsed request on the engine, off the async threads.
-async fn serve<O>(app: &Arc<App>, caller: Caller, op: O) -> Result<O::Reply, ApiError>
-where
-    O: Serve + Send + 'static,
-    O::Reply: Send + 'static,
-{
-    let engine = app.engine.clone();
-    blocking(move || op.serve(&engine, &caller)).await
-}
-
-async fn list(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let op = request::parse_list(q.as_deref())?;
-    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+async fn list(c: Call) -> Result<Response, ApiError> {
+    c.serve(request::parse_list(c.query())?).await
 }
 
 /// `GET /v1/runs/{id}`; with `?wait=SECONDS`, answers when the run's state
 /// differs from its state when the request arrived, or when the time is up
 /// (then with the unchanged record).
-async fn show(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let op = request::parse_show(&id, q.as_deref())?;
+async fn show(c: RunCall) -> Result<Response, ApiError> {
+    let op = request::parse_show(&c.id, c.query())?;
     // Listen before reading, so no change between the two is missed.
-    let mut events = app.engine.subscribe();
-    let first = serve(&app, caller.clone(), op.clone()).await?;
+    let mut events = c.app.engine.subscribe();
+    let first = c.run(op.clone()).await?;
     let Some(wait_s) = op.wait_s else {
         return Ok(axum::Json(first).into_response());
     };
@@ -216,7 +184,7 @@ async fn show(
     loop {
         let ev = tokio::select! {
             ev = tokio::time::timeout_at(deadline, events.recv()) => ev,
-            _ = app.shutdown_started() => break,
+            _ = c.app.shutdown_started() => break,
         };
         match ev {
             Err(_) => break,
@@ -224,7 +192,7 @@ async fn show(
             Ok(Ok(_)) => continue,
             Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
                 // Missed some: look at the record itself.
-                let now = serve(&app, caller.clone(), op.clone()).await?;
+                let now = c.run(op.clone()).await?;
                 if now.state != first.state {
                     return Ok(axum::Json(now).into_response());
                 }
@@ -232,7 +200,7 @@ async fn show(
             Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => break,
         }
     }
-    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+    c.serve(op).await
 }
 
 /// `GET /v1/events`: Server-Sent Events, one `state` event per state a run
@@ -242,14 +210,10 @@ async fn show(
 /// read it misses no later state. A comment every 15 s keeps idle
 /// connections open. A client that falls behind gets a `lagged` event with how many
 /// it missed, and should re-list.
-async fn events(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
+async fn events(c: Call) -> Result<Response, ApiError> {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    let caller = app.caller(&peer)?;
-    request::parse_no_query(q.as_deref())?;
+    request::parse_no_query(c.query())?;
+    let Call { app, caller, .. } = c;
     let rx = app.engine.subscribe();
     let subscribed = futures_util::stream::once(async {
         Ok::<_, std::convert::Infallible>(Event::default().comment("subscribed"))
@@ -286,73 +250,36 @@ async fn events(
         .into_response())
 }
 
-async fn diff(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    Ok(match request::parse_diff(&id, q.as_deref())? {
-        DiffRequest::Diff(op) => axum::Json(serve(&app, caller, op).await?).into_response(),
-        DiffRequest::Compare(op) => axum::Json(serve(&app, caller, op).await?).into_response(),
-    })
+async fn diff(c: RunCall) -> Result<Response, ApiError> {
+    match request::parse_diff(&c.id, c.query())? {
+        DiffRequest::Diff(op) => c.serve(op).await,
+        DiffRequest::Compare(op) => c.serve(op).await,
+    }
 }
 
-async fn review(
-    app: Arc<App>,
-    peer: Peer,
-    id: String,
-    q: Option<String>,
-    body: axum::body::Body,
-    action: ReviewAction,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let body = read_body(&app, body).await?;
-    let op = request::parse_review(&id, q.as_deref(), action, &body)?;
-    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+async fn review(c: RunCall, body: Body, action: ReviewAction) -> Result<Response, ApiError> {
+    let body = read_body(&c.app, body).await?;
+    c.serve(request::parse_review(&c.id, c.query(), action, &body)?)
+        .await
 }
 
-async fn approve(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    review(app, peer, id, q, body, ReviewAction::Approve).await
+async fn approve(c: RunCall, body: Body) -> Result<Response, ApiError> {
+    review(c, body, ReviewAction::Approve).await
 }
 
-async fn reject(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    review(app, peer, id, q, body, ReviewAction::Reject).await
+async fn reject(c: RunCall, body: Body) -> Result<Response, ApiError> {
+    review(c, body, ReviewAction::Reject).await
 }
 
 /// `POST /v1/runs/{id}/withdraw`: the submitter takes its waiting run
 /// out of the review queue.
-async fn withdraw(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    review(app, peer, id, q, body, ReviewAction::Withdraw).await
+async fn withdraw(c: RunCall, body: Body) -> Result<Response, ApiError> {
+    review(c, body, ReviewAction::Withdraw).await
 }
 
-async fn cancel(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let op = request::parse_cancel(&id, q.as_deref())?;
+async fn cancel(c: RunCall) -> Result<Response, ApiError> {
+    let op = request::parse_cancel(&c.id, c.query())?;
+    let Call { app, caller, .. } = c.call;
     let id = op.id.as_str().to_string();
     let (engine, c, rid) = (app.engine.clone(), caller.clone(), id.clone());
     let record = blocking(move || c.readable_run(&engine, &rid)).await?;
@@ -395,64 +322,31 @@ async fn cancel(
     Ok((StatusCode::OK, axum::Json(r)).into_response())
 }
 
-async fn promote(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let body = read_body(&app, body).await?;
-    let op = request::parse_promote(&id, q.as_deref(), &body)?;
-    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+async fn promote(c: RunCall, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&c.app, body).await?;
+    c.serve(request::parse_promote(&c.id, c.query(), &body)?)
+        .await
 }
 
 /// `POST /v1/runs/{id}/host-prompt`: the token an agent host's prompt
 /// approves a run with (its submitter's hook only).
-async fn host_prompt(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-    body: axum::body::Body,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let body = read_body(&app, body).await?;
-    let op = request::parse_host_prompt(&id, q.as_deref(), &body)?;
-    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+async fn host_prompt(c: RunCall, body: Body) -> Result<Response, ApiError> {
+    let body = read_body(&c.app, body).await?;
+    c.serve(request::parse_host_prompt(&c.id, c.query(), &body)?)
+        .await
 }
 
-async fn receipt(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let op = request::parse_receipt(&id, q.as_deref())?;
-    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+async fn receipt(c: RunCall) -> Result<Response, ApiError> {
+    c.serve(request::parse_receipt(&c.id, c.query())?).await
 }
 
-async fn rollback(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    UrlPath(id): UrlPath<String>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    let op = request::parse_rollback(&id, q.as_deref())?;
-    Ok(axum::Json(serve(&app, caller, op).await?).into_response())
+async fn rollback(c: RunCall) -> Result<Response, ApiError> {
+    c.serve(request::parse_rollback(&c.id, c.query())?).await
 }
 
-async fn journal_verify(
-    State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let caller = app.caller(&peer)?;
-    request::parse_no_query(q.as_deref())?;
-    Ok(axum::Json(serve(&app, caller, request::VerifyJournal).await?).into_response())
+async fn journal_verify(c: Call) -> Result<Response, ApiError> {
+    request::parse_no_query(c.query())?;
+    c.serve(request::VerifyJournal).await
 }
 
 #[derive(Serialize, Deserialize, Debug)]

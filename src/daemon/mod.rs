@@ -18,6 +18,7 @@
 
 mod api;
 mod app;
+mod call;
 mod error;
 mod metrics;
 mod notify;
