@@ -199,13 +199,20 @@ pub(crate) fn malformed_name(name: &str) -> Option<(String, String)> {
             "not a host name (letters, digits, '-', '_' and '.', labels of 1 to 63 characters, 253 in all)".into(),
         ));
     }
-    if looks_numeric(name) {
+    None
+}
+
+/// [`malformed_name`] for a name as a request gave it (an IP literal is
+/// named as such).
+pub(crate) fn refused_request_name(name: &str) -> Option<(String, String)> {
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<IpAddr>().is_ok() || looks_numeric(name) {
         return Some((
             name.into(),
-            "an IP address in another notation; the proxy connects to names it resolves itself".into(),
+            "an IP address (in any notation); the proxy connects only to names, which it resolves itself".into(),
         ));
     }
-    None
+    malformed_name(name)
 }
 
 /// Lowercase, without a trailing dot: how names are compared and reported.
@@ -383,9 +390,14 @@ mod tests {
         let (shown, why) = malformed_name(&"a".repeat(70_000)).unwrap();
         assert!(shown.len() < 100 && shown.ends_with("(70000 bytes)"), "{shown}");
         assert!(why.contains("not a host name"));
-        for n in ["2130706433", "0x7f000001", "127.1", "a..b", "a b", "x\u{1b}[31m"] {
+        for n in ["a..b", "a b", "x\u{1b}[31m", "[::1]"] {
             assert!(malformed_name(n).is_some(), "{n:?}");
         }
+        for n in ["2130706433", "0x7f000001", "127.1", "127.0.0.1", "[::ffff:127.0.0.1]"] {
+            let (_, why) = refused_request_name(n).unwrap();
+            assert!(why.contains("IP address"), "{n:?}");
+        }
+        assert!(refused_request_name("pkgs.example").is_none());
     }
 
     #[test]

@@ -292,7 +292,7 @@ impl Shared {
         name: &str,
         port: u16,
     ) -> Result<(tokio::net::TcpStream, Arc<Counters>), String> {
-        if let Some((shown, why)) = super::malformed_name(name) {
+        if let Some((shown, why)) = super::refused_request_name(name) {
             self.record(&shown, Some(port), EgressHow::Proxy, false, Some(why.clone()));
             return Err(why);
         }
@@ -579,10 +579,10 @@ async fn forward(
     h.remove("proxy-authorization");
     // The Host the upstream sees is the name that was allowed (no fronting
     // another site behind an allowed address with a forged Host header),
-    // without any user part of the URL.
+    // as it was compared: lowercase, no trailing dot, no user part.
     let host = match auth.port() {
-        Some(p) => format!("{}:{}", auth.host(), p.as_str()),
-        None => auth.host().to_string(),
+        Some(p) => format!("{name}:{}", p.as_str()),
+        None => name.clone(),
     };
     match host.parse() {
         Ok(v) => {
