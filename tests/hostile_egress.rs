@@ -39,9 +39,8 @@ impl Recorder {
                             Ok(n) => got.extend_from_slice(&buf[..n]),
                         }
                         if got.windows(4).any(|w| w == b"\r\n\r\n") {
-                            let _ = c.write_all(
-                                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n",
-                            );
+                            let _ =
+                                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
                             break;
                         }
                     }
@@ -217,7 +216,12 @@ print('OK ->', req(b'GET http://user:pw@PKGS.example.:{u}/userinfo HTTP/1.1\r\nH
     }
     // Numeric notations are refused in the allowlist itself.
     let ws = Ws::new(Who::User);
-    for bad in ["2130706433", "0x7f000001:80", "127.1", "[::ffff:127.0.0.1]:80"] {
+    for bad in [
+        "2130706433",
+        "0x7f000001:80",
+        "127.1",
+        "[::ffff:127.0.0.1]:80",
+    ] {
         let r = ws.rehearse("true", &["--allow-net", bad]);
         assert_eq!(r.code, 2, "{bad}: {r:?}");
         assert!(r.stderr.contains("IP address"), "{bad}: {}", r.stderr);
@@ -288,8 +292,18 @@ print('tunnel ->', t.recv(100))
                 "{who:?}: {s}"
             );
         }
-        assert!(!seen.iter().any(|s| s.contains("/second ") || s.contains("/smuggled ")));
-        assert_eq!(r.decision(), "blocked", "{who:?}: {} {:?}", r.out(), egress(&r));
+        assert!(
+            !seen
+                .iter()
+                .any(|s| s.contains("/second ") || s.contains("/smuggled "))
+        );
+        assert_eq!(
+            r.decision(),
+            "blocked",
+            "{who:?}: {} {:?}",
+            r.out(),
+            egress(&r)
+        );
     }
 }
 
@@ -403,10 +417,7 @@ send_hello('none', '{t}', hello([]))
         assert_eq!(own["allowed"], false, "ECH / two names refused: {own}");
         for x in &e {
             let n = x["name"].as_str().unwrap();
-            assert!(
-                n.len() < 120 && !n.chars().any(|c| c.is_control()),
-                "{n:?}"
-            );
+            assert!(n.len() < 120 && !n.chars().any(|c| c.is_control()), "{n:?}");
         }
         assert!(e.iter().any(|x| x["name"] == "?[31mred.example"), "{e:?}");
         assert!(
@@ -434,11 +445,19 @@ open('out.txt', 'w').write('x')
 "#;
     let r = ws.rehearse_untouched(
         &python(script),
-        &["--allow-net", "*.mirror.example", "--expect-write", "out.txt"],
+        &[
+            "--allow-net",
+            "*.mirror.example",
+            "--expect-write",
+            "out.txt",
+        ],
     );
     assert_ran(Who::User, &r);
     assert!(egress(&r).len() <= 256);
-    assert!(egress(&r).iter().all(|x| x["allowed"] == true), "listed: allowed only");
+    assert!(
+        egress(&r).iter().all(|x| x["allowed"] == true),
+        "listed: allowed only"
+    );
     assert_eq!(r.decision(), "blocked", "{:?}", r.reasons());
     assert!(
         r.reasons().iter().any(|x| x.contains("more destinations")),
@@ -550,13 +569,17 @@ fn a_secret_never_reaches_an_upstream_or_the_record_through_the_proxy() {
     assert_eq!(r.decision(), "blocked");
     let got = up.received();
     assert_eq!(got.len(), 1, "only the allowed request");
-    assert!(!contains(&got[0], secret.as_bytes()), "Proxy-Authorization forwarded");
+    assert!(
+        !contains(&got[0], secret.as_bytes()),
+        "Proxy-Authorization forwarded"
+    );
     assert!(!r.stdout.contains(secret), "{}", r.stdout);
     assert!(!r.stderr.contains(secret), "{}", r.stderr);
-    assert!(egress(&r).iter().any(|x| x["name"]
-        .as_str()
-        .unwrap()
-        .contains("[redacted:")));
+    assert!(
+        egress(&r)
+            .iter()
+            .any(|x| x["name"].as_str().unwrap().contains("[redacted:"))
+    );
 }
 
 #[test]
@@ -598,7 +621,12 @@ print('held', len(held))
     let (d, attacker, victim) = (Arc::new(d), Arc::new(attacker), Arc::new(victim));
     let (d2, host2) = (d.clone(), host.clone());
     let a = std::thread::spawn(move || {
-        submit_user(&d2, &attacker, &python(&attack), &["--allow-net", &host2, "--timeout", "60"])
+        submit_user(
+            &d2,
+            &attacker,
+            &python(&attack),
+            &["--allow-net", &host2, "--timeout", "60"],
+        )
     });
     let mut peak = 0;
     let mut victim_run = None;

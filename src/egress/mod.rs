@@ -388,12 +388,21 @@ mod tests {
         assert!(malformed_name("pkgs.example").is_none());
         assert!(malformed_name("_srv.pkgs.example").is_none());
         let (shown, why) = malformed_name(&"a".repeat(70_000)).unwrap();
-        assert!(shown.len() < 100 && shown.ends_with("(70000 bytes)"), "{shown}");
+        assert!(
+            shown.len() < 100 && shown.ends_with("(70000 bytes)"),
+            "{shown}"
+        );
         assert!(why.contains("not a host name"));
         for n in ["a..b", "a b", "x\u{1b}[31m", "[::1]"] {
             assert!(malformed_name(n).is_some(), "{n:?}");
         }
-        for n in ["2130706433", "0x7f000001", "127.1", "127.0.0.1", "[::ffff:127.0.0.1]"] {
+        for n in [
+            "2130706433",
+            "0x7f000001",
+            "127.1",
+            "127.0.0.1",
+            "[::ffff:127.0.0.1]",
+        ] {
             let (_, why) = refused_request_name(n).unwrap();
             assert!(why.contains("IP address"), "{n:?}");
         }

@@ -293,7 +293,13 @@ impl Shared {
         port: u16,
     ) -> Result<(tokio::net::TcpStream, Arc<Counters>), String> {
         if let Some((shown, why)) = super::refused_request_name(name) {
-            self.record(&shown, Some(port), EgressHow::Proxy, false, Some(why.clone()));
+            self.record(
+                &shown,
+                Some(port),
+                EgressHow::Proxy,
+                false,
+                Some(why.clone()),
+            );
             return Err(why);
         }
         let refuse = |why: String| {
@@ -521,7 +527,9 @@ async fn tunnel(req: Request<Incoming>, shared: Arc<Shared>, slot: Slot) -> Resp
                 port,
                 counters,
             };
-            tunnel.splice_checked(TokioIo::new(up), upstream, &shared).await;
+            tunnel
+                .splice_checked(TokioIo::new(up), upstream, &shared)
+                .await;
         }
     });
     Response::new(

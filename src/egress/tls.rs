@@ -32,7 +32,7 @@ pub(super) enum Hello {
     NeedMore,
     /// A complete ClientHello: its server name, and whether it carries an
     /// encrypted inner hello.
-    ClientHello { sni: Option<Vec<u8>>, ech: bool },
+    Parsed { sni: Option<Vec<u8>>, ech: bool },
     /// A TLS handshake that is not a well-formed ClientHello.
     Malformed(&'static str),
 }
@@ -51,7 +51,9 @@ pub(super) fn client_hello(buf: &[u8]) -> Hello {
             return Hello::NeedMore;
         };
         if head[0] != HANDSHAKE {
-            return Hello::Malformed("a record that is not a handshake before the ClientHello ended");
+            return Hello::Malformed(
+                "a record that is not a handshake before the ClientHello ended",
+            );
         }
         if head[1] != 3 {
             return Hello::Malformed("a record version that is not TLS");
@@ -77,7 +79,7 @@ pub(super) fn client_hello(buf: &[u8]) -> Hello {
         }
         if hs.len() >= 4 + want {
             return match parse_body(&hs[4..4 + want]) {
-                Ok((sni, ech)) => Hello::ClientHello { sni, ech },
+                Ok((sni, ech)) => Hello::Parsed { sni, ech },
                 Err(why) => Hello::Malformed(why),
             };
         }
@@ -114,9 +116,9 @@ impl<'a> Cur<'a> {
     }
 }
 
-type Parsed = (Option<Vec<u8>>, bool);
+type NameAndEch = (Option<Vec<u8>>, bool);
 
-fn parse_body(body: &[u8]) -> Result<Parsed, &'static str> {
+fn parse_body(body: &[u8]) -> Result<NameAndEch, &'static str> {
     let mut c = Cur(body);
     c.take(2)?; // legacy_version
     c.take(32)?; // random
@@ -184,7 +186,8 @@ fn server_name(data: &[u8]) -> Result<Option<Vec<u8>>, &'static str> {
         }
         host = Some(name.to_vec());
     }
-    host.map(Some).ok_or("a server_name extension without a host name")
+    host.map(Some)
+        .ok_or("a server_name extension without a host name")
 }
 
 #[cfg(test)]
@@ -238,7 +241,7 @@ mod tests {
             let r = records(&b, chunk);
             assert_eq!(
                 client_hello(&r),
-                Hello::ClientHello {
+                Hello::Parsed {
                     sni: Some(b"Pkgs.Example".to_vec()),
                     ech: false
                 },
@@ -251,15 +254,18 @@ mod tests {
         let none = records(&body(&[]), 4000);
         assert_eq!(
             client_hello(&none),
-            Hello::ClientHello {
+            Hello::Parsed {
                 sni: None,
                 ech: false
             }
         );
-        let ech = records(&body(&[(0, sni_ext(b"a.example")), (0xfe0d, vec![1])]), 4000);
+        let ech = records(
+            &body(&[(0, sni_ext(b"a.example")), (0xfe0d, vec![1])]),
+            4000,
+        );
         assert!(matches!(
             client_hello(&ech),
-            Hello::ClientHello { ech: true, .. }
+            Hello::Parsed { ech: true, .. }
         ));
     }
 
@@ -273,7 +279,9 @@ mod tests {
         );
         assert!(matches!(client_hello(&two), Hello::Malformed(_)));
         let mut d = sni_ext(b"a.example");
-        d.extend_from_slice(&[0, 0, 9, b'b', b'.', b'e', b'x', b'a', b'm', b'p', b'l', b'e']);
+        d.extend_from_slice(&[
+            0, 0, 9, b'b', b'.', b'e', b'x', b'a', b'm', b'p', b'l', b'e',
+        ]);
         let len = (d.len() - 2) as u16;
         d[0..2].copy_from_slice(&len.to_be_bytes());
         let twonames = records(&body(&[(0, d)]), 4000);

@@ -112,7 +112,7 @@ impl Tunnel<'_> {
                     ));
                 }
                 Hello::NotTls => return Peek::Pass(buf),
-                Hello::ClientHello { sni, ech } => return self.check(sni, ech, buf),
+                Hello::Parsed { sni, ech } => return self.check(sni, ech, buf),
                 Hello::Malformed(why) => {
                     return self.refuse(format!(
                         "a malformed TLS ClientHello ({why}) in the tunnel to {}:{}",

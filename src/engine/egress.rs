@@ -105,11 +105,11 @@ pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
         {
             // Two addresses of one name (or an address asked twice): one entry.
             Some(x) => {
-                if let (Some(r), Some(more)) = (x.reason.as_mut(), e.reason) {
-                    if r.len() < 1024 {
-                        r.push_str("; ");
-                        r.push_str(&more);
-                    }
+                if let (Some(r), Some(more)) = (x.reason.as_mut(), e.reason)
+                    && r.len() < 1024
+                {
+                    r.push_str("; ");
+                    r.push_str(&more);
                 }
             }
             None => entries.push(e),
