@@ -21,7 +21,10 @@ struct Recorder {
 
 impl Recorder {
     fn start() -> Recorder {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        Recorder::on(TcpListener::bind("127.0.0.1:0").unwrap())
+    }
+
+    fn on(l: TcpListener) -> Recorder {
         let port = l.local_addr().unwrap().port();
         let conns = Arc::new(Mutex::new(Vec::new()));
         let all = conns.clone();
@@ -428,6 +431,62 @@ send_hello('none', '{t}', hello([]))
             r.reasons()
         );
     }
+}
+
+#[test]
+fn a_tunnel_to_port_443_must_begin_with_a_tls_client_hello() {
+    if !is_root() {
+        eprintln!("SKIP: binding host port 443 for the stand-in needs root");
+        return;
+    }
+    let Ok(l) = TcpListener::bind("127.0.0.1:443") else {
+        eprintln!("SKIP: host loopback port 443 is in use");
+        return;
+    };
+    let up = Recorder::on(l);
+    for who in identities() {
+        let ws = Ws::new(who);
+        let script = format!(
+            r#"{HELLO}
+s = tunnel('pkgs.example:443'); s.settimeout(2)
+s.sendall(b'GET / HTTP/1.1\r\nHost: other.example\r\n\r\n')
+try: print('plain ->', s.recv(100))
+except OSError as e: print('plain', e)
+send_hello('tls', 'pkgs.example:443', hello([b'pkgs.example']))
+"#
+        );
+        let r = ws.rehearse_untouched(
+            &python(&script),
+            &[
+                "--allow-net",
+                "pkgs.example:443",
+                "--egress-resolve",
+                "pkgs.example:443:127.0.0.1",
+            ],
+        );
+        assert_ran(who, &r);
+        assert!(r.out().contains("plain -> b''"), "{who:?}: {}", r.out());
+        let e = egress(&r);
+        let p = e
+            .iter()
+            .find(|x| x["name"] == "pkgs.example")
+            .unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(p["allowed"], false, "{p}");
+        assert!(
+            p["reason"].as_str().unwrap().contains("TLS ClientHello"),
+            "{p}"
+        );
+    }
+    let got = up.received();
+    assert!(
+        !got.iter().any(|c| contains(c, b"other.example")),
+        "{got:?}"
+    );
+    assert_eq!(
+        got.iter().filter(|c| c.first() == Some(&0x16)).count(),
+        identities().len(),
+        "the TLS tunnels went through"
+    );
 }
 
 #[test]

@@ -325,10 +325,8 @@ impl Shared {
                 if addrs.is_empty() {
                     return refuse(format!("{name} has no address"));
                 }
-                if let Some((a, why)) = addrs
-                    .iter()
-                    .find_map(|a| addr::refused_address(a.ip()).map(|w| (a.ip(), w)))
-                {
+                let ips: Vec<_> = addrs.iter().map(|a| a.ip()).collect();
+                if let Some((a, why)) = addr::first_refused(&ips) {
                     return refuse(format!(
                         "{name} resolves to {a}, {why}; only the system configuration (--egress-resolve) may allow that"
                     ));

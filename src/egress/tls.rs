@@ -13,7 +13,7 @@
 
 /// The largest ClientHello the proxy reads (real ones are under 2 KiB;
 /// post-quantum key shares keep them under 4 KiB).
-pub(super) const MAX_HELLO: usize = 64 * 1024;
+pub(super) const MAX_HELLO: usize = 16 * 1024;
 /// The largest TLS record (2^14 plus the expansion TLS 1.2 allows).
 const MAX_RECORD: usize = 16 * 1024 + 2048;
 const HANDSHAKE: u8 = 0x16;
