@@ -30,8 +30,13 @@ impl Upstream {
     }
 
     fn serving(routes: Routes) -> Upstream {
+        Upstream::serving_on(0, routes)
+    }
+
+    /// On a given port of host loopback (0: any).
+    fn serving_on(port: u16, routes: Routes) -> Upstream {
         let routes = Arc::new(routes);
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let port = l.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
@@ -602,4 +607,92 @@ fn a_daemon_pins_names_for_its_clients_and_a_client_cannot() {
     );
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("--egress-resolve"), "{}", r.stderr);
+}
+
+/// A package tarball (`package/package.json`), built with the host's tar.
+fn demo_npm_tarball() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("package")).unwrap();
+    std::fs::write(
+        dir.path().join("package/package.json"),
+        "{\"name\": \"demo-pkg\", \"version\": \"1.0.0\", \"main\": \"index.js\"}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("package/index.js"), "module.exports = 1;\n").unwrap();
+    let st = std::process::Command::new("tar")
+        .args(["--owner=0", "--group=0", "-czf", "p.tgz", "package"])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read(dir.path().join("p.tgz")).unwrap()
+}
+
+#[test]
+fn npm_packs_from_a_local_registry_through_the_proxy() {
+    if std::process::Command::new("npm")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP: npm is not installed");
+        return;
+    }
+    let tgz = demo_npm_tarball();
+    // The port is only known once the stand-in registry listens, and the
+    // metadata names it: bind first, then serve.
+    let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let host = format!("registry.example.test:{port}");
+    let meta = format!(
+        "{{\"name\":\"demo-pkg\",\"dist-tags\":{{\"latest\":\"1.0.0\"}},\"versions\":{{\"1.0.0\":{{\"name\":\"demo-pkg\",\"version\":\"1.0.0\",\"dist\":{{\"tarball\":\"http://{host}/demo-pkg/-/demo-pkg-1.0.0.tgz\"}}}}}}}}"
+    );
+    let up = Upstream::serving_on(
+        port,
+        vec![
+            ("/demo-pkg".into(), "application/json", meta.into_bytes()),
+            (
+                "/demo-pkg/-/demo-pkg-1.0.0.tgz".into(),
+                "application/octet-stream",
+                tgz.clone(),
+            ),
+        ],
+    );
+    for who in identities() {
+        let ws = Ws::new(who);
+        let cmd = format!(
+            "npm pack demo-pkg@1.0.0 --registry http://{host}/ --cache /tmp/npm-cache \
+             --no-audit --no-fund --update-notifier=false --loglevel=warn"
+        );
+        let r = ws.rehearse_untouched(
+            &cmd,
+            &[
+                "--allow-net",
+                &host,
+                "--egress-resolve",
+                &format!("registry.example.test:{port}:127.0.0.1"),
+                "--expect-write",
+                "*.tgz",
+                "--timeout",
+                "120",
+            ],
+        );
+        assert_ran(who, &r);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {} {}", r.out(), r.err());
+        let c = r
+            .change("demo-pkg-1.0.0.tgz")
+            .unwrap_or_else(|| panic!("{who:?}: {:?}", r.changes()));
+        assert_eq!(c["kind"], "created");
+        let seen = up.requests();
+        assert!(
+            seen.iter()
+                .any(|s| s.starts_with("GET /demo-pkg/-/demo-pkg-1.0.0.tgz ")),
+            "{who:?}: {seen:?}"
+        );
+        let e = egress(&r);
+        let p = entry(&e, "registry.example.test", "proxy").unwrap_or_else(|| panic!("{e:?}"));
+        assert!(p["bytes_in"].as_u64().unwrap() >= tgz.len() as u64, "{p}");
+        assert_eq!(r.decision(), "promote", "{who:?}: {:?}", r.reasons());
+    }
 }

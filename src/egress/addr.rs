@@ -20,6 +20,16 @@ pub fn refused_address(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// The first of a name's resolved addresses that is refused, and why: a
+/// name is refused as a whole when any of its addresses is (a name an
+/// attacker controls may list a public address and a loopback one, and a
+/// client may try them in any order).
+pub fn first_refused(addrs: &[IpAddr]) -> Option<(IpAddr, &'static str)> {
+    addrs
+        .iter()
+        .find_map(|a| refused_address(*a).map(|w| (*a, w)))
+}
+
 fn refused_v4(ip: Ipv4Addr) -> Option<&'static str> {
     let o = ip.octets();
     Some(if ip == Ipv4Addr::new(169, 254, 169, 254) {
@@ -109,6 +119,18 @@ mod tests {
             refused_address("169.254.169.254".parse().unwrap()),
             Some("a cloud metadata address")
         );
+    }
+
+    #[test]
+    fn one_refused_address_refuses_the_name() {
+        let a: Vec<IpAddr> = ["93.184.216.34", "2606:4700::1111", "::ffff:10.0.0.1"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let (ip, why) = first_refused(&a).unwrap();
+        assert_eq!(ip, a[2]);
+        assert_eq!(why, "a private address");
+        assert!(first_refused(&a[..2]).is_none());
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub(crate) mod addr;
 mod dns;
 pub(crate) mod intent;
 pub(crate) mod proxy;
+mod tls;
+mod tunnel;
 
 use serde::Serialize;
 use std::net::IpAddr;
@@ -92,6 +94,11 @@ impl HostPattern {
                 "{t:?} is not a valid host name (letters, digits, '-' and '.', labels of 1 to 63 characters)"
             ));
         }
+        if looks_numeric(&name) {
+            return Err(format!(
+                "{t:?} is an IP address in another notation (a numeric last label); the allowlist names hosts"
+            ));
+        }
         if wildcard && !name.contains('.') {
             return Err(format!(
                 "{t:?} would allow a whole top-level domain; give a longer suffix"
@@ -145,6 +152,67 @@ fn valid_host_name(h: &str) -> bool {
                 && !l.ends_with('-')
                 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
+}
+
+/// Whether a resolver would read `h` as an IPv4 address in one of the
+/// old notations (`2130706433`, `0x7f.1`, `017700000001`): a top-level
+/// label is never all digits, nor `0x` and hex digits.
+fn looks_numeric(h: &str) -> bool {
+    let last = h.rsplit('.').next().unwrap_or(h);
+    last.bytes().all(|b| b.is_ascii_digit())
+        || last
+            .strip_prefix("0x")
+            .is_some_and(|x| x.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Longest name shown as asked for in the egress report (a DNS name is at
+/// most 253 characters); longer ones are cut and their length given.
+const MAX_SHOWN_NAME: usize = 253;
+
+/// Why the proxy refuses `name` (normalized) before any policy or
+/// resolution, and the name as the report shows it: a name that is not a
+/// host name, or one that reads as a numeric address, never reaches the
+/// resolver. `_` is accepted (some service names carry it).
+pub(crate) fn malformed_name(name: &str) -> Option<(String, String)> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SHOWN_NAME
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if !ok {
+        // Shown printable: a name is evidence, never a terminal escape.
+        let printable: String = name
+            .chars()
+            .take(64)
+            .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+            .collect();
+        let shown = if name.chars().count() > 64 {
+            format!("{printable}... ({} bytes)", name.len())
+        } else {
+            printable
+        };
+        return Some((
+            shown,
+            "not a host name (letters, digits, '-', '_' and '.', labels of 1 to 63 characters, 253 in all)".into(),
+        ));
+    }
+    None
+}
+
+/// [`malformed_name`] for a name as a request gave it (an IP literal is
+/// named as such).
+pub(crate) fn refused_request_name(name: &str) -> Option<(String, String)> {
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<IpAddr>().is_ok() || looks_numeric(name) {
+        return Some((
+            name.into(),
+            "an IP address (in any notation); the proxy connects only to names, which it resolves itself".into(),
+        ));
+    }
+    malformed_name(name)
 }
 
 /// Lowercase, without a trailing dot: how names are compared and reported.
@@ -305,10 +373,40 @@ mod tests {
             ("a*.example", "may only stand first"),
             ("*.com", "top-level"),
             ("bad_name.example", "not a valid host name"),
+            ("2130706433", "another notation"),
+            ("0x7f000001:80", "another notation"),
+            ("0x7f.0.0.1", "IP address"),
+            ("127.1", "another notation"),
         ] {
             let e = HostPattern::parse(s).unwrap_err();
             assert!(e.contains(want), "{s:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_proxy_refuses_names_that_are_not_host_names() {
+        assert!(malformed_name("pkgs.example").is_none());
+        assert!(malformed_name("_srv.pkgs.example").is_none());
+        let (shown, why) = malformed_name(&"a".repeat(70_000)).unwrap();
+        assert!(
+            shown.len() < 100 && shown.ends_with("(70000 bytes)"),
+            "{shown}"
+        );
+        assert!(why.contains("not a host name"));
+        for n in ["a..b", "a b", "x\u{1b}[31m", "[::1]"] {
+            assert!(malformed_name(n).is_some(), "{n:?}");
+        }
+        for n in [
+            "2130706433",
+            "0x7f000001",
+            "127.1",
+            "127.0.0.1",
+            "[::ffff:127.0.0.1]",
+        ] {
+            let (_, why) = refused_request_name(n).unwrap();
+            assert!(why.contains("IP address"), "{n:?}");
+        }
+        assert!(refused_request_name("pkgs.example").is_none());
     }
 
     #[test]

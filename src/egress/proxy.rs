@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::{Path, PathBuf};
@@ -44,6 +44,16 @@ pub const PROXY_PORT: u16 = 3128;
 const MAX_ENTRIES: usize = 256;
 /// Resolving and connecting to an upstream, each.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections from the sandbox served at once (each holds a descriptor
+/// of the engine's process, and a tunnel or forward a second one, to the
+/// upstream). Past it the proxy stops accepting: further connections wait
+/// in the sandbox's own listen queue, costing the host nothing.
+pub(super) const MAX_CLIENTS: usize = 64;
+/// A request's head (request line and headers) must arrive within this.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest request head the proxy reads (hyper's buffer); a bigger one
+/// is answered 431 and the connection closed.
+const MAX_HEAD: usize = 64 * 1024;
 
 /// How the sandbox's helper hands over its sockets: receives file
 /// descriptors sent with `SCM_RIGHTS` (the sandbox provides it; taking
@@ -202,9 +212,9 @@ impl Drop for EgressProxy {
 
 /// Bytes through one destination (summed over its connections).
 #[derive(Debug, Default)]
-struct Counters {
-    out: AtomicU64,
-    inn: AtomicU64,
+pub(super) struct Counters {
+    pub(super) out: AtomicU64,
+    pub(super) inn: AtomicU64,
 }
 
 #[derive(Default)]
@@ -216,7 +226,7 @@ struct Log {
     problem: Option<String>,
 }
 
-struct Shared {
+pub(super) struct Shared {
     cfg: EgressConfig,
     log: Mutex<Log>,
 }
@@ -231,7 +241,7 @@ impl Shared {
     }
 
     /// Note one attempt; returns the destination's byte counters.
-    fn record(
+    pub(super) fn record(
         &self,
         name: &str,
         port: Option<u16>,
@@ -243,11 +253,12 @@ impl Shared {
         let key = (name.to_string(), port, how);
         if let Some(&i) = log.index.get(&key) {
             let (e, c) = &mut log.entries[i];
-            // A refusal is what the reviewer must see, whatever came first.
-            if !allowed {
+            // A refusal is what the reviewer must see, whatever came first,
+            // and its reason replaces one of an allowed attempt's.
+            if !allowed && e.allowed {
                 e.allowed = false;
-            }
-            if e.reason.is_none() {
+                e.reason = reason;
+            } else if e.reason.is_none() {
                 e.reason = reason;
             }
             return c.clone();
@@ -281,6 +292,16 @@ impl Shared {
         name: &str,
         port: u16,
     ) -> Result<(tokio::net::TcpStream, Arc<Counters>), String> {
+        if let Some((shown, why)) = super::refused_request_name(name) {
+            self.record(
+                &shown,
+                Some(port),
+                EgressHow::Proxy,
+                false,
+                Some(why.clone()),
+            );
+            return Err(why);
+        }
         let refuse = |why: String| {
             self.record(name, Some(port), EgressHow::Proxy, false, Some(why.clone()));
             Err(why)
@@ -304,10 +325,8 @@ impl Shared {
                 if addrs.is_empty() {
                     return refuse(format!("{name} has no address"));
                 }
-                if let Some((a, why)) = addrs
-                    .iter()
-                    .find_map(|a| addr::refused_address(a.ip()).map(|w| (a.ip(), w)))
-                {
+                let ips: Vec<_> = addrs.iter().map(|a| a.ip()).collect();
+                if let Some((a, why)) = addr::first_refused(&ips) {
                     return refuse(format!(
                         "{name} resolves to {a}, {why}; only the system configuration (--egress-resolve) may allow that"
                     ));
@@ -352,12 +371,22 @@ async fn serve(
         }
     };
     let dns_task = tokio::spawn(serve_dns(udp, shared.clone()));
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     loop {
+        // A free slot first, then a connection: at the cap, nothing more
+        // is accepted (no descriptor of the engine's is spent on it).
+        let slot = tokio::select! {
+            _ = &mut stop => break,
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => Arc::new(s),
+                Err(_) => break,
+            },
+        };
         tokio::select! {
             _ = &mut stop => break,
             acc = tcp.accept() => {
                 if let Ok((stream, _)) = acc {
-                    tokio::spawn(serve_client(stream, shared.clone()));
+                    tokio::spawn(serve_client(stream, shared.clone(), slot));
                 }
             }
         }
@@ -387,11 +416,30 @@ async fn take_sockets(
         .await
         .map_err(io::Error::other)??;
     let mut fds = fds.into_iter();
-    let (Some(t), Some(u)) = (fds.next(), fds.next()) else {
+    let (Some(t), Some(u), None) = (fds.next(), fds.next(), fds.next()) else {
         return Err(io::Error::other("expected two sockets"));
     };
     let t = std::net::TcpListener::from(t);
     let u = std::net::UdpSocket::from(u);
+    // Served only if they are what the sandbox's init makes: a listener
+    // and a UDP socket on loopback (never a socket of the host's that a
+    // confused helper passed on).
+    use nix::sys::socket::{SockType, getsockopt, sockopt};
+    let kind = |fd: std::os::fd::BorrowedFd<'_>| getsockopt(&fd, sockopt::SockType).ok();
+    let listening = getsockopt(&t, sockopt::AcceptConn).unwrap_or(false);
+    let (ta, ua) = (t.local_addr()?, u.local_addr()?);
+    if kind(t.as_fd()) != Some(SockType::Stream)
+        || !listening
+        || kind(u.as_fd()) != Some(SockType::Datagram)
+        || !ta.ip().is_loopback()
+        || ta.port() != PROXY_PORT
+        || !ua.ip().is_loopback()
+        || ua.port() != 53
+    {
+        return Err(io::Error::other(format!(
+            "the sockets handed over are not the proxy's listener and the DNS responder's socket on the sandbox's loopback ({ta}, {ua})"
+        )));
+    }
     t.set_nonblocking(true)?;
     u.set_nonblocking(true)?;
     Ok((
@@ -428,9 +476,17 @@ fn text(status: StatusCode, msg: String) -> Response<ProxyBody> {
     r
 }
 
-async fn serve_client(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
-    let svc = hyper::service::service_fn(move |req| handle(req, shared.clone()));
+/// One of the proxy's [`MAX_CLIENTS`] slots, held by a client connection
+/// and by whatever it started that outlives it (a tunnel, an upstream
+/// connection).
+type Slot = Arc<tokio::sync::OwnedSemaphorePermit>;
+
+async fn serve_client(stream: tokio::net::TcpStream, shared: Arc<Shared>, slot: Slot) {
+    let svc = hyper::service::service_fn(move |req| handle(req, shared.clone(), slot.clone()));
     let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD)
         .serve_connection(TokioIo::new(stream), svc)
         .with_upgrades()
         .await;
@@ -439,33 +495,39 @@ async fn serve_client(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
 async fn handle(
     req: Request<Incoming>,
     shared: Arc<Shared>,
+    slot: Slot,
 ) -> Result<Response<ProxyBody>, Infallible> {
     Ok(if req.method() == Method::CONNECT {
-        tunnel(req, shared).await
+        tunnel(req, shared, slot).await
     } else {
-        forward(req, shared).await
+        forward(req, shared, slot).await
     })
 }
 
-/// `CONNECT host:port`: a tunnel to an allowed name (HTTPS is not looked into).
-async fn tunnel(req: Request<Incoming>, shared: Arc<Shared>) -> Response<ProxyBody> {
+/// `CONNECT host:port`: a tunnel to an allowed name. Its first bytes are
+/// read before any goes upstream: a TLS ClientHello must name the same
+/// host (see [`super::tunnel`]); the rest is counted, not read.
+async fn tunnel(req: Request<Incoming>, shared: Arc<Shared>, slot: Slot) -> Response<ProxyBody> {
     let Some(auth) = req.uri().authority().cloned() else {
         return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port".into());
     };
     let name = normalize_name(auth.host());
     let port = auth.port_u16().unwrap_or(443);
-    let (mut upstream, counters) = match shared.open(&name, port).await {
+    let (upstream, counters) = match shared.open(&name, port).await {
         Ok(x) => x,
         Err(why) => return text(StatusCode::FORBIDDEN, format!("{name}:{port}: {why}")),
     };
     tokio::spawn(async move {
+        let _slot = slot;
         if let Ok(up) = hyper::upgrade::on(req).await {
-            let mut client = Counting {
-                inner: TokioIo::new(up),
-                read: counters.clone(),
-                read_is_out: true,
+            let tunnel = super::tunnel::Tunnel {
+                name: &name,
+                port,
+                counters,
             };
-            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            tunnel
+                .splice_checked(TokioIo::new(up), upstream, &shared)
+                .await;
         }
     });
     Response::new(
@@ -476,7 +538,11 @@ async fn tunnel(req: Request<Incoming>, shared: Arc<Shared>) -> Response<ProxyBo
 }
 
 /// An absolute-form `http://` request, forwarded to an allowed name.
-async fn forward(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<ProxyBody> {
+async fn forward(
+    mut req: Request<Incoming>,
+    shared: Arc<Shared>,
+    slot: Slot,
+) -> Response<ProxyBody> {
     let uri = req.uri().clone();
     if uri.scheme_str() != Some("http") {
         return text(
@@ -502,7 +568,10 @@ async fn forward(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
         Ok(x) => x,
         Err(e) => return text(StatusCode::BAD_GATEWAY, format!("{name}:{port}: {e}")),
     };
-    tokio::spawn(conn);
+    tokio::spawn(async move {
+        let _slot = slot;
+        let _ = conn.await;
+    });
     let path = uri
         .path_and_query()
         .map(|p| p.as_str().to_string())
@@ -515,8 +584,13 @@ async fn forward(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
     h.remove("proxy-connection");
     h.remove("proxy-authorization");
     // The Host the upstream sees is the name that was allowed (no fronting
-    // another site behind an allowed address with a forged Host header).
-    match auth.as_str().parse() {
+    // another site behind an allowed address with a forged Host header),
+    // as it was compared: lowercase, no trailing dot, no user part.
+    let host = match auth.port() {
+        Some(p) => format!("{name}:{}", p.as_str()),
+        None => name.clone(),
+    };
+    match host.parse() {
         Ok(v) => {
             h.insert(hyper::header::HOST, v);
         }
@@ -530,10 +604,10 @@ async fn forward(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Pr
 
 /// Counts bytes each way through a stream. `read_is_out`: the stream is
 /// the command's side (what is read from it goes out).
-struct Counting<T> {
-    inner: T,
-    read: Arc<Counters>,
-    read_is_out: bool,
+pub(super) struct Counting<T> {
+    pub(super) inner: T,
+    pub(super) read: Arc<Counters>,
+    pub(super) read_is_out: bool,
 }
 
 impl<T> Counting<T> {

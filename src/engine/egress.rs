@@ -56,7 +56,10 @@ pub(super) fn start_egress(
 }
 
 /// Fill `report.egress` from the proxy's log and the direct attempts; name
-/// the provided variables under `stripped`.
+/// the provided variables under `stripped`. A direct attempt becomes one
+/// egress entry, by name where the sandbox's DNS responder gave the
+/// address, and its line under `blocked` goes (one reason per destination
+/// in the verdict, not two).
 pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
     let mut entries = log.entries;
     for d in &report.direct {
@@ -65,22 +68,51 @@ pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
             _ => None,
         }
         .unwrap_or_else(|| d.addr.to_string());
+        let target = match d.addr {
+            std::net::IpAddr::V4(a) => format!(" to {a}:{}", d.port),
+            std::net::IpAddr::V6(a) => format!(" to [{a}]:{}", d.port),
+        };
+        let is_this = |b: &crate::model::Blocked| {
+            b.kind == crate::model::BlockedKind::Network
+                && (b.detail.ends_with(&target) || b.detail.contains(&format!("{target} ")))
+        };
+        let seen: Vec<String> = report
+            .blocked
+            .iter()
+            .filter(|b| is_this(b))
+            .map(|b| b.detail.clone())
+            .collect();
+        report.blocked.retain(|b| !is_this(b));
+        let how = if seen.is_empty() {
+            format!("a connection{target}")
+        } else {
+            seen.join(", ")
+        };
         let e = EgressEntry {
             name,
             port: Some(d.port),
             how: EgressHow::Direct,
             allowed: false,
-            reason: Some(
-                "a direct connection, not through the proxy: the sandbox has no route out".into(),
-            ),
+            reason: Some(format!(
+                "{how}: a direct connection, not through the proxy (the sandbox has no route out)"
+            )),
             bytes_out: 0,
             bytes_in: 0,
         };
-        if !entries
-            .iter()
-            .any(|x| x.name == e.name && x.port == e.port && x.how == e.how)
+        match entries
+            .iter_mut()
+            .find(|x| x.name == e.name && x.port == e.port && x.how == e.how)
         {
-            entries.push(e);
+            // Two addresses of one name (or an address asked twice): one entry.
+            Some(x) => {
+                if let (Some(r), Some(more)) = (x.reason.as_mut(), e.reason)
+                    && r.len() < 1024
+                {
+                    r.push_str("; ");
+                    r.push_str(&more);
+                }
+            }
+            None => entries.push(e),
         }
     }
     if let Some(p) = log.problem {
