@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::store::{new_run_id, write_atomic};
+use super::store::new_run_id;
 use super::{
     Engine, EngineError, ID_COUNT, Input, LiveRun, MIN_LANDLOCK_ABI, Prepared, SYSTEM_POLICY_DIR,
     authz, entries, now_rfc3339, unix_now,
@@ -298,13 +298,8 @@ impl Engine {
         risk: &Classification,
         dir: &Path,
     ) -> Result<(), EngineError> {
-        self.save(record)?;
-        let env_path = dir.join("envelope.json");
-        write_atomic(
-            &env_path,
-            &serde_json::to_vec(spec.envelope_for_submission()).expect("serializes"),
-        )
-        .map_err(|source| EngineError::storage(env_path, source))?;
+        let envelope = serde_json::to_vec(spec.envelope_for_submission()).expect("serializes");
+        self.save_with(record, &[("envelope.json", &envelope)])?;
         self.mark_inflight(&record.run_id)?;
         if let Err(e) = self
             .journal
