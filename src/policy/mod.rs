@@ -591,12 +591,11 @@ impl Policy {
                 builtin.insert(id.clone(), b.clone());
             }
             for (id, c) in &f.stubs {
-                let r = stubs::validate_stub(&format!("stubs.{id}"), id, c, "policy").map_err(
-                    |message| PolicyError::Parse {
+                let r = stubs::validate_stub(&format!("stubs.{id}"), id, c, "policy", compile_free)
+                    .map_err(|message| PolicyError::Parse {
                         file: name.clone(),
                         message,
-                    },
-                )?;
+                    })?;
                 stub_rules.insert(id.clone(), r);
             }
             if let Some(e) = &f.egress {
