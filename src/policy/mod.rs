@@ -123,13 +123,47 @@ pub struct MatchConfig {
     pub arg_regex: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+/// Deserialized by hand (not `#[serde(untagged)]`, which buffers every
+/// value first: a seventh of loading the shipped policy).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
 #[serde(untagged)]
 pub enum OneOrMany {
     #[default]
     None,
     One(String),
     Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = OneOrMany;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<OneOrMany, E> {
+                Ok(OneOrMany::One(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<OneOrMany, E> {
+                Ok(OneOrMany::None)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<OneOrMany, E> {
+                Ok(OneOrMany::None)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<OneOrMany, A::Error> {
+                let mut v = Vec::new();
+                while let Some(s) = a.next_element::<String>()? {
+                    v.push(s);
+                }
+                Ok(OneOrMany::Many(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl OneOrMany {
@@ -575,11 +609,15 @@ impl Policy {
                 }
             }
             for p in &f.protected_paths {
-                crate::workspace::paths::PathMatcher::at_any_depth_lazy(std::slice::from_ref(p))
+                if compile_free {
+                    crate::workspace::paths::PathMatcher::at_any_depth_lazy(std::slice::from_ref(
+                        p,
+                    ))
                     .map_err(|e| PolicyError::Parse {
                         file: name.clone(),
                         message: format!("protected_paths: {e}"),
                     })?;
+                }
                 if !protected.contains(p) {
                     protected.push(p.clone());
                 }
@@ -718,11 +756,9 @@ impl Policy {
                 by_command.entry(c.clone()).or_default().push(i);
             }
         }
-        let protected_matcher = crate::workspace::paths::PathMatcher::at_any_depth_lazy(&protected)
-            .map_err(|e| PolicyError::Parse {
-                file: "protected_paths".into(),
-                message: e.to_string(),
-            })?;
+        // Each pattern was checked above (or when the cache was written).
+        let protected_matcher =
+            crate::workspace::paths::PathMatcher::deferred_any_depth(&protected);
         Ok(Policy {
             approval_threshold: thresholds.approval,
             block_threshold: thresholds.block,

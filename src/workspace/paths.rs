@@ -37,7 +37,12 @@ pub(crate) struct PathMatcher {
     /// Compiled once, at the first look-up ([`PathMatcher::at_any_depth_lazy`])
     /// or at construction; `Err` only for a lazy matcher whose set could
     /// not be compiled, which then covers every path (fails closed).
-    set: std::sync::OnceLock<Result<globset::GlobSet, String>>,
+    /// With each glob's pattern index (`globs`' second field, or for a
+    /// deferred matcher, the globs built at that moment).
+    set: std::sync::OnceLock<Result<(globset::GlobSet, Vec<usize>), String>>,
+    /// Patterns kept as text, parsed at the first look-up
+    /// ([`PathMatcher::deferred_any_depth`]).
+    deferred: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -87,13 +92,34 @@ impl PathMatcher {
         Ok(m)
     }
 
-    fn compile(&self) -> &Result<globset::GlobSet, String> {
+    /// Protected-path patterns that were already checked once (a policy
+    /// read back from its cache): nothing is parsed until the first
+    /// look-up; a pattern that no longer parses then covers every path.
+    pub(crate) fn deferred_any_depth(patterns: &[String]) -> Self {
+        PathMatcher {
+            patterns: patterns.to_vec(),
+            deferred: true,
+            ..PathMatcher::default()
+        }
+    }
+
+    fn compile(&self) -> &Result<(globset::GlobSet, Vec<usize>), String> {
         self.set.get_or_init(|| {
+            let parsed;
+            let globs = if self.deferred {
+                parsed = Self::at_any_depth_lazy(&self.patterns)
+                    .map_err(|e| e.to_string())?
+                    .globs;
+                &parsed
+            } else {
+                &self.globs
+            };
             let mut b = globset::GlobSetBuilder::new();
-            for (g, _) in &self.globs {
+            for (g, _) in globs {
                 b.add(g.clone());
             }
-            b.build().map_err(|e| e.kind().to_string())
+            let set = b.build().map_err(|e| e.kind().to_string())?;
+            Ok((set, globs.iter().map(|(_, i)| *i).collect()))
         })
     }
 
@@ -175,17 +201,17 @@ impl PathMatcher {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.globs.is_empty()
+        self.patterns.is_empty()
     }
 
     /// The first pattern covering `path` (bytes, workspace-relative).
     pub(crate) fn first_match(&self, path: &[u8]) -> Option<&str> {
-        let Ok(set) = self.compile() else {
+        let Ok((set, index)) = self.compile() else {
             return self.patterns.first().map(String::as_str);
         };
         set.matches(std::ffi::OsStr::from_bytes(path))
             .into_iter()
-            .map(|g| self.globs[g].1)
+            .map(|g| index[g])
             .min()
             .map(|i| self.patterns[i].as_str())
     }
