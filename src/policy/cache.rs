@@ -201,6 +201,38 @@ fn write_cache(dir: &Path, key: &[u8; 32], parsed: &[(String, PolicyFile)]) -> s
     written
 }
 
+impl<'de> serde::Deserialize<'de> for super::OneOrMany {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = super::OneOrMany;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a list of strings")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<super::OneOrMany, E> {
+                Ok(super::OneOrMany::One(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<super::OneOrMany, E> {
+                Ok(super::OneOrMany::None)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<super::OneOrMany, E> {
+                Ok(super::OneOrMany::None)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<super::OneOrMany, A::Error> {
+                let mut v = Vec::new();
+                while let Some(s) = a.next_element::<String>()? {
+                    v.push(s);
+                }
+                Ok(super::OneOrMany::Many(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,8 +123,8 @@ pub struct MatchConfig {
     pub arg_regex: Option<String>,
 }
 
-/// Deserialized by hand (not `#[serde(untagged)]`, which buffers every
-/// value first: a seventh of loading the shipped policy).
+/// Deserialized by hand in `cache.rs` (not `#[serde(untagged)]`, which
+/// buffers every value first: a seventh of loading the shipped policy).
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 #[serde(untagged)]
 pub enum OneOrMany {
@@ -132,38 +132,6 @@ pub enum OneOrMany {
     None,
     One(String),
     Many(Vec<String>),
-}
-
-impl<'de> Deserialize<'de> for OneOrMany {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = OneOrMany;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string or a list of strings")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<OneOrMany, E> {
-                Ok(OneOrMany::One(v.to_string()))
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<OneOrMany, E> {
-                Ok(OneOrMany::None)
-            }
-            fn visit_none<E: serde::de::Error>(self) -> Result<OneOrMany, E> {
-                Ok(OneOrMany::None)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut a: A,
-            ) -> Result<OneOrMany, A::Error> {
-                let mut v = Vec::new();
-                while let Some(s) = a.next_element::<String>()? {
-                    v.push(s);
-                }
-                Ok(OneOrMany::Many(v))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 impl OneOrMany {
