@@ -567,11 +567,17 @@ impl Envelope {
         }
         let mut stubs = Vec::new();
         for (id, c) in &self.stubs {
-            let r = crate::policy::stubs::validate_stub(&format!("stubs.{id}"), id, c, "envelope")
-                .map_err(|m| {
-                    let (f, msg) = m.split_once(": ").unwrap_or(("stubs", m.as_str()));
-                    field(f, msg)
-                })?;
+            let r = crate::policy::stubs::validate_stub(
+                &format!("stubs.{id}"),
+                id,
+                c,
+                "envelope",
+                true,
+            )
+            .map_err(|m| {
+                let (f, msg) = m.split_once(": ").unwrap_or(("stubs", m.as_str()));
+                field(f, msg)
+            })?;
             stubs.push(r);
         }
         let live = self.live.clone().unwrap_or_default();

@@ -63,12 +63,28 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("json.partial");
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_all()?;
+    f.sync_data()?;
     std::fs::rename(&tmp, path)?;
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// [`write_atomic`] for several files of one directory at once: each
+/// written and `fdatasync`ed under a `.partial` name, then all renamed,
+/// then the directory synced once (one directory sync for the lot).
+pub(super) fn write_atomic_together(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
+    use std::io::Write;
+    for (name, bytes) in files {
+        let mut f = std::fs::File::create(dir.join(format!("{name}.partial")))?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+    }
+    for (name, _) in files {
+        std::fs::rename(dir.join(format!("{name}.partial")), dir.join(name))?;
+    }
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Whether taking a run's lock waits for its holder.
@@ -172,6 +188,16 @@ impl Engine {
     }
 
     pub fn save(&self, record: &RunRecord) -> Result<(), EngineError> {
+        self.save_with(record, &[])
+    }
+
+    /// [`Engine::save`], with other files of the run's directory written
+    /// in the same go (one directory sync for all).
+    pub(super) fn save_with(
+        &self,
+        record: &RunRecord,
+        others: &[(&str, &[u8])],
+    ) -> Result<(), EngineError> {
         let dir = self.run_dir(&record.run_id);
         std::fs::create_dir_all(&dir).map_err(|source| EngineError::storage(&dir, source))?;
         let path = dir.join("record.json");
@@ -179,7 +205,9 @@ impl Engine {
         if bytes.len() > RECORD_MAX_BYTES {
             return Err(record_too_large(path, bytes.len()));
         }
-        write_atomic(&path, &bytes).map_err(|source| EngineError::storage(path, source))?;
+        let mut files = vec![("record.json", bytes.as_slice())];
+        files.extend_from_slice(others);
+        write_atomic_together(&dir, &files).map_err(|source| EngineError::storage(path, source))?;
         self.announce(record);
         Ok(())
     }

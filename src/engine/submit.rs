@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::store::{new_run_id, write_atomic};
+use super::store::new_run_id;
 use super::{
     Engine, EngineError, ID_COUNT, Input, LiveRun, MIN_LANDLOCK_ABI, Prepared, SYSTEM_POLICY_DIR,
     authz, entries, now_rfc3339, unix_now,
@@ -77,7 +77,7 @@ impl Engine {
             self.check_quota(actor.uid)?;
         }
         let t0_ns = sandbox::helper::monotonic_ns();
-        let c = classify(spec)?;
+        let c = classify(spec, &self.state_dir)?;
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
@@ -298,13 +298,8 @@ impl Engine {
         risk: &Classification,
         dir: &Path,
     ) -> Result<(), EngineError> {
-        self.save(record)?;
-        let env_path = dir.join("envelope.json");
-        write_atomic(
-            &env_path,
-            &serde_json::to_vec(spec.envelope_for_submission()).expect("serializes"),
-        )
-        .map_err(|source| EngineError::storage(env_path, source))?;
+        let envelope = serde_json::to_vec(spec.envelope_for_submission()).expect("serializes");
+        self.save_with(record, &[("envelope.json", &envelope)])?;
         self.mark_inflight(&record.run_id)?;
         if let Err(e) = self
             .journal
@@ -320,7 +315,7 @@ impl Engine {
 
 /// The workspace's own policy (read with its owner's rights) over the
 /// system's, and the command classified by it alone.
-fn classify(spec: &EnvelopeSpec) -> Result<Classified, EngineError> {
+fn classify(spec: &EnvelopeSpec, state_dir: &Path) -> Result<Classified, EngineError> {
     let owner = crate::workspace::owner::OwnerSession::for_owner(&spec.workspace_identity)
         .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
     let ws_policy =
@@ -328,7 +323,11 @@ fn classify(spec: &EnvelopeSpec) -> Result<Classified, EngineError> {
     // The same ids and groups are the evidence walk's reader's.
     let owner_groups = owner.creds().groups.clone();
     drop(owner);
-    let policy = crate::policy::Policy::load_cached(Path::new(SYSTEM_POLICY_DIR), ws_policy)?;
+    let policy = crate::policy::Policy::load_cached(
+        Path::new(SYSTEM_POLICY_DIR),
+        ws_policy,
+        Some(state_dir),
+    )?;
     let risk = crate::classify::classify_steps(
         &spec.steps,
         spec.uses_steps,
@@ -338,7 +337,7 @@ fn classify(spec: &EnvelopeSpec) -> Result<Classified, EngineError> {
             is_step: spec.uses_steps,
         },
     );
-    let protected = protected_matcher(&policy)?;
+    let protected = policy.protected_matcher();
     Ok(Classified {
         policy,
         risk,
@@ -419,33 +418,6 @@ fn describe_ids(ids: &IdPlan) -> String {
             format!("self: the only id inside is the caller's own ({uid}:{gid})")
         }
     }
-}
-
-/// The policy's protected paths as a matcher, built once per policy (glob
-/// compilation costs more than classifying a command).
-fn protected_matcher(policy: &crate::policy::Policy) -> Result<Arc<PathMatcher>, EngineError> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    type Cache = Mutex<HashMap<Vec<String>, Arc<PathMatcher>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(m) = cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&policy.protected_paths)
-    {
-        return Ok(m.clone());
-    }
-    let m = Arc::new(
-        PathMatcher::at_any_depth(&policy.protected_paths)
-            .map_err(|e| EngineError::invalid(Input::Workspace, format!("protected_paths: {e}")))?,
-    );
-    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if c.len() >= 64 {
-        c.clear();
-    }
-    c.insert(policy.protected_paths.clone(), m.clone());
-    Ok(m)
 }
 
 /// The command's environment: a fixed base, then the envelope's `env`.

@@ -13,18 +13,19 @@
 //!
 //! Durability: a record is written with one `write(2)` in append mode and
 //! `fdatasync`ed before [`Journal::append`] returns, which is before any
-//! request that depends on it is acknowledged. A crash mid-write leaves a
+//! request that depends on it is acknowledged; concurrent appends in one
+//! process are written together and share that `fdatasync` (group commit). A crash mid-write leaves a
 //! torn last line that was never acknowledged; the next append (or open)
 //! moves it to `journal.torn.<offset>` and truncates it away.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+mod group;
 
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const HEAD_FILE: &str = "journal.head";
@@ -241,7 +242,7 @@ pub(crate) struct Journal {
     dir: PathBuf,
     path: PathBuf,
     head_path: PathBuf,
-    lock: Mutex<()>,
+    group: group::GroupCommit,
 }
 
 impl Journal {
@@ -250,7 +251,7 @@ impl Journal {
             dir: state_dir.to_path_buf(),
             path: state_dir.join(JOURNAL_FILE),
             head_path: state_dir.join(HEAD_FILE),
-            lock: Mutex::new(()),
+            group: group::GroupCommit::default(),
         }
     }
 
@@ -264,69 +265,24 @@ impl Journal {
         serde_json::from_slice(&text).ok()
     }
 
+    /// Replace the anchor. Not fsync'd: it is written after the records it
+    /// names are durable, so after a crash it is either this one or an
+    /// older one (whose later records `find_tail` adopts by a scan), or,
+    /// on a file system that lost the renamed file's data, unreadable
+    /// (the whole chain is then scanned and the anchor rebuilt).
     fn write_head(&self, head: &Head) -> Result<(), JournalError> {
         let tmp = self.dir.join(format!("{HEAD_FILE}.partial"));
         let mut f = File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(&serde_json::to_vec(head).expect("serializes"))
             .map_err(io(&tmp))?;
-        f.sync_data().map_err(io(&tmp))?;
         std::fs::rename(&tmp, &self.head_path).map_err(io(&self.head_path))
     }
 
-    /// Append one record, durably. Returns its sequence number and hash.
+    /// Append one record, durably (see `group.rs`: concurrent appends
+    /// share one `fdatasync`). Returns its sequence number and hash once
+    /// the record is on disk.
     pub(crate) fn append(&self, entry: &Entry) -> Result<Appended, JournalError> {
-        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let f = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(io(&self.path))?;
-        // Other processes (a local CLI on the same state directory) append too.
-        let mut locked =
-            nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| {
-                JournalError::Io {
-                    path: self.path.clone(),
-                    source: e.into(),
-                }
-            })?;
-        let f: &mut File = &mut locked;
-        let tail = self.find_tail(f)?;
-        let body = Body {
-            v: FORMAT_VERSION,
-            seq: tail.next_seq,
-            prev: tail.prev.clone(),
-            at: humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
-            kind: entry.kind.clone(),
-            run_id: entry.run_id.clone(),
-            actor: entry.actor.clone(),
-            data: entry.data.clone(),
-        };
-        let body_bytes = serde_json::to_vec(&body).expect("records serialize");
-        let hash = hash_body(&body_bytes);
-        let mut line = Vec::with_capacity(body_bytes.len() + 90);
-        line.extend_from_slice(b"{\"hash\":\"");
-        line.extend_from_slice(hash.as_bytes());
-        line.extend_from_slice(b"\",\"body\":");
-        line.extend_from_slice(&body_bytes);
-        line.extend_from_slice(b"}\n");
-        if line.len() > MAX_RECORD_BYTES {
-            return Err(JournalError::TooLarge(line.len()));
-        }
-        fault_injection_torn_write(f, &line);
-        f.write_all(&line).map_err(io(&self.path))?;
-        f.sync_data().map_err(io(&self.path))?;
-        self.write_head(&Head {
-            seq: body.seq,
-            hash: hash.clone(),
-            start: tail.end,
-            end: tail.end + line.len() as u64,
-        })?;
-        Ok(Appended {
-            seq: body.seq,
-            hash,
-        })
+        self.group.append(self, entry)
     }
 
     /// Where the next record goes: trusts the anchor when the file agrees

@@ -12,10 +12,11 @@
 //! command, never in its place ([`Rule::from_workspace`]).
 
 pub(crate) mod budget;
+mod cache;
 pub(crate) mod egress;
 pub(crate) mod stubs;
 
-use regex::Regex;
+pub use cache::RuleRegex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,7 +47,7 @@ impl Level {
 }
 
 /// One policy file as written.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
     #[serde(default)]
@@ -122,7 +123,9 @@ pub struct MatchConfig {
     pub arg_regex: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+/// Deserialized by hand in `cache.rs` (not `#[serde(untagged)]`, which
+/// buffers every value first: a seventh of loading the shipped policy).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
 #[serde(untagged)]
 pub enum OneOrMany {
     #[default]
@@ -149,7 +152,7 @@ pub struct Rule {
     pub subcommands: Vec<Vec<String>>,
     pub flags_any: Vec<String>,
     pub flags_all: Vec<String>,
-    pub arg_regex: Option<Regex>,
+    pub arg_regex: Option<RuleRegex>,
     pub level: Level,
     pub score: u32,
     pub reason: String,
@@ -170,8 +173,9 @@ pub struct Policy {
     by_command: BTreeMap<String, Vec<usize>>,
     pub protected_paths: Vec<String>,
     /// `protected_paths` compiled (protected-path semantics: at any depth
-    /// unless anchored with `/`), for the classifier's look-ups.
-    protected_matcher: crate::workspace::paths::PathMatcher,
+    /// unless anchored with `/`) at the first look-up, for the classifier
+    /// and the verdict.
+    protected_matcher: std::sync::Arc<crate::workspace::paths::PathMatcher>,
     pub builtin: BTreeMap<String, BuiltinConfig>,
     /// BLAKE3 over the layered files, for receipts.
     pub hash: String,
@@ -269,7 +273,11 @@ fn parse_file(file: &str, text: &str) -> Result<PolicyFile, PolicyError> {
     })
 }
 
-fn validate_rule(file: &str, r: &RuleConfig) -> Result<Rule, PolicyError> {
+/// `compile`: compile `arg_regex` now (an invalid one is an error naming
+/// the rule); otherwise, for layers read back from the policy cache (see
+/// `cache.rs`), validated when the cache was written, it compiles at the
+/// rule's first use.
+fn validate_rule(file: &str, r: &RuleConfig, compile: bool) -> Result<Rule, PolicyError> {
     let valid_id = !r.id.is_empty()
         && r.id.len() <= 80
         && r.id
@@ -314,9 +322,11 @@ fn validate_rule(file: &str, r: &RuleConfig) -> Result<Rule, PolicyError> {
         }
     }
     let arg_regex = match &r.matcher.arg_regex {
-        Some(re) => Some(
-            Regex::new(re).map_err(|e| rule_err(file, &r.id, "match.arg_regex", e.to_string()))?,
+        Some(re) if compile => Some(
+            RuleRegex::compile(re)
+                .map_err(|e| rule_err(file, &r.id, "match.arg_regex", e.to_string()))?,
         ),
+        Some(re) => Some(RuleRegex::at_first_use(re)),
         None => None,
     };
     let subcommands = r
@@ -391,6 +401,17 @@ pub fn read_workspace_policy(
     Ok(Some(WorkspacePolicy { name, text }))
 }
 
+/// BLAKE3 over the layers' names and texts, in order: the policy's hash
+/// in receipts.
+fn content_hash(files: &[(String, String)], tighten_only: Option<&(String, String)>) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for (name, text) in files.iter().chain(tighten_only) {
+        hasher.update(name.as_bytes());
+        hasher.update(text.as_bytes());
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
 /// Policy layers as (file name, text): the freely layered ones, then the
 /// workspace's tighten-only one.
 type Layers = (Vec<(String, String)>, Option<(String, String)>);
@@ -418,11 +439,15 @@ impl Policy {
     }
 
     /// [`Policy::load`], memoized on the exact text of every layer: a
-    /// long-lived daemon parses the ~1,500-line default once, and any edit
+    /// long-lived daemon parses the ~1,900-line default once, and any edit
     /// to a system or workspace policy file is picked up at the next run.
+    /// With `cache_dir` (the state directory), the parsed system layers are
+    /// also kept on disk for the next process (see `cache.rs`): a CLI run
+    /// then reads them back instead of parsing YAML.
     pub fn load_cached(
         system_dir: &Path,
         workspace: Option<WorkspacePolicy>,
+        cache_dir: Option<&Path>,
     ) -> Result<std::sync::Arc<Self>, PolicyError> {
         use std::collections::HashMap;
         use std::sync::{Arc, Mutex, OnceLock};
@@ -441,7 +466,10 @@ impl Policy {
         if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        let p = Arc::new(Self::layered(&files, ws.as_ref())?);
+        let p = Arc::new(match cache_dir {
+            Some(dir) => cache::layered_via_disk(dir, &files, ws.as_ref())?,
+            None => Self::layered(&files, ws.as_ref())?,
+        });
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
         if c.len() >= 64 {
             c.clear();
@@ -491,7 +519,31 @@ impl Policy {
         files: &[(String, String)],
         tighten_only: Option<&(String, String)>,
     ) -> Result<Self, PolicyError> {
-        let mut hasher = blake3::Hasher::new();
+        let parsed = files
+            .iter()
+            .map(|(name, text)| Ok((name.clone(), parse_file(name, text)?)))
+            .collect::<Result<Vec<_>, PolicyError>>()?;
+        let tighten = match tighten_only {
+            Some((name, text)) => Some((name.clone(), parse_file(name, text)?)),
+            None => None,
+        };
+        Self::merge(
+            &parsed,
+            tighten.as_ref(),
+            content_hash(files, tighten_only),
+            true,
+        )
+    }
+
+    /// Parsed layers merged and validated (see [`Policy::layered`]);
+    /// `compile_free`: compile the free layers' rule regexes now (false
+    /// only for layers read back from the cache, checked when written).
+    fn merge(
+        files: &[(String, PolicyFile)],
+        tighten_only: Option<&(String, PolicyFile)>,
+        hash: String,
+        compile_free: bool,
+    ) -> Result<Self, PolicyError> {
         let mut thresholds = ThresholdsConfig {
             approval: 50,
             block: 90,
@@ -513,26 +565,27 @@ impl Policy {
         let mut sources = Vec::new();
         let mut stub_rules: BTreeMap<String, crate::model::stubs::StubRule> = BTreeMap::new();
         let mut egress_sys = crate::egress::EgressSystem::default();
-        for (name, text) in files {
-            hasher.update(name.as_bytes());
-            hasher.update(text.as_bytes());
-            let f = parse_file(name, text)?;
+        for (name, f) in files {
             if let Some(t) = f.thresholds {
                 thresholds = t;
             }
             for rc in &f.rules {
-                let r = validate_rule(name, rc)?;
+                let r = validate_rule(name, rc, compile_free)?;
                 match rules.iter_mut().find(|x| x.id == r.id) {
                     Some(slot) => *slot = r,
                     None => rules.push(r),
                 }
             }
             for p in &f.protected_paths {
-                crate::workspace::paths::PathMatcher::at_any_depth(std::slice::from_ref(p))
+                if compile_free {
+                    crate::workspace::paths::PathMatcher::at_any_depth_lazy(std::slice::from_ref(
+                        p,
+                    ))
                     .map_err(|e| PolicyError::Parse {
                         file: name.clone(),
                         message: format!("protected_paths: {e}"),
                     })?;
+                }
                 if !protected.contains(p) {
                     protected.push(p.clone());
                 }
@@ -544,12 +597,11 @@ impl Policy {
                 builtin.insert(id.clone(), b.clone());
             }
             for (id, c) in &f.stubs {
-                let r = stubs::validate_stub(&format!("stubs.{id}"), id, c, "policy").map_err(
-                    |message| PolicyError::Parse {
+                let r = stubs::validate_stub(&format!("stubs.{id}"), id, c, "policy", compile_free)
+                    .map_err(|message| PolicyError::Parse {
                         file: name.clone(),
                         message,
-                    },
-                )?;
+                    })?;
                 stub_rules.insert(id.clone(), r);
             }
             if let Some(e) = &f.egress {
@@ -557,10 +609,7 @@ impl Policy {
             }
             sources.push(name.clone());
         }
-        if let Some((name, text)) = tighten_only {
-            hasher.update(name.as_bytes());
-            hasher.update(text.as_bytes());
-            let f = parse_file(name, text)?;
+        if let Some((name, f)) = tighten_only {
             if let Some(t) = f.thresholds {
                 if t.approval > thresholds.approval {
                     return Err(rule_err(
@@ -581,7 +630,7 @@ impl Policy {
                 thresholds = t;
             }
             for rc in &f.rules {
-                let r = validate_rule(name, rc)?;
+                let r = validate_rule(name, rc, true)?;
                 match rules.iter_mut().find(|x| x.id == r.id) {
                     Some(slot) => {
                         if r.level < slot.level {
@@ -635,7 +684,7 @@ impl Policy {
                 }
             }
             for p in &f.protected_paths {
-                crate::workspace::paths::PathMatcher::at_any_depth(std::slice::from_ref(p))
+                crate::workspace::paths::PathMatcher::at_any_depth_lazy(std::slice::from_ref(p))
                     .map_err(|e| PolicyError::Parse {
                         file: name.clone(),
                         message: format!("protected_paths: {e}"),
@@ -675,20 +724,18 @@ impl Policy {
                 by_command.entry(c.clone()).or_default().push(i);
             }
         }
-        let protected_matcher = crate::workspace::paths::PathMatcher::at_any_depth(&protected)
-            .map_err(|e| PolicyError::Parse {
-                file: "protected_paths".into(),
-                message: e.to_string(),
-            })?;
+        // Each pattern was checked above (or when the cache was written).
+        let protected_matcher =
+            crate::workspace::paths::PathMatcher::deferred_any_depth(&protected);
         Ok(Policy {
             approval_threshold: thresholds.approval,
             block_threshold: thresholds.block,
             rules,
             by_command,
-            protected_matcher,
+            protected_matcher: std::sync::Arc::new(protected_matcher),
             protected_paths: protected,
             builtin,
-            hash: hasher.finalize().to_hex().to_string(),
+            hash,
             sources,
             stubs: stub_rules.into_values().collect(),
             egress: egress_sys,
@@ -707,6 +754,11 @@ impl Policy {
     /// any: the same list the rehearsal's verdict checks changes against.
     pub fn protected_path(&self, path: &str) -> Option<&str> {
         self.protected_matcher.first_match(path.as_bytes())
+    }
+
+    /// The protected paths' matcher, shared (compiled once per policy).
+    pub(crate) fn protected_matcher(&self) -> std::sync::Arc<crate::workspace::paths::PathMatcher> {
+        self.protected_matcher.clone()
     }
 
     pub fn knows(&self, command: &str) -> bool {

@@ -34,7 +34,15 @@ pub(crate) struct PathMatcher {
     globs: Vec<(globset::Glob, usize)>,
     /// All patterns compiled together: one match per ancestor, whatever
     /// the number of patterns (deep paths have thousands of ancestors).
-    set: globset::GlobSet,
+    /// Compiled once, at the first look-up ([`PathMatcher::at_any_depth_lazy`])
+    /// or at construction; `Err` only for a lazy matcher whose set could
+    /// not be compiled, which then covers every path (fails closed).
+    /// With each glob's pattern index (`globs`' second field, or for a
+    /// deferred matcher, the globs built at that moment).
+    set: std::sync::OnceLock<Result<(globset::GlobSet, Vec<usize>), String>>,
+    /// Patterns kept as text, parsed at the first look-up
+    /// ([`PathMatcher::deferred_any_depth`]).
+    deferred: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -53,8 +61,9 @@ impl PathMatcher {
     pub(crate) fn new(patterns: &[String]) -> Result<Self, PatternError> {
         let mut m = PathMatcher::default();
         for p in patterns {
-            m.add(p)?;
+            m.add_with(p, false)?;
         }
+        m.compile_now()?;
         Ok(m)
     }
 
@@ -63,7 +72,19 @@ impl PathMatcher {
     /// `.git/hooks/` covers `a/b/.git/hooks/x`); a pattern with a leading
     /// `/` matches only at the workspace root (`/Jenkinsfile`). Otherwise
     /// the same globs and directory semantics as [`PathMatcher::new`].
+    #[cfg(test)]
     pub(crate) fn at_any_depth(patterns: &[String]) -> Result<Self, PatternError> {
+        let m = Self::at_any_depth_lazy(patterns)?;
+        m.compile_now()?;
+        Ok(m)
+    }
+
+    /// [`PathMatcher::at_any_depth`] with every pattern checked now and the
+    /// set compiled at the first look-up: a policy's protected paths cost
+    /// nothing to a run that changes no file. Should the set not compile
+    /// (each glob did, so only a size limit could), every path is covered:
+    /// a protected-path matcher fails closed.
+    pub(crate) fn at_any_depth_lazy(patterns: &[String]) -> Result<Self, PatternError> {
         let mut m = PathMatcher::default();
         for p in patterns {
             m.add_with(p, true)?;
@@ -71,8 +92,45 @@ impl PathMatcher {
         Ok(m)
     }
 
-    pub(crate) fn add(&mut self, pattern: &str) -> Result<(), PatternError> {
-        self.add_with(pattern, false)
+    /// Protected-path patterns that were already checked once (a policy
+    /// read back from its cache): nothing is parsed until the first
+    /// look-up; a pattern that no longer parses then covers every path.
+    pub(crate) fn deferred_any_depth(patterns: &[String]) -> Self {
+        PathMatcher {
+            patterns: patterns.to_vec(),
+            deferred: true,
+            ..PathMatcher::default()
+        }
+    }
+
+    fn compile(&self) -> &Result<(globset::GlobSet, Vec<usize>), String> {
+        self.set.get_or_init(|| {
+            let parsed;
+            let globs = if self.deferred {
+                parsed = Self::at_any_depth_lazy(&self.patterns)
+                    .map_err(|e| e.to_string())?
+                    .globs;
+                &parsed
+            } else {
+                &self.globs
+            };
+            let mut b = globset::GlobSetBuilder::new();
+            for (g, _) in globs {
+                b.add(g.clone());
+            }
+            let set = b.build().map_err(|e| e.kind().to_string())?;
+            Ok((set, globs.iter().map(|(_, i)| *i).collect()))
+        })
+    }
+
+    fn compile_now(&self) -> Result<(), PatternError> {
+        self.compile()
+            .as_ref()
+            .map(|_| ())
+            .map_err(|message| PatternError::Glob {
+                pattern: self.patterns.join(", "),
+                message: message.clone(),
+            })
     }
 
     fn add_with(&mut self, pattern: &str, any_depth: bool) -> Result<(), PatternError> {
@@ -137,27 +195,23 @@ impl PathMatcher {
         for g in globs {
             self.globs.push((g, index));
         }
-        let mut b = globset::GlobSetBuilder::new();
-        for (g, _) in &self.globs {
-            b.add(g.clone());
-        }
-        self.set = b.build().map_err(|e| PatternError::Glob {
-            pattern: pattern.into(),
-            message: e.kind().to_string(),
-        })?;
+        // The set is compiled once, after the last pattern (see `compile`).
+        self.set = std::sync::OnceLock::new();
         Ok(())
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.globs.is_empty()
+        self.patterns.is_empty()
     }
 
     /// The first pattern covering `path` (bytes, workspace-relative).
     pub(crate) fn first_match(&self, path: &[u8]) -> Option<&str> {
-        self.set
-            .matches(std::ffi::OsStr::from_bytes(path))
+        let Ok((set, index)) = self.compile() else {
+            return self.patterns.first().map(String::as_str);
+        };
+        set.matches(std::ffi::OsStr::from_bytes(path))
             .into_iter()
-            .map(|g| self.globs[g].1)
+            .map(|g| index[g])
             .min()
             .map(|i| self.patterns[i].as_str())
     }
