@@ -146,7 +146,10 @@ fn fifty_thousand_created_files_are_rehearsed_promoted_and_summarised() {
     for pkg in [0, 1, 999, DIRS - 1] {
         let dir = nm.join(format!("pkg{pkg:04}"));
         let lic = std::fs::read_to_string(dir.join("LICENSE")).unwrap();
-        assert_eq!(lic, "Permission is hereby granted, free of charge.\n".repeat(4));
+        assert_eq!(
+            lic,
+            "Permission is hereby granted, free of charge.\n".repeat(4)
+        );
         assert_eq!(
             std::fs::read_to_string(dir.join("index.js")).unwrap(),
             format!("// pkg{pkg:04}\n")

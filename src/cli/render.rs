@@ -407,7 +407,8 @@ const SUMMARISE_CHANGES_OVER: usize = 40;
 /// Changes counted by directory (the deepest grouping that stays short:
 /// `node_modules/ (50,000 created in 2,000 dirs)`).
 fn print_changes_by_directory(changes: &[Change]) {
-    let pairs: Vec<(&str, ChangeKind)> = changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    let pairs: Vec<(&str, ChangeKind)> =
+        changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
     let groups = crate::model::dir_summary::summarise_by_dir(&pairs);
     println!(
         "changes: {} (summarised by directory; surprise and forbidden paths are named below; `dryrun show RUN --json` lists each):",
@@ -636,8 +637,11 @@ pub fn print_receipt(rc: &crate::engine::Receipt) {
     );
     if rc.changes.len() > SUMMARISE_CHANGES_OVER || rc.changes_total.is_some() {
         let groups = if rc.changes_by_dir.is_empty() {
-            let pairs: Vec<(&str, ChangeKind)> =
-                rc.changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+            let pairs: Vec<(&str, ChangeKind)> = rc
+                .changes
+                .iter()
+                .map(|c| (c.path.as_str(), c.kind))
+                .collect();
             crate::model::dir_summary::summarise_by_dir(&pairs)
         } else {
             rc.changes_by_dir.clone()
@@ -648,7 +652,11 @@ pub fn print_receipt(rc: &crate::engine::Receipt) {
         );
         print_dir_summary(&groups);
     }
-    for c in rc.changes.iter().take_while(|_| rc.changes.len() <= SUMMARISE_CHANGES_OVER) {
+    for c in rc
+        .changes
+        .iter()
+        .take_while(|_| rc.changes.len() <= SUMMARISE_CHANGES_OVER)
+    {
         let mark = match c.kind {
             ChangeKind::Created => "+",
             ChangeKind::Modified => "M",

@@ -232,8 +232,11 @@ fn run_out(r: &RunRecord) -> RunOut {
         exit_code: h.exit_code,
         changes_total: h.changes.len(),
         changes_by_dir: if h.changes.len() > MCP_CHANGES_LISTED {
-            let pairs: Vec<(&str, crate::model::ChangeKind)> =
-                h.changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+            let pairs: Vec<(&str, crate::model::ChangeKind)> = h
+                .changes
+                .iter()
+                .map(|c| (c.path.as_str(), c.kind))
+                .collect();
             crate::model::dir_summary::summarise_by_dir(&pairs)
                 .iter()
                 .map(|g| format!("{} ({})", g.dir, g.counts_text()))

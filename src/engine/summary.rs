@@ -103,8 +103,11 @@ impl ReviewSummary {
                 ChangeKind::Identical => changes.identical += 1,
             }
         }
-        let pairs: Vec<(&str, ChangeKind)> =
-            reh.changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+        let pairs: Vec<(&str, ChangeKind)> = reh
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.kind))
+            .collect();
         let changes_by_dir = crate::model::dir_summary::summarise_by_dir(&pairs);
         let would_be_actions = reh
             .would_be_actions

@@ -57,7 +57,7 @@ pub(crate) fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -87,7 +87,7 @@ fn group_of(path: &str, depth: usize) -> &str {
 
 /// Summarise `(path, kind)` pairs by directory: linear in the number of
 /// changes for each depth tried, whatever their number.
-pub(crate) fn summarise_by_dir<'a>(changes: &[(&'a str, ChangeKind)]) -> Vec<DirSummary> {
+pub(crate) fn summarise_by_dir(changes: &[(&str, ChangeKind)]) -> Vec<DirSummary> {
     let groups_at = |depth: usize| {
         changes
             .iter()
