@@ -280,6 +280,16 @@ pub struct Receipt {
     #[serde(default)]
     pub evidence_hash: String,
     pub changes: Vec<ReceiptChange>,
+    /// Set when `changes` was left out of this copy (the journal's record
+    /// and the run record's) because the change set is longer than
+    /// [`RECEIPT_CHANGES_LISTED`]: how many there are. `change_set` commits
+    /// to all of them; `receipts/<id>/receipt.json` and the run record's
+    /// `rehearsal.changes` list each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes_total: Option<usize>,
+    /// With `changes_total`: the change set counted by directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes_by_dir: Vec<crate::model::dir_summary::DirSummary>,
     /// Mode `apply`: the calls stubs answered in the rehearsal, which the
     /// live lane did NOT make (`gh pr merge 12 → exit 0 (stub)`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -329,6 +339,31 @@ pub struct RolledBack {
 }
 
 pub(crate) const RECEIPT_SCHEMA: &str = "dryrun.receipt/v1";
+
+/// A receipt copy in the journal or the run record lists each change up to
+/// this many; past it, a count and a summary by directory (see
+/// [`Receipt::changes_total`]), so a 50,000-file install does not make a
+/// journal record of megabytes.
+pub(crate) const RECEIPT_CHANGES_LISTED: usize = 1000;
+
+impl Receipt {
+    /// This receipt with a long change list replaced by its count and a
+    /// summary by directory (the journal's and the run record's copy).
+    pub(crate) fn compact(&self) -> Receipt {
+        let mut r = self.clone();
+        if r.changes.len() > RECEIPT_CHANGES_LISTED {
+            let pairs: Vec<(&str, ChangeKind)> = self
+                .changes
+                .iter()
+                .map(|c| (c.path.as_str(), c.kind))
+                .collect();
+            r.changes_by_dir = crate::model::dir_summary::summarise_by_dir(&pairs);
+            r.changes_total = Some(self.changes.len());
+            r.changes = Vec::new();
+        }
+        r
+    }
+}
 
 #[cfg(test)]
 mod tests {

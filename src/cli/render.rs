@@ -363,6 +363,13 @@ pub fn review_summary_lines(s: &ReviewSummary) -> Vec<String> {
         "changes: {} created · {} modified · {} deleted · {} metadata · {} identical rewrite(s)",
         c.created, c.modified, c.deleted, c.metadata, c.identical
     ));
+    for g in &s.changes_by_dir {
+        out.push(format!(
+            "  {} ({})",
+            sanitize_for_terminal(&g.dir),
+            g.counts_text()
+        ));
+    }
     if s.would_be_actions.is_empty() {
         out.push("would-be actions: none".into());
     } else {
@@ -397,33 +404,22 @@ pub fn print_review_summary(s: &ReviewSummary) {
 /// in full below either way).
 const SUMMARISE_CHANGES_OVER: usize = 40;
 
-/// Changes counted by their first two path components and kind.
+/// Changes counted by directory (the deepest grouping that stays short:
+/// `node_modules/ (50,000 created in 2,000 dirs)`).
 fn print_changes_by_directory(changes: &[Change]) {
-    let mut dirs: std::collections::BTreeMap<String, [usize; 3]> = Default::default();
-    for c in changes {
-        let path = sanitize_for_terminal(&c.path);
-        let parts: Vec<&str> = path.split('/').collect();
-        let dir = if parts.len() > 2 {
-            format!("{}/{}/", parts[0], parts[1])
-        } else if parts.len() == 2 {
-            format!("{}/", parts[0])
-        } else {
-            "./".into()
-        };
-        let slot = match c.kind {
-            ChangeKind::Created => 0,
-            ChangeKind::Deleted => 2,
-            _ => 1,
-        };
-        dirs.entry(dir).or_default()[slot] += 1;
-    }
+    let pairs: Vec<(&str, ChangeKind)> =
+        changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    let groups = crate::model::dir_summary::summarise_by_dir(&pairs);
     println!(
-        "changes: {} in {} directories (summarised; `dryrun show RUN --json` lists each):",
-        changes.len(),
-        dirs.len()
+        "changes: {} (summarised by directory; surprise and forbidden paths are named below; `dryrun show RUN --json` lists each):",
+        crate::model::dir_summary::thousands(changes.len()),
     );
-    for (d, [created, changed, deleted]) in dirs {
-        println!("  {d}  +{created} ~{changed} -{deleted}");
+    print_dir_summary(&groups);
+}
+
+fn print_dir_summary(groups: &[crate::model::dir_summary::DirSummary]) {
+    for g in groups {
+        println!("  {} ({})", sanitize_for_terminal(&g.dir), g.counts_text());
     }
 }
 
@@ -639,7 +635,28 @@ pub fn print_receipt(rc: &crate::engine::Receipt) {
         rc.live_result.skipped_identical,
         &rc.change_set[..16.min(rc.change_set.len())]
     );
-    for c in &rc.changes {
+    if rc.changes.len() > SUMMARISE_CHANGES_OVER || rc.changes_total.is_some() {
+        let groups = if rc.changes_by_dir.is_empty() {
+            let pairs: Vec<(&str, ChangeKind)> = rc
+                .changes
+                .iter()
+                .map(|c| (c.path.as_str(), c.kind))
+                .collect();
+            crate::model::dir_summary::summarise_by_dir(&pairs)
+        } else {
+            rc.changes_by_dir.clone()
+        };
+        println!(
+            "changes: {} (summarised by directory; `dryrun receipt show ID --json` lists each):",
+            crate::model::dir_summary::thousands(rc.changes_total.unwrap_or(rc.changes.len()))
+        );
+        print_dir_summary(&groups);
+    }
+    for c in rc
+        .changes
+        .iter()
+        .take_while(|_| rc.changes.len() <= SUMMARISE_CHANGES_OVER)
+    {
         let mark = match c.kind {
             ChangeKind::Created => "+",
             ChangeKind::Modified => "M",

@@ -107,6 +107,9 @@ pub struct ChangeOut {
     pub file_type: String,
 }
 
+/// A tool result lists each change up to this many; past it, by directory.
+const MCP_CHANGES_LISTED: usize = 200;
+
 /// A run: decision, evidence and what may happen next.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct RunOut {
@@ -121,7 +124,14 @@ pub struct RunOut {
     pub risk_level: Option<String>,
     pub risk_score: Option<u32>,
     pub exit_code: Option<i32>,
+    /// Each change, up to the first 200 (surprise and forbidden paths are
+    /// in their own lists, always in full).
     pub changes: Vec<ChangeOut>,
+    /// How many changes the rehearsal made.
+    pub changes_total: usize,
+    /// Past 200 changes: the change list counted by directory
+    /// (`node_modules/ (50,000 created in 2,000 dirs)`).
+    pub changes_by_dir: Vec<String>,
     pub surprise_paths: Vec<String>,
     pub forbidden_paths_touched: Vec<String>,
     /// Calls answered by stubs instead of being made.
@@ -220,9 +230,24 @@ fn run_out(r: &RunRecord) -> RunOut {
         risk_level: r.risk.as_ref().map(|k| k.level.clone()),
         risk_score: r.risk.as_ref().map(|k| k.score),
         exit_code: h.exit_code,
+        changes_total: h.changes.len(),
+        changes_by_dir: if h.changes.len() > MCP_CHANGES_LISTED {
+            let pairs: Vec<(&str, crate::model::ChangeKind)> = h
+                .changes
+                .iter()
+                .map(|c| (c.path.as_str(), c.kind))
+                .collect();
+            crate::model::dir_summary::summarise_by_dir(&pairs)
+                .iter()
+                .map(|g| format!("{} ({})", g.dir, g.counts_text()))
+                .collect()
+        } else {
+            Vec::new()
+        },
         changes: h
             .changes
             .iter()
+            .take(MCP_CHANGES_LISTED)
             .map(|c| ChangeOut {
                 path: c.path.clone(),
                 kind: serde_json::to_value(c.kind)

@@ -259,13 +259,16 @@ pub(super) fn rerun_mismatch(
     )
 }
 
-/// A promotion's receipt, as written to `receipts/`.
+/// A promotion's receipt, as written to `receipts/`, with a change list
+/// longer than `RECEIPT_CHANGES_LISTED` replaced by its count and a summary
+/// by directory (`change_set` commits to every change; the run record and
+/// `receipts/<id>/receipt.json` list each).
 pub(super) fn promotion(run_id: &str, actor: &Actor, receipt: &Receipt) -> Entry {
     entry(
         EntryKind::Promotion,
         run_id,
         Some(actor),
-        serde_json::to_value(receipt).expect("serializes"),
+        serde_json::to_value(receipt.compact()).expect("serializes"),
     )
 }
 

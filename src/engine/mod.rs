@@ -75,8 +75,11 @@ pub const DEFAULT_RECORD_RETENTION_DAYS: u64 = 30;
 /// Bytes of kept content and records one uid may hold in the state directory.
 pub const DEFAULT_QUOTA_PER_UID_BYTES: u64 = 2 << 30;
 /// A run record is never written larger than this: past it, the record's
-/// lists and texts are cut (and the run cannot be promoted).
-pub const RECORD_MAX_BYTES: usize = 8 << 20;
+/// lists and texts are cut (and the run cannot be promoted). A change costs
+/// about 300 bytes in the record (pretty JSON), so 100,000 changes (the
+/// walk's cap) take about 30 MiB; the receipt's copy of a long change list
+/// stays in `receipts/<id>/receipt.json`, not in the record.
+pub const RECORD_MAX_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Clone)]
 pub struct EngineOptions {

@@ -170,7 +170,7 @@ impl Engine {
                 (Some(_), Some(rc), true) => {
                     if let Ok(mut r) = self.get(&run_id) {
                         r.state = RunState::Promoted;
-                        r.receipt = Some(rc);
+                        r.receipt = Some(rc.compact());
                         self.save(&r)?;
                     }
                 }

@@ -607,7 +607,7 @@ mod tests {
         }))
         .unwrap();
         r.rehearsal = Some(Rehearsal {
-            stdout: "o".repeat(4 << 20),
+            stdout: "o".repeat(RECORD_MAX_BYTES),
             changes: (0..6_000).map(change).collect(),
             ..Default::default()
         });
@@ -619,7 +619,7 @@ mod tests {
             findings: Vec::new(),
             notes: Vec::new(),
         });
-        assert!(serde_json::to_vec_pretty(&r).unwrap().len() > 12 << 20);
+        assert!(serde_json::to_vec_pretty(&r).unwrap().len() > RECORD_MAX_BYTES);
         fit_record(&mut r);
         assert!(serde_json::to_vec_pretty(&r).unwrap().len() <= RECORD_MAX_BYTES);
         let reh = r.rehearsal.as_ref().unwrap();

@@ -41,6 +41,9 @@ pub struct ReviewSummary {
     pub forbidden_paths_touched: Vec<String>,
     pub surprise_paths: Vec<String>,
     pub changes: ChangeCounts,
+    /// The change list counted by directory (`node_modules/`: 50,000
+    /// created in 2,000 dirs); flagged paths are in the lists above.
+    pub changes_by_dir: Vec<crate::model::dir_summary::DirSummary>,
     pub would_be_actions: Vec<ActionSummary>,
     /// `apply` or `rerun`.
     pub live_mode: String,
@@ -100,6 +103,12 @@ impl ReviewSummary {
                 ChangeKind::Identical => changes.identical += 1,
             }
         }
+        let pairs: Vec<(&str, ChangeKind)> = reh
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.kind))
+            .collect();
+        let changes_by_dir = crate::model::dir_summary::summarise_by_dir(&pairs);
         let would_be_actions = reh
             .would_be_actions
             .iter()
@@ -147,6 +156,7 @@ impl ReviewSummary {
                 .unwrap_or_default(),
             surprise_paths: v.map(|v| v.surprise_paths.clone()).unwrap_or_default(),
             changes,
+            changes_by_dir,
             would_be_actions,
             live_mode: r
                 .live

@@ -4,6 +4,7 @@
 //!
 //! - [`decision`]: `Decision` (ordered; combining is `max`) and `Finding`.
 //! - [`change`]: one entry of the evidence's change list.
+//! - [`dir_summary`]: a long change list counted by directory.
 //! - [`egress`]: the egress report's entries (`rehearsal.egress`).
 //! - [`evidence`]: blocked attempts, limits hit and step outcomes.
 //! - [`report`]: what a rehearsal reports (the sandbox's init and the
@@ -16,6 +17,7 @@
 
 pub(crate) mod change;
 pub(crate) mod decision;
+pub(crate) mod dir_summary;
 pub(crate) mod egress;
 pub(crate) mod evidence;
 pub(crate) mod live;

@@ -9,7 +9,11 @@
 //! a write: the lookup fails and the promotion is undone.
 //!
 //! Files are replaced atomically (written to a temporary name beside the
-//! target, fsync'd, renamed over it) and get the workspace owner's ids.
+//! target, renamed over it) and get the workspace owner's ids. Steps are
+//! not fsync'd one by one: the caller makes them durable together with
+//! [`LocalWorkspace::sync`] (one `syncfs`) before the receipt is journaled,
+//! so a crash before that point is undone from the plan and backups, which
+//! are durable before the first step.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -199,8 +203,9 @@ pub(crate) struct LocalWorkspace {
 
 use crate::workspace::paths::beneath as how;
 
-/// Copy `src` into the new file `dest` (fsync'd), returning the BLAKE3 of
-/// what was written.
+/// Copy `src` into the new file `dest`, returning the BLAKE3 of what was
+/// written. Not fsync'd: the caller syncs the backup directory's file
+/// system once, after the last backup and before the first write.
 pub(crate) fn copy_to_backup(src: &mut dyn Read, dest: &Path) -> Result<String, ApplyError> {
     let bk = |source| ApplyError::Backup {
         path: dest.to_path_buf(),
@@ -221,7 +226,6 @@ pub(crate) fn copy_to_backup(src: &mut dyn Read, dest: &Path) -> Result<String, 
         h.update(&buf[..n]);
         out.write_all(&buf[..n]).map_err(bk)?;
     }
-    out.sync_all().map_err(bk)?;
     Ok(h.finalize().to_hex().to_string())
 }
 
@@ -545,7 +549,6 @@ impl LocalWorkspace {
                 )
                 .map_err(|e| perr(rel, e))?;
             }
-            f.sync_all().map_err(|e| perr(rel, e))?;
             self.clear_for(&dir, name, false)
                 .map_err(|e| perr(rel, format!("removing the directory in its place: {e}")))?;
             nix::fcntl::renameat(&dir, tmp.as_str(), &dir, name).map_err(|e| perr(rel, e))?;
@@ -555,7 +558,6 @@ impl LocalWorkspace {
             let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
         }
         result?;
-        let _ = nix::unistd::fsync(&dir);
         Ok(())
     }
 
@@ -619,7 +621,6 @@ impl LocalWorkspace {
             )
             .map_err(|e| perr(rel, e))?;
         }
-        let _ = nix::unistd::fsync(&dir);
         Ok(())
     }
 
@@ -666,7 +667,6 @@ impl LocalWorkspace {
             let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
             return Err(perr(rel, e));
         }
-        let _ = nix::unistd::fsync(&dir);
         Ok(())
     }
 
@@ -684,8 +684,16 @@ impl LocalWorkspace {
             UnlinkatFlags::NoRemoveDir
         };
         nix::unistd::unlinkat(&dir, name, flag).map_err(|e| perr(rel, e))?;
-        let _ = nix::unistd::fsync(&dir);
         Ok(())
+    }
+
+    /// Make every step taken so far durable: one `syncfs` of the file
+    /// system holding the workspace (its data and the directories' entries).
+    pub(crate) fn sync(&self) -> Result<(), ApplyError> {
+        nix::unistd::syncfs(&self.root).map_err(|e| ApplyError::Root {
+            path: PathBuf::from("."),
+            message: format!("syncing the promoted files to disk: {e}"),
+        })
     }
 
     pub(crate) fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {

@@ -38,16 +38,23 @@ pub(super) fn changes_line(r: &RunRecord) -> String {
         })
         .collect();
     let more = changes.len().saturating_sub(shown.len());
-    format!(
-        "{} file(s) changed: {}{}",
-        changes.len(),
-        shown.join(", "),
-        if more > 0 {
-            format!(", and {more} more")
-        } else {
-            String::new()
-        }
-    )
+    if more > 0 {
+        // A long list by directory (flagged paths are named on their own
+        // lines of the summary).
+        let pairs: Vec<(&str, crate::model::ChangeKind)> =
+            changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+        let by_dir: Vec<String> = crate::model::dir_summary::summarise_by_dir(&pairs)
+            .iter()
+            .map(|g| format!("{} ({})", esc(&g.dir), g.counts_text()))
+            .collect();
+        return format!(
+            "{} file(s) changed: {}, and {more} more; by directory: {}",
+            changes.len(),
+            shown.join(", "),
+            by_dir.join("; ")
+        );
+    }
+    format!("{} file(s) changed: {}", changes.len(), shown.join(", "))
 }
 
 /// A short evidence summary: paths, kinds and reasons, never file content

@@ -203,7 +203,9 @@ impl Engine {
         let receipt = self.journal_receipt(&ws, &plan, &rdir, actor, receipt)?;
         r.state = RunState::Promoted;
         r.error = None;
-        r.receipt = Some(receipt);
+        // The record lists every change in `rehearsal.changes` already; its
+        // copy of the receipt is the journal's (a long list summarised).
+        r.receipt = Some(receipt.compact());
         self.save(&r)?;
         let _ = std::fs::remove_file(self.promoting_marker(run_id));
         Ok(r)
@@ -314,6 +316,17 @@ impl Engine {
             }
             op.backup = Some(b);
         }
+        // The backups are not fsync'd one by one: one syncfs of the state
+        // directory's file system makes them durable before the first write.
+        let synced = std::fs::File::open(&backups)
+            .map_err(|source| EngineError::storage(&backups, source))
+            .and_then(|d| {
+                nix::unistd::syncfs(&d).map_err(|e| EngineError::storage(&backups, e.into()))
+            });
+        if let Err(e) = synced {
+            let _ = std::fs::remove_dir_all(rdir);
+            return Err(e);
+        }
         Ok(ops)
     }
 
@@ -366,6 +379,20 @@ impl Engine {
                     }
                 )));
             }
+        }
+        // One syncfs for every step (they are not fsync'd one by one): the
+        // promotion is on disk before its receipt is journaled.
+        if let Err(e) = ws.sync() {
+            let undo = self.undo_ops(ws, &plan.ops, &rdir.join("backup"), rid);
+            let _ = std::fs::remove_file(self.promoting_marker(run_id));
+            let _ = std::fs::remove_dir_all(rdir);
+            return Err(EngineError::conflict(format!(
+                "promotion of run {run_id} could not be made durable: {e}; {}",
+                match undo {
+                    Ok(()) => "every step was undone: the workspace is as it was".to_string(),
+                    Err(u) => format!("undoing it also failed: {u}"),
+                }
+            )));
         }
         Ok(())
     }
@@ -533,6 +560,8 @@ fn new_receipt(
                 after: c.after.clone(),
             })
             .collect(),
+        changes_total: None,
+        changes_by_dir: Vec::new(),
         verdict: serde_json::json!({
             "decision": r.verdict.as_ref().map(|v| v.decision.as_str()),
             "reasons": r.verdict.as_ref().map(|v| v.reasons.clone()).unwrap_or_default(),

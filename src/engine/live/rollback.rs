@@ -32,6 +32,10 @@ impl Engine {
                 failures.push(e.to_string());
             }
         }
+        // The steps are not fsync'd one by one: the undo is made durable here.
+        if let Err(e) = ws.sync() {
+            failures.push(e.to_string());
+        }
         if failures.is_empty() {
             Ok(())
         } else {
@@ -108,7 +112,7 @@ impl Engine {
             &serde_json::to_vec_pretty(&receipt).expect("serializes"),
         )
         .map_err(|source| EngineError::storage(&rdir, source))?;
-        r.receipt = Some(receipt.clone());
+        r.receipt = Some(receipt.compact());
         self.save(&r)?;
         Ok(receipt)
     }

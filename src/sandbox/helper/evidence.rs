@@ -19,9 +19,11 @@ use super::init::{LowerLayer, RunIds};
 use super::{FdWriter, OUT_FD, mark};
 
 /// Blob sink writing `B` frames to fd 1, within the run's kept-content
-/// budget (the host enforces the same number).
+/// budget (the host enforces the same number). Each content is sent once:
+/// a dependency install writes the same LICENSE thousands of times.
 struct FrameSink {
     room: u64,
+    sent: std::collections::HashSet<[u8; 32]>,
 }
 
 impl BlobSink for FrameSink {
@@ -41,9 +43,38 @@ impl BlobSink for FrameSink {
         len: u64,
         content: &mut dyn Read,
     ) -> std::io::Result<()> {
+        if self.sent.contains(hash.as_bytes()) {
+            // Already sent: the room reserved for this copy is given back.
+            self.room = self.room.saturating_add(len);
+            return Ok(());
+        }
         let mut out = std::io::BufWriter::with_capacity(1 << 16, FdWriter(OUT_FD));
-        wire::write_blob(&mut out, hash, len, content)?;
-        out.flush()
+        let mut hashing = Hashing {
+            inner: content,
+            hasher: blake3::Hasher::new(),
+        };
+        wire::write_blob(&mut out, hash, len, &mut hashing)?;
+        out.flush()?;
+        // Only content that was what its hash says counts as sent (the host
+        // drops a frame whose bytes do not match: a later copy must go).
+        if hashing.hasher.finalize() == *hash {
+            self.sent.insert(*hash.as_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// A reader that hashes what passes through it.
+struct Hashing<'a> {
+    inner: &'a mut dyn Read,
+    hasher: blake3::Hasher,
+}
+
+impl Read for Hashing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
     }
 }
 
@@ -61,6 +92,7 @@ pub(super) fn walk_evidence(
     let upper_path = PathBuf::from(format!("/proc/self/fd/{}", upper_fd.as_raw_fd()));
     let mut sink = FrameSink {
         room: spec::kept_content_budget(spec.limits.disk_bytes),
+        sent: std::collections::HashSet::new(),
     };
     let reader = LayerReader::start(
         &lower.fd,

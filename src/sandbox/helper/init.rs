@@ -26,8 +26,12 @@ use super::{STAGE_LOWER, mark};
 /// P1's scratch base (a tmpfs over /tmp in the sandbox's mount namespace).
 const BASE: &str = "/tmp";
 /// Inodes in the upper layer and in /tmp (each a tmpfs): bounds how many
-/// entries a command can create, and so the size of the evidence.
-const MAX_INODES: u64 = 50_000;
+/// entries a command can create, and so the size of the evidence. A
+/// dependency install writes tens of thousands of files; 200,000 holds a
+/// large one with room, while the change list it produces (at most
+/// `walk::MAX_CHANGES` entries, about 500 bytes each in the run record with
+/// its receipt) stays within the record's cap.
+const MAX_INODES: u64 = 200_000;
 
 /// One rlimit for the command: resource, soft, hard, how the record
 /// describes it.

@@ -28,8 +28,10 @@ const OVERLAY_XATTR_PREFIX: &str = "user.overlay.";
 /// At most this many entries are listed under one deleted directory tree.
 const MAX_DELETED_EXPANSION: usize = 100_000;
 /// At most this many changes are listed; past it the evidence is incomplete
-/// and the run hits its `changes` limit.
-pub(super) const MAX_CHANGES: usize = 20_000;
+/// and the run hits its `changes` limit. Twice a 50,000-file dependency
+/// install; the run record holding this many (with the receipt's copy) stays
+/// under `engine::RECORD_MAX_BYTES` for paths of ordinary length.
+pub(super) const MAX_CHANGES: usize = 100_000;
 
 use crate::model::change::{Change, ChangeKind, FileType};
 use content::{describe_special, hash_created_file, xattr_diff};
@@ -127,6 +129,12 @@ pub(super) fn walk_upper_layer(
     let mut too_deep = 0usize;
     let mut changes = Vec::new();
     let mut inodes: HashMap<(u64, u64), String> = HashMap::new();
+    // Directories of the upper layer with no directory at their path in the
+    // lower layer (the walk is depth first): nothing below them can be in the
+    // lower layer, so their entries are not looked up there (a dependency
+    // install's tens of thousands of files would each cost a round trip to
+    // the owner-rights reader).
+    let mut new_dirs: Vec<PathBuf> = Vec::new();
     // The workspace root itself: its mode, owner and attributes.
     if let Some(root_change) = compare_root(upper_root, lower) {
         changes.push(root_change);
@@ -177,7 +185,14 @@ pub(super) fn walk_upper_layer(
                 });
             }
         };
-        let lower_entry = match lookup_lower(lower, rel) {
+        while new_dirs.last().is_some_and(|d| !rel.starts_with(d)) {
+            new_dirs.pop();
+        }
+        let lower_entry = match if new_dirs.is_empty() {
+            lookup_lower(lower, rel)
+        } else {
+            Ok(None)
+        } {
             Ok(l) => l,
             Err(e) if too_long(&e) => {
                 too_deep += 1;
@@ -201,6 +216,12 @@ pub(super) fn walk_upper_layer(
         }
 
         if ft.is_dir() {
+            if lower_entry
+                .as_ref()
+                .is_none_or(|l| l.file_type != FileType::Dir && !l.withheld)
+            {
+                new_dirs.push(rel.to_path_buf());
+            }
             compare_dir(
                 &mut changes,
                 lower,

@@ -56,6 +56,9 @@ pub(super) enum Request {
         rel_hex: String,
         mode: u32,
     },
+    /// Make every step taken so far durable (one `syncfs` of the workspace's
+    /// file system, instead of an fsync per file).
+    Sync,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -380,6 +380,17 @@ impl Workspace {
         }
     }
 
+    /// Make every step taken so far durable: the steps themselves do not
+    /// fsync one by one (a change set of 50,000 files would wait for 100,000
+    /// fsyncs); the live lane calls this once before it journals a receipt,
+    /// and after an undo.
+    pub(crate) fn sync(&self) -> Result<(), ApplyError> {
+        match self {
+            Workspace::Local(w) => w.sync(),
+            Workspace::Agent { .. } => self.expect_ok(b".", Request::Sync),
+        }
+    }
+
     pub(crate) fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
         match self {
             Workspace::Local(w) => w.chmod(rel, mode),
