@@ -1012,10 +1012,16 @@ fn one_daemon_per_socket_a_stale_socket_is_replaced_and_socket_activation_works(
         .stderr(Stdio::null())
         .spawn()
         .expect("systemd-socket-activate (package systemd) is installed");
-    wait_until("the activation socket", 10, || sock.exists());
+    // The socket's file appears at bind(), a moment before listen(): a
+    // connection in between is refused, so wait for a listening socket
+    // (a connection refused), not for the file.
     let c = dryrun::cli::client::Client::new(&sock);
-    let h: Value = c.call("GET", "/v1/health", None).unwrap();
-    assert_eq!(h["status"], "ok");
+    let mut health: Option<Value> = None;
+    wait_until("the activated daemon's answer", 30, || {
+        health = c.call("GET", "/v1/health", None).ok();
+        health.is_some()
+    });
+    assert_eq!(health.unwrap()["status"], "ok");
     let _ = child.kill();
     let _ = child.wait();
 }

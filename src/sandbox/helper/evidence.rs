@@ -20,7 +20,10 @@ use super::{FdWriter, OUT_FD, mark};
 
 /// Blob sink writing `B` frames to fd 1, within the run's kept-content
 /// budget (the host enforces the same number). Each content is sent once:
-/// a dependency install writes the same LICENSE thousands of times.
+/// a dependency install writes the same LICENSE thousands of times. Every
+/// copy still counts against the budget at its apparent size: the budget
+/// also bounds how many bytes the walk reads and hashes, and a run of
+/// identical sparse files must not buy unbounded hashing with it.
 struct FrameSink {
     room: u64,
     sent: std::collections::HashSet<[u8; 32]>,
@@ -44,8 +47,7 @@ impl BlobSink for FrameSink {
         content: &mut dyn Read,
     ) -> std::io::Result<()> {
         if self.sent.contains(hash.as_bytes()) {
-            // Already sent: the room reserved for this copy is given back.
-            self.room = self.room.saturating_add(len);
+            // Already sent: not sent again (its room stays spent).
             return Ok(());
         }
         let mut out = std::io::BufWriter::with_capacity(1 << 16, FdWriter(OUT_FD));
