@@ -6,8 +6,9 @@
 //! run record's `rehearsal.egress`.
 
 mod common;
+use common::net::{accepted, canary_listener, egress};
 use common::*;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,33 +87,6 @@ impl Upstream {
         std::thread::sleep(Duration::from_millis(200));
         self.seen.lock().unwrap().clone()
     }
-}
-
-/// A plain TCP listener that must receive nothing.
-fn canary_listener() -> (TcpListener, u16) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let p = l.local_addr().unwrap().port();
-    l.set_nonblocking(true).unwrap();
-    (l, p)
-}
-
-fn accepted(l: &TcpListener) -> usize {
-    std::thread::sleep(Duration::from_millis(300));
-    let mut n = 0;
-    loop {
-        match l.accept() {
-            Ok(_) => n += 1,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return n,
-            Err(e) => panic!("accept: {e}"),
-        }
-    }
-}
-
-fn egress(r: &Run) -> Vec<Value> {
-    r.json["rehearsal"]["egress"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn entry<'a>(e: &'a [Value], name: &str, how: &str) -> Option<&'a Value> {

@@ -6,8 +6,9 @@
 //! that must accept nothing, an upstream that records every byte it got.
 
 mod common;
+use common::net::{accepted, canary_listener, egress};
 use common::*;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -82,33 +83,6 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// A plain listener on host loopback that must never be reached.
-fn canary() -> (TcpListener, u16) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let p = l.local_addr().unwrap().port();
-    l.set_nonblocking(true).unwrap();
-    (l, p)
-}
-
-fn accepted(l: &TcpListener) -> usize {
-    std::thread::sleep(Duration::from_millis(300));
-    let mut n = 0;
-    loop {
-        match l.accept() {
-            Ok(_) => n += 1,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return n,
-            Err(e) => panic!("accept: {e}"),
-        }
-    }
-}
-
-fn egress(r: &Run) -> Vec<Value> {
-    r.json["rehearsal"]["egress"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// Python run in the sandbox: `req(bytes)` sends one raw request to the
 /// proxy and returns its status line; `tunnel(target)` opens a CONNECT.
 const PRELUDE: &str = r#"
@@ -148,7 +122,7 @@ fn python(body: &str) -> String {
 fn address_and_name_tricks_never_reach_host_services() {
     for who in identities() {
         let up = Recorder::start();
-        let (can, c) = canary();
+        let (can, c) = canary_listener();
         let u = up.port;
         let ws = Ws::new(who);
         let script = format!(
@@ -235,7 +209,7 @@ print('OK ->', req(b'GET http://user:pw@PKGS.example.:{u}/userinfo HTTP/1.1\r\nH
 fn keep_alive_pipelining_and_smuggling_cannot_switch_destination() {
     for who in identities() {
         let up = Recorder::start();
-        let (can, c) = canary();
+        let (can, c) = canary_listener();
         let u = up.port;
         let ws = Ws::new(who);
         let script = format!(

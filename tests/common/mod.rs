@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod hook;
+pub mod net;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
