@@ -12,14 +12,9 @@ SIZES=("${@:-1000 10000 100000}")
 # shellcheck disable=SC2206
 SIZES=(${SIZES[*]})
 RUNS=${RUNS:-30}
-missing=()
-for t in hyperfine:hyperfine bwrap:bubblewrap rsync:rsync; do
-    command -v "${t%%:*}" >/dev/null || missing+=("${t##*:}")
-done
-if ((${#missing[@]})); then
-    [ "$(id -u)" = 0 ] || { echo "missing: ${missing[*]} (install them)" >&2; exit 1; }
-    apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
+install_bench_tools
 cargo build --release --quiet
 DRYRUN=$PWD/target/release/dryrun
 WORK=${BENCH_DIR:-/var/tmp/dryrun-bench}
@@ -29,27 +24,6 @@ export DRYRUN_STATE_DIR=$WORK/state
 mkdir -p "$WORK/state-nobody" && chown nobody "$WORK/state-nobody"
 AS_USER="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
 EDIT='for i in 0 1 2 3 4 5 6 7 8 9; do echo changed >> d0/f$i.txt; done'
-
-make_ws() { # N files in directories of 1000
-    local n=$1 dir=$WORK/ws-$1
-    if [ ! -f "$dir/.complete" ]; then
-        rm -rf "$dir"; mkdir -p "$dir"
-        python3 - "$dir" "$n" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, f"d{i // 1000}")
-    if i % 1000 == 0:
-        os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, f"f{i % 1000}.txt"), "w") as f:
-        f.write(f"file {i}\n")
-PY
-        # Owned by the unprivileged user so its edits can land in the overlay.
-        chown -R nobody:nogroup "$dir"
-        touch "$dir/.complete"
-    fi
-    echo "$dir"
-}
 
 bwrap_cmd() { # workspace, shell command (see benches/bwrap-overlay.sh)
     local ws=$1; shift

@@ -20,37 +20,15 @@ SIZES=(${SIZES[*]})
 RUNS=${RUNS:-30}
 DAEMON_RUNS=${DAEMON_RUNS:-50}
 [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 1; }
-missing=()
-for t in hyperfine:hyperfine bwrap:bubblewrap rsync:rsync; do
-    command -v "${t%%:*}" >/dev/null || missing+=("${t##*:}")
-done
-((${#missing[@]})) && apt-get install -y -qq "${missing[@]}" >/dev/null
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
+install_bench_tools
 cargo build --release --quiet
 DRYRUN=$PWD/target/release/dryrun
 WORK=${BENCH_DIR:-/var/tmp/dryrun-bench}
 mkdir -p "$WORK/state" "$WORK/state-nobody"
 chown nobody "$WORK/state-nobody"
 AS_USER="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
-
-make_ws() { # N files in directories of 1000, owned by nobody
-    local n=$1 dir=$WORK/ws-$1
-    if [ ! -f "$dir/.complete" ]; then
-        rm -rf "$dir"; mkdir -p "$dir"
-        python3 - "$dir" "$n" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, f"d{i // 1000}")
-    if i % 1000 == 0:
-        os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, f"f{i % 1000}.txt"), "w") as f:
-        f.write(f"file {i}\n")
-PY
-        chown -R nobody:nogroup "$dir"
-        touch "$dir/.complete"
-    fi
-    echo "$dir"
-}
 
 results=$WORK/speed.tsv
 : >"$results"
