@@ -32,7 +32,7 @@ rss() { awk '/^VmRSS:/ {print $2}' "/proc/$PID/status"; }
 IDLE=$(rss)
 
 python3 - "$SOCK" "$WORK/ws" "$CLIENTS" "$PER_CLIENT" "$COMMAND" "$IDLE" "$PID" <<'PY'
-import json, socket, sys, threading, time, http.client
+import json, os, socket, sys, threading, time, http.client
 
 sock, ws, clients, per, command, idle, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), sys.argv[7]
 
@@ -76,16 +76,23 @@ def sampler(stop):
 stop = threading.Event()
 s = threading.Thread(target=sampler, args=(stop,)); s.start()
 threads = [threading.Thread(target=client) for _ in range(clients)]
+def cpu_ticks():
+    # The daemon's own CPU plus its reaped children's (helpers, agents).
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in f[11:15])
+cpu0 = cpu_ticks()
 t0 = time.perf_counter()
 for t in threads: t.start()
 for t in threads: t.join()
 wall = time.perf_counter() - t0
+cpu_ms = (cpu_ticks() - cpu0) * 1000 / os.sysconf("SC_CLK_TCK")
 stop.set(); s.join()
 lat.sort()
 n = len(lat)
 pct = lambda p: lat[min(n - 1, int(p * n))] * 1000
 print(f"clients: {clients} x {per} runs of {command!r}")
 print(f"rehearsals: {n} in {wall:.2f} s = {n / wall:.1f} rehearsals/s")
+print(f"CPU per rehearsal (daemon and its helpers): {cpu_ms / max(n, 1):.1f} ms")
 print(f"latency ms: p50 {pct(0.5):.1f}  p90 {pct(0.9):.1f}  p99 {pct(0.99):.1f}")
 time.sleep(3)
 print(f"daemon RSS: idle {idle / 1024:.1f} MiB, peak under load {peak[0] / 1024:.1f} MiB, idle again 3 s later {rss() / 1024:.1f} MiB")

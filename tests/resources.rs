@@ -246,6 +246,14 @@ fn a_memory_bomb_is_stopped() {
                 r.limits_hit(),
                 r.json["rehearsal"]
             );
+            // The OOM kill above counted in the run's memory cgroup, so the
+            // command was inside it: joined by a single-thread self-move,
+            // not by a pid write that waits for the global lock.
+            let enforcement = r.json["rehearsal"]["sandbox"]["enforcement"].to_string();
+            assert!(
+                enforcement.contains("cgroup join: v1 single-thread self-move"),
+                "{enforcement}"
+            );
         }
         assert!(host_can_fork());
     }

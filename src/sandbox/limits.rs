@@ -73,6 +73,7 @@ pub(crate) fn prepare_cgroups(
         let _ = write(&dir.join("cpu.max"), "100000 100000");
         how.push("memory: cgroup v2".into());
         how.push("pids: cgroup v2".into());
+        how.push(join_method(plan).into());
         return Ok(how);
     }
     for (ctrl, dir) in &plan.dirs {
@@ -103,19 +104,36 @@ pub(crate) fn prepare_cgroups(
             _ => {}
         }
     }
+    how.push(join_method(plan).into());
     Ok(how)
 }
 
-/// Move process `pid` (and so everything it forks later) into the cgroups.
-pub(crate) fn join_cgroups(plan: &CgroupPlan, pid: i32) -> std::io::Result<()> {
-    let p = pid.to_string();
+/// Move the calling process (and so everything it forks later) into the
+/// cgroups. The caller must be single-threaded.
+///
+/// On v1 this writes `0` to each controller's `tasks` file: the kernel moves
+/// the calling thread alone and skips the global threadgroup lock, whose
+/// write side waits for an RCU grace period (7–15 ms here). A single-threaded
+/// process is its one thread, so this moves the whole process. On v2 a
+/// domain cgroup takes only whole processes (`cgroup.procs`), and that write
+/// pays the wait.
+pub(crate) fn join_cgroups_self(plan: &CgroupPlan) -> std::io::Result<()> {
     if let Some(dir) = &plan.unified {
-        return write(&dir.join("cgroup.procs"), &p);
+        return write(&dir.join("cgroup.procs"), "0");
     }
     for (_, dir) in &plan.dirs {
-        write(&dir.join("cgroup.procs"), &p)?;
+        write(&dir.join("tasks"), "0")?;
     }
     Ok(())
+}
+
+/// How the run joins its cgroups, for the record's enforcement list.
+pub(crate) fn join_method(plan: &CgroupPlan) -> &'static str {
+    if plan.unified.is_some() {
+        "cgroup join: v2 cgroup.procs (waits for the threadgroup lock)"
+    } else {
+        "cgroup join: v1 single-thread self-move (no threadgroup lock)"
+    }
 }
 
 fn read_kv(p: &Path, key: &str) -> u64 {

@@ -9,7 +9,8 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{Gid, Pid, Uid, pipe2};
 
-use super::super::spec::{IdPlan, SandboxSpec};
+use super::super::limits;
+use super::super::spec::{CgroupPlan, IdPlan, SandboxSpec};
 use super::super::sys;
 use super::error::HelperError;
 
@@ -32,18 +33,25 @@ fn child_main(
     h_pid: i32,
 ) -> Result<i32, HelperError> {
     die_with_host(h_pid)?;
+    if let Some(plan) = &spec.cgroup {
+        join_run_cgroups(plan)?;
+    }
     enter_user_namespace(ready_w, &go_r)?;
     if let IdPlan::Shifted { .. } = spec.ids {
         become_namespace_root(h_pid)?;
     }
     unshare_sandbox_namespaces(spec)?;
-    if spec.cgroup.is_some() {
-        wait_until_in_cgroups(&go_r)?;
-    }
     drop(go_r);
     // `_alive` stays open while C lives: P1 reads C's death from its HUP.
     let (p1, _alive) = fork_init(spec)?;
     wait_for_init(p1)
+}
+
+/// (root) C moves itself into the run's cgroups while it is still host root
+/// and single-threaded (just forked), before anything else of the run
+/// exists: everything it forks later is inside.
+fn join_run_cgroups(plan: &CgroupPlan) -> Result<(), HelperError> {
+    limits::join_cgroups_self(plan).map_err(HelperError::CgroupsNotJoined)
 }
 
 /// Die with H, and make sure H did not die before that was armed.
@@ -91,15 +99,6 @@ fn unshare_sandbox_namespaces(spec: &SandboxSpec) -> Result<(), HelperError> {
         namespaces |= CloneFlags::CLONE_NEWNET;
     }
     unshare(namespaces).map_err(ns("unshare namespaces"))
-}
-
-/// H moves C into the run's cgroups, then writes a second byte.
-fn wait_until_in_cgroups(go_r: &OwnedFd) -> Result<(), HelperError> {
-    let mut b = [0u8; 1];
-    if nix::unistd::read(go_r, &mut b).map_err(ns("wait"))? != 1 {
-        return Err(HelperError::CgroupsNotJoined);
-    }
-    Ok(())
 }
 
 /// Fork P1, pid 1 of the new pid namespace. Returns its pid and the write

@@ -112,8 +112,8 @@ pub(crate) enum HelperError {
     HostGone,
     #[error("the host side of the helper gave up")]
     HostGaveUp,
-    #[error("the run's cgroups could not be joined")]
-    CgroupsNotJoined,
+    #[error("joining the run's cgroups: {0}")]
+    CgroupsNotJoined(#[source] io::Error),
     // ---- P: the init process itself
     #[error("{op}: {source}")]
     BecomeInit { op: &'static str, source: io::Error },
@@ -180,7 +180,7 @@ impl HelperError {
             ForkChild { .. } | ChildDiedEarly | IdMaps { .. } => Step::H4,
             IdmapLower { .. } => Step::H5,
             Watch { .. } => Step::H6,
-            Namespaces { .. } | HostGone | HostGaveUp | CgroupsNotJoined => Step::C,
+            Namespaces { .. } | HostGone | HostGaveUp | CgroupsNotJoined(_) => Step::C,
             BecomeInit { .. } => Step::P,
             OpenLower { .. } | StubInterpreter { .. } => Step::P1,
             UpperLayer { .. } => Step::P2,
@@ -215,7 +215,7 @@ impl HelperError {
             | Prepare { op, .. }
             | Supervise { op, .. } => (!op.is_empty()).then_some(*op),
             Spec(_) => Some("parse spec"),
-            Cgroups(_) => Some("cgroups"),
+            Cgroups(_) | CgroupsNotJoined(_) => Some("cgroups"),
             IdMaps { .. } => Some("id maps"),
             StubInterpreter { .. } => Some("stub interpreter"),
             StubTable(_) => Some("stub table"),
@@ -225,12 +225,7 @@ impl HelperError {
             EvidenceReader(_) => Some("evidence reader"),
             Evidence(_) => Some("evidence"),
             Answer(_) => Some("answer"),
-            EngineGone
-            | WorkspaceSwapped { .. }
-            | ChildDiedEarly
-            | HostGone
-            | HostGaveUp
-            | CgroupsNotJoined => None,
+            EngineGone | WorkspaceSwapped { .. } | ChildDiedEarly | HostGone | HostGaveUp => None,
         }
     }
 

@@ -60,7 +60,7 @@ pub(super) fn run_host_side() -> Result<(), HelperError> {
     let child = fork_sandbox_child(&spec, &mut staged)?;
     write_id_maps(child.pid, &spec.ids)?;
     attach_idmapped_lower(child.pid, staged)?;
-    release_child(&spec, &child)?;
+    release_child(&child)?;
     let host = watch_child(&spec, child, enforcement)?;
     send_host_report(&host)
 }
@@ -260,18 +260,11 @@ fn attach_idmapped_lower(child: i32, mut staged: StagedMounts) -> Result<(), Hel
     Ok(())
 }
 
-/// H6: let C go on; (root) move it into the cgroups, then tell it so (C
-/// creates its namespaces meanwhile and waits for this before it forks).
-fn release_child(spec: &SandboxSpec, child: &Child) -> Result<(), HelperError> {
+/// H6: let C go on (it joined the run's cgroups itself, right after the
+/// fork).
+fn release_child(child: &Child) -> Result<(), HelperError> {
     mark("H6 released");
     nix::unistd::write(&child.go, b"g").map_err(watch("release"))?;
-    if let Some(plan) = &spec.cgroup {
-        // Moving a process between v1 cgroups waits for an RCU grace period
-        // (~10 ms).
-        limits::join_cgroups(plan, child.pid).map_err(watch("join cgroups"))?;
-        mark("H6 cgroups joined");
-        nix::unistd::write(&child.go, b"c").map_err(watch("release"))?;
-    }
     Ok(())
 }
 

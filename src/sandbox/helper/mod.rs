@@ -19,12 +19,13 @@
 //!      (root: a shifted unprivileged range, never host 0; user: itself only).
 //!  H5. (root) make the clone an idmapped mount through C's user namespace and
 //!      attach it at /tmp/dryrun-lower of H's private namespace.
-//!  H6. release C, move it into the cgroups (C waits for that before it
-//!      forks P1, so everything of the run is inside); watch it with a pidfd
+//!  H6. release C; watch it with a pidfd
 //!      and a watchdog deadline; afterwards read which cgroup limits were hit,
 //!      kill leftovers, remove the cgroups, send the `H` frame.
 //!
-//! C: becomes id 0 of its user namespace (root plan), unshares mount, pid,
+//! C: (root) moves itself into the run's cgroups first, while single-threaded
+//! (see `limits::join_cgroups_self`: no global lock wait), so everything of
+//! the run is inside; becomes id 0 of its user namespace (root plan), unshares mount, pid,
 //! net, ipc, uts and cgroup namespaces, forks P1 and waits for it.
 //!
 //! P1, pid 1 of the new pid namespace, still holding its namespace
