@@ -1,0 +1,241 @@
+//! Hostile agent against the host side of big change sets: a root daemon,
+//! the unprivileged agent uid `dryrun-test`, a workspace the agent owns.
+//! Promotion durability is one `syncfs` (not an fsync per file), kept
+//! content is stored once per BLAKE3 hash, the evidence walk skips lower
+//! lookups under new directories, and long change lists are summarised.
+//! Every test asserts on the host: canaries unchanged, nothing written
+//! outside the workspace, the daemon answering, the journal verifying, the
+//! live workspace either exactly the reviewed change set or as it was.
+//!
+//! The agent-process tests reproduce attacks that WORKED (they fail
+//! without the fix in `engine/live` and `workspace/owner/client.rs`):
+//! the agent kills or stops the `__workspace-agent` that serves its own
+//! promotion (it runs as the agent's uid); the undo then went through the
+//! same dead agent, failed, and deleted the plan and the backups, leaving
+//! half a change set in the workspace and nothing to restore it from; a
+//! stopped agent made every step of that undo wait its full time limit.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::daemon::*;
+use common::*;
+
+fn run_id(r: &Run) -> String {
+    r.json["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run id: {r:?}"))
+        .to_string()
+}
+
+/// A snapshot without times (an undo changes directories' mtimes).
+fn listing(dir: &Path) -> BTreeMap<PathBuf, String> {
+    snapshot_tree(dir)
+        .into_iter()
+        .map(|(p, v)| {
+            let kept: Vec<&str> = v.split(' ').filter(|f| !f.starts_with("mtime=")).collect();
+            (p, kept.join(" "))
+        })
+        .collect()
+}
+
+/// The paths whose listing differs (at most a few, for the message).
+fn differing(a: &BTreeMap<PathBuf, String>, b: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&PathBuf> = a.keys().chain(b.keys()).collect();
+    let diff: Vec<String> = keys
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| k.display().to_string())
+        .collect();
+    let n = diff.len();
+    let mut shown: Vec<String> = diff.into_iter().take(5).collect();
+    if n > 5 {
+        shown.push(format!("and {} more", n - 5));
+    }
+    shown
+}
+
+fn promote_bg(d: &Daemon, id: &str) -> Child {
+    d.cli_user()
+        .args(["promote", id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait for a child, at most `secs`: `None` when it was still running
+/// (then it is killed).
+fn wait_bounded(mut c: Child, secs: u64) -> Option<(i32, String)> {
+    let t0 = Instant::now();
+    loop {
+        if c.try_wait().unwrap().is_some() {
+            let out = c.wait_with_output().unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return Some((out.status.code().unwrap_or(-1), text));
+        }
+        if t0.elapsed() > Duration::from_secs(secs) {
+            let _ = c.kill();
+            let _ = c.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn approve(d: &Daemon, id: &str, over: bool) {
+    let mut a = d.cli_root();
+    a.args(["approve", id, "--note", "reviewed"]);
+    if over {
+        a.arg("--override");
+    }
+    let out = a.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn journal_verifies(d: &Daemon) {
+    let out = d.cli_root().args(["journal", "verify"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "journal verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(health_ok(&d.socket), "the daemon stopped answering");
+}
+
+/// The workspace agents serving this daemon (they run as the agent's uid).
+fn workspace_agents(d: &Daemon) -> Vec<i32> {
+    let (uid, _) = test_user();
+    let out = as_test_user("pgrep")
+        .args(["-P", &d.pid().to_string(), "-u", &uid.to_string(), "-f"])
+        .arg("[_]_workspace-agent")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+/// A workspace with `n` files `m/fNNN` ("old") that the run below rewrites,
+/// and the run's command: rewrite them all, create `n` more in `n/`.
+fn rewrite_workspace(n: usize) -> (Ws, String) {
+    let ws = user_workspace();
+    std::fs::create_dir(ws.dir.join("m")).unwrap();
+    for i in 0..n {
+        std::fs::write(ws.dir.join(format!("m/f{i:03}")), "old\n").unwrap();
+    }
+    ws.chown_all();
+    let cmd = format!(
+        "mkdir n && for i in $(seq -w 0 {last}); do echo new > m/f$i; echo $i > n/f$i; done",
+        last = n - 1
+    );
+    (ws, cmd)
+}
+
+/// The agent SIGKILLs its own workspace agent while the promotion is
+/// halfway (the apply stalls there): the steps already taken must be undone
+/// (with a fresh agent) or kept for recovery, never left half-applied with
+/// their backups deleted.
+#[test]
+fn killing_the_workspace_agent_mid_promotion_leaves_the_workspace_as_it_was() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "4000")]);
+    let (ws, cmd) = rewrite_workspace(300);
+    let r = submit_user(&d, &ws, &cmd, &["--expect-write", "**"]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let original = listing(&ws.dir);
+    let p = promote_bg(&d, &run_id(&r));
+    // Ops: n/, then m/f000..m/f299, then the new files: halfway, m/ is new.
+    wait_until("the apply to stall halfway", 60, || {
+        std::fs::read_to_string(ws.dir.join("m/f299")).is_ok_and(|s| s == "new\n")
+    });
+    let agents = workspace_agents(&d);
+    assert!(!agents.is_empty(), "no workspace agent found");
+    for pid in &agents {
+        let st = as_test_user("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "the agent may signal its own workspace agent");
+    }
+    let (code, text) = wait_bounded(p, 120).expect("the promotion answered");
+    assert_ne!(code, 0, "{text}");
+    // Undone through a fresh agent, at once.
+    let diff = differing(&listing(&ws.dir), &original);
+    assert!(diff.is_empty(), "{diff:?}: {}", &text[..text.len().min(2000)]);
+    // And still so after a restart's recovery.
+    d.kill9();
+    d.restart(&[]);
+    let diff = differing(&listing(&ws.dir), &original);
+    assert!(
+        diff.is_empty(),
+        "the workspace is half promoted after its workspace agent was killed: {diff:?}; promote said: {}",
+        &text[..text.len().min(2000)]
+    );
+    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+    journal_verifies(&d);
+}
+
+/// The agent SIGSTOPs its workspace agent halfway: the root side gives up
+/// on it after its time limit, and the undo must not wait that limit again
+/// for every one of hundreds of steps (hours, holding the run and a daemon
+/// thread): it answers, and the workspace ends as it was.
+#[test]
+fn a_stopped_workspace_agent_mid_promotion_does_not_hold_the_daemon_for_hours() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "4000")]);
+    let (ws, cmd) = rewrite_workspace(200);
+    let r = submit_user(&d, &ws, &cmd, &["--expect-write", "**"]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let original = listing(&ws.dir);
+    let p = promote_bg(&d, &run_id(&r));
+    wait_until("the apply to stall halfway", 60, || {
+        std::fs::read_to_string(ws.dir.join("m/f199")).is_ok_and(|s| s == "new\n")
+    });
+    let agents = workspace_agents(&d);
+    assert!(!agents.is_empty());
+    for pid in &agents {
+        let st = as_test_user("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    // One agent time limit (30 s) for the stalled step, then the undo: far
+    // less than 200 steps times that limit.
+    let answered = wait_bounded(p, 150);
+    for pid in &agents {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let (code, text) = answered.expect("the promotion answered while its agent stayed stopped");
+    assert_ne!(code, 0, "{text}");
+    d.kill9();
+    d.restart(&[]);
+    let diff = differing(&listing(&ws.dir), &original);
+    assert!(diff.is_empty(), "{diff:?}; promote said: {}", &text[..text.len().min(2000)]);
+    journal_verifies(&d);
+}
