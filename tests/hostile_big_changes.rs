@@ -239,3 +239,167 @@ fn a_stopped_workspace_agent_mid_promotion_does_not_hold_the_daemon_for_hours() 
     assert!(diff.is_empty(), "{diff:?}; promote said: {}", &text[..text.len().min(2000)]);
     journal_verifies(&d);
 }
+
+/// A directory holding `names` (0666, "CANARY"), mode `mode`, root's: what
+/// the agent points a swapped-in symlink at.
+fn canary_dir(mode: u32, names: &[String]) -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("dryrun-canary-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    for n in names {
+        let p = d.path().join(n);
+        std::fs::write(&p, "CANARY\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    d
+}
+
+/// While a 3,000-file promotion stalls halfway, the agent swaps package
+/// directories for symlinks: one already written (the undo must not follow
+/// it), two not yet written, to a directory it may write itself and to a
+/// root-only one. Nothing outside the workspace changes; the daemon answers
+/// and the journal verifies, with no promotion in it.
+#[test]
+fn directories_swapped_for_symlinks_mid_promotion_never_lead_outside() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "3000")]);
+    let ws = user_workspace();
+    let names: Vec<String> = (0..30).map(|f| format!("f{f:02}")).collect();
+    let open = canary_dir(0o777, &names);
+    let shut = canary_dir(0o755, &names);
+    let (open_before, shut_before) = (snapshot_tree(open.path()), snapshot_tree(shut.path()));
+    let r = submit_user(
+        &d,
+        &ws,
+        "for d in $(seq -w 0 99); do mkdir d$d; for f in $(seq -w 0 29); do echo $d$f > d$d/f$f; done; done",
+        &["--expect-write", "**"],
+    );
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let p = promote_bg(&d, &run_id(&r));
+    // 100 directories, then files in order: halfway, d00..d49 are written.
+    wait_until("the apply to stall halfway", 60, || {
+        ws.dir.join("d49/f29").exists()
+    });
+    let swap = format!(
+        "mv d00 d00.moved && ln -s {o} d00 && mv d98 d98.moved && ln -s {s} d98 && mv d99 d99.moved && ln -s {o} d99",
+        o = open.path().display(),
+        s = shut.path().display()
+    );
+    let st = as_test_user("bash")
+        .arg("-c")
+        .arg(&swap)
+        .current_dir(&ws.dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (code, text) = wait_bounded(p, 120).expect("the promotion answered");
+    assert_ne!(code, 0, "{text}");
+    assert_eq!(snapshot_tree(open.path()), open_before, "{text}");
+    assert_eq!(snapshot_tree(shut.path()), shut_before, "{text}");
+    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+    journal_verifies(&d);
+}
+
+/// The daemon is SIGKILLed halfway through promoting a big change set
+/// (2,000 created, 300 rewritten, 100 deleted): after a restart the
+/// workspace is exactly as it was and the journal says the promotion was
+/// aborted; promoting again lands every change as the record lists it.
+#[test]
+fn a_daemon_killed_mid_promotion_of_a_big_change_set_is_all_or_nothing() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "60000")]);
+    let ws = user_workspace();
+    for dir in ["m", "x"] {
+        std::fs::create_dir(ws.dir.join(dir)).unwrap();
+    }
+    for i in 0..300 {
+        std::fs::write(ws.dir.join(format!("m/f{i:03}")), "old\n").unwrap();
+    }
+    for i in 0..100 {
+        std::fs::write(ws.dir.join(format!("x/f{i:03}")), "gone\n").unwrap();
+    }
+    ws.chown_all();
+    let original = listing(&ws.dir);
+    let r = submit_user(
+        &d,
+        &ws,
+        "rm x/*; mkdir n; for i in $(seq -w 0 299); do echo new$i > m/f$i; done; for i in $(seq -w 0 1999); do echo $i > n/f$i; done",
+        &["--expect-write", "**"],
+    );
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let id = run_id(&r);
+    let p = promote_bg(&d, &id);
+    // 100 deletions, n/, 300 rewrites, then the new files: halfway is n/f0799.
+    wait_until("the apply to stall halfway", 60, || {
+        ws.dir.join("n/f0799").exists()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!differing(&listing(&ws.dir), &original).is_empty());
+    d.kill9();
+    let _ = wait_bounded(p, 30);
+    d.restart(&[]);
+    let diff = differing(&listing(&ws.dir), &original);
+    assert!(diff.is_empty(), "half promoted after the restart: {diff:?}");
+    assert!(
+        d.journal()
+            .iter()
+            .any(|b| b["kind"] == "promotion_aborted" && b["run_id"] == id.as_str())
+    );
+    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+    journal_verifies(&d);
+    // Promoted again, fully.
+    let (code, text) = wait_bounded(promote_bg(&d, &id), 120).unwrap();
+    assert_eq!(code, 0, "{text}");
+    assert_live_is_the_change_set(&d, &ws, &id);
+    journal_verifies(&d);
+}
+
+/// Every change of the run's record (the reviewed list) is what the live
+/// workspace holds: content hash, mode, type, owner; the journal's
+/// promotion names the receipt's change-set hash and count.
+fn assert_live_is_the_change_set(d: &Daemon, ws: &Ws, id: &str) {
+    let out = d.cli_user().args(["show", "--json", id]).output().unwrap();
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changes = rec["rehearsal"]["changes"].as_array().unwrap();
+    let (uid, _) = test_user();
+    for c in changes {
+        let rel = hex::decode(c["path_hex"].as_str().unwrap_or_default())
+            .ok()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| c["path"].as_str().unwrap().as_bytes().to_vec());
+        let p = ws.dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rel));
+        let shown = c["path"].as_str().unwrap();
+        let m = std::fs::symlink_metadata(&p);
+        if c["kind"] == "deleted" {
+            assert!(m.is_err(), "{shown} is still there");
+            continue;
+        }
+        let m = m.unwrap_or_else(|e| panic!("{shown}: {e}"));
+        assert_eq!(m.uid(), uid, "{shown} is not the workspace owner's");
+        assert_eq!(m.mode() & 0o6000, 0, "{shown} has set-id bits");
+        if c["file_type"] == "file" {
+            let h = blake3::hash(&std::fs::read(&p).unwrap()).to_hex().to_string();
+            assert_eq!(c["after"].as_str(), Some(h.as_str()), "{shown}");
+            if let Some(mode) = c["mode_after"].as_u64() {
+                assert_eq!(m.mode() & 0o777, mode as u32 & 0o777, "{shown}");
+            }
+        }
+    }
+    let rc = &rec["receipt"];
+    let promotion = d
+        .journal()
+        .into_iter()
+        .find(|b| b["kind"] == "promotion" && b["run_id"] == id)
+        .expect("a promotion in the journal");
+    assert_eq!(promotion["data"]["change_set"], rc["change_set"]);
+    let total = promotion["data"]["changes_total"]
+        .as_u64()
+        .or(promotion["data"]["changes"].as_array().map(|a| a.len() as u64));
+    assert_eq!(total, Some(changes.len() as u64));
+}
