@@ -403,3 +403,96 @@ fn assert_live_is_the_change_set(d: &Daemon, ws: &Ws, id: &str) {
         .or(promotion["data"]["changes"].as_array().map(|a| a.len() as u64));
     assert_eq!(total, Some(changes.len() as u64));
 }
+
+/// Writes 1,200 files under node_modules/ and, among them, names meant to
+/// hide a path from a reviewer reading the summary by directory: a newline
+/// forging a summary line, a terminal escape, a 255-byte name, invalid
+/// UTF-8, and a forbidden `.git/hooks/` file.
+const HIDE: &str = r#"
+import os
+for d in range(40):
+    os.makedirs("node_modules/p%02d" % d)
+    for f in range(30):
+        with open("node_modules/p%02d/m%02d.js" % (d, f), "w") as fh:
+            fh.write("x%d\n" % (d * 100 + f))
+os.makedirs(b"node_modules/p00/evil\n  node_modules/ (1 created)", exist_ok=True)
+for name in [b"conf/x\n  node_modules/ (1,200 created in 40 dirs)", b"conf/\x1b[2Jcls", b"conf/" + b"L" * 255, b"conf/bad\xff", b".git/hooks/pre-commit"]:
+    os.makedirs(os.path.dirname(name), exist_ok=True)
+    with open(name, "wb") as fh:
+        fh.write(b"surprise\n")
+with open(b"node_modules/p00/evil\n  node_modules/ (1 created)/a.js", "w") as fh:
+    fh.write("y\n")
+"#;
+
+/// Among 1,200 changes summarised by directory, every surprise and
+/// forbidden path is still named (escaped, on its own line), nothing of the
+/// names reaches the terminal raw, and after an override the live
+/// workspace holds exactly the record's change list, whose hash and count
+/// the journal binds.
+#[test]
+fn hostile_names_among_many_changes_are_named_and_the_promotion_is_the_change_set() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write("hide.py", HIDE);
+    let r = submit_user(
+        &d,
+        &ws,
+        "python3 hide.py",
+        &["--expect-write", "node_modules/**", "--forbid", ".git/"],
+    );
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let id = run_id(&r);
+    let surprises = strings(&r.json["verdict"]["surprise_paths"]);
+    for want in ["conf/x\n", "conf/\u{1b}[2Jcls", "conf/LLLL", "conf/bad"] {
+        assert!(
+            surprises.iter().any(|s| s.starts_with(want)),
+            "{want:?} is not a surprise: {surprises:?}"
+        );
+    }
+    let forbidden = strings(&r.json["verdict"]["forbidden_paths_touched"]);
+    assert!(forbidden.iter().any(|p| p.starts_with(".git/hooks")), "{forbidden:?}");
+    for args in [vec!["show", id.as_str()], vec!["runs"]] {
+        let out = d.cli_user().args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!text.contains('\u{1b}'), "{args:?}: a raw escape reached the terminal");
+        if args[0] != "show" {
+            continue;
+        }
+        assert!(text.lines().count() < 120, "{} lines", text.lines().count());
+        for shown in [
+            r"conf/x\n  node_modules/ (1,200 created in 40 dirs)",
+            r"conf/\u{001b}[2Jcls",
+            r"conf/bad\xff",
+            ".git/hooks/pre-commit",
+        ] {
+            assert!(
+                text.lines().any(|l| l.trim_start().starts_with(shown)),
+                "{shown} is not named on its own line:\n{text}"
+            );
+        }
+        // The forged summary line never stands on a line of its own.
+        assert!(
+            !text
+                .lines()
+                .any(|l| l == "  node_modules/ (1,200 created in 40 dirs)" || l == "  node_modules/ (1 created)"),
+            "{text}"
+        );
+    }
+    approve(&d, &id, true);
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_live_is_the_change_set(&d, &ws, &id);
+    assert_eq!(
+        std::fs::read(ws.dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"conf/bad\xff"))).unwrap(),
+        b"surprise\n"
+    );
+    journal_verifies(&d);
+}
