@@ -496,3 +496,132 @@ fn hostile_names_among_many_changes_are_named_and_the_promotion_is_the_change_se
     );
     journal_verifies(&d);
 }
+
+/// One content under several names and modes, a hard link, a file chowned
+/// to another sandbox id, a setgid directory turned plain: stored once by
+/// hash, promoted with each file's own reviewed mode, all owned by the
+/// workspace owner, none set-id.
+#[test]
+fn content_shared_by_hash_is_promoted_with_each_files_own_mode_and_owner() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let cmd = "mkdir -p s && for f in a b c; do echo same > s/$f; done; chmod 644 s/a; chmod 755 s/b; chmod 600 s/c; \
+               ln s/a s/h; echo same > s/o && chown 1234:1234 s/o; exit 0";
+    let r = submit_user(&d, &ws, cmd, &["--expect-write", "s/**", "--expect-write", "s"]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let id = run_id(&r);
+    let hashes: std::collections::HashSet<String> = r
+        .changes()
+        .iter()
+        .filter(|c| c["file_type"] == "file")
+        .map(|c| c["after"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(hashes.len(), 1, "{:?}", r.changes());
+    let blobs = d.state.join("runs").join(&id).join("blobs");
+    let stored: Vec<_> = std::fs::read_dir(&blobs)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    // Stored once (the store may keep "before" copies of nothing here).
+    assert!(stored.len() <= 1, "{stored:?}");
+    // The agent cannot put other bytes under that name.
+    let h = hashes.iter().next().unwrap();
+    let st = as_test_user("bash")
+        .arg("-c")
+        .arg(format!("echo evil > {}", blobs.join(h).display()))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!st.success(), "the agent wrote into root's blob store");
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_live_is_the_change_set(&d, &ws, &id);
+    let mode = |n: &str| std::fs::metadata(ws.dir.join("s").join(n)).unwrap().mode() & 0o7777;
+    assert_eq!((mode("a"), mode("b"), mode("c")), (0o644, 0o755, 0o600));
+    let ino = |n: &str| std::fs::metadata(ws.dir.join("s").join(n)).unwrap().ino();
+    assert_ne!(ino("a"), ino("h"), "a hard link was promoted as a link");
+    journal_verifies(&d);
+}
+
+/// Special files and privileges the live workspace must never get: a
+/// fifo, a socket, a setuid file, a setgid directory, user and security
+/// xattrs, a 20 GiB sparse file, a device node (mknod is refused in the
+/// sandbox). Even after a reviewer's override the promotion writes
+/// nothing.
+#[test]
+fn special_files_setid_bits_and_xattrs_never_reach_the_live_workspace() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let original = listing(&ws.dir);
+    let script = r#"
+import os, socket, stat
+os.makedirs("sp/gdir")
+for f in ["ok", "suid", "x", "sec"]:
+    with open("sp/" + f, "w") as fh:
+        fh.write(f + "\n")
+os.chmod("sp/suid", 0o4755)
+os.chmod("sp/gdir", 0o2775)
+os.mkfifo("sp/fifo")
+socket.socket(socket.AF_UNIX).bind("sp/sock")
+os.setxattr("sp/x", "user.grant", b"1")
+try:
+    os.setxattr("sp/sec", "security.capability", b"\x01\x00\x00\x02" + b"\xff" * 16)
+except OSError as e:
+    print("security xattr:", e.errno)
+try:
+    os.mknod("sp/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    print("mknod worked")
+except OSError as e:
+    print("mknod:", e.errno)
+with open("sp/sparse", "w") as fh:
+    fh.truncate(20 << 30)
+"#;
+    ws.write("sp.py", script);
+    let r = submit_user(&d, &ws, "python3 sp.py", &["--expect-write", "**"]);
+    assert!(!r.out().contains("mknod worked"), "{}", r.out());
+    assert_eq!(r.code, 4, "{r:?}");
+    let id = run_id(&r);
+    approve(&d, &id, true);
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("nothing was written"), "{err}");
+    for named in ["sp/fifo", "sp/sock", "sp/suid", "sp/x"] {
+        assert!(err.contains(named), "{named} not refused: {err}");
+    }
+    let mut now = listing(&ws.dir);
+    now.remove(Path::new("sp.py"));
+    assert_eq!(
+        differing(&now, &original),
+        Vec::<String>::new(),
+        "the refused promotion wrote something"
+    );
+    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+    // Alone, a setgid directory (with a file in it) goes live without the
+    // bit, and nothing promoted carries an extended attribute.
+    let r = submit_user(
+        &d,
+        &ws,
+        "mkdir g && chmod 2775 g && echo x > g/f",
+        &["--expect-write", "g/**", "--expect-write", "g"],
+    );
+    let id = run_id(&r);
+    if r.code != 0 {
+        approve(&d, &id, r.code == 4);
+    }
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_live_is_the_change_set(&d, &ws, &id);
+    for p in ["g", "g/f"].map(|p| ws.dir.join(p)) {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.mode() & 0o6000, 0, "{} is set-id", p.display());
+        assert_eq!(xattr::list(&p).unwrap().count(), 0, "{}", p.display());
+    }
+    journal_verifies(&d);
+}
