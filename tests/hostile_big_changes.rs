@@ -625,3 +625,51 @@ with open("sp/sparse", "w") as fh:
     }
     journal_verifies(&d);
 }
+
+/// Between rehearsal and promotion the agent changes the live workspace
+/// in touched paths the walk looked up cheaply or not at all: it creates a
+/// directory the run created (whose entries the walk never looked up in
+/// the workspace), and renames a directory the run writes in, putting
+/// other content in its place. Each promotion is refused with nothing
+/// written; the agent's files stay as it left them.
+#[test]
+fn a_workspace_changed_in_touched_paths_after_the_rehearsal_is_refused() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write("pkg/x", "1\n");
+    ws.write("pkg/keep", "k\n");
+    let fresh = submit_user(
+        &d,
+        &ws,
+        "mkdir -p newdir/sub && for i in $(seq 1 50); do echo $i > newdir/sub/f$i; done",
+        &["--expect-write", "newdir/**", "--expect-write", "newdir"],
+    );
+    let moved = submit_user(&d, &ws, "echo 2 > pkg/x && rm pkg/keep", &["--expect-write", "pkg/*"]);
+    for r in [&fresh, &moved] {
+        assert_eq!(r.decision(), "promote", "{r:?}");
+    }
+    let agent = |script: &str| {
+        let st = as_test_user("bash")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&ws.dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{script}");
+    };
+    agent("mkdir -p newdir/sub && echo mine > newdir/sub/f7 && echo mine > newdir/other");
+    agent("mv pkg pkg.old && mkdir pkg && echo 3 > pkg/x && echo k > pkg/keep");
+    let before = listing(&ws.dir);
+    for r in [&fresh, &moved] {
+        let out = d.cli_user().args(["promote", &run_id(r)]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("changed since run"), "{err}");
+        assert_eq!(differing(&listing(&ws.dir), &before), Vec::<String>::new());
+    }
+    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+    journal_verifies(&d);
+}
