@@ -181,7 +181,11 @@ fn killing_the_workspace_agent_mid_promotion_leaves_the_workspace_as_it_was() {
     assert_ne!(code, 0, "{text}");
     // Undone through a fresh agent, at once.
     let diff = differing(&listing(&ws.dir), &original);
-    assert!(diff.is_empty(), "{diff:?}: {}", &text[..text.len().min(2000)]);
+    assert!(
+        diff.is_empty(),
+        "{diff:?}: {}",
+        &text[..text.len().min(2000)]
+    );
     // And still so after a restart's recovery.
     d.kill9();
     d.restart(&[]);
@@ -236,7 +240,11 @@ fn a_stopped_workspace_agent_mid_promotion_does_not_hold_the_daemon_for_hours() 
     d.kill9();
     d.restart(&[]);
     let diff = differing(&listing(&ws.dir), &original);
-    assert!(diff.is_empty(), "{diff:?}; promote said: {}", &text[..text.len().min(2000)]);
+    assert!(
+        diff.is_empty(),
+        "{diff:?}; promote said: {}",
+        &text[..text.len().min(2000)]
+    );
     journal_verifies(&d);
 }
 
@@ -373,7 +381,9 @@ fn assert_live_is_the_change_set(d: &Daemon, ws: &Ws, id: &str) {
             .ok()
             .filter(|b| !b.is_empty())
             .unwrap_or_else(|| c["path"].as_str().unwrap().as_bytes().to_vec());
-        let p = ws.dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rel));
+        let p = ws
+            .dir
+            .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&rel));
         let shown = c["path"].as_str().unwrap();
         let m = std::fs::symlink_metadata(&p);
         if c["kind"] == "deleted" {
@@ -384,7 +394,9 @@ fn assert_live_is_the_change_set(d: &Daemon, ws: &Ws, id: &str) {
         assert_eq!(m.uid(), uid, "{shown} is not the workspace owner's");
         assert_eq!(m.mode() & 0o6000, 0, "{shown} has set-id bits");
         if c["file_type"] == "file" {
-            let h = blake3::hash(&std::fs::read(&p).unwrap()).to_hex().to_string();
+            let h = blake3::hash(&std::fs::read(&p).unwrap())
+                .to_hex()
+                .to_string();
             assert_eq!(c["after"].as_str(), Some(h.as_str()), "{shown}");
             if let Some(mode) = c["mode_after"].as_u64() {
                 assert_eq!(m.mode() & 0o777, mode as u32 & 0o777, "{shown}");
@@ -400,7 +412,9 @@ fn assert_live_is_the_change_set(d: &Daemon, ws: &Ws, id: &str) {
     assert_eq!(promotion["data"]["change_set"], rc["change_set"]);
     let total = promotion["data"]["changes_total"]
         .as_u64()
-        .or(promotion["data"]["changes"].as_array().map(|a| a.len() as u64));
+        .or(promotion["data"]["changes"]
+            .as_array()
+            .map(|a| a.len() as u64));
     assert_eq!(total, Some(changes.len() as u64));
 }
 
@@ -453,11 +467,17 @@ fn hostile_names_among_many_changes_are_named_and_the_promotion_is_the_change_se
         );
     }
     let forbidden = strings(&r.json["verdict"]["forbidden_paths_touched"]);
-    assert!(forbidden.iter().any(|p| p.starts_with(".git/hooks")), "{forbidden:?}");
+    assert!(
+        forbidden.iter().any(|p| p.starts_with(".git/hooks")),
+        "{forbidden:?}"
+    );
     for args in [vec!["show", id.as_str()], vec!["runs"]] {
         let out = d.cli_user().args(&args).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(!text.contains('\u{1b}'), "{args:?}: a raw escape reached the terminal");
+        assert!(
+            !text.contains('\u{1b}'),
+            "{args:?}: a raw escape reached the terminal"
+        );
         if args[0] != "show" {
             continue;
         }
@@ -477,7 +497,8 @@ fn hostile_names_among_many_changes_are_named_and_the_promotion_is_the_change_se
         assert!(
             !text
                 .lines()
-                .any(|l| l == "  node_modules/ (1,200 created in 40 dirs)" || l == "  node_modules/ (1 created)"),
+                .any(|l| l == "  node_modules/ (1,200 created in 40 dirs)"
+                    || l == "  node_modules/ (1 created)"),
             "{text}"
         );
     }
@@ -491,7 +512,12 @@ fn hostile_names_among_many_changes_are_named_and_the_promotion_is_the_change_se
     );
     assert_live_is_the_change_set(&d, &ws, &id);
     assert_eq!(
-        std::fs::read(ws.dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"conf/bad\xff"))).unwrap(),
+        std::fs::read(
+            ws.dir.join(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"conf/bad\xff")
+            )
+        )
+        .unwrap(),
         b"surprise\n"
     );
     journal_verifies(&d);
@@ -510,7 +536,12 @@ fn content_shared_by_hash_is_promoted_with_each_files_own_mode_and_owner() {
     let ws = user_workspace();
     let cmd = "mkdir -p s && for f in a b c; do echo same > s/$f; done; chmod 644 s/a; chmod 755 s/b; chmod 600 s/c; \
                ln s/a s/h; echo same > s/o && chown 1234:1234 s/o; exit 0";
-    let r = submit_user(&d, &ws, cmd, &["--expect-write", "s/**", "--expect-write", "s"]);
+    let r = submit_user(
+        &d,
+        &ws,
+        cmd,
+        &["--expect-write", "s/**", "--expect-write", "s"],
+    );
     assert_eq!(r.decision(), "promote", "{r:?}");
     let id = run_id(&r);
     let hashes: std::collections::HashSet<String> = r
@@ -536,7 +567,12 @@ fn content_shared_by_hash_is_promoted_with_each_files_own_mode_and_owner() {
         .unwrap();
     assert!(!st.success(), "the agent wrote into root's blob store");
     let out = d.cli_user().args(["promote", &id]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_live_is_the_change_set(&d, &ws, &id);
     let mode = |n: &str| std::fs::metadata(ws.dir.join("s").join(n)).unwrap().mode() & 0o7777;
     assert_eq!((mode("a"), mode("b"), mode("c")), (0o644, 0o755, 0o600));
@@ -647,7 +683,12 @@ fn a_workspace_changed_in_touched_paths_after_the_rehearsal_is_refused() {
         "mkdir -p newdir/sub && for i in $(seq 1 50); do echo $i > newdir/sub/f$i; done",
         &["--expect-write", "newdir/**", "--expect-write", "newdir"],
     );
-    let moved = submit_user(&d, &ws, "echo 2 > pkg/x && rm pkg/keep", &["--expect-write", "pkg/*"]);
+    let moved = submit_user(
+        &d,
+        &ws,
+        "echo 2 > pkg/x && rm pkg/keep",
+        &["--expect-write", "pkg/*"],
+    );
     for r in [&fresh, &moved] {
         assert_eq!(r.decision(), "promote", "{r:?}");
     }
@@ -671,5 +712,40 @@ fn a_workspace_changed_in_touched_paths_after_the_rehearsal_is_refused() {
         assert_eq!(differing(&listing(&ws.dir), &before), Vec::<String>::new());
     }
     assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
+    journal_verifies(&d);
+}
+
+/// More than 100,000 changes: the walk lists the first 100,000 and the run
+/// hits its `changes` limit (blocked). A reviewer's override must not
+/// promote that cut list: the rest of what the command did (here a file
+/// whose name sorts last) would silently never go live, and the receipt
+/// would claim the run's change set.
+#[test]
+fn a_change_list_cut_at_its_cap_is_never_promoted_even_after_an_override() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let r = submit_user(
+        &d,
+        &ws,
+        "python3 -c 'import os\nfor d in range(100):\n os.mkdir(\"c%02d\" % d)\n for f in range(1001):\n  open(\"c%02d/%04d\" % (d, f), \"w\").close()' && echo last > zz_last",
+        &["--expect-write", "**", "--timeout", "600"],
+    );
+    assert!(
+        r.limits_hit().contains(&"changes".to_string()),
+        "{:?}",
+        r.limits_hit()
+    );
+    assert!(r.change("zz_last").is_none());
+    let id = run_id(&r);
+    approve(&d, &id, r.code == 4);
+    let before = listing(&ws.dir);
+    let out = d.cli_user().args(["promote", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "a cut change list was promoted");
+    assert!(err.contains("incomplete"), "{err}");
+    assert_eq!(differing(&listing(&ws.dir), &before), Vec::<String>::new());
     journal_verifies(&d);
 }

@@ -506,16 +506,27 @@ fn check_promotable(r: &RunRecord) -> Result<(), EngineError> {
             ));
         }
     }
-    let cut = r
-        .rehearsal
-        .as_ref()
-        .is_some_and(|x| x.limits_hit.contains(&crate::model::LimitHit::Record));
-    if cut {
-        return Err(EngineError::conflict(format!(
-            "run {run_id}'s record was cut to its size cap, so its change list is incomplete; it cannot be promoted. Rehearse a smaller change"
-        )));
-    }
-    Ok(())
+    // A change list known to be incomplete is never promoted, override or
+    // not: what it left out would silently never go live, under a receipt
+    // that claims the run's change set.
+    use crate::model::LimitHit;
+    let hit = |l: LimitHit| {
+        r.rehearsal
+            .as_ref()
+            .is_some_and(|x| x.limits_hit.contains(&l))
+    };
+    let why = if hit(LimitHit::Record) {
+        "its record was cut to its size cap"
+    } else if hit(LimitHit::Changes) {
+        "the evidence walk stopped listing at its cap on changes (the changes limit)"
+    } else if hit(LimitHit::PathDepth) {
+        "paths deeper than the evidence walk can name were left out (the path_depth limit)"
+    } else {
+        return Ok(());
+    };
+    Err(EngineError::conflict(format!(
+        "run {run_id}'s change list is incomplete: {why}; it cannot be promoted. Rehearse a smaller change"
+    )))
 }
 
 /// Drift: every touched path must still hold what the rehearsal saw
