@@ -293,7 +293,7 @@ fn directories_swapped_for_symlinks_mid_promotion_never_lead_outside() {
         ws.dir.join("d49/f29").exists()
     });
     let swap = format!(
-        "mv d00 d00.moved && ln -s {o} d00 && mv d98 d98.moved && ln -s {s} d98 && mv d99 d99.moved && ln -s {o} d99",
+        "chmod 500 d01 && mv d00 d00.moved && ln -s {o} d00 && mv d98 d98.moved && ln -s {s} d98 && mv d99 d99.moved && ln -s {o} d99",
         o = open.path().display(),
         s = shut.path().display()
     );
@@ -308,6 +308,12 @@ fn directories_swapped_for_symlinks_mid_promotion_never_lead_outside() {
     assert_ne!(code, 0, "{text}");
     assert_eq!(snapshot_tree(open.path()), open_before, "{text}");
     assert_eq!(snapshot_tree(shut.path()), shut_before, "{text}");
+    // The undo could not remove what it wrote in d01 (the agent made it
+    // read-only): its plan and backups wait for the next start, and a
+    // retry does not stack up another.
+    let (code, again) = wait_bounded(promote_bg(&d, &run_id(&r)), 60).unwrap();
+    assert_ne!(code, 0, "{again}");
+    assert!(again.contains("could not be undone yet"), "{again}");
     assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
     journal_verifies(&d);
 }

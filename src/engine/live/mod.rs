@@ -153,6 +153,15 @@ impl Engine {
         let mut r = self.get(run_id)?;
         authz::authorize(Verb::Promote, &r, actor, auth)?;
         check_promotable(&r)?;
+        if let Ok(left) = std::fs::read_to_string(self.promoting_marker(run_id)) {
+            // An earlier promotion whose undo failed (see
+            // `undo_failed_promotion`): its plan and backups wait for the
+            // start-up recovery, and are never stacked up by retries.
+            let rid = left.lines().next().unwrap_or_default();
+            return Err(EngineError::conflict(format!(
+                "an earlier promotion of run {run_id} (receipt directory {rid}) could not be undone yet; the daemon's next start undoes it, then the run can be promoted"
+            )));
+        }
         let reh = r.rehearsal.clone().unwrap_or_default();
         // The one rule of stubbed work, before anything runs or is written.
         let mode = r.live.as_ref().map(|l| l.mode).unwrap_or_default();
