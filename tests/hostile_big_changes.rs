@@ -1,19 +1,16 @@
-//! Hostile agent against the host side of big change sets: a root daemon,
-//! the unprivileged agent uid `dryrun-test`, a workspace the agent owns.
-//! Promotion durability is one `syncfs` (not an fsync per file), kept
-//! content is stored once per BLAKE3 hash, the evidence walk skips lower
-//! lookups under new directories, and long change lists are summarised.
-//! Every test asserts on the host: canaries unchanged, nothing written
-//! outside the workspace, the daemon answering, the journal verifying, the
-//! live workspace either exactly the reviewed change set or as it was.
+//! Hostile agent against the host side of big change sets (root daemon,
+//! agent uid `dryrun-test`, a workspace the agent owns): one `syncfs` per
+//! promotion, content stored once per hash, lower lookups skipped under
+//! new directories, long change lists summarised. Every test asserts on
+//! the host: canaries unchanged, nothing written outside the workspace,
+//! the daemon answering, the journal verifying, the live workspace either
+//! exactly the reviewed change set or as it was.
 //!
-//! The agent-process tests reproduce attacks that WORKED (they fail
-//! without the fix in `engine/live` and `workspace/owner/client.rs`):
-//! the agent kills or stops the `__workspace-agent` that serves its own
-//! promotion (it runs as the agent's uid); the undo then went through the
-//! same dead agent, failed, and deleted the plan and the backups, leaving
-//! half a change set in the workspace and nothing to restore it from; a
-//! stopped agent made every step of that undo wait its full time limit.
+//! Attacks that WORKED before their fix: killing or stopping the
+//! `__workspace-agent` that serves the agent's own promotion (it runs as
+//! the agent's uid) left half a change set with its backups deleted, and a
+//! stopped one made every undo step wait its time limit; a change list cut
+//! at its cap was promoted after an override.
 
 mod common;
 
@@ -69,6 +66,16 @@ fn promote_bg(d: &Daemon, id: &str) -> Child {
         .unwrap()
 }
 
+/// What a command printed, both streams.
+fn said(out: &std::process::Output) -> String {
+    let (o, e) = (&out.stdout, &out.stderr);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(o),
+        String::from_utf8_lossy(e)
+    )
+}
+
 /// Wait for a child, at most `secs`: `None` when it was still running
 /// (then it is killed).
 fn wait_bounded(mut c: Child, secs: u64) -> Option<(i32, String)> {
@@ -76,12 +83,7 @@ fn wait_bounded(mut c: Child, secs: u64) -> Option<(i32, String)> {
     loop {
         if c.try_wait().unwrap().is_some() {
             let out = c.wait_with_output().unwrap();
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            return Some((out.status.code().unwrap_or(-1), text));
+            return Some((out.status.code().unwrap_or(-1), said(&out)));
         }
         if t0.elapsed() > Duration::from_secs(secs) {
             let _ = c.kill();
@@ -99,23 +101,12 @@ fn approve(d: &Daemon, id: &str, over: bool) {
         a.arg("--override");
     }
     let out = a.output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
 }
 
 fn journal_verifies(d: &Daemon) {
     let out = d.cli_root().args(["journal", "verify"]).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "journal verify: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "journal verify: {}", said(&out));
     assert!(health_ok(&d.socket), "the daemon stopped answering");
 }
 
@@ -510,12 +501,7 @@ fn hostile_names_among_many_changes_are_named_and_the_promotion_is_the_change_se
     }
     approve(&d, &id, true);
     let out = d.cli_user().args(["promote", &id]).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_live_is_the_change_set(&d, &ws, &id);
     assert_eq!(
         std::fs::read(
@@ -573,12 +559,7 @@ fn content_shared_by_hash_is_promoted_with_each_files_own_mode_and_owner() {
         .unwrap();
     assert!(!st.success(), "the agent wrote into root's blob store");
     let out = d.cli_user().args(["promote", &id]).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_live_is_the_change_set(&d, &ws, &id);
     let mode = |n: &str| std::fs::metadata(ws.dir.join("s").join(n)).unwrap().mode() & 0o7777;
     assert_eq!((mode("a"), mode("b"), mode("c")), (0o644, 0o755, 0o600));
@@ -753,5 +734,61 @@ fn a_change_list_cut_at_its_cap_is_never_promoted_even_after_an_override() {
     assert_ne!(out.status.code(), Some(0), "a cut change list was promoted");
     assert!(err.contains("incomplete"), "{err}");
     assert_eq!(differing(&listing(&ws.dir), &before), Vec::<String>::new());
+    journal_verifies(&d);
+}
+
+/// The live workspace holds a hard link to root's world-writable file
+/// outside it; a run rewrites that name (chmod is refused: root's), and replaces a
+/// directory by an opaque one. Promoting and rolling back never write
+/// through the link: root's file keeps its content, mode and owner.
+#[test]
+fn a_hard_link_out_of_the_workspace_is_replaced_never_written_through() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let (_keep, canary) = host_canary("root.conf", "ROOT\n");
+    ws.write("o/old1", "1\n");
+    let link = as_test_user("ln")
+        .arg(&canary)
+        .arg(ws.dir.join("linked"))
+        .status();
+    assert!(
+        link.unwrap().success(),
+        "protected_hardlinks refused a 0666 file"
+    );
+    let before = snapshot_tree(canary.parent().unwrap());
+    let r = submit_user(
+        &d,
+        &ws,
+        "echo agent > linked && rm -rf o && mkdir o && echo n > o/new",
+        &["--expect-write", "**"],
+    );
+    assert!(
+        r.change("o/old1").is_some_and(|c| c["kind"] == "deleted"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.decision(), "promote", "{:?}", r.reasons());
+    let out = d
+        .cli_user()
+        .args(["promote", &run_id(&r), "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_live_is_the_change_set(&d, &ws, &run_id(&r));
+    assert_eq!(
+        snapshot_tree(canary.parent().unwrap()),
+        before,
+        "promoted through the link"
+    );
+    let rec: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rc = rec["receipt"]["receipt_id"].as_str().unwrap().to_string();
+    let out = d.cli_user().args(["rollback", &rc]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(snapshot_tree(canary.parent().unwrap()), before, "{err}");
     journal_verifies(&d);
 }
