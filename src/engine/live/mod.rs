@@ -153,6 +153,15 @@ impl Engine {
         let mut r = self.get(run_id)?;
         authz::authorize(Verb::Promote, &r, actor, auth)?;
         check_promotable(&r)?;
+        if let Ok(left) = std::fs::read_to_string(self.promoting_marker(run_id)) {
+            // An earlier promotion whose undo failed (see
+            // `undo_failed_promotion`): its plan and backups wait for the
+            // start-up recovery, and are never stacked up by retries.
+            let rid = left.lines().next().unwrap_or_default();
+            return Err(EngineError::conflict(format!(
+                "an earlier promotion of run {run_id} (receipt directory {rid}) could not be undone yet; the daemon's next start undoes it, then the run can be promoted"
+            )));
+        }
         let reh = r.rehearsal.clone().unwrap_or_default();
         // The one rule of stubbed work, before anything runs or is written.
         let mode = r.live.as_ref().map(|l| l.mode).unwrap_or_default();
@@ -366,16 +375,14 @@ impl Engine {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
             if let Err(e) = op.apply(ws, &format!("{rid}-{i}")) {
-                let undo = self.undo_ops(ws, &plan.ops[..=i], &rdir.join("backup"), rid);
-                let _ = std::fs::remove_file(self.promoting_marker(run_id));
-                let _ = std::fs::remove_dir_all(rdir);
+                let undo = self.undo_failed_promotion(ws, plan, i + 1, rdir);
                 return Err(EngineError::conflict(format!(
                     "promotion of run {run_id} failed at {}: {e}; {}",
                     op.path,
                     match undo {
                         Ok(()) => "every step already taken was undone: the workspace is as it was"
                             .to_string(),
-                        Err(u) => format!("undoing it also failed: {u}"),
+                        Err(u) => u,
                     }
                 )));
             }
@@ -383,18 +390,53 @@ impl Engine {
         // One syncfs for every step (they are not fsync'd one by one): the
         // promotion is on disk before its receipt is journaled.
         if let Err(e) = ws.sync() {
-            let undo = self.undo_ops(ws, &plan.ops, &rdir.join("backup"), rid);
-            let _ = std::fs::remove_file(self.promoting_marker(run_id));
-            let _ = std::fs::remove_dir_all(rdir);
+            let undo = self.undo_failed_promotion(ws, plan, plan.ops.len(), rdir);
             return Err(EngineError::conflict(format!(
                 "promotion of run {run_id} could not be made durable: {e}; {}",
                 match undo {
                     Ok(()) => "every step was undone: the workspace is as it was".to_string(),
-                    Err(u) => format!("undoing it also failed: {u}"),
+                    Err(u) => u,
                 }
             )));
         }
         Ok(())
+    }
+
+    /// Undo the first `taken` steps of a promotion that failed. The
+    /// workspace agent runs as the workspace owner, who may have killed or
+    /// stopped it (that may be why the step failed): when the undo through
+    /// it fails, it is tried once more through a fresh agent. When that
+    /// fails too, the plan, its backups and the in-progress marker are
+    /// kept, so the next start-up recovery undoes the rest: a failed undo
+    /// never deletes what it would need to restore the workspace.
+    fn undo_failed_promotion(
+        &self,
+        ws: &Workspace,
+        plan: &Plan,
+        taken: usize,
+        rdir: &Path,
+    ) -> Result<(), String> {
+        let (ops, rid) = (&plan.ops[..taken], &plan.receipt_id);
+        let backups = rdir.join("backup");
+        let undone = self.undo_ops(ws, ops, &backups, rid).or_else(|_| {
+            let fresh = Workspace::open(
+                Path::new(&plan.workspace),
+                &plan.workspace_identity,
+                self.live_file_cap(),
+            )
+            .map_err(|e| e.to_string())?;
+            self.undo_ops(&fresh, ops, &backups, rid)
+        });
+        match undone {
+            Ok(()) => {
+                let _ = std::fs::remove_file(self.promoting_marker(&plan.run_id));
+                let _ = std::fs::remove_dir_all(rdir);
+                Ok(())
+            }
+            Err(u) => Err(format!(
+                "undoing it also failed ({u}); its plan and backups are kept (receipt directory {rid}), and the daemon's next start undoes what remains"
+            )),
+        }
     }
 
     /// The receipt goes into the journal before anyone hears of it; if it
@@ -414,9 +456,7 @@ impl Engine {
         {
             Ok(a) => a,
             Err(e) => {
-                let _ = self.undo_ops(ws, &plan.ops, &rdir.join("backup"), &plan.receipt_id);
-                let _ = std::fs::remove_file(self.promoting_marker(run_id));
-                let _ = std::fs::remove_dir_all(rdir);
+                let _ = self.undo_failed_promotion(ws, plan, plan.ops.len(), rdir);
                 return Err(e.into());
             }
         };
@@ -475,16 +515,27 @@ fn check_promotable(r: &RunRecord) -> Result<(), EngineError> {
             ));
         }
     }
-    let cut = r
-        .rehearsal
-        .as_ref()
-        .is_some_and(|x| x.limits_hit.contains(&crate::model::LimitHit::Record));
-    if cut {
-        return Err(EngineError::conflict(format!(
-            "run {run_id}'s record was cut to its size cap, so its change list is incomplete; it cannot be promoted. Rehearse a smaller change"
-        )));
-    }
-    Ok(())
+    // A change list known to be incomplete is never promoted, override or
+    // not: what it left out would silently never go live, under a receipt
+    // that claims the run's change set.
+    use crate::model::LimitHit;
+    let hit = |l: LimitHit| {
+        r.rehearsal
+            .as_ref()
+            .is_some_and(|x| x.limits_hit.contains(&l))
+    };
+    let why = if hit(LimitHit::Record) {
+        "its record was cut to its size cap"
+    } else if hit(LimitHit::Changes) {
+        "the evidence walk stopped listing at its cap on changes (the changes limit)"
+    } else if hit(LimitHit::PathDepth) {
+        "paths deeper than the evidence walk can name were left out (the path_depth limit)"
+    } else {
+        return Ok(());
+    };
+    Err(EngineError::conflict(format!(
+        "run {run_id}'s change list is incomplete: {why}; it cannot be promoted. Rehearse a smaller change"
+    )))
 }
 
 /// Drift: every touched path must still hold what the rehearsal saw

@@ -37,10 +37,17 @@ impl Engine {
             failures.push(e.to_string());
         }
         if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(failures.join("; "))
+            return Ok(());
         }
+        // Named up to a few: a failure of every step of a big change set
+        // is one cause, not a message of megabytes.
+        const SHOWN: usize = 5;
+        let more = failures.len().saturating_sub(SHOWN);
+        failures.truncate(SHOWN);
+        if more > 0 {
+            failures.push(format!("and {more} more"));
+        }
+        Err(failures.join("; "))
     }
 
     /// Restore what a promotion replaced, only where the workspace still

@@ -15,8 +15,37 @@ use super::{AGENT_ARG, AccessError};
 /// fails the operation (closed) instead of holding the root side.
 pub(super) const AGENT_IO_TIMEOUT_MS: u16 = 30_000;
 
-/// A pipe end read or written with a deadline per call.
-pub(crate) struct Timed<T>(T);
+/// A pipe end read or written with a deadline per call. Both ends share
+/// `dead`: once the agent missed a deadline, closed its end or failed a
+/// call, every later call on either end fails at once. Its frames are out
+/// of step from then on, and an agent stopped on purpose must cost the
+/// root side one deadline, not one per remaining step of a promotion or
+/// its undo.
+pub(crate) struct Timed<T> {
+    end: T,
+    dead: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<T> Timed<T> {
+    fn check_alive(&self) -> std::io::Result<()> {
+        if self.dead.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the workspace agent failed an earlier call and is not used again",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `r`, marking the agent dead when it is an error or the end of its
+    /// output.
+    fn watch(&self, r: std::io::Result<usize>, want: usize) -> std::io::Result<usize> {
+        if r.as_ref().map_or(true, |n| *n == 0 && want > 0) {
+            self.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        r
+    }
+}
 
 pub(super) fn wait_for(
     fd: std::os::fd::BorrowedFd<'_>,
@@ -45,21 +74,26 @@ pub(super) fn wait_for(
 impl Read for Timed<ChildStdout> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::os::fd::AsFd;
-        wait_for(self.0.as_fd(), nix::poll::PollFlags::POLLIN)?;
-        self.0.read(buf)
+        self.check_alive()?;
+        let r = wait_for(self.end.as_fd(), nix::poll::PollFlags::POLLIN)
+            .and_then(|()| self.end.read(buf));
+        self.watch(r, buf.len())
     }
 }
 
 impl Write for Timed<ChildStdin> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         use std::os::fd::AsFd;
-        wait_for(self.0.as_fd(), nix::poll::PollFlags::POLLOUT)?;
+        self.check_alive()?;
         // At most one pipe page: a pipe that polls writable takes that much
         // without blocking, so a stopped reader cannot stall this write.
-        self.0.write(&buf[..buf.len().min(4096)])
+        let r = wait_for(self.end.as_fd(), nix::poll::PollFlags::POLLOUT)
+            .and_then(|()| self.end.write(&buf[..buf.len().min(4096)]));
+        self.watch(r, buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
+        self.check_alive()?;
+        self.end.flush()
     }
 }
 
@@ -106,8 +140,15 @@ impl AgentIo {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| fail(format!("cannot start {}: {e}", exe.display())))?;
-        let to = BufWriter::new(Timed(child.stdin.take().expect("piped")));
-        let from = BufReader::new(Timed(child.stdout.take().expect("piped")));
+        let dead = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let to = BufWriter::new(Timed {
+            end: child.stdin.take().expect("piped"),
+            dead: dead.clone(),
+        });
+        let from = BufReader::new(Timed {
+            end: child.stdout.take().expect("piped"),
+            dead,
+        });
         Ok(AgentIo {
             child,
             to,
