@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${CLIENTS:-8}
 PER_CLIENT=${PER_CLIENT:-50}
-MAX_RUNNING=${MAX_RUNNING:-$(nproc)}
+# Unset: the daemon's own default (twice the cores).
+MAX_RUNNING=${MAX_RUNNING:-}
 COMMAND=${COMMAND:-true}
 cargo build --release --quiet
 DRYRUN=$PWD/target/release/dryrun
@@ -23,7 +24,7 @@ mkdir -p "$WORK/ws"
 echo "hello" > "$WORK/ws/README.md"
 SOCK=$WORK/run/dryrun.sock
 "$DRYRUN" daemon --socket "$SOCK" --state-dir "$WORK/state" \
-    --max-running "$MAX_RUNNING" --max-queued 256 --budget-points 0 \
+    ${MAX_RUNNING:+--max-running "$MAX_RUNNING"} --max-queued 256 --budget-points 0 \
     2>"$WORK/daemon.log" &
 PID=$!
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done

@@ -163,10 +163,12 @@ fn a_stopped_workspace_agent_does_not_freeze_other_reviews() {
         let id = run_id(&r);
         // `[_]_` keeps the loop's own command line from matching; `-P`: only
         // this daemon's workspace agents (the agent sees the daemon's pid).
+        // An agent already exiting when it is found cannot be stopped: only
+        // one seen in state `T` afterwards counts.
         let stopper = as_test_user("bash")
             .arg("-c")
             .arg(format!(
-                "for i in $(seq 1 3000); do p=$(pgrep -P {daemon} -u {uid} -f '[_]_workspace-agent') && kill -STOP $p && echo $p && exit 0; sleep 0.003; done; exit 1"
+                "for i in $(seq 1 3000); do for q in $(pgrep -P {daemon} -u {uid} -f '[_]_workspace-agent'); do kill -STOP $q 2>/dev/null && sleep 0.005 && grep -q 'State:.T' /proc/$q/status 2>/dev/null && echo $q && exit 0; done; sleep 0.003; done; exit 1"
             ))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
