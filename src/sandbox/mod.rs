@@ -122,19 +122,27 @@ pub fn rehearse(
         String::from_utf8_lossy(&s).into_owned()
     });
     let mut stdout = child.stdout.take().expect("piped stdout");
-    // Without cgroups the host side has nothing to add after the report: by
-    // then every process of the run is dead (P1 killed and reaped them before
-    // walking the upper layer), so the namespaces' teardown need not be
-    // waited for; the helper is reaped in the background.
-    let early = spec.cgroup.is_none();
-    let read = wire::read_frames(&mut stdout, blob_dir, max_blob_bytes, early);
+    // The run is complete once the helper's last frame is in: without
+    // cgroups that is the report (by then every process of the run is dead:
+    // P1 killed and reaped them before walking the upper layer); with them,
+    // the host side's report, sent after it read the limits hit and removed
+    // the cgroups. The namespaces' teardown and the helper's exit need not
+    // be waited for; the helper is reaped in the background.
+    let last = if spec.cgroup.is_none() {
+        wire::LastFrame::Report
+    } else {
+        wire::LastFrame::Host
+    };
+    let read = wire::read_frames(&mut stdout, blob_dir, max_blob_bytes, last);
     if read.is_err() {
         let _ = child.kill();
     }
-    let got_report = read
-        .as_ref()
-        .is_ok_and(|o| o.report.is_some() && o.failure.is_none());
-    if early && got_report {
+    let complete = read.as_ref().is_ok_and(|o| {
+        o.report.is_some()
+            && o.failure.is_none()
+            && (last == wire::LastFrame::Report || o.host.is_some())
+    });
+    if complete {
         if let Some(c) = cancel {
             // The report is in: the run is complete; a late cancel is moot.
             c.helper_pid.store(0, std::sync::atomic::Ordering::SeqCst);

@@ -78,13 +78,22 @@ pub enum WireError {
     TooLarge(u64),
 }
 
-/// Read frames until EOF (or until the report, when `stop_after_report`),
+/// The frame after which the helper has nothing more to say.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LastFrame {
+    /// The report (no cgroups: the host side adds nothing after it).
+    Report,
+    /// The host side's report, which follows the sandbox's report.
+    Host,
+}
+
+/// Read frames until EOF, or until the report and then `last` arrived,
 /// storing blobs under `blob_dir` (named by hash).
 pub(crate) fn read_frames(
     input: &mut dyn Read,
     blob_dir: &Path,
     max_blob_bytes: u64,
-    stop_after_report: bool,
+    last: LastFrame,
 ) -> Result<HelperOutput, WireError> {
     let mut out = HelperOutput::default();
     let mut blob_total: u64 = 0;
@@ -150,11 +159,16 @@ pub(crate) fn read_frames(
                 match tag[0] {
                     TAG_REPORT => {
                         out.report = Some(serde_json::from_slice(&buf).map_err(bad)?);
-                        if stop_after_report {
+                        if last == LastFrame::Report {
                             break;
                         }
                     }
-                    TAG_HOST => out.host = Some(serde_json::from_slice(&buf).map_err(bad)?),
+                    TAG_HOST => {
+                        out.host = Some(serde_json::from_slice(&buf).map_err(bad)?);
+                        if last == LastFrame::Host && out.report.is_some() {
+                            break;
+                        }
+                    }
                     _ => out.failure = Some(serde_json::from_slice(&buf).map_err(bad)?),
                 }
             }
