@@ -473,3 +473,24 @@ fn ancestors_below(pid: i32, top: i32) -> Vec<(i32, u64)> {
     }
     out
 }
+
+/// The helper turns transparent huge pages off for its own allocator (a
+/// short-lived process that zeroes whole 2 MiB pages wastes CPU), and that
+/// flag survives fork and exec: the command must get the host's setting
+/// back, so memory behaves in rehearsal as it will live.
+#[test]
+fn the_command_runs_with_the_hosts_transparent_huge_page_setting() {
+    let host = std::fs::read_to_string("/proc/self/status").unwrap();
+    let host_line = host
+        .lines()
+        .find(|l| l.starts_with("THP_enabled:"))
+        .expect("this kernel reports THP_enabled")
+        .to_string();
+    for who in identities() {
+        let ws = Ws::new(who);
+        let env = envelope(&ws, "grep THP_enabled /proc/self/status", &[]);
+        let r = run_envelope_untouched(&ws, &env);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        assert_eq!(r.out().trim(), host_line, "{who:?}");
+    }
+}

@@ -78,11 +78,14 @@ fn detach_and_redirect(plan: &CommandPlan, fds: [OwnedFd; 4]) -> io::Result<()> 
 }
 
 /// X2: the planned rlimits (core 0, file size, CPU; processes and memory
-/// where no cgroup enforces them).
+/// where no cgroup enforces them). Transparent huge pages as the host has
+/// them: the helper's allocator turned them off for the helper's own short
+/// life (see `rehearse`), and the flag survives fork and exec.
 fn apply_rlimits(plan: &CommandPlan) -> io::Result<()> {
     for (res, soft, hard, _) in &plan.rlimits {
         nix::sys::resource::setrlimit(*res, *soft, *hard).map_err(errno("setrlimit"))?;
     }
+    nix::sys::prctl::set_thp_disable(false).map_err(errno("prctl thp"))?;
     Ok(())
 }
 
