@@ -140,6 +140,45 @@ fn rewrite_workspace(n: usize) -> (Ws, String) {
     (ws, cmd)
 }
 
+/// A promotion of `n` rewritten files, stalled halfway; its agents just got `signal`.
+struct Halfway {
+    d: Daemon,
+    ws: Ws,
+    original: BTreeMap<PathBuf, String>,
+    promotion: Child,
+    agents: Vec<i32>,
+}
+
+fn signal_agents_halfway_through_a_promotion(n: usize, signal: &str) -> Halfway {
+    let d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "4000")]);
+    let (ws, cmd) = rewrite_workspace(n);
+    let r = submit_user(&d, &ws, &cmd, &["--expect-write", "**"]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let original = listing(&ws.dir);
+    let promotion = promote_bg(&d, &run_id(&r));
+    // Ops: n/, the rewritten m/ files, the new files: halfway, m/ is rewritten.
+    let last = ws.dir.join(format!("m/f{:03}", n - 1));
+    wait_until("the apply to stall halfway", 60, || {
+        std::fs::read_to_string(&last).is_ok_and(|s| s == "new\n")
+    });
+    let agents = workspace_agents(&d);
+    assert!(!agents.is_empty(), "no workspace agent found");
+    for pid in &agents {
+        let st = as_test_user("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "the agent may signal its own workspace agent");
+    }
+    Halfway {
+        d,
+        ws,
+        original,
+        promotion,
+        agents,
+    }
+}
+
 /// The agent SIGKILLs its own workspace agent while the promotion is
 /// halfway (the apply stalls there): the steps already taken must be undone
 /// (with a fresh agent) or kept for recovery, never left half-applied with
@@ -149,45 +188,28 @@ fn killing_the_workspace_agent_mid_promotion_leaves_the_workspace_as_it_was() {
     if !require_root() {
         return;
     }
-    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "4000")]);
-    let (ws, cmd) = rewrite_workspace(300);
-    let r = submit_user(&d, &ws, &cmd, &["--expect-write", "**"]);
-    assert_eq!(r.decision(), "promote", "{r:?}");
-    let original = listing(&ws.dir);
-    let p = promote_bg(&d, &run_id(&r));
-    // Ops: n/, then m/f000..m/f299, then the new files: halfway, m/ is new.
-    wait_until("the apply to stall halfway", 60, || {
-        std::fs::read_to_string(ws.dir.join("m/f299")).is_ok_and(|s| s == "new\n")
-    });
-    let agents = workspace_agents(&d);
-    assert!(!agents.is_empty(), "no workspace agent found");
-    for pid in &agents {
-        let st = as_test_user("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success(), "the agent may signal its own workspace agent");
-    }
-    let (code, text) = wait_bounded(p, 120).expect("the promotion answered");
+    let mut h = signal_agents_halfway_through_a_promotion(300, "-KILL");
+    let (ws, original) = (&h.ws, &h.original);
+    let (code, text) = wait_bounded(h.promotion, 120).expect("the promotion answered");
     assert_ne!(code, 0, "{text}");
     // Undone through a fresh agent, at once.
-    let diff = differing(&listing(&ws.dir), &original);
+    let diff = differing(&listing(&ws.dir), original);
     assert!(
         diff.is_empty(),
         "{diff:?}: {}",
         &text[..text.len().min(2000)]
     );
     // And still so after a restart's recovery.
-    d.kill9();
-    d.restart(&[]);
-    let diff = differing(&listing(&ws.dir), &original);
+    h.d.kill9();
+    h.d.restart(&[]);
+    let diff = differing(&listing(&h.ws.dir), &h.original);
     assert!(
         diff.is_empty(),
         "the workspace is half promoted after its workspace agent was killed: {diff:?}; promote said: {}",
         &text[..text.len().min(2000)]
     );
-    assert!(d.journal().iter().all(|b| b["kind"] != "promotion"));
-    journal_verifies(&d);
+    assert!(h.d.journal().iter().all(|b| b["kind"] != "promotion"));
+    journal_verifies(&h.d);
 }
 
 /// The agent SIGSTOPs its workspace agent halfway: the root side gives up
@@ -199,28 +221,11 @@ fn a_stopped_workspace_agent_mid_promotion_does_not_hold_the_daemon_for_hours() 
     if !require_root() {
         return;
     }
-    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "4000")]);
-    let (ws, cmd) = rewrite_workspace(200);
-    let r = submit_user(&d, &ws, &cmd, &["--expect-write", "**"]);
-    assert_eq!(r.decision(), "promote", "{r:?}");
-    let original = listing(&ws.dir);
-    let p = promote_bg(&d, &run_id(&r));
-    wait_until("the apply to stall halfway", 60, || {
-        std::fs::read_to_string(ws.dir.join("m/f199")).is_ok_and(|s| s == "new\n")
-    });
-    let agents = workspace_agents(&d);
-    assert!(!agents.is_empty());
-    for pid in &agents {
-        let st = as_test_user("kill")
-            .args(["-STOP", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    let mut h = signal_agents_halfway_through_a_promotion(200, "-STOP");
     // One agent time limit (30 s) for the stalled step, then the undo: far
     // less than 200 steps times that limit.
-    let answered = wait_bounded(p, 150);
-    for pid in &agents {
+    let answered = wait_bounded(h.promotion, 150);
+    for pid in &h.agents {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(*pid),
             nix::sys::signal::Signal::SIGKILL,
@@ -228,15 +233,15 @@ fn a_stopped_workspace_agent_mid_promotion_does_not_hold_the_daemon_for_hours() 
     }
     let (code, text) = answered.expect("the promotion answered while its agent stayed stopped");
     assert_ne!(code, 0, "{text}");
-    d.kill9();
-    d.restart(&[]);
-    let diff = differing(&listing(&ws.dir), &original);
+    h.d.kill9();
+    h.d.restart(&[]);
+    let diff = differing(&listing(&h.ws.dir), &h.original);
     assert!(
         diff.is_empty(),
         "{diff:?}; promote said: {}",
         &text[..text.len().min(2000)]
     );
-    journal_verifies(&d);
+    journal_verifies(&h.d);
 }
 
 /// A directory holding `names` (0666, "CANARY"), mode `mode`, root's: what
