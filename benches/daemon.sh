@@ -3,6 +3,7 @@
 #
 #   benches/daemon.sh                 # 8 clients x 50 runs of `true`
 #   CLIENTS=8 PER_CLIENT=100 MAX_RUNNING=4 benches/daemon.sh
+#   DRYRUN_RESIDENT_HELPER=0 benches/daemon.sh   # an exec of the helper per run
 #
 # Starts a release-build daemon on its own socket and state directory (as
 # root: ids shifted, cgroup limits), measures its RSS idle, then has CLIENTS
@@ -77,10 +78,28 @@ def sampler(stop):
 stop = threading.Event()
 s = threading.Thread(target=sampler, args=(stop,)); s.start()
 threads = [threading.Thread(target=client) for _ in range(clients)]
-def cpu_ticks():
-    # The daemon's own CPU plus its reaped children's (helpers, agents).
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+def ticks(p):
+    # A process's own CPU plus its reaped children's.
+    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
     return sum(int(x) for x in f[11:15])
+
+def resident():
+    # The resident sandbox helper (a child of the daemon) reaps the hosts it
+    # forks, so their CPU counts there, not in the daemon's children.
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                st = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+                cmd = open(f"/proc/{d}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if st[1] == pid and b"__sandbox-resident" in cmd:
+                return d
+    return None
+
+res = resident()
+def cpu_ticks():
+    return ticks(pid) + (ticks(res) if res else 0)
 cpu0 = cpu_ticks()
 t0 = time.perf_counter()
 for t in threads: t.start()
@@ -93,7 +112,7 @@ n = len(lat)
 pct = lambda p: lat[min(n - 1, int(p * n))] * 1000
 print(f"clients: {clients} x {per} runs of {command!r}")
 print(f"rehearsals: {n} in {wall:.2f} s = {n / wall:.1f} rehearsals/s")
-print(f"CPU per rehearsal (daemon and its helpers): {cpu_ms / max(n, 1):.1f} ms")
+print(f"CPU per rehearsal (daemon and its helpers): {cpu_ms / max(n, 1):.1f} ms" + ("" if res else " (no resident helper)"))
 print(f"latency ms: p50 {pct(0.5):.1f}  p90 {pct(0.9):.1f}  p99 {pct(0.99):.1f}")
 time.sleep(3)
 print(f"daemon RSS: idle {idle / 1024:.1f} MiB, peak under load {peak[0] / 1024:.1f} MiB, idle again 3 s later {rss() / 1024:.1f} MiB")

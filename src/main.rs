@@ -2,8 +2,9 @@
 //! (no threads, no runtime), else the CLI.
 //!
 //! This is the binary's edge, and the one place besides the engine that
-//! names the sandbox: the helper, the stub program and the workspace agent
-//! are this same binary started with a hidden first argument.
+//! names the sandbox: the helper, the resident helper, the stub program and
+//! the workspace agent are this same binary started with a hidden first
+//! argument.
 #![deny(unsafe_code)]
 
 fn main() {
@@ -12,6 +13,12 @@ fn main() {
         .is_some_and(|a| a == dryrun::sandbox::HELPER_ARG)
     {
         dryrun::sandbox::run_helper();
+    }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == dryrun::sandbox::RESIDENT_ARG)
+    {
+        dryrun::sandbox::run_resident_helper(std::env::args_os().collect());
     }
     if std::env::args_os()
         .nth(1)

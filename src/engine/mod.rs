@@ -43,6 +43,14 @@ pub use crate::record::Receipt;
 /// What the daemon needs of the sandbox, handed on by the engine: the
 /// sandbox is a leaf that only the engine imports.
 pub(crate) use crate::sandbox::CancelHandle;
+
+/// Start the resident sandbox helper for this process's rehearsals (the
+/// daemon does, from its main thread before its runtime starts): each
+/// rehearsal then forks it instead of executing the helper anew. Returns
+/// its pid.
+pub(crate) fn start_resident_sandbox_helper() -> std::io::Result<i32> {
+    crate::sandbox::start_resident_helper()
+}
 pub(crate) use crate::sandbox::probe::landlock_abi;
 pub use authz::refuse_self_approval;
 pub use compare::{RunComparison, compare_runs};

@@ -9,6 +9,7 @@ mod mounts;
 mod netwatch;
 pub(crate) mod probe;
 mod reader;
+mod resident;
 mod seccomp;
 pub(crate) mod spec;
 pub(crate) mod stubs;
@@ -21,9 +22,11 @@ pub(crate) mod wire;
 /// These are the only items of the sandbox outside the crate; inside it,
 /// only the engine imports the sandbox.
 pub use helper::{HELPER_ARG, run_helper};
+pub use resident::{RESIDENT_ARG, run_resident_helper, start_resident_helper};
 pub use stubs::{STUB_ARG_PREFIX, run_stub};
 
 use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -57,36 +60,109 @@ fn helper_exe() -> std::path::PathBuf {
 #[derive(Debug, Default)]
 pub struct CancelHandle {
     cancelled: std::sync::atomic::AtomicBool,
-    helper_pid: std::sync::atomic::AtomicI32,
+    helper: std::sync::Mutex<Option<Killer>>,
+}
+
+/// How to kill the running helper: an exec'd child by pid (not reaped
+/// before it is disarmed), a resident helper's fork by pidfd (the resident
+/// reaps it at once, so its pid could name another process later).
+#[derive(Debug, Clone)]
+enum Killer {
+    Pid(i32),
+    PidFd(std::sync::Arc<OwnedFd>),
+}
+
+impl Killer {
+    fn kill(&self) {
+        match self {
+            Killer::Pid(pid) => {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            Killer::PidFd(fd) => {
+                let _ = sys::pidfd_kill(fd.as_raw_fd());
+            }
+        }
+    }
 }
 
 impl CancelHandle {
     pub fn cancel(&self) {
         use std::sync::atomic::Ordering;
         self.cancelled.store(true, Ordering::SeqCst);
-        let pid = self.helper_pid.load(Ordering::SeqCst);
-        if pid > 0 {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        if let Some(k) = self.lock().as_ref() {
+            k.kill();
         }
     }
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
     }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Killer>> {
+        self.helper.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// The helper is running: a cancel kills it from now on (at once if
+    /// the cancel came first).
+    fn arm(&self, k: Killer) {
+        let mut g = self.lock();
+        if self.is_cancelled() {
+            k.kill();
+        }
+        *g = Some(k);
+    }
+    fn disarm(&self) {
+        *self.lock() = None;
+    }
 }
 
-/// Run one rehearsal. Blobs land in `blob_dir`; at most `max_blob_bytes` of
-/// them are accepted.
-pub fn rehearse(
-    spec: &spec::SandboxSpec,
-    blob_dir: &Path,
-    max_blob_bytes: u64,
-    cancel: Option<&CancelHandle>,
-) -> Result<(wire::RehearsalReport, wire::HostReport), SandboxError> {
-    if cancel.is_some_and(|c| c.is_cancelled()) {
-        return Err(SandboxError::Cancelled);
+/// The running helper process: an exec of this binary, or a fork of the
+/// resident helper (see `resident`).
+enum HelperProcess {
+    Exec(std::process::Child),
+    Forked(std::sync::Arc<OwnedFd>),
+}
+
+impl HelperProcess {
+    fn killer(&self) -> Killer {
+        match self {
+            HelperProcess::Exec(c) => Killer::Pid(c.id() as i32),
+            HelperProcess::Forked(fd) => Killer::PidFd(fd.clone()),
+        }
+    }
+    /// Wait for its end; its exit status as text.
+    fn wait(self) -> String {
+        match self {
+            HelperProcess::Exec(mut c) => c
+                .wait()
+                .map(|s| s.to_string())
+                .unwrap_or_else(|e| format!("unknown ({e})")),
+            HelperProcess::Forked(fd) => {
+                use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+                loop {
+                    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+                    match poll(&mut fds, PollTimeout::NONE) {
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        _ => break,
+                    }
+                }
+                "exited (its status went to the resident helper)".into()
+            }
+        }
+    }
+}
+
+/// Start the helper: a fork of the resident helper when this process has
+/// one, else an exec. Returns it with its stdin, stdout and stderr, and the
+/// pid its host side will see as its parent.
+fn start_helper() -> Result<(HelperProcess, [std::fs::File; 3], i32), SandboxError> {
+    if let Some(f) = resident::fork_host_side() {
+        let pipes = [f.spec_w, f.frames_r, f.stderr_r].map(std::fs::File::from);
+        return Ok((
+            HelperProcess::Forked(std::sync::Arc::new(f.pidfd)),
+            pipes,
+            f.parent,
+        ));
     }
     let exe = helper_exe();
     let mut child = Command::new(&exe)
@@ -106,19 +182,42 @@ pub fn rehearse(
             exe: exe.display().to_string(),
             source,
         })?;
+    let pipes = [
+        std::fs::File::from(OwnedFd::from(child.stdin.take().expect("piped stdin"))),
+        std::fs::File::from(OwnedFd::from(child.stdout.take().expect("piped stdout"))),
+        std::fs::File::from(OwnedFd::from(child.stderr.take().expect("piped stderr"))),
+    ];
+    Ok((HelperProcess::Exec(child), pipes, std::process::id() as i32))
+}
+
+/// Run one rehearsal. Blobs land in `blob_dir`; at most `max_blob_bytes` of
+/// them are accepted.
+pub fn rehearse(
+    spec: &spec::SandboxSpec,
+    blob_dir: &Path,
+    max_blob_bytes: u64,
+    cancel: Option<&CancelHandle>,
+) -> Result<(wire::RehearsalReport, wire::HostReport), SandboxError> {
+    if cancel.is_some_and(|c| c.is_cancelled()) {
+        return Err(SandboxError::Cancelled);
+    }
+    let (helper, [mut stdin, mut stdout, mut stderr], parent) = start_helper()?;
     if let Some(c) = cancel {
-        c.helper_pid
-            .store(child.id() as i32, std::sync::atomic::Ordering::SeqCst);
-        if c.is_cancelled() {
-            let _ = child.kill();
+        c.arm(helper.killer());
+    }
+    let disarm = || {
+        if let Some(c) = cancel {
+            c.disarm();
         }
-    }
-    let spec_json = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
-    {
-        let mut stdin = child.stdin.take().expect("piped stdin");
-        stdin.write_all(&spec_json)?;
-    }
-    let mut stderr = child.stderr.take().expect("piped stderr");
+    };
+    // The host side checks that its parent is the one named here.
+    let spec = spec::SandboxSpec {
+        parent_pid: parent,
+        ..spec.clone()
+    };
+    let spec_json = serde_json::to_vec(&spec).map_err(std::io::Error::other)?;
+    let written = stdin.write_all(&spec_json);
+    drop(stdin);
     let err_reader = std::thread::spawn(move || {
         use std::io::Read;
         let mut s = Vec::new();
@@ -126,7 +225,13 @@ pub fn rehearse(
         let _ = std::io::copy(&mut stderr, &mut std::io::sink());
         String::from_utf8_lossy(&s).into_owned()
     });
-    let mut stdout = child.stdout.take().expect("piped stdout");
+    if let Err(e) = written {
+        helper.killer().kill();
+        disarm();
+        let _ = helper.wait();
+        let _ = err_reader.join();
+        return Err(e.into());
+    }
     // The run is complete once the helper's last frame is in: without
     // cgroups that is the report (by then every process of the run is dead:
     // P1 killed and reaped them before walking the upper layer); with them,
@@ -140,7 +245,7 @@ pub fn rehearse(
     };
     let read = wire::read_frames(&mut stdout, blob_dir, max_blob_bytes, last);
     if read.is_err() {
-        let _ = child.kill();
+        helper.killer().kill();
     }
     let complete = read.as_ref().is_ok_and(|o| {
         o.report.is_some()
@@ -148,29 +253,25 @@ pub fn rehearse(
             && (last == wire::LastFrame::Report || o.host.is_some())
     });
     if complete {
-        if let Some(c) = cancel {
-            // The report is in: the run is complete; a late cancel is moot.
-            c.helper_pid.store(0, std::sync::atomic::Ordering::SeqCst);
-        }
+        // The report is in: the run is complete; a late cancel is moot.
+        disarm();
         std::thread::spawn(move || {
             drop(stdout);
-            let _ = child.wait();
+            let _ = helper.wait();
             let _ = err_reader.join();
         });
         let out = read?;
         return finish(out, String::new(), String::new());
     }
     drop(stdout);
-    let status = child.wait()?;
-    if let Some(c) = cancel {
-        c.helper_pid.store(0, std::sync::atomic::Ordering::SeqCst);
-        if c.is_cancelled() {
-            let _ = err_reader.join();
-            return Err(SandboxError::Cancelled);
-        }
+    let status = helper.wait();
+    disarm();
+    if cancel.is_some_and(|c| c.is_cancelled()) {
+        let _ = err_reader.join();
+        return Err(SandboxError::Cancelled);
     }
     let stderr_text = err_reader.join().unwrap_or_default();
-    finish(read?, status.to_string(), stderr_text)
+    finish(read?, status, stderr_text)
 }
 
 fn finish(

@@ -327,3 +327,31 @@ pub(super) fn recv_fds(sock: RawFd) -> io::Result<Vec<OwnedFd>> {
     }
     Ok(out)
 }
+
+/// `poll` one descriptor this process keeps open for its whole life (the
+/// resident helper's socket, fd 0) for input, up to `timeout_ms`.
+pub(super) fn poll_readable(fd: RawFd, timeout_ms: u16) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // SAFETY: the caller names a descriptor that stays open while this
+    // borrow lives (the call's duration).
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::from(timeout_ms)), Ok(n) if n > 0)
+}
+
+/// `pidfd_send_signal(pidfd, SIGKILL, NULL, 0)`: kill the very process the
+/// pidfd names (never a later process that reused its pid).
+pub(super) fn pidfd_kill(pidfd: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments and a null siginfo pointer, which the call
+    // accepts.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    })
+    .map(|_| ())
+}

@@ -1,0 +1,274 @@
+//! The resident helper: a single-threaded process the daemon starts once,
+//! which forks one helper host side (H) per rehearsal. A rehearsal then pays
+//! a fork of a small idle process instead of an exec of this whole binary
+//! (dynamic loading, relocations, allocator and runtime start: about 3 ms of
+//! latency and 2 ms of CPU each).
+//!
+//! It is started as an exec of this binary (`__sandbox-resident PID`), from
+//! the daemon's main thread before its runtime starts, never forked from the
+//! tokio process. It dies with the daemon (parent-death signal, armed before
+//! it checks that its parent is the daemon), and every host it forks dies
+//! with it, as an exec'd helper dies with the engine.
+//!
+//! Protocol, over a `SOCK_SEQPACKET` pair that is the resident's stdin:
+//! - request: the byte `r`, carrying three descriptors: the read end of the
+//!   spec pipe, the write end of the frames pipe, the write end of the
+//!   stderr pipe;
+//! - answer: the child's pid (`i32` LE) with its pidfd attached, or a
+//!   negative errno without one.
+//!
+//! The forked child makes the three descriptors its 0, 1 and 2 and runs the
+//! host side exactly as an exec'd helper does: H1 reads the spec from stdin,
+//! checks its parent (here the resident) and closes every other descriptor.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+
+use super::sys;
+
+/// The hidden first argument of the resident helper.
+pub const RESIDENT_ARG: &str = "__sandbox-resident";
+
+/// The engine's handle on its resident helper.
+struct Resident {
+    sock: OwnedFd,
+    pid: i32,
+}
+
+static RESIDENT: OnceLock<Mutex<Option<Resident>>> = OnceLock::new();
+
+/// Start the resident helper for this process's rehearsals. Call from a
+/// thread that lives as long as the process (its parent-death signal fires
+/// when the starting thread ends), before any runtime starts threads.
+pub fn start_resident_helper() -> io::Result<i32> {
+    let (mine, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(io::Error::from)?;
+    let child = Command::new(super::helper_exe())
+        .arg(RESIDENT_ARG)
+        .arg(std::process::id().to_string())
+        .env_clear()
+        .env("MIMALLOC_ALLOW_THP", "0")
+        .current_dir("/")
+        .stdin(Stdio::from(theirs))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let pid = child.id() as i32;
+    // Never waited for: it lives as long as this process, and reaping it
+    // would only matter after it died, when rehearsals fall back to exec.
+    std::mem::forget(child);
+    let _ = RESIDENT.set(Mutex::new(Some(Resident { sock: mine, pid })));
+    Ok(pid)
+}
+
+/// A host side forked by the resident helper: its pid, its pidfd, and the
+/// engine's ends of its three pipes.
+pub(super) struct Forked {
+    pub pidfd: OwnedFd,
+    pub spec_w: OwnedFd,
+    pub frames_r: OwnedFd,
+    pub stderr_r: OwnedFd,
+    /// The resident's pid: the host side's parent.
+    pub parent: i32,
+}
+
+/// Ask the resident helper for a host side. `None` when there is no
+/// resident (the CLI) or it is gone (then it is forgotten and rehearsals
+/// fall back to an exec of the helper).
+pub(super) fn fork_host_side() -> Option<Forked> {
+    let cell = RESIDENT.get()?;
+    let mut guard = cell.lock().unwrap_or_else(|e| e.into_inner());
+    let res = guard.as_ref()?;
+    match request(res) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::warn!(error = %e, "the resident sandbox helper is gone; rehearsals start the helper by exec");
+            *guard = None;
+            None
+        }
+    }
+}
+
+fn request(res: &Resident) -> io::Result<Forked> {
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
+    let (spec_r, spec_w) = pipe()?;
+    let (frames_r, frames_w) = pipe()?;
+    let (stderr_r, stderr_w) = pipe()?;
+    let fds = [
+        spec_r.as_raw_fd(),
+        frames_w.as_raw_fd(),
+        stderr_w.as_raw_fd(),
+    ];
+    sendmsg::<()>(
+        res.sock.as_raw_fd(),
+        &[IoSlice::new(b"r")],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(io::Error::from)?;
+    // The child holds its own copies now.
+    drop((spec_r, frames_w, stderr_w));
+    let mut ans = [0u8; 4];
+    let mut iov = [IoSliceMut::new(&mut ans)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(
+        res.sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(io::Error::from)?;
+    let mut pidfd = None;
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(got) = c {
+            for fd in got {
+                // New in this process and owned by nobody else.
+                let fd = sys::adopt_fd(fd);
+                pidfd.get_or_insert(fd);
+            }
+        }
+    }
+    if msg.bytes != 4 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the resident helper closed its socket",
+        ));
+    }
+    let pid = i32::from_le_bytes(ans);
+    match pidfd {
+        Some(pidfd) if pid > 0 => Ok(Forked {
+            pidfd,
+            spec_w,
+            frames_r,
+            stderr_r,
+            parent: res.pid,
+        }),
+        _ => Err(io::Error::from_raw_os_error(pid.saturating_neg().max(1))),
+    }
+}
+
+/// The resident helper's life: serve fork requests until the engine closes
+/// its end. Exits 125 when it cannot take over the process.
+pub fn run_resident_helper(args: Vec<std::ffi::OsString>) -> ! {
+    let engine: i32 = args
+        .get(2)
+        .and_then(|a| a.to_str())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(0);
+    if sys::die_with_parent().is_err()
+        || nix::unistd::getppid().as_raw() != engine
+        || sys::close_fds_from(3).is_err()
+    {
+        sys::exit_now(125);
+    }
+    loop {
+        reap_exited_hosts();
+        if !request_waiting() {
+            continue;
+        }
+        match next_request() {
+            Ok(Some(fds)) => answer(serve_one(fds)),
+            Ok(None) => sys::exit_now(0),
+            Err(_) => sys::exit_now(125),
+        }
+    }
+}
+
+/// Reap the hosts that ended (their CPU time then counts in this
+/// process's children's time, where `benches/daemon.sh` reads it). The
+/// engine holds each one's pidfd, so a reaped pid is never signalled.
+fn reap_exited_hosts() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    while let Ok(s) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if s == WaitStatus::StillAlive {
+            break;
+        }
+    }
+}
+
+/// Whether a request (or the engine's end) is waiting on the socket (fd 0);
+/// wakes at least every 100 ms to reap.
+fn request_waiting() -> bool {
+    sys::poll_readable(0, 100)
+}
+
+/// The next request's three descriptors; `None` at the end.
+fn next_request() -> io::Result<Option<Vec<OwnedFd>>> {
+    loop {
+        let mut b = [0u8; 1];
+        let mut iov = [IoSliceMut::new(&mut b)];
+        let mut space = nix::cmsg_space!([RawFd; 3]);
+        let msg = match recvmsg::<()>(0, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => r.map_err(io::Error::from)?,
+        };
+        let mut fds = Vec::new();
+        for c in msg.cmsgs().map_err(io::Error::from)? {
+            if let ControlMessageOwned::ScmRights(got) = c {
+                fds.extend(got.into_iter().map(sys::adopt_fd));
+            }
+        }
+        if msg.bytes == 0 {
+            return Ok(None);
+        }
+        return Ok(Some(fds));
+    }
+}
+
+/// Fork one host side on the request's descriptors; its pidfd.
+fn serve_one(fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> {
+    if fds.len() != 3 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let pid = sys::fork_single_threaded()?;
+    if pid == 0 {
+        // The child: the three descriptors as 0-2, then the host side as
+        // an exec'd helper runs it.
+        let ok = fds
+            .iter()
+            .enumerate()
+            .all(|(i, fd)| sys::dup2_raw(fd.as_raw_fd(), i as RawFd).is_ok());
+        if !ok {
+            sys::exit_now(125);
+        }
+        drop(fds);
+        super::run_helper();
+    }
+    drop(fds);
+    // The child cannot have been reaped yet: only this loop reaps, and the
+    // pidfd is taken before it runs again.
+    let pidfd = sys::pidfd_open(pid)?;
+    Ok((pid, pidfd))
+}
+
+fn answer(r: io::Result<(i32, OwnedFd)>) {
+    let (word, fd) = match r {
+        Ok((pid, fd)) => (pid, Some(fd)),
+        Err(e) => (-e.raw_os_error().unwrap_or(libc::EIO), None),
+    };
+    let bytes = word.to_le_bytes();
+    let raw;
+    let cmsgs: Vec<ControlMessage<'_>> = match &fd {
+        Some(fd) => {
+            raw = [fd.as_raw_fd()];
+            vec![ControlMessage::ScmRights(&raw)]
+        }
+        None => Vec::new(),
+    };
+    if sendmsg::<()>(0, &[IoSlice::new(&bytes)], &cmsgs, MsgFlags::empty(), None).is_err() {
+        sys::exit_now(0);
+    }
+}
