@@ -1,6 +1,7 @@
 //! The sandbox: the only module allowed to use `unsafe` (each block one
 //! system call, in `sys`). The engine builds a [`spec::SandboxSpec`], and
-//! [`rehearse`] runs it through a fresh exec of this binary (the helper).
+//! [`rehearse`] runs it through a fresh exec of this binary (the helper), or
+//! in the daemon through a fork of the resident helper (`resident`).
 
 pub(crate) mod helper;
 mod landlock;
