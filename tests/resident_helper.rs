@@ -164,3 +164,33 @@ fn the_resident_helper_and_its_sandboxes_end_with_the_daemon() {
     let _ = run.kill();
     let _ = run.wait();
 }
+
+/// The resident helper forks root processes on request: an agent (the test
+/// user) must not be able to reach its socket, signal it or read it.
+#[test]
+fn an_agent_cannot_reach_signal_or_read_the_resident_helper() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let resident = the_resident(&d);
+    let out = as_test_user("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 3<>/proc/{resident}/fd/0 && echo opened-socket; \
+             kill -0 {resident} && echo signalled; \
+             cat /proc/{resident}/environ && echo read-environ; \
+             ls /proc/{resident}/fd && echo listed-fds; true"
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for what in ["opened-socket", "signalled", "read-environ", "listed-fds"] {
+        assert!(!text.contains(what), "the agent {what}: {text}");
+    }
+    assert!(alive(resident), "the resident helper survived");
+    // And it still serves the daemon.
+    let ws = user_workspace();
+    let r = submit_user(&d, &ws, "true", &[]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+}
