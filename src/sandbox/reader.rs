@@ -14,15 +14,12 @@
 //! with the descriptor attached when the errno is 0.
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::fcntl::OFlag;
-use nix::sys::socket::{
-    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
-    sendmsg, socketpair,
-};
+use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, recvmsg, sendmsg, socketpair};
 
 use super::sys;
 use super::walk::{Layer, LayerOpen};
@@ -106,24 +103,8 @@ fn serve(sock: OwnedFd, lower: &OwnedFd, upper: &OwnedFd) -> ! {
             nix::fcntl::openat2(root.as_fd(), path, how(flags))
         };
         let sent = match &answer {
-            Ok(fd) => {
-                let fds = [fd.as_raw_fd()];
-                let cmsg = [ControlMessage::ScmRights(&fds)];
-                sendmsg::<()>(
-                    sock.as_raw_fd(),
-                    &[IoSlice::new(&0i32.to_le_bytes())],
-                    &cmsg,
-                    MsgFlags::empty(),
-                    None,
-                )
-            }
-            Err(e) => sendmsg::<()>(
-                sock.as_raw_fd(),
-                &[IoSlice::new(&(*e as i32).to_le_bytes())],
-                &[],
-                MsgFlags::empty(),
-                None,
-            ),
+            Ok(fd) => sys::send_word_with_fd(sock.as_raw_fd(), 0, Some(fd.as_fd())),
+            Err(e) => sys::send_word_with_fd(sock.as_raw_fd(), *e as i32, None),
         };
         drop(answer);
         if sent.is_err() {
@@ -194,32 +175,9 @@ impl LayerOpen for LayerReader {
             None,
         )
         .map_err(io::Error::from)?;
-        let mut ans = [0u8; 4];
-        let mut iov = [IoSliceMut::new(&mut ans)];
-        let mut space = nix::cmsg_space!([RawFd; 1]);
-        let msg = recvmsg::<()>(
-            self.sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        )
-        .map_err(io::Error::from)?;
-        let mut fd = None;
-        for c in msg.cmsgs().map_err(io::Error::from)? {
-            if let ControlMessageOwned::ScmRights(fds) = c {
-                for f in fds {
-                    // Just received with SCM_RIGHTS: owned by nothing else.
-                    let owned = sys::adopt_fd(f);
-                    if fd.is_none() {
-                        fd = Some(owned);
-                    }
-                }
-            }
-        }
-        if msg.bytes != 4 {
+        let Some((errno, fd)) = sys::recv_word_with_fd(self.sock.as_raw_fd())? else {
             return Err(io::Error::other("the evidence reader is gone"));
-        }
-        let errno = i32::from_le_bytes(ans);
+        };
         match (errno, fd) {
             (0, Some(fd)) => Ok(fd),
             (0, None) => Err(io::Error::other("the evidence reader sent no descriptor")),

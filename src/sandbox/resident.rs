@@ -22,7 +22,7 @@
 //! checks its parent (here the resident) and closes every other descriptor.
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
@@ -121,33 +121,12 @@ fn request(res: &Resident) -> io::Result<Forked> {
     .map_err(io::Error::from)?;
     // The child holds its own copies now.
     drop((spec_r, frames_w, stderr_w));
-    let mut ans = [0u8; 4];
-    let mut iov = [IoSliceMut::new(&mut ans)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(
-        res.sock.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(io::Error::from)?;
-    let mut pidfd = None;
-    for c in msg.cmsgs().map_err(io::Error::from)? {
-        if let ControlMessageOwned::ScmRights(got) = c {
-            for fd in got {
-                // New in this process and owned by nobody else.
-                let fd = sys::adopt_fd(fd);
-                pidfd.get_or_insert(fd);
-            }
-        }
-    }
-    if msg.bytes != 4 {
+    let Some((pid, pidfd)) = sys::recv_word_with_fd(res.sock.as_raw_fd())? else {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the resident helper closed its socket",
         ));
-    }
-    let pid = i32::from_le_bytes(ans);
+    };
     match pidfd {
         Some(pidfd) if pid > 0 => Ok(Forked {
             pidfd,
@@ -255,20 +234,11 @@ fn serve_one(fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> {
 }
 
 fn answer(r: io::Result<(i32, OwnedFd)>) {
-    let (word, fd) = match r {
-        Ok((pid, fd)) => (pid, Some(fd)),
-        Err(e) => (-e.raw_os_error().unwrap_or(libc::EIO), None),
+    let sent = match &r {
+        Ok((pid, fd)) => sys::send_word_with_fd(0, *pid, Some(fd.as_fd())),
+        Err(e) => sys::send_word_with_fd(0, -e.raw_os_error().unwrap_or(libc::EIO), None),
     };
-    let bytes = word.to_le_bytes();
-    let raw;
-    let cmsgs: Vec<ControlMessage<'_>> = match &fd {
-        Some(fd) => {
-            raw = [fd.as_raw_fd()];
-            vec![ControlMessage::ScmRights(&raw)]
-        }
-        None => Vec::new(),
-    };
-    if sendmsg::<()>(0, &[IoSlice::new(&bytes)], &cmsgs, MsgFlags::empty(), None).is_err() {
+    if sent.is_err() {
         sys::exit_now(0);
     }
 }

@@ -355,3 +355,53 @@ pub(super) fn pidfd_kill(pidfd: RawFd) -> io::Result<()> {
     })
     .map(|_| ())
 }
+
+/// Send a 4-byte answer (an `i32`, little-endian) on a seqpacket socket,
+/// with a descriptor attached when there is one.
+pub(super) fn send_word_with_fd(
+    sock: RawFd,
+    word: i32,
+    fd: Option<std::os::fd::BorrowedFd<'_>>,
+) -> io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::os::fd::AsRawFd;
+    let raw = fd.map(|f| [f.as_raw_fd()]);
+    let cmsgs: Vec<ControlMessage<'_>> = raw
+        .as_ref()
+        .map(|r| vec![ControlMessage::ScmRights(r)])
+        .unwrap_or_default();
+    sendmsg::<()>(
+        sock,
+        &[io::IoSlice::new(&word.to_le_bytes())],
+        &cmsgs,
+        MsgFlags::empty(),
+        None,
+    )
+    .map(|_| ())
+    .map_err(io::Error::from)
+}
+
+/// Receive what [`send_word_with_fd`] sent: the word and the descriptor (if
+/// any; close-on-exec, ours). `None` when the peer closed its end.
+pub(super) fn recv_word_with_fd(sock: RawFd) -> io::Result<Option<(i32, Option<OwnedFd>)>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut ans = [0u8; 4];
+    let mut iov = [io::IoSliceMut::new(&mut ans)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+        .map_err(io::Error::from)?;
+    let mut fd = None;
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(got) = c {
+            for f in got {
+                // Just received with SCM_RIGHTS: owned by nothing else (a
+                // second one is closed here).
+                fd.get_or_insert(adopt_fd(f));
+            }
+        }
+    }
+    if msg.bytes != 4 {
+        return Ok(None);
+    }
+    Ok(Some((i32::from_le_bytes(ans), fd)))
+}
