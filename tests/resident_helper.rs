@@ -194,3 +194,31 @@ fn an_agent_cannot_reach_signal_or_read_the_resident_helper() {
     let r = submit_user(&d, &ws, "true", &[]);
     assert_eq!(r.decision(), "promote", "{r:?}");
 }
+
+/// A resident helper that stops answering (stopped here; a fork stuck on
+/// memory would look the same) must not hold every rehearsal of the
+/// daemon: after its answer deadline the engine forgets it and executes
+/// the helper, and the run completes.
+#[test]
+fn a_resident_helper_that_stops_answering_is_forgotten_and_runs_go_on() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let resident = the_resident(&d);
+    let pid = nix::unistd::Pid::from_raw(resident as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let ws = user_workspace();
+    let first = submit_user(&d, &ws, "echo a > a", &["--expect-write", "*"]);
+    let second = submit_user(&d, &ws, "echo b > b", &["--expect-write", "*"]);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    for r in [&first, &second] {
+        assert_eq!(r.decision(), "promote", "{r:?}");
+        assert_eq!(r.json["rehearsal"]["exit_code"], 0, "{r:?}");
+    }
+    assert!(
+        d.log_text().contains("resident sandbox helper is gone"),
+        "{}",
+        d.log_text()
+    );
+}

@@ -36,6 +36,9 @@ use super::sys;
 /// The hidden first argument of the resident helper.
 pub const RESIDENT_ARG: &str = "__sandbox-resident";
 
+/// How long the engine waits for the resident's answer to a fork request.
+const ANSWER_TIMEOUT_S: i64 = 10;
+
 /// The engine's handle on its resident helper.
 struct Resident {
     sock: OwnedFd,
@@ -53,6 +56,22 @@ pub fn start_resident_helper() -> io::Result<i32> {
         SockType::SeqPacket,
         None,
         SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(io::Error::from)?;
+    // A resident that does not answer within this (stopped, or its fork
+    // stuck) is forgotten and the rehearsal starts the helper by exec: it
+    // never holds every rehearsal of the daemon.
+    let answer_within = nix::sys::time::TimeVal::new(ANSWER_TIMEOUT_S, 0);
+    nix::sys::socket::setsockopt(
+        &mine,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &answer_within,
+    )
+    .map_err(io::Error::from)?;
+    nix::sys::socket::setsockopt(
+        &mine,
+        nix::sys::socket::sockopt::SendTimeout,
+        &answer_within,
     )
     .map_err(io::Error::from)?;
     let child = Command::new(super::helper_exe())
