@@ -409,11 +409,13 @@ fn concurrent_rehearsals_all_fork_from_the_resident_and_are_reaped() {
     if !require_root() {
         return;
     }
-    let d = Daemon::start(&[]);
+    let d = Daemon::start(&["--max-running", "8", "--max-queued", "8"]);
     let resident = the_resident(&d);
-    let ws = user_workspace();
-    let runs: Vec<Child> = (0..6)
-        .map(|i| sleeping_run(&d, &ws, &format!("resident-many-{i}"), 1))
+    let wss: Vec<Ws> = (0..6).map(|_| user_workspace()).collect();
+    let runs: Vec<Child> = wss
+        .iter()
+        .enumerate()
+        .map(|(i, ws)| sleeping_run(&d, ws, &format!("resident-many-{i}"), 1))
         .collect();
     for run in runs {
         let out = run.wait_with_output().unwrap();
@@ -425,4 +427,49 @@ fn concurrent_rehearsals_all_fork_from_the_resident_and_are_reaped() {
         children_of(resident, "").is_empty()
     });
     assert!(alive(resident));
+}
+
+/// Cancelling a forked rehearsal kills that sandbox through its pidfd and
+/// nothing else: another run forked from the same resident goes on, and a
+/// second cancel after the host was reaped (its pid free for reuse) kills
+/// no process.
+#[test]
+fn cancelling_a_forked_rehearsal_kills_only_that_sandbox() {
+    if !require_root() {
+        return;
+    }
+    // Two slots per uid.
+    let d = Daemon::start(&["--max-running", "4"]);
+    let resident = the_resident(&d);
+    let ws = user_workspace();
+    let victim = sleeping_run(&d, &ws, "resident-cancel-me", 300);
+    wait_until("the first rehearsal to run", 30, || {
+        !processes_with("resident-cancel-me").is_empty()
+    });
+    let (st, runs) = d.curl(Who::Root, "GET", "/v1/runs", None);
+    assert_eq!(st, 200, "{runs}");
+    let id = runs["runs"][0]["run_id"].as_str().unwrap().to_string();
+    let other = user_workspace();
+    let keeper = sleeping_run(&d, &other, "resident-keep-me", 3);
+    wait_until("the second rehearsal to run", 30, || {
+        !processes_with("resident-keep-me").is_empty()
+    });
+    let cancel = || {
+        d.cli_root()
+            .args(["cancel", &id, "--json"])
+            .output()
+            .unwrap()
+    };
+    assert_eq!(cancel().status.code(), Some(0));
+    wait_until("the cancelled sandbox to be gone", 10, || {
+        processes_with("resident-cancel-me").is_empty()
+    });
+    let _ = cancel();
+    let out = keeper.wait_with_output().unwrap();
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
+    let _ = victim.wait_with_output();
+    assert!(alive(resident));
+    let r = submit_user(&d, &ws, "true", &[]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
 }
