@@ -222,3 +222,282 @@ fn a_resident_helper_that_stops_answering_is_forgotten_and_runs_go_on() {
         d.log_text()
     );
 }
+
+/// What a process inherits that a sandbox could show: its status flags,
+/// signal dispositions, umask, limits, environment, directory and
+/// descriptors (pipe numbers elided).
+fn inherited_state(pid: u32) -> String {
+    let p = format!("/proc/{pid}");
+    let status = std::fs::read_to_string(format!("{p}/status")).unwrap();
+    let keep = [
+        "Umask",
+        "SigBlk",
+        "SigIgn",
+        "SigCgt",
+        "THP_enabled",
+        "NoNewPrivs",
+        "Seccomp",
+        "CapInh",
+        "CapPrm",
+        "CapEff",
+        "CapBnd",
+        "CapAmb",
+        "Uid",
+        "Gid",
+        "Groups",
+    ];
+    let mut out: Vec<String> = status
+        .lines()
+        .filter(|l| keep.iter().any(|k| l.starts_with(&format!("{k}:"))))
+        .map(String::from)
+        .collect();
+    out.push(std::fs::read_to_string(format!("{p}/limits")).unwrap());
+    out.push(std::fs::read_to_string(format!("{p}/environ")).unwrap());
+    out.push(std::fs::read_to_string(format!("{p}/oom_score_adj")).unwrap());
+    out.push(format!(
+        "{:?}",
+        std::fs::read_link(format!("{p}/cwd")).unwrap()
+    ));
+    out.push(format!(
+        "{:?}",
+        std::fs::read_link(format!("{p}/root")).unwrap()
+    ));
+    let mut fds: Vec<String> = std::fs::read_dir(format!("{p}/fd"))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let to = std::fs::read_link(e.path()).unwrap_or_default();
+            let to = to.to_string_lossy();
+            let kind = to.split(':').next().unwrap_or("").to_string();
+            format!("{} -> {kind}", e.file_name().to_string_lossy())
+        })
+        .collect();
+    fds.sort();
+    out.extend(fds);
+    out.join("\n")
+}
+
+/// What the command sees of its own process, pipe and mount ids elided.
+const PROBE: &str = "grep -E '^(Umask|Seccomp|NoNewPrivs|Cap|THP_enabled|Sig(Blk|Ign|Cgt)|Uid|Gid|Groups|NSpid)' /proc/self/status; \
+     ulimit -a; umask; pwd; env | sort; cat /proc/self/oom_score_adj /proc/self/loginuid; echo; \
+     ls -l /proc/$$/fd > $TMPDIR/fds; awk 'NR>1 {print $9, $10, $11}' $TMPDIR/fds | sed 's/[0-9][0-9]*]/N]/'; \
+     awk '{print $5, $6}' /proc/self/mountinfo; sleep 2; : parity-probe";
+
+/// What the host side of a probe rehearsal inherited, what its command
+/// saw, and the record's sandbox block.
+fn probe_sandbox(d: &Daemon, forked: bool) -> (String, String, String) {
+    let ws = user_workspace();
+    let wd = ws.dir.display().to_string();
+    let body = serde_json::json!({ "command": PROBE, "working_dir": wd }).to_string();
+    let mut ch = d
+        .cli_user()
+        .args(["execute", "--json", "--file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let mut hosts = Vec::new();
+    wait_until("the probe to run", 30, || {
+        hosts = if forked {
+            children_of(the_resident(d), "")
+        } else {
+            children_of(d.pid(), "__sandbox-helper")
+        };
+        !hosts.is_empty() && !processes_with("parity-probe").is_empty()
+    });
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    let host = inherited_state(hosts[0]);
+    let out = ch.wait_with_output().unwrap();
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
+    // The workspaces differ by name only.
+    let seen = rec["rehearsal"]["stdout"]
+        .as_str()
+        .unwrap()
+        .replace(&wd, "WS");
+    let sandbox = rec["rehearsal"]["sandbox"].to_string().replace(&wd, "WS");
+    (host, seen, sandbox)
+}
+
+/// A rehearsal forked from the resident helper must run in exactly the
+/// sandbox an executed helper builds: the same host-side inheritance
+/// (signals, umask, limits, THP flag, environment, directory) and the same
+/// view from inside (seccomp, no-new-privs, capabilities, limits, umask,
+/// descriptors, mounts).
+#[test]
+fn a_forked_rehearsal_has_exactly_the_sandbox_of_an_executed_one() {
+    if !require_root() {
+        return;
+    }
+    let forked = Daemon::start(&[]);
+    let execd = Daemon::start_env(&[], &[("DRYRUN_RESIDENT_HELPER", "0")]);
+    let (fh, fs, fsb) = probe_sandbox(&forked, true);
+    let (eh, es, esb) = probe_sandbox(&execd, false);
+    assert_eq!(fh, eh, "the host side inherits differently");
+    assert_eq!(fs, es, "the command sees a different sandbox");
+    assert_eq!(fsb, esb, "the records' sandbox blocks differ");
+}
+
+/// A pids cgroup (v1) holding one process, removed on drop.
+struct PidsJail(std::path::PathBuf);
+
+impl PidsJail {
+    fn hold(pid: u32, max: &str) -> PidsJail {
+        let dir = std::path::PathBuf::from(format!(
+            "/sys/fs/cgroup/pids/dryrun-test-resident-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("pids.max"), max).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
+        PidsJail(dir)
+    }
+    fn set_max(&self, max: &str) {
+        std::fs::write(self.0.join("pids.max"), max).unwrap();
+    }
+}
+
+impl Drop for PidsJail {
+    fn drop(&mut self) {
+        let procs = std::fs::read_to_string(self.0.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.lines() {
+            let _ = std::fs::write("/sys/fs/cgroup/pids/cgroup.procs", p);
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// An agent that exhausts the processes the resident helper may fork (a
+/// fork bomb up to the pid limit; here a pids cgroup of one) must neither
+/// fail the rehearsal nor cost the daemon its resident helper for good:
+/// the run goes on by exec, and once forks succeed again rehearsals are
+/// forked from the same resident helper.
+#[test]
+fn a_resident_helper_that_cannot_fork_is_kept_and_the_run_goes_on_by_exec() {
+    if !require_root() || !std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let resident = the_resident(&d);
+    let ws = user_workspace();
+    let jail = PidsJail::hold(resident, "1");
+    let r = submit_user(&d, &ws, "echo x > f", &["--expect-write", "*"]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    assert!(alive(resident));
+    jail.set_max("max");
+    let run = sleeping_run(&d, &ws, "resident-after-eagain", 2);
+    wait_until("the rehearsal to run", 30, || {
+        !processes_with("resident-after-eagain").is_empty()
+    });
+    assert!(
+        !children_of(resident, "").is_empty(),
+        "the rehearsal after a failed fork was not forked from the resident helper; log: {}",
+        d.log_text()
+    );
+    let out = run.wait_with_output().unwrap();
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
+    drop(jail);
+}
+
+/// The resident helper is this unprivileged binary: a user who starts it by
+/// hand gets a process of their own that refuses a parent other than the
+/// one named and a stdin that is not a socket (exit 125), and no privilege.
+#[test]
+fn a_user_starting_the_resident_helper_by_hand_gets_nothing() {
+    if !require_root() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(bin()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o6000, 0, "the binary is set-id: {mode:o}");
+    let b = bin().display().to_string();
+    let out = as_test_user("bash")
+        .arg("-c")
+        .arg(format!(
+            "{b} __sandbox-resident 1 </dev/null; echo wrong-parent=$?; \
+             {b} __sandbox-resident $$ </dev/null; echo not-a-socket=$?; \
+             {b} __sandbox-resident $$ </dev/null & wait $!; echo bg=$?"
+        ))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in ["wrong-parent=125", "not-a-socket=125", "bg=125"] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+}
+
+/// Many rehearsals at once through the one resident helper: each is forked
+/// (none by exec), every one completes, and the resident reaps them all.
+#[test]
+fn concurrent_rehearsals_all_fork_from_the_resident_and_are_reaped() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&["--max-running", "8", "--max-queued", "8"]);
+    let resident = the_resident(&d);
+    let wss: Vec<Ws> = (0..6).map(|_| user_workspace()).collect();
+    let runs: Vec<Child> = wss
+        .iter()
+        .enumerate()
+        .map(|(i, ws)| sleeping_run(&d, ws, &format!("resident-many-{i}"), 1))
+        .collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
+    }
+    assert!(!d.log_text().contains("resident sandbox helper is gone"));
+    wait_until("the resident to reap its hosts", 10, || {
+        children_of(resident, "").is_empty()
+    });
+    assert!(alive(resident));
+}
+
+/// Cancelling a forked rehearsal kills that sandbox through its pidfd and
+/// nothing else: another run forked from the same resident goes on, and a
+/// second cancel after the host was reaped (its pid free for reuse) kills
+/// no process.
+#[test]
+fn cancelling_a_forked_rehearsal_kills_only_that_sandbox() {
+    if !require_root() {
+        return;
+    }
+    // Two slots per uid.
+    let d = Daemon::start(&["--max-running", "4"]);
+    let resident = the_resident(&d);
+    let ws = user_workspace();
+    let victim = sleeping_run(&d, &ws, "resident-cancel-me", 300);
+    wait_until("the first rehearsal to run", 30, || {
+        !processes_with("resident-cancel-me").is_empty()
+    });
+    let (st, runs) = d.curl(Who::Root, "GET", "/v1/runs", None);
+    assert_eq!(st, 200, "{runs}");
+    let id = runs["runs"][0]["run_id"].as_str().unwrap().to_string();
+    let other = user_workspace();
+    let keeper = sleeping_run(&d, &other, "resident-keep-me", 3);
+    wait_until("the second rehearsal to run", 30, || {
+        !processes_with("resident-keep-me").is_empty()
+    });
+    let cancel = || {
+        d.cli_root()
+            .args(["cancel", &id, "--json"])
+            .output()
+            .unwrap()
+    };
+    assert_eq!(cancel().status.code(), Some(0));
+    wait_until("the cancelled sandbox to be gone", 10, || {
+        processes_with("resident-cancel-me").is_empty()
+    });
+    let _ = cancel();
+    let out = keeper.wait_with_output().unwrap();
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
+    let _ = victim.wait_with_output();
+    assert!(alive(resident));
+    let r = submit_user(&d, &ws, "true", &[]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+}

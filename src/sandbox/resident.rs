@@ -104,15 +104,22 @@ pub(super) struct Forked {
 }
 
 /// Ask the resident helper for a host side. `None` when there is no
-/// resident (the CLI) or it is gone (then it is forgotten and rehearsals
-/// fall back to an exec of the helper).
+/// resident (the CLI), when it is gone (then it is forgotten and rehearsals
+/// fall back to an exec of the helper), or when this one request failed
+/// while it lives (it could not fork: pids exhausted; this process is out
+/// of descriptors): that rehearsal starts the helper by exec, and the next
+/// one asks the resident again.
 pub(super) fn fork_host_side() -> Option<Forked> {
     let cell = RESIDENT.get()?;
     let mut guard = cell.lock().unwrap_or_else(|e| e.into_inner());
     let res = guard.as_ref()?;
     match request(res) {
         Ok(f) => Some(f),
-        Err(e) => {
+        Err(Failed::ThisTime(e)) => {
+            tracing::warn!(error = %e, "the resident sandbox helper could not fork a host side; this rehearsal starts the helper by exec");
+            None
+        }
+        Err(Failed::Gone(e)) => {
             tracing::warn!(error = %e, "the resident sandbox helper is gone; rehearsals start the helper by exec");
             *guard = None;
             None
@@ -120,11 +127,19 @@ pub(super) fn fork_host_side() -> Option<Forked> {
     }
 }
 
-fn request(res: &Resident) -> io::Result<Forked> {
+/// Why a request gave no host side.
+enum Failed {
+    /// The resident answered (or was never asked): it still serves.
+    ThisTime(io::Error),
+    /// Its socket failed or closed: it is gone.
+    Gone(io::Error),
+}
+
+fn request(res: &Resident) -> Result<Forked, Failed> {
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
-    let (spec_r, spec_w) = pipe()?;
-    let (frames_r, frames_w) = pipe()?;
-    let (stderr_r, stderr_w) = pipe()?;
+    let (spec_r, spec_w) = pipe().map_err(Failed::ThisTime)?;
+    let (frames_r, frames_w) = pipe().map_err(Failed::ThisTime)?;
+    let (stderr_r, stderr_w) = pipe().map_err(Failed::ThisTime)?;
     let fds = [
         spec_r.as_raw_fd(),
         frames_w.as_raw_fd(),
@@ -137,14 +152,15 @@ fn request(res: &Resident) -> io::Result<Forked> {
         MsgFlags::empty(),
         None,
     )
-    .map_err(io::Error::from)?;
+    .map_err(|e| Failed::Gone(e.into()))?;
     // The child holds its own copies now.
     drop((spec_r, frames_w, stderr_w));
-    let Some((pid, pidfd)) = sys::recv_word_with_fd(res.sock.as_raw_fd())? else {
-        return Err(io::Error::new(
+    let Some((pid, pidfd)) = sys::recv_word_with_fd(res.sock.as_raw_fd()).map_err(Failed::Gone)?
+    else {
+        return Err(Failed::Gone(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the resident helper closed its socket",
-        ));
+        )));
     };
     match pidfd {
         Some(pidfd) if pid > 0 => Ok(Forked {
@@ -154,7 +170,11 @@ fn request(res: &Resident) -> io::Result<Forked> {
             stderr_r,
             parent: res.pid,
         }),
-        _ => Err(io::Error::from_raw_os_error(pid.saturating_neg().max(1))),
+        // A negative errno (its fork failed), or a pid whose pidfd did not
+        // arrive (the child then reads an empty spec and ends).
+        _ => Err(Failed::ThisTime(io::Error::from_raw_os_error(
+            pid.saturating_neg().max(1),
+        ))),
     }
 }
 
