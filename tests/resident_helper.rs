@@ -52,8 +52,13 @@ fn alive(pid: u32) -> bool {
 
 /// A `sleep` run submitted as the user, answered in the background.
 fn sleeping_run(d: &Daemon, ws: &Ws, tag: &str, secs: u32) -> Child {
+    background_run(d, ws, &format!("sleep {secs}; : {tag}"))
+}
+
+/// `command` submitted as the user in `ws`, answered in the background.
+fn background_run(d: &Daemon, ws: &Ws, command: &str) -> Child {
     let wd = ws.dir.display().to_string();
-    let body = format!(r#"{{"command":"sleep {secs}; : {tag}","working_dir":"{wd}"}}"#);
+    let body = serde_json::json!({ "command": command, "working_dir": wd }).to_string();
     let mut ch = d
         .cli_user()
         .args(["execute", "--json", "--file", "-"])
@@ -288,16 +293,7 @@ const PROBE: &str = "grep -E '^(Umask|Seccomp|NoNewPrivs|Cap|THP_enabled|Sig(Blk
 fn probe_sandbox(d: &Daemon, forked: bool) -> (String, String, String) {
     let ws = user_workspace();
     let wd = ws.dir.display().to_string();
-    let body = serde_json::json!({ "command": PROBE, "working_dir": wd }).to_string();
-    let mut ch = d
-        .cli_user()
-        .args(["execute", "--json", "--file", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let ch = background_run(d, &ws, PROBE);
     let mut hosts = Vec::new();
     wait_until("the probe to run", 30, || {
         hosts = if forked {
