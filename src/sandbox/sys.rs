@@ -405,3 +405,32 @@ pub(super) fn recv_word_with_fd(sock: RawFd) -> io::Result<Option<(i32, Option<O
     }
     Ok(Some((i32::from_le_bytes(ans), fd)))
 }
+
+/// Every ignored signal back to its default, and no signal blocked. An
+/// ignored signal survives fork and exec, so whatever started the daemon
+/// ignored (a shell's background job ignores SIGINT and SIGQUIT, `nohup`
+/// SIGHUP) would otherwise reach the sandboxed command, and a helper forked
+/// from the resident would differ from an exec'd one. Handlers are left
+/// alone (exec resets them; the runtime's own are needed).
+pub(super) fn reset_ignored_signals() -> io::Result<()> {
+    for sig in 1..=libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: `sigaction` is plain old data; all-zero is a valid value.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a query (null new action) into a valid, writable struct.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+            continue; // a number the C library reserves
+        }
+        if old.sa_sigaction == libc::SIG_IGN {
+            // SAFETY: installs SIG_DFL for a valid signal; no handler code.
+            if unsafe { libc::signal(sig, libc::SIG_DFL) } == libc::SIG_ERR {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    nix::sys::signal::SigSet::empty()
+        .thread_set_mask()
+        .map_err(io::Error::from)
+}

@@ -65,10 +65,11 @@ pub(super) fn run_host_side() -> Result<(), HelperError> {
     send_host_report(&host)
 }
 
-/// H1: die with the engine, read the spec, stdin := /dev/null, close every
-/// inherited fd past 2.
+/// H1: die with the engine, no signal ignored or blocked, read the spec,
+/// stdin := /dev/null, close every inherited fd past 2.
 fn take_over_process() -> Result<SandboxSpec, HelperError> {
     sys::die_with_parent().map_err(take_over("pdeathsig"))?;
+    sys::reset_ignored_signals().map_err(take_over("signals"))?;
     let mut raw = Vec::new();
     io::stdin()
         .lock()
