@@ -1,6 +1,7 @@
-//! The daemon's resident sandbox helper: rehearsals are forked from it (no
-//! exec of the helper per run), a rehearsal goes on when it is gone, and it
-//! and every sandbox it forked end with the daemon. Real daemon, real
+//! The resident sandbox helper (the daemon's, and the CLI's for an
+//! in-process run): rehearsals are forked from it (no exec of the helper per
+//! run), a rehearsal goes on when it is gone, and it and every sandbox it
+//! forked end with the process that started it. Real daemon, real
 //! sandboxes, the process tree read from /proc.
 
 mod common;
@@ -294,17 +295,63 @@ fn probe_sandbox(d: &Daemon, forked: bool) -> (String, String, String) {
     let ws = user_workspace();
     let wd = ws.dir.display().to_string();
     let ch = background_run(d, &ws, PROBE);
-    let mut hosts = Vec::new();
-    wait_until("the probe to run", 30, || {
-        hosts = if forked {
+    probed(ch, &wd, || {
+        if forked {
             children_of(the_resident(d), "")
         } else {
             children_of(d.pid(), "__sandbox-helper")
-        };
-        !hosts.is_empty() && !processes_with("parity-probe").is_empty()
+        }
+    })
+}
+
+/// The same probe, run in-process by the CLI (as the test user), its host
+/// side forked from the CLI's own resident helper or executed.
+fn probe_cli_sandbox(forked: bool) -> (String, String, String) {
+    let ws = Ws::new(Who::User);
+    let wd = ws.dir.display().to_string();
+    let mut c = ws.command();
+    if !forked {
+        c.env("DRYRUN_RESIDENT_HELPER", "0");
+    }
+    let ch = cli_run(c, PROBE);
+    let cli = ch.id();
+    probed(ch, &wd, || {
+        if forked {
+            children_of(cli, "__sandbox-resident")
+                .into_iter()
+                .flat_map(|r| children_of(r, ""))
+                .collect()
+        } else {
+            children_of(cli, "__sandbox-helper")
+        }
+    })
+}
+
+/// `command` run in-process by the CLI `c`, answered in the background (the
+/// envelope on stdin: the command's text is not in the CLI's arguments).
+fn cli_run(mut c: std::process::Command, command: &str) -> Child {
+    let body = serde_json::json!({ "command": command }).to_string();
+    let mut ch = c
+        .args(["execute", "--json", "--file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    ch
+}
+
+/// Read the probe's host side (found by `hosts`) while it runs, then its
+/// record: (host side, what the command saw, the sandbox block).
+fn probed(ch: Child, wd: &str, hosts: impl Fn() -> Vec<u32>) -> (String, String, String) {
+    let mut found = Vec::new();
+    wait_until("the probe to run", 30, || {
+        found = hosts();
+        !found.is_empty() && !processes_with("parity-probe").is_empty()
     });
-    assert_eq!(hosts.len(), 1, "{hosts:?}");
-    let host = inherited_state(hosts[0]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let host = inherited_state(found[0]);
     let out = ch.wait_with_output().unwrap();
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
@@ -312,8 +359,8 @@ fn probe_sandbox(d: &Daemon, forked: bool) -> (String, String, String) {
     let seen = rec["rehearsal"]["stdout"]
         .as_str()
         .unwrap()
-        .replace(&wd, "WS");
-    let sandbox = rec["rehearsal"]["sandbox"].to_string().replace(&wd, "WS");
+        .replace(wd, "WS");
+    let sandbox = rec["rehearsal"]["sandbox"].to_string().replace(wd, "WS");
     (host, seen, sandbox)
 }
 
@@ -349,6 +396,48 @@ fn a_forked_rehearsal_has_exactly_the_sandbox_of_an_executed_one() {
             assert_eq!(mask & 0x7fff_ffff, 0, "{what}: {field} {mask:#x}");
         }
     }
+}
+
+/// The CLI's in-process runs have the same resident helper: started (an
+/// exec, as the user who runs the CLI) when the command starts, the
+/// rehearsal's host side forked from it, and its sandbox exactly the one an
+/// executed helper builds.
+#[test]
+fn a_cli_run_forks_its_rehearsal_from_a_resident_helper_of_its_own() {
+    if !require_root() {
+        return;
+    }
+    let ws = Ws::new(Who::User);
+    let ch = cli_run(ws.command(), "sleep 3; : cli-resident");
+    let cli = ch.id();
+    wait_until("the rehearsal to run", 30, || {
+        !processes_with("cli-resident").is_empty()
+    });
+    let residents = children_of(cli, "__sandbox-resident");
+    assert_eq!(residents.len(), 1, "{:?}", processes());
+    let (uid, _) = test_user();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", residents[0])).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:")
+                && l.split_whitespace().skip(1).all(|u| u == uid.to_string())),
+        "the resident runs as the CLI's user: {status}"
+    );
+    assert_eq!(children_of(residents[0], "").len(), 1, "one host side");
+    assert!(children_of(cli, "__sandbox-helper").is_empty());
+    let out = ch.wait_with_output().unwrap();
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["verdict"]["decision"], "promote", "{rec}");
+    assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
+    wait_until("the CLI's resident helper to end with it", 10, || {
+        !alive(residents[0])
+    });
+    let (fh, fs, fsb) = probe_cli_sandbox(true);
+    let (eh, es, esb) = probe_cli_sandbox(false);
+    assert_eq!(fh, eh, "the host side inherits differently");
+    assert_eq!(fs, es, "the command sees a different sandbox");
+    assert_eq!(fsb, esb, "the records' sandbox blocks differ");
 }
 
 /// A pids cgroup (v1) holding one process, removed on drop.

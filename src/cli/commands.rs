@@ -12,6 +12,7 @@ use super::{
 use crate::engine::{EngineOptions, ReviewAction};
 use crate::envelope::{self, Envelope, EnvelopeError, Mode};
 use crate::record::{RunRecord, RunState};
+use crate::request::door::Door;
 use crate::request::{
     Cancel, Compare, Diff, List, Promote, ReceiptId, Replay, ReplayBody, Rollback, RunId, Show,
     ShowReceipt, Submit, VerifyJournal,
@@ -358,8 +359,21 @@ fn show_promoted(r: &RunRecord, json: bool) {
 
 /// Where the doors (`hook`, `mcp`, a hook's `promote`) send requests: the
 /// same choice as every other subcommand.
+/// For a door that runs the engine in this process: start the resident
+/// sandbox helper now, from the main thread, so that its exec runs while
+/// this process loads the policy and writes the run's first records, and
+/// the rehearsal forks a small process instead of executing this binary.
+fn with_resident(d: Door) -> Door {
+    if !d.is_daemon()
+        && let Err(e) = crate::engine::start_resident_sandbox_helper()
+    {
+        tracing::debug!("no resident sandbox helper: {e}; rehearsals start the helper by exec");
+    }
+    d
+}
+
 fn doors_target(g: &GlobalOpts) -> crate::doors::Target {
-    match door(g) {
+    match with_resident(door(g)) {
         crate::request::door::Door::Daemon(c) => {
             crate::doors::Target::Daemon(c.socket().to_path_buf())
         }
@@ -531,6 +545,12 @@ fn read_envelope_file(path: &Path) -> Result<Envelope, EnvelopeError> {
 }
 
 fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
+    let mut options = EngineOptions::default();
+    options.allow_degraded |= a.allow_degraded_sandbox;
+    options.egress.pins.extend(a.egress_resolve.iter().cloned());
+    // The door first: an in-process run starts its resident sandbox helper
+    // now, so that its exec overlaps this process's own work.
+    let d = with_resident(door_with(g, options));
     let cwd = match std::env::current_dir() {
         Ok(c) => c,
         Err(e) => return usage_error(format!("cannot read the current directory: {e}")),
@@ -580,10 +600,6 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         }
     }
     env.intent.network.add(&a.allow_net);
-    let mut options = EngineOptions::default();
-    options.allow_degraded |= a.allow_degraded_sandbox;
-    options.egress.pins.extend(a.egress_resolve.iter().cloned());
-    let d = door_with(g, options);
     if d.is_daemon() && a.allow_degraded_sandbox {
         return usage_error(
             "--allow-degraded-sandbox applies to in-process runs; a daemon decides for itself (dryrun daemon --allow-degraded-sandbox), or pass --local",
@@ -650,7 +666,7 @@ fn replay(
             },
             wait: true,
         };
-        match send(&door(g), &op).map(|r| r.into_record()) {
+        match send(&with_resident(door(g)), &op).map(|r| r.into_record()) {
             Ok(Some(record)) => report_run(&record, json),
             Ok(None) => {
                 eprintln!("dryrun: the daemon queued the replay without waiting for its verdict");

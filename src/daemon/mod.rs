@@ -293,14 +293,10 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
     // Before the runtime: the resident helper is started by exec from this
     // thread, which lives as long as the daemon (its parent-death signal
     // follows the thread that started it).
-    // `DRYRUN_RESIDENT_HELPER=0` keeps the exec per rehearsal (to compare,
-    // or to rule the resident helper out).
-    if std::env::var_os("DRYRUN_RESIDENT_HELPER").is_none_or(|v| v != "0") {
-        match crate::engine::start_resident_sandbox_helper() {
-            Ok(pid) => tracing::debug!(pid, "resident sandbox helper started"),
-            Err(e) => {
-                tracing::warn!(error = %e, "no resident sandbox helper; rehearsals start the helper by exec")
-            }
+    match crate::engine::start_resident_sandbox_helper() {
+        Ok(pid) => tracing::debug!(pid, "resident sandbox helper started"),
+        Err(e) => {
+            tracing::warn!(error = %e, "no resident sandbox helper; rehearsals start the helper by exec")
         }
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -45,9 +45,9 @@ pub use crate::record::Receipt;
 pub(crate) use crate::sandbox::CancelHandle;
 
 /// Start the resident sandbox helper for this process's rehearsals (the
-/// daemon does, from its main thread before its runtime starts): each
-/// rehearsal then forks it instead of executing the helper anew. Returns
-/// its pid.
+/// daemon at its start, the CLI at the start of an in-process command;
+/// from the main thread, before any runtime starts): each rehearsal then
+/// forks it instead of executing the helper anew. Returns its pid.
 pub(crate) fn start_resident_sandbox_helper() -> std::io::Result<i32> {
     crate::sandbox::start_resident_helper()
 }

@@ -55,6 +55,21 @@ fn helper_exe() -> std::path::PathBuf {
     std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into())
 }
 
+/// An exec of this binary as the helper or the resident helper (`arg`):
+/// no environment, `/` as its directory, and no transparent huge pages for
+/// its allocator (each 2 MiB page a short-lived helper touches would be
+/// zeroed whole; the build already makes that the default, this keeps it
+/// for a build without `.cargo/config.toml`). The command gets the host's
+/// setting back (X2).
+fn helper_command(arg: &str) -> Command {
+    let mut c = Command::new(helper_exe());
+    c.arg(arg)
+        .env_clear()
+        .env("MIMALLOC_ALLOW_THP", "0")
+        .current_dir("/");
+    c
+}
+
 /// Cancels a rehearsal from another thread: kills the helper, whose death
 /// takes the whole sandbox with it (every stage has a parent-death signal
 /// and the pid namespace's init dies with it).
@@ -166,15 +181,7 @@ fn start_helper() -> Result<(HelperProcess, [std::fs::File; 3], i32), SandboxErr
         ));
     }
     let exe = helper_exe();
-    let mut child = Command::new(&exe)
-        .arg(helper::HELPER_ARG)
-        .env_clear()
-        // No transparent huge pages for the helper's allocator: each 2 MiB
-        // page a short-lived helper touches is zeroed whole (about 1.5 ms
-        // of CPU per rehearsal in the daemon, measured). The command gets
-        // the host's setting back (X2).
-        .env("MIMALLOC_ALLOW_THP", "0")
-        .current_dir("/")
+    let mut child = helper_command(helper::HELPER_ARG)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

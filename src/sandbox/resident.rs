@@ -5,8 +5,14 @@
 //! latency and 2 ms of CPU each).
 //!
 //! It is started as an exec of this binary (`__sandbox-resident PID`), from
-//! the daemon's main thread before its runtime starts, never forked from the
-//! tokio process. It dies with the daemon (parent-death signal, armed before
+//! the engine process's main thread before any runtime starts, never forked
+//! from the tokio process: by the daemon at its start, and by the CLI at
+//! the start of a command that will rehearse in-process, so that the exec
+//! runs while the CLI loads its policy and writes the run's first records,
+//! off the rehearsal's critical path. (Not a fork of the CLI: the host side
+//! and the sandbox's init would then carry the CLI's argv and environment
+//! in their memory, and the init's command line is readable inside the
+//! sandbox.) It dies with the daemon (parent-death signal, armed before
 //! it checks that its parent is the daemon), and every host it forks dies
 //! with it, as an exec'd helper dies with the engine.
 //!
@@ -23,7 +29,7 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Mutex, OnceLock};
 
 use nix::sys::socket::{
@@ -47,10 +53,9 @@ struct Resident {
 
 static RESIDENT: OnceLock<Mutex<Option<Resident>>> = OnceLock::new();
 
-/// Start the resident helper for this process's rehearsals. Call from a
-/// thread that lives as long as the process (its parent-death signal fires
-/// when the starting thread ends), before any runtime starts threads.
-pub fn start_resident_helper() -> io::Result<i32> {
+/// The engine's end of a fresh request socket, with the answer deadline
+/// set, and the resident's end.
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let (mine, theirs) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -74,15 +79,32 @@ pub fn start_resident_helper() -> io::Result<i32> {
         &answer_within,
     )
     .map_err(io::Error::from)?;
-    let child = Command::new(super::helper_exe())
-        .arg(RESIDENT_ARG)
+    Ok((mine, theirs))
+}
+
+/// Start the resident helper for this process's rehearsals. Call from a
+/// thread that lives as long as the process (its parent-death signal fires
+/// when the starting thread ends). `DRYRUN_RESIDENT_HELPER=0` refuses (every
+/// rehearsal then executes the helper: to compare, or to rule the resident
+/// out).
+pub fn start_resident_helper() -> io::Result<i32> {
+    if std::env::var_os("DRYRUN_RESIDENT_HELPER").is_some_and(|v| v == "0") {
+        return Err(io::Error::other("DRYRUN_RESIDENT_HELPER=0"));
+    }
+    if RESIDENT.get().is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "this process already has a resident sandbox helper",
+        ));
+    }
+    let (mine, theirs) = socket_pair()?;
+    let child = super::helper_command(RESIDENT_ARG)
         .arg(std::process::id().to_string())
-        .env_clear()
-        .env("MIMALLOC_ALLOW_THP", "0")
-        .current_dir("/")
         .stdin(Stdio::from(theirs))
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        // None of its starter's descriptors but its socket: a hook's caller
+        // waiting for the end of the hook's stderr never waits on it.
+        .stderr(Stdio::null())
         .spawn()?;
     let pid = child.id() as i32;
     // Never waited for: it lives as long as this process, and reaping it
@@ -178,14 +200,21 @@ fn request(res: &Resident) -> Result<Forked, Failed> {
     }
 }
 
-/// The resident helper's life: serve fork requests until the engine closes
-/// its end. Exits 125 when it cannot take over the process.
+/// The resident helper's life (exec'd: `__sandbox-resident PID`): serve
+/// fork requests until the engine closes its end. Exits 125 when it cannot
+/// take over the process.
 pub fn run_resident_helper(args: Vec<std::ffi::OsString>) -> ! {
     let engine: i32 = args
         .get(2)
         .and_then(|a| a.to_str())
         .and_then(|a| a.parse().ok())
         .unwrap_or(0);
+    serve(engine)
+}
+
+/// Serve fork requests on stdin for the engine process `engine`, which must
+/// be this process's parent.
+fn serve(engine: i32) -> ! {
     if sys::die_with_parent().is_err()
         || nix::unistd::getppid().as_raw() != engine
         || sys::close_fds_from(3).is_err()
