@@ -181,6 +181,12 @@ impl Engine {
         limits_hit.sort();
         limits_hit.dedup();
         let mut timings_us = report.timings_us.clone();
+        for (phase, us) in &host.timings_us {
+            if !timings_us.iter().any(|(p, _)| p == phase) {
+                timings_us.push((phase.clone(), *us));
+            }
+        }
+        timings_us.sort_by_key(|(_, us)| *us);
         timings_us.push((
             "engine: answer read".into(),
             (sandbox::helper::monotonic_ns() - ev.sspec.t0_ns) / 1000,

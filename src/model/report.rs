@@ -67,4 +67,9 @@ pub struct HostReport {
     pub enforcement: Vec<String>,
     pub killed_by_watchdog: bool,
     pub leftover_processes_killed: u32,
+    /// The host side's own phase marks (µs since the rehearsal's start),
+    /// those after its fork too (the sandbox's report carries the ones
+    /// before).
+    #[serde(default)]
+    pub timings_us: Vec<(String, u64)>,
 }

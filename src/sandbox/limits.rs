@@ -147,11 +147,10 @@ fn read_kv(p: &Path, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// After the run: which limits were hit, then kill anything left and remove
-/// the cgroups. Returns (limits hit, processes killed).
-pub(crate) fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
+/// The limits the run's processes hit (its memory cgroup's OOM kills, its
+/// pids cgroup refusing a fork), as the cgroups count them now.
+pub(crate) fn limits_hit(plan: &CgroupPlan) -> Vec<LimitHit> {
     let mut hit = Vec::new();
-    let mut dirs: Vec<(String, PathBuf)> = plan.dirs.clone();
     if let Some(u) = &plan.unified {
         if read_kv(&u.join("memory.events"), "oom_kill") > 0 {
             hit.push(LimitHit::Memory);
@@ -159,7 +158,6 @@ pub(crate) fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
         if read_kv(&u.join("pids.events"), "max") > 0 {
             hit.push(LimitHit::Pids);
         }
-        dirs.push((String::new(), u.clone()));
     }
     for (ctrl, dir) in &plan.dirs {
         match ctrl.as_str() {
@@ -172,13 +170,30 @@ pub(crate) fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
             _ => {}
         }
     }
-    let mut killed = 0u32;
+    hit.sort();
+    hit.dedup();
+    hit
+}
+
+fn run_cgroup_dirs(plan: &CgroupPlan) -> Vec<PathBuf> {
+    plan.dirs
+        .iter()
+        .map(|(_, d)| d.clone())
+        .chain(plan.unified.iter().cloned())
+        .collect()
+}
+
+/// SIGKILL every process in the run's cgroups except this one and `spare`
+/// (host pids), until none is left; how many distinct processes it killed.
+pub(crate) fn kill_all_but(plan: &CgroupPlan, spare: &[i32]) -> u32 {
+    let me = std::process::id() as i32;
+    let mut killed = std::collections::BTreeSet::new();
     for _ in 0..50 {
         let mut any = false;
-        for (_, dir) in &dirs {
+        for dir in run_cgroup_dirs(plan) {
             let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
             for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                if pid == std::process::id() as i32 {
+                if pid == me || spare.contains(&pid) {
                     continue;
                 }
                 any = true;
@@ -188,21 +203,31 @@ pub(crate) fn collect_and_remove(plan: &CgroupPlan) -> (Vec<LimitHit>, u32) {
                 )
                 .is_ok()
                 {
-                    killed += 1;
+                    killed.insert(pid);
                 }
             }
         }
-        let removed = dirs
-            .iter()
-            .all(|(_, d)| std::fs::remove_dir(d).is_ok() || !d.exists());
-        if removed && !any {
+        if !any {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    hit.sort();
-    hit.dedup();
-    (hit, killed)
+    killed.len() as u32
+}
+
+/// Remove the run's (empty) cgroups, retrying while their last processes
+/// finish exiting.
+pub(crate) fn remove_run_cgroups(plan: &CgroupPlan) {
+    let dirs = run_cgroup_dirs(plan);
+    for _ in 0..50 {
+        if dirs
+            .iter()
+            .all(|d| std::fs::remove_dir(d).is_ok() || !d.exists())
+        {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Remove empty run cgroups left by a dryrun that was killed (never touches

@@ -61,8 +61,7 @@ pub(super) fn run_host_side() -> Result<(), HelperError> {
     write_id_maps(child.pid, &spec.ids)?;
     attach_idmapped_lower(child.pid, staged)?;
     release_child(&child)?;
-    let host = watch_child(&spec, child, enforcement)?;
-    send_host_report(&host)
+    watch_child(&spec, child, enforcement)
 }
 
 /// H1: die with the engine, no signal ignored or blocked, read the spec,
@@ -169,10 +168,12 @@ pub(super) fn check_workspace_identity(
     Ok(())
 }
 
-/// C as H sees it: its pid, the pipe that releases it, when it started.
+/// C as H sees it: its pid, the pipe that releases it, the pipe on which
+/// P1 says its report is complete, when it started.
 struct Child {
     pid: i32,
     go: OwnedFd,
+    done: OwnedFd,
     started: Instant,
 }
 
@@ -181,15 +182,20 @@ fn fork_sandbox_child(spec: &SandboxSpec, staged: &mut StagedMounts) -> Result<C
     mark("H4 fork + user ns");
     let (ready_r, ready_w) = pipe2(OFlag::O_CLOEXEC).map_err(fork_child("pipe"))?;
     let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).map_err(fork_child("pipe"))?;
+    let (done_r, done_w) = pipe2(OFlag::O_CLOEXEC).map_err(fork_child("pipe"))?;
+    super::DONE_FD.store(done_w.as_raw_fd(), std::sync::atomic::Ordering::Relaxed);
     let started = Instant::now();
     let h_pid = std::process::id() as i32;
     let c = sys::fork_single_threaded().map_err(fork_child("fork"))?;
     if c == 0 {
         drop(ready_r);
         drop(go_w);
+        drop(done_r);
         drop(staged.workspace.take());
         super::child::run_child(spec, ready_w, go_r, h_pid);
     }
+    super::DONE_FD.store(-1, std::sync::atomic::Ordering::Relaxed);
+    drop(done_w);
     drop(ready_w);
     drop(go_r);
     let mut b = [0u8; 1];
@@ -201,6 +207,7 @@ fn fork_sandbox_child(spec: &SandboxSpec, staged: &mut StagedMounts) -> Result<C
     Ok(Child {
         pid: c,
         go: go_w,
+        done: done_r,
         started,
     })
 }
@@ -269,13 +276,23 @@ fn release_child(child: &Child) -> Result<(), HelperError> {
     Ok(())
 }
 
-/// H6: wait for C with a watchdog (the run's timeout + 10 s), then read and
-/// remove the cgroups.
+/// H6: wait for C with a watchdog (the run's timeout + 10 s), or for P1's
+/// word that its report is complete; read the limits hit, kill whatever
+/// else is left in the run's cgroups, send the `H` frame; then wait for
+/// C and remove the cgroups.
+///
+/// P1's word lets the answer go out before the sandbox's namespaces are
+/// torn down (a mount namespace of some 70 mounts, a network namespace:
+/// about 2.5 ms here): the limits are final once the command's processes
+/// are gone, and only C and P1, both ending, may still be in the cgroups.
+/// Without the word (P1 died, the watchdog fired) H waits for C first, as
+/// before. After the `H` frame H no longer dies with the engine: the
+/// clean-up is left to finish even when the engine ends at once (the CLI).
 fn watch_child(
     spec: &SandboxSpec,
     child: Child,
     enforcement: Vec<String>,
-) -> Result<HostReport, HelperError> {
+) -> Result<(), HelperError> {
     drop(child.go);
     let cpid = Pid::from_raw(child.pid);
     let pidfd = sys::pidfd_open(child.pid).map_err(watch("pidfd"))?;
@@ -284,14 +301,23 @@ fn watch_child(
         enforcement,
         ..Default::default()
     };
+    let mut done = Some(child.done);
+    let mut sandbox_done = false;
     loop {
         let left = watchdog.saturating_sub(child.started.elapsed());
-        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
         let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        match poll(
+        let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        if let Some(d) = &done {
+            fds.push(PollFd::new(d.as_fd(), PollFlags::POLLIN));
+        }
+        let n = poll(
             &mut fds,
             PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
-        ) {
+        );
+        let c_ended = fds[0].any().unwrap_or(false);
+        let word = fds.get(1).is_some_and(|f| f.any().unwrap_or(false));
+        drop(fds);
+        match n {
             Ok(0) => {
                 // The sandbox's own timeout did not end it: kill the whole
                 // namespace by killing its init's parent (P1 dies with C).
@@ -299,18 +325,60 @@ fn watch_child(
                 let _ = kill(cpid, Signal::SIGKILL);
                 break;
             }
-            Ok(_) => break,
+            Ok(_) if c_ended => break,
+            Ok(_) if word => {
+                let mut b = [0u8; 1];
+                let got = done.as_ref().map(|d| nix::unistd::read(d, &mut b));
+                if matches!(got, Some(Ok(1))) && b[0] == b'd' {
+                    sandbox_done = true;
+                    break;
+                }
+                // Closed without the word: wait for C alone.
+                done = None;
+            }
+            Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(watch("poll")(e)),
         }
     }
-    let _ = waitpid(cpid, None);
-    if let Some(plan) = &spec.cgroup {
-        let (hit, killed) = limits::collect_and_remove(plan);
-        host.limits_hit = hit;
-        host.leftover_processes_killed = killed;
+    if !sandbox_done {
+        let _ = waitpid(cpid, None);
     }
-    Ok(host)
+    mark("H7 sandbox done");
+    if let Some(plan) = &spec.cgroup {
+        host.limits_hit = limits::limits_hit(plan);
+        // C and P1 (C's only child) are ending on their own; anything else
+        // in the run's cgroups now is a leftover.
+        let spare: Vec<i32> = if sandbox_done {
+            std::iter::once(child.pid)
+                .chain(children_of(child.pid))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        host.leftover_processes_killed = limits::kill_all_but(plan, &spare);
+    }
+    host.timings_us = super::marks_so_far();
+    send_host_report(&host)?;
+    // The answer is out: finish the clean-up even if the engine ends now.
+    let _ = nix::sys::prctl::set_pdeathsig(None);
+    if sandbox_done {
+        let _ = waitpid(cpid, None);
+    }
+    if let Some(plan) = &spec.cgroup {
+        limits::kill_all_but(plan, &[]);
+        limits::remove_run_cgroups(plan);
+    }
+    Ok(())
+}
+
+/// The host pids of `pid`'s children.
+fn children_of(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 /// H6: the `H` frame, last on the helper's stdout.

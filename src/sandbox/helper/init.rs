@@ -123,7 +123,9 @@ fn init_main(spec: &SandboxSpec, parent_alive: OwnedFd) -> Result<(), HelperErro
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
     super::evidence::walk_evidence(spec, &plan.ids, &lower, &upper_fd, &mut report)?;
-    super::evidence::send_report(report)
+    super::evidence::send_report(report)?;
+    super::tell_host_done();
+    Ok(())
 }
 
 /// Before P1: die with C (and notice if it already died), stay out of

@@ -90,6 +90,19 @@ const OUT_FD: RawFd = 1;
 /// forked stage; P1 reports them.
 static MARKS: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
 static T0_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The write end of H's "done" pipe, inherited by C and P1 through their
+/// forks (-1: none). P1 writes one byte to it once its last frame is out;
+/// the command never holds it (X closes every descriptor past 4).
+static DONE_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// P1: tell H that the sandbox's report is complete, so H may send its own
+/// (the last frame) without waiting for the namespaces' tear-down.
+fn tell_host_done() {
+    let fd = DONE_FD.load(std::sync::atomic::Ordering::Relaxed);
+    if fd >= 0 {
+        let _ = sys::write_all_fd(fd, b"d");
+    }
+}
 
 pub(crate) fn monotonic_ns() -> u64 {
     let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("monotonic clock");
