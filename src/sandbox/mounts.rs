@@ -2,6 +2,7 @@
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -123,40 +124,6 @@ pub(super) fn remount_ro(target: &Path) -> Result<(), MountError> {
         .map_err(|e| merr("read-only remount", target, e))
 }
 
-/// Mount points at or below `prefix` in this mount namespace, shallowest first.
-fn mounts_below(prefix: &Path) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut out: Vec<PathBuf> = text
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape_mountinfo)
-        .filter(|p| p.starts_with(prefix))
-        .collect();
-    out.sort_by_key(|p| p.components().count());
-    out.dedup();
-    out
-}
-
-fn unescape_mountinfo(s: &str) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(out))
-}
-
 /// Bind `src` (host path) at `root/src`, read-only, nosuid, nodev, including
 /// every submount. Host symlinks (merged /usr) are recreated as symlinks.
 /// Returns false when the host path does not exist.
@@ -179,17 +146,18 @@ pub(super) fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountEr
     } else {
         std::fs::write(&target, b"").map_err(|e| perr(&target, e))?;
     }
-    mount(
-        Some(src),
-        &target,
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
+    // The tree and every mount below it, cloned, made read-only, nosuid,
+    // nodev in one call, then attached: no mount table to read, and no
+    // moment when a part of it is writable.
+    let tree = super::sys::open_tree_clone_recursive(src).map_err(|e| merr("clone", src, e))?;
+    super::sys::mount_setattr_recursive(
+        tree.as_raw_fd(),
+        super::sys::MOUNT_ATTR_RDONLY
+            | super::sys::MOUNT_ATTR_NOSUID
+            | super::sys::MOUNT_ATTR_NODEV,
     )
-    .map_err(|e| merr("bind", &target, e))?;
-    for m in mounts_below(&target) {
-        remount_ro(&m)?;
-    }
+    .map_err(|e| merr("read-only", src, e))?;
+    super::sys::move_mount_to(tree.as_raw_fd(), &target).map_err(|e| merr("attach", &target, e))?;
     Ok(true)
 }
 

@@ -221,6 +221,10 @@ fn serve(engine: i32) -> ! {
     {
         sys::exit_now(125);
     }
+    // The command's seccomp filter is the same for every run: compiled once
+    // here, every forked sandbox inherits it (a failure is met again, and
+    // reported, by the sandbox that needs it).
+    let _ = super::seccomp::compiled_filter();
     loop {
         reap_exited_hosts();
         if !request_waiting() {

@@ -164,9 +164,20 @@ pub(super) fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
     Ok(f)
 }
 
-/// Compile the filter to classic BPF once (in the sandbox's init), so each
-/// command only makes one `seccomp()` call after fork.
-pub(super) fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
+/// The filter compiled to classic BPF, once per process: the resident
+/// helper compiles it before it forks any host side, so a forked sandbox's
+/// init finds it ready; an executed helper compiles it in its init. Each
+/// command then makes one `seccomp()` call after its fork.
+pub(super) fn compiled_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
+    static COMPILED: std::sync::OnceLock<Vec<libc::sock_filter>> = std::sync::OnceLock::new();
+    if let Some(f) = COMPILED.get() {
+        return Ok(f.clone());
+    }
+    let f = compile_filter()?;
+    Ok(COMPILED.get_or_init(|| f).clone())
+}
+
+fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
     let f = build_filter()?;
     let (r, w) = ctx("pipe", nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC))?;
     ctx("export", f.export_bpf(&w))?;

@@ -38,6 +38,50 @@ pub(super) fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE)`: a detached
+/// copy of the mount at `path` with every mount below it.
+pub(super) fn open_tree_clone_recursive(path: &Path) -> io::Result<OwnedFd> {
+    let c = cstr(path)?;
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; the
+    // kernel returns a new fd or -1.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | libc::AT_RECURSIVE as libc::c_uint | libc::O_CLOEXEC as libc::c_uint,
+        )
+    })?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, {attr_set})`: set
+/// `attr_set` on a mount and every mount below it, in one call.
+pub(super) fn mount_setattr_recursive(mount_fd: RawFd, attr_set: u64) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let empty = c"";
+    // SAFETY: `attr` and `empty` live across the call and the size passed is
+    // the size of the struct the kernel reads.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            mount_fd,
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
 #[repr(C)]
 struct MountAttr {
     attr_set: u64,

@@ -355,7 +355,7 @@ fn prepare_command(
             required: spec.landlock.min_abi,
         });
     }
-    let filter = seccomp::compile_filter().map_err(HelperError::Seccomp)?;
+    let filter = seccomp::compiled_filter().map_err(HelperError::Seccomp)?;
     let cg = spec.cgroup.as_ref();
     let cg_mem =
         cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "memory"));
