@@ -601,3 +601,38 @@ fn cancelling_a_forked_rehearsal_kills_only_that_sandbox() {
     let r = submit_user(&d, &ws, "true", &[]);
     assert_eq!(r.decision(), "promote", "{r:?}");
 }
+
+/// The host side answers once the sandbox's init says its report is out.
+/// A command that writes that word on every descriptor it can name, and
+/// into the init's descriptors through /proc, must not make the answer go
+/// out before the evidence: its file changes and its output are all in the
+/// record, as root and as the user.
+#[test]
+fn a_command_cannot_make_the_host_side_answer_before_the_evidence() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse(
+            "for fd in $(seq 3 255); do (printf d >&$fd) 2>/dev/null; done; \
+             for f in /proc/1/fd/* /proc/[0-9]*/fd/*; do (printf d > \"$f\") 2>/dev/null; done; \
+             sleep 0.5; echo written > after.txt; echo all-done",
+            &[],
+        );
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {}", r.json);
+        assert!(r.out().contains("all-done"), "{who:?}: {:?}", r.out());
+        assert!(
+            r.change("after.txt").is_some(),
+            "{who:?}: the change made after the attempts is missing: {:?}",
+            r.changes()
+        );
+        let phases: Vec<String> = r.json["rehearsal"]["timings_us"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[0].as_str().unwrap_or("").to_string())
+            .collect();
+        assert!(
+            phases.iter().any(|p| p == "P9 evidence done"),
+            "{who:?}: {phases:?}"
+        );
+    }
+}
