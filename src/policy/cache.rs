@@ -36,7 +36,7 @@
 //! Writing is best effort and not fsync'd: a lost or torn cache is rebuilt.
 
 use super::merge::Merged;
-use super::{Policy, PolicyError, content_hash, parse_file};
+use super::{LayerDigests, Policy, PolicyError, parse_file};
 use regex::Regex;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -110,22 +110,24 @@ pub(crate) fn layered_via_disk(
     state_dir: &Path,
     files: &[(String, String)],
     tighten_only: Option<&(String, String)>,
+    digests: LayerDigests,
 ) -> Result<Policy, PolicyError> {
-    let system = system_merged(state_dir, files, &cache_key(files))?;
-    with_workspace_layer(system, files, tighten_only)
+    let system = system_merged(state_dir, files, &cache_key(&digests.system_key))?;
+    with_workspace_layer(system, tighten_only, digests.hash)
 }
 
-/// `system` (the merge of `files`) with the workspace's layer added: the
-/// same result as [`Policy::layered`] over all of them.
+/// `m` (the merge of the system layers) with the workspace's layer added:
+/// the same result as [`Policy::layered`] over all of them (`hash`: of
+/// every layer, see `layer_digests`).
 fn with_workspace_layer(
     mut m: Merged,
-    files: &[(String, String)],
     tighten_only: Option<&(String, String)>,
+    hash: String,
 ) -> Result<Policy, PolicyError> {
     if let Some((name, text)) = tighten_only {
         m.add_workspace_layer(name, &parse_file(name, text)?)?;
     }
-    Ok(m.into_policy(content_hash(files, tighten_only)))
+    Ok(m.into_policy(hash))
 }
 
 /// The system layers merged: read back from the cache file, or merged from
@@ -151,17 +153,13 @@ fn system_merged(
     Ok(m)
 }
 
-fn cache_key(files: &[(String, String)]) -> [u8; 32] {
+/// The cache file's key: the format, the binary's version and the system
+/// layers' names and texts (`system_key`, see `layer_digests`).
+fn cache_key(system_key: &[u8; 32]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(MAGIC);
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
-    h.update(&(files.len() as u64).to_le_bytes());
-    for (name, text) in files {
-        for part in [name.as_bytes(), text.as_bytes()] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part);
-        }
-    }
+    h.update(system_key);
     *h.finalize().as_bytes()
 }
 
@@ -279,7 +277,12 @@ impl<'de> serde::Deserialize<'de> for super::OneOrMany {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{content_hash, layer_digests};
     use super::*;
+
+    fn key_of(files: &[(String, String)]) -> [u8; 32] {
+        cache_key(&layer_digests(files, None).system_key)
+    }
 
     fn shipped() -> Vec<(String, String)> {
         vec![
@@ -377,7 +380,7 @@ mod tests {
     fn a_cached_system_merge_plus_the_workspace_layer_equals_the_full_merge() {
         for files in [shipped(), with_system_layer()] {
             let state = tempfile::tempdir().unwrap();
-            let key = cache_key(&files);
+            let key = key_of(&files);
             let fresh = Policy::layered(&files, None).unwrap();
             let layers = workspace_layers(&fresh);
             // Merged from YAML (writes the cache), then read back from it.
@@ -391,10 +394,18 @@ mod tests {
                     refused.push(full.clone());
                 }
                 for system in [&written, &read] {
-                    let cut = outcome(with_workspace_layer(system.clone(), &files, layer.as_ref()));
+                    let hash = content_hash(&files, layer.as_ref());
+                    let cut = outcome(with_workspace_layer(system.clone(), layer.as_ref(), hash));
                     assert_eq!(cut, full, "workspace layer {layer:?}");
                 }
-                let via = outcome(layered_via_disk(state.path(), &files, layer.as_ref()));
+                let digests = layer_digests(&files, layer.as_ref());
+                assert_eq!(digests.hash, content_hash(&files, layer.as_ref()));
+                let via = outcome(layered_via_disk(
+                    state.path(),
+                    &files,
+                    layer.as_ref(),
+                    digests,
+                ));
                 assert_eq!(via, full, "workspace layer {layer:?}");
             }
             assert_eq!(refused.len(), 9, "only the refused layers: {refused:#?}");
@@ -405,7 +416,7 @@ mod tests {
     fn a_tampered_cache_is_ignored_and_rewritten() {
         let state = tempfile::tempdir().unwrap();
         let files = shipped();
-        let key = cache_key(&files);
+        let key = key_of(&files);
         let full = Policy::layered(&files, None).unwrap().canonical();
         system_merged(state.path(), &files, &key).unwrap();
         let path = state.path().join("cache").join(FILE_NAME);
@@ -432,7 +443,7 @@ mod tests {
             std::fs::write(&path, &bad).unwrap();
             assert!(read_cache(&dir(), &key, &files).is_none());
             let m = system_merged(state.path(), &files, &key).unwrap();
-            let p = with_workspace_layer(m, &files, None).unwrap();
+            let p = with_workspace_layer(m, None, content_hash(&files, None)).unwrap();
             assert_eq!(p.canonical(), full, "a tampered cache is not trusted");
             assert_eq!(std::fs::read(&path).unwrap(), good, "and it was rewritten");
         }
@@ -442,14 +453,14 @@ mod tests {
     fn a_changed_system_layer_rebuilds_the_cache() {
         let state = tempfile::tempdir().unwrap();
         let files = with_system_layer();
-        system_merged(state.path(), &files, &cache_key(&files)).unwrap();
+        system_merged(state.path(), &files, &key_of(&files)).unwrap();
         let mut edited = files.clone();
         edited[2].1 = edited[2].1.replace("score: 90", "score: 95");
-        let key = cache_key(&edited);
+        let key = key_of(&edited);
         let dir = private_dir(&state.path().join("cache")).unwrap();
         assert!(read_cache(&dir, &key, &edited).is_none(), "other key");
         let m = system_merged(state.path(), &edited, &key).unwrap();
-        let p = with_workspace_layer(m, &edited, None).unwrap();
+        let p = with_workspace_layer(m, None, content_hash(&edited, None)).unwrap();
         let full = Policy::layered(&edited, None).unwrap();
         assert_eq!(p.canonical(), full.canonical());
         assert_eq!(
@@ -472,7 +483,7 @@ mod tests {
     fn a_cache_in_a_shared_directory_or_behind_a_symlink_is_not_read() {
         let state = tempfile::tempdir().unwrap();
         let files = shipped();
-        let key = cache_key(&files);
+        let key = key_of(&files);
         system_merged(state.path(), &files, &key).unwrap();
         let dir = state.path().join("cache");
         assert!(read_cache(&private_dir(&dir).unwrap(), &key, &files).is_some());

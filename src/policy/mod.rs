@@ -412,6 +412,55 @@ fn content_hash(files: &[(String, String)], tighten_only: Option<&(String, Strin
     hasher.finalize().to_hex().to_string()
 }
 
+/// One BLAKE3 pass over every layer's name and text: the policy's `hash`
+/// (as [`content_hash`]), and keys for the in-process memo and the policy
+/// cache (those digests with the lengths that frame them, so two different
+/// layerings never share a key).
+pub(super) struct LayerDigests {
+    pub(super) hash: String,
+    memo_key: [u8; 32],
+    /// The system layers' (not the workspace's): the cache file's key.
+    pub(super) system_key: [u8; 32],
+}
+
+pub(super) fn layer_digests(
+    files: &[(String, String)],
+    tighten_only: Option<&(String, String)>,
+) -> LayerDigests {
+    let mut content = blake3::Hasher::new();
+    let mut lengths: Vec<u8> = Vec::new();
+    let framed = |what: &[u8], lengths: &[u8], digest: blake3::Hash| {
+        let mut h = blake3::Hasher::new();
+        h.update(what).update(lengths).update(digest.as_bytes());
+        *h.finalize().as_bytes()
+    };
+    fn add(content: &mut blake3::Hasher, lengths: &mut Vec<u8>, (name, text): &(String, String)) {
+        for part in [name.as_bytes(), text.as_bytes()] {
+            content.update(part);
+            lengths.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        }
+    }
+    for f in files {
+        add(&mut content, &mut lengths, f);
+    }
+    let system = content.finalize();
+    let n_system = lengths.len();
+    if let Some(ws) = tighten_only {
+        add(&mut content, &mut lengths, ws);
+    }
+    let all = content.finalize();
+    let flag: &[u8] = if tighten_only.is_some() {
+        b"system+workspace"
+    } else {
+        b"system"
+    };
+    LayerDigests {
+        hash: all.to_hex().to_string(),
+        memo_key: framed(flag, &lengths, all),
+        system_key: framed(b"system", &lengths[..n_system], system),
+    }
+}
+
 /// Policy layers as (file name, text): the freely layered ones, then the
 /// workspace's tighten-only one.
 type Layers = (Vec<(String, String)>, Option<(String, String)>);
@@ -453,21 +502,14 @@ impl Policy {
         use std::sync::{Arc, Mutex, OnceLock};
         static CACHE: OnceLock<Mutex<HashMap<[u8; 32], Arc<Policy>>>> = OnceLock::new();
         let (files, ws) = Self::read_layers(system_dir, workspace)?;
-        let mut h = blake3::Hasher::new();
-        for (name, text) in files.iter().chain(ws.iter()) {
-            for part in [name.as_bytes(), text.as_bytes()] {
-                h.update(&(part.len() as u64).to_le_bytes());
-                h.update(part);
-            }
-        }
-        h.update(&[ws.is_some() as u8]);
-        let key = *h.finalize().as_bytes();
+        let digests = layer_digests(&files, ws.as_ref());
+        let key = digests.memo_key;
         let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
         if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
         let p = Arc::new(match cache_dir {
-            Some(dir) => cache::layered_via_disk(dir, &files, ws.as_ref())?,
+            Some(dir) => cache::layered_via_disk(dir, &files, ws.as_ref(), digests)?,
             None => Self::layered(&files, ws.as_ref())?,
         });
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
