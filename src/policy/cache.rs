@@ -1,52 +1,64 @@
-//! Making a policy cheap to load in a short-lived process (a CLI run):
-//! rule regexes compile at their first use, the protected-path set at its
-//! first look-up (`workspace::paths`), and the parsed system layers are kept
-//! in a cache file under the state directory so the next run reads compact
-//! JSON instead of parsing ~1,900 lines of YAML.
+//! Making a policy cheap to load in a short-lived process (a CLI run).
+//! The system layers (the shipped default and `/etc/dryrun/policy.d`, ~1,900
+//! lines of YAML; not agent-writable) are merged and validated once
+//! (`merge.rs`'s [`Merged`], with its command index) and the result is
+//! kept in a cache file under the state directory, in a compact binary
+//! form (postcard). A run then reads that back, parses only the
+//! workspace's own layer (agent-writable, small: parsed and checked every
+//! run, never cached) and adds it with the same function a full merge uses.
+//! Rule regexes of a cached merge compile at their first use, the
+//! protected-path set at its first look-up (`workspace::paths`), once per
+//! policy. (A daemon also keeps each policy it loaded in memory, keyed by
+//! every layer's text: `Policy::load_cached`.)
 //!
 //! The cache file is host-side state the engine trusts as much as its run
 //! records, so it is handled like them:
 //! - it lives in `STATE_DIR/cache/`, a directory that must be owned by the
 //!   process's effective uid (or root) and writable by nobody else; any
-//!   other directory is not used (the policy is then parsed from YAML);
+//!   other directory is not used (the policy is then merged from YAML);
 //! - it is opened without following a symlink, must be a regular file of
 //!   the same owner, not group- or world-writable, of at most
 //!   [`CACHE_MAX_BYTES`];
 //! - it is keyed by the BLAKE3 of the binary's version, the cache format
-//!   and every layer's name and text (what is on disk now, read this run),
-//!   and carries the BLAKE3 of its payload: a key or digest mismatch, a
-//!   payload that does not deserialize exactly into policy files, or layer
-//!   names that differ, and the file is ignored and rewritten from YAML;
-//! - what it holds is the parsed files, not a verdict: the merge and every
-//!   check of `Policy::merge` run again on it; only the rule regexes are not
-//!   compiled up front (they were when the file was written), and one that
-//!   does not compile at its first use matches every argument (fails closed:
-//!   the rule's finding is added).
+//!   and every system layer's name and text (what is on disk now, read this
+//!   run), and carries the BLAKE3 of its payload: a key or digest mismatch,
+//!   a payload that does not deserialize exactly (trailing bytes included),
+//!   layer names that differ, a command index that does not cover the
+//!   rules exactly, or an `egress:` section that no longer parses, and the
+//!   file is ignored and rewritten from YAML;
+//! - what it holds is a merge that passed every check when it was written
+//!   (only a valid merge is written). It is not checked again: whoever can
+//!   write it can write the run records and the journal's head too. A rule
+//!   regex that does not compile at its first use (only possible for a
+//!   cache rewritten by hand, digest included) matches every argument
+//!   (fails closed: the rule's finding is added).
 //!
 //! Writing is best effort and not fsync'd: a lost or torn cache is rebuilt.
-//! The workspace's own layer (agent-writable) is never cached: it is small
-//! and parsed every run.
 
-use super::{Policy, PolicyError, PolicyFile, content_hash, parse_file};
+use super::merge::Merged;
+use super::{LayerDigests, Policy, PolicyError, parse_file};
 use regex::Regex;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-/// The largest cache file read (the default policy's is ~100 KiB).
+/// The largest cache file read (the default policy's is ~70 KiB).
 pub(crate) const CACHE_MAX_BYTES: u64 = 4 << 20;
-const MAGIC: &[u8] = b"dryrun-policy-cache/1\n";
-const FILE_NAME: &str = "policy-layers.json";
+const MAGIC: &[u8] = b"dryrun-policy-cache/2 merged postcard\n";
+const FILE_NAME: &str = "policy-system.bin";
+/// The previous format's file (parsed layers as JSON), removed when the
+/// new one is written.
+const OLD_FILE_NAME: &str = "policy-layers.json";
 
-/// A rule's `arg_regex`: compiled when its policy was validated, or (read
-/// back from the cache) at its first use.
+/// A rule's `arg_regex`: compiled when its layer was validated, or (read
+/// back from the cache) at its first use; clones share the compiled form.
 #[derive(Debug, Clone)]
 pub struct RuleRegex {
     source: String,
     /// `None`: the pattern did not compile (only possible for a tampered
     /// cache); the rule then matches every argument.
-    compiled: OnceLock<Option<Regex>>,
+    compiled: Arc<OnceLock<Option<Regex>>>,
 }
 
 impl RuleRegex {
@@ -54,14 +66,14 @@ impl RuleRegex {
         let re = Regex::new(source)?;
         Ok(RuleRegex {
             source: source.to_string(),
-            compiled: OnceLock::from(Some(re)),
+            compiled: Arc::new(OnceLock::from(Some(re))),
         })
     }
 
-    pub(crate) fn at_first_use(source: &str) -> Self {
+    pub(crate) fn at_first_use(source: String) -> Self {
         RuleRegex {
-            source: source.to_string(),
-            compiled: OnceLock::new(),
+            source,
+            compiled: Arc::new(OnceLock::new()),
         }
     }
 
@@ -78,47 +90,76 @@ impl RuleRegex {
     }
 }
 
-/// [`Policy::layered`] with the free layers' parse kept in
-/// `state_dir/cache/`.
+/// As its source text; read back, it compiles at its first use.
+impl serde::Serialize for RuleRegex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.source)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RuleRegex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(RuleRegex::at_first_use)
+    }
+}
+
+/// [`Policy::layered`] with the system layers' merge kept in
+/// `state_dir/cache/`: only the workspace layer is parsed and added.
+/// (In a daemon, `Policy::load_cached` keeps each resulting policy.)
 pub(crate) fn layered_via_disk(
     state_dir: &Path,
     files: &[(String, String)],
     tighten_only: Option<&(String, String)>,
+    digests: LayerDigests,
 ) -> Result<Policy, PolicyError> {
-    let key = cache_key(files);
-    let dir = state_dir.join("cache");
-    let cached = private_dir(&dir).and_then(|d| read_cache(&d, &key, files));
-    let tighten = match tighten_only {
-        Some((name, text)) => Some((name.clone(), parse_file(name, text)?)),
-        None => None,
-    };
-    let hash = content_hash(files, tighten_only);
-    if let Some(parsed) = cached {
-        return Policy::merge(&parsed, tighten.as_ref(), hash, false);
-    }
-    let parsed = files
-        .iter()
-        .map(|(name, text)| Ok((name.clone(), parse_file(name, text)?)))
-        .collect::<Result<Vec<_>, PolicyError>>()?;
-    let policy = Policy::merge(&parsed, tighten.as_ref(), hash, true)?;
-    // Only layers that validated (regexes compiled) are written.
-    if let Err(e) = write_cache(&dir, &key, &parsed) {
-        tracing::debug!(dir = %dir.display(), error = %e, "policy cache not written");
-    }
-    Ok(policy)
+    let system = system_merged(state_dir, files, &cache_key(&digests.system_key))?;
+    with_workspace_layer(system, tighten_only, digests.hash)
 }
 
-fn cache_key(files: &[(String, String)]) -> [u8; 32] {
+/// `m` (the merge of the system layers) with the workspace's layer added:
+/// the same result as [`Policy::layered`] over all of them (`hash`: of
+/// every layer, see `layer_digests`).
+fn with_workspace_layer(
+    mut m: Merged,
+    tighten_only: Option<&(String, String)>,
+    hash: String,
+) -> Result<Policy, PolicyError> {
+    if let Some((name, text)) = tighten_only {
+        m.add_workspace_layer(name, &parse_file(name, text)?)?;
+    }
+    Ok(m.into_policy(hash))
+}
+
+/// The system layers merged: read back from the cache file, or merged from
+/// YAML (and the cache file written).
+fn system_merged(
+    state_dir: &Path,
+    files: &[(String, String)],
+    key: &[u8; 32],
+) -> Result<Merged, PolicyError> {
+    let dir = state_dir.join("cache");
+    if let Some(m) = private_dir(&dir).and_then(|d| read_cache(&d, key, files)) {
+        return Ok(m);
+    }
+    let mut m = Merged::new();
+    for (name, text) in files {
+        m.add_system_layer(name, &parse_file(name, text)?)?;
+    }
+    m.index_commands();
+    // Only a merge that passed every check is written.
+    if let Err(e) = write_cache(&dir, key, &m) {
+        tracing::debug!(dir = %dir.display(), error = %e, "policy cache not written");
+    }
+    Ok(m)
+}
+
+/// The cache file's key: the format, the binary's version and the system
+/// layers' names and texts (`system_key`, see `layer_digests`).
+fn cache_key(system_key: &[u8; 32]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(MAGIC);
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
-    h.update(&(files.len() as u64).to_le_bytes());
-    for (name, text) in files {
-        for part in [name.as_bytes(), text.as_bytes()] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part);
-        }
-    }
+    h.update(system_key);
     *h.finalize().as_bytes()
 }
 
@@ -140,11 +181,7 @@ fn trusted_owner(md: &std::fs::Metadata) -> bool {
     (md.uid() == euid || md.uid() == 0) && md.permissions().mode() & 0o022 == 0
 }
 
-fn read_cache(
-    dir: &std::fs::File,
-    key: &[u8; 32],
-    files: &[(String, String)],
-) -> Option<Vec<(String, PolicyFile)>> {
+fn read_cache(dir: &std::fs::File, key: &[u8; 32], files: &[(String, String)]) -> Option<Merged> {
     use std::os::fd::AsFd;
     let fd = nix::fcntl::openat(
         dir.as_fd(),
@@ -171,17 +208,21 @@ fn read_cache(
     if blake3::hash(payload).as_bytes()[..] != digest[..] {
         return None;
     }
-    let parsed: Vec<(String, PolicyFile)> = serde_json::from_slice(payload).ok()?;
+    let (mut m, trailing): (Merged, _) = postcard::take_from_bytes(payload).ok()?;
     let same_names =
-        parsed.len() == files.len() && parsed.iter().zip(files).all(|((a, _), (b, _))| a == b);
-    same_names.then_some(parsed)
+        m.sources().len() == files.len() && m.sources().iter().zip(files).all(|(a, (b, _))| a == b);
+    if !trailing.is_empty() || !same_names || !m.index_is_sound() {
+        return None;
+    }
+    m.rebuild_egress()?;
+    Some(m)
 }
 
-fn write_cache(dir: &Path, key: &[u8; 32], parsed: &[(String, PolicyFile)]) -> std::io::Result<()> {
+fn write_cache(dir: &Path, key: &[u8; 32], merged: &Merged) -> std::io::Result<()> {
     if private_dir(dir).is_none() {
         return Err(std::io::Error::other("not a private directory"));
     }
-    let payload = serde_json::to_vec(parsed).map_err(std::io::Error::other)?;
+    let payload = postcard::to_stdvec(merged).map_err(std::io::Error::other)?;
     let tmp = dir.join(format!(".{FILE_NAME}.{}", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -198,6 +239,7 @@ fn write_cache(dir: &Path, key: &[u8; 32], parsed: &[(String, PolicyFile)]) -> s
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    let _ = std::fs::remove_file(dir.join(OLD_FILE_NAME));
     written
 }
 
@@ -235,7 +277,12 @@ impl<'de> serde::Deserialize<'de> for super::OneOrMany {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{content_hash, layer_digests};
     use super::*;
+
+    fn key_of(files: &[(String, String)]) -> [u8; 32] {
+        cache_key(&layer_digests(files, None).system_key)
+    }
 
     fn shipped() -> Vec<(String, String)> {
         vec![
@@ -250,87 +297,202 @@ mod tests {
         ]
     }
 
-    fn rule_score(p: &Policy, id: &str) -> u32 {
-        p.rules.iter().find(|r| r.id == id).expect("rule").score
+    /// A system layer on top of the shipped ones (egress, thresholds, a
+    /// replaced rule), so the cached merge carries every kind of section.
+    fn with_system_layer() -> Vec<(String, String)> {
+        let mut files = shipped();
+        files.push((
+            "/etc/dryrun/policy.d/site.yaml".into(),
+            "thresholds: {approval: 45, block: 85}\nprotected_paths: [\"deploy/\"]\negress:\n  always_allow: [\"mirror.internal\"]\n  never_allow: [\"*.paste.example\"]\n  resolve: [\"mirror.internal:443:10.0.0.7\"]\nrules:\n  - id: site.terraform\n    match: {command: terraform, subcommand: apply, arg_regex: \"^-auto-approve\"}\n    level: IRREVERSIBLE\n    score: 90\n    reason: changes the site's infrastructure\n    approval: true\n".into(),
+        ));
+        files
     }
 
-    #[test]
-    fn the_cache_round_trips_the_parsed_layers_exactly() {
-        let files = shipped();
-        let parsed: Vec<(String, PolicyFile)> = files
+    fn ws(text: &str) -> (String, String) {
+        (".dryrun/policy.yaml".into(), text.into())
+    }
+
+    /// Workspace layers that are accepted or refused, each kind of section.
+    fn workspace_layers(p: &Policy) -> Vec<Option<(String, String)>> {
+        // A shipped rule that can be both raised and lowered.
+        let r = p
+            .rules
             .iter()
-            .map(|(n, t)| (n.clone(), parse_file(n, t).unwrap()))
-            .collect();
-        let json = serde_json::to_vec(&parsed).unwrap();
-        let back: Vec<(String, PolicyFile)> = serde_json::from_slice(&json).unwrap();
-        assert_eq!(back, parsed);
+            .find(|r| r.level > super::super::Level::Read && r.score > 0 && r.score < 100)
+            .expect("such a rule");
+        let rule = |cmds: &[String], level: &str, score: u32, extra: &str| {
+            let subs: Vec<String> = r.subcommands.iter().map(|s| s.join(" ")).collect();
+            let sub = match subs.is_empty() {
+                true => String::new(),
+                false => format!(", subcommand: {subs:?}"),
+            };
+            let re = match &r.arg_regex {
+                Some(x) => format!(", arg_regex: {:?}", x.as_str()),
+                None => String::new(),
+            };
+            format!(
+                "rules:\n  - id: {}\n    match: {{command: {cmds:?}{sub}, flags_any: {:?}, flags_all: {:?}{re}}}\n    level: {level}\n    score: {score}\n    reason: x\n    approval: {}\n{extra}",
+                r.id, r.flags_any, r.flags_all, r.approval
+            )
+        };
+        let cmd = &r.commands[..];
+        let other = ["zz-other".to_string()];
+        vec![
+            None,
+            Some(ws("rules: []\n")),
+            // Allow-ish: a new rule, lower thresholds, a protected path.
+            Some(ws(
+                "thresholds: {approval: 30, block: 60}\nprotected_paths: [\"secrets/\", \"/top.env\"]\nrules:\n  - id: local.deploy\n    match: {command: [deploy, ship], arg_regex: \"--prod\"}\n    level: ADMIN\n    score: 70\n    reason: deploys leave the machine\n",
+            )),
+            // A shipped rule raised (the same match), and a built-in check.
+            Some(ws(&rule(
+                cmd,
+                "IRREVERSIBLE",
+                100,
+                "builtin:\n  exec.unknown: {level: ADMIN, score: 30}\negress: {never_allow: [\"evil.example\"]}\n",
+            ))),
+            // Refused: a rule lowered, its match changed, thresholds raised,
+            // a built-in lowered, stubs, egress allowed, a bad pattern.
+            Some(ws(&rule(cmd, "READ", 0, ""))),
+            Some(ws(&rule(&other, "IRREVERSIBLE", 100, ""))),
+            Some(ws("thresholds: {approval: 99, block: 99}\n")),
+            Some(ws("builtin:\n  exec.unknown: {level: READ, score: 0}\n")),
+            Some(ws(
+                "stubs:\n  x:\n    match: {command: gh}\n    answer: {exit: 0}\n",
+            )),
+            Some(ws("egress: {always_allow: [\"evil.example\"]}\n")),
+            Some(ws("protected_paths: [\"a/[\"]\n")),
+            Some(ws(
+                "rules:\n  - id: bad\n    match: {command: x, arg_regex: \"(\"}\n    level: READ\n    score: 1\n    reason: x\n",
+            )),
+            Some(ws("not_a_field: 1\n")),
+        ]
+    }
+
+    fn outcome(r: Result<Policy, PolicyError>) -> String {
+        match r {
+            Ok(p) => p.canonical(),
+            Err(e) => format!("error: {e}"),
+        }
     }
 
     #[test]
-    fn a_cached_policy_equals_a_parsed_one_and_a_tampered_cache_is_rebuilt() {
+    fn a_cached_system_merge_plus_the_workspace_layer_equals_the_full_merge() {
+        for files in [shipped(), with_system_layer()] {
+            let state = tempfile::tempdir().unwrap();
+            let key = key_of(&files);
+            let fresh = Policy::layered(&files, None).unwrap();
+            let layers = workspace_layers(&fresh);
+            // Merged from YAML (writes the cache), then read back from it.
+            let written = system_merged(state.path(), &files, &key).unwrap();
+            let dir = private_dir(&state.path().join("cache")).unwrap();
+            let read = read_cache(&dir, &key, &files).expect("the cache was written");
+            let mut refused = Vec::new();
+            for layer in &layers {
+                let full = outcome(Policy::layered(&files, layer.as_ref()));
+                if full.starts_with("error:") {
+                    refused.push(full.clone());
+                }
+                for system in [&written, &read] {
+                    let hash = content_hash(&files, layer.as_ref());
+                    let cut = outcome(with_workspace_layer(system.clone(), layer.as_ref(), hash));
+                    assert_eq!(cut, full, "workspace layer {layer:?}");
+                }
+                let digests = layer_digests(&files, layer.as_ref());
+                assert_eq!(digests.hash, content_hash(&files, layer.as_ref()));
+                let via = outcome(layered_via_disk(
+                    state.path(),
+                    &files,
+                    layer.as_ref(),
+                    digests,
+                ));
+                assert_eq!(via, full, "workspace layer {layer:?}");
+            }
+            assert_eq!(refused.len(), 9, "only the refused layers: {refused:#?}");
+        }
+    }
+
+    #[test]
+    fn a_tampered_cache_is_ignored_and_rewritten() {
         let state = tempfile::tempdir().unwrap();
         let files = shipped();
-        let fresh = Policy::layered(&files, None).unwrap();
-        let first = layered_via_disk(state.path(), &files, None).unwrap();
+        let key = key_of(&files);
+        let full = Policy::layered(&files, None).unwrap().canonical();
+        system_merged(state.path(), &files, &key).unwrap();
         let path = state.path().join("cache").join(FILE_NAME);
-        assert!(path.is_file(), "the cache was written");
-        let second = layered_via_disk(state.path(), &files, None).unwrap();
-        for p in [&first, &second] {
-            assert_eq!(p.hash, fresh.hash);
-            assert_eq!(p.rules.len(), fresh.rules.len());
-            assert_eq!(p.protected_paths, fresh.protected_paths);
-            assert_eq!(p.stubs.len(), fresh.stubs.len());
+        let good = std::fs::read(&path).unwrap();
+        let dir = || private_dir(&state.path().join("cache")).unwrap();
+        // A changed payload byte, a truncated file, trailing bytes (with
+        // the digest recomputed), a wrong key in the file.
+        let mut flipped = good.clone();
+        let last = flipped.len() - 40;
+        flipped[last] ^= 0x01;
+        let mut trailing = good.clone();
+        trailing.push(0);
+        let start = MAGIC.len() + 64;
+        let digest = *blake3::hash(&trailing[start..]).as_bytes();
+        trailing[MAGIC.len() + 32..start].copy_from_slice(&digest);
+        let mut wrong_key = good.clone();
+        wrong_key[MAGIC.len()] ^= 0x01;
+        for bad in [
+            flipped,
+            good[..good.len() / 2].to_vec(),
+            trailing,
+            wrong_key,
+        ] {
+            std::fs::write(&path, &bad).unwrap();
+            assert!(read_cache(&dir(), &key, &files).is_none());
+            let m = system_merged(state.path(), &files, &key).unwrap();
+            let p = with_workspace_layer(m, None, content_hash(&files, None)).unwrap();
+            assert_eq!(p.canonical(), full, "a tampered cache is not trusted");
+            assert_eq!(std::fs::read(&path).unwrap(), good, "and it was rewritten");
         }
-        let id = fresh.rules[0].id.clone();
-        let score = rule_score(&fresh, &id);
-        // An edited payload (a rule's score lowered) under the old digest.
-        let bytes = std::fs::read(&path).unwrap();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let needle = format!("\"score\":{score}");
-        assert!(text.contains(&needle));
-        std::fs::write(&path, text.replacen(&needle, "\"score\":0", 1)).unwrap();
-        let p = layered_via_disk(state.path(), &files, None).unwrap();
+    }
+
+    #[test]
+    fn a_changed_system_layer_rebuilds_the_cache() {
+        let state = tempfile::tempdir().unwrap();
+        let files = with_system_layer();
+        system_merged(state.path(), &files, &key_of(&files)).unwrap();
+        let mut edited = files.clone();
+        edited[2].1 = edited[2].1.replace("score: 90", "score: 95");
+        let key = key_of(&edited);
+        let dir = private_dir(&state.path().join("cache")).unwrap();
+        assert!(read_cache(&dir, &key, &edited).is_none(), "other key");
+        let m = system_merged(state.path(), &edited, &key).unwrap();
+        let p = with_workspace_layer(m, None, content_hash(&edited, None)).unwrap();
+        let full = Policy::layered(&edited, None).unwrap();
+        assert_eq!(p.canonical(), full.canonical());
         assert_eq!(
-            rule_score(&p, &id),
-            score,
-            "a tampered cache is not trusted"
+            p.rules
+                .iter()
+                .find(|r| r.id == "site.terraform")
+                .unwrap()
+                .score,
+            95
         );
-        // ...and it was rewritten: the next read hits a valid cache again.
-        assert!(
-            read_cache(
-                &private_dir(&path.with_file_name("")).unwrap(),
-                &cache_key(&files),
-                &files
-            )
-            .is_some()
-        );
-        // A cache of other layers (another version or other texts) is not used.
-        let mut other = files.clone();
-        other[1].1.push_str("\n# edited\n");
-        assert!(
-            read_cache(
-                &private_dir(&path.with_file_name("")).unwrap(),
-                &cache_key(&other),
-                &other
-            )
-            .is_none()
-        );
+        assert!(read_cache(&dir, &key, &edited).is_some(), "rewritten");
+        // The same key with other layer names (not possible unless forged)
+        // is not used either.
+        let mut renamed = edited.clone();
+        renamed[2].0 = "/etc/dryrun/policy.d/other.yaml".into();
+        assert!(read_cache(&dir, &key, &renamed).is_none());
     }
 
     #[test]
     fn a_cache_in_a_shared_directory_or_behind_a_symlink_is_not_read() {
         let state = tempfile::tempdir().unwrap();
         let files = shipped();
-        layered_via_disk(state.path(), &files, None).unwrap();
+        let key = key_of(&files);
+        system_merged(state.path(), &files, &key).unwrap();
         let dir = state.path().join("cache");
-        let key = cache_key(&files);
         assert!(read_cache(&private_dir(&dir).unwrap(), &key, &files).is_some());
         // Group-writable directory: not used at all.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
         assert!(private_dir(&dir).is_none());
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         // A symlink in the file's place is not followed.
-        let real = state.path().join("elsewhere.json");
+        let real = state.path().join("elsewhere.bin");
         std::fs::rename(dir.join(FILE_NAME), &real).unwrap();
         std::os::unix::fs::symlink(&real, dir.join(FILE_NAME)).unwrap();
         assert!(read_cache(&private_dir(&dir).unwrap(), &key, &files).is_none());
@@ -344,9 +506,9 @@ mod tests {
 
     #[test]
     fn a_regex_that_does_not_compile_at_first_use_matches() {
-        let bad = RuleRegex::at_first_use("(unclosed");
+        let bad = RuleRegex::at_first_use("(unclosed".into());
         assert!(bad.is_match("anything"));
-        let good = RuleRegex::at_first_use("^--force");
+        let good = RuleRegex::at_first_use("^--force".into());
         assert!(good.is_match("--force-with-lease"));
         assert!(!good.is_match("--dry-run"));
     }

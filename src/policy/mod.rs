@@ -14,6 +14,7 @@
 pub(crate) mod budget;
 mod cache;
 pub(crate) mod egress;
+mod merge;
 pub(crate) mod stubs;
 
 pub use cache::RuleRegex;
@@ -145,7 +146,7 @@ impl OneOrMany {
 }
 
 /// A validated rule.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rule {
     pub id: String,
     pub commands: Vec<String>,
@@ -169,8 +170,10 @@ pub struct Policy {
     pub approval_threshold: u32,
     pub block_threshold: u32,
     pub rules: Vec<Rule>,
-    /// Rule indexes by command name.
-    by_command: BTreeMap<String, Vec<usize>>,
+    /// (rule index, index in its `commands`), sorted by that command name,
+    /// then by position: the rules naming a command, in rule order, with no
+    /// string copied (see `merge::CommandIndex`).
+    by_command: merge::CommandIndex,
     pub protected_paths: Vec<String>,
     /// `protected_paths` compiled (protected-path semantics: at any depth
     /// unless anchored with `/`) at the first look-up, for the classifier
@@ -273,11 +276,9 @@ fn parse_file(file: &str, text: &str) -> Result<PolicyFile, PolicyError> {
     })
 }
 
-/// `compile`: compile `arg_regex` now (an invalid one is an error naming
-/// the rule); otherwise, for layers read back from the policy cache (see
-/// `cache.rs`), validated when the cache was written, it compiles at the
-/// rule's first use.
-fn validate_rule(file: &str, r: &RuleConfig, compile: bool) -> Result<Rule, PolicyError> {
+/// A rule as written, checked; its `arg_regex` is compiled now (an invalid
+/// one is an error naming the rule).
+fn validate_rule(file: &str, r: &RuleConfig) -> Result<Rule, PolicyError> {
     let valid_id = !r.id.is_empty()
         && r.id.len() <= 80
         && r.id
@@ -322,11 +323,10 @@ fn validate_rule(file: &str, r: &RuleConfig, compile: bool) -> Result<Rule, Poli
         }
     }
     let arg_regex = match &r.matcher.arg_regex {
-        Some(re) if compile => Some(
+        Some(re) => Some(
             RuleRegex::compile(re)
                 .map_err(|e| rule_err(file, &r.id, "match.arg_regex", e.to_string()))?,
         ),
-        Some(re) => Some(RuleRegex::at_first_use(re)),
         None => None,
     };
     let subcommands = r
@@ -412,6 +412,55 @@ fn content_hash(files: &[(String, String)], tighten_only: Option<&(String, Strin
     hasher.finalize().to_hex().to_string()
 }
 
+/// One BLAKE3 pass over every layer's name and text: the policy's `hash`
+/// (as [`content_hash`]), and keys for the in-process memo and the policy
+/// cache (those digests with the lengths that frame them, so two different
+/// layerings never share a key).
+pub(super) struct LayerDigests {
+    pub(super) hash: String,
+    memo_key: [u8; 32],
+    /// The system layers' (not the workspace's): the cache file's key.
+    pub(super) system_key: [u8; 32],
+}
+
+pub(super) fn layer_digests(
+    files: &[(String, String)],
+    tighten_only: Option<&(String, String)>,
+) -> LayerDigests {
+    let mut content = blake3::Hasher::new();
+    let mut lengths: Vec<u8> = Vec::new();
+    let framed = |what: &[u8], lengths: &[u8], digest: blake3::Hash| {
+        let mut h = blake3::Hasher::new();
+        h.update(what).update(lengths).update(digest.as_bytes());
+        *h.finalize().as_bytes()
+    };
+    fn add(content: &mut blake3::Hasher, lengths: &mut Vec<u8>, (name, text): &(String, String)) {
+        for part in [name.as_bytes(), text.as_bytes()] {
+            content.update(part);
+            lengths.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        }
+    }
+    for f in files {
+        add(&mut content, &mut lengths, f);
+    }
+    let system = content.finalize();
+    let n_system = lengths.len();
+    if let Some(ws) = tighten_only {
+        add(&mut content, &mut lengths, ws);
+    }
+    let all = content.finalize();
+    let flag: &[u8] = if tighten_only.is_some() {
+        b"system+workspace"
+    } else {
+        b"system"
+    };
+    LayerDigests {
+        hash: all.to_hex().to_string(),
+        memo_key: framed(flag, &lengths, all),
+        system_key: framed(b"system", &lengths[..n_system], system),
+    }
+}
+
 /// Policy layers as (file name, text): the freely layered ones, then the
 /// workspace's tighten-only one.
 type Layers = (Vec<(String, String)>, Option<(String, String)>);
@@ -441,9 +490,9 @@ impl Policy {
     /// [`Policy::load`], memoized on the exact text of every layer: a
     /// long-lived daemon parses the ~1,900-line default once, and any edit
     /// to a system or workspace policy file is picked up at the next run.
-    /// With `cache_dir` (the state directory), the parsed system layers are
-    /// also kept on disk for the next process (see `cache.rs`): a CLI run
-    /// then reads them back instead of parsing YAML.
+    /// With `cache_dir` (the state directory), the system layers' merge is
+    /// also kept, in memory and on disk for the next process (see
+    /// `cache.rs`): a run then adds only its workspace layer to it.
     pub fn load_cached(
         system_dir: &Path,
         workspace: Option<WorkspacePolicy>,
@@ -453,21 +502,14 @@ impl Policy {
         use std::sync::{Arc, Mutex, OnceLock};
         static CACHE: OnceLock<Mutex<HashMap<[u8; 32], Arc<Policy>>>> = OnceLock::new();
         let (files, ws) = Self::read_layers(system_dir, workspace)?;
-        let mut h = blake3::Hasher::new();
-        for (name, text) in files.iter().chain(ws.iter()) {
-            for part in [name.as_bytes(), text.as_bytes()] {
-                h.update(&(part.len() as u64).to_le_bytes());
-                h.update(part);
-            }
-        }
-        h.update(&[ws.is_some() as u8]);
-        let key = *h.finalize().as_bytes();
+        let digests = layer_digests(&files, ws.as_ref());
+        let key = digests.memo_key;
         let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
         if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
         let p = Arc::new(match cache_dir {
-            Some(dir) => cache::layered_via_disk(dir, &files, ws.as_ref())?,
+            Some(dir) => cache::layered_via_disk(dir, &files, ws.as_ref(), digests)?,
             None => Self::layered(&files, ws.as_ref())?,
         });
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -527,227 +569,32 @@ impl Policy {
             Some((name, text)) => Some((name.clone(), parse_file(name, text)?)),
             None => None,
         };
-        Self::merge(
-            &parsed,
-            tighten.as_ref(),
-            content_hash(files, tighten_only),
-            true,
-        )
+        Self::merge(&parsed, tighten.as_ref(), content_hash(files, tighten_only))
     }
 
-    /// Parsed layers merged and validated (see [`Policy::layered`]);
-    /// `compile_free`: compile the free layers' rule regexes now (false
-    /// only for layers read back from the cache, checked when written).
+    /// Parsed layers merged and validated (see [`Policy::layered`] and
+    /// `merge.rs`).
     fn merge(
         files: &[(String, PolicyFile)],
         tighten_only: Option<&(String, PolicyFile)>,
         hash: String,
-        compile_free: bool,
     ) -> Result<Self, PolicyError> {
-        let mut thresholds = ThresholdsConfig {
-            approval: 50,
-            block: 90,
-        };
-        let mut rules: Vec<Rule> = Vec::new();
-        let mut protected: Vec<String> = ALWAYS_PROTECTED.iter().map(|p| p.to_string()).collect();
-        let mut builtin: BTreeMap<String, BuiltinConfig> = BUILTIN_DEFAULTS
-            .iter()
-            .map(|(id, level, score)| {
-                (
-                    id.to_string(),
-                    BuiltinConfig {
-                        level: *level,
-                        score: *score,
-                    },
-                )
-            })
-            .collect();
-        let mut sources = Vec::new();
-        let mut stub_rules: BTreeMap<String, crate::model::stubs::StubRule> = BTreeMap::new();
-        let mut egress_sys = crate::egress::EgressSystem::default();
+        let mut m = merge::Merged::new();
         for (name, f) in files {
-            if let Some(t) = f.thresholds {
-                thresholds = t;
-            }
-            for rc in &f.rules {
-                let r = validate_rule(name, rc, compile_free)?;
-                match rules.iter_mut().find(|x| x.id == r.id) {
-                    Some(slot) => *slot = r,
-                    None => rules.push(r),
-                }
-            }
-            for p in &f.protected_paths {
-                if compile_free {
-                    crate::workspace::paths::PathMatcher::at_any_depth_lazy(std::slice::from_ref(
-                        p,
-                    ))
-                    .map_err(|e| PolicyError::Parse {
-                        file: name.clone(),
-                        message: format!("protected_paths: {e}"),
-                    })?;
-                }
-                if !protected.contains(p) {
-                    protected.push(p.clone());
-                }
-            }
-            for (id, b) in &f.builtin {
-                if !builtin.contains_key(id) {
-                    return Err(rule_err(name, id, "builtin", "is not a built-in check"));
-                }
-                builtin.insert(id.clone(), b.clone());
-            }
-            for (id, c) in &f.stubs {
-                let r = stubs::validate_stub(&format!("stubs.{id}"), id, c, "policy", compile_free)
-                    .map_err(|message| PolicyError::Parse {
-                        file: name.clone(),
-                        message,
-                    })?;
-                stub_rules.insert(id.clone(), r);
-            }
-            if let Some(e) = &f.egress {
-                egress::merge_system(&mut egress_sys, name, e)?;
-            }
-            sources.push(name.clone());
+            m.add_system_layer(name, f)?;
         }
         if let Some((name, f)) = tighten_only {
-            if let Some(t) = f.thresholds {
-                if t.approval > thresholds.approval {
-                    return Err(rule_err(
-                        name,
-                        "thresholds",
-                        "approval",
-                        "a workspace policy may only lower thresholds",
-                    ));
-                }
-                if t.block > thresholds.block {
-                    return Err(rule_err(
-                        name,
-                        "thresholds",
-                        "block",
-                        "a workspace policy may only lower thresholds",
-                    ));
-                }
-                thresholds = t;
-            }
-            for rc in &f.rules {
-                let r = validate_rule(name, rc, true)?;
-                match rules.iter_mut().find(|x| x.id == r.id) {
-                    Some(slot) => {
-                        if r.level < slot.level {
-                            return Err(rule_err(
-                                name,
-                                &r.id,
-                                "level",
-                                "a workspace policy may only raise a rule's level",
-                            ));
-                        }
-                        if r.score < slot.score {
-                            return Err(rule_err(
-                                name,
-                                &r.id,
-                                "score",
-                                "a workspace policy may only raise a rule's score",
-                            ));
-                        }
-                        if slot.approval && !r.approval {
-                            return Err(rule_err(
-                                name,
-                                &r.id,
-                                "approval",
-                                "a workspace policy may not drop an approval requirement",
-                            ));
-                        }
-                        if r.commands != slot.commands
-                            || r.subcommands != slot.subcommands
-                            || r.flags_any != slot.flags_any
-                            || r.flags_all != slot.flags_all
-                            || r.arg_regex.as_ref().map(|x| x.as_str())
-                                != slot.arg_regex.as_ref().map(|x| x.as_str())
-                        {
-                            return Err(rule_err(
-                                name,
-                                &r.id,
-                                "match",
-                                "a workspace policy may not change what a shipped rule matches; add a rule with a new id",
-                            ));
-                        }
-                        let from_workspace = slot.from_workspace;
-                        *slot = Rule {
-                            from_workspace,
-                            ..r
-                        };
-                    }
-                    None => rules.push(Rule {
-                        from_workspace: true,
-                        ..r
-                    }),
-                }
-            }
-            for p in &f.protected_paths {
-                crate::workspace::paths::PathMatcher::at_any_depth_lazy(std::slice::from_ref(p))
-                    .map_err(|e| PolicyError::Parse {
-                        file: name.clone(),
-                        message: format!("protected_paths: {e}"),
-                    })?;
-                if !protected.contains(p) {
-                    protected.push(p.clone());
-                }
-            }
-            for (id, b) in &f.builtin {
-                let Some(cur) = builtin.get(id) else {
-                    return Err(rule_err(name, id, "builtin", "is not a built-in check"));
-                };
-                if b.level < cur.level || b.score < cur.score {
-                    return Err(rule_err(
-                        name,
-                        id,
-                        "builtin",
-                        "a workspace policy may only raise a check's level and score",
-                    ));
-                }
-                builtin.insert(id.clone(), b.clone());
-            }
-            if !f.stubs.is_empty() {
-                return Err(PolicyError::Parse {
-                    file: name.clone(),
-                    message: "stubs: a workspace policy may not shadow tools (stubs change what a rehearsal shows); put stubs in a system policy file or the envelope".into(),
-                });
-            }
-            if let Some(e) = &f.egress {
-                egress::merge_workspace(&mut egress_sys, name, e)?;
-            }
-            sources.push(name.clone());
+            m.add_workspace_layer(name, f)?;
         }
-        let mut by_command: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, r) in rules.iter().enumerate() {
-            for c in &r.commands {
-                by_command.entry(c.clone()).or_default().push(i);
-            }
-        }
-        // Each pattern was checked above (or when the cache was written).
-        let protected_matcher =
-            crate::workspace::paths::PathMatcher::deferred_any_depth(&protected);
-        Ok(Policy {
-            approval_threshold: thresholds.approval,
-            block_threshold: thresholds.block,
-            rules,
-            by_command,
-            protected_matcher: std::sync::Arc::new(protected_matcher),
-            protected_paths: protected,
-            builtin,
-            hash,
-            sources,
-            stubs: stub_rules.into_values().collect(),
-            egress: egress_sys,
-        })
+        Ok(m.into_policy(hash))
     }
 
     /// Rules that name `command`.
     pub fn rules_for(&self, command: &str) -> impl Iterator<Item = &Rule> {
         self.by_command
-            .get(command)
-            .into_iter()
-            .flat_map(|v| v.iter().map(|i| &self.rules[*i]))
+            .naming(&self.rules, command)
+            .iter()
+            .map(|(i, _)| &self.rules[*i as usize])
     }
 
     /// The protected-path pattern covering `path` (workspace-relative), if
@@ -762,7 +609,7 @@ impl Policy {
     }
 
     pub fn knows(&self, command: &str) -> bool {
-        self.by_command.contains_key(command)
+        !self.by_command.naming(&self.rules, command).is_empty()
     }
 
     pub fn builtin(&self, id: &str) -> (Level, u32) {

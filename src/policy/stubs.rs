@@ -48,8 +48,8 @@ pub(crate) use crate::model::stubs::NEVER_STUBBED;
 pub(crate) const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
 /// Validate one stub; `field` names it in errors (`stubs.gh-merge`).
-/// `compile_regex`: false only for policy layers read back from the policy
-/// cache, whose patterns compiled when it was written.
+/// `compile_regex`: check that `arg_regex` compiles (every caller does; a
+/// cached policy keeps stubs already validated, see `policy/cache.rs`).
 pub(crate) fn validate_stub(
     field: &str,
     id: &str,
