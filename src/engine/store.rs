@@ -7,6 +7,31 @@
 //! runs/<run_id>/envelope.json   the validated envelope (live lane, replay)
 //! runs/<run_id>/blobs/<hash>    content of created/modified files (+ small "before" files)
 //! ```
+//!
+//! # Which writes are synced, and why (the rules, in one place)
+//!
+//! A process killed at any point loses nothing it wrote: the kernel's page
+//! cache outlives it. Only a stop of the machine (power loss, kernel
+//! crash) loses writes that were not synced, and the machine's next boot
+//! has a new boot id, by which start-up recovery knows to look for them
+//! (`recover.rs`). So:
+//!
+//! - **Synced** (`fdatasync`, then the directory): what cannot be rebuilt
+//!   and is relied on once acknowledged: every journal record, before the
+//!   request it belongs to is answered (`journal/`, group commit); a run's
+//!   final record and its envelope, before the run's outcome is returned
+//!   ([`Engine::save_with`]; approval and promotion read them); reviewer
+//!   decisions in `txn/` and promotions' plans and receipts.
+//! - **Not synced**: a run's first record ([`Engine::save_first`]), its
+//!   `queued` -> `running` change ([`Engine::save_relaxed`]), its in-flight
+//!   marker, and the journal's anchor. Each is either superseded by a
+//!   synced write before anything depends on it, or rebuilt after a
+//!   restart of the machine: a run whose `run_submitted` record is in the
+//!   journal but whose record is missing, cut short or still in flight is
+//!   marked `failed` with the reason, and that is journaled.
+//!
+//! docs/design.md ("What survives a crash, step by step") walks a run
+//! through these points.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -170,6 +195,27 @@ impl Engine {
 
     pub fn blob_path(&self, id: &str, hash: &str) -> PathBuf {
         self.run_dir(id).join("blobs").join(hash)
+    }
+
+    /// The run's first record, into its new directory: created in place
+    /// (a listing that meets it half-written skips it, and recovery reads
+    /// it only through its in-flight marker, made after) and not synced (see the module's rules: the journal's
+    /// `run_submitted` record, synced next, is what recovery goes by).
+    pub(super) fn save_first(&self, record: &RunRecord) -> Result<(), EngineError> {
+        use std::io::Write;
+        let path = self.run_dir(&record.run_id).join("record.json");
+        let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        if bytes.len() > RECORD_MAX_BYTES {
+            return Err(record_too_large(path, bytes.len()));
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&bytes))
+            .map_err(|source| EngineError::storage(path, source))?;
+        self.announce(record);
+        Ok(())
     }
 
     /// Save without waiting for the disk (intermediate states only).
