@@ -140,7 +140,10 @@ fn runs_whose_unsynced_files_a_power_loss_took_are_failed_with_the_reason() {
         let r = show(&ws, id);
         assert_eq!(r["state"], "failed", "{id}: {r}");
         let error = r["error"].as_str().unwrap_or_default();
-        for w in words.iter().chain(&["machine stopped", "nothing was promoted"]) {
+        for w in words
+            .iter()
+            .chain(&["machine stopped", "nothing was promoted"])
+        {
             assert!(error.contains(w), "{id}: {w:?} not in {error:?}");
         }
         assert_eq!(r["run_id"], id.as_str());

@@ -76,7 +76,11 @@ fn record_from_submission(b: &crate::journal::Body) -> RunRecord {
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let list = |v: &serde_json::Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let record = serde_json::json!({
