@@ -199,8 +199,9 @@ impl Engine {
 
     /// The run's first record, into its new directory: created in place
     /// (a listing that meets it half-written skips it, and recovery reads
-    /// it only through its in-flight marker, made after) and not synced (see the module's rules: the journal's
-    /// `run_submitted` record, synced next, is what recovery goes by).
+    /// it only through its in-flight marker, made after) and not synced
+    /// (the module's rules: the journal's `run_submitted` record, synced
+    /// next, is what recovery goes by).
     pub(super) fn save_first(&self, record: &RunRecord) -> Result<(), EngineError> {
         use std::io::Write;
         let path = self.run_dir(&record.run_id).join("record.json");
