@@ -96,19 +96,32 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// [`write_atomic`] for several files of one directory at once: each
-/// written and `fdatasync`ed under a `.partial` name, then all renamed,
-/// then the directory synced once (one directory sync for the lot).
-pub(super) fn write_atomic_together(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
+/// A record and files of its directory read only through it (the
+/// envelope, read once the run is settled): those are written in place
+/// (never through a link) and `fdatasync`ed first, then the record under a
+/// `.partial` name, `fdatasync`ed and renamed over the old one, then the
+/// directory synced once. Whoever reads the new record finds them whole.
+pub(super) fn write_record_with(
+    dir: &Path,
+    record: &[u8],
+    others: &[(&str, &[u8])],
+) -> std::io::Result<()> {
     use std::io::Write;
-    for (name, bytes) in files {
-        let mut f = std::fs::File::create(dir.join(format!("{name}.partial")))?;
+    for (name, bytes) in others {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(dir.join(name))?;
         f.write_all(bytes)?;
         f.sync_data()?;
     }
-    for (name, _) in files {
-        std::fs::rename(dir.join(format!("{name}.partial")), dir.join(name))?;
-    }
+    let tmp = dir.join("record.json.partial");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(record)?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, dir.join("record.json"))?;
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -238,8 +251,9 @@ impl Engine {
         self.save_with(record, &[])
     }
 
-    /// [`Engine::save`], with other files of the run's directory written
-    /// in the same go (one directory sync for all).
+    /// [`Engine::save`], with files of the run's directory that are read
+    /// only through the record written in the same go (one directory sync
+    /// for all; see [`write_record_with`]).
     pub(super) fn save_with(
         &self,
         record: &RunRecord,
@@ -252,9 +266,8 @@ impl Engine {
         if bytes.len() > RECORD_MAX_BYTES {
             return Err(record_too_large(path, bytes.len()));
         }
-        let mut files = vec![("record.json", bytes.as_slice())];
-        files.extend_from_slice(others);
-        write_atomic_together(&dir, &files).map_err(|source| EngineError::storage(path, source))?;
+        write_record_with(&dir, &bytes, others)
+            .map_err(|source| EngineError::storage(path, source))?;
         self.announce(record);
         Ok(())
     }
