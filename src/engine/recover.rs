@@ -2,10 +2,20 @@
 //! the engine does anything else.
 //!
 //! ```text
-//! inflight/<run_id>    a run queued or rehearsing (owner process: pid and start time)
+//! inflight/<run_id>    a run queued or rehearsing (a symbolic link naming its owner
+//!                      process: pid and start time)
 //! txn/<run_id>         a reviewer decision between its journal entry and its record
 //! promoting/<run_id>   a promotion in progress (receipt id, owner process)
+//! boot.json            the machine's boot id at the last start-up recovery, and
+//!                      the journal's length then
 //! ```
+//!
+//! A process killed at any point leaves its writes in the page cache, and
+//! its in-flight markers find its runs. A stop of the machine may lose
+//! what was not synced (the rules: `store.rs`), markers included; the boot
+//! id in `boot.json` then differs from the kernel's, and the journal
+//! records written since the last boot's start-up are read for runs
+//! submitted but not settled.
 //!
 //! Decisions and promotions are made holding the run's lock (see
 //! [`RunGuard`]), so what `txn/` and `promoting/` hold for a run whose lock
@@ -33,6 +43,68 @@ struct Transition {
     record: RunRecord,
 }
 
+/// Where [`Engine::recover_after_restart`] keeps the boot it last ran in.
+const BOOT_FILE: &str = "boot.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct BootMark {
+    boot_id: String,
+    /// The journal's length when this boot's first engine started: the
+    /// runs this boot submits are journaled after it.
+    journal_from: u64,
+}
+
+/// A start-up recovery after a restart of the machine, in progress.
+struct Restart {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+    boot_id: String,
+    /// The last boot's runs were settled: its markers are all dead.
+    lost_runs_settled: bool,
+}
+
+/// The kernel's id of this boot of the machine (new at every start).
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// What the journal's `run_submitted` record says of a run whose own
+/// record was lost: enough to show it, and why it failed.
+fn record_from_submission(b: &crate::journal::Body) -> RunRecord {
+    let d = &b.data;
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let list = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let record = serde_json::json!({
+        "schema": crate::record::SCHEMA,
+        "run_id": b.run_id,
+        "task": d["task"].as_str(),
+        "command": text(&d["command"]),
+        "steps": d["steps"].as_array().map(|_| list(&d["steps"])),
+        "workspace": text(&d["workspace"]),
+        "created_at": b.at,
+        "envelope_hash": text(&d["envelope_hash"]),
+        "intent": {
+            "summary": text(&d["intent"]["summary"]),
+            "mode": text(&d["intent"]["mode"]),
+            "expected_writes": list(&d["intent"]["expected_writes"]),
+            "forbidden_paths": list(&d["intent"]["forbidden_paths"]),
+        },
+        "rehearsal": null, "verdict": null, "receipt": null,
+        "state": RunState::Failed.as_str(),
+        "submitted_by": b.actor,
+    });
+    serde_json::from_value(record).expect("a record built of a record's fields reads back")
+}
+
 /// `pid` and its start time, the identity of a live process (a pid alone
 /// may be reused); `None` for a dead or zombie one.
 pub(super) fn process_identity(pid: u32) -> Option<String> {
@@ -47,16 +119,14 @@ pub(super) fn process_identity(pid: u32) -> Option<String> {
 }
 
 impl Engine {
+    /// Made before the run's submission is journaled, and not synced: a
+    /// symbolic link whose target names the owner, so it appears whole
+    /// (another process's recovery must never read an empty owner, which
+    /// reads as a dead one) in one call, with no file to write.
     pub(super) fn mark_inflight(&self, run_id: &str) -> Result<(), EngineError> {
         let path = self.state_dir.join("inflight").join(run_id);
         let me = process_identity(std::process::id()).unwrap_or_default();
-        // Whole or absent (renamed into place): another process's recovery
-        // must never read it half-written, as an empty owner reads as a
-        // dead one. Not synced: after a crash there is nobody to protect.
-        let tmp = path.with_extension("partial");
-        std::fs::write(&tmp, me)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|source| EngineError::storage(path, source))
+        std::os::unix::fs::symlink(me, &path).map_err(|source| EngineError::storage(path, source))
     }
 
     /// The run's lock if no live process holds it; `None` while one does
@@ -85,15 +155,27 @@ impl Engine {
     /// Returns the ids of runs marked failed.
     pub fn recover_interrupted(&self) -> Result<Vec<String>, EngineError> {
         let mut failed = Vec::new();
+        // After a restart of the machine, one process settles what the
+        // last boot left, holding a lock until `boot.json` names this boot
+        // (after the markers below: no run of this boot starts before).
+        let restart = self.recover_after_restart(&mut failed)?;
+        let restarted = restart.as_ref().is_some_and(|r| r.lost_runs_settled);
         let dir = self.state_dir.join("inflight");
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let id = e.file_name().to_string_lossy().into_owned();
             if !valid_run_id(&id) {
                 continue;
             }
-            let owner = std::fs::read_to_string(e.path()).unwrap_or_default();
+            // A link's target; a file's content (markers of older versions).
+            let owner = std::fs::read_link(e.path())
+                .map(|t| t.to_string_lossy().into_owned())
+                .or_else(|_| std::fs::read_to_string(e.path()))
+                .unwrap_or_default();
             let pid: Option<u32> = owner.split(' ').next().and_then(|p| p.parse().ok());
-            if pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner.as_str())) {
+            // No process of an earlier boot is alive, whatever its pid.
+            if !restarted
+                && pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner.as_str()))
+            {
                 continue; // its process is alive and still working on it
             }
             if let Ok(mut r) = self.get(&id)
@@ -114,6 +196,9 @@ impl Engine {
                 failed.push(id.clone());
             }
             let _ = std::fs::remove_file(e.path());
+        }
+        if let Some(r) = restart {
+            self.mark_boot(r)?;
         }
         self.recover_promotions()?;
         let dir = self.state_dir.join("txn");
@@ -137,6 +222,104 @@ impl Engine {
             let _ = std::fs::remove_file(&path);
         }
         Ok(failed)
+    }
+
+    /// After a restart of the machine (the kernel's boot id is not the one
+    /// `boot.json` names): every run whose `run_submitted` record the
+    /// journal gained since the last boot's start-up and whose record is
+    /// missing, cut short, or still queued or running is marked `failed`,
+    /// with the reason, and that is journaled. `Some`: this process holds
+    /// the lock that keeps others waiting until [`Engine::mark_boot`].
+    fn recover_after_restart(
+        &self,
+        failed: &mut Vec<String>,
+    ) -> Result<Option<Restart>, EngineError> {
+        let path = self.state_dir.join(BOOT_FILE);
+        let now = boot_id();
+        let read = || {
+            std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<BootMark>(&b).ok())
+        };
+        if read().is_some_and(|m| m.boot_id == now) {
+            return Ok(None); // the common case: one small read
+        }
+        let dir = self.state_dir.join("inflight");
+        let lock = std::fs::File::open(&dir)
+            .map_err(|source| EngineError::storage(&dir, source))
+            .and_then(|f| {
+                nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+                    .map_err(|(_, e)| EngineError::storage(&dir, e.into()))
+            })?;
+        let mark = read();
+        if mark.as_ref().is_some_and(|m| m.boot_id == now) {
+            return Ok(None); // another process did it meanwhile
+        }
+        // No mark: a new state directory, or one of a version that synced
+        // every write; nothing can have been lost.
+        if let Some(m) = &mark {
+            self.settle_lost_runs(m.journal_from, failed)?;
+        }
+        Ok(Some(Restart {
+            _lock: lock,
+            boot_id: now,
+            lost_runs_settled: mark.is_some(),
+        }))
+    }
+
+    /// `boot.json` names this boot, and the journal's length now: this
+    /// boot's runs are journaled after it. Synced, once per boot.
+    fn mark_boot(&self, r: Restart) -> Result<(), EngineError> {
+        let path = self.state_dir.join(BOOT_FILE);
+        let next = BootMark {
+            boot_id: r.boot_id,
+            journal_from: self.journal.len()?,
+        };
+        write_atomic(&path, &serde_json::to_vec(&next).expect("serializes"))
+            .map_err(|source| EngineError::storage(&path, source))
+    }
+
+    /// [`Engine::recover_after_restart`]'s work: the runs submitted in the
+    /// journal from byte `from` on that a stop of the machine left unsettled.
+    fn settle_lost_runs(&self, from: u64, failed: &mut Vec<String>) -> Result<(), EngineError> {
+        let mut seen = std::collections::HashSet::new();
+        for b in self.journal.records_from(from)? {
+            let Some(id) = b.run_id.clone().filter(|i| valid_run_id(i)) else {
+                continue;
+            };
+            if b.kind != entries::EntryKind::RunSubmitted.as_str() || !seen.insert(id.clone()) {
+                continue;
+            }
+            let (mut r, was, error) = match self.get(&id) {
+                Ok(r) if !r.state.can_fail_interrupted() => continue,
+                Ok(r) => {
+                    let was = r.state;
+                    let error = format!(
+                        "interrupted: the machine stopped (power loss or crash) while this run was {}; nothing was promoted; submit it again",
+                        was.as_str()
+                    );
+                    (r, Some(was), error)
+                }
+                Err(e) => {
+                    let what = match e {
+                        EngineError::NotFound { .. } => "it was missing",
+                        _ => "it was cut short",
+                    };
+                    let error = format!(
+                        "aborted: the machine stopped (power loss or crash) before this run's record reached the disk ({what}; its submission is in the journal); nothing was promoted; submit it again"
+                    );
+                    (record_from_submission(&b), None, error)
+                }
+            };
+            r.state = RunState::Failed;
+            r.error = Some(error);
+            let _ = std::fs::remove_dir_all(self.run_dir(&id).join("blobs"));
+            self.save(&r)?;
+            self.journal
+                .append(&entries::run_failed(&r, Some(&Actor::system()), was))?;
+            failed.push(id);
+        }
+        Ok(())
     }
 
     /// A promotion whose process died: complete it if its receipt reached

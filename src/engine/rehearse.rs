@@ -33,8 +33,12 @@ impl Engine {
         // Time spent queued is not the rehearsal's.
         sspec.t0_ns = sandbox::helper::monotonic_ns();
         let run_id = record.run_id.clone();
-        record.state = RunState::Running;
-        self.save_relaxed(&record)?;
+        // Saved with the final record, synced (the rules: `store.rs`).
+        let envelope = serde_json::to_vec(spec.envelope_for_submission()).expect("serializes");
+        if record.state != RunState::Running {
+            record.state = RunState::Running;
+            self.save_relaxed(&record)?;
+        }
         let proxy = match start_egress(&egress, &spec, &mut sspec) {
             Ok(p) => p,
             Err(e) => {
@@ -43,7 +47,7 @@ impl Engine {
                     "the rehearsal's egress proxy could not start, so nothing ran: {e}"
                 ));
                 let _ = std::fs::remove_dir_all(&blobs);
-                return self.commit_outcome(record, false);
+                return self.commit_outcome(record, &envelope, false);
             }
         };
         let t_sandbox = std::time::Instant::now();
@@ -101,14 +105,16 @@ impl Engine {
                 let _ = std::fs::remove_dir_all(&blobs);
             }
         }
-        self.commit_outcome(record, sspec.cgroup.is_some())
+        self.commit_outcome(record, &envelope, sspec.cgroup.is_some())
     }
 
-    /// Journal the outcome, then save it: a run never shows a final state
-    /// the journal lacks.
+    /// Journal the outcome, then save it with the envelope, both synced: a
+    /// run never shows a final state the journal lacks, and its outcome is
+    /// returned only once all three are on disk.
     fn commit_outcome(
         &self,
         mut record: RunRecord,
+        envelope: &[u8],
         had_cgroups: bool,
     ) -> Result<RunRecord, EngineError> {
         let t_commit = std::time::Instant::now();
@@ -124,7 +130,7 @@ impl Engine {
             // A cancelled or killed helper cannot remove its cgroups.
             sandbox::limits::reap_run_cgroups(&run_id);
         }
-        self.save(&record)?;
+        self.save_with(&record, &[("envelope.json", envelope)])?;
         self.clear_inflight(&run_id);
         self.count_usage(&record);
         tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");
@@ -138,7 +144,8 @@ impl Engine {
         r.state = RunState::Failed;
         r.error = Some(why.to_string());
         let _ = std::fs::remove_dir_all(&p.blobs);
-        self.save(&r)?;
+        let envelope = serde_json::to_vec(p.spec.envelope_for_submission()).expect("serializes");
+        self.save_with(&r, &[("envelope.json", &envelope)])?;
         self.journal.append(&entries::outcome(&r))?;
         self.clear_inflight(&r.run_id);
         self.count_usage(&r);

@@ -7,6 +7,31 @@
 //! runs/<run_id>/envelope.json   the validated envelope (live lane, replay)
 //! runs/<run_id>/blobs/<hash>    content of created/modified files (+ small "before" files)
 //! ```
+//!
+//! # Which writes are synced, and why (the rules, in one place)
+//!
+//! A process killed at any point loses nothing it wrote: the kernel's page
+//! cache outlives it. Only a stop of the machine (power loss, kernel
+//! crash) loses writes that were not synced, and the machine's next boot
+//! has a new boot id, by which start-up recovery knows to look for them
+//! (`recover.rs`). So:
+//!
+//! - **Synced** (`fdatasync`, then the directory): what cannot be rebuilt
+//!   and is relied on once acknowledged: every journal record, before the
+//!   request it belongs to is answered (`journal/`, group commit); a run's
+//!   final record and its envelope, before the run's outcome is returned
+//!   ([`Engine::save_with`]; approval and promotion read them); reviewer
+//!   decisions in `txn/` and promotions' plans and receipts.
+//! - **Not synced**: a run's first record ([`Engine::save_first`]), its
+//!   `queued` -> `running` change ([`Engine::save_relaxed`]), its in-flight
+//!   marker, and the journal's anchor. Each is either superseded by a
+//!   synced write before anything depends on it, or rebuilt after a
+//!   restart of the machine: a run whose `run_submitted` record is in the
+//!   journal but whose record is missing, cut short or still in flight is
+//!   marked `failed` with the reason, and that is journaled.
+//!
+//! docs/design.md ("What survives a crash, step by step") walks a run
+//! through these points.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -71,19 +96,32 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// [`write_atomic`] for several files of one directory at once: each
-/// written and `fdatasync`ed under a `.partial` name, then all renamed,
-/// then the directory synced once (one directory sync for the lot).
-pub(super) fn write_atomic_together(dir: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
+/// A record and files of its directory read only through it (the
+/// envelope, read once the run is settled): those are written in place
+/// (never through a link) and `fdatasync`ed first, then the record under a
+/// `.partial` name, `fdatasync`ed and renamed over the old one, then the
+/// directory synced once. Whoever reads the new record finds them whole.
+pub(super) fn write_record_with(
+    dir: &Path,
+    record: &[u8],
+    others: &[(&str, &[u8])],
+) -> std::io::Result<()> {
     use std::io::Write;
-    for (name, bytes) in files {
-        let mut f = std::fs::File::create(dir.join(format!("{name}.partial")))?;
+    for (name, bytes) in others {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(dir.join(name))?;
         f.write_all(bytes)?;
         f.sync_data()?;
     }
-    for (name, _) in files {
-        std::fs::rename(dir.join(format!("{name}.partial")), dir.join(name))?;
-    }
+    let tmp = dir.join("record.json.partial");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(record)?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, dir.join("record.json"))?;
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -172,6 +210,28 @@ impl Engine {
         self.run_dir(id).join("blobs").join(hash)
     }
 
+    /// The run's first record, into its new directory: created in place
+    /// (a listing that meets it half-written skips it, and recovery reads
+    /// it only through its in-flight marker, made after) and not synced
+    /// (the module's rules: the journal's `run_submitted` record, synced
+    /// next, is what recovery goes by).
+    pub(super) fn save_first(&self, record: &RunRecord) -> Result<(), EngineError> {
+        use std::io::Write;
+        let path = self.run_dir(&record.run_id).join("record.json");
+        let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        if bytes.len() > RECORD_MAX_BYTES {
+            return Err(record_too_large(path, bytes.len()));
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&bytes))
+            .map_err(|source| EngineError::storage(path, source))?;
+        self.announce(record);
+        Ok(())
+    }
+
     /// Save without waiting for the disk (intermediate states only).
     pub(super) fn save_relaxed(&self, record: &RunRecord) -> Result<(), EngineError> {
         let path = self.run_dir(&record.run_id).join("record.json");
@@ -191,8 +251,9 @@ impl Engine {
         self.save_with(record, &[])
     }
 
-    /// [`Engine::save`], with other files of the run's directory written
-    /// in the same go (one directory sync for all).
+    /// [`Engine::save`], with files of the run's directory that are read
+    /// only through the record written in the same go (one directory sync
+    /// for all; see [`write_record_with`]).
     pub(super) fn save_with(
         &self,
         record: &RunRecord,
@@ -205,9 +266,8 @@ impl Engine {
         if bytes.len() > RECORD_MAX_BYTES {
             return Err(record_too_large(path, bytes.len()));
         }
-        let mut files = vec![("record.json", bytes.as_slice())];
-        files.extend_from_slice(others);
-        write_atomic_together(&dir, &files).map_err(|source| EngineError::storage(path, source))?;
+        write_record_with(&dir, &bytes, others)
+            .map_err(|source| EngineError::storage(path, source))?;
         self.announce(record);
         Ok(())
     }

@@ -43,7 +43,9 @@ impl Engine {
     /// Rehearse the envelope and judge it, in this process. A sandbox that
     /// could not be built yields a record in state `failed` (never a silent pass).
     pub fn execute(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<RunRecord, EngineError> {
-        let prepared = self.prepare(spec, actor)?;
+        // Rehearsed at once: saved `running` from the start (one record
+        // write fewer than `queued` then `running`).
+        let prepared = self.prepare_in(spec, actor, None, None, RunState::Running)?;
         self.rehearse_prepared(prepared, None)
     }
 
@@ -67,6 +69,19 @@ impl Engine {
         live: Option<&LiveRun>,
         replay: Option<ReplaySet>,
     ) -> Result<Prepared, EngineError> {
+        self.prepare_in(spec, actor, live, replay, RunState::Queued)
+    }
+
+    /// [`Engine::prepare_run`], the record first saved in `state`
+    /// (`queued`, or `running` when the rehearsal follows at once).
+    fn prepare_in(
+        &self,
+        spec: &EnvelopeSpec,
+        actor: &Actor,
+        live: Option<&LiveRun>,
+        replay: Option<ReplaySet>,
+        state: RunState,
+    ) -> Result<Prepared, EngineError> {
         let spec = &self.fit_to_this_machine(spec)?;
         // The workspace as resolved for the requester (no symlinks, device,
         // inode and owner): what the sandbox mounts and runs as.
@@ -86,12 +101,13 @@ impl Engine {
 
         let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone())?;
         sspec.t0_ns = t0_ns;
-        let record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
+        let mut record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
+        record.state = state;
         self.charge_budget(actor, &run_id, &c.risk, &dir)?;
         // Kept content, counted at apparent size: the upper layer's size
         // plus a little for "before" copies (see `kept_content_budget`).
         let max_blobs = sandbox::spec::kept_content_budget(sspec.limits.disk_bytes);
-        self.persist_submission(&record, spec, actor, &c.risk, &dir)?;
+        self.persist_submission(&record, actor, &c.risk, &dir)?;
         let (ids_desc, risk) = (describe_ids(&sspec.ids), c.risk);
         Ok(Prepared {
             record,
@@ -286,29 +302,28 @@ impl Engine {
         Ok(())
     }
 
-    /// Save the queued record and the validated envelope (for the live
-    /// lane and replay), mark the run in flight, and journal it. A run
-    /// whose submission could not be journaled was never acknowledged and
-    /// leaves no trace but the error.
+    /// Save the first record, mark the run in flight, and journal it. Only
+    /// the journal record is synced (the rules: `store.rs`); the envelope
+    /// is saved, synced, with the final record. A run whose submission
+    /// could not be journaled was never acknowledged and leaves no trace
+    /// but the error.
     fn persist_submission(
         &self,
         record: &RunRecord,
-        spec: &EnvelopeSpec,
         actor: &Actor,
         risk: &Classification,
         dir: &Path,
     ) -> Result<(), EngineError> {
-        let envelope = serde_json::to_vec(spec.envelope_for_submission()).expect("serializes");
-        self.save_with(record, &[("envelope.json", &envelope)])?;
-        self.mark_inflight(&record.run_id)?;
-        if let Err(e) = self
-            .journal
-            .append(&entries::run_submitted(record, actor, risk))
-        {
+        let undo = |e: EngineError| {
             self.clear_inflight(&record.run_id);
             let _ = std::fs::remove_dir_all(dir);
-            return Err(e.into());
-        }
+            e
+        };
+        self.save_first(record).map_err(undo)?;
+        self.mark_inflight(&record.run_id).map_err(undo)?;
+        self.journal
+            .append(&entries::run_submitted(record, actor, risk))
+            .map_err(|e| undo(e.into()))?;
         Ok(())
     }
 }

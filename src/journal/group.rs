@@ -205,6 +205,41 @@ mod tests {
         assert_eq!(ids.len(), 200);
     }
 
+    /// Start-up recovery after a restart of the machine reads the records
+    /// from a byte offset on (`Journal::records_from`).
+    #[test]
+    fn records_are_read_from_an_offset_on_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::new(dir.path());
+        let e = |i: u64| Entry {
+            kind: "test".into(),
+            run_id: Some(format!("r{i}")),
+            actor: None,
+            data: serde_json::json!(i),
+        };
+        j.append(&e(0)).unwrap();
+        let from = j.len().unwrap();
+        j.append(&e(1)).unwrap();
+        j.append(&e(2)).unwrap();
+        let ids = |from| -> Vec<String> {
+            j.records_from(from)
+                .unwrap()
+                .into_iter()
+                .filter_map(|b| b.run_id)
+                .collect()
+        };
+        assert_eq!(ids(0), ["r0", "r1", "r2"]);
+        assert_eq!(ids(from), ["r1", "r2"]);
+        // Inside a record: from the next one on.
+        assert_eq!(ids(from + 3), ["r2"]);
+        assert!(ids(j.len().unwrap()).is_empty());
+        assert!(ids(j.len().unwrap() + 100).is_empty());
+        // A torn last line is no record.
+        let mut f = OpenOptions::new().append(true).open(&j.path).unwrap();
+        f.write_all(b"{\"hash\":\"ab").unwrap();
+        assert_eq!(ids(from), ["r1", "r2"]);
+    }
+
     #[test]
     fn a_too_large_record_is_refused_alone() {
         let dir = tempfile::tempdir().unwrap();

@@ -504,6 +504,50 @@ impl Journal {
         Ok(out)
     }
 
+    /// The journal's length in bytes (0 when there is none yet).
+    pub(crate) fn len(&self) -> Result<u64, JournalError> {
+        match std::fs::metadata(&self.path) {
+            Ok(m) => Ok(m.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(io(&self.path)(e)),
+        }
+    }
+
+    /// The complete records from byte `from` on, in order, unchecked
+    /// against the chain (the next append checks the tail; `verify` the
+    /// whole). `from` past the end reads nothing; `from` inside a record
+    /// starts at the next one. Used after a restart of the machine to find
+    /// the runs its last boot left unsettled.
+    pub(crate) fn records_from(&self, from: u64) -> Result<Vec<Body>, JournalError> {
+        let mut f = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&self.path)(e)),
+        };
+        let len = f.metadata().map_err(io(&self.path))?.len();
+        // One byte before `from`: is `from` the start of a line?
+        let start = from.min(len).saturating_sub(1);
+        f.seek(SeekFrom::Start(start)).map_err(io(&self.path))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).map_err(io(&self.path))?;
+        let skip = if from == 0 {
+            0
+        } else {
+            match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => i + 1,
+                None => return Ok(Vec::new()),
+            }
+        };
+        let rest = &buf[skip..];
+        Ok(lines(rest)
+            .filter(|(_, _, nl)| *nl)
+            .filter_map(|(s, e, _)| {
+                let line: Line = serde_json::from_slice(&rest[s..e]).ok()?;
+                serde_json::from_str::<Body>(line.body.get()).ok()
+            })
+            .collect())
+    }
+
     /// Records whose text contains `needle`, among the last `window` bytes.
     /// (Used at recovery to find a transition's nonce near the end.)
     pub(crate) fn tail_contains(&self, needle: &str, window: u64) -> Result<bool, JournalError> {
