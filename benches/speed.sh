@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The whole speed table of issue 18, side by side in one run: dryrun
+# The whole speed table, side by side in one run: dryrun
 # (`execute --local --command true`, as root and as `nobody`), bubblewrap
 # over a user-namespace overlay (benches/bwrap-overlay.sh), the bare kernel
 # floor (`unshare -Urnm` + overlay + walk, benches/unshare-overlay.sh) and
 # the rsync copy lane, at 1k/10k/100k files: medians and ratios to
-# bubblewrap. Then the daemon with 8 concurrent clients (benches/daemon.sh)
+# bubblewrap; and a 10-file edit, dryrun next to bubblewrap. Then the daemon with 8 concurrent clients (benches/daemon.sh)
 # next to bare `unshare -Urnm true` run 8-wide.
 #
 #   benches/speed.sh [SIZES...]      default sizes: 1000 10000 100000
@@ -26,10 +26,9 @@ install_bench_tools
 cargo build --release --quiet
 DRYRUN=$PWD/target/release/dryrun
 WORK=${BENCH_DIR:-/var/tmp/dryrun-bench}
-mkdir -p "$WORK/state" "$WORK/state-nobody"
-chown nobody "$WORK/state-nobody"
 AS_USER="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
 
+EDIT='for i in 0 1 2 3 4 5 6 7 8 9; do echo edit >> d0/f$i.txt; done'
 results=$WORK/speed.tsv
 : >"$results"
 measure() { # label size runs command
@@ -44,9 +43,20 @@ measure() { # label size runs command
 for n in "${SIZES[@]}"; do
     ws=$(make_ws "$n")
     echo "measuring $n files..." >&2
-    measure "dryrun, root" "$n" "$RUNS" "$DRYRUN --state-dir $WORK/state execute --local --workspace $ws --command true"
-    measure "dryrun, as nobody" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $WORK/state-nobody execute --local --workspace $ws --command true"
+    # A fresh state directory per size: every column starts with the same
+    # number of runs on record (see the README on what a long history costs
+    # on a file system without a journal).
+    st=$WORK/state-$n
+    rm -rf "$st" "$st-nobody"
+    mkdir -p "$st" "$st-nobody"
+    chown nobody "$st-nobody"
+    measure "dryrun, root" "$n" "$RUNS" "$DRYRUN --state-dir $st execute --local --workspace $ws --command true"
+    measure "dryrun, as nobody" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $st-nobody execute --local --workspace $ws --command true"
     measure "bubblewrap --unshare-all over an overlay + walk" "$n" "$RUNS" "$PWD/benches/bwrap-overlay.sh $ws true"
+    # A 10-file edit: the change list, its hashes and the kept content.
+    measure "dryrun, root, 10-file edit" "$n" "$RUNS" "$DRYRUN --state-dir $st execute --local --workspace $ws --expect-write d0/** --command '$EDIT'"
+    measure "dryrun, as nobody, 10-file edit" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $st-nobody execute --local --workspace $ws --expect-write d0/** --command '$EDIT'"
+    measure "bubblewrap, 10-file edit" "$n" "$RUNS" "$PWD/benches/bwrap-overlay.sh $ws '$EDIT'"
     measure "unshare -Urnm + overlay + walk (floor)" "$n" "$RUNS" "$PWD/benches/unshare-overlay.sh $ws true"
     rruns=$((n >= 100000 ? 3 : 10))
     measure "rsync copy lane" "$n" "$rruns" "bash -c 'rm -rf $WORK/copy && rsync -a $ws/ $WORK/copy/ && (cd $WORK/copy && true) && rsync -rcn --out-format=%n $WORK/copy/ $ws/ >/dev/null; rm -rf $WORK/copy'"
@@ -69,6 +79,7 @@ for line in open(sys.argv[1]):
 daemon, total, t0, t1 = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 sizes = sys.argv[6:]
 base = rows.get("bubblewrap --unshare-all over an overlay + walk", {})
+edit_base = rows.get("bubblewrap, 10-file edit", {})
 def ratio(v, b):
     try:
         return "%.2f×" % (float(v) / float(b))
@@ -77,7 +88,8 @@ def ratio(v, b):
 print("| rehearsal of `true`: median ms (× bubblewrap) | " + " | ".join(f"{int(s):,} files" for s in sizes) + " |")
 print("|---|" + "---:|" * len(sizes))
 for label, v in rows.items():
-    print(f"| {label} | " + " | ".join(f"{v.get(s, '-')} ({ratio(v.get(s), base.get(s))})" for s in sizes) + " |")
+    b = edit_base if "10-file edit" in label else base
+    print(f"| {label} | " + " | ".join(f"{v.get(s, '-')} ({ratio(v.get(s), b.get(s))})" for s in sizes) + " |")
 bare = total / (t1 - t0)
 m = re.search(r"= ([0-9.]+) rehearsals/s", daemon)
 lat = re.search(r"p50 ([0-9.]+)\s+p90 ([0-9.]+)\s+p99 ([0-9.]+)", daemon)
