@@ -296,3 +296,67 @@ fn every_run_of_a_process_gets_the_full_filter() {
         assert!(!r.out().contains("MOUNTED"), "{who:?}: {}", r.out());
     }
 }
+
+/// A detached process (setsid, its parent gone) runs into the pids limit
+/// while the command's shell lives on; the shell ends, the early answer
+/// goes out: the limit hit and the leftover are both in the record.
+#[test]
+fn a_limit_hit_by_a_detached_process_is_in_the_early_answer() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let bomb = "import os, time\n\
+                while True:\n\
+                \x20   try:\n\
+                \x20       if os.fork() == 0:\n\
+                \x20           time.sleep(300); os._exit(0)\n\
+                \x20   except OSError:\n\
+                \x20       break\n\
+                open('/tmp/hit', 'w').close()\n\
+                time.sleep(300)\n";
+    ws.write(".bomb.py", bomb);
+    let cmd = "(setsid python3 .bomb.py &); \
+               while [ ! -e /tmp/hit ]; do sleep 0.05; done; echo hit";
+    let dir = tempfile::Builder::new()
+        .prefix("dryrun-h18-env-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let env = dir.path().join("envelope.yaml");
+    std::fs::write(
+        &env,
+        format!(
+            "command: {}\nworking_dir: {}\nlimits:\n  pids: 32\n  timeout_s: 30\n",
+            serde_json::to_string(cmd).unwrap(),
+            serde_json::to_string(&ws.dir.display().to_string()).unwrap()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [dir.path(), env.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--file"])
+        .arg(&env)
+        .output()
+        .unwrap();
+    let r = run_json(out);
+    assert_eq!(r.out().trim(), "hit", "{}", r.json);
+    assert!(
+        r.limits_hit().contains(&"pids".to_string()),
+        "the pids limit hit is missing: {}",
+        r.json
+    );
+    let killed = r.json["rehearsal"]["leftover_processes_killed"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(killed >= 2, "leftovers under-reported: {}", r.json);
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    wait_until("the run's cgroups to be removed", 30, || {
+        run_cgroups(&id).iter().all(|p| !p.exists())
+    });
+}
