@@ -289,13 +289,24 @@ const PROBE: &str = "grep -E '^(Umask|Seccomp|NoNewPrivs|Cap|THP_enabled|Sig(Blk
      ls -l /proc/$$/fd > $TMPDIR/fds; awk 'NR>1 {print $9, $10, $11}' $TMPDIR/fds | sed 's/[0-9][0-9]*]/N]/'; \
      awk '{print $5, $6}' /proc/self/mountinfo; sleep 2; : parity-probe";
 
+/// The probe tagged for one caller: tests of this file run at once, and
+/// each must wait for its own probe's command, not another test's.
+fn probe_tagged(tag: &str) -> String {
+    format!("{PROBE}-{tag}")
+}
+
 /// What the host side of a probe rehearsal inherited, what its command
 /// saw, and the record's sandbox block.
 fn probe_sandbox(d: &Daemon, forked: bool) -> (String, String, String) {
     let ws = user_workspace();
     let wd = ws.dir.display().to_string();
-    let ch = background_run(d, &ws, PROBE);
-    probed(ch, &wd, || {
+    let tag = if forked {
+        "daemon-forked"
+    } else {
+        "daemon-execd"
+    };
+    let ch = background_run(d, &ws, &probe_tagged(tag));
+    probed(ch, &wd, tag, || {
         if forked {
             children_of(the_resident(d), "")
         } else {
@@ -313,9 +324,10 @@ fn probe_cli_sandbox(forked: bool) -> (String, String, String) {
     if !forked {
         c.env("DRYRUN_RESIDENT_HELPER", "0");
     }
-    let ch = cli_run(c, PROBE);
+    let tag = if forked { "cli-forked" } else { "cli-execd" };
+    let ch = cli_run(c, &probe_tagged(tag));
     let cli = ch.id();
-    probed(ch, &wd, || {
+    probed(ch, &wd, tag, || {
         if forked {
             children_of(cli, "__sandbox-resident")
                 .into_iter()
@@ -344,11 +356,16 @@ fn cli_run(mut c: std::process::Command, command: &str) -> Child {
 
 /// Read the probe's host side (found by `hosts`) while it runs, then its
 /// record: (host side, what the command saw, the sandbox block).
-fn probed(ch: Child, wd: &str, hosts: impl Fn() -> Vec<u32>) -> (String, String, String) {
+fn probed(
+    ch: Child,
+    wd: &str,
+    tag: &str,
+    hosts: impl Fn() -> Vec<u32>,
+) -> (String, String, String) {
     let mut found = Vec::new();
     wait_until("the probe to run", 30, || {
         found = hosts();
-        !found.is_empty() && !processes_with("parity-probe").is_empty()
+        !found.is_empty() && !processes_with(&format!("parity-probe-{tag}")).is_empty()
     });
     assert_eq!(found.len(), 1, "{found:?}");
     let host = inherited_state(found[0]);
