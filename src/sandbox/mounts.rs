@@ -149,12 +149,15 @@ pub(super) fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountEr
     // The tree and every mount below it, cloned, made read-only, nosuid,
     // nodev in one call, then attached: no mount table to read, and no
     // moment when a part of it is writable.
-    let tree = super::sys::open_tree_clone_recursive(src).map_err(|e| merr("clone", src, e))?;
-    super::sys::mount_setattr_recursive(
+    let tree = super::sys::open_tree_clone(src, super::sys::Reach::Tree)
+        .map_err(|e| merr("clone", src, e))?;
+    super::sys::mount_setattr(
         tree.as_raw_fd(),
+        super::sys::Reach::Tree,
         super::sys::MOUNT_ATTR_RDONLY
             | super::sys::MOUNT_ATTR_NOSUID
             | super::sys::MOUNT_ATTR_NODEV,
+        None,
     )
     .map_err(|e| merr("read-only", src, e))?;
     super::sys::move_mount_to(tree.as_raw_fd(), &target).map_err(|e| merr("attach", &target, e))?;

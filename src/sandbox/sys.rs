@@ -19,9 +19,27 @@ fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
-/// `open_tree(path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`: a detached copy of
-/// the mount at `path` (not recursive).
-pub(super) fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
+/// What a mount call reaches: the mount alone, or it and every mount below
+/// it (`AT_RECURSIVE`).
+#[derive(Clone, Copy)]
+pub(super) enum Reach {
+    Mount,
+    Tree,
+}
+
+impl Reach {
+    fn flag(self) -> libc::c_uint {
+        match self {
+            Reach::Mount => 0,
+            Reach::Tree => libc::AT_RECURSIVE as libc::c_uint,
+        }
+    }
+}
+
+/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`, with
+/// `AT_RECURSIVE` for [`Reach::Tree`]: a detached copy of the mount at
+/// `path` (and of every mount below it).
+pub(super) fn open_tree_clone(path: &Path, reach: Reach) -> io::Result<OwnedFd> {
     let c = cstr(path)?;
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call; the
@@ -31,55 +49,11 @@ pub(super) fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
             libc::SYS_open_tree,
             libc::AT_FDCWD,
             c.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+            OPEN_TREE_CLONE | reach.flag() | libc::O_CLOEXEC as libc::c_uint,
         )
     })?;
     // SAFETY: the kernel just returned this fd to us; nobody else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE)`: a detached
-/// copy of the mount at `path` with every mount below it.
-pub(super) fn open_tree_clone_recursive(path: &Path) -> io::Result<OwnedFd> {
-    let c = cstr(path)?;
-    const OPEN_TREE_CLONE: libc::c_uint = 1;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; the
-    // kernel returns a new fd or -1.
-    let fd = check(unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            OPEN_TREE_CLONE | libc::AT_RECURSIVE as libc::c_uint | libc::O_CLOEXEC as libc::c_uint,
-        )
-    })?;
-    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// `mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, {attr_set})`: set
-/// `attr_set` on a mount and every mount below it, in one call.
-pub(super) fn mount_setattr_recursive(mount_fd: RawFd, attr_set: u64) -> io::Result<()> {
-    let attr = MountAttr {
-        attr_set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    let empty = c"";
-    // SAFETY: `attr` and `empty` live across the call and the size passed is
-    // the size of the struct the kernel reads.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            mount_fd,
-            empty.as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_RECURSIVE,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    })?;
-    Ok(())
 }
 
 #[repr(C)]
@@ -95,17 +69,20 @@ pub(super) const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub(super) const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub(super) const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
-/// `mount_setattr(fd, "", AT_EMPTY_PATH, {attr_set, userns_fd})`.
-pub(super) fn mount_setattr_idmap(
+/// `mount_setattr(fd, "", AT_EMPTY_PATH, {attr_set, userns_fd})`, with
+/// `AT_RECURSIVE` for [`Reach::Tree`]. `userns_fd` only with
+/// `MOUNT_ATTR_IDMAP`.
+pub(super) fn mount_setattr(
     mount_fd: RawFd,
+    reach: Reach,
     attr_set: u64,
-    userns_fd: RawFd,
+    userns_fd: Option<RawFd>,
 ) -> io::Result<()> {
     let attr = MountAttr {
         attr_set,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: userns_fd as u64,
+        userns_fd: userns_fd.map_or(0, |fd| fd as u64),
     };
     let empty = c"";
     // SAFETY: `attr` and `empty` live across the call and the size passed is
@@ -115,7 +92,7 @@ pub(super) fn mount_setattr_idmap(
             libc::SYS_mount_setattr,
             mount_fd,
             empty.as_ptr(),
-            libc::AT_EMPTY_PATH,
+            libc::AT_EMPTY_PATH as libc::c_uint | reach.flag(),
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

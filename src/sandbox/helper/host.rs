@@ -128,7 +128,7 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
     let root = Path::new("/");
     unshare(CloneFlags::CLONE_NEWNS).map_err(|e| clone_err("unshare mount ns", root)(e.into()))?;
     mounts::make_rprivate().map_err(|e| clone_err("make-rprivate", root)(io::Error::other(e)))?;
-    let fd = sys::open_tree_clone(&spec.workspace)
+    let fd = sys::open_tree_clone(&spec.workspace, sys::Reach::Mount)
         .map_err(clone_err("open_tree workspace", &spec.workspace))?;
     check_workspace_identity(&fd, spec.workspace_identity, Step::H3)?;
     let mut staged = StagedMounts {
@@ -138,7 +138,10 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
     if !spec.stubs.rules.is_empty() {
         let exe_link = Path::new("/proc/self/exe");
         let exe = std::fs::read_link(exe_link).map_err(clone_err("own exe", exe_link))?;
-        staged.exe = Some(sys::open_tree_clone(&exe).map_err(clone_err("open_tree exe", &exe))?);
+        staged.exe = Some(
+            sys::open_tree_clone(&exe, sys::Reach::Mount)
+                .map_err(clone_err("open_tree exe", &exe))?,
+        );
     }
     Ok(staged)
 }
@@ -246,13 +249,14 @@ fn attach_idmapped_lower(child: i32, mut staged: StagedMounts) -> Result<(), Hel
     let userns_path = PathBuf::from(format!("/proc/{child}/ns/user"));
     let userns = std::fs::File::open(&userns_path).map_err(idmap("userns fd", &userns_path))?;
     let lower = Path::new(STAGE_LOWER);
-    sys::mount_setattr_idmap(
+    sys::mount_setattr(
         fd.as_raw_fd(),
+        sys::Reach::Mount,
         sys::MOUNT_ATTR_IDMAP
             | sys::MOUNT_ATTR_RDONLY
             | sys::MOUNT_ATTR_NOSUID
             | sys::MOUNT_ATTR_NODEV,
-        userns.as_raw_fd(),
+        Some(userns.as_raw_fd()),
     )
     .map_err(idmap("idmap workspace", lower))?;
     let tmp = Path::new("/tmp");
