@@ -357,8 +357,6 @@ fn show_promoted(r: &RunRecord, json: bool) {
     }
 }
 
-/// Where the doors (`hook`, `mcp`, a hook's `promote`) send requests: the
-/// same choice as every other subcommand.
 /// For a door that runs the engine in this process: start the resident
 /// sandbox helper now, from the main thread, so that its exec runs while
 /// this process loads the policy and writes the run's first records, and
@@ -372,6 +370,8 @@ fn with_resident(d: Door) -> Door {
     d
 }
 
+/// Where the doors (`hook`, `mcp`, a hook's `promote`) send requests: the
+/// same choice as every other subcommand.
 fn doors_target(g: &GlobalOpts) -> crate::doors::Target {
     match with_resident(door(g)) {
         crate::request::door::Door::Daemon(c) => {
