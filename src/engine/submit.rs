@@ -96,8 +96,10 @@ impl Engine {
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
+        // The run's directory only: `blobs/` is made when the first blob
+        // arrives (a run that changes nothing never has one).
         let blobs = dir.join("blobs");
-        std::fs::create_dir_all(&blobs).map_err(|source| EngineError::storage(&blobs, source))?;
+        std::fs::create_dir_all(&dir).map_err(|source| EngineError::storage(&dir, source))?;
 
         let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone())?;
         sspec.t0_ns = t0_ns;

@@ -25,7 +25,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+mod anchor;
 mod group;
+
+use anchor::Head;
 
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const HEAD_FILE: &str = "journal.head";
@@ -116,15 +119,6 @@ struct Line<'a> {
     hash: String,
     #[serde(borrow)]
     body: &'a RawValue,
-}
-
-/// The anchor: where the last acknowledged record ends.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-struct Head {
-    seq: u64,
-    hash: String,
-    start: u64,
-    end: u64,
 }
 
 /// The tail a writer continues from.
@@ -258,24 +252,6 @@ impl Journal {
     #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn read_head(&self) -> Option<Head> {
-        let text = std::fs::read(&self.head_path).ok()?;
-        serde_json::from_slice(&text).ok()
-    }
-
-    /// Replace the anchor. Not fsync'd: it is written after the records it
-    /// names are durable, so after a crash it is either this one or an
-    /// older one (whose later records `find_tail` adopts by a scan), or,
-    /// on a file system that lost the renamed file's data, unreadable
-    /// (the whole chain is then scanned and the anchor rebuilt).
-    fn write_head(&self, head: &Head) -> Result<(), JournalError> {
-        let tmp = self.dir.join(format!("{HEAD_FILE}.partial"));
-        let mut f = File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(&serde_json::to_vec(head).expect("serializes"))
-            .map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &self.head_path).map_err(io(&self.head_path))
     }
 
     /// Append one record, durably (see `group.rs`: concurrent appends

@@ -97,6 +97,7 @@ pub(crate) fn read_frames(
 ) -> Result<HelperOutput, WireError> {
     let mut out = HelperOutput::default();
     let mut blob_total: u64 = 0;
+    let mut blob_dir_made = false;
     loop {
         let mut tag = [0u8; 1];
         if input.read(&mut tag)? == 0 {
@@ -122,6 +123,16 @@ pub(crate) fn read_frames(
                 let name = want.to_hex().to_string();
                 let final_path = blob_dir.join(&name);
                 let tmp = blob_dir.join(format!(".{name}.partial"));
+                if !blob_dir_made {
+                    // Made at the first blob, not per run: one directory
+                    // fewer for every run that changes nothing.
+                    match std::fs::create_dir(blob_dir) {
+                        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                            return Err(e.into());
+                        }
+                        _ => blob_dir_made = true,
+                    }
+                }
                 let mut f = std::fs::File::create(&tmp)?;
                 let mut hasher = blake3::Hasher::new();
                 let mut limited = input.take(len - 32);
