@@ -890,15 +890,7 @@ fn state_survives_restart_and_cancel_works() {
     let wd = ws.dir.display().to_string();
     let long = |tag: &str| {
         let body = format!(r#"{{"command":"sleep 300; : {tag}","working_dir":"{wd}"}}"#);
-        let mut ch = d
-            .cli_user()
-            .args(["execute", "--json", "--file", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-        ch
+        execute_envelope_in_background(&mut d.cli_user(), &body)
     };
     let running = long("cancel-running");
     wait_until("the first rehearsal to run", 30, || {
