@@ -21,17 +21,6 @@ fn random_hex() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A process's parent pid, from /proc.
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// The run's cgroup directories (as `plan_cgroups` names them).
 fn run_cgroups(run_id: &str) -> Vec<PathBuf> {
     let root = Path::new("/sys/fs/cgroup");
@@ -226,12 +215,7 @@ fn a_root_clis_resident_is_out_of_reach_and_dies_with_it() {
         .args(["-KILL", &cli_pid.to_string()])
         .status();
     let _ = cli.wait();
-    wait_until("the resident to die with the CLI", 30, || {
-        !Path::new(&format!("/proc/{res}")).exists()
-            || std::fs::read_to_string(format!("/proc/{res}/stat"))
-                .map(|s| s.contains(") Z "))
-                .unwrap_or(true)
-    });
+    wait_until("the resident to die with the CLI", 30, || !alive(res));
     wait_until("the sandbox to die with the CLI", 30, || {
         processes_with(&tag).is_empty()
     });

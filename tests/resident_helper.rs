@@ -10,46 +10,6 @@ use common::daemon::*;
 use common::*;
 use std::process::Child;
 
-/// `(pid, ppid, cmdline)` of every process.
-fn processes() -> Vec<(u32, u32, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let (Ok(stat), Ok(cmd)) = (
-            std::fs::read_to_string(e.path().join("stat")),
-            std::fs::read(e.path().join("cmdline")),
-        ) else {
-            continue;
-        };
-        let Some(ppid) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            continue;
-        };
-        out.push((pid, ppid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-    }
-    out
-}
-
-fn children_of(pid: u32, needle: &str) -> Vec<u32> {
-    processes()
-        .into_iter()
-        .filter(|(_, pp, cmd)| *pp == pid && cmd.contains(needle))
-        .map(|(p, _, _)| p)
-        .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-    })
-}
-
 /// A `sleep` run submitted as the user, answered in the background.
 fn sleeping_run(d: &Daemon, ws: &Ws, tag: &str, secs: u32) -> Child {
     background_run(d, ws, &format!("sleep {secs}; : {tag}"))

@@ -4,6 +4,7 @@
 //! look at the host (its process table, its workspace) and at the run record.
 
 mod common;
+use common::daemon::parent_of;
 use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -445,16 +446,6 @@ fn status_line(pid: i32, field: &str) -> String {
         .join(" ")
 }
 
-fn ppid(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// `pid` and its ancestors up to (not including) `top`, with start times.
 fn ancestors_below(pid: i32, top: i32) -> Vec<(i32, u64)> {
     let mut out = Vec::new();
@@ -466,8 +457,8 @@ fn ancestors_below(pid: i32, top: i32) -> Vec<(i32, u64)> {
         if let Some(t) = start_time(p) {
             out.push((p, t));
         }
-        match ppid(p) {
-            Some(pp) => p = pp,
+        match parent_of(p as u32) {
+            Some(pp) => p = pp as i32,
             None => break,
         }
     }
