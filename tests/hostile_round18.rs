@@ -8,18 +8,8 @@
 mod common;
 use common::daemon::*;
 use common::*;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-fn random_hex() -> String {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut b)
-        .unwrap();
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// The run's cgroup directories (as `plan_cgroups` names them).
 fn run_cgroups(run_id: &str) -> Vec<PathBuf> {

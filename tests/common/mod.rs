@@ -8,7 +8,7 @@ pub mod hook;
 pub mod net;
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -385,6 +385,17 @@ pub fn execute_envelope_in_background(c: &mut Command, envelope: &str) -> Child 
         .write_all(envelope.as_bytes())
         .unwrap();
     ch
+}
+
+/// Eight random bytes in hex: a name or canary value no other test run
+/// shares and nothing in a sandbox can guess.
+pub fn random_hex() -> String {
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(&mut b)
+        .unwrap();
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Tests of a program with two names need `/usr/bin/python3 -> python3.11`
