@@ -11,16 +11,6 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The run's cgroup directories (as `plan_cgroups` names them).
-fn run_cgroups(run_id: &str) -> Vec<PathBuf> {
-    let root = Path::new("/sys/fs/cgroup");
-    let mut v = vec![root.join("dryrun").join(run_id)];
-    for c in ["memory", "pids", "cpu"] {
-        v.push(root.join(c).join("dryrun").join(run_id));
-    }
-    v
-}
-
 /// Escapees of every kind (double fork, setsid, ignoring TERM/HUP, a new
 /// process group, one started as the command ends) must be dead once the
 /// early answer is out and must not keep the run's cgroups alive; the run

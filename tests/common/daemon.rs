@@ -309,6 +309,16 @@ fn ppid_in_stat(stat: &str) -> Option<u32> {
         .ok()
 }
 
+/// The run's cgroup directories (as `plan_cgroups` names them).
+pub fn run_cgroups(run_id: &str) -> Vec<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    let mut v = vec![root.join("dryrun").join(run_id)];
+    for c in ["memory", "pids", "cpu"] {
+        v.push(root.join(c).join("dryrun").join(run_id));
+    }
+    v
+}
+
 pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
