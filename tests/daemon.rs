@@ -704,6 +704,81 @@ fn kill9_during_a_rehearsal_then_restart_cleans_up() {
     assert!(!Path::new("/sys/fs/cgroup/dryrun").join(&id).exists());
 }
 
+/// Start-up recovery kills what is still alive in an interrupted run's
+/// cgroups, then removes them: a process put into the run's cgroups after
+/// its daemon died (as one the sandbox left behind would be) is SIGKILLed
+/// by the restart, and none of the run's cgroup directories is left.
+#[test]
+fn restart_kills_what_is_left_in_an_interrupted_runs_cgroups_and_removes_them() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = Ws::new(Who::Root);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let marker = format!("dryrun-reap-{}", random_hex());
+    let body = format!(
+        r#"{{"command":"sleep 300; : {marker}","working_dir":"{}"}}"#,
+        ws.dir.display()
+    );
+    let sub: Value = c.call("POST", "/v1/runs", Some(body.into_bytes())).unwrap();
+    let id = sub["run_id"].as_str().unwrap().to_string();
+    wait_until("the rehearsal to be running", 30, || {
+        !processes_with(&marker).is_empty()
+    });
+    d.kill9();
+    wait_until("sandbox processes to die with the daemon", 10, || {
+        processes_with(&marker).is_empty()
+    });
+    // Nobody removed the run's cgroups: a process of the run's goes in.
+    let dirs: Vec<_> = run_cgroups(&id)
+        .into_iter()
+        .filter(|p| p.exists())
+        .collect();
+    assert!(
+        !dirs.is_empty(),
+        "the interrupted run left no cgroup: {:?}",
+        run_cgroups(&id)
+    );
+    let mut leftover = Command::new("sleep")
+        .arg("300")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = leftover.id().to_string();
+    for dir in &dirs {
+        std::fs::write(dir.join("cgroup.procs"), &pid).unwrap();
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+        assert!(
+            procs.lines().any(|p| p == pid),
+            "{}: {procs}",
+            dir.display()
+        );
+    }
+    d.restart(&[]);
+    let mut status = None;
+    let t0 = Instant::now();
+    while status.is_none() && t0.elapsed() < Duration::from_secs(10) {
+        status = leftover.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let Some(status) = status else {
+        let _ = leftover.kill();
+        let _ = leftover.wait();
+        panic!("the restart left a process of the interrupted run alive");
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{status}");
+    for dir in run_cgroups(&id) {
+        assert!(!dir.exists(), "{} is still there", dir.display());
+    }
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let r: Value = c.call("GET", &format!("/v1/runs/{id}"), None).unwrap();
+    assert_eq!(r["state"], "failed", "{r}");
+}
+
 #[test]
 fn kill9_during_a_journal_append_loses_no_acknowledged_record() {
     if !require_root() {
@@ -890,15 +965,7 @@ fn state_survives_restart_and_cancel_works() {
     let wd = ws.dir.display().to_string();
     let long = |tag: &str| {
         let body = format!(r#"{{"command":"sleep 300; : {tag}","working_dir":"{wd}"}}"#);
-        let mut ch = d
-            .cli_user()
-            .args(["execute", "--json", "--file", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-        ch
+        execute_envelope_in_background(&mut d.cli_user(), &body)
     };
     let running = long("cancel-running");
     wait_until("the first rehearsal to run", 30, || {

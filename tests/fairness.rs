@@ -121,25 +121,19 @@ fn limits_above_the_ceilings_get_400_naming_the_ceiling_and_nothing_runs() {
 
     // The in-process engine has ceilings too (modest defaults).
     let state = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(bin())
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .arg("--local")
-        .arg("--state-dir")
-        .arg(state.path())
-        .args(["execute", "--json", "--file", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            let ws = Ws::new(Who::Root);
-            let body = envelope(&ws, "true", r#""limits": {"disk_mb": 1048576}"#);
-            c.stdin.take().unwrap().write_all(body.as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
+    let ws = Ws::new(Who::Root);
+    let body = envelope(&ws, "true", r#""limits": {"disk_mb": 1048576}"#);
+    let out = execute_envelope_in_background(
+        std::process::Command::new(bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .arg("--local")
+            .arg("--state-dir")
+            .arg(state.path()),
+        &body,
+    )
+    .wait_with_output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("limits.disk_mb: 1048576 is above"), "{err}");

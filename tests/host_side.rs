@@ -14,18 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn unique(prefix: &str) -> String {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .unwrap();
-    format!("{prefix}-{}", hex(&b))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// A root-only secret outside every workspace (0600 in a 0700 directory).
 struct RootSecret {
     _dir: tempfile::TempDir,
@@ -39,7 +27,7 @@ fn root_secret() -> RootSecret {
         .tempdir_in("/tmp")
         .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    let content = unique("CANARY-ROOT");
+    let content = format!("CANARY-ROOT-{}", random_hex());
     let path = dir.path().join("id_ed25519");
     std::fs::write(&path, format!("{content}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -132,7 +120,7 @@ fn a_workspace_policy_that_points_at_root_secrets_is_never_read_or_quoted() {
     // The agent's own file with a secret-shaped value that is not a policy:
     // the error names the file and the place, never the value.
     let _ = std::fs::remove_file(&policy);
-    let own = unique("OWN-VALUE");
+    let own = format!("OWN-VALUE-{}", random_hex());
     std::fs::write(&policy, format!("{own}\n")).unwrap();
     give_to_user(&policy);
     let (code, out, err) = user_cli(&d, &ws, &["execute", "--json", "--command", "true"]);
@@ -237,7 +225,7 @@ fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
     ws.write("mine.txt", "the agent's own text\n");
     // A root-only file in the agent's directory: the agent may rename it
     // (it owns the directory) but never read it.
-    let canary = unique("CANARY-SWAP");
+    let canary = format!("CANARY-SWAP-{}", random_hex());
     let rootfile = ws.dir.join("rootfile");
     std::fs::write(&rootfile, format!("{canary}\n")).unwrap();
     std::fs::set_permissions(&rootfile, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -280,7 +268,7 @@ fn a_file_an_acl_denies_the_agent_is_withheld_after_a_rename() {
     }
     let d = Daemon::start(&[]);
     let ws = user_workspace();
-    let canary = unique("CANARY-ACL");
+    let canary = format!("CANARY-ACL-{}", random_hex());
     let f = ws.dir.join("acl.txt");
     std::fs::write(&f, format!("{canary}\n")).unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();

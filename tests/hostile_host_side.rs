@@ -19,20 +19,10 @@
 mod common;
 use common::daemon::*;
 use common::*;
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn random_hex() -> String {
-    let mut b = [0u8; 12];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut b)
-        .unwrap();
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// Bytes allocated on disk under `dir` (st_blocks, so sparse files count at
 /// what they really take).

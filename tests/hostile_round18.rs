@@ -8,39 +8,8 @@
 mod common;
 use common::daemon::*;
 use common::*;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-fn random_hex() -> String {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut b)
-        .unwrap();
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// A process's parent pid, from /proc.
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-/// The run's cgroup directories (as `plan_cgroups` names them).
-fn run_cgroups(run_id: &str) -> Vec<PathBuf> {
-    let root = Path::new("/sys/fs/cgroup");
-    let mut v = vec![root.join("dryrun").join(run_id)];
-    for c in ["memory", "pids", "cpu"] {
-        v.push(root.join(c).join("dryrun").join(run_id));
-    }
-    v
-}
 
 /// Escapees of every kind (double fork, setsid, ignoring TERM/HUP, a new
 /// process group, one started as the command ends) must be dead once the
@@ -226,12 +195,7 @@ fn a_root_clis_resident_is_out_of_reach_and_dies_with_it() {
         .args(["-KILL", &cli_pid.to_string()])
         .status();
     let _ = cli.wait();
-    wait_until("the resident to die with the CLI", 30, || {
-        !Path::new(&format!("/proc/{res}")).exists()
-            || std::fs::read_to_string(format!("/proc/{res}/stat"))
-                .map(|s| s.contains(") Z "))
-                .unwrap_or(true)
-    });
+    wait_until("the resident to die with the CLI", 30, || !alive(res));
     wait_until("the sandbox to die with the CLI", 30, || {
         processes_with(&tag).is_empty()
     });

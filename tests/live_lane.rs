@@ -440,17 +440,7 @@ fn local_mode_promotes_and_rolls_back_too() {
 }
 
 fn submit_envelope(d: &Daemon, ws: &Ws, yaml: &str) -> Run {
-    use std::io::Write;
-    let mut ch = d
-        .cli_user()
-        .current_dir(&ws.dir)
-        .args(["execute", "--json", "--file", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ch.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
+    let ch = execute_envelope_in_background(d.cli_user().current_dir(&ws.dir), yaml);
     to_run(ch.wait_with_output().unwrap())
 }
 

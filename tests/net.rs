@@ -20,15 +20,6 @@ fn py(code: &str) -> String {
     format!("python3 -c {}", sq(code))
 }
 
-fn random_hex() -> String {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut b)
-        .unwrap();
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Run an attack script on the host, outside any sandbox (the positive
 /// control).
 fn run_on_host(script: &str) -> String {

@@ -326,7 +326,7 @@ fn the_sandboxed_process_is_never_host_root() {
     // Seen from the host, through /proc/<pid>/status of the running command.
     for who in identities() {
         let ws = Ws::new(who);
-        let marker = format!("dryrun-idprobe-{}", unique());
+        let marker = format!("dryrun-idprobe-{}", random_hex());
         let mut c = ws.command();
         c.arg("execute")
             .arg("--json")
@@ -776,14 +776,6 @@ fn clone_with_namespace_flags_and_clone3_are_refused() {
 }
 
 // ---------------------------------------------------------------- helpers
-
-fn unique() -> String {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .unwrap();
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// Host pids whose argv[0] is exactly `argv0`.
 fn procs_with_argv0(argv0: &str) -> Vec<i32> {

@@ -8,48 +8,7 @@ mod common;
 
 use common::daemon::*;
 use common::*;
-use std::io::Write;
-use std::process::{Child, Stdio};
-
-/// `(pid, ppid, cmdline)` of every process.
-fn processes() -> Vec<(u32, u32, String)> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let (Ok(stat), Ok(cmd)) = (
-            std::fs::read_to_string(e.path().join("stat")),
-            std::fs::read(e.path().join("cmdline")),
-        ) else {
-            continue;
-        };
-        let Some(ppid) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        else {
-            continue;
-        };
-        out.push((pid, ppid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-    }
-    out
-}
-
-fn children_of(pid: u32, needle: &str) -> Vec<u32> {
-    processes()
-        .into_iter()
-        .filter(|(_, pp, cmd)| *pp == pid && cmd.contains(needle))
-        .map(|(p, _, _)| p)
-        .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-    })
-}
+use std::process::Child;
 
 /// A `sleep` run submitted as the user, answered in the background.
 fn sleeping_run(d: &Daemon, ws: &Ws, tag: &str, secs: u32) -> Child {
@@ -60,16 +19,7 @@ fn sleeping_run(d: &Daemon, ws: &Ws, tag: &str, secs: u32) -> Child {
 fn background_run(d: &Daemon, ws: &Ws, command: &str) -> Child {
     let wd = ws.dir.display().to_string();
     let body = serde_json::json!({ "command": command, "working_dir": wd }).to_string();
-    let mut ch = d
-        .cli_user()
-        .args(["execute", "--json", "--file", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    ch
+    execute_envelope_in_background(&mut d.cli_user(), &body)
 }
 
 fn the_resident(d: &Daemon) -> u32 {
@@ -325,7 +275,8 @@ fn probe_cli_sandbox(forked: bool) -> (String, String, String) {
         c.env("DRYRUN_RESIDENT_HELPER", "0");
     }
     let tag = if forked { "cli-forked" } else { "cli-execd" };
-    let ch = cli_run(c, &probe_tagged(tag));
+    let body = serde_json::json!({ "command": probe_tagged(tag) }).to_string();
+    let ch = execute_envelope_in_background(&mut c, &body);
     let cli = ch.id();
     probed(ch, &wd, tag, || {
         if forked {
@@ -337,21 +288,6 @@ fn probe_cli_sandbox(forked: bool) -> (String, String, String) {
             children_of(cli, "__sandbox-helper")
         }
     })
-}
-
-/// `command` run in-process by the CLI `c`, answered in the background (the
-/// envelope on stdin: the command's text is not in the CLI's arguments).
-fn cli_run(mut c: std::process::Command, command: &str) -> Child {
-    let body = serde_json::json!({ "command": command }).to_string();
-    let mut ch = c
-        .args(["execute", "--json", "--file", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    ch.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    ch
 }
 
 /// Read the probe's host side (found by `hosts`) while it runs, then its
@@ -425,7 +361,8 @@ fn a_cli_run_forks_its_rehearsal_from_a_resident_helper_of_its_own() {
         return;
     }
     let ws = Ws::new(Who::User);
-    let ch = cli_run(ws.command(), "sleep 3; : cli-resident");
+    let body = serde_json::json!({ "command": "sleep 3; : cli-resident" }).to_string();
+    let ch = execute_envelope_in_background(&mut ws.command(), &body);
     let cli = ch.id();
     wait_until("the rehearsal to run", 30, || {
         !processes_with("cli-resident").is_empty()

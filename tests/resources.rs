@@ -4,6 +4,7 @@
 //! look at the host (its process table, its workspace) and at the run record.
 
 mod common;
+use common::daemon::parent_of;
 use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -49,17 +50,6 @@ fn run_envelope_untouched(ws: &Ws, env: &EnvelopeFile) -> Run {
     );
     assert_ne!(r.json, Value::Null, "{:?}: no run record: {r:?}", ws.who);
     r
-}
-
-fn unique(prefix: &str) -> String {
-    let mut b = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .unwrap();
-    format!(
-        "{prefix}-{}",
-        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-    )
 }
 
 /// Host processes (other than this test binary) whose command line
@@ -150,7 +140,7 @@ fn host_can_fork() -> bool {
 fn a_fork_bomb_is_contained() {
     for who in identities() {
         let ws = Ws::new(who);
-        let marker = unique("dryrun-forkbomb");
+        let marker = format!("dryrun-forkbomb-{}", random_hex());
         let _sweep = Sweep(marker.clone());
         let env = envelope(
             &ws,
@@ -196,7 +186,7 @@ fn a_fork_bomb_is_contained() {
 fn a_fork_bomb_that_outlives_its_shell_reports_the_pids_limit() {
     for who in identities() {
         let ws = Ws::new(who);
-        let marker = unique("dryrun-forkbomb-wait");
+        let marker = format!("dryrun-forkbomb-wait-{}", random_hex());
         let _sweep = Sweep(marker.clone());
         let env = envelope(
             &ws,
@@ -324,7 +314,7 @@ fn an_output_flood_is_truncated() {
 fn a_timeout_kills_the_command() {
     for who in identities() {
         let ws = Ws::new(who);
-        let marker = unique("dryrun-timeout");
+        let marker = format!("dryrun-timeout-{}", random_hex());
         let _sweep = Sweep(marker.clone());
         let r = ws.rehearse_untouched(&format!("exec -a {marker} sleep 100"), &["--timeout", "2"]);
         let reh = &r.json["rehearsal"];
@@ -344,7 +334,7 @@ fn a_timeout_kills_the_command() {
 fn orphans_and_double_forks_do_not_survive_the_run() {
     for who in identities() {
         let ws = Ws::new(who);
-        let marker = unique("dryrun-orphan");
+        let marker = format!("dryrun-orphan-{}", random_hex());
         let _sweep = Sweep(marker.clone());
         let script = format!(
             "(setsid bash -c 'exec -a {marker}-setsid sleep 1000' </dev/null >/dev/null 2>&1 &); \
@@ -378,7 +368,7 @@ fn orphans_and_double_forks_do_not_survive_the_run() {
 fn killing_dryrun_kills_the_sandbox() {
     for who in identities() {
         let ws = Ws::new(who);
-        let marker = unique("dryrun-killed");
+        let marker = format!("dryrun-killed-{}", random_hex());
         let _sweep = Sweep(marker.clone());
         let mut c = ws.command();
         c.arg("execute")
@@ -445,16 +435,6 @@ fn status_line(pid: i32, field: &str) -> String {
         .join(" ")
 }
 
-fn ppid(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// `pid` and its ancestors up to (not including) `top`, with start times.
 fn ancestors_below(pid: i32, top: i32) -> Vec<(i32, u64)> {
     let mut out = Vec::new();
@@ -466,8 +446,8 @@ fn ancestors_below(pid: i32, top: i32) -> Vec<(i32, u64)> {
         if let Some(t) = start_time(p) {
             out.push((p, t));
         }
-        match ppid(p) {
-            Some(pp) => p = pp,
+        match parent_of(p as u32) {
+            Some(pp) => p = pp as i32,
             None => break,
         }
     }

@@ -15,15 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn random_hex() -> String {
-    let mut b = [0u8; 12];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut b)
-        .unwrap();
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Removes a host path (file or directory) when dropped.
 struct Cleanup(PathBuf);
 impl Drop for Cleanup {

@@ -3,6 +3,7 @@
 //! otherwise and always as a second line.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::spec::{CgroupPlan, SandboxLimits};
 use crate::model::LimitHit;
@@ -183,14 +184,41 @@ fn run_cgroup_dirs(plan: &CgroupPlan) -> Vec<PathBuf> {
         .collect()
 }
 
+/// How often the clean-up of a run's cgroups looks again: the host side's
+/// first kill is before its answer, so a leftover that dies at once costs
+/// that answer at most this.
+const CLEANUP_POLL: Duration = Duration::from_millis(10);
+
+/// How long each step of the clean-up (killed processes gone from the run's
+/// cgroups; the cgroups removed) goes on before it gives up, for the host
+/// side after a run and for recovery alike: one bound, sized by the slowest
+/// ordinary case. A SIGKILLed process leaves its cgroups only once it has
+/// freed its memory; measured on a busy 2-core host: 0.25-0.45 s for 1 GiB (a
+/// run's default memory limit), 1.1 s for 4 GiB, 2.6 s for 8 GiB (the default
+/// ceiling), so 5 s covers a run that filled the ceiling, with room for a
+/// busier host. Past it is only a process that does not die (stuck in the
+/// kernel): the host side's answer goes out anyway, and the cgroups are left
+/// to `sweep_stale_cgroups`.
+const CLEANUP_WAIT: Duration = Duration::from_secs(5);
+
+/// Call `done` every [`CLEANUP_POLL`] until it says so or [`CLEANUP_WAIT`]
+/// has passed.
+fn poll_cleanup(mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() && start.elapsed() < CLEANUP_WAIT {
+        std::thread::sleep(CLEANUP_POLL);
+    }
+}
+
 /// SIGKILL every process in the run's cgroups except this one and `spare`
 /// (host pids), until none is left; how many distinct processes it killed.
 pub(crate) fn kill_all_but(plan: &CgroupPlan, spare: &[i32]) -> u32 {
     let me = std::process::id() as i32;
+    let dirs = run_cgroup_dirs(plan);
     let mut killed = std::collections::BTreeSet::new();
-    for _ in 0..50 {
+    poll_cleanup(|| {
         let mut any = false;
-        for dir in run_cgroup_dirs(plan) {
+        for dir in &dirs {
             let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
             for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
                 if pid == me || spare.contains(&pid) {
@@ -207,11 +235,8 @@ pub(crate) fn kill_all_but(plan: &CgroupPlan, spare: &[i32]) -> u32 {
                 }
             }
         }
-        if !any {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+        !any
+    });
     killed.len() as u32
 }
 
@@ -219,48 +244,21 @@ pub(crate) fn kill_all_but(plan: &CgroupPlan, spare: &[i32]) -> u32 {
 /// finish exiting.
 pub(crate) fn remove_run_cgroups(plan: &CgroupPlan) {
     let dirs = run_cgroup_dirs(plan);
-    for _ in 0..50 {
-        if dirs
-            .iter()
+    poll_cleanup(|| {
+        dirs.iter()
             .all(|d| std::fs::remove_dir(d).is_ok() || !d.exists())
-        {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    });
 }
 
-/// Remove empty run cgroups left by a dryrun that was killed (never touches
-/// a cgroup that still has processes: rmdir refuses that).
 /// Kill whatever is left in an interrupted run's cgroups and remove them
-/// (recovery after a crash; the run's own processes only).
+/// (recovery after a crash, or a run whose helper was killed): the host
+/// side's own clean-up, with nothing spared.
 pub(crate) fn reap_run_cgroups(run_id: &str) {
     let Some(plan) = plan_cgroups(run_id) else {
         return;
     };
-    let dirs: Vec<std::path::PathBuf> = plan
-        .unified
-        .into_iter()
-        .chain(plan.dirs.into_iter().map(|(_, d)| d))
-        .collect();
-    for d in dirs {
-        if !d.exists() {
-            continue;
-        }
-        for _ in 0..50 {
-            let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            if std::fs::remove_dir(&d).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
+    kill_all_but(&plan, &[]);
+    remove_run_cgroups(&plan);
 }
 
 pub(crate) fn sweep_stale_cgroups() {
@@ -279,9 +277,7 @@ pub(crate) fn sweep_stale_cgroups() {
                 let stale = e
                     .metadata()
                     .and_then(|m| m.modified())
-                    .map(|t| {
-                        t.elapsed().unwrap_or_default() > std::time::Duration::from_secs(24 * 3600)
-                    })
+                    .map(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(24 * 3600))
                     .unwrap_or(false);
                 if stale {
                     let _ = std::fs::remove_dir(e.path());

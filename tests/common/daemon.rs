@@ -1,4 +1,5 @@
-//! A real `dryrun daemon` process for the daemon and live-lane tests.
+//! A real `dryrun daemon` process for the daemon and live-lane tests, and
+//! the process tree read from /proc.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -252,6 +253,70 @@ pub fn processes_with(needle: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// `(pid, ppid, cmdline)` of every process.
+pub fn processes() -> Vec<(u32, u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let (Ok(stat), Ok(cmd)) = (
+            std::fs::read_to_string(e.path().join("stat")),
+            std::fs::read(e.path().join("cmdline")),
+        ) else {
+            continue;
+        };
+        let Some(ppid) = ppid_in_stat(&stat) else {
+            continue;
+        };
+        out.push((pid, ppid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+    }
+    out
+}
+
+/// The children of `pid` whose command line contains `needle`.
+pub fn children_of(pid: u32, needle: &str) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|(_, pp, cmd)| *pp == pid && cmd.contains(needle))
+        .map(|(p, _, _)| p)
+        .collect()
+}
+
+/// `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// A process's parent pid, from /proc.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    ppid_in_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The parent pid in a `/proc/PID/stat` line (read after the command
+/// name's last `)`: the name may hold spaces and parentheses).
+fn ppid_in_stat(stat: &str) -> Option<u32> {
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The run's cgroup directories (as `plan_cgroups` names them).
+pub fn run_cgroups(run_id: &str) -> Vec<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    let mut v = vec![root.join("dryrun").join(run_id)];
+    for c in ["memory", "pids", "cpu"] {
+        v.push(root.join(c).join("dryrun").join(run_id));
+    }
+    v
 }
 
 pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {

@@ -8,9 +8,10 @@ pub mod hook;
 pub mod net;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 pub use serde_json::Value;
@@ -364,6 +365,37 @@ pub fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
     let mut c = ws.command();
     c.args(["replay", id, "--json"]).args(args);
     to_run(c.output().unwrap())
+}
+
+/// `dryrun execute --json --file -` by `c` (its user, environment and
+/// directory set by the caller) with `envelope` on its stdin, answered in
+/// the background: the command's text is not among the CLI's arguments.
+/// The answer is the child's output (`wait_with_output`).
+pub fn execute_envelope_in_background(c: &mut Command, envelope: &str) -> Child {
+    let mut ch = c
+        .args(["execute", "--json", "--file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ch.stdin
+        .take()
+        .unwrap()
+        .write_all(envelope.as_bytes())
+        .unwrap();
+    ch
+}
+
+/// Eight random bytes in hex: a name or canary value no other test run
+/// shares and nothing in a sandbox can guess.
+pub fn random_hex() -> String {
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(&mut b)
+        .unwrap();
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Tests of a program with two names need `/usr/bin/python3 -> python3.11`
