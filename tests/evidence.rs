@@ -1068,3 +1068,65 @@ fn evidence_comes_from_the_upper_layer_only() {
         );
     }
 }
+
+/// The phase marks of a run's rehearsal, by name.
+fn phases(r: &Run) -> Vec<String> {
+    r.json["rehearsal"]["timings_us"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| p[0].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The evidence reader (the process holding only the owner's ids that opens
+/// workspace files for the walk) is forked only when the walk has to open
+/// something through it: a run that changes nothing never starts it; a run
+/// that modifies a workspace file does, and the file's old hash, which only
+/// the reader can read, is in the record.
+#[test]
+fn the_evidence_reader_is_started_only_when_the_walk_opens_through_it() {
+    const STARTED: &str = "P9 reader started";
+    for who in identities() {
+        let ws = Ws::new(who);
+        put(&ws, "a.txt", "hello\n", 0o644);
+        let r = ws.rehearse_untouched("true", &[]);
+        assert_ran(who, &r, "promote");
+        assert_changes(who, &r, &[]);
+        let marks = phases(&r);
+        assert!(
+            marks.iter().any(|p| p == "P9 evidence done"),
+            "{who:?}: the walk's marks are missing: {marks:?}"
+        );
+        assert!(
+            !marks.iter().any(|p| p == STARTED),
+            "{who:?}: the reader was started for a run that changed nothing: {marks:?}"
+        );
+
+        let r = ws.rehearse_untouched("echo world >> a.txt", &["--expect-write", "a.txt"]);
+        assert_ran(who, &r, "promote");
+        assert_changes(who, &r, &[("a.txt", "modified", "file")]);
+        assert_fields(
+            who,
+            &change(who, &r, "a.txt"),
+            &serde_json::json!({"before": h("hello\n"), "after": h("hello\nworld\n")}),
+        );
+        let marks = phases(&r);
+        let at = |name: &str| marks.iter().position(|p| p == name);
+        assert!(
+            at(STARTED).is_some(),
+            "{who:?}: the walk read a lower file without the reader: {marks:?}"
+        );
+        assert!(
+            at("P9 evidence") < at(STARTED) && at(STARTED) < at("P9 evidence done"),
+            "{who:?}: the reader started outside the walk: {marks:?}"
+        );
+        assert_eq!(
+            marks.iter().filter(|p| *p == STARTED).count(),
+            1,
+            "{who:?}: the reader was started more than once: {marks:?}"
+        );
+    }
+}

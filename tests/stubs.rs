@@ -470,3 +470,51 @@ fn a_stub_on_one_name_of_a_program_leaves_its_other_names_running_for_real() {
         assert_eq!(a[0]["rule"], "py-publish");
     }
 }
+
+/// Every bind the sandbox makes over a file of the image (a stub over a real
+/// tool, a secret's mask, the stubs' interpreter) is its own mount,
+/// read-only, nosuid and nodev, and nothing can be written through it.
+#[test]
+fn stubs_and_masks_are_read_only_nosuid_nodev_mounts() {
+    let mut files = vec!["/usr/bin/git", "/.dryrun/bin/dryrun"];
+    files.extend(
+        ["/etc/machine-id", "/etc/subuid"]
+            .into_iter()
+            .filter(|p| std::path::Path::new(p).is_file()),
+    );
+    assert!(
+        std::path::Path::new("/usr/bin/git").is_file(),
+        "the test needs the host's /usr/bin/git (a stubbed tool) in the image"
+    );
+    let list = files.join(" ");
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse(
+            &format!(
+                "for f in {list}; do \
+                   awk -v f=\"$f\" '$5 == f {{print $5, $6}}' /proc/self/mountinfo; \
+                   (echo x >> \"$f\") 2>/dev/null && echo \"WRITTEN $f\"; \
+                 done; true"
+            ),
+            &[],
+        );
+        assert_ran(who, &r);
+        assert!(!r.out().contains("WRITTEN"), "{who:?}: {}", r.out());
+        for f in &files {
+            let line = r
+                .out()
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(*f))
+                .unwrap_or_else(|| panic!("{who:?}: no mount over {f}: {}", r.out()));
+            let opts: Vec<&str> = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .split(',')
+                .collect();
+            for want in ["ro", "nosuid", "nodev"] {
+                assert!(opts.contains(&want), "{who:?}: {f} is not {want}: {line}");
+            }
+        }
+    }
+}

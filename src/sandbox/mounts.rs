@@ -164,9 +164,32 @@ pub(super) fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountEr
     Ok(true)
 }
 
+/// A file on a mount of its own that is read-only, nosuid and nodev. A bind
+/// mount takes the flags of the mount its source is on, so every mask bound
+/// from it is read-only, nosuid and nodev as it is made, with no remount of
+/// its own.
+pub(super) struct SealedFile(PathBuf);
+
+impl SealedFile {
+    /// Bind `path` onto itself and make that bind read-only, nosuid, nodev.
+    pub(super) fn seal(path: &Path) -> Result<SealedFile, MountError> {
+        mount(
+            Some(path),
+            path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| merr("seal", path, e))?;
+        remount_ro(path)?;
+        Ok(SealedFile(path.to_path_buf()))
+    }
+}
+
 /// Hide `path` (inside the new root) behind an empty read-only file or
-/// directory. Returns false when there is nothing to hide.
-pub(super) fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<bool, MountError> {
+/// directory (the file: `sealed`, bound over it). Returns false when there
+/// is nothing to hide.
+pub(super) fn mask_path(root: &Path, path: &Path, sealed: &SealedFile) -> Result<bool, MountError> {
     let target = root.join(path.strip_prefix("/").unwrap_or(path));
     let meta = match std::fs::symlink_metadata(&target) {
         Ok(m) => m,
@@ -185,21 +208,22 @@ pub(super) fn mask_path(root: &Path, path: &Path, empty_file: &Path) -> Result<b
             MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC,
         )?;
     } else {
+        // Read-only, nosuid, nodev: taken from the sealed file's mount.
         mount(
-            Some(empty_file),
+            Some(sealed.0.as_path()),
             &target,
             None::<&str>,
             MsFlags::MS_BIND,
             None::<&str>,
         )
         .map_err(|e| merr("mask", &target, e))?;
-        remount_ro(&target)?;
     }
     Ok(true)
 }
 
 /// Build the read-only image from the profile under `root`; returns the masked
-/// paths that existed.
+/// paths that existed. `empty_file` is sealed (see [`SealedFile`]) and masks
+/// every file the profile hides.
 pub(super) fn build_image(
     root: &Path,
     image: &ImageProfile,
@@ -209,8 +233,12 @@ pub(super) fn build_image(
         bind_ro_from_host(root, b)?;
     }
     let mut masked = Vec::new();
+    if image.mask.is_empty() {
+        return Ok(masked);
+    }
+    let empty = SealedFile::seal(empty_file)?;
     for m in &image.mask {
-        if mask_path(root, m, empty_file)? {
+        if mask_path(root, m, &empty)? {
             masked.push(m.clone());
         }
     }

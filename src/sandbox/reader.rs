@@ -10,9 +10,14 @@
 //! (mode bits, ACLs, LSMs) at the open, and P1 reads from the very file
 //! descriptor that was checked, passed back over a socket pair.
 //!
+//! The reader is forked at the walk's first open through it
+//! ([`LazyLayerReader`]): a walk that opens nothing through it (a run that
+//! changed nothing) forks none.
+//!
 //! Request: `[layer u8][flags u32 LE][path bytes]`; answer: `[errno i32 LE]`
 //! with the descriptor attached when the errno is 0.
 
+use std::cell::RefCell;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -190,5 +195,80 @@ impl Drop for LayerReader {
     fn drop(&mut self) {
         let _ = nix::sys::socket::shutdown(self.sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None);
+    }
+}
+
+/// The reader as the walk uses it: forked at the first open asked of it (P1
+/// is single-threaded and every process of the command is dead by then, as
+/// at the walk's start), then kept for every later open. A reader that does
+/// not start fails that open and every later one, and the walk's caller
+/// takes the failure with [`LazyLayerReader::start_failure`].
+pub(super) struct LazyLayerReader<'a> {
+    lower: &'a OwnedFd,
+    upper: &'a OwnedFd,
+    uid: u32,
+    gid: u32,
+    groups: Option<&'a [u32]>,
+    /// Called once, when a reader is up (a phase mark).
+    on_start: fn(),
+    state: RefCell<Started>,
+}
+
+enum Started {
+    NotYet,
+    Up(LayerReader),
+    Failed(Option<io::Error>),
+}
+
+impl<'a> LazyLayerReader<'a> {
+    pub(super) fn new(
+        lower: &'a OwnedFd,
+        upper: &'a OwnedFd,
+        uid: u32,
+        gid: u32,
+        groups: Option<&'a [u32]>,
+        on_start: fn(),
+    ) -> LazyLayerReader<'a> {
+        LazyLayerReader {
+            lower,
+            upper,
+            uid,
+            gid,
+            groups,
+            on_start,
+            state: RefCell::new(Started::NotYet),
+        }
+    }
+
+    /// Why the reader did not start, when it was needed and did not.
+    pub(super) fn start_failure(&self) -> Option<io::Error> {
+        match &mut *self.state.borrow_mut() {
+            Started::Failed(e) => Some(
+                e.take()
+                    .unwrap_or_else(|| io::Error::other("the evidence reader did not start")),
+            ),
+            _ => None,
+        }
+    }
+}
+
+impl LayerOpen for LazyLayerReader<'_> {
+    fn open(&self, layer: Layer, rel: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+        let mut state = self.state.borrow_mut();
+        if let Started::NotYet = *state {
+            *state =
+                match LayerReader::start(self.lower, self.upper, self.uid, self.gid, self.groups) {
+                    Ok(r) => {
+                        (self.on_start)();
+                        Started::Up(r)
+                    }
+                    Err(e) => Started::Failed(Some(e)),
+                };
+        }
+        match &*state {
+            Started::Up(r) => r.open(layer, rel, flags),
+            // Not a "denied" or "missing" errno: the walk stops on it.
+            _ => Err(io::Error::other("the evidence reader did not start")),
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{OFlag, open};
 use nix::sys::stat::Mode;
 
-use super::super::reader::LayerReader;
+use super::super::reader::LazyLayerReader;
 use super::super::spec::{self, SandboxSpec};
 use super::super::walk::{BlobSink, walk_upper_layer};
 use super::super::wire::{self, Blocked, RehearsalReport};
@@ -82,7 +82,7 @@ impl Read for Hashing<'_> {
 
 /// P9: the change set from the upper layer; lower files, and upper files the
 /// command does not own, are opened by a reader holding only the owner's
-/// ids (sandbox/reader.rs).
+/// ids (sandbox/reader.rs), forked when the walk first needs it.
 pub(super) fn walk_evidence(
     spec: &SandboxSpec,
     ids: &RunIds,
@@ -96,14 +96,16 @@ pub(super) fn walk_evidence(
         room: spec::kept_content_budget(spec.limits.disk_bytes),
         sent: std::collections::HashSet::new(),
     };
-    let reader = LayerReader::start(
+    // Forked at the walk's first open through it: none for a walk that
+    // needs none (an empty upper layer).
+    let reader = LazyLayerReader::new(
         &lower.fd,
         upper_fd,
         ids.uid,
         ids.gid,
         ids.shifted.then_some(spec.reader_groups.as_slice()),
-    )
-    .map_err(HelperError::EvidenceReader)?;
+        || mark("P9 reader started"),
+    );
     let walked = walk_upper_layer(
         &upper_path,
         &lower.fd,
@@ -112,8 +114,13 @@ pub(super) fn walk_evidence(
         Some(ids.uid),
         &reader,
         &mut sink,
-    )
-    .map_err(HelperError::Evidence)?;
+    );
+    // A reader that did not start fails the run, whatever the walk made of
+    // the failed opens.
+    if let Some(e) = reader.start_failure() {
+        return Err(HelperError::EvidenceReader(e));
+    }
+    let walked = walked.map_err(HelperError::Evidence)?;
     drop(reader);
     report.changes = walked.changes;
     judge_links_in_merged_tree(&spec.workspace, &mut report.changes);

@@ -24,6 +24,15 @@ fn ioerr(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Stub
 }
 
 fn bind_file(src: &Path, target: &Path, mounted_at: &Path) -> Result<(), StubInstallError> {
+    bind_only(src, target)?;
+    remount_ro(mounted_at)
+}
+
+/// Bind `src` over `target`, nothing more: the new mount takes the flags of
+/// the mount `src` is on (a bind copies them), so a source on a read-only,
+/// nosuid, nodev mount gives a read-only, nosuid, nodev bind without a
+/// remount of its own.
+fn bind_only(src: &Path, target: &Path) -> Result<(), StubInstallError> {
     use nix::mount::{MsFlags, mount};
     mount(
         Some(src),
@@ -32,13 +41,72 @@ fn bind_file(src: &Path, target: &Path, mounted_at: &Path) -> Result<(), StubIns
         MsFlags::MS_BIND,
         None::<&str>,
     )
-    .map_err(|e| ioerr("bind", target)(e.into()))?;
-    remount_ro(mounted_at)
+    .map_err(|e| ioerr("bind", target)(e.into()))
 }
 
 fn remount_ro(target: &Path) -> Result<(), StubInstallError> {
     crate::sandbox::mounts::remount_ro(target)
         .map_err(|e| ioerr("read-only remount", target)(std::io::Error::other(e.to_string())))
+}
+
+/// The directories to search, each looked up once inside the root: the
+/// default PATH directories and the command's image PATH usually name the
+/// same ones, and `/bin` is often `/usr/bin`. A directory that leads where
+/// an earlier one did is left out (every file found in it would be found
+/// again, and covered once anyway), as is one that is not there (nothing
+/// can be found in it): the files found, and their order, are the same as
+/// when every name is searched in every directory as given.
+struct Dirs<'a> {
+    open_in_root: &'a dyn Fn(&str) -> nix::Result<std::os::fd::OwnedFd>,
+    /// Each directory as given, and where it leads.
+    looked_up: Vec<(String, Place)>,
+}
+
+/// Where a directory of the search leads inside the root.
+#[derive(Clone, PartialEq)]
+enum Place {
+    Missing,
+    At(PathBuf),
+    /// There, but its place could not be read: searched, never merged.
+    Unnamed,
+}
+
+impl Dirs<'_> {
+    fn place_of(&mut self, dir: &str) -> Place {
+        if let Some((_, place)) = self.looked_up.iter().find(|(d, _)| d == dir) {
+            return place.clone();
+        }
+        let place = match (self.open_in_root)(dir.trim_start_matches('/')) {
+            Err(_) => Place::Missing,
+            Ok(fd) => std::fs::read_link(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&fd)
+            ))
+            .map_or(Place::Unnamed, Place::At),
+        };
+        self.looked_up.push((dir.to_string(), place.clone()));
+        place
+    }
+
+    /// `dirs` in order, without those that are missing or lead where an
+    /// earlier one did.
+    fn distinct<'d>(&mut self, dirs: impl Iterator<Item = &'d str>) -> Vec<&'d str> {
+        let mut places: Vec<PathBuf> = Vec::new();
+        let mut out = Vec::new();
+        for d in dirs {
+            match self.place_of(d) {
+                Place::Missing => {}
+                Place::Unnamed => out.push(d),
+                Place::At(place) => {
+                    if !places.contains(&place) {
+                        places.push(place);
+                        out.push(d);
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Open this binary by its path in the current mount namespace (a bind
@@ -146,10 +214,15 @@ pub(crate) fn install_stubs(
     // The files behind the tools that can never be stubbed (the sandbox's
     // shell among them): a tool that is only another name for one of them
     // (`/usr/bin/rbash -> bash`) must not cover it.
+    let mut dirs = Dirs {
+        open_in_root: &open_in_root,
+        looked_up: Vec::new(),
+    };
+    let default_dirs = dirs.distinct(PATH_DIRS.iter().copied());
     let protected: Vec<(libc::dev_t, libc::ino_t)> = NEVER_STUBBED
         .iter()
         .flat_map(|t| {
-            PATH_DIRS
+            default_dirs
                 .iter()
                 .map(move |d| format!("{}/{t}", d.trim_start_matches('/')))
         })
@@ -160,19 +233,30 @@ pub(crate) fn install_stubs(
         })
         .collect();
     let tools = table.tools();
+    // Every script is written, then their directory becomes a read-only,
+    // nosuid, nodev mount of its own: each bind of a script over a tool
+    // below takes those flags from it, with no remount per bind.
     for tool in &tools {
         let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
         std::fs::write(&script, format!("{}{tool}\n", stub_script_prefix()))
             .map_err(ioerr("write", &script))?;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .map_err(ioerr("chmod", &script))?;
+    }
+    let bin_dir = at(STUB_BIN_DIR);
+    bind_only(&bin_dir, &bin_dir)?;
+    remount_ro(&bin_dir)?;
+    for tool in &tools {
+        let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
         let mut seen: Vec<PathBuf> = Vec::new();
-        let dirs = PATH_DIRS
-            .iter()
-            .copied()
-            .chain(extra_dirs(tool).iter().copied())
-            .chain(image_path_dirs.iter().map(String::as_str));
-        for dir in dirs {
+        let search = dirs.distinct(
+            PATH_DIRS
+                .iter()
+                .copied()
+                .chain(extra_dirs(tool).iter().copied())
+                .chain(image_path_dirs.iter().map(String::as_str)),
+        );
+        for dir in search {
             let rel = format!("{}/{tool}", dir.trim_start_matches('/'));
             let Ok(fd) = open_in_root(&rel) else {
                 continue;
@@ -193,12 +277,12 @@ pub(crate) fn install_stubs(
             if seen.contains(&resolved) {
                 continue;
             }
-            // Mounted through the handle (what was checked), made read-only
-            // through the path (the handle still names the file beneath).
+            // Mounted through the handle (what was checked); read-only,
+            // nosuid and nodev from the scripts' sealed directory.
             if !resolved.starts_with(root) || protected.contains(&(st.st_dev, st.st_ino)) {
                 continue;
             }
-            bind_file(&script, &fd_path, &resolved)?;
+            bind_only(&script, &fd_path)?;
             seen.push(resolved);
         }
     }

@@ -12,7 +12,7 @@ use std::path::Path;
 use nix::fcntl::OFlag;
 
 use super::content::{read_xattrs_file, xattr_diff};
-use super::{Layer, Lower};
+use super::{Layer, Lower, OVERLAY_XATTR_PREFIX};
 use crate::model::change::{Change, ChangeKind, FileType};
 
 /// Open a regular file of the upper layer for hashing: directly when the
@@ -45,9 +45,13 @@ pub(super) fn open_upper_file(
 pub(super) fn compare_root(upper_root: &Path, lower: &Lower) -> Option<Change> {
     let up = std::fs::metadata(upper_root).ok()?;
     let low = nix::sys::stat::fstat(lower.root.as_fd()).ok()?;
-    let low_x = open_lower(lower, Path::new("."), OFlag::O_RDONLY | OFlag::O_DIRECTORY)
-        .map(|d| read_xattrs_file(&std::fs::File::from(d)))
-        .unwrap_or_default();
+    let low_x = if lower_root_may_have_xattrs(lower) {
+        open_lower(lower, Path::new("."), OFlag::O_RDONLY | OFlag::O_DIRECTORY)
+            .map(|d| read_xattrs_file(&std::fs::File::from(d)))
+            .unwrap_or_default()
+    } else {
+        BTreeMap::new()
+    };
     let entry = LowerEntry {
         withheld: false,
         file_type: FileType::Dir,
@@ -65,6 +69,20 @@ pub(super) fn compare_root(upper_root: &Path, lower: &Lower) -> Option<Change> {
     fill_mode(&mut c, Some(&entry), Some(&up));
     c.xattrs_changed = xch;
     Some(c)
+}
+
+/// Whether the lower root has an attribute to read. The names are listed on
+/// the walk's own handle: listing names opens nothing and checks no
+/// permission (the owner may list them too). The values are read through
+/// the reader, as every other lower content is; a root with no names (the
+/// usual case) needs no reader. A listing that fails counts as "may have".
+fn lower_root_may_have_xattrs(lower: &Lower) -> bool {
+    use std::os::fd::AsRawFd;
+    let root = format!("/proc/self/fd/{}", lower.root.as_raw_fd());
+    match xattr::list_deref(root) {
+        Ok(mut names) => names.any(|n| !n.as_bytes().starts_with(OVERLAY_XATTR_PREFIX.as_bytes())),
+        Err(_) => true,
+    }
 }
 
 /// What the lower layer holds at a path.
