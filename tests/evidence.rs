@@ -826,6 +826,45 @@ fn extended_attributes_are_metadata_changes() {
     }
 }
 
+/// The workspace root's own attributes are there inside the sandbox as they
+/// are outside, and are no change; a change the command makes to them is
+/// recorded as a metadata change of `.` (both were wrong before: the root's
+/// attributes were missing inside, reported as removed on every run, and a
+/// change to them was never seen).
+#[test]
+fn the_workspace_roots_attributes_are_kept_and_a_change_to_them_is_recorded() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        let root = ws.dir.display().to_string();
+        let st = Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                &format!("import os; os.setxattr({root:?}, 'user.note', b'hi')"),
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success(), "the host file system takes user xattrs");
+        let r = ws.rehearse_untouched(
+            "python3 -c \"import os, sys; sys.stdout.write(os.getxattr('.', 'user.note').decode())\"",
+            &[],
+        );
+        assert_ran(who, &r, "promote");
+        assert_eq!(r.out(), "hi", "{who:?}: the root's attribute inside");
+        assert!(r.changes().is_empty(), "{who:?}: {:?}", r.changes());
+
+        let r = ws.rehearse_untouched(
+            "python3 -c \"import os; os.setxattr('.', 'user.note', b'changed'); os.setxattr('.', 'user.new', b'1')\"",
+            &[],
+        );
+        assert_changes(who, &r, &[(".", "metadata", "dir")]);
+        assert_eq!(
+            change(who, &r, ".")["xattrs_changed"],
+            serde_json::json!(["user.new", "user.note"]),
+            "{who:?}"
+        );
+    }
+}
+
 #[test]
 fn any_write_in_a_read_only_run_blocks() {
     for who in identities() {

@@ -208,6 +208,7 @@ fn mount_upper_layer(spec: &SandboxSpec, lower: &LowerLayer) -> Result<Scratch, 
         Some(Uid::from_raw(lower.meta.uid())),
         Some(Gid::from_raw(lower.meta.gid())),
     );
+    copy_root_user_xattrs(lower, &upper);
     let empty_file = base.join("empty");
     std::fs::write(&empty_file, b"").map_err(|e| HelperError::UpperLayer {
         op: "empty file",
@@ -218,6 +219,28 @@ fn mount_upper_layer(spec: &SandboxSpec, lower: &LowerLayer) -> Result<Scratch, 
         work,
         empty_file,
     })
+}
+
+/// The workspace root's `user.*` attributes onto the upper root, so that
+/// the merged root shows them as the real one has them and the walk finds
+/// no change the command did not make. Only `user.*`: others cannot be set
+/// from inside a user namespace, and overlay's own `user.overlay.*` names
+/// steer the overlay. The owner owns the root, so these are the owner's to
+/// read. Best effort: an attribute not copied shows as a change of the root.
+fn copy_root_user_xattrs(lower: &LowerLayer, upper: &Path) {
+    let root = lower.proc_path();
+    let Ok(names) = xattr::list_deref(&root) else {
+        return;
+    };
+    for name in names {
+        let bytes = name.as_encoded_bytes();
+        if !bytes.starts_with(b"user.") || bytes.starts_with(b"user.overlay.") {
+            continue;
+        }
+        if let Ok(Some(value)) = xattr::get_deref(&root, &name) {
+            let _ = xattr::set(upper, &name, &value);
+        }
+    }
 }
 
 /// P3: the new root tmpfs, the image profile's trees bound read-only

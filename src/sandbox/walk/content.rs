@@ -32,8 +32,23 @@ pub(super) fn read_xattrs_file(f: &std::fs::File) -> BTreeMap<String, Vec<u8>> {
 /// with that prefix escaped as `user.overlay.overlay.*`: those are reported
 /// under the name the command used, never skipped.
 pub(super) fn read_xattrs_path(p: &Path) -> BTreeMap<String, Vec<u8>> {
+    read_xattrs(p, false)
+}
+
+/// [`read_xattrs_path`] of what `p` leads to: for the upper layer's root,
+/// named by its `/proc/self/fd` link (the link itself has no attributes).
+pub(super) fn read_xattrs_deref(p: &Path) -> BTreeMap<String, Vec<u8>> {
+    read_xattrs(p, true)
+}
+
+fn read_xattrs(p: &Path, deref: bool) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
-    if let Ok(names) = xattr::list(p) {
+    let names = if deref {
+        xattr::list_deref(p)
+    } else {
+        xattr::list(p)
+    };
+    if let Ok(names) = names {
         for n in names {
             let name = n.to_string_lossy().into_owned();
             let shown = if let Some(rest) = name.strip_prefix("user.overlay.overlay.") {
@@ -43,7 +58,12 @@ pub(super) fn read_xattrs_path(p: &Path) -> BTreeMap<String, Vec<u8>> {
             } else {
                 name
             };
-            if let Ok(Some(v)) = xattr::get(p, &n) {
+            let value = if deref {
+                xattr::get_deref(p, &n)
+            } else {
+                xattr::get(p, &n)
+            };
+            if let Ok(Some(v)) = value {
                 out.insert(shown, v);
             }
         }
@@ -52,7 +72,13 @@ pub(super) fn read_xattrs_path(p: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 pub(super) fn xattr_diff(upper: &Path, lower: Option<&LowerEntry>) -> Vec<String> {
-    let up = read_xattrs_path(upper);
+    xattr_names_differing(&read_xattrs_path(upper), lower)
+}
+
+pub(super) fn xattr_names_differing(
+    up: &BTreeMap<String, Vec<u8>>,
+    lower: Option<&LowerEntry>,
+) -> Vec<String> {
     let empty = BTreeMap::new();
     let low = lower.map(|l| &l.xattrs).unwrap_or(&empty);
     let mut names: Vec<String> = up

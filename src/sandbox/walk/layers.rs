@@ -11,7 +11,7 @@ use std::path::Path;
 
 use nix::fcntl::OFlag;
 
-use super::content::{read_xattrs_file, xattr_diff};
+use super::content::{read_xattrs_deref, read_xattrs_file, xattr_names_differing};
 use super::{Layer, Lower, OVERLAY_XATTR_PREFIX};
 use crate::model::change::{Change, ChangeKind, FileType};
 
@@ -61,7 +61,9 @@ pub(super) fn compare_root(upper_root: &Path, lower: &Lower) -> Option<Change> {
         size: 0,
         xattrs: low_x,
     };
-    let xch = xattr_diff(upper_root, Some(&entry));
+    // The upper root is named by its `/proc/self/fd` link: read what it
+    // leads to (P2 gave it the lower root's own `user.*` attributes).
+    let xch = xattr_names_differing(&read_xattrs_deref(upper_root), Some(&entry));
     if perm_bits(&up) == entry.mode && owner(&up) == entry.owner && xch.is_empty() {
         return None;
     }
