@@ -32,7 +32,7 @@
 //! capabilities:
 //!  P1. open the lower layer (O_PATH) before anything is mounted over it.
 //!  P2. base tmpfs over /tmp; a size-capped tmpfs for the overlay upper layer
-//!      (owner and mode of the workspace root copied onto it).
+//!      (owner, mode and user.* attributes of the workspace root copied onto it).
 //!  P3. new root tmpfs; image binds (ro, nosuid, nodev, submounts too); masks;
 //!      the shadow stubs (stubs.rs gathers every stub step); (egress) resolv.conf.
 //!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path.
