@@ -4,12 +4,16 @@
 #   benches/daemon.sh                 # 8 clients x 50 runs of `true`
 #   CLIENTS=8 PER_CLIENT=100 MAX_RUNNING=4 benches/daemon.sh
 #   DRYRUN_RESIDENT_HELPER=0 benches/daemon.sh   # an exec of the helper per run
+#   CLIENT_USER=nobody benches/daemon.sh           # clients and workspace of an ordinary user
 #
 # Starts a release-build daemon on its own socket and state directory (as
 # root: ids shifted, cgroup limits), measures its RSS idle, then has CLIENTS
 # concurrent HTTP clients each submit PER_CLIENT envelopes of `true` with
 # `?wait=true` (one request = one full rehearsal + verdict + two journal
 # fsyncs), and prints throughput, latency percentiles and RSS after the load.
+# With CLIENT_USER, the clients connect as that user (through
+# `--socket-group`) and the workspace is theirs, as with agents on a shared
+# root daemon: the daemon then reads the workspace with the owner's rights.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${CLIENTS:-8}
@@ -24,7 +28,19 @@ trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "
 mkdir -p "$WORK/ws"
 echo "hello" > "$WORK/ws/README.md"
 SOCK=$WORK/run/dryrun.sock
-"$DRYRUN" daemon --socket "$SOCK" --state-dir "$WORK/state" \
+CLIENT_USER=${CLIENT_USER:-}
+# The system python: a per-user install (pyenv under /root) is out of the client user's reach.
+PYTHON=$(command -v python3)
+[ -z "$CLIENT_USER" ] || PYTHON=/usr/bin/python3
+AS_CLIENT=()
+GROUP_ARGS=()
+if [ -n "$CLIENT_USER" ]; then
+    chmod 755 "$WORK"
+    chown -R "$CLIENT_USER:$(id -gn "$CLIENT_USER")" "$WORK/ws"
+    AS_CLIENT=(setpriv --reuid="$CLIENT_USER" --regid="$(id -g "$CLIENT_USER")" --init-groups --)
+    GROUP_ARGS=(--socket-group "$(id -gn "$CLIENT_USER")")
+fi
+"$DRYRUN" daemon --socket "$SOCK" --state-dir "$WORK/state" "${GROUP_ARGS[@]}" \
     ${MAX_RUNNING:+--max-running "$MAX_RUNNING"} --max-queued 256 --budget-points 0 \
     2>"$WORK/daemon.log" &
 PID=$!
@@ -33,7 +49,7 @@ sleep 0.5
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$PID/status"; }
 IDLE=$(rss)
 
-python3 - "$SOCK" "$WORK/ws" "$CLIENTS" "$PER_CLIENT" "$COMMAND" "$IDLE" "$PID" <<'PY'
+"${AS_CLIENT[@]}" "$PYTHON" - "$SOCK" "$WORK/ws" "$CLIENTS" "$PER_CLIENT" "$COMMAND" "$IDLE" "$PID" <<'PY'
 import json, os, socket, sys, threading, time, http.client
 
 sock, ws, clients, per, command, idle, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), sys.argv[7]

@@ -18,7 +18,10 @@ fn main() {
         .nth(1)
         .is_some_and(|a| a == dryrun::sandbox::RESIDENT_ARG)
     {
-        dryrun::sandbox::run_resident_helper(std::env::args_os().collect());
+        dryrun::sandbox::run_resident_helper(
+            std::env::args_os().collect(),
+            dryrun::workspace::run_forked_workspace_agent,
+        );
     }
     if std::env::args_os()
         .nth(1)

@@ -131,7 +131,13 @@ fn a_stopped_workspace_agent_does_not_freeze_other_reviews() {
     let d = Daemon::start(&[]);
     let ws = user_workspace();
     let (uid, _) = test_user();
-    let daemon = d.pid();
+    // The daemon's workspace agents are forks of its resident sandbox
+    // helper (no exec: their command line is the resident's), running as
+    // the workspace owner: the only processes of that uid under it.
+    let resident = children_of(d.pid(), "__sandbox-resident")
+        .into_iter()
+        .next()
+        .expect("the daemon's resident sandbox helper");
     let other = submit_user(&d, &ws, "echo o > o.txt", &["--expect-write", "o.txt"]);
     assert_eq!(other.decision(), "promote", "{other:?}");
     let other_id = run_id(&other);
@@ -151,14 +157,13 @@ fn a_stopped_workspace_agent_does_not_freeze_other_reviews() {
         );
         assert_eq!(r.decision(), "promote", "{r:?}");
         let id = run_id(&r);
-        // `[_]_` keeps the loop's own command line from matching; `-P`: only
-        // this daemon's workspace agents (the agent sees the daemon's pid).
-        // An agent already exiting when it is found cannot be stopped: only
-        // one seen in state `T` afterwards counts.
+        // `-P`: only this daemon's workspace agents (the agent sees the
+        // resident's pid). An agent already exiting when it is found cannot
+        // be stopped: only one seen in state `T` afterwards counts.
         let stopper = as_test_user("bash")
             .arg("-c")
             .arg(format!(
-                "for i in $(seq 1 3000); do for q in $(pgrep -P {daemon} -u {uid} -f '[_]_workspace-agent'); do kill -STOP $q 2>/dev/null && sleep 0.005 && grep -q 'State:.T' /proc/$q/status 2>/dev/null && echo $q && exit 0; done; sleep 0.003; done; exit 1"
+                "for i in $(seq 1 3000); do for q in $(pgrep -P {resident} -u {uid}); do kill -STOP $q 2>/dev/null && sleep 0.005 && grep -q 'State:.T' /proc/$q/status 2>/dev/null && echo $q && exit 0; done; sleep 0.003; done; exit 1"
             ))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -188,6 +193,22 @@ fn a_stopped_workspace_agent_does_not_freeze_other_reviews() {
     // The agent really could: the process is the agent's own.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     assert!(status.contains("State:\tT"), "{status}");
+    // A fork of the resident, not an exec of the agent program, holding
+    // the owner's ids and nothing more.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    assert!(
+        cmdline.contains("__sandbox-resident") && !cmdline.contains("__workspace-agent"),
+        "{cmdline}"
+    );
+    for line in [
+        format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}"),
+        "CapPrm:\t0000000000000000".into(),
+        "CapEff:\t0000000000000000".into(),
+        "NoNewPrivs:\t1".into(),
+    ] {
+        assert!(status.contains(&line), "{line} in {status}");
+    }
 
     // Root (a reviewer) rejects another run: a quick answer, normally.
     let (code, body, secs) = curl_timed(

@@ -49,7 +49,29 @@ pub(crate) use crate::sandbox::CancelHandle;
 /// from the main thread, before any runtime starts): each rehearsal then
 /// forks it instead of executing the helper anew. Returns its pid.
 pub(crate) fn start_resident_sandbox_helper() -> std::io::Result<i32> {
-    crate::sandbox::start_resident_helper()
+    let pid = crate::sandbox::start_resident_helper()?;
+    // Workspace agents too are forked from it, not executed.
+    crate::workspace::owner::launch_agents_with(launch_agent_from_resident);
+    Ok(pid)
+}
+
+/// A workspace agent forked by the resident sandbox helper.
+fn launch_agent_from_resident(ids: &str) -> Option<crate::workspace::owner::LaunchedAgent> {
+    let w = crate::sandbox::fork_worker(ids.as_bytes())?;
+    Some(crate::workspace::owner::LaunchedAgent {
+        input: w.input,
+        output: w.output,
+        handle: Box::new(ForkedAgent(w.pidfd)),
+    })
+}
+
+/// A forked agent's pidfd.
+struct ForkedAgent(std::os::fd::OwnedFd);
+
+impl crate::workspace::owner::AgentHandle for ForkedAgent {
+    fn kill(&mut self) {
+        let _ = crate::sandbox::kill_worker(&self.0);
+    }
 }
 pub(crate) use crate::sandbox::probe::landlock_abi;
 pub use authz::refuse_self_approval;

@@ -23,7 +23,10 @@ pub(crate) mod wire;
 /// These are the only items of the sandbox outside the crate; inside it,
 /// only the engine imports the sandbox.
 pub use helper::{HELPER_ARG, run_helper};
-pub use resident::{RESIDENT_ARG, run_resident_helper, start_resident_helper};
+pub use resident::{
+    ForkedWorker, MAX_WORKER_ARG, RESIDENT_ARG, WorkerEntry, fork_worker, kill_worker,
+    run_resident_helper, start_resident_helper,
+};
 pub use stubs::{STUB_ARG_PREFIX, run_stub};
 
 use std::io::Write;

@@ -26,6 +26,14 @@
 //! The forked child makes the three descriptors its 0, 1 and 2 and runs the
 //! host side exactly as an exec'd helper does: H1 reads the spec from stdin,
 //! checks its parent (here the resident) and closes every other descriptor.
+//!
+//! It also forks *workers*: the byte `w` followed by the worker's argument
+//! (at most [`MAX_WORKER_ARG`] bytes), carrying two descriptors (the read
+//! end of the worker's input, the write end of its output); the same answer.
+//! The child makes them its 0 and 1, `/dev/null` its 2, closes every other
+//! descriptor and calls the worker entry `main` gave the resident with the
+//! argument; the workspace agent (`workspace::owner`) is started this way,
+//! as an exec of `__workspace-agent ARG` would start it, without the exec.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -44,6 +52,16 @@ pub const RESIDENT_ARG: &str = "__sandbox-resident";
 
 /// How long the engine waits for the resident's answer to a fork request.
 const ANSWER_TIMEOUT_S: i64 = 10;
+
+/// The largest argument a worker request carries.
+pub const MAX_WORKER_ARG: usize = 16 * 1024;
+
+/// What a forked worker runs: its argument, with its input on fd 0 and its
+/// output on fd 1. Given by `main`, which may name every part of the crate.
+pub type WorkerEntry = fn(&[u8]) -> !;
+
+/// The resident's worker entry (set once, before it serves).
+static WORKER: OnceLock<WorkerEntry> = OnceLock::new();
 
 /// The engine's handle on its resident helper.
 struct Resident {
@@ -149,6 +167,81 @@ pub(super) fn fork_host_side() -> Option<Forked> {
     }
 }
 
+/// A worker forked by the resident helper: its pidfd and the engine's
+/// ends of its input and output.
+pub struct ForkedWorker {
+    pub pidfd: OwnedFd,
+    pub input: OwnedFd,
+    pub output: OwnedFd,
+}
+
+/// Ask the resident helper for a worker running `arg`. `None` (the caller
+/// then starts the worker by exec) as for [`fork_host_side`].
+pub fn fork_worker(arg: &[u8]) -> Option<ForkedWorker> {
+    if arg.len() > MAX_WORKER_ARG {
+        return None;
+    }
+    let cell = RESIDENT.get()?;
+    let mut guard = cell.lock().unwrap_or_else(|e| e.into_inner());
+    let res = guard.as_ref()?;
+    match request_worker(res, arg) {
+        Ok(w) => Some(w),
+        Err(Failed::ThisTime(e)) => {
+            tracing::warn!(error = %e, "the resident sandbox helper could not fork a worker; it is started by exec");
+            None
+        }
+        Err(Failed::Gone(e)) => {
+            tracing::warn!(error = %e, "the resident sandbox helper is gone; rehearsals start the helper by exec");
+            *guard = None;
+            None
+        }
+    }
+}
+
+fn request_worker(res: &Resident, arg: &[u8]) -> Result<ForkedWorker, Failed> {
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
+    let (in_r, in_w) = pipe().map_err(Failed::ThisTime)?;
+    let (out_r, out_w) = pipe().map_err(Failed::ThisTime)?;
+    let (pid, pidfd) = send_request(res, b'w', arg, &[in_r.as_raw_fd(), out_w.as_raw_fd()])?;
+    drop((in_r, out_w));
+    match pidfd {
+        Some(pidfd) if pid > 0 => Ok(ForkedWorker {
+            pidfd,
+            input: in_w,
+            output: out_r,
+        }),
+        _ => Err(Failed::ThisTime(io::Error::from_raw_os_error(
+            pid.saturating_neg().max(1),
+        ))),
+    }
+}
+
+/// One request (`kind`, then `arg`, with `fds`) and its answer.
+fn send_request(
+    res: &Resident,
+    kind: u8,
+    arg: &[u8],
+    fds: &[RawFd],
+) -> Result<(i32, Option<OwnedFd>), Failed> {
+    let head = [kind];
+    sendmsg::<()>(
+        res.sock.as_raw_fd(),
+        &[IoSlice::new(&head), IoSlice::new(arg)],
+        &[ControlMessage::ScmRights(fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(|e| Failed::Gone(e.into()))?;
+    sys::recv_word_with_fd(res.sock.as_raw_fd())
+        .map_err(Failed::Gone)?
+        .ok_or_else(|| {
+            Failed::Gone(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the resident helper closed its socket",
+            ))
+        })
+}
+
 /// Why a request gave no host side.
 enum Failed {
     /// The resident answered (or was never asked): it still serves.
@@ -167,23 +260,9 @@ fn request(res: &Resident) -> Result<Forked, Failed> {
         frames_w.as_raw_fd(),
         stderr_w.as_raw_fd(),
     ];
-    sendmsg::<()>(
-        res.sock.as_raw_fd(),
-        &[IoSlice::new(b"r")],
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )
-    .map_err(|e| Failed::Gone(e.into()))?;
+    let (pid, pidfd) = send_request(res, b'r', b"", &fds)?;
     // The child holds its own copies now.
     drop((spec_r, frames_w, stderr_w));
-    let Some((pid, pidfd)) = sys::recv_word_with_fd(res.sock.as_raw_fd()).map_err(Failed::Gone)?
-    else {
-        return Err(Failed::Gone(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "the resident helper closed its socket",
-        )));
-    };
     match pidfd {
         Some(pidfd) if pid > 0 => Ok(Forked {
             pidfd,
@@ -203,7 +282,8 @@ fn request(res: &Resident) -> Result<Forked, Failed> {
 /// The resident helper's life (exec'd: `__sandbox-resident PID`): serve
 /// fork requests until the engine closes its end. Exits 125 when it cannot
 /// take over the process.
-pub fn run_resident_helper(args: Vec<std::ffi::OsString>) -> ! {
+pub fn run_resident_helper(args: Vec<std::ffi::OsString>, worker: WorkerEntry) -> ! {
+    let _ = WORKER.set(worker);
     let engine: i32 = args
         .get(2)
         .and_then(|a| a.to_str())
@@ -231,7 +311,15 @@ fn serve(engine: i32) -> ! {
             continue;
         }
         match next_request() {
-            Ok(Some(fds)) => answer(serve_one(fds)),
+            Ok(Some(Request {
+                kind: b'r', fds, ..
+            })) => answer(serve_one(fds)),
+            Ok(Some(Request {
+                kind: b'w',
+                arg,
+                fds,
+            })) => answer(fork_one_worker(&arg, fds)),
+            Ok(Some(_)) => answer(Err(io::Error::from_raw_os_error(libc::EINVAL))),
             Ok(None) => sys::exit_now(0),
             Err(_) => sys::exit_now(125),
         }
@@ -256,27 +344,80 @@ fn request_waiting() -> bool {
     sys::poll_readable(0, 100)
 }
 
-/// The next request's three descriptors; `None` at the end.
-fn next_request() -> io::Result<Option<Vec<OwnedFd>>> {
+/// One request as received.
+struct Request {
+    kind: u8,
+    arg: Vec<u8>,
+    fds: Vec<OwnedFd>,
+}
+
+/// The next request; `None` at the end.
+fn next_request() -> io::Result<Option<Request>> {
     loop {
-        let mut b = [0u8; 1];
-        let mut iov = [IoSliceMut::new(&mut b)];
+        let mut b = vec![0u8; 1 + MAX_WORKER_ARG];
         let mut space = nix::cmsg_space!([RawFd; 3]);
-        let msg = match recvmsg::<()>(0, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            r => r.map_err(io::Error::from)?,
-        };
         let mut fds = Vec::new();
-        for c in msg.cmsgs().map_err(io::Error::from)? {
-            if let ControlMessageOwned::ScmRights(got) = c {
-                fds.extend(got.into_iter().map(sys::adopt_fd));
+        let (n, cut) = {
+            let mut iov = [IoSliceMut::new(&mut b)];
+            let msg = match recvmsg::<()>(0, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+            {
+                Err(nix::errno::Errno::EINTR) => continue,
+                r => r.map_err(io::Error::from)?,
+            };
+            for c in msg.cmsgs().map_err(io::Error::from)? {
+                if let ControlMessageOwned::ScmRights(got) = c {
+                    fds.extend(got.into_iter().map(sys::adopt_fd));
+                }
             }
-        }
-        if msg.bytes == 0 {
+            let cut = msg
+                .flags
+                .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
+            (msg.bytes, cut)
+        };
+        if n == 0 {
             return Ok(None);
         }
-        return Ok(Some(fds));
+        if cut {
+            // Refused (kind 0): a request cut short is never served.
+            return Ok(Some(Request {
+                kind: 0,
+                arg: Vec::new(),
+                fds,
+            }));
+        }
+        return Ok(Some(Request {
+            kind: b[0],
+            arg: b[1..n].to_vec(),
+            fds,
+        }));
     }
+}
+
+/// Fork one worker on the request's two descriptors; its pidfd.
+fn fork_one_worker(arg: &[u8], fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> {
+    let Some(entry) = WORKER.get().copied() else {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    };
+    if fds.len() != 2 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let pid = sys::fork_single_threaded()?;
+    if pid == 0 {
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null");
+        let ok = null.is_ok_and(|n| sys::dup2_raw(n.as_raw_fd(), 2).is_ok())
+            && fds
+                .iter()
+                .enumerate()
+                .all(|(i, fd)| sys::dup2_raw(fd.as_raw_fd(), i as RawFd).is_ok())
+            && sys::close_fds_from(3).is_ok();
+        if !ok {
+            sys::exit_now(125);
+        }
+        entry(arg);
+    }
+    drop(fds);
+    let pidfd = sys::pidfd_open(pid)?;
+    Ok((pid, pidfd))
 }
 
 /// Fork one host side on the request's descriptors; its pidfd.
@@ -313,4 +454,10 @@ fn answer(r: io::Result<(i32, OwnedFd)>) {
     if sent.is_err() {
         sys::exit_now(0);
     }
+}
+
+/// Kill a forked worker: the very process its pidfd names (its parent, the
+/// resident, reaps it).
+pub fn kill_worker(pidfd: &OwnedFd) -> io::Result<()> {
+    sys::pidfd_kill(pidfd.as_raw_fd())
 }

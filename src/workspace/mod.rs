@@ -11,4 +11,4 @@ pub(crate) mod paths;
 /// The binary's edge: `main.rs` dispatches to the workspace agent (the
 /// process acting with the workspace owner's credentials) by its first
 /// argument.
-pub use owner::{AGENT_ARG, run_workspace_agent};
+pub use owner::{AGENT_ARG, run_forked_workspace_agent, run_workspace_agent};

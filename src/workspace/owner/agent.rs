@@ -43,22 +43,44 @@ pub(super) fn drop_to(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> 
     Ok(())
 }
 
+/// `UID GID G1,G2,...`: the agent's ids.
+fn parse_ids(args: &[&str]) -> Option<(u32, u32, Vec<u32>)> {
+    let uid = args.first()?.parse().ok()?;
+    let gid = args.get(1)?.parse().ok()?;
+    let groups = args
+        .get(2)?
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().ok())
+        .collect::<Option<Vec<u32>>>()?;
+    Some((uid, gid, groups))
+}
+
+/// The agent's ids as one argument (`UID GID G1,G2,...`), for an agent the
+/// resident helper forks ([`run_forked_workspace_agent`]).
+pub(super) fn ids_arg(uid: u32, gid: u32, groups: &[u32]) -> String {
+    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    format!("{uid} {gid} {}", groups.join(","))
+}
+
 /// Entry point of `dryrun __workspace-agent UID GID G1,G2,...`; called from
 /// `main` before anything else.
 pub fn run_workspace_agent() -> ! {
     let args: Vec<String> = std::env::args().skip(2).collect();
-    let parsed = (|| -> Option<(u32, u32, Vec<u32>)> {
-        let uid = args.first()?.parse().ok()?;
-        let gid = args.get(1)?.parse().ok()?;
-        let groups = args
-            .get(2)?
-            .split(',')
-            .filter(|s| !s.is_empty())
-            .map(|s| s.parse().ok())
-            .collect::<Option<Vec<u32>>>()?;
-        Some((uid, gid, groups))
-    })();
-    let Some((uid, gid, groups)) = parsed else {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    serve_agent(parse_ids(&args))
+}
+
+/// The same agent, forked by the resident sandbox helper instead of
+/// executed: its argument is [`ids_arg`]'s, its input and output are fds 0
+/// and 1, and it drops to those ids before it reads a request.
+pub fn run_forked_workspace_agent(arg: &[u8]) -> ! {
+    let args: Vec<&str> = std::str::from_utf8(arg).unwrap_or("").split(' ').collect();
+    serve_agent(parse_ids(&args))
+}
+
+fn serve_agent(ids: Option<(u32, u32, Vec<u32>)>) -> ! {
+    let Some((uid, gid, groups)) = ids else {
         eprintln!("dryrun: {AGENT_ARG} is internal (usage: UID GID GROUPS)");
         std::process::exit(2);
     };

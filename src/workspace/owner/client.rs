@@ -1,14 +1,16 @@
 //! The root side of the agent: spawning it and talking to it with a
 //! deadline on every frame.
 
+use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::os::fd::OwnedFd;
+use std::process::{Child, Command, Stdio};
 
 use nix::errno::Errno;
 
 use super::creds::Creds;
 use super::protocol::{Reply, Request, read_json, write_json};
-use super::{AGENT_ARG, AccessError};
+use super::{AGENT_ARG, AccessError, LaunchedAgent};
 
 /// How long the root side waits for the agent to take or give one frame.
 /// The agent runs as the workspace owner, who may stop it: a stalled agent
@@ -71,7 +73,7 @@ pub(super) fn wait_for(
     }
 }
 
-impl Read for Timed<ChildStdout> {
+impl Read for Timed<File> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::os::fd::AsFd;
         self.check_alive()?;
@@ -81,7 +83,7 @@ impl Read for Timed<ChildStdout> {
     }
 }
 
-impl Write for Timed<ChildStdin> {
+impl Write for Timed<File> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         use std::os::fd::AsFd;
         self.check_alive()?;
@@ -98,10 +100,17 @@ impl Write for Timed<ChildStdin> {
 }
 
 pub(crate) struct AgentIo {
-    child: Child,
-    pub(super) to: BufWriter<Timed<ChildStdin>>,
-    pub(super) from: BufReader<Timed<ChildStdout>>,
+    process: AgentProcess,
+    pub(super) to: BufWriter<Timed<File>>,
+    pub(super) from: BufReader<Timed<File>>,
     pub(super) uid: u32,
+}
+
+/// How the agent was started: an exec of this binary, or a fork of the
+/// resident sandbox helper (see [`super::launch_agents_with`]).
+enum AgentProcess {
+    Executed(Child),
+    Launched(Box<dyn super::AgentHandle>),
 }
 
 impl AgentIo {
@@ -121,6 +130,46 @@ impl AgentIo {
                 "this process acts for uid {fsuid} (the owner of the state directory it works on) and will not act as another user"
             )));
         }
+        // A fork of the resident sandbox helper where this process has one
+        // (the same program, without an exec of this whole binary), else an
+        // exec.
+        let (process, to, from) = match super::launch(creds) {
+            Some(LaunchedAgent {
+                input,
+                output,
+                handle,
+            }) => (
+                AgentProcess::Launched(handle),
+                File::from(input),
+                File::from(output),
+            ),
+            None => {
+                let mut child = Self::exec(creds).map_err(|e| fail(e.to_string()))?;
+                let to = OwnedFd::from(child.stdin.take().expect("piped"));
+                let from = OwnedFd::from(child.stdout.take().expect("piped"));
+                (
+                    AgentProcess::Executed(child),
+                    File::from(to),
+                    File::from(from),
+                )
+            }
+        };
+        let dead = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let to = BufWriter::new(Timed {
+            end: to,
+            dead: dead.clone(),
+        });
+        let from = BufReader::new(Timed { end: from, dead });
+        Ok(AgentIo {
+            process,
+            to,
+            from,
+            uid: creds.uid,
+        })
+    }
+
+    /// An exec of this binary as the agent.
+    fn exec(creds: &Creds) -> std::io::Result<Child> {
         let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
         let groups = creds
             .groups
@@ -128,7 +177,7 @@ impl AgentIo {
             .map(|g| g.to_string())
             .collect::<Vec<_>>()
             .join(",");
-        let mut child = Command::new(&exe)
+        Command::new(&exe)
             .arg(AGENT_ARG)
             .arg(creds.uid.to_string())
             .arg(creds.gid.to_string())
@@ -139,22 +188,7 @@ impl AgentIo {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| fail(format!("cannot start {}: {e}", exe.display())))?;
-        let dead = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let to = BufWriter::new(Timed {
-            end: child.stdin.take().expect("piped"),
-            dead: dead.clone(),
-        });
-        let from = BufReader::new(Timed {
-            end: child.stdout.take().expect("piped"),
-            dead,
-        });
-        Ok(AgentIo {
-            child,
-            to,
-            from,
-            uid: creds.uid,
-        })
+            .map_err(|e| std::io::Error::other(format!("cannot start {}: {e}", exe.display())))
     }
 
     pub(super) fn broken(&self, e: std::io::Error) -> AccessError {
@@ -182,8 +216,13 @@ impl AgentIo {
 
 impl Drop for AgentIo {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        match &mut self.process {
+            AgentProcess::Executed(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            AgentProcess::Launched(handle) => handle.kill(),
+        }
     }
 }
 

@@ -30,7 +30,7 @@ mod local;
 mod protocol;
 mod session;
 
-pub use agent::run_workspace_agent;
+pub use agent::{run_forked_workspace_agent, run_workspace_agent};
 pub(crate) use creds::Creds;
 pub(crate) use session::OwnerSession;
 pub(crate) use session::Workspace;
@@ -44,6 +44,37 @@ use super::apply::Identity;
 
 /// Hidden first argument of the agent process.
 pub const AGENT_ARG: &str = "__workspace-agent";
+
+/// An agent started by a launcher (a fork of the resident sandbox helper):
+/// its input and output, and a handle that kills it.
+pub(crate) struct LaunchedAgent {
+    pub input: std::os::fd::OwnedFd,
+    pub output: std::os::fd::OwnedFd,
+    pub handle: Box<dyn AgentHandle>,
+}
+
+/// What the root side needs of a launched agent besides its pipes.
+pub(crate) trait AgentHandle: Send {
+    /// Kill it (the very process: never one that reused its pid).
+    fn kill(&mut self);
+}
+
+/// Starts an agent for `UID GID G1,G2,...` ([`agent::ids_arg`]), or `None`.
+pub(crate) type AgentLauncher = fn(&str) -> Option<LaunchedAgent>;
+
+static LAUNCHER: std::sync::OnceLock<AgentLauncher> = std::sync::OnceLock::new();
+
+/// From now on, agents are started by `launcher` (the engine's fork of its
+/// resident sandbox helper), and by an exec of this binary when it gives
+/// none. Set once per process, by the one that started the resident.
+pub(crate) fn launch_agents_with(launcher: AgentLauncher) {
+    let _ = LAUNCHER.set(launcher);
+}
+
+fn launch(creds: &Creds) -> Option<LaunchedAgent> {
+    let launcher = LAUNCHER.get()?;
+    launcher(&agent::ids_arg(creds.uid, creds.gid, &creds.groups))
+}
 
 /// Largest JSON frame either side accepts.
 const MAX_JSON_FRAME: usize = 1 << 20;
