@@ -1,0 +1,471 @@
+//! Hostile agent against this round's changes: the evidence reader forked
+//! at the walk's first open, stub and mask binds taking their flags from a
+//! sealed source mount, the journal's anchor overwritten in place, and the
+//! bounded cgroup clean-up. A root daemon (or root's `execute --local`) and
+//! the unprivileged agent uid `dryrun-test`; every attack is attempted for
+//! real and checked on the host side. Tests named `finding_*` show a defect
+//! found this round (they fail until it is fixed).
+
+mod common;
+use common::daemon::*;
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// An envelope file the agent can read, outside its workspace.
+fn envelope_file(body: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("dryrun-h19-env-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let p = dir.path().join("envelope.json");
+    std::fs::write(&p, body).unwrap();
+    for q in [dir.path(), p.as_path()] {
+        std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (dir, p)
+}
+
+fn submit_envelope(d: &Daemon, ws: &Ws, body: &str) -> Run {
+    let (_dir, p) = envelope_file(body);
+    let out = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--file"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    run_json(out)
+}
+
+/// Every byte of every file under `dir`, for canary searches.
+fn all_bytes_under(dir: &Path) -> Vec<u8> {
+    let mut v = Vec::new();
+    for e in walkdir::WalkDir::new(dir).follow_links(false) {
+        let Ok(e) = e else { continue };
+        if e.file_type().is_file() {
+            v.extend(std::fs::read(e.path()).unwrap_or_default());
+            v.push(b'\n');
+        }
+    }
+    v
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn run_id(r: &Run) -> String {
+    r.json["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run id: {r:?}"))
+        .to_string()
+}
+
+/// The memory the upper layer's tmpfs and the command fill, above and
+/// below the run's memory limit: whatever dies (the command, the walk's
+/// reader at its late fork, init), the run is either complete (both
+/// changes, the before-hash of the file it modified) or failed, never
+/// promoted with evidence missing; no process or cgroup is left.
+fn fill_runs(d: &Daemon) -> Vec<(String, Run)> {
+    let ws = user_workspace();
+    let mut out = Vec::new();
+    for fill in ["40M", "63744K", "64000K", "200M"] {
+        let body = format!(
+            r#"{{"command": "echo more >> README.md; head -c {fill} /dev/zero > fill; echo done",
+                "working_dir": "{}",
+                "limits": {{"memory_mb": 64, "disk_mb": 1024, "timeout_s": 60}},
+                "intent": {{"expected_writes": ["*"]}}}}"#,
+            ws.dir.display()
+        );
+        out.push((fill.to_string(), submit_envelope(d, &ws, &body)));
+    }
+    out
+}
+
+#[test]
+fn a_full_memory_limit_at_the_walk_fails_the_run_closed() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    for (fill, r) in fill_runs(&d) {
+        let state = r.json["state"].as_str().unwrap_or("");
+        if state == "failed" {
+            assert_ne!(r.decision(), "promote", "{fill}: {}", r.json);
+            assert!(
+                r.json["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{fill}: a failed run without a reason: {}",
+                r.json
+            );
+        } else {
+            let readme = r.change("README.md");
+            let before = readme.as_ref().and_then(|c| c["before"].as_str());
+            assert!(
+                before.is_some() && r.change("fill").is_some(),
+                "{fill}: a {state} run with evidence missing: {}",
+                r.json
+            );
+        }
+        let id = run_id(&r);
+        wait_until("the run's cgroups to be removed", 30, || {
+            run_cgroups(&id).iter().all(|p| !p.exists())
+        });
+        let journal = d.journal();
+        assert!(
+            journal.iter().any(|b| b["run_id"] == id.as_str()),
+            "{fill}: the run is not in the journal"
+        );
+    }
+}
+
+/// FINDING: a command that fills its memory limit with files in the upper
+/// layer gets the sandbox's init (P1, in the run's memory cgroup and its
+/// largest process) killed by the cgroup's OOM killer. The run fails
+/// closed, but its record says only "the sandbox helper ended without a
+/// report": neither the error nor `limits_hit` names the memory limit.
+#[test]
+fn finding_a_run_whose_init_the_memory_limit_killed_names_the_limit() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    for (fill, r) in fill_runs(&d) {
+        if r.json["state"] != "failed" {
+            continue;
+        }
+        let named = r.json["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("memory"))
+            || r.limits_hit().contains(&"memory".to_string());
+        assert!(named, "{fill}: the cause is not named: {}", r.json);
+    }
+}
+
+/// A root-only file (0600, with a user.* attribute), a file under a root
+/// 0700 directory and a file an ACL denies the owner, all in the agent's
+/// workspace: renamed, linked, touched or read by the command, their
+/// content and attribute values reach neither the record nor the state
+/// directory, and no hash of them is taken (the walk's late reader still
+/// opens them with the owner's rights). Through the daemon and through
+/// root's in-process CLI over the agent's workspace.
+#[test]
+fn files_the_owner_may_not_read_stay_withheld_whatever_the_command_does() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let canary = format!("h19secret{}", random_hex());
+    let xcanary = format!("h19xattr{}", random_hex());
+    let secret = ws.dir.join("secret.txt");
+    std::fs::write(&secret, &canary).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let xok = Command::new("setfattr")
+        .args(["-n", "user.h19", "-v", &xcanary])
+        .arg(&secret)
+        .status()
+        .is_ok_and(|s| s.success());
+    let vault = ws.dir.join("vault");
+    std::fs::create_dir(&vault).unwrap();
+    std::fs::write(vault.join("inner.txt"), &canary).unwrap();
+    std::fs::set_permissions(
+        vault.join("inner.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::set_permissions(&vault, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // Owned by root, readable by all but the agent (an ACL).
+    let acl = ws.dir.join("acl.txt");
+    std::fs::write(&acl, &canary).unwrap();
+    std::fs::set_permissions(&acl, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (uid, _) = test_user();
+    let acl_ok = Command::new("setfacl")
+        .args(["-m", &format!("u:{uid}:---")])
+        .arg(&acl)
+        .status()
+        .is_ok_and(|s| s.success());
+    let cmd = "cat secret.txt vault/inner.txt acl.txt; \
+               mv secret.txt moved.txt; ln moved.txt linked.txt; \
+               mv acl.txt acl-moved.txt; mv vault vault2; \
+               touch moved.txt acl-moved.txt; chmod 644 moved.txt; \
+               getfattr -d moved.txt; echo new > made.txt; true";
+    let root_state = tempfile::Builder::new()
+        .prefix("dryrun-h19-state-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let runs = [
+        (
+            "daemon",
+            submit_user(&d, &ws, cmd, &["--expect-write", "*"]),
+        ),
+        ("root cli", {
+            let out = Command::new(bin())
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+                .env("DRYRUN_STATE_DIR", root_state.path())
+                .current_dir(&ws.dir)
+                .args(["execute", "--local", "--json", "--command", cmd])
+                .args(["--expect-write", "*"])
+                .output()
+                .unwrap();
+            to_run(out)
+        }),
+    ];
+    for (via, r) in &runs {
+        assert!(r.change("made.txt").is_some(), "{via}: {}", r.json);
+        let text = r.json.to_string();
+        assert!(
+            !text.contains(&canary),
+            "{via}: the secret is in the record"
+        );
+        assert!(
+            !text.contains(&xcanary),
+            "{via}: the attribute is in the record"
+        );
+        for (path, needs) in [
+            ("moved.txt", true),
+            ("secret.txt", true),
+            ("acl-moved.txt", acl_ok),
+            ("acl.txt", acl_ok),
+        ] {
+            let Some(c) = r.change(path) else {
+                continue;
+            };
+            if !needs {
+                continue;
+            }
+            assert!(
+                c["before"].is_null() && c["after"].is_null(),
+                "{via}: a hash of {path} the owner may not read: {c}"
+            );
+        }
+    }
+    for dir in [d.state.as_path(), root_state.path()] {
+        let bytes = all_bytes_under(dir);
+        assert!(
+            !contains(&bytes, canary.as_bytes()),
+            "{dir:?} holds the secret"
+        );
+        if xok {
+            assert!(
+                !contains(&bytes, xcanary.as_bytes()),
+                "{dir:?} holds the attribute"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), canary);
+}
+
+/// The stubs' sealed scripts and the binds over tools: no unmount, remount
+/// or write (also from a nested namespace) reaches the real tool or changes
+/// a script, in the step that tries or in the step after; a workspace PATH
+/// directory with a link to the real tool and a renamed copy is still
+/// answered by the stub; the workspace is untouched.
+#[test]
+fn stubs_stay_sealed_across_steps_and_workspace_path_tricks() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let attack = "umount /usr/bin/git; umount -l /usr/bin/git; \
+                  mount -o remount,rw,bind /usr/bin/git; mount -o remount,rw /.dryrun/stubs/bin; \
+                  (echo 'exit 0' >> /.dryrun/stubs/bin/git) && echo WRITTEN; \
+                  (echo 'exit 0' >> /usr/bin/git) && echo WRITTEN; \
+                  umount -l /.dryrun/stubs/bin; \
+                  unshare -rm sh -c 'umount -l /usr/bin/git; umount -l /.dryrun/stubs/bin; \
+                    echo x >> /.dryrun/stubs/bin/git && echo WRITTEN'; \
+                  mkdir -p bin; ln -sf /usr/bin/git bin/git; cp /usr/bin/git bin/gitcopy; \
+                  ln -sf /.dryrun/stubs/bin bin/stubs; true";
+    let probe = "head -c 11 /usr/bin/git; echo; head -c 11 /.dryrun/stubs/bin/git; echo; \
+                 export PATH=$PWD/bin:$PATH; git push origin main; \
+                 bin/git push origin main; true";
+    for who in [Who::User, Who::Root] {
+        let ws = if who == Who::User {
+            user_workspace()
+        } else {
+            Ws::new(Who::Root)
+        };
+        let before = ws.snapshot();
+        let body = format!(
+            r#"{{"steps": [{}, {}], "working_dir": "{}", "intent": {{"expected_writes": ["*"]}}}}"#,
+            serde_json::to_string(attack).unwrap(),
+            serde_json::to_string(probe).unwrap(),
+            ws.dir.display()
+        );
+        let r = if who == Who::User {
+            submit_envelope(&d, &ws, &body)
+        } else {
+            let (_dir, p) = envelope_file(&body);
+            ws.execute(&["--file", p.to_str().unwrap()])
+        };
+        let text = r.json.to_string();
+        let out = format!("{}{}", r.out(), r.err());
+        assert!(!out.contains("WRITTEN"), "{who:?}: {text}");
+        assert!(
+            out.matches("#!/.dryrun/").count() >= 2,
+            "{who:?}: the probe step did not see the stub: {text}"
+        );
+        assert_eq!(before, ws.snapshot(), "{who:?}: the workspace changed");
+        assert_ne!(
+            r.decision(),
+            "promote",
+            "{who:?}: a push was promoted: {text}"
+        );
+    }
+}
+
+fn verify(state: &Path) -> (Option<i32>, String) {
+    let out = Command::new(bin())
+        .env_clear()
+        .args(["--local", "--state-dir"])
+        .arg(state)
+        .args(["journal", "verify"])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// As root: the daemon SIGKILLed while runs are being appended, again and
+/// again, and the anchor torn, zeroed, cut or left stale between restarts.
+/// Every run a client got an answer for is in the journal after each
+/// restart, the chain verifies, the daemon serves; a journal cut short under
+/// a valid anchor, or an anchor forged past the end, is named by `verify`
+/// and the daemon refuses to extend it.
+#[test]
+fn crashes_and_torn_or_stale_anchors_lose_no_acknowledged_record() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let head = d.state.join("journal.head");
+    let mut acknowledged: Vec<String> = Vec::new();
+    for round in 0..4 {
+        let kids: Vec<_> = (0..3)
+            .map(|i| {
+                d.cli_user()
+                    .current_dir(&ws.dir)
+                    .args(["execute", "--json", "--command"])
+                    .arg(format!("echo {round}{i} > f{i}"))
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        // Kill the daemon once the first answer is out; the others race it.
+        let mut kids = kids.into_iter();
+        let first = run_json(kids.next().unwrap().wait_with_output().unwrap());
+        d.kill9();
+        for r in std::iter::once(first).chain(kids.map(|k| run_json(k.wait_with_output().unwrap())))
+        {
+            if let Some(id) = r.json["run_id"].as_str() {
+                if r.json["state"].is_string() {
+                    acknowledged.push(id.to_string());
+                }
+            }
+        }
+        // Damage the anchor the way a crash can.
+        let bytes = std::fs::read(&head).unwrap_or_default();
+        match round {
+            0 => {
+                let mut t = bytes.clone();
+                for b in t.iter_mut().take(100) {
+                    *b = b'x';
+                }
+                std::fs::write(&head, t).unwrap();
+            }
+            1 => std::fs::write(&head, vec![0u8; 256]).unwrap(),
+            2 => std::fs::write(&head, &bytes[..bytes.len() / 2]).unwrap(),
+            _ => {}
+        }
+        d.restart(&[]);
+        let (code, text) = verify(&d.state);
+        assert_eq!(code, Some(0), "round {round}: {text}");
+        let journal = d.journal();
+        for id in &acknowledged {
+            assert!(
+                journal.iter().any(|b| b["run_id"] == id.as_str()),
+                "round {round}: acknowledged run {id} lost from the journal"
+            );
+        }
+        let r = submit_user(&d, &ws, "true", &[]);
+        assert_eq!(r.json["state"], "rehearsed", "round {round}: {}", r.json);
+        acknowledged.push(run_id(&r));
+    }
+    d.terminate();
+    // Cut the last record off under the current (valid) anchor.
+    let jpath = d.state.join("journal.jsonl");
+    let full = std::fs::read(&jpath).unwrap();
+    let cut = full[..full.len() - 1]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .unwrap()
+        + 1;
+    std::fs::write(&jpath, &full[..cut]).unwrap();
+    let (code, text) = verify(&d.state);
+    assert_eq!(code, Some(5), "a cut journal passes: {text}");
+    assert!(text.contains("truncated"), "{text}");
+    let out = Command::new(bin())
+        .env_clear()
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("--state-dir")
+        .arg(&d.state)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the daemon extended a cut journal"
+    );
+    assert_eq!(std::fs::read(&jpath).unwrap(), &full[..cut]);
+}
+
+/// Processes that race the host side's clean-up (a fork loop, stopped
+/// processes, ones that ignore every catchable signal, children re-parented
+/// as the command ends) are all dead and the run's cgroups gone once the
+/// answer is out, through the daemon and root's CLI.
+#[test]
+fn racing_forks_and_stopped_processes_do_not_outlive_the_run() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let hex = random_hex();
+    let tag = format!("h19race{hex}");
+    let cmd = format!(
+        "T=h19race; \
+         (trap '' TERM HUP INT; while :; do (exec -a ${{T}}{hex} sleep 300 &) ; done) >/dev/null 2>&1 & \
+         (bash -c \"exec -a ${{T}}{hex} sleep 300\" & p=$!; kill -STOP $p) ; \
+         (setsid bash -c \"exec -a ${{T}}{hex} sleep 300\" &) ; \
+         sleep 0.5; echo ok > out.txt"
+    );
+    let uws = user_workspace();
+    let rws = Ws::new(Who::Root);
+    for via in ["daemon", "root cli"] {
+        let r = if via == "daemon" {
+            submit_user(&d, &uws, &cmd, &["--expect-write", "*", "--timeout", "30"])
+        } else {
+            rws.rehearse(&cmd, &["--expect-write", "*", "--timeout", "30"])
+        };
+        assert!(r.change("out.txt").is_some(), "{via}: {}", r.json);
+        let id = run_id(&r);
+        wait_until("the racing processes to be gone", 30, || {
+            processes_with(&tag).is_empty()
+        });
+        wait_until("the run's cgroups to be removed", 30, || {
+            run_cgroups(&id).iter().all(|p| !p.exists())
+        });
+    }
+}
