@@ -120,6 +120,50 @@ fn a_full_memory_limit_at_the_walk_fails_the_run_closed() {
     }
 }
 
+/// The pids limit at its smallest, filled by processes (stopped, detached,
+/// ignoring signals) still being killed when the walk forks its reader: the
+/// run is complete or failed naming why, never promoted with evidence
+/// missing.
+#[test]
+fn a_full_pids_limit_at_the_walk_fails_the_run_closed() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    for pids in [8, 9, 10] {
+        let body = format!(
+            r#"{{"command": "echo more >> README.md; for i in 1 2 3 4 5; do (trap '' TERM HUP; setsid sleep 300 &) 2>/dev/null; done; kill -STOP $(pgrep sleep) 2>/dev/null; echo done",
+                "working_dir": "{}",
+                "limits": {{"pids": {pids}, "timeout_s": 30}},
+                "intent": {{"expected_writes": ["*"]}}}}"#,
+            ws.dir.display()
+        );
+        let r = submit_envelope(&d, &ws, &body);
+        let state = r.json["state"].as_str().unwrap_or("");
+        if state == "failed" {
+            assert!(
+                r.json["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "pids {pids}: a failed run without a reason: {}",
+                r.json
+            );
+        } else {
+            let before = r
+                .change("README.md")
+                .and_then(|c| c["before"].as_str().map(String::from));
+            assert!(
+                before.is_some(),
+                "pids {pids}: a {state} run with evidence missing: {}",
+                r.json
+            );
+        }
+        let id = run_id(&r);
+        wait_until("the run's cgroups to be removed", 30, || {
+            run_cgroups(&id).iter().all(|p| !p.exists())
+        });
+    }
+}
+
 /// FINDING: a command that fills its memory limit with files in the upper
 /// layer gets the sandbox's init (P1, in the run's memory cgroup and its
 /// largest process) killed by the cgroup's OOM killer. The run fails
@@ -368,10 +412,10 @@ fn crashes_and_torn_or_stale_anchors_lose_no_acknowledged_record() {
         d.kill9();
         for r in std::iter::once(first).chain(kids.map(|k| run_json(k.wait_with_output().unwrap())))
         {
-            if let Some(id) = r.json["run_id"].as_str() {
-                if r.json["state"].is_string() {
-                    acknowledged.push(id.to_string());
-                }
+            if let Some(id) = r.json["run_id"].as_str()
+                && r.json["state"].is_string()
+            {
+                acknowledged.push(id.to_string());
             }
         }
         // Damage the anchor the way a crash can.
