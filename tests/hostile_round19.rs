@@ -513,3 +513,146 @@ fn racing_forks_and_stopped_processes_do_not_outlive_the_run() {
         });
     }
 }
+
+/// The anchor as the journal writes it: `check` first, padded to 256 bytes.
+fn anchor_bytes(seq: u64, hash: &str, start: u64, end: u64) -> Vec<u8> {
+    let check = blake3::hash(format!("{seq}\n{hash}\n{start}\n{end}").as_bytes())
+        .to_hex()
+        .to_string();
+    let mut b = serde_json::to_vec(&serde_json::json!({
+        "check": check, "seq": seq, "hash": hash, "start": start, "end": end
+    }))
+    .unwrap();
+    b.resize(255, b' ');
+    b.push(b'\n');
+    b
+}
+
+/// As root: an anchor with a valid check that names the last record's
+/// place but another hash (a forgery), or a record past the end, is named
+/// by `verify` and the daemon will not extend the chain under it; a valid
+/// but stale anchor (an older record) is adopted forward with nothing lost.
+#[test]
+fn a_forged_anchor_is_named_and_a_stale_one_loses_nothing() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let ids: Vec<String> = (0..3)
+        .map(|i| run_id(&submit_user(&d, &ws, &format!("echo {i}"), &[])))
+        .collect();
+    d.terminate();
+    let jpath = d.state.join("journal.jsonl");
+    let head = d.state.join("journal.head");
+    let text = std::fs::read(&jpath).unwrap();
+    let mut ranges = Vec::new();
+    let mut at = 0u64;
+    for line in text.split_inclusive(|b| *b == b'\n') {
+        let v: Value = serde_json::from_slice(line).unwrap();
+        ranges.push((
+            v["body"]["seq"].as_u64().unwrap(),
+            v["hash"].as_str().unwrap().to_string(),
+            at,
+            at + line.len() as u64,
+        ));
+        at += line.len() as u64;
+    }
+    let (seq, hash, start, end) = ranges.last().cloned().unwrap();
+    let good = std::fs::read(&head).unwrap();
+    let forged_hash: String = hash.chars().rev().collect();
+    for (what, bytes) in [
+        ("another hash", anchor_bytes(seq, &forged_hash, start, end)),
+        (
+            "a record past the end",
+            anchor_bytes(seq + 5, &hash, end, end + 300),
+        ),
+    ] {
+        std::fs::write(&head, &bytes).unwrap();
+        let (code, out) = verify(&d.state);
+        assert_eq!(code, Some(5), "{what}: verify passes: {out}");
+        let st = Command::new(bin())
+            .env_clear()
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&d.socket)
+            .arg("--state-dir")
+            .arg(&d.state)
+            .output()
+            .unwrap();
+        assert_eq!(st.status.code(), Some(1), "{what}: the daemon started");
+        assert_eq!(
+            std::fs::read(&jpath).unwrap(),
+            text,
+            "{what}: the journal changed"
+        );
+    }
+    // Stale: the first record's anchor, valid, behind the journal.
+    let (s0, h0, a0, e0) = ranges[0].clone();
+    std::fs::write(&head, anchor_bytes(s0, &h0, a0, e0)).unwrap();
+    let (code, out) = verify(&d.state);
+    assert_eq!(
+        code,
+        Some(0),
+        "a stale anchor is not a crash outcome: {out}"
+    );
+    d.restart(&[]);
+    let r = submit_user(&d, &ws, "echo after", &[]);
+    assert_eq!(r.json["state"], "rehearsed", "{}", r.json);
+    let journal = d.journal();
+    for id in ids.iter().chain(std::iter::once(&run_id(&r))) {
+        assert!(
+            journal.iter().any(|b| b["run_id"] == id.as_str()),
+            "{id} lost"
+        );
+    }
+    let (code, out) = verify(&d.state);
+    assert_eq!(code, Some(0), "{out}");
+    assert_ne!(std::fs::read(&head).unwrap(), good);
+}
+
+/// The daemon SIGKILLed while a run's escapees race its clean-up (a fork
+/// loop, stopped and detached processes): the restart's recovery kills
+/// every one, removes the run's cgroups and marks the run failed.
+#[test]
+fn a_restart_reaps_racing_escapees_of_an_interrupted_run() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let hex = random_hex();
+    let tag = format!("h19rec{hex}");
+    let cmd = format!(
+        "T=h19rec; \
+         (trap '' TERM HUP INT; while :; do (exec -a ${{T}}{hex} sleep 300 &) ; sleep 0.01; done) >/dev/null 2>&1 & \
+         (bash -c \"exec -a ${{T}}{hex} sleep 300\" & p=$!; kill -STOP $p) ; \
+         (setsid bash -c \"exec -a ${{T}}{hex} sleep 300\" &) ; sleep 300"
+    );
+    let mut cli = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--command", &cmd, "--timeout", "600"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the escapees to start", 60, || {
+        processes_with(&tag).len() >= 3
+    });
+    d.kill9();
+    let _ = cli.wait();
+    d.restart(&[]);
+    wait_until("the escapees to be gone", 30, || {
+        processes_with(&tag).is_empty()
+    });
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let list: Value = c.call("GET", "/v1/runs", None).unwrap();
+    let runs = list["runs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 1, "{list}");
+    let id = runs[0]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(runs[0]["state"], "failed", "{list}");
+    wait_until("the run's cgroups to be removed", 30, || {
+        run_cgroups(&id).iter().all(|p| !p.exists())
+    });
+}
