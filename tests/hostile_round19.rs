@@ -660,3 +660,62 @@ fn a_restart_reaps_racing_escapees_of_an_interrupted_run() {
         run_cgroups(&id).iter().all(|p| !p.exists())
     });
 }
+
+/// Runs of the same agent at once, in two workspaces: each walk's reader
+/// serves its own run only (every before-hash is of that run's workspace),
+/// and no reader outlives its run.
+#[test]
+fn each_runs_reader_serves_that_run_only() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let wss: Vec<Ws> = (0..2)
+        .map(|i| {
+            let ws = user_workspace();
+            ws.write("README.md", &format!("workspace {i} {}\n", random_hex()));
+            ws
+        })
+        .collect();
+    let kids: Vec<_> = (0..6)
+        .map(|k| {
+            let ws = &wss[k % 2];
+            let c = d
+                .cli_user()
+                .current_dir(&ws.dir)
+                .args(["execute", "--json", "--command"])
+                .arg(format!("echo {k} >> README.md; sleep 0.{k}"))
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (k % 2, c)
+        })
+        .collect();
+    for (i, c) in kids {
+        let r = run_json(c.wait_with_output().unwrap());
+        let want = blake3::hash(&std::fs::read(wss[i].dir.join("README.md")).unwrap())
+            .to_hex()
+            .to_string();
+        let got = r.change("README.md").map(|c| c["before"].clone());
+        assert_eq!(
+            got,
+            Some(Value::String(want)),
+            "workspace {i}: a before-hash of another run's file: {}",
+            r.json
+        );
+        let id = run_id(&r);
+        wait_until("the run's cgroups to be removed", 30, || {
+            run_cgroups(&id).iter().all(|p| !p.exists())
+        });
+    }
+    let resident: Vec<u32> = processes()
+        .into_iter()
+        .filter(|(_, ppid, _)| *ppid == d.pid())
+        .map(|(p, _, _)| p)
+        .collect();
+    wait_until("no sandbox left under the daemon's resident", 30, || {
+        resident
+            .iter()
+            .all(|p| processes().iter().all(|(_, pp, _)| pp != p))
+    });
+}
