@@ -719,3 +719,93 @@ fn each_runs_reader_serves_that_run_only() {
             .all(|p| processes().iter().all(|(_, pp, _)| pp != p))
     });
 }
+
+/// The agent cancels its own run while escapees race the clean-up, and
+/// again while the walk (and its reader) is busy with many files: nothing
+/// of either run is left running, the cgroups go, the runs are failed.
+#[test]
+fn cancelling_a_run_mid_command_or_mid_walk_leaves_nothing() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let hex = random_hex();
+    let tag = format!("h19can{hex}");
+    let wd = ws.dir.display().to_string();
+    let racing = format!(
+        "T=h19can; \
+         (trap '' TERM HUP INT; while :; do (exec -a ${{T}}{hex} sleep 300 &) ; sleep 0.01; done) >/dev/null 2>&1 & \
+         (bash -c \"exec -a ${{T}}{hex} sleep 300\" & p=$!; kill -STOP $p) ; \
+         (setsid bash -c \"exec -a ${{T}}{hex} sleep 300\" &) ; sleep 300"
+    );
+    let walking = format!(
+        "mkdir many; cd many; seq 1 100000 | xargs touch; \
+         for f in ../README.md; do echo x >> $f; done; : {tag}walk"
+    );
+    for (what, cmd) in [("command", racing), ("walk", walking)] {
+        let body = serde_json::json!({
+            "command": cmd, "working_dir": wd, "limits": {"timeout_s": 600}
+        })
+        .to_string();
+        let before: Vec<String> = run_ids(&c);
+        let mut cli = execute_envelope_in_background(&mut d.cli_user(), &body);
+        wait_until("the run to be listed", 60, || {
+            run_ids(&c).len() > before.len()
+        });
+        let id = run_ids(&c)
+            .into_iter()
+            .find(|i| !before.contains(i))
+            .unwrap();
+        if what == "command" {
+            wait_until("the escapees to start", 60, || {
+                processes_with(&tag).len() >= 3
+            });
+        } else {
+            // The command's shell carries the tag; once it is gone the
+            // walk is on.
+            wait_until("the command to start", 60, || {
+                !processes_with(&tag).is_empty()
+            });
+            wait_until("the command to end", 60, || processes_with(&tag).is_empty());
+        }
+        let out = d
+            .cli_user()
+            .args(["cancel", &id, "--json"])
+            .output()
+            .unwrap();
+        let _ = cli.kill();
+        let _ = cli.wait();
+        let rec: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(
+            rec["state"], "failed",
+            "{what}: the cancel came too late: {rec}"
+        );
+        wait_until("the run's processes to be gone", 30, || {
+            processes_with(&tag).is_empty()
+        });
+        wait_until("the run's cgroups to be removed", 30, || {
+            run_cgroups(&id).iter().all(|p| !p.exists())
+        });
+        let r: Value = c.call("GET", &format!("/v1/runs/{id}"), None).unwrap();
+        assert!(
+            r["state"] == "failed"
+                || r["rehearsal"]["changes"]
+                    .as_array()
+                    .is_some_and(|c| c.len() > 1),
+            "{what}: {r}"
+        );
+    }
+}
+
+fn run_ids(c: &dryrun::cli::client::Client) -> Vec<String> {
+    let l: Value = c.call("GET", "/v1/runs", None).unwrap();
+    l["runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| r["run_id"].as_str().map(String::from))
+        .collect()
+}
