@@ -168,7 +168,11 @@ fn a_full_pids_limit_at_the_walk_fails_the_run_closed() {
 /// layer gets the sandbox's init (P1, in the run's memory cgroup and its
 /// largest process) killed by the cgroup's OOM killer. The run fails
 /// closed, but its record says only "the sandbox helper ended without a
-/// report": neither the error nor `limits_hit` names the memory limit.
+/// report" (killed while the command ran) or "the sandbox helper sent a
+/// malformed frame: blob frame cut short" (killed while it sent the walk's
+/// kept content): neither the error nor `limits_hit` names the memory
+/// limit, though the host side read it from the cgroup (its report is
+/// dropped with the run's).
 #[test]
 fn finding_a_run_whose_init_the_memory_limit_killed_names_the_limit() {
     if !require_root() {
@@ -176,14 +180,14 @@ fn finding_a_run_whose_init_the_memory_limit_killed_names_the_limit() {
     }
     let d = Daemon::start(&[]);
     for (fill, r) in fill_runs(&d) {
-        if r.json["state"] != "failed" {
-            continue;
-        }
         let named = r.json["error"]
             .as_str()
             .is_some_and(|e| e.contains("memory"))
             || r.limits_hit().contains(&"memory".to_string());
-        assert!(named, "{fill}: the cause is not named: {}", r.json);
+        // 200M in a 64 MiB limit always hits it; a failed run must say why.
+        if fill == "200M" || r.json["state"] == "failed" {
+            assert!(named, "{fill}: the cause is not named: {}", r.json);
+        }
     }
 }
 
