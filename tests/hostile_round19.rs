@@ -426,3 +426,34 @@ fn each_runs_reader_serves_that_run_only() {
             .all(|p| processes().iter().all(|(_, pp, _)| pp != p))
     });
 }
+
+/// A script the classifier cannot see into runs the real `git` from the
+/// stubs' real-root view (no stub answers it) and pushes: the rehearsal
+/// still shows the push's network attempt, and the run is not promoted.
+#[test]
+fn a_stubbed_tool_run_from_the_real_root_still_shows_its_network_attempt() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write(
+        "deploy.sh",
+        "#!/bin/bash\ncd /tmp && R=/.dryrun/stubs/real-root/usr/bin/git; $R init -q r && cd r \
+         && $R -c user.email=a@b -c user.name=a commit -q --allow-empty -m x \
+         && $R push https://github.com/example/x HEAD:main >/dev/null 2>&1; echo finished\n",
+    );
+    std::fs::set_permissions(
+        ws.dir.join("deploy.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let r = submit_user(&d, &ws, "./deploy.sh", &["--expect-write", "*"]);
+    assert_eq!(r.out(), "finished\n", "{}", r.json);
+    assert_ne!(r.decision(), "promote", "{}", r.json);
+    assert!(
+        r.blocked().iter().any(|b| b["kind"] == "network"),
+        "the real push left no trace: {}",
+        r.json
+    );
+}
