@@ -177,17 +177,16 @@ fn a_full_pids_limit_at_the_walk_fails_the_run_closed() {
     }
 }
 
-/// FINDING: a command that fills its memory limit with files in the upper
-/// layer gets the sandbox's init (P1, in the run's memory cgroup and its
-/// largest process) killed by the cgroup's OOM killer. The run fails
-/// closed, but its record says only "the sandbox helper ended without a
-/// report" (killed while the command ran) or "the sandbox helper sent a
-/// malformed frame: blob frame cut short" (killed while it sent the walk's
-/// kept content): neither the error nor `limits_hit` names the memory
-/// limit, though the host side read it from the cgroup (its report is
-/// dropped with the run's).
+/// A command that fills its memory limit with files in the upper layer gets
+/// the sandbox's init (P1, in the run's memory cgroup and its largest
+/// process) killed by the cgroup's OOM killer. The run fails closed, and
+/// its error names the limit: from the host side's report when the
+/// sandbox's frames ended cleanly, from the host side's note on its stderr
+/// when the init was killed mid-frame (sending kept content) and the
+/// report was lost in the cut frame. (Found by this pass: the error said
+/// only "ended without a report" or "blob frame cut short".)
 #[test]
-fn finding_a_run_whose_init_the_memory_limit_killed_names_the_limit() {
+fn a_run_whose_init_the_memory_limit_killed_names_the_limit() {
     if !require_root() {
         return;
     }

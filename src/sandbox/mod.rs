@@ -49,8 +49,22 @@ pub enum SandboxError {
     Setup { stage: String, message: String },
     #[error("the sandbox helper ended without a report (status {status}); its stderr: {stderr}")]
     NoReport { status: String, stderr: String },
+    #[error(
+        "the run hit its limits ({limits}) and the sandbox ended without its report: {detail}{}",
+        limit_killed_hint(limits)
+    )]
+    LimitKilled { limits: String, detail: String },
     #[error("the rehearsal was cancelled")]
     Cancelled,
+}
+
+/// Why a full memory limit can end a sandbox without its report.
+fn limit_killed_hint(limits: &str) -> &'static str {
+    if limits.split(", ").any(|l| l == "memory") {
+        " (a full memory limit kills the sandbox's init; the overlay's upper layer lives in memory and counts against memory_mb)"
+    } else {
+        ""
+    }
 }
 
 /// The binary to re-exec as the helper.
@@ -282,7 +296,18 @@ pub fn rehearse(
         return Err(SandboxError::Cancelled);
     }
     let stderr_text = err_reader.join().unwrap_or_default();
-    finish(read?, status, stderr_text)
+    match read {
+        Ok(out) => finish(out, status, stderr_text),
+        // Cut off mid-frame (the sandbox's init killed while it sent kept
+        // content): the host side's frame is lost in it, its note is not.
+        Err(e) => Err(match wire::limits_noted_in(&stderr_text) {
+            Some(limits) => SandboxError::LimitKilled {
+                limits,
+                detail: e.to_string(),
+            },
+            None => e.into(),
+        }),
+    }
 }
 
 fn finish(
@@ -307,6 +332,15 @@ fn finish(
     }
     match (out.report, out.host) {
         (Some(r), h) => Ok((r, h.unwrap_or_default())),
+        (None, Some(h)) if !h.limits_hit.is_empty() => Err(SandboxError::LimitKilled {
+            limits: h
+                .limits_hit
+                .iter()
+                .map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            detail: format!("status {status}"),
+        }),
         (None, _) => Err(SandboxError::NoReport { status, stderr }),
     }
 }

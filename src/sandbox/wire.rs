@@ -87,6 +87,29 @@ pub(crate) enum LastFrame {
     Host,
 }
 
+/// How the host side names, on its stderr, the limits a run hit when the
+/// sandbox ended without its report.
+const LIMITS_NOTE: &str = "dryrun host side: the run hit its limits: ";
+
+/// Write that note (one line) on this process's stderr.
+pub(crate) fn note_limits_on_stderr(limits: &[crate::model::LimitHit]) {
+    let names: Vec<&str> = limits.iter().map(|l| l.as_str()).collect();
+    eprintln!("{LIMITS_NOTE}{}", names.join(", "));
+}
+
+/// The limits named by the host side's note in a helper's stderr (only a
+/// line that is exactly a note: the command never writes there).
+pub(crate) fn limits_noted_in(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(LIMITS_NOTE))
+        .find(|rest| {
+            rest.split(", ")
+                .all(|n| crate::model::LimitHit::ALL.iter().any(|l| l.as_str() == n))
+        })
+        .map(str::to_string)
+}
+
 /// Read frames until EOF, or until the report and then `last` arrived,
 /// storing blobs under `blob_dir` (named by hash).
 pub(crate) fn read_frames(

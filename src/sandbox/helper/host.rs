@@ -363,6 +363,13 @@ fn watch_child(
         host.leftover_processes_killed = limits::kill_all_but(plan, &spare);
     }
     host.timings_us = super::marks_so_far();
+    if !sandbox_done && !host.limits_hit.is_empty() {
+        // The sandbox ended without its report (its init killed: a full
+        // memory limit picks it, the biggest process left) and may have
+        // been cut off mid-frame, so that the `H` frame below cannot be
+        // read: the limits go to stderr too, which the engine shows.
+        super::super::wire::note_limits_on_stderr(&host.limits_hit);
+    }
     send_host_report(&host)?;
     // The answer is out: finish the clean-up even if the engine ends now.
     let _ = nix::sys::prctl::set_pdeathsig(None);
