@@ -9,11 +9,13 @@
 //!
 //! - when this process already is that user (a user-level daemon or CLI, or
 //!   root working on root's own directory), in-process;
-//! - otherwise a fresh exec of this binary (`__workspace-agent UID GID
-//!   GROUPS`) that drops to those ids in `main` before anything else runs
-//!   (no threads, no runtime), so it holds no capabilities, sets
-//!   `no_new_privs`, dies with its parent, and then serves requests on its
-//!   stdin/stdout. The kernel's own checks (mode bits, ACLs, LSMs) decide
+//! - otherwise an agent process: a fork of the resident sandbox helper
+//!   where this process started one (the daemon, an in-process CLI that
+//!   rehearses; see [`launch_agents_with`]), else a fresh exec of this
+//!   binary (`__workspace-agent UID GID GROUPS`). Either is single-threaded
+//!   with no runtime and drops to those ids before it reads a request, so
+//!   it holds no capabilities, sets `no_new_privs`, dies with its parent,
+//!   and then serves requests on its stdin/stdout. The kernel's own checks (mode bits, ACLs, LSMs) decide
 //!   what it may read or write.
 //!
 //! Inside either, every path is opened fd-relative from the pinned
