@@ -7,7 +7,7 @@
 //! exactly the reviewed change set or as it was.
 //!
 //! Attacks that WORKED before their fix: killing or stopping the
-//! `__workspace-agent` that serves the agent's own promotion (it runs as
+//! workspace agent that serves the agent's own promotion (it runs as
 //! the agent's uid) left half a change set with its backups deleted, and a
 //! stopped one made every undo step wait its time limit; a change list cut
 //! at its cap was promoted after an override.
@@ -108,20 +108,6 @@ fn journal_verifies(d: &Daemon) {
     let out = d.cli_root().args(["journal", "verify"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "journal verify: {}", said(&out));
     assert!(health_ok(&d.socket), "the daemon stopped answering");
-}
-
-/// The workspace agents serving this daemon (they run as the agent's uid).
-fn workspace_agents(d: &Daemon) -> Vec<i32> {
-    let (uid, _) = test_user();
-    let out = as_test_user("pgrep")
-        .args(["-P", &d.pid().to_string(), "-u", &uid.to_string(), "-f"])
-        .arg("[_]_workspace-agent")
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|s| s.parse().ok())
-        .collect()
 }
 
 /// A workspace with `n` files `m/fNNN` ("old") that the run below rewrites,

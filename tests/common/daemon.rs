@@ -329,3 +329,25 @@ pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+/// The daemon's workspace agents serving the test user: forks of its
+/// resident sandbox helper (no exec, so their command line is the
+/// resident's) running as that user, the only processes of that uid under
+/// the resident.
+pub fn workspace_agents(d: &Daemon) -> Vec<i32> {
+    let (uid, _) = crate::common::test_user();
+    let Some(resident) = children_of(d.pid(), "__sandbox-resident")
+        .into_iter()
+        .next()
+    else {
+        return Vec::new();
+    };
+    let out = Command::new("pgrep")
+        .args(["-P", &resident.to_string(), "-u", &uid.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
