@@ -4,8 +4,9 @@
 # over a user-namespace overlay (benches/bwrap-overlay.sh), the bare kernel
 # floor (`unshare -Urnm` + overlay + walk, benches/unshare-overlay.sh) and
 # the rsync copy lane, at 1k/10k/100k files: medians and ratios to
-# bubblewrap; and a 10-file edit, dryrun next to bubblewrap. Then the daemon with 8 concurrent clients (benches/daemon.sh)
-# next to bare `unshare -Urnm true` run 8-wide.
+# bubblewrap; and a 10-file edit, dryrun next to bubblewrap. Then the daemon with 8 concurrent clients (benches/daemon.sh),
+# as root and as an ordinary user over their own workspace, next to bare
+# `unshare -Urnm true` run 8-wide.
 #
 #   benches/speed.sh [SIZES...]      default sizes: 1000 10000 100000
 #   RUNS=30 DAEMON_RUNS=50 benches/speed.sh
@@ -62,22 +63,27 @@ for n in "${SIZES[@]}"; do
     measure "rsync copy lane" "$n" "$rruns" "bash -c 'rm -rf $WORK/copy && rsync -a $ws/ $WORK/copy/ && (cd $WORK/copy && true) && rsync -rcn --out-format=%n $WORK/copy/ $ws/ >/dev/null; rm -rf $WORK/copy'"
 done
 
-echo "measuring the daemon (8 clients)..." >&2
+echo "measuring the daemon (8 clients, as root and as nobody)..." >&2
 daemon_out=$(CLIENTS=8 PER_CLIENT=$DAEMON_RUNS benches/daemon.sh 2>&1 || true)
+# An ordinary user's clients over that user's workspace, as agents on a
+# shared root daemon: the daemon then reads the workspace with the owner's
+# rights (its workspace agents).
+daemon_user_out=$(CLIENT_USER=nobody CLIENTS=8 PER_CLIENT=$DAEMON_RUNS benches/daemon.sh 2>&1 || true)
 # Bare `unshare -Urnm true`, 8 at a time, as many as the daemon ran.
 total=$((8 * DAEMON_RUNS))
 t0=$(date +%s.%N)
 seq "$total" | xargs -P8 -I{} unshare -Urnm true
 t1=$(date +%s.%N)
 
-python3 - "$results" "$daemon_out" "$total" "$t0" "$t1" "${SIZES[@]}" <<'PY'
+python3 - "$results" "$daemon_out" "$daemon_user_out" "$total" "$t0" "$t1" "${SIZES[@]}" <<'PY'
 import sys, collections, re
 rows = collections.OrderedDict()
 for line in open(sys.argv[1]):
     label, size, ms = line.rstrip("\n").split("\t")
     rows.setdefault(label, {})[size] = ms
-daemon, total, t0, t1 = sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-sizes = sys.argv[6:]
+daemons = {"root clients": sys.argv[2], "clients as nobody": sys.argv[3]}
+total, t0, t1 = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+sizes = sys.argv[7:]
 base = rows.get("bubblewrap --unshare-all over an overlay + walk", {})
 edit_base = rows.get("bubblewrap, 10-file edit", {})
 def ratio(v, b):
@@ -91,20 +97,26 @@ for label, v in rows.items():
     b = edit_base if "10-file edit" in label else base
     print(f"| {label} | " + " | ".join(f"{v.get(s, '-')} ({ratio(v.get(s), b.get(s))})" for s in sizes) + " |")
 bare = total / (t1 - t0)
-m = re.search(r"= ([0-9.]+) rehearsals/s", daemon)
-lat = re.search(r"p50 ([0-9.]+)\s+p90 ([0-9.]+)\s+p99 ([0-9.]+)", daemon)
-rss = re.search(r"idle ([0-9.]+) MiB, peak under load ([0-9.]+) MiB, idle again 3 s later ([0-9.]+) MiB", daemon)
+found = {}
+for who, out in daemons.items():
+    found[who] = (
+        re.search(r"= ([0-9.]+) rehearsals/s", out),
+        re.search(r"CPU per rehearsal \(daemon and its helpers\): ([0-9.]+) ms", out),
+        re.search(r"p50 ([0-9.]+)\s+p90 ([0-9.]+)\s+p99 ([0-9.]+)", out),
+        re.search(r"idle ([0-9.]+) MiB, peak under load ([0-9.]+) MiB, idle again 3 s later ([0-9.]+) MiB", out),
+        out,
+    )
 print()
-print("| daemon, 8 concurrent clients, `true` | figure |")
-print("|---|---:|")
-if m:
-    print(f"| rehearsals/s | {m.group(1)} |")
-    print(f"| bare `unshare -Urnm true` 8-wide, runs/s | {bare:.0f} |")
-    print(f"| ratio to the bare floor | {float(m.group(1)) / bare:.2f}× |")
-else:
-    print(f"| daemon bench failed | {daemon.strip().splitlines()[-1] if daemon.strip() else '?'} |")
-if lat:
-    print(f"| latency p50 / p90 / p99 ms | {lat.group(1)} / {lat.group(2)} / {lat.group(3)} |")
-if rss:
-    print(f"| RSS idle / peak / idle again, MiB | {rss.group(1)} / {rss.group(2)} / {rss.group(3)} |")
+print("| daemon, 8 concurrent clients, `true` | " + " | ".join(daemons) + " |")
+print("|---|" + "---:|" * len(daemons))
+def row(label, f):
+    print(f"| {label} | " + " | ".join(f(*found[w]) for w in daemons) + " |")
+def failed(out):
+    return "failed: " + (out.strip().splitlines()[-1] if out.strip() else "?")
+row("rehearsals/s", lambda m, c, l, r, out: m.group(1) if m else failed(out))
+print(f"| bare `unshare -Urnm true` 8-wide, runs/s | " + " | ".join(f"{bare:.0f}" for _ in daemons) + " |")
+row("ratio to the bare floor", lambda m, c, l, r, out: f"{float(m.group(1)) / bare:.2f}×" if m else "-")
+row("CPU per rehearsal, ms", lambda m, c, l, r, out: c.group(1) if c else "-")
+row("latency p50 / p90 / p99 ms", lambda m, c, l, r, out: f"{l.group(1)} / {l.group(2)} / {l.group(3)}" if l else "-")
+row("RSS idle / peak / idle again, MiB", lambda m, c, l, r, out: f"{r.group(1)} / {r.group(2)} / {r.group(3)}" if r else "-")
 PY
