@@ -302,4 +302,51 @@ fn a_root_group_workspace_gives_the_agent_no_root_group() {
         .unwrap();
     let found = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(found.trim().is_empty(), "group 0 files: {found}");
+    // The workspace still promotes, with the owner's own group.
+    let r = submit_user(&d, &ws, "echo g > g.txt", &["--expect-write", "g.txt"]);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let p = d
+        .cli_user()
+        .args(["promote", &run_id(&r)])
+        .output()
+        .unwrap();
+    assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+    let m = std::fs::metadata(ws.dir.join("g.txt")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (uid, gid));
+}
+
+/// A world-writable directory of root's, which the agent may write in: a
+/// run for it would make the resident fork an agent for uid 0 (refused by
+/// the drop) or act as root. The daemon refuses the run itself; nothing
+/// lands there and no agent of uid 0 is asked for.
+#[test]
+fn a_root_owned_workspace_gets_no_agent() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let dir = tempfile::Builder::new()
+        .prefix("dryrun-rootws-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let out = d
+        .cli_user()
+        .current_dir(dir.path())
+        .args(["execute", "--json", "--command", "echo r > r.txt"])
+        .args(["--expect-write", "r.txt"])
+        .output()
+        .unwrap();
+    let r = run_json(out);
+    assert!(
+        r.json["run_id"].as_str().is_none(),
+        "a run was accepted for root's directory: {r:?}"
+    );
+    assert!(r.stderr.contains("belongs to uid 0"), "{r:?}");
+    assert!(!dir.path().join("r.txt").exists());
+    assert!(health_ok(&d.socket));
 }
