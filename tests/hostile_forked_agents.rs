@@ -204,6 +204,20 @@ fn a_forked_workspace_agent_is_opaque_holds_nothing_and_fails_closed() {
         "a descriptor the workspace agent did not open itself: {fds:?}"
     );
 
+    // While the agent holds it stopped, the resident serves others: root's
+    // run in root's workspace is rehearsed (a host side the resident forks).
+    let root_ws = Ws::new(Who::Root);
+    let out = d
+        .cli_root()
+        .current_dir(&root_ws.dir)
+        .args(["execute", "--json", "--command", "echo r > r.txt"])
+        .args(["--expect-write", "r.txt"])
+        .output()
+        .unwrap();
+    let rr = run_json(out);
+    assert_eq!(rr.decision(), "promote", "{rr:?}");
+    assert!(alive(resident));
+
     // The agent kills it mid-promotion: the promotion fails with a message
     // (never reported promoted) and the daemon serves on.
     kill(pid, nix::sys::signal::Signal::SIGKILL);
