@@ -364,3 +364,57 @@ fn a_root_owned_workspace_gets_no_agent() {
     assert!(!dir.path().join("r.txt").exists());
     assert!(health_ok(&d.socket));
 }
+
+/// The agent races its workspace agents' start: through whole promotions
+/// (one fork each, several agents a run), a loop of its own uid tries every
+/// process of that uid under the resident, reading its descriptors and
+/// environment the moment it appears. The fork is root's until the drop,
+/// and after it the process is not dumpable: nothing is ever read.
+#[test]
+fn racing_an_agents_start_reads_nothing() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let (uid, _) = test_user();
+    let resident = resident_of(&d);
+    let racer = as_test_user("bash")
+        .arg("-c")
+        .arg(format!(
+            "seen=0; for i in $(seq 1 20000); do for q in $(pgrep -P {resident} -u {uid}); do seen=1; \
+             ls -l /proc/$q/fd/ 2>/dev/null | grep -q -- '->' && echo FD $q; \
+             head -c 64 /proc/$q/environ 2>/dev/null | grep -qa . && echo ENV $q; done; \
+             [ -e /tmp/stop-racer-{resident} ] && break; done; echo seen=$seen"
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for n in 0..3 {
+        let r = submit_user(
+            &d,
+            &ws,
+            &format!("mkdir r{n} && for i in $(seq 1 800); do echo $i > r{n}/f$i; done"),
+            &["--expect-write", &format!("r{n}/**")],
+        );
+        assert_eq!(r.decision(), "promote", "{r:?}");
+        let p = d
+            .cli_user()
+            .args(["promote", &run_id(&r)])
+            .output()
+            .unwrap();
+        assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+    }
+    let stop = format!("/tmp/stop-racer-{resident}");
+    std::fs::write(&stop, "").unwrap();
+    let out = racer.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&stop);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        !text.contains("FD ") && !text.contains("ENV "),
+        "the agent read a workspace agent's descriptors or environment: {text}"
+    );
+    // The race was real: the loop saw the agents.
+    assert!(text.contains("seen=1"), "{text}");
+}
