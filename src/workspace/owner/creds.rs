@@ -13,14 +13,22 @@ pub struct Creds {
 
 impl Creds {
     /// A user's ids with the supplementary groups the system database gives
-    /// that user (none when the uid has no entry).
+    /// that user (none when the uid has no entry). `gid` (a workspace
+    /// directory's group) is kept only when the user is a member of it, else
+    /// the user's primary group replaces it: a directory an administrator
+    /// gave with `chown UID DIR` keeps group 0, and the owner's agent must
+    /// not hold a group the owner does not.
     pub fn of_user(uid: u32, gid: u32) -> Creds {
+        let mut gid = gid;
         let mut groups = vec![gid];
         if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
             && let Ok(name) = std::ffi::CString::new(u.name.as_bytes())
-            && let Ok(list) = nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid))
+            && let Ok(list) = nix::unistd::getgrouplist(&name, u.gid)
         {
             groups = list.into_iter().map(|g| g.as_raw()).collect();
+            if !groups.contains(&gid) {
+                gid = u.gid.as_raw();
+            }
         }
         groups.sort_unstable();
         groups.dedup();
