@@ -329,6 +329,61 @@ fn a_root_group_workspace_gives_the_agent_no_root_group() {
     assert_eq!((m.uid(), m.gid()), (uid, gid));
 }
 
+/// The same directory (group 0, given with `chown UID DIR`) holding a
+/// `root:root 0640` file: the command in the sandbox runs with its owner's
+/// own group, not the directory's, so it cannot read the file through the
+/// group bits (the idmapped lower shows it with the sandbox's group 0), and
+/// the evidence walk's reader, with the same ids, keeps no hash or content
+/// of it when the command renames it away.
+#[test]
+fn a_root_group_workspace_gives_the_command_and_the_reader_no_root_group() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let (uid, gid) = test_user();
+    assert_ne!(gid, 0);
+    std::os::unix::fs::chown(&ws.dir, Some(uid), Some(0)).unwrap();
+    let canary = format!("rootgroup{}", random_hex());
+    let secret = ws.dir.join("rootgroup.txt");
+    std::fs::write(&secret, &canary).unwrap();
+    std::os::unix::fs::chown(&secret, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let r = submit_user(
+        &d,
+        &ws,
+        "id -g; cat rootgroup.txt; mv rootgroup.txt moved.txt",
+        &["--expect-write", "*"],
+    );
+    let out = r.out().to_string();
+    assert_eq!(
+        out.lines().next(),
+        Some(gid.to_string().as_str()),
+        "{}",
+        r.json
+    );
+    let record = r.json.to_string();
+    assert!(
+        !record.contains(&canary),
+        "the root-group file was read: {record}"
+    );
+    for c in r.changes() {
+        if c["path"] == "rootgroup.txt" || c["path"] == "moved.txt" {
+            assert!(c["before"].is_null() && c["after"].is_null(), "{c}");
+        }
+    }
+    let state = Command::new("grep")
+        .args(["-rl", &canary])
+        .arg(&d.state)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&state.stdout).trim().is_empty(),
+        "the root-group file's content is in the state directory"
+    );
+}
+
 /// A world-writable directory of root's, which the agent may write in: a
 /// run for it would make the resident fork an agent for uid 0 (refused by
 /// the drop) or act as root. The daemon refuses the run itself; nothing

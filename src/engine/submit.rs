@@ -28,6 +28,11 @@ struct Classified {
     protected: Arc<PathMatcher>,
     /// The workspace owner's groups: the evidence walk's reader's.
     owner_groups: Vec<u32>,
+    /// The group the command runs with as root's sandbox: the workspace
+    /// directory's when its owner is a member, else the owner's own
+    /// (`Creds::of_user`; a directory given with `chown UID DIR` keeps
+    /// group 0, which must not become the command's).
+    owner_gid: u32,
 }
 
 /// Host-side file access with `actor`'s own rights (for resolving a
@@ -196,7 +201,7 @@ impl Engine {
         replay: Option<ReplaySet>,
     ) -> Result<SandboxSpec, EngineError> {
         let ws = spec.workspace_identity;
-        let ids = self.plan_ids(ws.uid, ws.gid)?;
+        let ids = self.plan_ids(ws.uid, c.owner_gid)?;
         let mut env = sandbox_env(spec);
         if let Some(l) = live {
             env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
@@ -339,6 +344,7 @@ fn classify(spec: &EnvelopeSpec, state_dir: &Path) -> Result<Classified, EngineE
         crate::policy::read_workspace_policy(&owner, &spec.workspace, &spec.workspace_identity)?;
     // The same ids and groups are the evidence walk's reader's.
     let owner_groups = owner.creds().groups.clone();
+    let owner_gid = owner.creds().gid;
     drop(owner);
     let policy = crate::policy::Policy::load_cached(
         Path::new(SYSTEM_POLICY_DIR),
@@ -360,6 +366,7 @@ fn classify(spec: &EnvelopeSpec, state_dir: &Path) -> Result<Classified, EngineE
         risk,
         protected,
         owner_groups,
+        owner_gid,
     })
 }
 
