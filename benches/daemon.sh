@@ -5,6 +5,7 @@
 #   CLIENTS=8 PER_CLIENT=100 MAX_RUNNING=4 benches/daemon.sh
 #   DRYRUN_RESIDENT_HELPER=0 benches/daemon.sh   # an exec of the helper per run
 #   CLIENT_USER=nobody benches/daemon.sh           # clients and workspace of an ordinary user
+#   DRYRUN_BIN=/path/to/other/dryrun benches/daemon.sh   # compare another build
 #
 # Starts a release-build daemon on its own socket and state directory (as
 # root: ids shifted, cgroup limits), measures its RSS idle, then has CLIENTS
@@ -21,8 +22,13 @@ PER_CLIENT=${PER_CLIENT:-50}
 # Unset: the daemon's own default (twice the cores).
 MAX_RUNNING=${MAX_RUNNING:-}
 COMMAND=${COMMAND:-true}
-cargo build --release --quiet
-DRYRUN=$PWD/target/release/dryrun
+# DRYRUN_BIN: another build of the binary, to compare (then nothing is built).
+if [ -n "${DRYRUN_BIN:-}" ]; then
+    DRYRUN=$DRYRUN_BIN
+else
+    cargo build --release --quiet
+    DRYRUN=$PWD/target/release/dryrun
+fi
 WORK=$(mktemp -d /var/tmp/dryrun-daemon-bench.XXXXXX)
 trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/ws"
