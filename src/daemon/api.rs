@@ -135,10 +135,10 @@ async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
         actor,
         op.wait,
         Box::new(move |engine: Arc<Engine>| {
-            let spec = op.spec_for(&caller)?;
+            let (spec, access) = op.spec_for(&caller)?;
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
-            engine.prepare(&spec, &caller.actor)
+            engine.prepare(&spec, &caller.actor, access)
         }),
     )
     .await

@@ -29,6 +29,7 @@ pub struct Metrics {
     refused: Family<ReasonLabel, Counter>,
     running: Gauge,
     queued: Gauge,
+    agents: Counter,
 }
 
 impl Metrics {
@@ -40,6 +41,7 @@ impl Metrics {
         let refused = Family::<ReasonLabel, Counter>::default();
         let running = Gauge::default();
         let queued = Gauge::default();
+        let agents = Counter::default();
         registry.register("http_responses", "HTTP responses by status", http.clone());
         registry.register(
             "runs_submitted",
@@ -66,6 +68,11 @@ impl Metrics {
             "Runs waiting for a rehearsal slot",
             queued.clone(),
         );
+        registry.register(
+            "workspace_agents_started",
+            "Workspace agents started (processes acting with a user's rights on the host side)",
+            agents.clone(),
+        );
         Metrics {
             registry,
             http,
@@ -74,6 +81,7 @@ impl Metrics {
             refused,
             running,
             queued,
+            agents,
         }
     }
 
@@ -110,6 +118,9 @@ impl Metrics {
     pub fn render(&self, running: usize, queued: usize) -> String {
         self.running.set(running as i64);
         self.queued.set(queued as i64);
+        let started = crate::workspace::owner::agents_started();
+        self.agents
+            .inc_by(started.saturating_sub(self.agents.get()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");

@@ -18,6 +18,7 @@ use crate::model::stubs::{ReplaySet, StubTable};
 use crate::record::{IntentRecord, RunRecord, RunState, SCHEMA};
 use crate::sandbox;
 use crate::sandbox::spec::{IdPlan, LandlockPlan, SandboxLimits, SandboxSpec};
+use crate::workspace::owner::OwnerSession;
 use crate::workspace::paths::PathMatcher;
 
 /// What the policy says about a command, read with the workspace owner's
@@ -47,19 +48,35 @@ pub fn access_as(actor: &Actor) -> Result<crate::workspace::owner::OwnerSession,
 impl Engine {
     /// Rehearse the envelope and judge it, in this process. A sandbox that
     /// could not be built yields a record in state `failed` (never a silent pass).
-    pub fn execute(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<RunRecord, EngineError> {
+    /// `requester`: the session that resolved the envelope's `working_dir`
+    /// (see [`Engine::prepare`]).
+    pub fn execute(
+        &self,
+        spec: &EnvelopeSpec,
+        actor: &Actor,
+        requester: OwnerSession,
+    ) -> Result<RunRecord, EngineError> {
         // Rehearsed at once: saved `running` from the start (one record
         // write fewer than `queued` then `running`).
-        let prepared = self.prepare_in(spec, actor, None, None, RunState::Running)?;
+        let prepared =
+            self.prepare_in(spec, actor, None, None, RunState::Running, Some(requester))?;
         self.rehearse_prepared(prepared, None)
     }
 
     /// Validate the envelope against this machine, classify the command,
     /// allocate the run and journal its submission. The record is saved in
     /// state `queued`; [`Engine::rehearse_prepared`] carries it on.
-    pub fn prepare(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<Prepared, EngineError> {
+    /// `requester` is the session that resolved the envelope's
+    /// `working_dir`: the workspace policy is read through it when it acts
+    /// with exactly the owner's credentials (one agent, not two).
+    pub fn prepare(
+        &self,
+        spec: &EnvelopeSpec,
+        actor: &Actor,
+        requester: OwnerSession,
+    ) -> Result<Prepared, EngineError> {
         let t_prepare = std::time::Instant::now();
-        let r = self.prepare_run(spec, actor, None, None);
+        let r = self.prepare_in(spec, actor, None, None, RunState::Queued, Some(requester));
         tracing::debug!(elapsed = ?t_prepare.elapsed(), "run prepared");
         r
     }
@@ -74,7 +91,7 @@ impl Engine {
         live: Option<&LiveRun>,
         replay: Option<ReplaySet>,
     ) -> Result<Prepared, EngineError> {
-        self.prepare_in(spec, actor, live, replay, RunState::Queued)
+        self.prepare_in(spec, actor, live, replay, RunState::Queued, None)
     }
 
     /// [`Engine::prepare_run`], the record first saved in `state`
@@ -86,6 +103,7 @@ impl Engine {
         live: Option<&LiveRun>,
         replay: Option<ReplaySet>,
         state: RunState,
+        requester: Option<OwnerSession>,
     ) -> Result<Prepared, EngineError> {
         let spec = &self.fit_to_this_machine(spec)?;
         // The workspace as resolved for the requester (no symlinks, device,
@@ -97,7 +115,7 @@ impl Engine {
             self.check_quota(actor.uid)?;
         }
         let t0_ns = sandbox::helper::monotonic_ns();
-        let c = classify(spec, &self.state_dir)?;
+        let c = classify(spec, &self.state_dir, requester)?;
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
@@ -337,9 +355,18 @@ impl Engine {
 
 /// The workspace's own policy (read with its owner's rights) over the
 /// system's, and the command classified by it alone.
-fn classify(spec: &EnvelopeSpec, state_dir: &Path) -> Result<Classified, EngineError> {
-    let owner = crate::workspace::owner::OwnerSession::for_owner(&spec.workspace_identity)
-        .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
+/// `requester`: a session of the requester's, taken over when it acts
+/// with exactly the owner's credentials.
+fn classify(
+    spec: &EnvelopeSpec,
+    state_dir: &Path,
+    requester: Option<OwnerSession>,
+) -> Result<Classified, EngineError> {
+    let owner = match requester {
+        Some(s) => OwnerSession::for_owner_from(&spec.workspace_identity, s),
+        None => OwnerSession::for_owner(&spec.workspace_identity),
+    }
+    .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
     let ws_policy =
         crate::policy::read_workspace_policy(&owner, &spec.workspace, &spec.workspace_identity)?;
     // The same ids and groups are the evidence walk's reader's.

@@ -96,8 +96,19 @@ pub(crate) trait Serve: super::Operation {
 impl Submit {
     /// The validated envelope, its `working_dir` resolved with the
     /// caller's own rights (in-process: this process's; over the daemon:
-    /// the peer's uid and groups). Both doors validate here.
-    pub fn spec_for(&self, caller: &Caller) -> Result<crate::envelope::EnvelopeSpec, EngineError> {
+    /// the peer's uid and groups), and the session that resolved it (the
+    /// engine reads the workspace policy through it when the caller is the
+    /// workspace's owner). Both doors validate here.
+    pub fn spec_for(
+        &self,
+        caller: &Caller,
+    ) -> Result<
+        (
+            crate::envelope::EnvelopeSpec,
+            crate::workspace::owner::OwnerSession,
+        ),
+        EngineError,
+    > {
         let access = match caller.auth {
             ReviewerAuth::LocalTtyConfirmed => crate::workspace::owner::OwnerSession::start(
                 &crate::workspace::owner::Creds::current(),
@@ -105,18 +116,20 @@ impl Submit {
             .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?,
             ReviewerAuth::PeerCredentials { .. } => crate::engine::access_as(&caller.actor)?,
         };
-        self.envelope
+        let spec = self
+            .envelope
             .clone()
             .validate(None, &access)
-            .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))
+            .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
+        Ok((spec, access))
     }
 }
 
 impl Serve for Submit {
     /// In-process: validate with the caller's own rights, rehearse, judge.
     fn serve(&self, engine: &Engine, caller: &Caller) -> Result<SubmitReply, EngineError> {
-        let spec = self.spec_for(caller)?;
-        let r = engine.execute(&spec, &caller.actor)?;
+        let (spec, access) = self.spec_for(caller)?;
+        let r = engine.execute(&spec, &caller.actor, access)?;
         Ok(SubmitReply::Done(Box::new(r)))
     }
 }

@@ -154,6 +154,7 @@ impl AgentIo {
                 )
             }
         };
+        super::AGENTS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dead = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let to = BufWriter::new(Timed {
             end: to,

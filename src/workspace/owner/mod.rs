@@ -78,6 +78,15 @@ fn launch(creds: &Creds) -> Option<LaunchedAgent> {
     launcher(&agent::ids_arg(creds.uid, creds.gid, &creds.groups))
 }
 
+/// Workspace agents this process has started, forked or executed.
+static AGENTS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many workspace agents this process has started (the daemon's
+/// `/metrics`: each costs a process per run).
+pub(crate) fn agents_started() -> u64 {
+    AGENTS_STARTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Largest JSON frame either side accepts.
 const MAX_JSON_FRAME: usize = 1 << 20;
 /// Largest data chunk either side sends or accepts.

@@ -46,6 +46,23 @@ impl OwnerSession {
         OwnerSession::start(&Creds::of_user(identity.uid, identity.gid))
     }
 
+    /// [`OwnerSession::for_owner`], taking `session` itself when it already
+    /// acts with exactly the owner's credentials (same uid, gid and groups:
+    /// a requester submitting in its own workspace), so that one agent
+    /// serves both. The agent keeps nothing between these requests, and its
+    /// answers are checked the same way whoever asked first.
+    pub fn for_owner_from(
+        identity: &Identity,
+        session: OwnerSession,
+    ) -> Result<OwnerSession, AccessError> {
+        let owner = Creds::of_user(identity.uid, identity.gid);
+        if session.creds == owner {
+            return Ok(session);
+        }
+        drop(session);
+        OwnerSession::start(&owner)
+    }
+
     pub fn creds(&self) -> &Creds {
         &self.creds
     }
