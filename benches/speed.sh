@@ -43,6 +43,11 @@ measure() { # label size runs command
 
 for n in "${SIZES[@]}"; do
     ws=$(make_ws "$n")
+    # Write back what making the workspace (and the previous size's rsync
+    # lane) left dirty first: otherwise the kernel's writeback of 100,000
+    # new files runs during the first rows of this size and is charged to
+    # whichever command it meets.
+    sync
     echo "measuring $n files..." >&2
     # A fresh state directory per size: every column starts with the same
     # number of runs on record (see the README on what a long history costs
@@ -63,6 +68,7 @@ for n in "${SIZES[@]}"; do
     measure "rsync copy lane" "$n" "$rruns" "bash -c 'rm -rf $WORK/copy && rsync -a $ws/ $WORK/copy/ && (cd $WORK/copy && true) && rsync -rcn --out-format=%n $WORK/copy/ $ws/ >/dev/null; rm -rf $WORK/copy'"
 done
 
+sync
 echo "measuring the daemon (8 clients, as root and as nobody)..." >&2
 daemon_out=$(CLIENTS=8 PER_CLIENT=$DAEMON_RUNS benches/daemon.sh 2>&1 || true)
 # An ordinary user's clients over that user's workspace, as agents on a
