@@ -118,6 +118,23 @@ pub(super) fn process_identity(pid: u32) -> Option<String> {
     Some(format!("{pid} {start}"))
 }
 
+/// This process's [`process_identity`], read once (a daemon marks every
+/// run with it; it changes only in a forked child, which reads its own).
+fn own_identity() -> String {
+    static OWN: std::sync::OnceLock<(u32, String)> = std::sync::OnceLock::new();
+    let pid = std::process::id();
+    match OWN.get() {
+        Some((p, me)) if *p == pid => me.clone(),
+        _ => match process_identity(pid) {
+            Some(me) => {
+                let _ = OWN.set((pid, me.clone()));
+                me
+            }
+            None => String::new(),
+        },
+    }
+}
+
 impl Engine {
     /// Made before the run's submission is journaled, and not synced: a
     /// symbolic link whose target names the owner, so it appears whole
@@ -125,7 +142,7 @@ impl Engine {
     /// reads as a dead one) in one call, with no file to write.
     pub(super) fn mark_inflight(&self, run_id: &str) -> Result<(), EngineError> {
         let path = self.state_dir.join("inflight").join(run_id);
-        let me = process_identity(std::process::id()).unwrap_or_default();
+        let me = own_identity();
         std::os::unix::fs::symlink(me, &path).map_err(|source| EngineError::storage(path, source))
     }
 
