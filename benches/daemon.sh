@@ -122,12 +122,20 @@ def resident():
 res = resident()
 def cpu_ticks():
     return ticks(pid) + (ticks(res) if res else 0)
+def machine():
+    # All CPUs: (busy, total) ticks; idle and iowait are not busy.
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)
 cpu0 = cpu_ticks()
+m0 = machine()
 t0 = time.perf_counter()
 for t in threads: t.start()
 for t in threads: t.join()
 wall = time.perf_counter() - t0
 cpu_ms = (cpu_ticks() - cpu0) * 1000 / os.sysconf("SC_CLK_TCK")
+m1 = machine()
+busy_ms = (m1[0] - m0[0]) * 1000 / os.sysconf("SC_CLK_TCK")
+busy_share = (m1[0] - m0[0]) / max(m1[1] - m0[1], 1)
 stop.set(); s.join()
 lat.sort()
 n = len(lat)
@@ -135,6 +143,7 @@ pct = lambda p: lat[min(n - 1, int(p * n))] * 1000
 print(f"clients: {clients} x {per} runs of {command!r}")
 print(f"rehearsals: {n} in {wall:.2f} s = {n / wall:.1f} rehearsals/s")
 print(f"CPU per rehearsal (daemon and its helpers): {cpu_ms / max(n, 1):.1f} ms" + ("" if res else " (no resident helper)"))
+print(f"machine CPU busy: {busy_share * 100:.0f}% of {os.cpu_count()} cores, {busy_ms / max(n, 1):.1f} ms per rehearsal (clients and kernel workers included)")
 print(f"latency ms: p50 {pct(0.5):.1f}  p90 {pct(0.9):.1f}  p99 {pct(0.99):.1f}")
 time.sleep(3)
 print(f"daemon RSS: idle {idle / 1024:.1f} MiB, peak under load {peak[0] / 1024:.1f} MiB, idle again 3 s later {rss() / 1024:.1f} MiB")
