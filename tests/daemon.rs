@@ -915,15 +915,7 @@ fn a_flipped_journal_byte_is_named() {
     );
     // A daemon refuses to start on a damaged journal rather than paper over it.
     d.kill9();
-    let out = Command::new(bin())
-        .env_clear()
-        .arg("daemon")
-        .arg("--socket")
-        .arg(&d.socket)
-        .arg("--state-dir")
-        .arg(&d.state)
-        .output()
-        .unwrap();
+    let out = d.start_again_in_foreground();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("line 4") && err.contains("aside"), "{err}");

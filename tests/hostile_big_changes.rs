@@ -23,13 +23,6 @@ use std::time::{Duration, Instant};
 use common::daemon::*;
 use common::*;
 
-fn run_id(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
-}
-
 /// A snapshot without times (an undo changes directories' mtimes).
 fn listing(dir: &Path) -> BTreeMap<PathBuf, String> {
     snapshot_tree(dir)

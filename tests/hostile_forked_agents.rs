@@ -23,68 +23,16 @@ use common::daemon::*;
 use common::*;
 use std::os::unix::fs::MetadataExt;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-fn run_id(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
+/// The daemon's resident sandbox helper (it has one).
+fn daemon_resident(d: &Daemon) -> u32 {
+    resident_of(d).expect("the daemon's resident sandbox helper")
 }
 
-/// The daemon's resident sandbox helper.
-fn resident_of(d: &Daemon) -> u32 {
-    children_of(d.pid(), "__sandbox-resident")
-        .into_iter()
-        .next()
-        .expect("the daemon's resident sandbox helper")
-}
-
-/// As the agent: submit a promotion of many small files, find the forked
-/// workspace agent that serves it and stop it. Its pid and the promotion
-/// (still running).
-fn stop_own_workspace_agent(d: &Daemon, ws: &Ws) -> (i32, Child) {
-    let resident = resident_of(d);
-    let (uid, _) = test_user();
-    for attempt in 0..4 {
-        let r = submit_user(
-            d,
-            ws,
-            &format!(
-                "mkdir m{attempt} && for i in $(seq 1 1500); do echo $i > m{attempt}/f$i; done"
-            ),
-            &["--expect-write", &format!("m{attempt}/**")],
-        );
-        assert_eq!(r.decision(), "promote", "{r:?}");
-        let id = run_id(&r);
-        let stopper = as_test_user("bash")
-            .arg("-c")
-            .arg(format!(
-                "for i in $(seq 1 3000); do for q in $(pgrep -P {resident} -u {uid}); do kill -STOP $q 2>/dev/null && sleep 0.005 && grep -q 'State:.T' /proc/$q/status 2>/dev/null && echo $q && exit 0; done; sleep 0.003; done; exit 1"
-            ))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let p = d
-            .cli_user()
-            .args(["promote", &id])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = stopper.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success()
-            && let Some(pid) = text.split_whitespace().next().and_then(|s| s.parse().ok())
-        {
-            return (pid, p);
-        }
-        let mut p = p;
-        let _ = p.wait();
-    }
-    panic!("the agent never caught its workspace agent");
+/// As the agent: stop the forked workspace agent serving its own
+/// promotion (see [`stop_own_workspace_agent`]).
+fn stop_own_agent(d: &Daemon, ws: &Ws) -> (i32, Child) {
+    stop_own_workspace_agent(d, ws, 4).expect("the agent never caught its workspace agent")
 }
 
 fn kill(pid: i32, sig: nix::sys::signal::Signal) {
@@ -114,8 +62,8 @@ fn a_forked_workspace_agent_is_opaque_holds_nothing_and_fails_closed() {
     let d = Daemon::start(&[]);
     let ws = user_workspace();
     let (uid, gid) = test_user();
-    let resident = resident_of(&d);
-    let (pid, promote) = stop_own_workspace_agent(&d, &ws);
+    let resident = daemon_resident(&d);
+    let (pid, promote) = stop_own_agent(&d, &ws);
 
     // The agent's own process, yet not dumpable: its /proc files are
     // root's, and ptrace is refused.
@@ -273,8 +221,8 @@ fn a_stopped_workspace_agent_dies_with_the_daemon() {
     }
     let mut d = Daemon::start(&[]);
     let ws = user_workspace();
-    let resident = resident_of(&d);
-    let (pid, promote) = stop_own_workspace_agent(&d, &ws);
+    let resident = daemon_resident(&d);
+    let (pid, promote) = stop_own_agent(&d, &ws);
     d.kill9();
     wait_until("the resident dies with the daemon", 20, || !alive(resident));
     wait_until("the workspace agent dies with the resident", 20, || {
@@ -282,6 +230,18 @@ fn a_stopped_workspace_agent_dies_with_the_daemon() {
     });
     let out = promote.wait_with_output().unwrap();
     assert!(!out.status.success());
+}
+
+/// A daemon and the agent's workspace as an administrator gives it with
+/// `chown UID DIR`: the agent's, in group 0 (root's), which the agent is
+/// not in.
+fn root_group_workspace() -> (Daemon, Ws) {
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let (uid, gid) = test_user();
+    assert_ne!(gid, 0);
+    std::os::unix::fs::chown(&ws.dir, Some(uid), Some(0)).unwrap();
+    (d, ws)
 }
 
 /// An administrator gave a directory to the agent with `chown UID DIR`,
@@ -294,12 +254,9 @@ fn a_root_group_workspace_gives_the_agent_no_root_group() {
     if !require_root() {
         return;
     }
-    let d = Daemon::start(&[]);
-    let ws = user_workspace();
+    let (d, ws) = root_group_workspace();
     let (uid, gid) = test_user();
-    assert_ne!(gid, 0);
-    std::os::unix::fs::chown(&ws.dir, Some(uid), Some(0)).unwrap();
-    let (pid, promote) = stop_own_workspace_agent(&d, &ws);
+    let (pid, promote) = stop_own_agent(&d, &ws);
     let groups = status_field(pid, "Groups");
     let gids = status_field(pid, "Gid");
     kill(pid, nix::sys::signal::Signal::SIGKILL);
@@ -340,11 +297,8 @@ fn a_root_group_workspace_gives_the_command_and_the_reader_no_root_group() {
     if !require_root() {
         return;
     }
-    let d = Daemon::start(&[]);
-    let ws = user_workspace();
-    let (uid, gid) = test_user();
-    assert_ne!(gid, 0);
-    std::os::unix::fs::chown(&ws.dir, Some(uid), Some(0)).unwrap();
+    let (d, ws) = root_group_workspace();
+    let (_, gid) = test_user();
     let canary = format!("rootgroup{}", random_hex());
     let secret = ws.dir.join("rootgroup.txt");
     std::fs::write(&secret, &canary).unwrap();
@@ -433,7 +387,7 @@ fn racing_an_agents_start_reads_nothing() {
     let d = Daemon::start(&[]);
     let ws = user_workspace();
     let (uid, _) = test_user();
-    let resident = resident_of(&d);
+    let resident = daemon_resident(&d);
     let racer = as_test_user("bash")
         .arg("-c")
         .arg(format!(

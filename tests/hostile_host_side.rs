@@ -22,7 +22,7 @@ use common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Bytes allocated on disk under `dir` (st_blocks, so sparse files count at
 /// what they really take).
@@ -64,13 +64,6 @@ fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
         }
     }
     found
-}
-
-fn run_id(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
 }
 
 /// curl on the daemon socket with a time limit: (status, body, seconds).
@@ -131,65 +124,15 @@ fn a_stopped_workspace_agent_does_not_freeze_other_reviews() {
     let d = Daemon::start(&[]);
     let ws = user_workspace();
     let (uid, _) = test_user();
-    // The daemon's workspace agents are forks of its resident sandbox
-    // helper (no exec: their command line is the resident's), running as
-    // the workspace owner: the only processes of that uid under it.
-    let resident = children_of(d.pid(), "__sandbox-resident")
-        .into_iter()
-        .next()
-        .expect("the daemon's resident sandbox helper");
     let other = submit_user(&d, &ws, "echo o > o.txt", &["--expect-write", "o.txt"]);
     assert_eq!(other.decision(), "promote", "{other:?}");
     let other_id = run_id(&other);
 
-    let mut stopped: Option<i32> = None;
-    let mut promote: Option<std::process::Child> = None;
-    // A promotion of many small files (one fsync each) takes seconds: time
-    // enough for the agent's shell loop to find its workspace agent.
-    for attempt in 0..3 {
-        let r = submit_user(
-            &d,
-            &ws,
-            &format!(
-                "mkdir m{attempt} && for i in $(seq 1 1500); do echo $i > m{attempt}/f$i; done"
-            ),
-            &["--expect-write", &format!("m{attempt}/**")],
-        );
-        assert_eq!(r.decision(), "promote", "{r:?}");
-        let id = run_id(&r);
-        // `-P`: only this daemon's workspace agents (the agent sees the
-        // resident's pid). An agent already exiting when it is found cannot
-        // be stopped: only one seen in state `T` afterwards counts.
-        let stopper = as_test_user("bash")
-            .arg("-c")
-            .arg(format!(
-                "for i in $(seq 1 3000); do for q in $(pgrep -P {resident} -u {uid}); do kill -STOP $q 2>/dev/null && sleep 0.005 && grep -q 'State:.T' /proc/$q/status 2>/dev/null && echo $q && exit 0; done; sleep 0.003; done; exit 1"
-            ))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let p = d
-            .cli_user()
-            .args(["promote", &id])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = stopper.wait_with_output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success()
-            && let Some(pid) = text.split_whitespace().next().and_then(|s| s.parse().ok())
-        {
-            stopped = Some(pid);
-            promote = Some(p);
-            break;
-        }
-        let mut p = p;
-        let _ = p.wait();
-    }
-    let pid = stopped.expect("the agent found and stopped its workspace agent");
+    // The daemon's workspace agents are forks of its resident sandbox
+    // helper (no exec: their command line is the resident's), running as
+    // the workspace owner: the only processes of that uid under it.
+    let (pid, promote) = stop_own_workspace_agent(&d, &ws, 3)
+        .expect("the agent found and stopped its workspace agent");
     // The agent really could: the process is the agent's own.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     assert!(status.contains("State:\tT"), "{status}");
@@ -224,9 +167,9 @@ fn a_stopped_workspace_agent_does_not_freeze_other_reviews() {
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     );
-    if let Some(mut p) = promote {
-        let _ = p.wait();
-    }
+    // Its output is piped: read to the end, or a promotion that writes
+    // more than a pipe holds never ends.
+    let _ = promote.wait_with_output();
     assert!(
         code == 200 && secs < 9.0,
         "a reviewer's rejection of another run did not answer while the agent held its workspace agent stopped (status {code} after {secs:.1}s: {body})"

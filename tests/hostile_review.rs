@@ -13,13 +13,6 @@ use std::time::{Duration, Instant};
 use common::daemon::*;
 use common::*;
 
-fn id_of(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
-}
-
 fn state_of(d: &Daemon, id: &str) -> Value {
     let out = d.cli_root().args(["show", "--json", id]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -35,7 +28,7 @@ fn waiting(d: &Daemon, ws: &Ws, file: &str) -> String {
         &["--expect-write", file],
     );
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
-    id_of(&r)
+    run_id(&r)
 }
 
 /// The bytes a terminal acts on that no evidence should carry raw: ESC,
@@ -94,7 +87,7 @@ fn hostile_run(d: &Daemon, ws: &Ws) -> String {
     let r = run_json(out);
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
     assert_eq!(r.json["override_required"], true, "{r:?}");
-    id_of(&r)
+    run_id(&r)
 }
 
 #[test]
@@ -416,7 +409,7 @@ fn a_prefix_or_last_never_reaches_another_users_run() {
         ])
         .output()
         .unwrap();
-    let root_id = id_of(&run_json(out));
+    let root_id = run_id(&run_json(out));
     for text in [
         &root_id[..10],
         &root_id[..root_id.len() - 1],
@@ -479,7 +472,7 @@ fn the_notification_command_takes_the_agents_summary_only_as_data() {
     );
     let r = submit_user(&d, &ws, &cmd, &["--expect-write", "a.txt"]);
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
-    let id = id_of(&r);
+    let id = run_id(&r);
     wait_until("the notification", 30, || got.exists());
     let text = std::fs::read_to_string(&got).unwrap();
     assert_eq!(text, format!("0\n{id}\nawaiting_approval\n"));
@@ -497,7 +490,7 @@ fn a_stubs_stdin_is_not_hidden_from_the_reviewer_by_one_control_byte_or_a_cut_ch
     let cmd = r#"printf 'DROP-ALL-TABLES\033x\n' | gh pr comment 1 --body-file - && { head -c 1023 /dev/zero | tr '\0' a; printf '\303\251 tail'; } | gh pr comment 2 --body-file -"#;
     let r = submit_user(&d, &ws, cmd, &[]);
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
-    let id = id_of(&r);
+    let id = run_id(&r);
     let out = d.cli_root().args(["approve", &id]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -550,7 +543,7 @@ fn a_git_hook_among_three_hundred_expected_files_is_named_in_the_approve_summary
         &["--expect-write", "**"],
     );
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
-    let id = id_of(&r);
+    let id = run_id(&r);
     let out = d.cli_root().args(["approve", &id]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let summary = text.split("dryrun run ").next().unwrap();
@@ -590,7 +583,7 @@ fn a_slow_notifier_and_a_huge_run_block_neither_the_engine_nor_the_tui() {
         &["--expect-write", "**", "--forbid", "secret.txt"],
     );
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
-    let big = id_of(&r);
+    let big = run_id(&r);
     assert!(
         t0.elapsed() < Duration::from_secs(120),
         "submissions were held up: {:?}",

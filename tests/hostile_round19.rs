@@ -56,13 +56,6 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-fn run_id(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
-}
-
 /// The memory the upper layer's tmpfs and the command fill, above and
 /// below the run's memory limit: whatever dies (the command, the walk's
 /// reader at its late fork, init), the run is either complete (both

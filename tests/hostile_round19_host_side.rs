@@ -11,13 +11,6 @@ use common::*;
 use std::path::Path;
 use std::process::Command;
 
-fn run_id(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
-}
-
 fn verify(state: &Path) -> (Option<i32>, String) {
     let out = Command::new(bin())
         .env_clear()
@@ -117,15 +110,7 @@ fn crashes_and_torn_or_stale_anchors_lose_no_acknowledged_record() {
     let (code, text) = verify(&d.state);
     assert_eq!(code, Some(5), "a cut journal passes: {text}");
     assert!(text.contains("truncated"), "{text}");
-    let out = Command::new(bin())
-        .env_clear()
-        .arg("daemon")
-        .arg("--socket")
-        .arg(&d.socket)
-        .arg("--state-dir")
-        .arg(&d.state)
-        .output()
-        .unwrap();
+    let out = d.start_again_in_foreground();
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -229,15 +214,7 @@ fn a_forged_anchor_is_named_and_a_stale_one_loses_nothing() {
         std::fs::write(&head, &bytes).unwrap();
         let (code, out) = verify(&d.state);
         assert_eq!(code, Some(5), "{what}: verify passes: {out}");
-        let st = Command::new(bin())
-            .env_clear()
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&d.socket)
-            .arg("--state-dir")
-            .arg(&d.state)
-            .output()
-            .unwrap();
+        let st = d.start_again_in_foreground();
         assert_eq!(st.status.code(), Some(1), "{what}: the daemon started");
         assert_eq!(
             std::fs::read(&jpath).unwrap(),

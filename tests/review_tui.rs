@@ -185,13 +185,6 @@ fn wait_state(d: &Daemon, id: &str, state: &str) -> Value {
     }
 }
 
-fn id_of(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
-}
-
 /// 300 reformatted files under `fmt/`, one config outside what the intent
 /// expected, one forbidden key: blocked. With a note for reviewers.
 fn submit_blocked(d: &Daemon, ws: &Ws) -> Run {
@@ -236,9 +229,9 @@ fn a_reviewer_approves_rejects_and_overrides_from_the_tui() {
     }
     let d = Daemon::start(&[]);
     let ws = user_workspace();
-    let approve_me = id_of(&submit_needs_approval(&d, &ws, "pre-commit"));
-    let reject_me = id_of(&submit_needs_approval(&d, &ws, "post-commit"));
-    let blocked = id_of(&submit_blocked(&d, &ws));
+    let approve_me = run_id(&submit_needs_approval(&d, &ws, "pre-commit"));
+    let reject_me = run_id(&submit_needs_approval(&d, &ws, "post-commit"));
+    let blocked = run_id(&submit_blocked(&d, &ws));
 
     // After the TUI, the shell records the terminal's modes: raw mode must
     // be gone.
@@ -356,8 +349,8 @@ fn a_submitter_cannot_approve_its_own_run_from_the_tui() {
     }
     let d = Daemon::start(&[]);
     let ws = user_workspace();
-    let own = id_of(&submit_needs_approval(&d, &ws, "pre-push"));
-    let blocked = id_of(&submit_blocked(&d, &ws));
+    let own = run_id(&submit_needs_approval(&d, &ws, "pre-push"));
+    let blocked = run_id(&submit_blocked(&d, &ws));
 
     // The agent's uid runs the TUI: it sees its own runs, the approve key
     // is greyed, and pressing it anyway shows the engine's refusal.
@@ -407,7 +400,7 @@ fn the_screen_of_real_records_puts_forbidden_first_and_collapses_fmt() {
         &["--expect-write", "fmt/**", "--forbid", "secrets/"],
     );
     assert_eq!(r.decision(), "blocked", "{r:?}");
-    let id = id_of(&r);
+    let id = run_id(&r);
     let diff = ws.command().args(["diff", "--json", &id]).output().unwrap();
     assert!(diff.status.success());
     let screen = dryrun::cli::tui::render_records_for_test(
@@ -514,7 +507,7 @@ fn in_local_mode_another_uid_approves_and_the_submitter_cannot() {
         &["--expect-write", ".git/**"],
     );
     assert_eq!(r.decision(), "needs_approval", "{r:?}");
-    let id = id_of(&r);
+    let id = run_id(&r);
     let local = |who: Who| {
         let run_as = match who {
             Who::Root => String::new(),

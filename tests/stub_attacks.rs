@@ -12,13 +12,6 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-fn run_id(r: &Run) -> String {
-    r.json["run_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no run id: {r:?}"))
-        .to_string()
-}
-
 fn write_envelope(ws: &Ws, name: &str, json: &str) -> PathBuf {
     let p = ws.root.path().join(name);
     std::fs::write(&p, json).unwrap();

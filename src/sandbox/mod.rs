@@ -333,12 +333,7 @@ fn finish(
     match (out.report, out.host) {
         (Some(r), h) => Ok((r, h.unwrap_or_default())),
         (None, Some(h)) if !h.limits_hit.is_empty() => Err(SandboxError::LimitKilled {
-            limits: h
-                .limits_hit
-                .iter()
-                .map(|l| l.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            limits: wire::limit_names(&h.limits_hit),
             detail: format!("status {status}"),
         }),
         (None, _) => Err(SandboxError::NoReport { status, stderr }),

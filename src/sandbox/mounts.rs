@@ -164,15 +164,16 @@ pub(super) fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountEr
     Ok(true)
 }
 
-/// A file on a mount of its own that is read-only, nosuid and nodev. A bind
-/// mount takes the flags of the mount its source is on, so every mask bound
-/// from it is read-only, nosuid and nodev as it is made, with no remount of
-/// its own.
-pub(super) struct SealedFile(PathBuf);
+/// A file or a directory on a mount of its own that is read-only, nosuid
+/// and nodev. A bind mount takes the flags of the mount its source is on,
+/// so every bind from it (a mask from a sealed empty file, a stub script
+/// over a tool from the sealed scripts' directory) is read-only, nosuid and
+/// nodev as it is made, with no remount of its own.
+pub(super) struct Sealed(PathBuf);
 
-impl SealedFile {
+impl Sealed {
     /// Bind `path` onto itself and make that bind read-only, nosuid, nodev.
-    pub(super) fn seal(path: &Path) -> Result<SealedFile, MountError> {
+    pub(super) fn seal(path: &Path) -> Result<Sealed, MountError> {
         mount(
             Some(path),
             path,
@@ -182,14 +183,14 @@ impl SealedFile {
         )
         .map_err(|e| merr("seal", path, e))?;
         remount_ro(path)?;
-        Ok(SealedFile(path.to_path_buf()))
+        Ok(Sealed(path.to_path_buf()))
     }
 }
 
 /// Hide `path` (inside the new root) behind an empty read-only file or
 /// directory (the file: `sealed`, bound over it). Returns false when there
 /// is nothing to hide.
-pub(super) fn mask_path(root: &Path, path: &Path, sealed: &SealedFile) -> Result<bool, MountError> {
+pub(super) fn mask_path(root: &Path, path: &Path, sealed: &Sealed) -> Result<bool, MountError> {
     let target = root.join(path.strip_prefix("/").unwrap_or(path));
     let meta = match std::fs::symlink_metadata(&target) {
         Ok(m) => m,
@@ -222,7 +223,7 @@ pub(super) fn mask_path(root: &Path, path: &Path, sealed: &SealedFile) -> Result
 }
 
 /// Build the read-only image from the profile under `root`; returns the masked
-/// paths that existed. `empty_file` is sealed (see [`SealedFile`]) and masks
+/// paths that existed. `empty_file` is sealed (see [`Sealed`]) and masks
 /// every file the profile hides.
 pub(super) fn build_image(
     root: &Path,
@@ -236,7 +237,7 @@ pub(super) fn build_image(
     if image.mask.is_empty() {
         return Ok(masked);
     }
-    let empty = SealedFile::seal(empty_file)?;
+    let empty = Sealed::seal(empty_file)?;
     for m in &image.mask {
         if mask_path(root, m, &empty)? {
             masked.push(m.clone());

@@ -150,13 +150,24 @@ pub(super) struct Forked {
 /// of descriptors): that rehearsal starts the helper by exec, and the next
 /// one asks the resident again.
 pub(super) fn fork_host_side() -> Option<Forked> {
+    ask(
+        "a host side; this rehearsal starts the helper by exec",
+        request,
+    )
+}
+
+/// Ask the resident helper, under its lock, with `request`; `what` names
+/// the request, and what happens instead, in the warning of a failure
+/// while the resident lives. `None` when there is no resident, when it is
+/// gone (then it is forgotten) or when this request failed.
+fn ask<T>(what: &str, request: impl FnOnce(&Resident) -> Result<T, Failed>) -> Option<T> {
     let cell = RESIDENT.get()?;
     let mut guard = cell.lock().unwrap_or_else(|e| e.into_inner());
     let res = guard.as_ref()?;
     match request(res) {
-        Ok(f) => Some(f),
+        Ok(t) => Some(t),
         Err(Failed::ThisTime(e)) => {
-            tracing::warn!(error = %e, "the resident sandbox helper could not fork a host side; this rehearsal starts the helper by exec");
+            tracing::warn!(error = %e, "the resident sandbox helper could not fork {what}");
             None
         }
         Err(Failed::Gone(e)) => {
@@ -181,48 +192,33 @@ pub fn fork_worker(arg: &[u8]) -> Option<ForkedWorker> {
     if arg.len() > MAX_WORKER_ARG {
         return None;
     }
-    let cell = RESIDENT.get()?;
-    let mut guard = cell.lock().unwrap_or_else(|e| e.into_inner());
-    let res = guard.as_ref()?;
-    match request_worker(res, arg) {
-        Ok(w) => Some(w),
-        Err(Failed::ThisTime(e)) => {
-            tracing::warn!(error = %e, "the resident sandbox helper could not fork a worker; it is started by exec");
-            None
-        }
-        Err(Failed::Gone(e)) => {
-            tracing::warn!(error = %e, "the resident sandbox helper is gone; rehearsals start the helper by exec");
-            *guard = None;
-            None
-        }
-    }
+    ask("a worker; it is started by exec", |res| {
+        request_worker(res, arg)
+    })
+}
+
+/// A fresh pipe (read end, write end), close-on-exec.
+fn pipe() -> Result<(OwnedFd, OwnedFd), Failed> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| Failed::ThisTime(io::Error::from(e)))
 }
 
 fn request_worker(res: &Resident, arg: &[u8]) -> Result<ForkedWorker, Failed> {
-    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
-    let (in_r, in_w) = pipe().map_err(Failed::ThisTime)?;
-    let (out_r, out_w) = pipe().map_err(Failed::ThisTime)?;
-    let (pid, pidfd) = send_request(res, b'w', arg, &[in_r.as_raw_fd(), out_w.as_raw_fd()])?;
+    let (in_r, in_w) = pipe()?;
+    let (out_r, out_w) = pipe()?;
+    let pidfd = send_request(res, b'w', arg, &[in_r.as_raw_fd(), out_w.as_raw_fd()])?;
+    // The child holds its own copies now.
     drop((in_r, out_w));
-    match pidfd {
-        Some(pidfd) if pid > 0 => Ok(ForkedWorker {
-            pidfd,
-            input: in_w,
-            output: out_r,
-        }),
-        _ => Err(Failed::ThisTime(io::Error::from_raw_os_error(
-            pid.saturating_neg().max(1),
-        ))),
-    }
+    Ok(ForkedWorker {
+        pidfd,
+        input: in_w,
+        output: out_r,
+    })
 }
 
-/// One request (`kind`, then `arg`, with `fds`) and its answer.
-fn send_request(
-    res: &Resident,
-    kind: u8,
-    arg: &[u8],
-    fds: &[RawFd],
-) -> Result<(i32, Option<OwnedFd>), Failed> {
+/// One request (`kind`, then `arg`, with `fds`): the pidfd of the child
+/// the resident forked for it.
+fn send_request(res: &Resident, kind: u8, arg: &[u8], fds: &[RawFd]) -> Result<OwnedFd, Failed> {
     let head = [kind];
     sendmsg::<()>(
         res.sock.as_raw_fd(),
@@ -232,14 +228,22 @@ fn send_request(
         None,
     )
     .map_err(|e| Failed::Gone(e.into()))?;
-    sys::recv_word_with_fd(res.sock.as_raw_fd())
+    let (pid, pidfd) = sys::recv_word_with_fd(res.sock.as_raw_fd())
         .map_err(Failed::Gone)?
         .ok_or_else(|| {
             Failed::Gone(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the resident helper closed its socket",
             ))
-        })
+        })?;
+    match pidfd {
+        Some(pidfd) if pid > 0 => Ok(pidfd),
+        // A negative errno (its fork failed), or a pid whose pidfd did not
+        // arrive (the child then reads an empty input and ends).
+        _ => Err(Failed::ThisTime(io::Error::from_raw_os_error(
+            pid.saturating_neg().max(1),
+        ))),
+    }
 }
 
 /// Why a request gave no host side.
@@ -251,32 +255,24 @@ enum Failed {
 }
 
 fn request(res: &Resident) -> Result<Forked, Failed> {
-    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
-    let (spec_r, spec_w) = pipe().map_err(Failed::ThisTime)?;
-    let (frames_r, frames_w) = pipe().map_err(Failed::ThisTime)?;
-    let (stderr_r, stderr_w) = pipe().map_err(Failed::ThisTime)?;
+    let (spec_r, spec_w) = pipe()?;
+    let (frames_r, frames_w) = pipe()?;
+    let (stderr_r, stderr_w) = pipe()?;
     let fds = [
         spec_r.as_raw_fd(),
         frames_w.as_raw_fd(),
         stderr_w.as_raw_fd(),
     ];
-    let (pid, pidfd) = send_request(res, b'r', b"", &fds)?;
+    let pidfd = send_request(res, b'r', b"", &fds)?;
     // The child holds its own copies now.
     drop((spec_r, frames_w, stderr_w));
-    match pidfd {
-        Some(pidfd) if pid > 0 => Ok(Forked {
-            pidfd,
-            spec_w,
-            frames_r,
-            stderr_r,
-            parent: res.pid,
-        }),
-        // A negative errno (its fork failed), or a pid whose pidfd did not
-        // arrive (the child then reads an empty spec and ends).
-        _ => Err(Failed::ThisTime(io::Error::from_raw_os_error(
-            pid.saturating_neg().max(1),
-        ))),
-    }
+    Ok(Forked {
+        pidfd,
+        spec_w,
+        frames_r,
+        stderr_r,
+        parent: res.pid,
+    })
 }
 
 /// The resident helper's life (exec'd: `__sandbox-resident PID`): serve

@@ -93,8 +93,13 @@ const LIMITS_NOTE: &str = "dryrun host side: the run hit its limits: ";
 
 /// Write that note (one line) on this process's stderr.
 pub(crate) fn note_limits_on_stderr(limits: &[crate::model::LimitHit]) {
+    eprintln!("{LIMITS_NOTE}{}", limit_names(limits));
+}
+
+/// The limits' names, joined by ", " (as [`limits_noted_in`] splits them).
+pub(crate) fn limit_names(limits: &[crate::model::LimitHit]) -> String {
     let names: Vec<&str> = limits.iter().map(|l| l.as_str()).collect();
-    eprintln!("{LIMITS_NOTE}{}", names.join(", "));
+    names.join(", ")
 }
 
 /// The limits named by the host side's note in a helper's stderr (only a

@@ -125,6 +125,21 @@ impl Daemon {
         self.spawn(extra, &[]);
     }
 
+    /// `dryrun daemon` on this one's socket and state directory again, in
+    /// the foreground, with an empty environment: how it ended (a daemon
+    /// that refuses to start, on a damaged journal, exits at once).
+    pub fn start_again_in_foreground(&self) -> std::process::Output {
+        Command::new(bin())
+            .env_clear()
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .output()
+            .unwrap()
+    }
+
     /// The CLI as root (the reviewer), talking to this daemon.
     pub fn cli_root(&self) -> Command {
         let mut c = Command::new(bin());
@@ -336,10 +351,7 @@ pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 /// the resident.
 pub fn workspace_agents(d: &Daemon) -> Vec<i32> {
     let (uid, _) = crate::common::test_user();
-    let Some(resident) = children_of(d.pid(), "__sandbox-resident")
-        .into_iter()
-        .next()
-    else {
+    let Some(resident) = resident_of(d) else {
         return Vec::new();
     };
     let out = Command::new("pgrep")
@@ -350,4 +362,62 @@ pub fn workspace_agents(d: &Daemon) -> Vec<i32> {
         .split_whitespace()
         .filter_map(|s| s.parse().ok())
         .collect()
+}
+
+/// The daemon's resident sandbox helper.
+pub fn resident_of(d: &Daemon) -> Option<u32> {
+    children_of(d.pid(), "__sandbox-resident")
+        .into_iter()
+        .next()
+}
+
+/// As the agent: submit a promotion of many small files (one fsync each: it
+/// takes seconds, time enough for the agent's shell loop), find the forked
+/// workspace agent that serves it and stop it, up to `attempts` times. Its
+/// pid and the promotion (still running, its output piped: end it with
+/// `wait_with_output`, which reads the pipes, never with `wait` alone).
+pub fn stop_own_workspace_agent(d: &Daemon, ws: &Ws, attempts: u32) -> Option<(i32, Child)> {
+    let resident = resident_of(d).expect("the daemon's resident sandbox helper");
+    let (uid, _) = test_user();
+    for attempt in 0..attempts {
+        let r = submit_user(
+            d,
+            ws,
+            &format!(
+                "mkdir m{attempt} && for i in $(seq 1 1500); do echo $i > m{attempt}/f$i; done"
+            ),
+            &["--expect-write", &format!("m{attempt}/**")],
+        );
+        assert_eq!(r.decision(), "promote", "{r:?}");
+        let id = run_id(&r);
+        // `-P`: only this daemon's workspace agents (the agent sees the
+        // resident's pid). An agent already exiting when it is found cannot
+        // be stopped: only one seen in state `T` afterwards counts.
+        let stopper = as_test_user("bash")
+            .arg("-c")
+            .arg(format!(
+                "for i in $(seq 1 3000); do for q in $(pgrep -P {resident} -u {uid}); do kill -STOP $q 2>/dev/null && sleep 0.005 && grep -q 'State:.T' /proc/$q/status 2>/dev/null && echo $q && exit 0; done; sleep 0.003; done; exit 1"
+            ))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let promote = d
+            .cli_user()
+            .args(["promote", &id])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = stopper.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success()
+            && let Some(pid) = text.split_whitespace().next().and_then(|s| s.parse().ok())
+        {
+            return Some((pid, promote));
+        }
+        let _ = promote.wait_with_output();
+    }
+    None
 }

@@ -103,6 +103,15 @@ pub struct Run {
     pub stderr: String,
 }
 
+/// The run's id, from its record (a panic naming the record when it has
+/// none).
+pub fn run_id(r: &Run) -> String {
+    r.json["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run id: {r:?}"))
+        .to_string()
+}
+
 impl Run {
     pub fn decision(&self) -> &str {
         self.json["verdict"]["decision"].as_str().unwrap_or("")

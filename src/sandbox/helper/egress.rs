@@ -79,7 +79,7 @@ pub(super) fn point_resolver_at_sandbox(
         source: super::error::FsError::io(&file)(e),
     })?;
     let conf = Path::new("/etc/resolv.conf");
-    let sealed = mounts::SealedFile::seal(&file).map_err(step("resolv.conf"))?;
+    let sealed = mounts::Sealed::seal(&file).map_err(step("resolv.conf"))?;
     if !mounts::mask_path(root, conf, &sealed).map_err(step("resolv.conf"))? {
         // No regular file there (absent, or a link into a tree the image
         // does not show): make one where the lookup will land.

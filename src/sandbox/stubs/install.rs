@@ -44,9 +44,17 @@ fn bind_only(src: &Path, target: &Path) -> Result<(), StubInstallError> {
     .map_err(|e| ioerr("bind", target)(e.into()))
 }
 
+/// A mount step's error as this step's (`what` at `path`).
+fn mount_err(
+    what: &'static str,
+    path: &Path,
+) -> impl FnOnce(crate::sandbox::mounts::MountError) -> StubInstallError {
+    let err = ioerr(what, path);
+    move |e| err(std::io::Error::other(e.to_string()))
+}
+
 fn remount_ro(target: &Path) -> Result<(), StubInstallError> {
-    crate::sandbox::mounts::remount_ro(target)
-        .map_err(|e| ioerr("read-only remount", target)(std::io::Error::other(e.to_string())))
+    crate::sandbox::mounts::remount_ro(target).map_err(mount_err("read-only remount", target))
 }
 
 /// The directories to search, each looked up once inside the root: the
@@ -190,7 +198,7 @@ pub(crate) fn install_stubs(
         MAX_ACTIONS as u64 + 64,
         0o1777,
     )
-    .map_err(|e| ioerr("tmpfs", &calls)(std::io::Error::other(e.to_string())))?;
+    .map_err(mount_err("tmpfs", &calls))?;
     let _ = nix::unistd::chown(
         &calls,
         Some(nix::unistd::Uid::from_raw(run_uid)),
@@ -244,8 +252,7 @@ pub(crate) fn install_stubs(
             .map_err(ioerr("chmod", &script))?;
     }
     let bin_dir = at(STUB_BIN_DIR);
-    bind_only(&bin_dir, &bin_dir)?;
-    remount_ro(&bin_dir)?;
+    crate::sandbox::mounts::Sealed::seal(&bin_dir).map_err(mount_err("seal", &bin_dir))?;
     for tool in &tools {
         let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
         let mut seen: Vec<PathBuf> = Vec::new();

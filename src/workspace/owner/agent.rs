@@ -3,6 +3,7 @@
 
 use std::io::{BufReader, BufWriter, Read, Write};
 
+use super::creds::Creds;
 use super::local::{read_here, resolve_here};
 use super::protocol::{Reply, Request, StreamReader, read_json, send_stream, write_json};
 use super::{AGENT_ARG, AccessError};
@@ -56,11 +57,16 @@ fn parse_ids(args: &[&str]) -> Option<(u32, u32, Vec<u32>)> {
     Some((uid, gid, groups))
 }
 
-/// The agent's ids as one argument (`UID GID G1,G2,...`), for an agent the
-/// resident helper forks ([`run_forked_workspace_agent`]).
-pub(super) fn ids_arg(uid: u32, gid: u32, groups: &[u32]) -> String {
-    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
-    format!("{uid} {gid} {}", groups.join(","))
+/// The agent's ids as [`parse_ids`] reads them: `UID`, `GID`, `G1,G2,...`.
+/// An executed agent takes them as three arguments; one the resident
+/// helper forks ([`run_forked_workspace_agent`]) as one, joined by spaces.
+pub(super) fn ids_args(creds: &Creds) -> [String; 3] {
+    let groups: Vec<String> = creds.groups.iter().map(|g| g.to_string()).collect();
+    [
+        creds.uid.to_string(),
+        creds.gid.to_string(),
+        groups.join(","),
+    ]
 }
 
 /// Entry point of `dryrun __workspace-agent UID GID G1,G2,...`; called from
@@ -72,7 +78,7 @@ pub fn run_workspace_agent() -> ! {
 }
 
 /// The same agent, forked by the resident sandbox helper instead of
-/// executed: its argument is [`ids_arg`]'s, its input and output are fds 0
+/// executed: its argument is [`ids_args`] joined by spaces, its input and output are fds 0
 /// and 1, and it drops to those ids before it reads a request.
 pub fn run_forked_workspace_agent(arg: &[u8]) -> ! {
     let args: Vec<&str> = std::str::from_utf8(arg).unwrap_or("").split(' ').collect();
@@ -218,5 +224,31 @@ pub(super) fn apply_error_reply(e: ApplyError) -> Reply {
             path: String::new(),
             message: other.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of handing the ids over read back as the same ids: the
+    /// three arguments of an exec, and the one argument of a fork split
+    /// as [`run_forked_workspace_agent`] splits it (groups or none).
+    #[test]
+    fn ids_args_read_back_as_given_executed_or_forked() {
+        for groups in [vec![], vec![1000], vec![4, 27, 1000]] {
+            let creds = Creds {
+                uid: 1000,
+                gid: 1000,
+                groups: groups.clone(),
+            };
+            let args = ids_args(&creds);
+            let executed: Vec<&str> = args.iter().map(String::as_str).collect();
+            let joined = args.join(" ");
+            let forked: Vec<&str> = joined.split(' ').collect();
+            let want = Some((1000, 1000, groups));
+            assert_eq!(parse_ids(&executed), want);
+            assert_eq!(parse_ids(&forked), want);
+        }
     }
 }

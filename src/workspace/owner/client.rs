@@ -172,17 +172,9 @@ impl AgentIo {
     /// An exec of this binary as the agent.
     fn exec(creds: &Creds) -> std::io::Result<Child> {
         let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
-        let groups = creds
-            .groups
-            .iter()
-            .map(|g| g.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
         Command::new(&exe)
             .arg(AGENT_ARG)
-            .arg(creds.uid.to_string())
-            .arg(creds.gid.to_string())
-            .arg(groups)
+            .args(super::agent::ids_args(creds))
             .env_clear()
             .current_dir("/")
             .stdin(Stdio::piped())

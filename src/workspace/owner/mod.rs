@@ -61,7 +61,8 @@ pub(crate) trait AgentHandle: Send {
     fn kill(&mut self);
 }
 
-/// Starts an agent for `UID GID G1,G2,...` ([`agent::ids_arg`]), or `None`.
+/// Starts an agent for `UID GID G1,G2,...` ([`agent::ids_args`] joined by
+/// spaces), or `None`.
 pub(crate) type AgentLauncher = fn(&str) -> Option<LaunchedAgent>;
 
 static LAUNCHER: std::sync::OnceLock<AgentLauncher> = std::sync::OnceLock::new();
@@ -75,7 +76,7 @@ pub(crate) fn launch_agents_with(launcher: AgentLauncher) {
 
 fn launch(creds: &Creds) -> Option<LaunchedAgent> {
     let launcher = LAUNCHER.get()?;
-    launcher(&agent::ids_arg(creds.uid, creds.gid, &creds.groups))
+    launcher(&agent::ids_args(creds).join(" "))
 }
 
 /// Workspace agents this process has started, forked or executed.
