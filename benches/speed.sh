@@ -27,6 +27,7 @@ install_bench_tools
 cargo build --release --quiet
 DRYRUN=$PWD/target/release/dryrun
 WORK=${BENCH_DIR:-/var/tmp/dryrun-bench}
+mkdir -p "$WORK"
 AS_USER="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
 
 EDIT='for i in 0 1 2 3 4 5 6 7 8 9; do echo edit >> d0/f$i.txt; done'
