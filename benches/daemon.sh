@@ -30,7 +30,19 @@ else
     DRYRUN=$PWD/target/release/dryrun
 fi
 WORK=$(mktemp -d /var/tmp/dryrun-daemon-bench.XXXXXX)
-trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# TRASH_DIR (benches/speed.sh sets it): the work directory is moved there
+# instead of deleted, so the next measurement does not meet thousands of
+# freshly freed inodes (see speed.sh).
+cleanup() {
+    kill "${PID:-}" 2>/dev/null || true
+    wait "${PID:-}" 2>/dev/null || true
+    if [ -n "${TRASH_DIR:-}" ] && [ -d "$TRASH_DIR" ]; then
+        mv "$WORK" "$TRASH_DIR/"
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
 mkdir -p "$WORK/ws"
 echo "hello" > "$WORK/ws/README.md"
 SOCK=$WORK/run/dryrun.sock
