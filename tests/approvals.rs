@@ -174,8 +174,10 @@ fn a_root_approval_never_writes_through_links_in_the_users_state_dir() {
     let id = r.json["run_id"].as_str().unwrap().to_string();
     let victim = ws.root.path().join("root-only.txt");
     std::fs::write(&victim, "ROOT\n").unwrap();
+    // In place of the record's spare (the version before, which the next
+    // change rewrites).
     let st = as_test_user("ln")
-        .arg("-s")
+        .arg("-sf")
         .arg(&victim)
         .arg(ws.state.join("runs").join(&id).join("record.json.partial"))
         .status()

@@ -280,6 +280,9 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         ..EngineOptions::default()
     };
     let mut engine = Engine::open(&cfg.state_dir, opts)?;
+    // Many runs: in-flight markers are kept for reuse, not made and removed
+    // per run.
+    engine.keep_idle_markers();
     if let Some(b) = cfg.budget {
         engine.enable_budget(b);
     }
@@ -355,6 +358,7 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         });
         serve(listening.listener, router, app.clone(), &cfg).await;
         let _ = drained.await;
+        app.engine.drop_idle_markers();
         if let Some(p) = &listening.owned_path {
             let _ = std::fs::remove_file(p);
         }

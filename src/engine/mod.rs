@@ -203,6 +203,9 @@ pub struct Engine {
     /// Every saved state of every run, for long polls and the event stream
     /// (nobody listening costs nothing; a slow listener skips, never blocks).
     events: tokio::sync::broadcast::Sender<crate::model::run_state::RunEvent>,
+    /// In-flight markers of this process kept for its next runs (a
+    /// long-lived engine only: see [`Engine::keep_idle_markers`]).
+    idle_markers: Option<std::sync::Mutex<recover::IdleMarkers>>,
 }
 
 /// What the live lane's rerun adds to a rehearsal.
@@ -294,6 +297,7 @@ impl Engine {
             budget: None,
             usage: std::sync::Mutex::new(None),
             events: tokio::sync::broadcast::Sender::new(256),
+            idle_markers: None,
         };
         // Runs whose rehearsing process died, and reviewer decisions cut
         // short: settled before anything else happens (cheap: both

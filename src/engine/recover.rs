@@ -118,6 +118,19 @@ pub(super) fn process_identity(pid: u32) -> Option<String> {
     Some(format!("{pid} {start}"))
 }
 
+/// The pid an in-flight marker names, and whether that process is alive:
+/// the marker's link target (a file's content in markers of older
+/// versions) is its pid and start time.
+fn marker_owner(marker: &Path) -> (Option<u32>, bool) {
+    let owner = std::fs::read_link(marker)
+        .map(|t| t.to_string_lossy().into_owned())
+        .or_else(|_| std::fs::read_to_string(marker))
+        .unwrap_or_default();
+    let pid: Option<u32> = owner.split(' ').next().and_then(|p| p.parse().ok());
+    let alive = pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner.as_str()));
+    (pid, alive)
+}
+
 /// This process's [`process_identity`], read once (a daemon marks every
 /// run with it; it changes only in a forked child, which reads its own).
 fn own_identity() -> String {
@@ -135,15 +148,86 @@ fn own_identity() -> String {
     }
 }
 
+/// Markers a long-lived engine keeps between runs, under names that are
+/// no run id (`inflight/.idle-PID-START-N`, skipped by every scan): each is a link
+/// whose target names this process, exactly what the next run's marker
+/// must say, so marking a run renames one into place and clearing renames
+/// it back. No inode is allocated or freed per run (on a file system
+/// without a journal every inode freed in the last minutes slows each
+/// later file creation). Those of a dead process are removed by the next
+/// start's recovery.
+#[derive(Default)]
+pub(super) struct IdleMarkers {
+    names: Vec<std::path::PathBuf>,
+    next: u64,
+}
+
+/// At most this many idle markers are kept (the daemon's runs in flight
+/// at once are bounded far below).
+const MAX_IDLE_MARKERS: usize = 512;
+
+const IDLE_MARKER_PREFIX: &str = ".idle-";
+
 impl Engine {
+    /// Keep cleared in-flight markers for later runs ([`IdleMarkers`]):
+    /// for an engine that serves many runs (the daemon). A CLI's engine
+    /// serves one and removes its marker.
+    pub fn keep_idle_markers(&mut self) {
+        self.idle_markers = Some(std::sync::Mutex::new(IdleMarkers::default()));
+    }
+
     /// Made before the run's submission is journaled, and not synced: a
     /// symbolic link whose target names the owner, so it appears whole
     /// (another process's recovery must never read an empty owner, which
-    /// reads as a dead one) in one call, with no file to write.
+    /// reads as a dead one) in one call, with no file to write; or an idle
+    /// marker of this process's, renamed into place (as whole).
     pub(super) fn mark_inflight(&self, run_id: &str) -> Result<(), EngineError> {
         let path = self.state_dir.join("inflight").join(run_id);
+        if let Some(idle) = &self.idle_markers {
+            let taken = idle.lock().unwrap_or_else(|p| p.into_inner()).names.pop();
+            if let Some(name) = taken
+                && std::fs::rename(&name, &path).is_ok()
+            {
+                return Ok(());
+            }
+        }
         let me = own_identity();
         std::os::unix::fs::symlink(me, &path).map_err(|source| EngineError::storage(path, source))
+    }
+
+    pub(super) fn clear_inflight(&self, run_id: &str) {
+        let path = self.state_dir.join("inflight").join(run_id);
+        if let Some(idle) = &self.idle_markers {
+            let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.names.len() < MAX_IDLE_MARKERS {
+                // Named after this process too: never another's name.
+                let name = self.state_dir.join("inflight").join(format!(
+                    "{IDLE_MARKER_PREFIX}{}-{}",
+                    own_identity().replace(' ', "-"),
+                    idle.next
+                ));
+                idle.next += 1;
+                if std::fs::rename(&path, &name).is_ok() {
+                    idle.names.push(name);
+                    return;
+                }
+            }
+        }
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Remove this process's idle markers (a daemon's clean stop).
+    pub fn drop_idle_markers(&self) {
+        if let Some(idle) = &self.idle_markers {
+            for name in idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .names
+                .drain(..)
+            {
+                let _ = std::fs::remove_file(name);
+            }
+        }
     }
 
     /// The run's lock if no live process holds it; `None` while one does
@@ -156,10 +240,6 @@ impl Engine {
             Err(EngineError::NotFound { .. } | EngineError::BadId { .. }) => Ok(Some(None)),
             Err(e) => Err(e),
         }
-    }
-
-    pub(super) fn clear_inflight(&self, run_id: &str) {
-        let _ = std::fs::remove_file(self.state_dir.join("inflight").join(run_id));
     }
 
     /// Settle what a dead process left in flight:
@@ -180,19 +260,20 @@ impl Engine {
         let dir = self.state_dir.join("inflight");
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let id = e.file_name().to_string_lossy().into_owned();
+            if id.starts_with(IDLE_MARKER_PREFIX) {
+                // Another process's idle marker: removed once that process
+                // is gone (a live one may rename it into place any time).
+                if !marker_owner(&e.path()).1 {
+                    let _ = std::fs::remove_file(e.path());
+                }
+                continue;
+            }
             if !valid_run_id(&id) {
                 continue;
             }
-            // A link's target; a file's content (markers of older versions).
-            let owner = std::fs::read_link(e.path())
-                .map(|t| t.to_string_lossy().into_owned())
-                .or_else(|_| std::fs::read_to_string(e.path()))
-                .unwrap_or_default();
-            let pid: Option<u32> = owner.split(' ').next().and_then(|p| p.parse().ok());
+            let (pid, alive) = marker_owner(&e.path());
             // No process of an earlier boot is alive, whatever its pid.
-            if !restarted
-                && pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner.as_str()))
-            {
+            if !restarted && alive {
                 continue; // its process is alive and still working on it
             }
             if let Ok(mut r) = self.get(&id)

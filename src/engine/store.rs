@@ -3,7 +3,8 @@
 //! retention (housekeeping).
 //!
 //! ```text
-//! runs/<run_id>/record.json     the run record (written atomically)
+//! runs/<run_id>/record.json     the run record (replaced atomically, see `replace_record`)
+//! runs/<run_id>/record.json.partial  its spare: the version before
 //! runs/<run_id>/envelope.json   the validated envelope (live lane, replay)
 //! runs/<run_id>/blobs/<hash>    content of created/modified files (+ small "before" files)
 //! ```
@@ -98,9 +99,9 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// A record and files of its directory read only through it (the
 /// envelope, read once the run is settled): those are written in place
-/// (never through a link) and `fdatasync`ed first, then the record under a
-/// `.partial` name, `fdatasync`ed and renamed over the old one, then the
-/// directory synced once. Whoever reads the new record finds them whole.
+/// (never through a link) and `fdatasync`ed first, then the record is
+/// replaced ([`replace_record`], synced), then the directory synced once.
+/// Whoever reads the new record finds them whole.
 pub(super) fn write_record_with(
     dir: &Path,
     record: &[u8],
@@ -117,12 +118,83 @@ pub(super) fn write_record_with(
         f.write_all(bytes)?;
         f.sync_data()?;
     }
-    let tmp = dir.join("record.json.partial");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(record)?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, dir.join("record.json"))?;
+    replace_record(dir, record, true)?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// The record's spare: the version before the current one, rewritten in
+/// place by the next change.
+const SPARE: &str = "record.json.partial";
+
+/// Put `bytes` in place as `dir/record.json`, whole or not at all, without
+/// allocating or freeing an inode once the run has a spare: the bytes go
+/// into `record.json.partial` (the spare, which holds an older version of
+/// the record, or a new file the first time), `fdatasync`ed when `sync`,
+/// and `renameat2(RENAME_EXCHANGE)` swaps the two names, so the spare then
+/// holds the version just replaced. A rename over the old record would
+/// free its inode each time, and on a file system without a journal every
+/// inode freed in the last minutes slows each later file creation (ext4's
+/// `recently_deleted` check). Where the exchange is refused (no record yet,
+/// or a file system without it), a plain rename.
+///
+/// A reader that opened the record two versions ago may find its file
+/// being rewritten under it: [`read_record`] reads again.
+fn replace_record(dir: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let spare = dir.join(SPARE);
+    let path = dir.join("record.json");
+    // Never through a link, never blocking on a fifo put in its place, and
+    // only a regular file.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(&spare)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            spare.display()
+        )));
+    }
+    f.write_all(bytes)?;
+    if sync {
+        f.sync_data()?;
+    }
+    drop(f);
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    match renameat2(
+        AT_FDCWD,
+        &spare,
+        AT_FDCWD,
+        &path,
+        RenameFlags::RENAME_EXCHANGE,
+    ) {
+        Ok(()) => Ok(()),
+        Err(_) => std::fs::rename(&spare, &path),
+    }
+}
+
+/// A run's record, parsed. A record read while its file was being
+/// rewritten as the spare (see [`replace_record`]) fails to parse: it is
+/// read once more, by name, and only a second failure is an error.
+fn read_record(path: &Path) -> Result<Option<RunRecord>, EngineError> {
+    let mut last = None;
+    for _ in 0..2 {
+        let text = match std::fs::read(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(EngineError::storage(path, source)),
+        };
+        match serde_json::from_slice(&text) {
+            Ok(r) => return Ok(Some(r)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(EngineError::corrupt(
+        path.to_path_buf(),
+        last.expect("two failed parses"),
+    ))
 }
 
 /// Whether taking a run's lock waits for its holder.
@@ -234,15 +306,13 @@ impl Engine {
 
     /// Save without waiting for the disk (intermediate states only).
     pub(super) fn save_relaxed(&self, record: &RunRecord) -> Result<(), EngineError> {
-        let path = self.run_dir(&record.run_id).join("record.json");
-        let tmp = path.with_extension("json.partial");
+        let dir = self.run_dir(&record.run_id);
+        let path = dir.join("record.json");
         let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
         if bytes.len() > RECORD_MAX_BYTES {
             return Err(record_too_large(path, bytes.len()));
         }
-        std::fs::write(&tmp, &bytes)
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|source| EngineError::storage(path, source))?;
+        replace_record(&dir, &bytes, false).map_err(|source| EngineError::storage(path, source))?;
         self.announce(record);
         Ok(())
     }
@@ -280,14 +350,7 @@ impl Engine {
             });
         }
         let path = self.run_dir(id).join("record.json");
-        let text = match std::fs::read(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(EngineError::not_found(What::Run, id));
-            }
-            Err(source) => return Err(EngineError::storage(path, source)),
-        };
-        serde_json::from_slice(&text).map_err(|e| EngineError::corrupt(path, e))
+        read_record(&path)?.ok_or_else(|| EngineError::not_found(What::Run, id))
     }
 
     /// All runs, newest first, optionally filtered by state.
