@@ -1,0 +1,428 @@
+//! Hostile agent against the shared workspace agent: when a user submits
+//! in a workspace whose owner's credentials are exactly its own, the
+//! agent that resolved `working_dir` (running as the requester) also reads
+//! the workspace policy (`OwnerSession::for_owner_from`).
+//!
+//! The attacker is the unprivileged uid `dryrun-test` talking to a root
+//! daemon (and, where said, a process an administrator gave other ids).
+//! Every attack is tried for real and asserted to fail on the host side:
+//!
+//! - a requester whose effective group is root's (a setgid-root wrapper)
+//!   in a workspace an administrator gave with `chown UID DIR` (group 0):
+//!   the shared agent must not hold group 0 and read a root-group policy;
+//! - a uid with no account entry in such a workspace: the owner's agent
+//!   must not hold the directory's group 0 either;
+//! - swapping the workspace with a root-owned directory (root's 0600
+//!   policy) between the resolve and the policy read;
+//! - stopping the shared agent between the two requests: the user's run
+//!   fails in bounded time and root's run is not held up;
+//! - killing it: every run either fails or was judged with the workspace
+//!   policy (never judged silently without it), and the daemon serves on;
+//! - many runs at once: no agent outlives its run;
+//! - hammering `/metrics` while runs start agents: the counter stays exact.
+
+mod common;
+use common::daemon::*;
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A workspace policy that makes `frobnicate` a plain read: a run judged by
+/// it names `ws.frob` among its reasons.
+const FROB_POLICY: &str = "rules:\n - {id: ws.frob, match: {command: frobnicate}, level: READ, score: 0, reason: a harmless tool of this project}\n";
+const FROB: &str = "frobnicate --version || true";
+
+fn frob_applied(r: &Run) -> bool {
+    r.json["risk"]["reasons"].to_string().contains("ws.frob")
+}
+
+fn chown(path: &std::path::Path, spec: &str) {
+    let st = Command::new("chown")
+        .args(["-R", "-h", spec])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The CLI run with exactly these ids (as an administrator's wrapper
+/// would give them), submitting `cmd` in `dir`.
+fn submit_with_ids(d: &Daemon, uid: u32, gid: u32, groups: &[u32], dir: &std::path::Path) -> Run {
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"));
+    if groups.is_empty() {
+        c.arg("--clear-groups");
+    } else {
+        let g: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        c.arg(format!("--groups={}", g.join(",")));
+    }
+    let out = c
+        .arg("--")
+        .arg(bin())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("DRYRUN_SOCKET", &d.socket)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .args(["execute", "--json", "--command", FROB])
+        .output()
+        .unwrap();
+    run_json(out)
+}
+
+/// A workspace of the test user's whose directory an administrator gave
+/// with `chown UID DIR` (its group stays 0), with a policy file only
+/// root's group may read (`root:root 0640`).
+fn admin_chowned_workspace(uid: u32) -> (Ws, std::path::PathBuf) {
+    let ws = user_workspace();
+    let policy = ws.write(".dryrun/policy.yaml", FROB_POLICY);
+    chown(&ws.dir, &format!("{uid}:0"));
+    chown(&policy, "0:0");
+    chmod(&policy, 0o640);
+    (ws, policy)
+}
+
+/// A setgid-root requester (effective group 0, not one of its groups) in
+/// its own workspace whose group is 0: its credentials and the owner's
+/// compare equal only with the owner's real primary group, and the shared
+/// agent never reads the root-group policy. Control: once the file is
+/// world-readable, the same run is judged by it.
+#[test]
+fn a_setgid_root_requester_never_lends_group_0_to_the_shared_agent() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let (uid, gid) = test_user();
+    let (ws, policy) = admin_chowned_workspace(uid);
+    let r = submit_with_ids(&d, uid, 0, &[gid], &ws.dir);
+    assert!(
+        !frob_applied(&r),
+        "a policy only group 0 may read was read for uid {uid}: {r:?}"
+    );
+    chmod(&policy, 0o644);
+    let r = submit_with_ids(&d, uid, 0, &[gid], &ws.dir);
+    assert!(
+        frob_applied(&r),
+        "control: a readable policy must be in force: {r:?}"
+    );
+}
+
+/// A uid with no account entry (a container's, a dynamic user's) in a
+/// directory an administrator gave it with `chown UID DIR` (group 0): the
+/// owner's agent must not act with group 0, which that uid never held.
+#[test]
+fn a_uid_without_an_account_gets_no_group_0_from_its_workspace() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let (_, gid) = test_user();
+    let uid = (54321..60000)
+        .find(|u| {
+            nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(*u))
+                .ok()
+                .flatten()
+                .is_none()
+        })
+        .unwrap();
+    let (ws, policy) = admin_chowned_workspace(uid);
+    // Its own group is the socket's (so that it may connect).
+    let r = submit_with_ids(&d, uid, gid, &[], &ws.dir);
+    assert!(
+        !frob_applied(&r),
+        "a policy only group 0 may read was read for uid {uid} (no account): {r:?}"
+    );
+    chmod(&policy, 0o644);
+    let r = submit_with_ids(&d, uid, gid, &[], &ws.dir);
+    assert!(
+        frob_applied(&r),
+        "control: a readable policy must be in force: {r:?}"
+    );
+}
+
+/// The agent swaps its workspace with a root-owned directory (root's
+/// policy, 0600) in a directory it controls, as fast as it can, while it
+/// submits: whichever directory the policy read meets, it is never root's
+/// read with root's rights, and root's policy never judges the run.
+#[test]
+fn swapping_the_workspace_for_roots_between_resolve_and_policy_read_fails() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let (uid, gid) = test_user();
+    let parent = tempfile::Builder::new()
+        .prefix("dryrun-swap-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let mine = parent.path().join("ws");
+    let roots = parent.path().join("other");
+    std::fs::create_dir_all(mine.join(".dryrun")).unwrap();
+    std::fs::write(mine.join("README.md"), "mine\n").unwrap();
+    std::fs::create_dir_all(roots.join(".dryrun")).unwrap();
+    let canary = format!("# root-canary-{}\n", random_hex());
+    std::fs::write(
+        roots.join(".dryrun/policy.yaml"),
+        format!("{canary}{FROB_POLICY}"),
+    )
+    .unwrap();
+    chmod(&roots.join(".dryrun/policy.yaml"), 0o600);
+    chown(&mine, &format!("{uid}:{gid}"));
+    chown(parent.path(), &format!("{uid}:{gid}"));
+    chown(&roots, "0:0");
+    chmod(parent.path(), 0o755);
+    let swapper = as_test_user("bash")
+        .arg("-c")
+        .arg(
+            "cd \"$1\" && while :; do mv ws t; mv other ws; mv ws other; mv t ws; done 2>/dev/null",
+        )
+        .arg("swap")
+        .arg(parent.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..25 {
+        let out = d
+            .cli_user()
+            .current_dir(parent.path())
+            .args(["execute", "--json", "--workspace"])
+            .arg(&mine)
+            .args(["--command", FROB])
+            .output()
+            .unwrap();
+        runs.push(run_json(out));
+    }
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(swapper.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(swapper.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let mut swapper = swapper;
+    let _ = swapper.wait();
+    for r in &runs {
+        assert!(
+            !frob_applied(r),
+            "root's policy judged the agent's run: {r:?}"
+        );
+        assert!(
+            !format!("{r:?}").contains(canary.trim()),
+            "root's file reached the agent: {r:?}"
+        );
+    }
+    let log = d.log_text();
+    assert!(!log.contains(canary.trim()), "root's file in the log");
+}
+
+/// Signal every workspace agent of the test user's under the daemon's
+/// resident as soon as it appears (the shared one between resolve and
+/// policy read included), from a process of that user's (a tight scan of
+/// /proc: a shell calling pgrep is too slow to catch an agent that lives
+/// a few milliseconds); prints the pids it signalled.
+fn spawn_stopper(d: &Daemon, sig: &str) -> std::process::Child {
+    let resident = resident_of(d).expect("the daemon's resident sandbox helper");
+    let (uid, _) = test_user();
+    let script = format!(
+        r#"$|=1; my %seen; while (1) {{ opendir(my $d, "/proc") or next; for my $p (readdir $d) {{ next unless $p =~ /^\d+$/ && !$seen{{$p}}; my @st = stat("/proc/$p"); next unless @st && $st[4] == {uid}; open(my $f, "<", "/proc/$p/stat") or next; my $l = <$f>; close $f; next unless $l && $l =~ /\)\s+\S+\s+(\d+)/ && $1 == {resident}; if (kill("{sig}", $p)) {{ $seen{{$p}} = 1; print "$p\n"; }} }} closedir $d; }}"#
+    );
+    as_test_user("perl")
+        .arg("-e")
+        .arg(script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn end(mut c: std::process::Child) -> String {
+    let _ = c.kill();
+    let out = c.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The agent stops its own shared agent while root submits elsewhere:
+/// root's run finishes promptly, the agent's own run fails within the
+/// agent I/O bound (never hangs, never judged without its policy), and
+/// the daemon serves on once the stopped agent is gone.
+#[test]
+fn a_stopped_shared_agent_neither_hangs_the_daemon_nor_holds_up_root() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write(".dryrun/policy.yaml", FROB_POLICY);
+    ws.chown_all();
+    let stopper = spawn_stopper(&d, "STOP");
+    let t0 = Instant::now();
+    let mine = d
+        .cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--command", FROB])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the shared agent stopped", 20, || {
+        workspace_agents(&d).iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .is_ok_and(|s| s.contains("State:\tT"))
+        })
+    });
+    let root_ws = Ws::new(Who::Root);
+    root_ws.write("README.md", "root\n");
+    let t1 = Instant::now();
+    let out = d
+        .cli_root()
+        .current_dir(&root_ws.dir)
+        .args(["execute", "--json", "--command", "cat README.md"])
+        .output()
+        .unwrap();
+    let root_run = run_json(out);
+    assert_ne!(root_run.json["state"], "failed", "{root_run:?}");
+    assert!(
+        t1.elapsed() < Duration::from_secs(20),
+        "root's run waited {:?} on the agent's stopped agent",
+        t1.elapsed()
+    );
+    let r = run_json(mine.wait_with_output().unwrap());
+    let stopped = end(stopper);
+    assert!(!stopped.trim().is_empty(), "nothing was stopped");
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "the agent's run hung {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        r.json["run_id"].is_null() || frob_applied(&r) || r.json["state"] == "failed",
+        "a run judged without its workspace policy after its agent was stopped: {r:?}"
+    );
+    for p in stopped
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+    }
+    wait_until("the stopped agents gone", 40, || {
+        workspace_agents(&d).is_empty()
+    });
+    let r = submit_user(&d, &ws, FROB, &[]);
+    assert!(frob_applied(&r), "the daemon serves on: {r:?}");
+}
+
+/// The agent kills every agent of its own as it appears while it submits:
+/// each run fails, or was judged with its workspace policy; a run judged
+/// without it would be a misread policy (absent instead of unreadable).
+#[test]
+fn a_killed_shared_agent_never_yields_a_run_judged_without_its_policy() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write(".dryrun/policy.yaml", FROB_POLICY);
+    ws.chown_all();
+    let killer = spawn_stopper(&d, "KILL");
+    let mut failed = 0;
+    for _ in 0..15 {
+        let r = submit_user(&d, &ws, FROB, &[]);
+        if r.json.is_null() || r.json["run_id"].is_null() {
+            failed += 1;
+            continue;
+        }
+        assert!(
+            frob_applied(&r),
+            "a run judged without its workspace policy after its agent was killed: {r:?}"
+        );
+    }
+    let killed = end(killer);
+    assert!(
+        failed > 0 && !killed.trim().is_empty(),
+        "no agent was killed in the middle of a run ({failed} failed)"
+    );
+    let r = submit_user(&d, &ws, FROB, &[]);
+    assert!(frob_applied(&r), "the daemon serves on: {r:?}");
+}
+
+fn agents_started(d: &Daemon, who: Who) -> u64 {
+    let (code, body) = d.curl(who, "GET", "/metrics", None);
+    assert_eq!(code, 200, "{body}");
+    let text = body.as_str().expect("metrics are text").to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix("dryrun_workspace_agents_started_total "))
+        .unwrap_or_else(|| panic!("no agent counter in /metrics:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Many runs at once, `/metrics` read by the agent in parallel all along:
+/// each run costs exactly one agent, none outlives its run, and the
+/// counter neither loses nor invents agents (concurrent reads of it must
+/// not add the same agents twice).
+#[test]
+fn concurrent_runs_and_metrics_reads_keep_the_agent_count_exact() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write(".dryrun/policy.yaml", FROB_POLICY);
+    ws.chown_all();
+    let before = agents_started(&d, Who::User);
+    const RUNS: u64 = 12;
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            as_test_user("bash")
+                .arg("-c")
+                .arg(format!(
+                    "while :; do curl -s -o /dev/null --unix-socket {} http://dryrun/metrics; done",
+                    d.socket.display()
+                ))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let submitters: Vec<_> = (0..RUNS)
+        .map(|_| {
+            d.cli_user()
+                .current_dir(&ws.dir)
+                .args(["execute", "--json", "--command", FROB])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut done = 0;
+    for s in submitters {
+        let r = run_json(s.wait_with_output().unwrap());
+        if !r.json["run_id"].is_null() {
+            assert!(frob_applied(&r), "{r:?}");
+            done += 1;
+        }
+    }
+    for r in readers {
+        end(r);
+    }
+    wait_until("no agent left", 20, || workspace_agents(&d).is_empty());
+    let after = agents_started(&d, Who::User);
+    assert_eq!(done, RUNS, "every run was admitted and judged");
+    assert_eq!(after - before, RUNS, "one agent per run, never more");
+}
