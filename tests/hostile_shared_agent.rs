@@ -13,11 +13,13 @@
 //! - a uid with no account entry in such a workspace: the owner's agent
 //!   must not hold the directory's group 0 either;
 //! - swapping the workspace with a root-owned directory (root's 0600
-//!   policy) between the resolve and the policy read;
-//! - stopping the shared agent between the two requests: the user's run
-//!   fails in bounded time and root's run is not held up;
-//! - killing it: every run either fails or was judged with the workspace
-//!   policy (never judged silently without it), and the daemon serves on;
+//!   policy) between the resolve and the policy read (the test goes on
+//!   until the swap has landed between the two at least once);
+//! - stopping the shared agent, some of them between the two requests:
+//!   the user's runs fail in bounded time and root's run is not held up;
+//! - killing it, some between the two requests: every run either fails or
+//!   was judged with the workspace policy (never judged silently without
+//!   it), and the daemon serves on;
 //! - many runs at once: no agent outlives its run;
 //! - hammering `/metrics` while runs start agents: the counter stays exact.
 
@@ -189,8 +191,19 @@ fn swapping_the_workspace_for_roots_between_resolve_and_policy_read_fails() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut runs = Vec::new();
-    for _ in 0..25 {
+    let mut runs: Vec<Run> = Vec::new();
+    // Until the swap has landed between a resolve and its policy read at
+    // least once (the read finds another directory than the one resolved).
+    let raced = |runs: &[Run]| {
+        runs.iter()
+            .filter(|r| {
+                r.json["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("is no longer the directory"))
+            })
+            .count()
+    };
+    while runs.len() < 400 && raced(&runs) < 1 {
         let out = d
             .cli_user()
             .current_dir(parent.path())
@@ -211,6 +224,11 @@ fn swapping_the_workspace_for_roots_between_resolve_and_policy_read_fails() {
     );
     let mut swapper = swapper;
     let _ = swapper.wait();
+    assert!(
+        raced(&runs) >= 1,
+        "the swap never landed between a resolve and its policy read in {} runs",
+        runs.len()
+    );
     for r in &runs {
         assert!(
             !frob_applied(r),
@@ -226,15 +244,24 @@ fn swapping_the_workspace_for_roots_between_resolve_and_policy_read_fails() {
 }
 
 /// Signal every workspace agent of the test user's under the daemon's
-/// resident as soon as it appears (the shared one between resolve and
-/// policy read included), from a process of that user's (a tight scan of
-/// /proc: a shell calling pgrep is too slow to catch an agent that lives
-/// a few milliseconds); prints the pids it signalled.
-fn spawn_stopper(d: &Daemon, sig: &str) -> std::process::Child {
+/// resident as it appears, from a process of that user's (a tight scan of
+/// /proc: a shell calling pgrep is too slow to catch an agent that lives a
+/// few milliseconds); prints the pids it signalled. With `step_us` above 0
+/// the n-th agent is signalled (n mod 16) * `step_us` microseconds after it
+/// is seen, so that some are caught after the resolve, in or before the
+/// policy read.
+fn spawn_signaller(d: &Daemon, sig: &str, step_us: u32) -> std::process::Child {
     let resident = resident_of(d).expect("the daemon's resident sandbox helper");
     let (uid, _) = test_user();
     let script = format!(
-        r#"$|=1; my %seen; while (1) {{ opendir(my $d, "/proc") or next; for my $p (readdir $d) {{ next unless $p =~ /^\d+$/ && !$seen{{$p}}; my @st = stat("/proc/$p"); next unless @st && $st[4] == {uid}; open(my $f, "<", "/proc/$p/stat") or next; my $l = <$f>; close $f; next unless $l && $l =~ /\)\s+\S+\s+(\d+)/ && $1 == {resident}; if (kill("{sig}", $p)) {{ $seen{{$p}} = 1; print "$p\n"; }} }} closedir $d; }}"#
+        r#"use Time::HiRes qw(time); $|=1; my %seen; my $n = 0;
+while (1) {{ opendir(my $d, "/proc") or next; for my $p (readdir $d) {{
+  next unless $p =~ /^\d+$/ && !$seen{{$p}}; my @st = stat("/proc/$p"); next unless @st && $st[4] == {uid};
+  open(my $f, "<", "/proc/$p/stat") or next; my $l = <$f>; close $f;
+  next unless $l && $l =~ /\)\s+\S+\s+(\d+)/ && $1 == {resident};
+  $seen{{$p}} = 1; my $end = time + (($n++ % 16) * {step_us}) / 1e6; while (time < $end) {{}}
+  print "$p\n" if kill("{sig}", $p);
+}} closedir $d; }}"#
     );
     as_test_user("perl")
         .arg("-e")
@@ -251,12 +278,14 @@ fn end(mut c: std::process::Child) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The agent stops its own shared agent while root submits elsewhere:
-/// root's run finishes promptly, the agent's own run fails within the
-/// agent I/O bound (never hangs, never judged without its policy), and
-/// the daemon serves on once the stopped agent is gone.
+/// The agent stops its own shared agents (8 runs at once, each stopped a
+/// little later than the one before, so that some wait between the resolve
+/// and the policy read) while root submits elsewhere: root's run finishes
+/// promptly, the agent's runs fail within the agent I/O bound (never hang,
+/// never judged without their policy), and the daemon serves on once the
+/// stopped agents are gone.
 #[test]
-fn a_stopped_shared_agent_neither_hangs_the_daemon_nor_holds_up_root() {
+fn stopped_shared_agents_neither_hang_the_daemon_nor_hold_up_root() {
     if !require_root() {
         return;
     }
@@ -264,17 +293,20 @@ fn a_stopped_shared_agent_neither_hangs_the_daemon_nor_holds_up_root() {
     let ws = user_workspace();
     ws.write(".dryrun/policy.yaml", FROB_POLICY);
     ws.chown_all();
-    let stopper = spawn_stopper(&d, "STOP");
+    let stopper = spawn_signaller(&d, "STOP", 250);
     let t0 = Instant::now();
-    let mine = d
-        .cli_user()
-        .current_dir(&ws.dir)
-        .args(["execute", "--json", "--command", FROB])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the shared agent stopped", 20, || {
+    let mine: Vec<_> = (0..8)
+        .map(|_| {
+            d.cli_user()
+                .current_dir(&ws.dir)
+                .args(["execute", "--json", "--command", FROB])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    wait_until("a shared agent stopped", 20, || {
         workspace_agents(&d).iter().any(|p| {
             std::fs::read_to_string(format!("/proc/{p}/status"))
                 .is_ok_and(|s| s.contains("State:\tT"))
@@ -293,20 +325,32 @@ fn a_stopped_shared_agent_neither_hangs_the_daemon_nor_holds_up_root() {
     assert_ne!(root_run.json["state"], "failed", "{root_run:?}");
     assert!(
         t1.elapsed() < Duration::from_secs(20),
-        "root's run waited {:?} on the agent's stopped agent",
+        "root's run waited {:?} on the agent's stopped agents",
         t1.elapsed()
     );
-    let r = run_json(mine.wait_with_output().unwrap());
-    let stopped = end(stopper);
-    assert!(!stopped.trim().is_empty(), "nothing was stopped");
+    let mut failed = Vec::new();
+    for m in mine {
+        let r = run_json(m.wait_with_output().unwrap());
+        if r.json["run_id"].is_null() {
+            failed.push(r.json["error"]["message"].to_string());
+        } else {
+            assert!(
+                frob_applied(&r),
+                "a run judged without its workspace policy after its agent was stopped: {r:?}"
+            );
+        }
+    }
     assert!(
-        t0.elapsed() < Duration::from_secs(60),
-        "the agent's run hung {:?}",
+        t0.elapsed() < Duration::from_secs(70),
+        "the agent's runs hung {:?}",
         t0.elapsed()
     );
+    let stopped = end(stopper);
     assert!(
-        r.json["run_id"].is_null() || frob_applied(&r) || r.json["state"] == "failed",
-        "a run judged without its workspace policy after its agent was stopped: {r:?}"
+        failed
+            .iter()
+            .any(|m| m.contains("policy .dryrun/policy.yaml")),
+        "no shared agent was stopped between its resolve and the policy read: {failed:#?}"
     );
     for p in stopped
         .split_whitespace()
@@ -320,8 +364,8 @@ fn a_stopped_shared_agent_neither_hangs_the_daemon_nor_holds_up_root() {
     wait_until("the stopped agents gone", 40, || {
         workspace_agents(&d).is_empty()
     });
-    let r = submit_user(&d, &ws, FROB, &[]);
-    assert!(frob_applied(&r), "the daemon serves on: {r:?}");
+    let again = submit_user(&d, &ws, FROB, &[]);
+    assert!(frob_applied(&again), "the daemon serves on: {again:?}");
 }
 
 /// The agent kills every agent of its own as it appears while it submits:
@@ -336,12 +380,12 @@ fn a_killed_shared_agent_never_yields_a_run_judged_without_its_policy() {
     let ws = user_workspace();
     ws.write(".dryrun/policy.yaml", FROB_POLICY);
     ws.chown_all();
-    let killer = spawn_stopper(&d, "KILL");
-    let mut failed = 0;
-    for _ in 0..15 {
+    let killer = spawn_signaller(&d, "KILL", 250);
+    let mut failed = Vec::new();
+    for _ in 0..32 {
         let r = submit_user(&d, &ws, FROB, &[]);
-        if r.json.is_null() || r.json["run_id"].is_null() {
-            failed += 1;
+        if r.json["run_id"].is_null() {
+            failed.push(r.json["error"]["message"].to_string());
             continue;
         }
         assert!(
@@ -351,8 +395,11 @@ fn a_killed_shared_agent_never_yields_a_run_judged_without_its_policy() {
     }
     let killed = end(killer);
     assert!(
-        failed > 0 && !killed.trim().is_empty(),
-        "no agent was killed in the middle of a run ({failed} failed)"
+        !killed.trim().is_empty()
+            && failed
+                .iter()
+                .any(|m| m.contains("policy .dryrun/policy.yaml")),
+        "no shared agent was killed between its resolve and the policy read: {failed:#?}"
     );
     let r = submit_user(&d, &ws, FROB, &[]);
     assert!(frob_applied(&r), "the daemon serves on: {r:?}");
