@@ -53,8 +53,8 @@ fn chmod(path: &std::path::Path, mode: u32) {
 }
 
 /// The CLI run with exactly these ids (as an administrator's wrapper
-/// would give them), submitting `cmd` in `dir`.
-fn submit_with_ids(d: &Daemon, uid: u32, gid: u32, groups: &[u32], dir: &std::path::Path) -> Run {
+/// would give them) in `dir`.
+fn cli_with_ids(d: &Daemon, uid: u32, gid: u32, groups: &[u32], dir: &std::path::Path) -> Command {
     let mut c = Command::new("setpriv");
     c.arg(format!("--reuid={uid}"))
         .arg(format!("--regid={gid}"));
@@ -64,14 +64,19 @@ fn submit_with_ids(d: &Daemon, uid: u32, gid: u32, groups: &[u32], dir: &std::pa
         let g: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
         c.arg(format!("--groups={}", g.join(",")));
     }
-    let out = c
-        .arg("--")
+    c.arg("--")
         .arg(bin())
         .env_clear()
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
         .env("DRYRUN_SOCKET", &d.socket)
         .current_dir(dir)
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    c
+}
+
+/// [`cli_with_ids`] submitting `frobnicate`.
+fn submit_with_ids(d: &Daemon, uid: u32, gid: u32, groups: &[u32], dir: &std::path::Path) -> Run {
+    let out = cli_with_ids(d, uid, gid, groups, dir)
         .args(["execute", "--json", "--command", FROB])
         .output()
         .unwrap();
@@ -147,6 +152,23 @@ fn a_uid_without_an_account_gets_no_group_0_from_its_workspace() {
         frob_applied(&r),
         "control: a readable policy must be in force: {r:?}"
     );
+    // Its promotions still land, and never with group 0.
+    let out = cli_with_ids(&d, uid, gid, &[], &ws.dir)
+        .args(["execute", "--json", "--command", "echo hi > made.txt"])
+        .args(["--expect-write", "made.txt"])
+        .output()
+        .unwrap();
+    let r = run_json(out);
+    assert_eq!(r.decision(), "promote", "{r:?}");
+    let out = cli_with_ids(&d, uid, gid, &[], &ws.dir)
+        .args(["promote", &run_id(&r)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let made = std::fs::metadata(ws.dir.join("made.txt")).expect("promoted");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(made.uid(), uid);
+    assert_ne!(made.gid(), 0, "the promotion wrote with group 0");
 }
 
 /// The agent swaps its workspace with a root-owned directory (root's
