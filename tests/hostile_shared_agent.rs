@@ -202,17 +202,16 @@ fn swapping_the_workspace_for_roots_between_resolve_and_policy_read_fails() {
     chown(parent.path(), &format!("{uid}:{gid}"));
     chown(&roots, "0:0");
     chmod(parent.path(), 0o755);
-    let swapper = as_test_user("bash")
-        .arg("-c")
+    let mut c = as_test_user("bash");
+    c.arg("-c")
         .arg(
             "cd \"$1\" && while :; do mv ws t; mv other ws; mv ws other; mv t ws; done 2>/dev/null",
         )
         .arg("swap")
         .arg(parent.path())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    let swapper = Attacker::spawn(c);
     let mut runs: Vec<Run> = Vec::new();
     // Until the swap has landed between a resolve and its policy read at
     // least once (the read finds another directory than the one resolved).
@@ -236,16 +235,7 @@ fn swapping_the_workspace_for_roots_between_resolve_and_policy_read_fails() {
             .unwrap();
         runs.push(run_json(out));
     }
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(swapper.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(swapper.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let mut swapper = swapper;
-    let _ = swapper.wait();
+    swapper.end();
     assert!(
         raced(&runs) >= 1,
         "the swap never landed between a resolve and its policy read in {} runs",
@@ -272,7 +262,7 @@ fn swapping_the_workspace_for_roots_between_resolve_and_policy_read_fails() {
 /// the n-th agent is signalled (n mod 16) * `step_us` microseconds after it
 /// is seen, so that some are caught after the resolve, in or before the
 /// policy read.
-fn spawn_signaller(d: &Daemon, sig: &str, step_us: u32) -> std::process::Child {
+fn spawn_signaller(d: &Daemon, sig: &str, step_us: u32) -> Attacker {
     let resident = resident_of(d).expect("the daemon's resident sandbox helper");
     let (uid, _) = test_user();
     let script = format!(
@@ -285,19 +275,48 @@ while (1) {{ opendir(my $d, "/proc") or next; for my $p (readdir $d) {{
   print "$p\n" if kill("{sig}", $p);
 }} closedir $d; }}"#
     );
-    as_test_user("perl")
-        .arg("-e")
+    let mut c = as_test_user("perl");
+    c.arg("-e")
         .arg(script)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::null());
+    Attacker::spawn(c)
 }
 
-fn end(mut c: std::process::Child) -> String {
-    let _ = c.kill();
-    let out = c.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// A process of the attacker's, in a process group of its own: ended with
+/// that whole group (a shell's children too), also when a test fails.
+struct Attacker(Option<std::process::Child>);
+
+impl Attacker {
+    fn spawn(mut c: Command) -> Attacker {
+        use std::os::unix::process::CommandExt;
+        c.process_group(0);
+        Attacker(Some(c.spawn().unwrap()))
+    }
+
+    /// End it; what it printed.
+    fn end(mut self) -> String {
+        let c = self.0.take().unwrap();
+        kill_group(&c);
+        let out = c.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+fn kill_group(c: &std::process::Child) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(c.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+impl Drop for Attacker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            kill_group(&c);
+            let _ = c.wait();
+        }
+    }
 }
 
 /// The agent stops its own shared agents (8 runs at once, each stopped a
@@ -367,7 +386,7 @@ fn stopped_shared_agents_neither_hang_the_daemon_nor_hold_up_root() {
         "the agent's runs hung {:?}",
         t0.elapsed()
     );
-    let stopped = end(stopper);
+    let stopped = stopper.end();
     assert!(
         failed
             .iter()
@@ -415,7 +434,7 @@ fn a_killed_shared_agent_never_yields_a_run_judged_without_its_policy() {
             "a run judged without its workspace policy after its agent was killed: {r:?}"
         );
     }
-    let killed = end(killer);
+    let killed = killer.end();
     assert!(
         !killed.trim().is_empty()
             && failed
@@ -456,16 +475,15 @@ fn concurrent_runs_and_metrics_reads_keep_the_agent_count_exact() {
     const RUNS: u64 = 12;
     let readers: Vec<_> = (0..4)
         .map(|_| {
-            as_test_user("bash")
-                .arg("-c")
+            let mut c = as_test_user("bash");
+            c.arg("-c")
                 .arg(format!(
                     "while :; do curl -s -o /dev/null --unix-socket {} http://dryrun/metrics; done",
                     d.socket.display()
                 ))
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+                .stderr(Stdio::null());
+            Attacker::spawn(c)
         })
         .collect();
     let submitters: Vec<_> = (0..RUNS)
@@ -488,7 +506,7 @@ fn concurrent_runs_and_metrics_reads_keep_the_agent_count_exact() {
         }
     }
     for r in readers {
-        end(r);
+        r.end();
     }
     wait_until("no agent left", 20, || workspace_agents(&d).is_empty());
     let after = agents_started(&d, Who::User);
