@@ -118,12 +118,20 @@ impl Metrics {
     pub fn render(&self, running: usize, queued: usize) -> String {
         self.running.set(running as i64);
         self.queued.set(queued as i64);
-        let started = crate::workspace::owner::agents_started();
-        self.agents
-            .inc_by(started.saturating_sub(self.agents.get()));
+        self.agents_started_now(crate::workspace::owner::agents_started());
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+
+    /// Bring the agent counter up to `started`. Renders run concurrently
+    /// (one per `/metrics` request): each must add only what no other added.
+    fn agents_started_now(&self, started: u64) {
+        // Never a read then an add: two renders between them would both
+        // add the same agents.
+        self.agents
+            .inner()
+            .fetch_max(started, std::sync::atomic::Ordering::Relaxed);
     }
 }

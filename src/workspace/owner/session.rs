@@ -41,9 +41,9 @@ impl OwnerSession {
     }
 
     /// A session acting as the owner of the workspace `identity` describes
-    /// (its uid, gid and that user's groups).
+    /// (its uid and that user's groups; see [`Creds::of_owner`]).
     pub fn for_owner(identity: &Identity) -> Result<OwnerSession, AccessError> {
-        OwnerSession::start(&Creds::of_user(identity.uid, identity.gid))
+        OwnerSession::start(&Creds::of_owner(identity.uid, identity.gid))
     }
 
     /// [`OwnerSession::for_owner`], taking `session` itself when it already
@@ -55,7 +55,7 @@ impl OwnerSession {
         identity: &Identity,
         session: OwnerSession,
     ) -> Result<OwnerSession, AccessError> {
-        let owner = Creds::of_user(identity.uid, identity.gid);
+        let owner = Creds::of_owner(identity.uid, identity.gid);
         if session.creds == owner {
             return Ok(session);
         }
@@ -169,7 +169,7 @@ impl Workspace {
         expect: &Identity,
         max_file: u64,
     ) -> Result<Workspace, ApplyError> {
-        let creds = Creds::of_user(expect.uid, expect.gid);
+        let creds = Creds::of_owner(expect.uid, expect.gid);
         let root_err = |message: String| ApplyError::Root {
             path: path.to_path_buf(),
             message,
