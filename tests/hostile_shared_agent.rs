@@ -74,6 +74,25 @@ fn cli_with_ids(d: &Daemon, uid: u32, gid: u32, groups: &[u32], dir: &std::path:
     c
 }
 
+/// A workspace of the test user's whose policy makes `frobnicate` a read.
+fn frob_workspace() -> Ws {
+    let ws = user_workspace();
+    ws.write(".dryrun/policy.yaml", FROB_POLICY);
+    ws.chown_all();
+    ws
+}
+
+/// The test user submitting `frobnicate` in `ws`, in the background.
+fn spawn_frob(d: &Daemon, ws: &Ws) -> std::process::Child {
+    d.cli_user()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--command", FROB])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// [`cli_with_ids`] submitting `frobnicate`.
 fn submit_with_ids(d: &Daemon, uid: u32, gid: u32, groups: &[u32], dir: &std::path::Path) -> Run {
     let out = cli_with_ids(d, uid, gid, groups, dir)
@@ -331,22 +350,10 @@ fn stopped_shared_agents_neither_hang_the_daemon_nor_hold_up_root() {
         return;
     }
     let d = Daemon::start(&[]);
-    let ws = user_workspace();
-    ws.write(".dryrun/policy.yaml", FROB_POLICY);
-    ws.chown_all();
+    let ws = frob_workspace();
     let stopper = spawn_signaller(&d, "STOP", 250);
     let t0 = Instant::now();
-    let mine: Vec<_> = (0..8)
-        .map(|_| {
-            d.cli_user()
-                .current_dir(&ws.dir)
-                .args(["execute", "--json", "--command", FROB])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let mine: Vec<_> = (0..8).map(|_| spawn_frob(&d, &ws)).collect();
     wait_until("a shared agent stopped", 20, || {
         workspace_agents(&d).iter().any(|p| {
             std::fs::read_to_string(format!("/proc/{p}/status"))
@@ -418,9 +425,7 @@ fn a_killed_shared_agent_never_yields_a_run_judged_without_its_policy() {
         return;
     }
     let d = Daemon::start(&[]);
-    let ws = user_workspace();
-    ws.write(".dryrun/policy.yaml", FROB_POLICY);
-    ws.chown_all();
+    let ws = frob_workspace();
     let killer = spawn_signaller(&d, "KILL", 250);
     let mut failed = Vec::new();
     for _ in 0..32 {
@@ -446,18 +451,6 @@ fn a_killed_shared_agent_never_yields_a_run_judged_without_its_policy() {
     assert!(frob_applied(&r), "the daemon serves on: {r:?}");
 }
 
-fn agents_started(d: &Daemon, who: Who) -> u64 {
-    let (code, body) = d.curl(who, "GET", "/metrics", None);
-    assert_eq!(code, 200, "{body}");
-    let text = body.as_str().expect("metrics are text").to_string();
-    text.lines()
-        .find_map(|l| l.strip_prefix("dryrun_workspace_agents_started_total "))
-        .unwrap_or_else(|| panic!("no agent counter in /metrics:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// Many runs at once, `/metrics` read by the agent in parallel all along:
 /// each run costs exactly one agent, none outlives its run, and the
 /// counter neither loses nor invents agents (concurrent reads of it must
@@ -468,10 +461,8 @@ fn concurrent_runs_and_metrics_reads_keep_the_agent_count_exact() {
         return;
     }
     let d = Daemon::start(&[]);
-    let ws = user_workspace();
-    ws.write(".dryrun/policy.yaml", FROB_POLICY);
-    ws.chown_all();
-    let before = agents_started(&d, Who::User);
+    let ws = frob_workspace();
+    let before = d.agents_started(Who::User);
     const RUNS: u64 = 12;
     let readers: Vec<_> = (0..4)
         .map(|_| {
@@ -486,17 +477,7 @@ fn concurrent_runs_and_metrics_reads_keep_the_agent_count_exact() {
             Attacker::spawn(c)
         })
         .collect();
-    let submitters: Vec<_> = (0..RUNS)
-        .map(|_| {
-            d.cli_user()
-                .current_dir(&ws.dir)
-                .args(["execute", "--json", "--command", FROB])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let submitters: Vec<_> = (0..RUNS).map(|_| spawn_frob(&d, &ws)).collect();
     let mut done = 0;
     for s in submitters {
         let r = run_json(s.wait_with_output().unwrap());
@@ -509,7 +490,7 @@ fn concurrent_runs_and_metrics_reads_keep_the_agent_count_exact() {
         r.end();
     }
     wait_until("no agent left", 20, || workspace_agents(&d).is_empty());
-    let after = agents_started(&d, Who::User);
+    let after = d.agents_started(Who::User);
     assert_eq!(done, RUNS, "every run was admitted and judged");
     assert_eq!(after - before, RUNS, "one agent per run, never more");
 }

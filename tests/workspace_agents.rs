@@ -19,18 +19,6 @@ use common::*;
 
 const RUNS: u64 = 3;
 
-fn agents_started(d: &Daemon) -> u64 {
-    let (code, body) = d.curl(Who::Root, "GET", "/metrics", None);
-    assert_eq!(code, 200, "{body}");
-    let text = body.as_str().expect("metrics are text").to_string();
-    text.lines()
-        .find_map(|l| l.strip_prefix("dryrun_workspace_agents_started_total "))
-        .unwrap_or_else(|| panic!("no agent counter in /metrics:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// A user's workspace whose policy makes `frobnicate` a plain read (the
 /// shipped policy does not know it).
 fn workspace_with_policy() -> Ws {
@@ -58,13 +46,13 @@ fn a_user_in_its_own_workspace_costs_one_agent_per_run() {
     }
     let d = Daemon::start(&[]);
     let ws = workspace_with_policy();
-    let before = agents_started(&d);
+    let before = d.agents_started(Who::Root);
     for _ in 0..RUNS {
         let r = submit_user(&d, &ws, "frobnicate --version || true", &[]);
         assert_ne!(r.json["state"], "failed", "{r:?}");
         assert_policy_applied(&r);
     }
-    let after = agents_started(&d);
+    let after = d.agents_started(Who::Root);
     assert_eq!(
         after - before,
         RUNS,
@@ -79,7 +67,7 @@ fn root_in_a_users_workspace_still_reads_its_policy_through_the_owners_agent() {
     }
     let d = Daemon::start(&[]);
     let ws = workspace_with_policy();
-    let before = agents_started(&d);
+    let before = d.agents_started(Who::Root);
     for _ in 0..RUNS {
         let out = d
             .cli_root()
@@ -96,7 +84,7 @@ fn root_in_a_users_workspace_still_reads_its_policy_through_the_owners_agent() {
         assert_ne!(r.json["state"], "failed", "{r:?}");
         assert_policy_applied(&r);
     }
-    let after = agents_started(&d);
+    let after = d.agents_started(Who::Root);
     assert_eq!(
         after - before,
         RUNS,

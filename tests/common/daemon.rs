@@ -202,6 +202,19 @@ impl Daemon {
         (code.trim().parse().unwrap_or(0), body.to_string())
     }
 
+    /// `dryrun_workspace_agents_started_total` from `/metrics`, read as `who`.
+    pub fn agents_started(&self, who: Who) -> u64 {
+        let (code, body) = self.curl(who, "GET", "/metrics", None);
+        assert_eq!(code, 200, "{body}");
+        let text = body.as_str().expect("metrics are text").to_string();
+        text.lines()
+            .find_map(|l| l.strip_prefix("dryrun_workspace_agents_started_total "))
+            .unwrap_or_else(|| panic!("no agent counter in /metrics:\n{text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
     pub fn journal(&self) -> Vec<Value> {
         std::fs::read_to_string(self.state.join("journal.jsonl"))
             .unwrap_or_default()
