@@ -44,7 +44,8 @@ measure() { # label size runs command
 
 # What the rows leave behind is moved aside here and deleted at the end:
 # on a file system without a journal (this VM's ext4), an inode freed in
-# the last 60-300 s is skipped, slowly, by every file creation after it
+# the last 60 s (360 s while its inode table block is dirty) is skipped,
+# slowly, by every file creation after it
 # (ext4's `recently_deleted`), so deleting a state directory of some
 # thousand files, or the rsync lane's copy of 100,000, would slow every
 # row measured after it. The rsync lanes (which must delete their copy)
