@@ -734,7 +734,7 @@ fn someone_elses_objects_swapped_in_are_never_touched() {
     let (code, _, err) = promote(&d, Who::User, r.json["run_id"].as_str().unwrap());
     assert_eq!(code, 4, "{err}");
     assert!(
-        err.contains("no longer the directory that was rehearsed"),
+        err.contains("no longer the directory resolved for this run"),
         "{err}"
     );
     assert_eq!(fingerprint(&ws.dir), before);

@@ -284,7 +284,7 @@ impl LocalWorkspace {
         };
         if got != *expect {
             return Err(root_err(format!(
-                "is no longer the directory that was rehearsed (device/inode/owner {}:{} {}:{} now, {}:{} {}:{} then); nothing is written",
+                "is no longer the directory resolved for this run (device/inode/owner {}:{} {}:{} now, {}:{} {}:{} then); nothing is read or written",
                 got.dev, got.ino, got.uid, got.gid, expect.dev, expect.ino, expect.uid, expect.gid
             )));
         }
