@@ -34,6 +34,7 @@
 //! docs/design.md ("What survives a crash, step by step") walks a run
 //! through these points.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -109,12 +110,7 @@ pub(super) fn write_record_with(
 ) -> std::io::Result<()> {
     use std::io::Write;
     for (name, bytes) in others {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(dir.join(name))?;
+        let mut f = open_for_writing(&dir.join(name), true)?;
         f.write_all(bytes)?;
         f.sync_data()?;
     }
@@ -140,29 +136,16 @@ const SPARE: &str = "record.json.partial";
 /// A reader that opened the record two versions ago may find its file
 /// being rewritten under it: [`read_record`] reads again.
 fn replace_record(dir: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     use std::io::Write;
     let spare = dir.join(SPARE);
     let path = dir.join("record.json");
-    // Never through a link, never blocking on a fifo put in its place, and
-    // only a regular file.
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(&spare)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a regular file",
-            spare.display()
-        )));
-    }
+    let mut f = open_for_writing(&spare, true)?;
     f.write_all(bytes)?;
     if sync {
         f.sync_data()?;
     }
     drop(f);
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
     match renameat2(
         AT_FDCWD,
         &spare,
@@ -173,6 +156,27 @@ fn replace_record(dir: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
         Ok(()) => Ok(()),
         Err(_) => std::fs::rename(&spare, &path),
     }
+}
+
+/// A file of the state directory opened for writing (created if missing,
+/// emptied when `truncate`): never through a link, never blocking on a
+/// fifo put in its place (a local state directory is its owner's to fill:
+/// root's `dryrun runs` there once hung on a fifo forever), and only a
+/// regular file.
+fn open_for_writing(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        return Err(std::io::Error::other(format!(
+            "{name} is not a regular file"
+        )));
+    }
+    Ok(f)
 }
 
 /// A run's record, parsed. A record read while its file was being
@@ -219,8 +223,6 @@ pub(crate) struct RunGuard {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
-use std::os::unix::fs::OpenOptionsExt;
-
 impl RunGuard {
     /// `Ok(None)`: `wait` is [`Wait::NotIfHeld`] and another holds it.
     pub(super) fn acquire(
@@ -235,22 +237,7 @@ impl RunGuard {
             });
         }
         let path = run_dir.join("lock");
-        // Never through a link, never blocking on a fifo put in its place
-        // (a local state directory is its owner's to fill: root's `dryrun
-        // runs` there hung on a fifo forever), and only a regular file.
-        let mut file = match std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-            .open(&path)
-            .and_then(|f| {
-                if f.metadata()?.is_file() {
-                    Ok(f)
-                } else {
-                    Err(std::io::Error::other("not a regular file"))
-                }
-            }) {
+        let mut file = match open_for_writing(&path, false) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(EngineError::not_found(What::Run, run_id));

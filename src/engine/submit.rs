@@ -38,8 +38,8 @@ struct Classified {
 
 /// Host-side file access with `actor`'s own rights (for resolving a
 /// `working_dir` it names).
-pub fn access_as(actor: &Actor) -> Result<crate::workspace::owner::OwnerSession, EngineError> {
-    crate::workspace::owner::OwnerSession::start(&crate::workspace::owner::Creds::of_user(
+pub fn access_as(actor: &Actor) -> Result<OwnerSession, EngineError> {
+    OwnerSession::start(&crate::workspace::owner::Creds::of_user(
         actor.uid, actor.gid,
     ))
     .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))
