@@ -170,30 +170,63 @@ fn a_full_pids_limit_at_the_walk_fails_the_run_closed() {
     }
 }
 
-/// A command that fills its memory limit with files in the upper layer gets
-/// the sandbox's init (P1, in the run's memory cgroup and its largest
-/// process) killed by the cgroup's OOM killer. The run fails closed, and
-/// its error names the limit: from the host side's report when the
-/// sandbox's frames ended cleanly, from the host side's note on its stderr
-/// when the init was killed mid-frame (sending kept content) and the
-/// report was lost in the cut frame. (Found by this pass: the error said
-/// only "ended without a report" or "blob frame cut short".)
+/// Files that fit `disk_mb` count against the run's memory cgroup but never
+/// fill it (its ceiling is memory_mb + disk_mb + /tmp): every fill up to
+/// 200M in a 64 MiB `memory_mb` is rehearsed whole, through the daemon and
+/// root's CLI. (They used to get the sandbox's init OOM-killed, and the
+/// run failed.)
 #[test]
-fn a_run_whose_init_the_memory_limit_killed_names_the_limit() {
+fn files_that_fit_disk_mb_are_rehearsed_whatever_memory_mb_is() {
     if !require_root() {
         return;
     }
     let d = Daemon::start(&[]);
     for (fill, r) in fill_runs(&d) {
-        let named = r.json["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("memory"))
-            || r.limits_hit().contains(&"memory".to_string());
-        // 200M in a 64 MiB limit always hits it; a failed run must say why.
-        if fill.starts_with("200M") || r.json["state"] == "failed" {
-            assert!(named, "{fill}: the cause is not named: {}", r.json);
-        }
+        assert_ne!(r.json["state"], "failed", "{fill}: {}", r.json);
+        assert!(r.change("fill").is_some(), "{fill}: {}", r.json);
+        assert!(r.limits_hit().is_empty(), "{fill}: {:?}", r.limits_hit());
+        assert!(r.out().ends_with("done\n"), "{fill}: {}", r.out());
     }
+}
+
+/// A command tries to take back what makes it the OOM killer's first
+/// choice (its score, raised before it execs, is beyond its reach: Landlock
+/// refuses the write), writes files in the upper layer and `/tmp`, and fills
+/// the rest of the run's memory cgroup with hundreds of processes, each
+/// smaller than the sandbox's init: the kernel ends the command's
+/// processes, never the init. The run is complete (the file is listed),
+/// names the memory limit, and is not promoted. (With the command's score
+/// left at the init's, the init is killed and the run fails: checked by
+/// hand when this was built.)
+#[test]
+fn a_command_cannot_hand_the_oom_killer_its_init() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let body = format!(
+        r#"{{"command": "(echo 0 > /proc/self/oom_score_adj) 2>/dev/null || echo kept; echo more >> README.md; head -c 60M /dev/zero > fill; for i in 1 2 3 4; do head -c 60M /dev/zero > /tmp/f$i; done; for i in $(seq 400); do sleep 5 & done; wait; echo done",
+            "working_dir": "{}",
+            "limits": {{"memory_mb": 16, "disk_mb": 64, "pids": 512, "timeout_s": 60}},
+            "intent": {{"expected_writes": ["*"]}}}}"#,
+        ws.dir.display()
+    );
+    let r = submit_envelope(&d, &ws, &body);
+    assert_ne!(r.json["state"], "failed", "{}", r.json);
+    assert!(r.out().starts_with("kept\n"), "{}", r.json);
+    assert!(
+        r.limits_hit().contains(&"memory".to_string()),
+        "{:?}: {}",
+        r.limits_hit(),
+        r.json
+    );
+    assert!(r.change("fill").is_some(), "{}", r.json);
+    assert_ne!(r.decision(), "promote", "{}", r.json);
+    let id = run_id(&r);
+    wait_until("the run's cgroups to be removed", 30, || {
+        run_cgroups(&id).iter().all(|p| !p.exists())
+    });
 }
 
 /// A root-only file (0600, with a user.* attribute), a file under a root

@@ -249,6 +249,59 @@ fn a_memory_bomb_is_stopped() {
     }
 }
 
+/// Files the run writes live in memory (the upper layer and `/tmp` are
+/// tmpfs) and are charged to the run's memory cgroup. Files that fit
+/// `disk_mb` never push a run over `memory_mb` (the cgroup's ceiling is the
+/// sum); when the processes' memory and the files together fill it, the
+/// OOM killer ends the command (its score is raised before it execs), not
+/// the sandbox's init: the run is complete, says the memory limit was hit,
+/// and lists the file. The command cannot lower its score below where it
+/// started. (Before, a 300 MiB file in a 128 MiB limit got the init
+/// killed and the run failed.)
+#[test]
+fn files_count_against_memory_and_a_full_limit_ends_the_command_not_the_init() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        let env = envelope(
+            &ws,
+            "head -c 300M /dev/zero > big && echo wrote",
+            &[("memory_mb", 128), ("disk_mb", 512), ("timeout_s", 60)],
+        );
+        let r = run_envelope_untouched(&ws, &env);
+        assert_ne!(r.json["state"], "failed", "{who:?}: {}", r.json);
+        assert_eq!(r.out(), "wrote\n", "{who:?}");
+        assert!(r.change("big").is_some(), "{who:?}: {:?}", r.changes());
+        assert!(r.limits_hit().is_empty(), "{who:?}: {:?}", r.limits_hit());
+        if who != Who::Root || !std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists()
+        {
+            continue;
+        }
+        let cmd = "cat /proc/self/oom_score_adj; (echo -1 > /proc/self/oom_score_adj) 2>/dev/null || echo refused; \
+                   head -c 60M /dev/zero > fill; \
+                   python3 -c 'b = bytearray(600 << 20); print(\"allocated\")'; echo after=$?";
+        let env = envelope(
+            &ws,
+            cmd,
+            &[("memory_mb", 64), ("disk_mb", 64), ("timeout_s", 60)],
+        );
+        let r = run_envelope_untouched(&ws, &env);
+        assert_ne!(r.json["state"], "failed", "{who:?}: {}", r.json);
+        assert_eq!(r.out(), "1000\nrefused\nafter=137\n", "{who:?}: {}", r.json);
+        assert!(
+            r.limits_hit().contains(&"memory".to_string()),
+            "{who:?}: {:?}",
+            r.limits_hit()
+        );
+        assert!(r.change("fill").is_some(), "{who:?}: {:?}", r.changes());
+        assert_eq!(r.decision(), "blocked", "{who:?}");
+        let enforcement = r.json["rehearsal"]["sandbox"]["enforcement"].to_string();
+        assert!(
+            enforcement.contains("memory: cgroup v1 (384 MiB: memory_mb + disk_mb + /tmp)"),
+            "{enforcement}"
+        );
+    }
+}
+
 #[test]
 fn filling_the_disk_fails_and_is_reported() {
     for who in identities() {

@@ -50,6 +50,29 @@ fn write(p: &Path, v: &str) -> std::io::Result<()> {
     std::fs::write(p, v)
 }
 
+/// The run's memory cgroup's ceiling. The files a run writes live in
+/// memory (the upper layer is a tmpfs of `disk_bytes`, `/tmp` one of
+/// `tmp_bytes`) and the kernel charges their pages to the cgroup of the
+/// process that wrote them, beside the processes' own memory: the ceiling
+/// is the sum, so files that fit their own caps never push the run over
+/// its memory limit, and the processes' memory and the files together
+/// never exceed it. (A ceiling of `memory_bytes` alone let a command that
+/// wrote more files than `memory_mb` fill the cgroup with pages nothing can
+/// reclaim, and the OOM killer then ended the sandbox.)
+pub(crate) fn memory_ceiling(limits: &SandboxLimits) -> u64 {
+    limits
+        .memory_bytes
+        .saturating_add(limits.disk_bytes)
+        .saturating_add(limits.tmp_bytes)
+}
+
+fn ceiling_note(version: &str, limits: &SandboxLimits) -> String {
+    format!(
+        "memory: cgroup {version} ({} MiB: memory_mb + disk_mb + /tmp)",
+        memory_ceiling(limits) >> 20
+    )
+}
+
 /// Create the cgroups and set the limits. Returns how each limit is enforced.
 pub(crate) fn prepare_cgroups(
     plan: &CgroupPlan,
@@ -68,11 +91,12 @@ pub(crate) fn prepare_cgroups(
         );
         let _ = write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
         std::fs::create_dir_all(dir)?;
-        write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
+        write(&dir.join("memory.max"), &memory_ceiling(limits).to_string())?;
         let _ = write(&dir.join("memory.swap.max"), "0");
         write(&dir.join("pids.max"), &limits.pids.to_string())?;
         let _ = write(&dir.join("cpu.max"), "100000 100000");
-        how.push("memory: cgroup v2".into());
+        how.push(ceiling_note("v2", limits));
+        how.push(OOM_NOTE.into());
         how.push("pids: cgroup v2".into());
         how.push(join_method(plan).into());
         return Ok(how);
@@ -81,15 +105,11 @@ pub(crate) fn prepare_cgroups(
         std::fs::create_dir_all(dir)?;
         match ctrl.as_str() {
             "memory" => {
-                write(
-                    &dir.join("memory.limit_in_bytes"),
-                    &limits.memory_bytes.to_string(),
-                )?;
-                let _ = write(
-                    &dir.join("memory.memsw.limit_in_bytes"),
-                    &limits.memory_bytes.to_string(),
-                );
-                how.push("memory: cgroup v1".into());
+                let ceiling = memory_ceiling(limits).to_string();
+                write(&dir.join("memory.limit_in_bytes"), &ceiling)?;
+                let _ = write(&dir.join("memory.memsw.limit_in_bytes"), &ceiling);
+                how.push(ceiling_note("v1", limits));
+                how.push(OOM_NOTE.into());
             }
             "pids" => {
                 write(&dir.join("pids.max"), &limits.pids.to_string())?;
@@ -126,6 +146,30 @@ pub(crate) fn join_cgroups_self(plan: &CgroupPlan) -> std::io::Result<()> {
         write(&dir.join("tasks"), "0")?;
     }
     Ok(())
+}
+
+const OOM_NOTE: &str = "oom: the command's processes are the OOM killer's first choice (oom_score_adj 1000), the sandbox's init is not";
+
+/// Whether the run has a memory cgroup.
+pub(crate) fn has_memory_cgroup(plan: &CgroupPlan) -> bool {
+    plan.unified.is_some() || plan.dirs.iter().any(|(c, _)| c == "memory")
+}
+
+/// The calling process (the command, before it execs) and everything it
+/// forks become the OOM killer's first choice: when the run's memory
+/// cgroup is full the kernel ends the command, not the sandbox's init,
+/// which still has the evidence to walk and report (and under memory
+/// pressure on the host, a rehearsal goes before the host's own
+/// processes). Raising one's own score needs no privilege, and lowering it
+/// needs `CAP_SYS_RESOURCE` in the host's namespace below the score the
+/// process started with: a command that lowers it back to its starting
+/// score only risks its own run, which then fails closed naming the limit.
+/// Shielding the init instead (a score of -1000) would need that
+/// capability in the host side, which a root daemon in a container may
+/// not have.
+pub(crate) fn offer_to_oom_killer() -> std::io::Result<()> {
+    write(Path::new("/proc/self/oom_score_adj"), "1000")
+        .map_err(|e| std::io::Error::other(format!("oom_score_adj: {e}")))
 }
 
 /// How the run joins its cgroups, for the record's enforcement list.

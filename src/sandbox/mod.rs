@@ -61,7 +61,7 @@ pub enum SandboxError {
 /// Why a full memory limit can end a sandbox without its report.
 fn limit_killed_hint(limits: &str) -> &'static str {
     if limits.split(", ").any(|l| l == "memory") {
-        " (a full memory limit kills the sandbox's init; the overlay's upper layer lives in memory and counts against memory_mb)"
+        " (the run's memory cgroup holds the command's memory and the files it wrote, in the upper layer and /tmp, up to memory_mb + disk_mb + /tmp; the command is the OOM killer's first choice, so a sandbox that ended this way lost its init after the command made it the largest process)"
     } else {
         ""
     }

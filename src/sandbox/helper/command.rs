@@ -11,7 +11,7 @@ use nix::sys::stat::Mode;
 use nix::unistd::{Gid, Uid, dup2_stderr, dup2_stdin, dup2_stdout};
 
 use super::super::landlock::{self, LandlockOutcome};
-use super::super::{seccomp, sys};
+use super::super::{limits, seccomp, sys};
 use super::handshake::{ACK, ACK_FD, HELLO_FD, Hello};
 use super::init::CommandPlan;
 
@@ -90,7 +90,9 @@ fn apply_rlimits(plan: &CommandPlan) -> io::Result<()> {
 }
 
 /// X3: supplementary groups cleared, bounding set emptied, securebits set
-/// and locked, the run's ids, every capability set cleared.
+/// and locked, the run's ids, every capability set cleared; then the
+/// command becomes the OOM killer's first choice
+/// ([`limits::offer_to_oom_killer`]).
 fn drop_privileges(plan: &CommandPlan) -> io::Result<()> {
     if plan.ids.shifted {
         nix::unistd::setgroups(&[]).map_err(errno("setgroups"))?;
@@ -134,7 +136,9 @@ fn drop_privileges(plan: &CommandPlan) -> io::Result<()> {
     ] {
         caps::clear(None, set).map_err(|e| io::Error::other(format!("clear capabilities: {e}")))?;
     }
-    Ok(())
+    // Only now: the /proc/self files of a process that is not dumpable
+    // belong to the host's root, out of the command's reach.
+    limits::offer_to_oom_killer()
 }
 
 /// X5: Landlock, when the kernel has it. Returns what `restrict_self`
