@@ -155,18 +155,22 @@ pub(crate) fn has_memory_cgroup(plan: &CgroupPlan) -> bool {
     plan.unified.is_some() || plan.dirs.iter().any(|(c, _)| c == "memory")
 }
 
+/// Whether the run has a pids cgroup.
+pub(crate) fn has_pids_cgroup(plan: &CgroupPlan) -> bool {
+    plan.unified.is_some() || plan.dirs.iter().any(|(c, _)| c == "pids")
+}
+
 /// The calling process (the command, before it execs) and everything it
 /// forks become the OOM killer's first choice: when the run's memory
 /// cgroup is full the kernel ends the command, not the sandbox's init,
 /// which still has the evidence to walk and report (and under memory
 /// pressure on the host, a rehearsal goes before the host's own
-/// processes). Raising one's own score needs no privilege, and lowering it
-/// needs `CAP_SYS_RESOURCE` in the host's namespace below the score the
-/// process started with: a command that lowers it back to its starting
-/// score only risks its own run, which then fails closed naming the limit.
-/// Shielding the init instead (a score of -1000) would need that
-/// capability in the host side, which a root daemon in a container may
-/// not have.
+/// processes). Raising one's own score needs no privilege. The command
+/// cannot take it back: Landlock (X5, next) refuses its writes under
+/// `/proc`, and below the score it started with the kernel asks for
+/// `CAP_SYS_RESOURCE` in the host's namespace. Shielding the init instead
+/// (a score of -1000) would need that capability in the host side, which a
+/// root daemon in a container may not have.
 pub(crate) fn offer_to_oom_killer() -> std::io::Result<()> {
     write(Path::new("/proc/self/oom_score_adj"), "1000")
         .map_err(|e| std::io::Error::other(format!("oom_score_adj: {e}")))

@@ -381,8 +381,7 @@ fn prepare_command(
     let filter = seccomp::compiled_filter().map_err(HelperError::Seccomp)?;
     let cg = spec.cgroup.as_ref();
     let cg_mem = cg.is_some_and(limits::has_memory_cgroup);
-    let cg_pids =
-        cg.is_some_and(|c| c.unified.is_some() || c.dirs.iter().any(|(n, _)| n == "pids"));
+    let cg_pids = cg.is_some_and(limits::has_pids_cgroup);
     let rlimits = limits::rlimit_plan(&spec.limits, cg_mem, cg_pids);
     let env: Vec<CString> = spec
         .env
