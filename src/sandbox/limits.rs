@@ -59,18 +59,72 @@ fn write(p: &Path, v: &str) -> std::io::Result<()> {
 /// never exceed it. (A ceiling of `memory_bytes` alone let a command that
 /// wrote more files than `memory_mb` fill the cgroup with pages nothing can
 /// reclaim, and the OOM killer then ended the sandbox.)
+/// The sandbox's init's reserve ([`WalkReserve`]) is added on top.
 pub(crate) fn memory_ceiling(limits: &SandboxLimits) -> u64 {
     limits
         .memory_bytes
         .saturating_add(limits.disk_bytes)
         .saturating_add(limits.tmp_bytes)
+        .saturating_add(WALK_RESERVE_BYTES)
 }
 
 fn ceiling_note(version: &str, limits: &SandboxLimits) -> String {
     format!(
-        "memory: cgroup {version} ({} MiB: memory_mb + disk_mb + /tmp)",
-        memory_ceiling(limits) >> 20
+        "memory: cgroup {version} ({} MiB: memory_mb + disk_mb + /tmp + {} MiB the init keeps for the walk)",
+        memory_ceiling(limits) >> 20,
+        WALK_RESERVE_BYTES >> 20
     )
+}
+
+/// What the sandbox's init holds in the run's memory cgroup while the
+/// command runs, and gives back once the command's processes are gone.
+const WALK_RESERVE_BYTES: u64 = 32 << 20;
+
+/// Memory the sandbox's init touches (so it is charged to the run's memory
+/// cgroup) before it forks the command, and unmaps when every process of
+/// the command is gone, before it walks the evidence. What a command leaves
+/// charged to the cgroup after its processes die (tmpfs inodes and names,
+/// attributes, SysV shared memory and message queues: kernel memory no
+/// `disk_mb` bounds) can fill the cgroup to its ceiling, and the walk, the
+/// cgroup's only allocator then, would be OOM-killed: the reserve is the
+/// room it walks in. Not inherited by the command (`MADV_DONTFORK`).
+pub(crate) struct WalkReserve(Option<(*mut libc::c_void, usize)>);
+
+impl WalkReserve {
+    /// Hold the reserve when the run has a memory cgroup (otherwise, or
+    /// when the mapping fails, nothing is held).
+    pub(crate) fn hold(memory_cgroup: bool) -> WalkReserve {
+        if !memory_cgroup {
+            return WalkReserve(None);
+        }
+        let len = WALK_RESERVE_BYTES as usize;
+        // SAFETY: a fresh private anonymous mapping, written only here and
+        // unmapped only by `release`.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return WalkReserve(None);
+            }
+            libc::madvise(p, len, libc::MADV_DONTFORK);
+            std::ptr::write_bytes(p.cast::<u8>(), 1, len);
+            WalkReserve(Some((p, len)))
+        }
+    }
+
+    /// Give the reserve back to the run's cgroup.
+    pub(crate) fn release(self) {
+        if let Some((p, len)) = self.0 {
+            // SAFETY: the mapping made by `hold`, unmapped once.
+            unsafe { libc::munmap(p, len) };
+        }
+    }
 }
 
 /// Create the cgroups and set the limits. Returns how each limit is enforced.
@@ -174,6 +228,32 @@ pub(crate) fn has_pids_cgroup(plan: &CgroupPlan) -> bool {
 pub(crate) fn offer_to_oom_killer() -> std::io::Result<()> {
     write(Path::new("/proc/self/oom_score_adj"), "1000")
         .map_err(|e| std::io::Error::other(format!("oom_score_adj: {e}")))
+}
+
+/// Remove every System V shared memory segment, message queue and
+/// semaphore set of the sandbox's IPC namespace, once the command's
+/// processes are gone: they outlive the processes that made them (until
+/// the namespace ends with the init) and stay charged to the run's memory
+/// cgroup, outside `disk_mb`, taking the room the walk needs. Called by the
+/// init, which owns the namespace.
+pub(crate) fn drop_ipc_objects() {
+    for table in ["shm", "msg", "sem"] {
+        let text = std::fs::read_to_string(format!("/proc/sysvipc/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let Some(id) = line.split_whitespace().nth(1).and_then(|w| w.parse().ok()) else {
+                continue;
+            };
+            // SAFETY: IPC_RMID takes no buffer; an id gone meanwhile is an
+            // error ignored.
+            unsafe {
+                match table {
+                    "shm" => libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                    "msg" => libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                    _ => libc::semctl(id, 0, libc::IPC_RMID),
+                };
+            }
+        }
+    }
 }
 
 /// How the run joins its cgroups, for the record's enforcement list.

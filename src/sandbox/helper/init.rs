@@ -119,7 +119,12 @@ fn init_main(spec: &SandboxSpec, parent_alive: OwnedFd) -> Result<(), HelperErro
     let nested_userns_capped = name_host_and_cut_network(spec)?;
     let plan = prepare_command(spec, ids, &stubs)?;
     let mut report = describe_sandbox(&plan, &masked, &stubs, nested_userns_capped);
+    let reserve =
+        limits::WalkReserve::hold(spec.cgroup.as_ref().is_some_and(limits::has_memory_cgroup));
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
+    // Every process of the command is gone (run_steps emptied the namespace).
+    reserve.release();
+    limits::drop_ipc_objects();
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
     super::evidence::walk_evidence(spec, &plan.ids, &lower, &upper_fd, &mut report)?;

@@ -43,7 +43,9 @@
 //!      compiled, the command's environment.
 //!  P8. per step (supervise.rs): fork CMD, take its hello (seccomp listener,
 //!      Landlock outcome), supervise (output cap, timeout), then kill every
-//!      process left in the namespace.
+//!      process left in the namespace; (memory cgroup) the walk's reserve,
+//!      held since before the first fork, given back; System V objects
+//!      removed.
 //!  P9. walk the upper layer (evidence.rs), stream blobs and the `R` frame.
 //!
 //! CMD, before exec:
