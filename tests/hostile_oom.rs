@@ -139,55 +139,83 @@ fn envelope_file(body: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// Through the daemon (as the agent) and through root's in-process CLI
-/// over the agent's workspace, on the daemon's state directory.
-fn both_ways(d: &Daemon, ws: &Ws, body: &str) -> Vec<(&'static str, Run)> {
+/// over the agent's workspace, on the daemon's state directory. Each with
+/// the IPC namespaces the host saw the run's processes carrying `marker`
+/// in (none looked for when it is 0).
+fn both_ways(
+    d: &Daemon,
+    ws: &Ws,
+    body: &str,
+    marker: u64,
+) -> Vec<(&'static str, Run, Vec<String>)> {
     let (_dir, p) = envelope_file(body);
-    let daemon = d
-        .cli_user()
-        .current_dir(&ws.dir)
-        .args(["execute", "--json", "--file"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    let cli = Command::new(bin())
-        .env_clear()
+    let mut daemon = d.cli_user();
+    daemon.arg("execute");
+    let mut cli = Command::new(bin());
+    cli.env_clear()
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
         .env("DRYRUN_STATE_DIR", &d.state)
-        .current_dir(&ws.dir)
-        .args(["execute", "--local", "--json", "--file"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    vec![("daemon", to_run(daemon)), ("root cli", to_run(cli))]
-}
-
-/// System V segments on the host (shmid, size) whose size carries `marker`.
-fn host_segments(marker: u64) -> Vec<String> {
-    if marker == 0 {
-        return Vec::new();
+        .args(["execute", "--local"]);
+    let mut out = Vec::new();
+    for (via, mut c) in [("daemon", daemon), ("root cli", cli)] {
+        c.current_dir(&ws.dir)
+            .args(["--json", "--file"])
+            .arg(&p)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let (r, seen) = watching_ipc(c, marker);
+        out.push((via, r, seen));
     }
-    let text = std::fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
-    text.lines()
-        .skip(1)
-        .filter(|l| {
-            l.split_whitespace()
-                .nth(3)
-                .and_then(|s| s.parse::<u64>().ok())
-                .is_some_and(|s| s & 0xfffff == marker)
-        })
-        .map(str::to_string)
-        .collect()
+    out
 }
 
-/// The marker a run's segments carry in their size (below 1 MiB).
+/// Run `c` to its end; meanwhile note the IPC namespace of every host
+/// process whose command line carries ` marker `.
+fn watching_ipc(mut c: Command, marker: u64) -> (Run, Vec<String>) {
+    let child = c.spawn().unwrap();
+    // Its output is read meanwhile (a long record would fill the pipe).
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let mut seen = Vec::new();
+    let needle = format!(" {marker} ");
+    while !waiter.is_finished() {
+        if marker != 0 {
+            for line in processes_with(&needle) {
+                let pid = line.split(':').next().unwrap_or("");
+                if let Ok(ns) = std::fs::read_link(format!("/proc/{pid}/ns/ipc")) {
+                    let ns = ns.display().to_string();
+                    if !seen.contains(&ns) {
+                        seen.push(ns);
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (to_run(waiter.join().unwrap()), seen)
+}
+
+/// Every host process's IPC namespace, and the nsfs mounts of the host's
+/// mount namespace.
+fn live_ipc_namespaces() -> String {
+    let mut all = std::fs::read_to_string("/proc/1/mountinfo").unwrap_or_default();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(ns) = std::fs::read_link(e.path().join("ns/ipc")) {
+            all.push_str(&ns.display().to_string());
+            all.push('\n');
+        }
+    }
+    all
+}
+
+/// The marker a run's processes carry in their command lines.
 fn marker() -> u64 {
-    u64::from_str_radix(&random_hex()[..4], 16).unwrap() | 1
+    u64::from_str_radix(&random_hex()[..6], 16).unwrap() | 1
 }
 
 /// The run is complete, says it hit memory, has its evidence whole (the
 /// README's before-hash beside `also`) and is not promoted; nothing of it
 /// is left on the host.
-fn assert_complete_and_gone(via: &str, r: &Run, also: &str, marker: u64) {
+fn assert_complete_and_gone(via: &str, r: &Run, also: &str, marker: u64, seen: &[String]) {
     assert_ne!(r.json["state"], "failed", "{via}: {}", r.json);
     assert!(
         r.limits_hit().contains(&"memory".to_string()),
@@ -203,29 +231,41 @@ fn assert_complete_and_gone(via: &str, r: &Run, also: &str, marker: u64) {
         r.json
     );
     assert_ne!(r.decision(), "promote", "{via}: {}", r.json);
-    assert_gone(via, r, marker);
+    assert_gone(via, r, marker, seen);
 }
 
-fn assert_gone(via: &str, r: &Run, marker: u64) {
+fn assert_gone(via: &str, r: &Run, marker: u64, seen: &[String]) {
     let id = run_id(r);
     wait_until("the run's cgroups to be removed", 30, || {
         run_cgroups(&id).iter().all(|p| !p.exists())
     });
-    assert!(
-        host_segments(marker).is_empty(),
-        "{via}: a segment outlived the run"
-    );
     // The run's processes carry the marker in their command lines (the
     // cgroups' removal above already says none is left in them).
     assert!(
         marker == 0 || processes_with(&format!(" {marker} ")).is_empty(),
         "{via}: a process outlived the run"
     );
+    // The sandbox's IPC namespace (and the segments in it) ended with the
+    // run: no process is in it, nothing holds it mounted.
+    assert!(
+        marker == 0 || !seen.is_empty(),
+        "{via}: the run's processes were not seen"
+    );
+    wait_until("the run's IPC namespace to end", 30, || {
+        let live = live_ipc_namespaces();
+        seen.iter().all(|ns| !live.contains(ns.as_str()))
+    });
+    let host = std::fs::read_link("/proc/self/ns/ipc").unwrap();
+    assert!(
+        !seen.contains(&host.display().to_string()),
+        "{via}: the run shared the host's IPC namespace"
+    );
 }
 
 /// Shared memory segments the command leaves behind fill the cgroup to
 /// its ceiling (each top-up process is OOM-killed, its segment stays), then
-/// the command ends. The walk still has room: the run is complete.
+/// the command ends. The walk still has room: the run is complete, and the
+/// segments end with the run's IPC namespace.
 #[test]
 fn leftover_shared_memory_does_not_starve_the_walk() {
     if !require_root() {
@@ -239,9 +279,31 @@ fn leftover_shared_memory_does_not_starve_the_walk() {
          for i in $(seq 100); do python3 shm.py 1 {m} || break; done; \
          for i in $(seq 100); do head -c 64K /dev/zero > x$i || break; done; echo done"
     );
-    for (via, r) in both_ways(&d, &ws, &body(&ws, &cmd, 16, 16)) {
+    for (via, r, seen) in both_ways(&d, &ws, &body(&ws, &cmd, 16, 16), m) {
         assert!(r.out().starts_with("shm 250\n"), "{via}: {}", r.json);
-        assert_complete_and_gone(via, &r, "x1", m);
+        assert_complete_and_gone(via, &r, "x1", m, &seen);
+    }
+}
+
+/// The same segments beside 30,000 changes, a walk larger than the init's
+/// reserve: the segments are removed before the walk (the reserve alone
+/// would not hold it), and the run is complete with every change listed.
+#[test]
+fn leftover_shared_memory_is_removed_before_a_large_walk() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = armed_workspace();
+    let m = marker();
+    let cmd = format!(
+        "echo more >> README.md; python3 many.py 30000; python3 shm.py 200 {m}; \
+         for i in $(seq 100); do python3 shm.py 1 {m} || break; done; echo done"
+    );
+    for (via, r, seen) in both_ways(&d, &ws, &body(&ws, &cmd, 16, 16), m) {
+        assert!(r.changes().len() > 30000, "{via}: {}", r.json);
+        let first = format!("many/{}000000", "n".repeat(200));
+        assert_complete_and_gone(via, &r, &first, m, &seen);
     }
 }
 
@@ -254,9 +316,12 @@ fn leftover_message_queues_do_not_starve_the_walk() {
     }
     let d = Daemon::start(&[]);
     let ws = armed_workspace();
-    let cmd = "echo more >> README.md; echo x > made; python3 msg.py; python3 msg.py; echo done";
-    for (via, r) in both_ways(&d, &ws, &body(&ws, cmd, 16, 16)) {
-        assert_complete_and_gone(via, &r, "made", 0);
+    let m = marker();
+    let cmd = format!(
+        "echo more >> README.md; echo x > made; python3 msg.py {m}; python3 msg.py {m}; echo done"
+    );
+    for (via, r, seen) in both_ways(&d, &ws, &body(&ws, &cmd, 16, 16), m) {
+        assert_complete_and_gone(via, &r, "made", m, &seen);
     }
 }
 
@@ -272,17 +337,17 @@ fn leftover_attributes_and_tmp_pages_do_not_starve_the_walk() {
     let ws = armed_workspace();
     let cmd = "echo more >> README.md; python3 xa.py; \
                for i in $(seq 300); do head -c 1M /dev/zero > /tmp/t$i || break; done; echo done";
-    for (via, r) in both_ways(&d, &ws, &body(&ws, cmd, 16, 16)) {
+    for (via, r, seen) in both_ways(&d, &ws, &body(&ws, cmd, 16, 16), 0) {
         assert!(r.out().contains("xattrs "), "{via}: {}", r.json);
-        assert_complete_and_gone(via, &r, "xa/f0", 0);
+        assert_complete_and_gone(via, &r, "xa/f0", 0, &seen);
     }
 }
 
-/// A change list whose walk needs more than the init's reserve, in a
-/// cgroup the command left full (30,000 long names, then shared memory to
-/// the ceiling): the init may be OOM-killed at the walk; the run is then
-/// failed naming the limit, otherwise complete. Never promoted, never with
-/// evidence missing, nothing left behind.
+/// A walk larger than the init's reserve in a cgroup the command left full
+/// of what the init cannot remove (attributes, then 20,000 long names,
+/// then /tmp's pages): the init may be OOM-killed at the walk; the run is
+/// then failed naming the limit, otherwise complete. Never promoted, never
+/// with evidence missing, nothing left behind.
 #[test]
 fn a_walk_bigger_than_the_reserve_in_a_full_cgroup_fails_closed() {
     if !require_root() {
@@ -290,18 +355,15 @@ fn a_walk_bigger_than_the_reserve_in_a_full_cgroup_fails_closed() {
     }
     let d = Daemon::start(&[]);
     let ws = armed_workspace();
-    let m = marker();
-    let cmd = format!(
-        "echo more >> README.md; python3 many.py 30000; python3 shm.py 200 {m}; \
-         for i in $(seq 100); do python3 shm.py 1 {m} || break; done; echo done"
-    );
-    for (via, r) in both_ways(&d, &ws, &body(&ws, &cmd, 16, 16)) {
+    let cmd = "echo more >> README.md; python3 many.py 20000; python3 xa.py; \
+               for i in $(seq 300); do head -c 1M /dev/zero > /tmp/t$i || break; done; echo done";
+    for (via, r, seen) in both_ways(&d, &ws, &body(&ws, cmd, 16, 16), 0) {
         if r.json["state"] == "failed" {
             let e = r.json["error"].as_str().unwrap_or("");
             assert!(e.contains("memory"), "{via}: {}", r.json);
         } else {
             assert!(
-                r.changes().len() > 30000,
+                r.changes().len() > 20000,
                 "{via}: {} changes",
                 r.changes().len()
             );
@@ -309,7 +371,7 @@ fn a_walk_bigger_than_the_reserve_in_a_full_cgroup_fails_closed() {
             assert!(readme["before"].as_str().is_some(), "{via}: {}", r.json);
         }
         assert_ne!(r.decision(), "promote", "{via}: {}", r.json);
-        assert_gone(via, &r, m);
+        assert_gone(via, &r, 0, &seen);
     }
 }
 
@@ -373,14 +435,14 @@ fn the_command_cannot_move_any_oom_score() {
         assert!(!out.contains("WROTE"), "{via}: {out}");
         assert_eq!(out.matches("refused ").count(), 9, "{via}: {out}");
         assert!(out.contains("score 1000\n"), "{via}: {out}");
-        assert_gone(via, &r, 0);
+        assert_gone(via, &r, 0, &[]);
     }
 }
 
 /// The agent's own CLI (no cgroup: rlimits): segments it leaves behind end
-/// with its sandbox's IPC namespace, never on the host.
+/// with its sandbox's IPC namespace, never outliving the run.
 #[test]
-fn the_agents_own_runs_leave_no_segment_on_the_host() {
+fn the_agents_own_runs_leave_no_segment_behind() {
     if !require_root() {
         return;
     }
@@ -388,11 +450,26 @@ fn the_agents_own_runs_leave_no_segment_on_the_host() {
     ws.write("README.md", "hello\n");
     ws.write("shm.py", SHM_PY);
     let m = marker();
-    let r = ws.rehearse(
-        &format!("python3 shm.py 8 {m}; python3 shm.py 8 {m}; echo more >> README.md"),
-        &["--expect-write", "*"],
-    );
+    // In an envelope file: the CLI's own command line (on the host's
+    // namespace) must not carry the marker.
+    let cmd = format!("python3 shm.py 8 {m}; python3 shm.py 8 {m}; echo more >> README.md");
+    let (_dir, p) = envelope_file(&body(&ws, &cmd, 64, 16));
+    let mut c = ws.command();
+    c.args(["execute", "--json", "--file"])
+        .arg(&p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let (r, seen) = watching_ipc(c, m);
     assert_ne!(r.json["state"], "failed", "{}", r.json);
     assert!(r.out().contains("shm 8\nshm 8\n"), "{}", r.json);
-    assert!(host_segments(m).is_empty(), "a segment outlived the run");
+    assert!(!seen.is_empty(), "the run's processes were not seen");
+    let host = std::fs::read_link("/proc/self/ns/ipc").unwrap();
+    assert!(
+        !seen.contains(&host.display().to_string()),
+        "the run shared the host's IPC namespace"
+    );
+    wait_until("the run's IPC namespace to end", 30, || {
+        let live = live_ipc_namespaces();
+        seen.iter().all(|ns| !live.contains(ns.as_str()))
+    });
 }
