@@ -10,8 +10,9 @@
 //! and message queues, which outlive their makers until the IPC namespace
 //! ends; tmpfs attributes, which `disk_mb` does not bound) filled the
 //! cgroup, and the walk of the evidence, its only allocator then, got the
-//! init OOM-killed: the run failed. Fixed: the init holds a reserve it
-//! gives back before the walk and removes the IPC objects.
+//! init OOM-killed: the run failed. Fixed: once the command is gone the
+//! init raises the cgroup's ceiling by 32 MiB (through the limit files the
+//! host side opened) and removes the IPC objects before it walks.
 
 mod common;
 use common::daemon::*;
@@ -286,8 +287,8 @@ fn leftover_shared_memory_does_not_starve_the_walk() {
 }
 
 /// The same segments beside 30,000 changes, a walk larger than the init's
-/// reserve: the segments are removed before the walk (the reserve alone
-/// would not hold it), and the run is complete with every change listed.
+/// room: the segments are removed before the walk (the room alone would
+/// not hold it), and the run is complete with every change listed.
 #[test]
 fn leftover_shared_memory_is_removed_before_a_large_walk() {
     if !require_root() {
@@ -343,13 +344,13 @@ fn leftover_attributes_and_tmp_pages_do_not_starve_the_walk() {
     }
 }
 
-/// A walk larger than the init's reserve in a cgroup the command left full
+/// A walk larger than the init's room in a cgroup the command left full
 /// of what the init cannot remove (attributes, then 20,000 long names,
 /// then /tmp's pages): the init may be OOM-killed at the walk; the run is
 /// then failed naming the limit, otherwise complete. Never promoted, never
 /// with evidence missing, nothing left behind.
 #[test]
-fn a_walk_bigger_than_the_reserve_in_a_full_cgroup_fails_closed() {
+fn a_walk_bigger_than_the_room_in_a_full_cgroup_fails_closed() {
     if !require_root() {
         return;
     }

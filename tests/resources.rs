@@ -296,7 +296,7 @@ fn files_count_against_memory_and_a_full_limit_ends_the_command_not_the_init() {
         assert_eq!(r.decision(), "blocked", "{who:?}");
         let enforcement = r.json["rehearsal"]["sandbox"]["enforcement"].to_string();
         assert!(
-            enforcement.contains("memory: cgroup v1 (416 MiB: memory_mb + disk_mb + /tmp + 32 MiB the init keeps for the walk)"),
+            enforcement.contains("memory: cgroup v1 (384 MiB: memory_mb + disk_mb + /tmp; 32 MiB more for the init's walk once the command is gone)"),
             "{enforcement}"
         );
     }

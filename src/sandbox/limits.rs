@@ -59,71 +59,87 @@ fn write(p: &Path, v: &str) -> std::io::Result<()> {
 /// never exceed it. (A ceiling of `memory_bytes` alone let a command that
 /// wrote more files than `memory_mb` fill the cgroup with pages nothing can
 /// reclaim, and the OOM killer then ended the sandbox.)
-/// The sandbox's init's reserve ([`WalkReserve`]) is added on top.
+/// The init's room for the walk ([`WalkRoom`]) comes on top once the
+/// command is gone.
 pub(crate) fn memory_ceiling(limits: &SandboxLimits) -> u64 {
     limits
         .memory_bytes
         .saturating_add(limits.disk_bytes)
         .saturating_add(limits.tmp_bytes)
-        .saturating_add(WALK_RESERVE_BYTES)
 }
 
 fn ceiling_note(version: &str, limits: &SandboxLimits) -> String {
     format!(
-        "memory: cgroup {version} ({} MiB: memory_mb + disk_mb + /tmp + {} MiB the init keeps for the walk)",
+        "memory: cgroup {version} ({} MiB: memory_mb + disk_mb + /tmp; {} MiB more for the init's walk once the command is gone)",
         memory_ceiling(limits) >> 20,
-        WALK_RESERVE_BYTES >> 20
+        WALK_ROOM_BYTES >> 20
     )
 }
 
-/// What the sandbox's init holds in the run's memory cgroup while the
-/// command runs, and gives back once the command's processes are gone.
-const WALK_RESERVE_BYTES: u64 = 32 << 20;
+/// The room the sandbox's init gets for the walk once the command is gone
+/// ([`WalkRoom`]).
+const WALK_ROOM_BYTES: u64 = 32 << 20;
 
-/// Memory the sandbox's init touches (so it is charged to the run's memory
-/// cgroup) before it forks the command, and unmaps when every process of
-/// the command is gone, before it walks the evidence. What a command leaves
-/// charged to the cgroup after its processes die (tmpfs inodes and names,
-/// attributes, SysV shared memory and message queues: kernel memory no
-/// `disk_mb` bounds) can fill the cgroup to its ceiling, and the walk, the
-/// cgroup's only allocator then, would be OOM-killed: the reserve is the
-/// room it walks in. Not inherited by the command (`MADV_DONTFORK`).
-pub(crate) struct WalkReserve(Option<(*mut libc::c_void, usize)>);
+/// The run's memory limit, opened for writing by the host side (host root)
+/// when it made the cgroups and handed down to the sandbox's init, which
+/// raises the ceiling by [`WALK_ROOM_BYTES`] once every process of the
+/// command is gone, before it walks the evidence. What a command leaves
+/// charged to the cgroup after its processes die (tmpfs inodes, names and
+/// attributes: kernel memory no `disk_mb` bounds) can fill the cgroup to its
+/// ceiling, and the walk, the cgroup's only allocator then, would be
+/// OOM-killed: the raise is the room it walks in, and nothing of the
+/// command is left to take it. The files are never the command's: its
+/// process closes every descriptor past 4 before anything of it runs (X1),
+/// and the init gives the room, closing them, before it forks the walk's
+/// reader. (A 32 MiB reserve the init touched before the command and
+/// unmapped after did the same at 10-20 ms of CPU per run for the page
+/// faults; a write here costs microseconds.) A cgroup file opened by the
+/// host's root keeps the opener's rights for its writes: the init, in its
+/// user namespace, could not open it itself.
+pub(crate) struct WalkRoom {
+    /// In the order they are raised: v1's `memory.memsw.limit_in_bytes`
+    /// must never be below `memory.limit_in_bytes`, so it goes first.
+    files: Vec<std::fs::File>,
+    /// The raised ceiling, written out ahead: the init allocates nothing
+    /// to give the room (an allocation in a full cgroup is what this is
+    /// for).
+    raised: String,
+}
 
-impl WalkReserve {
-    /// Hold the reserve when the run has a memory cgroup (otherwise, or
-    /// when the mapping fails, nothing is held).
-    pub(crate) fn hold(memory_cgroup: bool) -> WalkReserve {
-        if !memory_cgroup {
-            return WalkReserve(None);
+impl WalkRoom {
+    /// Open the run's memory limit files (none without a memory cgroup).
+    pub(crate) fn open(
+        plan: &CgroupPlan,
+        limits: &SandboxLimits,
+    ) -> std::io::Result<Option<WalkRoom>> {
+        let open = |p: PathBuf| std::fs::OpenOptions::new().write(true).open(p);
+        let mut files = Vec::new();
+        if let Some(dir) = &plan.unified {
+            files.push(open(dir.join("memory.max"))?);
         }
-        let len = WALK_RESERVE_BYTES as usize;
-        // SAFETY: a fresh private anonymous mapping, written only here and
-        // unmapped only by `release`.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                return WalkReserve(None);
+        for (_, dir) in plan.dirs.iter().filter(|(c, _)| c == "memory") {
+            // Only where swap is accounted.
+            if let Ok(f) = open(dir.join("memory.memsw.limit_in_bytes")) {
+                files.push(f);
             }
-            libc::madvise(p, len, libc::MADV_DONTFORK);
-            std::ptr::write_bytes(p.cast::<u8>(), 1, len);
-            WalkReserve(Some((p, len)))
+            files.push(open(dir.join("memory.limit_in_bytes"))?);
         }
+        Ok((!files.is_empty()).then(|| WalkRoom {
+            files,
+            raised: memory_ceiling(limits)
+                .saturating_add(WALK_ROOM_BYTES)
+                .to_string(),
+        }))
     }
 
-    /// Give the reserve back to the run's cgroup.
-    pub(crate) fn release(self) {
-        if let Some((p, len)) = self.0 {
-            // SAFETY: the mapping made by `hold`, unmapped once.
-            unsafe { libc::munmap(p, len) };
+    /// Raise the ceiling (the caller: the init, once the namespace holds no
+    /// process of the command).
+    pub(crate) fn give(self) -> std::io::Result<()> {
+        use std::io::Write;
+        for mut f in &self.files {
+            f.write_all(self.raised.as_bytes())?;
         }
+        Ok(())
     }
 }
 

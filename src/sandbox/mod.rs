@@ -61,7 +61,7 @@ pub enum SandboxError {
 /// Why a full memory limit can end a sandbox without its report.
 fn limit_killed_hint(limits: &str) -> &'static str {
     if limits.split(", ").any(|l| l == "memory") {
-        " (the run's memory cgroup holds the command's memory and the files it wrote, in the upper layer and /tmp, up to memory_mb + disk_mb + /tmp; the command is the OOM killer's first choice, so a sandbox that ended this way lost its init to what the command left charged to the cgroup, with a walk larger than the init's reserve)"
+        " (the run's memory cgroup holds the command's memory and the files it wrote, in the upper layer and /tmp, up to memory_mb + disk_mb + /tmp; the command is the OOM killer's first choice, so a sandbox that ended this way lost its init to what the command left charged to the cgroup, with a walk larger than the 32 MiB room the init gets once the command is gone)"
     } else {
         ""
     }

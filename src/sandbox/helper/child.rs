@@ -9,7 +9,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{Gid, Pid, Uid, pipe2};
 
-use super::super::limits;
+use super::super::limits::{self, WalkRoom};
 use super::super::spec::{CgroupPlan, IdPlan, SandboxSpec};
 use super::super::sys;
 use super::error::HelperError;
@@ -22,8 +22,14 @@ fn ns<E: Into<io::Error>>(op: &'static str) -> impl FnOnce(E) -> HelperError {
 }
 
 /// C's whole life; exits with P1's code (125 after an `E` frame).
-pub(super) fn run_child(spec: &SandboxSpec, ready_w: OwnedFd, go_r: OwnedFd, h_pid: i32) -> ! {
-    super::exit_with(child_main(spec, ready_w, go_r, h_pid))
+pub(super) fn run_child(
+    spec: &SandboxSpec,
+    ready_w: OwnedFd,
+    go_r: OwnedFd,
+    h_pid: i32,
+    walk_room: Option<WalkRoom>,
+) -> ! {
+    super::exit_with(child_main(spec, ready_w, go_r, h_pid, walk_room))
 }
 
 fn child_main(
@@ -31,6 +37,7 @@ fn child_main(
     ready_w: OwnedFd,
     go_r: OwnedFd,
     h_pid: i32,
+    walk_room: Option<WalkRoom>,
 ) -> Result<i32, HelperError> {
     die_with_host(h_pid)?;
     if let Some(plan) = &spec.cgroup {
@@ -43,7 +50,7 @@ fn child_main(
     unshare_sandbox_namespaces(spec)?;
     drop(go_r);
     // `_alive` stays open while C lives: P1 reads C's death from its HUP.
-    let (p1, _alive) = fork_init(spec)?;
+    let (p1, _alive) = fork_init(spec, walk_room)?;
     wait_for_init(p1)
 }
 
@@ -103,15 +110,19 @@ fn unshare_sandbox_namespaces(spec: &SandboxSpec) -> Result<(), HelperError> {
 
 /// Fork P1, pid 1 of the new pid namespace. Returns its pid and the write
 /// end of the pipe P1 watches.
-fn fork_init(spec: &SandboxSpec) -> Result<(i32, OwnedFd), HelperError> {
+fn fork_init(
+    spec: &SandboxSpec,
+    walk_room: Option<WalkRoom>,
+) -> Result<(i32, OwnedFd), HelperError> {
     // P1 cannot see C (it is outside the new pid namespace); it watches this
     // pipe instead: HUP means C is gone.
     let (alive_r, alive_w) = pipe2(OFlag::O_CLOEXEC).map_err(ns("pipe"))?;
     let p1 = sys::fork_single_threaded().map_err(ns("fork init"))?;
     if p1 == 0 {
         drop(alive_w);
-        super::init::run_init(spec, alive_r);
+        super::init::run_init(spec, alive_r, walk_room);
     }
+    drop(walk_room);
     drop(alive_r);
     Ok((p1, alive_w))
 }

@@ -55,9 +55,9 @@ fn idmap<E: Into<io::Error>>(op: &'static str, target: &Path) -> impl FnOnce(E) 
 /// H's whole job, step by step.
 pub(super) fn run_host_side() -> Result<(), HelperError> {
     let spec = take_over_process()?;
-    let enforcement = create_run_cgroups(&spec)?;
+    let (enforcement, walk_room) = create_run_cgroups(&spec)?;
     let mut staged = clone_workspace_mount(&spec)?;
-    let child = fork_sandbox_child(&spec, &mut staged)?;
+    let child = fork_sandbox_child(&spec, &mut staged, walk_room)?;
     write_id_maps(child.pid, &spec.ids)?;
     attach_idmapped_lower(child.pid, staged)?;
     release_child(&child)?;
@@ -92,13 +92,18 @@ fn take_over_process() -> Result<SandboxSpec, HelperError> {
 }
 
 /// H2 (root): the run's cgroups with their limits; returns how each limit
-/// is enforced.
-fn create_run_cgroups(spec: &SandboxSpec) -> Result<Vec<String>, HelperError> {
+/// is enforced, and the memory limit opened for the init to raise before
+/// its walk ([`limits::WalkRoom`]).
+fn create_run_cgroups(
+    spec: &SandboxSpec,
+) -> Result<(Vec<String>, Option<limits::WalkRoom>), HelperError> {
     mark("H2 cgroups");
-    match &spec.cgroup {
-        Some(plan) => limits::prepare_cgroups(plan, &spec.limits).map_err(HelperError::Cgroups),
-        None => Ok(Vec::new()),
-    }
+    let Some(plan) = &spec.cgroup else {
+        return Ok((Vec::new(), None));
+    };
+    let enforcement = limits::prepare_cgroups(plan, &spec.limits).map_err(HelperError::Cgroups)?;
+    let room = limits::WalkRoom::open(plan, &spec.limits).map_err(HelperError::Cgroups)?;
+    Ok((enforcement, room))
 }
 
 /// Detached mounts H3 takes for H5 to attach (root plan only).
@@ -181,7 +186,11 @@ struct Child {
 }
 
 /// H4: fork C and wait until it has unshared its user namespace.
-fn fork_sandbox_child(spec: &SandboxSpec, staged: &mut StagedMounts) -> Result<Child, HelperError> {
+fn fork_sandbox_child(
+    spec: &SandboxSpec,
+    staged: &mut StagedMounts,
+    walk_room: Option<limits::WalkRoom>,
+) -> Result<Child, HelperError> {
     mark("H4 fork + user ns");
     let (ready_r, ready_w) = pipe2(OFlag::O_CLOEXEC).map_err(fork_child("pipe"))?;
     let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).map_err(fork_child("pipe"))?;
@@ -195,8 +204,9 @@ fn fork_sandbox_child(spec: &SandboxSpec, staged: &mut StagedMounts) -> Result<C
         drop(go_w);
         drop(done_r);
         drop(staged.workspace.take());
-        super::child::run_child(spec, ready_w, go_r, h_pid);
+        super::child::run_child(spec, ready_w, go_r, h_pid, walk_room);
     }
+    drop(walk_room);
     super::DONE_FD.store(-1, std::sync::atomic::Ordering::Relaxed);
     drop(done_w);
     drop(ready_w);

@@ -101,11 +101,19 @@ pub(super) struct CommandPlan {
 }
 
 /// P1's whole life. Never returns.
-pub(super) fn run_init(spec: &SandboxSpec, parent_alive: OwnedFd) -> ! {
-    super::exit_with(init_main(spec, parent_alive).map(|()| 0))
+pub(super) fn run_init(
+    spec: &SandboxSpec,
+    parent_alive: OwnedFd,
+    walk_room: Option<limits::WalkRoom>,
+) -> ! {
+    super::exit_with(init_main(spec, parent_alive, walk_room).map(|()| 0))
 }
 
-fn init_main(spec: &SandboxSpec, parent_alive: OwnedFd) -> Result<(), HelperError> {
+fn init_main(
+    spec: &SandboxSpec,
+    parent_alive: OwnedFd,
+    walk_room: Option<limits::WalkRoom>,
+) -> Result<(), HelperError> {
     become_init(parent_alive)?;
     let ids = RunIds::of(&spec.ids);
     let lower = open_lower_layer(spec, &ids)?;
@@ -119,17 +127,30 @@ fn init_main(spec: &SandboxSpec, parent_alive: OwnedFd) -> Result<(), HelperErro
     let nested_userns_capped = name_host_and_cut_network(spec)?;
     let plan = prepare_command(spec, ids, &stubs)?;
     let mut report = describe_sandbox(&plan, &masked, &stubs, nested_userns_capped);
-    let reserve =
-        limits::WalkReserve::hold(spec.cgroup.as_ref().is_some_and(limits::has_memory_cgroup));
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
     // Every process of the command is gone (run_steps emptied the namespace).
-    reserve.release();
-    limits::drop_ipc_objects();
+    give_walk_room(walk_room)?;
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
     super::evidence::walk_evidence(spec, &plan.ids, &lower, &upper_fd, &mut report)?;
     super::evidence::send_report(report)?;
     super::tell_host_done();
+    Ok(())
+}
+
+/// After P8, with no process of the command left: the memory cgroup's
+/// ceiling raised first (reading what to remove allocates, and the cgroup
+/// may be full), then the namespace's System V objects removed, so what the
+/// command left charged to the cgroup cannot starve the walk
+/// ([`limits::WalkRoom`]).
+fn give_walk_room(walk_room: Option<limits::WalkRoom>) -> Result<(), HelperError> {
+    if let Some(room) = walk_room {
+        room.give().map_err(|source| HelperError::Supervise {
+            op: "raise the memory limit for the walk",
+            source,
+        })?;
+    }
+    limits::drop_ipc_objects();
     Ok(())
 }
 

@@ -43,8 +43,8 @@
 //!      compiled, the command's environment.
 //!  P8. per step (supervise.rs): fork CMD, take its hello (seccomp listener,
 //!      Landlock outcome), supervise (output cap, timeout), then kill every
-//!      process left in the namespace; (memory cgroup) the walk's reserve,
-//!      held since before the first fork, given back; System V objects
+//!      process left in the namespace; (memory cgroup) the ceiling raised
+//!      for the walk through the limit files H opened; System V objects
 //!      removed.
 //!  P9. walk the upper layer (evidence.rs), stream blobs and the `R` frame.
 //!
