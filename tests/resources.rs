@@ -417,6 +417,65 @@ fn orphans_and_double_forks_do_not_survive_the_run() {
     }
 }
 
+/// Run cgroups a killed helper left behind (its clean-up never ran) are
+/// removed by the next start of dryrun once they are 10 minutes old and
+/// empty; a fresh empty one (a run between its cgroups' creation and its
+/// join) and an old one with a process in it stay.
+#[test]
+fn run_cgroups_left_behind_are_swept_by_the_next_start() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let base = std::path::Path::new("/sys/fs/cgroup/pids/dryrun");
+    std::fs::create_dir_all(base).unwrap();
+    let tag = random_hex();
+    let old = base.join(format!("r-sweep-old-{tag}"));
+    let busy = base.join(format!("r-sweep-busy-{tag}"));
+    let fresh = base.join(format!("r-sweep-fresh-{tag}"));
+    for d in [&old, &busy, &fresh] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    std::fs::write(busy.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    for d in [&old, &busy] {
+        let st = Command::new("touch")
+            .args(["-d", "20 minutes ago"])
+            .arg(d)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let age = std::fs::metadata(d)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .elapsed()
+            .unwrap();
+        assert!(
+            age > Duration::from_secs(15 * 60),
+            "{}: {age:?}",
+            d.display()
+        );
+    }
+    // A start of the in-process engine on a state directory whose
+    // housekeeping is due (a new one).
+    let ws = Ws::new(Who::Root);
+    let r = ws.rehearse("true", &[]);
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    let gone = !old.exists();
+    let busy_kept = busy.exists();
+    let fresh_kept = fresh.exists();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    for d in [&old, &busy, &fresh] {
+        let _ = wait_until(Duration::from_secs(5), || {
+            std::fs::remove_dir(d).is_ok() || !d.exists()
+        });
+    }
+    assert!(gone, "an empty run cgroup 20 minutes old was left");
+    assert!(busy_kept, "a run cgroup with a process in it was removed");
+    assert!(fresh_kept, "a fresh empty run cgroup was removed");
+}
+
 #[test]
 fn killing_dryrun_kills_the_sandbox() {
     for who in identities() {

@@ -405,6 +405,17 @@ pub(crate) fn reap_run_cgroups(run_id: &str) {
     remove_run_cgroups(&plan);
 }
 
+/// How old an empty run cgroup must be before a start of dryrun removes it
+/// ([`sweep_stale_cgroups`]). A run's cgroups are empty only between their
+/// creation (H2) and C's join, a few milliseconds, and after the run; one
+/// still empty this long after its creation belongs to a helper that was
+/// killed (its clean-up never ran) or one stopped for that long before C
+/// joined, whose join then fails and whose run fails closed saying so.
+/// Removing fails anyway on a cgroup with a process in it.
+const STALE_CGROUP_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// Remove the empty per-run cgroups older than [`STALE_CGROUP_AGE`], of
+/// every dryrun on this host (the cgroups' parent is shared).
 pub(crate) fn sweep_stale_cgroups() {
     if !nix::unistd::geteuid().is_root() {
         return;
@@ -416,12 +427,10 @@ pub(crate) fn sweep_stale_cgroups() {
     for b in bases {
         if let Ok(rd) = std::fs::read_dir(&b) {
             for e in rd.flatten() {
-                // A run that is just starting has an empty cgroup too: only
-                // sweep ones that are clearly stale.
                 let stale = e
                     .metadata()
                     .and_then(|m| m.modified())
-                    .map(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(24 * 3600))
+                    .map(|t| t.elapsed().unwrap_or_default() > STALE_CGROUP_AGE)
                     .unwrap_or(false);
                 if stale {
                     let _ = std::fs::remove_dir(e.path());
