@@ -17,8 +17,6 @@
 mod common;
 use common::daemon::*;
 use common::*;
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -125,20 +123,6 @@ fn body(ws: &Ws, cmd: &str, memory_mb: u64, disk_mb: u64) -> String {
     .to_string()
 }
 
-/// An envelope file the agent can read, outside its workspace.
-fn envelope_file(body: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix("dryrun-hoom-env-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let p = dir.path().join("envelope.json");
-    std::fs::write(&p, body).unwrap();
-    for q in [dir.path(), p.as_path()] {
-        std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    (dir, p)
-}
-
 /// Through the daemon (as the agent) and through root's in-process CLI
 /// over the agent's workspace, on the daemon's state directory. Each with
 /// the IPC namespaces the host saw the run's processes carrying `marker`
@@ -149,7 +133,7 @@ fn both_ways(
     body: &str,
     marker: u64,
 ) -> Vec<(&'static str, Run, Vec<String>)> {
-    let (_dir, p) = envelope_file(body);
+    let (_dir, p) = agent_envelope_file(body);
     let mut daemon = d.cli_user();
     daemon.arg("execute");
     let mut cli = Command::new(bin());
@@ -389,7 +373,7 @@ fn the_command_cannot_move_any_oom_score() {
     let ws = armed_workspace();
     let nap = format!("4.{}", marker());
     let cmd = format!("python3 score.py; sleep {nap} & wait");
-    let (_dir, p) = envelope_file(&body(&ws, &cmd, 64, 16));
+    let (_dir, p) = agent_envelope_file(&body(&ws, &cmd, 64, 16));
     let mut via_cli = Command::new(bin());
     via_cli
         .env_clear()
@@ -454,7 +438,7 @@ fn the_agents_own_runs_leave_no_segment_behind() {
     // In an envelope file: the CLI's own command line (on the host's
     // namespace) must not carry the marker.
     let cmd = format!("python3 shm.py 8 {m}; python3 shm.py 8 {m}; echo more >> README.md");
-    let (_dir, p) = envelope_file(&body(&ws, &cmd, 64, 16));
+    let (_dir, p) = agent_envelope_file(&body(&ws, &cmd, 64, 16));
     let mut c = ws.command();
     c.args(["execute", "--json", "--file"])
         .arg(&p)

@@ -10,25 +10,11 @@ mod common;
 use common::daemon::*;
 use common::*;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// An envelope file the agent can read, outside its workspace.
-fn envelope_file(body: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix("dryrun-h19-env-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let p = dir.path().join("envelope.json");
-    std::fs::write(&p, body).unwrap();
-    for q in [dir.path(), p.as_path()] {
-        std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    (dir, p)
-}
-
 fn submit_envelope(d: &Daemon, ws: &Ws, body: &str) -> Run {
-    let (_dir, p) = envelope_file(body);
+    let (_dir, p) = agent_envelope_file(body);
     let out = d
         .cli_user()
         .current_dir(&ws.dir)
@@ -75,7 +61,7 @@ fn fill_runs(d: &Daemon) -> Vec<(String, Run)> {
         out.push((format!("{fill} daemon"), submit_envelope(d, &ws, &body)));
         // Root's in-process CLI over the agent's workspace, on the daemon's
         // state directory (the journal takes both appenders).
-        let (_dir, p) = envelope_file(&body);
+        let (_dir, p) = agent_envelope_file(&body);
         let cli = Command::new(bin())
             .env_clear()
             .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
@@ -387,7 +373,7 @@ fn stubs_stay_sealed_across_steps_and_workspace_path_tricks() {
         let r = if who == Who::User {
             submit_envelope(&d, &ws, &body)
         } else {
-            let (_dir, p) = envelope_file(&body);
+            let (_dir, p) = agent_envelope_file(&body);
             ws.execute(&["--file", p.to_str().unwrap()])
         };
         let text = r.json.to_string();

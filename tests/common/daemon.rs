@@ -255,6 +255,21 @@ pub fn run_json(out: std::process::Output) -> Run {
     to_run(out)
 }
 
+/// An envelope file (`body`, JSON) the test user can read, in a
+/// directory of its own outside any workspace; gone with the `TempDir`.
+pub fn agent_envelope_file(body: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("dryrun-agent-env-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let p = dir.path().join("envelope.json");
+    std::fs::write(&p, body).unwrap();
+    for q in [dir.path(), p.as_path()] {
+        std::fs::set_permissions(q, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (dir, p)
+}
+
 pub fn submit_user(d: &Daemon, ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
     let out = d
         .cli_user()
