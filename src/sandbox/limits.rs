@@ -80,7 +80,7 @@ fn ceiling_note(version: &str, limits: &SandboxLimits) -> String {
 /// ([`WalkRoom`]).
 const WALK_ROOM_BYTES: u64 = 32 << 20;
 
-/// The run's memory limit, opened for writing by the host side (host root)
+/// The run's memory limit files, opened for writing by the host side (host root)
 /// when it made the cgroups and handed down to the sandbox's init, which
 /// raises the ceiling by [`WALK_ROOM_BYTES`] once every process of the
 /// command is gone, before it walks the evidence. What a command leaves
@@ -107,31 +107,6 @@ pub(crate) struct WalkRoom {
 }
 
 impl WalkRoom {
-    /// Open the run's memory limit files (none without a memory cgroup).
-    pub(crate) fn open(
-        plan: &CgroupPlan,
-        limits: &SandboxLimits,
-    ) -> std::io::Result<Option<WalkRoom>> {
-        let open = |p: PathBuf| std::fs::OpenOptions::new().write(true).open(p);
-        let mut files = Vec::new();
-        if let Some(dir) = &plan.unified {
-            files.push(open(dir.join("memory.max"))?);
-        }
-        for (_, dir) in plan.dirs.iter().filter(|(c, _)| c == "memory") {
-            // Only where swap is accounted.
-            if let Ok(f) = open(dir.join("memory.memsw.limit_in_bytes")) {
-                files.push(f);
-            }
-            files.push(open(dir.join("memory.limit_in_bytes"))?);
-        }
-        Ok((!files.is_empty()).then(|| WalkRoom {
-            files,
-            raised: memory_ceiling(limits)
-                .saturating_add(WALK_ROOM_BYTES)
-                .to_string(),
-        }))
-    }
-
     /// Raise the ceiling (the caller: the init, once the namespace holds no
     /// process of the command).
     pub(crate) fn give(self) -> std::io::Result<()> {
@@ -143,12 +118,33 @@ impl WalkRoom {
     }
 }
 
-/// Create the cgroups and set the limits. Returns how each limit is enforced.
+/// A cgroup file opened for writing, with `value` written through it; the
+/// open file is kept for later writes (the walk's room).
+fn open_and_write(p: &Path, value: &str) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).open(p)?;
+    f.write_all(value.as_bytes())?;
+    Ok(f)
+}
+
+/// Create the cgroups and set the limits. Returns how each limit is
+/// enforced, and the files the memory ceiling was written through, kept
+/// open as the init's room for the walk ([`WalkRoom`]; none without a
+/// memory cgroup).
 pub(crate) fn prepare_cgroups(
     plan: &CgroupPlan,
     limits: &SandboxLimits,
-) -> std::io::Result<Vec<String>> {
+) -> std::io::Result<(Vec<String>, Option<WalkRoom>)> {
     let mut how = Vec::new();
+    let ceiling = memory_ceiling(limits).to_string();
+    let room = |files: Vec<std::fs::File>| {
+        (!files.is_empty()).then(|| WalkRoom {
+            files,
+            raised: memory_ceiling(limits)
+                .saturating_add(WALK_ROOM_BYTES)
+                .to_string(),
+        })
+    };
     if let Some(dir) = &plan.unified {
         let parent = dir.parent().expect("run cgroup has a parent");
         std::fs::create_dir_all(parent)?;
@@ -161,7 +157,7 @@ pub(crate) fn prepare_cgroups(
         );
         let _ = write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
         std::fs::create_dir_all(dir)?;
-        write(&dir.join("memory.max"), &memory_ceiling(limits).to_string())?;
+        let memory_max = open_and_write(&dir.join("memory.max"), &ceiling)?;
         let _ = write(&dir.join("memory.swap.max"), "0");
         write(&dir.join("pids.max"), &limits.pids.to_string())?;
         let _ = write(&dir.join("cpu.max"), "100000 100000");
@@ -169,15 +165,23 @@ pub(crate) fn prepare_cgroups(
         how.push(OOM_NOTE.into());
         how.push("pids: cgroup v2".into());
         how.push(join_method(plan).into());
-        return Ok(how);
+        return Ok((how, room(vec![memory_max])));
     }
+    // Raised in this order: v1's `memory.memsw.limit_in_bytes` must never
+    // be below `memory.limit_in_bytes`, so it goes first.
+    let mut memory_files = Vec::new();
     for (ctrl, dir) in &plan.dirs {
         std::fs::create_dir_all(dir)?;
         match ctrl.as_str() {
             "memory" => {
-                let ceiling = memory_ceiling(limits).to_string();
-                write(&dir.join("memory.limit_in_bytes"), &ceiling)?;
-                let _ = write(&dir.join("memory.memsw.limit_in_bytes"), &ceiling);
+                let limit = open_and_write(&dir.join("memory.limit_in_bytes"), &ceiling)?;
+                // Only where swap is accounted.
+                if let Ok(memsw) =
+                    open_and_write(&dir.join("memory.memsw.limit_in_bytes"), &ceiling)
+                {
+                    memory_files.push(memsw);
+                }
+                memory_files.push(limit);
                 how.push(ceiling_note("v1", limits));
                 how.push(OOM_NOTE.into());
             }
@@ -196,7 +200,7 @@ pub(crate) fn prepare_cgroups(
         }
     }
     how.push(join_method(plan).into());
-    Ok(how)
+    Ok((how, room(memory_files)))
 }
 
 /// Move the calling process (and so everything it forks later) into the

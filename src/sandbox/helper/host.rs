@@ -101,9 +101,7 @@ fn create_run_cgroups(
     let Some(plan) = &spec.cgroup else {
         return Ok((Vec::new(), None));
     };
-    let enforcement = limits::prepare_cgroups(plan, &spec.limits).map_err(HelperError::Cgroups)?;
-    let room = limits::WalkRoom::open(plan, &spec.limits).map_err(HelperError::Cgroups)?;
-    Ok((enforcement, room))
+    limits::prepare_cgroups(plan, &spec.limits).map_err(HelperError::Cgroups)
 }
 
 /// Detached mounts H3 takes for H5 to attach (root plan only).
