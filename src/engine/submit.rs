@@ -17,7 +17,7 @@ use crate::journal::Actor;
 use crate::model::stubs::{ReplaySet, StubTable};
 use crate::record::{IntentRecord, RunRecord, RunState, SCHEMA};
 use crate::sandbox;
-use crate::sandbox::spec::{IdPlan, LandlockPlan, SandboxLimits, SandboxSpec};
+use crate::sandbox::spec::{IdPlan, LandlockPlan, SandboxLimits, SandboxSpec, StubPlan};
 use crate::workspace::owner::OwnerSession;
 use crate::workspace::paths::PathMatcher;
 
@@ -259,11 +259,11 @@ impl Engine {
                 .collect(),
             // The live lane's rerun makes the real calls: no stubs there.
             stubs: if live.is_some() {
-                StubTable::default()
+                StubPlan::default()
             } else {
                 let mut rules = spec.stubs.clone();
                 rules.extend(c.policy.stubs.iter().cloned());
-                StubTable { rules, replay }
+                StubPlan::new(&StubTable { rules, replay })
             },
             egress: None,
         })

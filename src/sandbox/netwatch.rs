@@ -36,6 +36,9 @@ pub(super) struct NetWatch {
     /// and on 53 (the DNS responder) are the sandbox's own services, not
     /// attempts.
     egress_port: Option<u16>,
+    /// The listener reported that no process is left under the filter:
+    /// nothing more can arrive, so the supervisor stops polling it.
+    pub hung_up: bool,
 }
 
 /// What the kernel will be told.
@@ -46,17 +49,20 @@ enum Answer {
 
 impl NetWatch {
     pub(super) fn new(fd: OwnedFd, egress_port: Option<u16>) -> Self {
-        let sc = |n: &str| ScmpSyscall::from_name(n).expect("syscall exists on this arch");
+        // The filter admits the native architecture only (anything else is
+        // killed), so notifications carry native numbers: no lookup by name.
+        let sc = |n: libc::c_long| ScmpSyscall::from(n as i32);
         NetWatch {
             fd,
-            connect: sc("connect"),
-            sendto: sc("sendto"),
-            sendmsg: sc("sendmsg"),
+            connect: sc(libc::SYS_connect),
+            sendto: sc(libc::SYS_sendto),
+            sendmsg: sc(libc::SYS_sendmsg),
             recorded: Vec::new(),
             dropped: 0,
             seen: Default::default(),
             direct: Vec::new(),
             egress_port,
+            hung_up: false,
         }
     }
 

@@ -186,13 +186,61 @@ pub struct SandboxSpec {
     /// range), held by the evidence walk's reader (shifted plan only).
     #[serde(default)]
     pub reader_groups: Vec<u32>,
-    /// Shadow stubs for this run (empty: none installed).
+    /// Shadow stubs for this run (no tools: none installed).
     #[serde(default)]
-    pub stubs: crate::model::stubs::StubTable,
+    pub stubs: StubPlan,
     /// A run whose network intent allows names: where the engine's egress
     /// proxy waits for the sandbox's sockets. `None`: no network at all.
     #[serde(default)]
     pub egress: Option<EgressPlan>,
+}
+
+/// A run's stub table as it travels to the sandbox: serialized once, by
+/// the engine, and carried through the host side as raw JSON (parsed
+/// there only for its syntax, not into rules), to be written into the
+/// sandbox's root as the stubs read it; with the tools it shadows, which
+/// is all the init needs of it before the command has run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StubPlan {
+    /// The tools the table shadows, sorted and without repeats.
+    pub tools: Vec<String>,
+    /// The table (`StubTable`) as JSON; `None` when it has no rules.
+    pub table: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl StubPlan {
+    pub fn new(table: &crate::model::stubs::StubTable) -> StubPlan {
+        if table.rules.is_empty() {
+            return StubPlan::default();
+        }
+        StubPlan {
+            tools: table.tools(),
+            // Strings, numbers and lists only: serializing cannot fail.
+            table: serde_json::value::to_raw_value(table).ok(),
+        }
+    }
+
+    /// The table's JSON (empty when there are no stubs).
+    pub(crate) fn table_json(&self) -> &str {
+        self.table
+            .as_deref()
+            .map_or("", serde_json::value::RawValue::get)
+    }
+
+    /// The table itself, parsed again (after the command, to check the
+    /// call records against it).
+    pub(crate) fn table(&self) -> serde_json::Result<crate::model::stubs::StubTable> {
+        match &self.table {
+            Some(t) => serde_json::from_str(t.get()),
+            None => Ok(Default::default()),
+        }
+    }
+}
+
+impl PartialEq for StubPlan {
+    fn eq(&self, other: &Self) -> bool {
+        self.tools == other.tools && self.table_json() == other.table_json()
+    }
 }
 
 /// The sandbox's part of a run's egress (see `helper/egress.rs`).

@@ -138,7 +138,7 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
         workspace: Some(fd),
         exe: None,
     };
-    if !spec.stubs.rules.is_empty() {
+    if !spec.stubs.tools.is_empty() {
         let exe_link = Path::new("/proc/self/exe");
         let exe = std::fs::read_link(exe_link).map_err(clone_err("own exe", exe_link))?;
         staged.exe = Some(

@@ -20,8 +20,7 @@ use super::init::RunIds;
 pub(super) struct StubSetup {
     /// This binary, opened while its path is visible (P1).
     interpreter: Option<OwnedFd>,
-    /// The table, serialized once and written into the root.
-    table_json: Vec<u8>,
+
     /// The image directories of the command's `PATH`: stubs cover copies of
     /// their tools there too, and go on `PATH` just before the first of them.
     image_path_dirs: Vec<String>,
@@ -35,12 +34,18 @@ impl StubSetup {
     pub(super) fn open_interpreter(spec: &SandboxSpec, ids: &RunIds) -> Result<Self, HelperError> {
         let mut setup = StubSetup {
             interpreter: None,
-            table_json: Vec::new(),
             image_path_dirs: Vec::new(),
             tools: Vec::new(),
         };
-        if spec.stubs.rules.is_empty() {
+        if spec.stubs.tools.is_empty() {
             return Ok(setup);
+        }
+        // Tools to shadow and no table to answer for them: the engine could
+        // not serialize it, and stubs without it would fail every call.
+        if spec.stubs.table.is_none() {
+            return Err(HelperError::StubTable(serde::de::Error::custom(
+                "the run names tools to stub but carries no table",
+            )));
         }
         let exe = if ids.shifted {
             open(STAGE_EXE, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
@@ -49,7 +54,6 @@ impl StubSetup {
             stub_files::open_own_exe()
         };
         setup.interpreter = Some(exe.map_err(|source| HelperError::StubInterpreter { source })?);
-        setup.table_json = serde_json::to_vec(&spec.stubs).map_err(HelperError::StubTable)?;
         let command_path = spec
             .env
             .iter()
@@ -62,10 +66,10 @@ impl StubSetup {
     /// P3: room the root tmpfs needs for the table (a replay's holds every
     /// recorded call) and a page per script.
     pub(super) fn root_room(&self, spec: &SandboxSpec) -> u64 {
-        if self.table_json.is_empty() {
+        if self.interpreter.is_none() {
             return 0;
         }
-        self.table_json.len() as u64 + spec.stubs.tools().len() as u64 * 4096 + 4096
+        spec.stubs.table_json().len() as u64 + spec.stubs.tools.len() as u64 * 4096 + 4096
     }
 
     /// P3: install the stubs under `root` (after the image, before anything
@@ -81,8 +85,8 @@ impl StubSetup {
         };
         self.tools = stub_files::install_stubs(
             root,
-            &spec.stubs,
-            &self.table_json,
+            &spec.stubs.tools,
+            spec.stubs.table_json().as_bytes(),
             exe,
             ids.uid,
             ids.gid,

@@ -210,7 +210,7 @@ fn pump_until_exit(
         }
         let left = (deadline - now).min(Duration::from_millis(200));
         let mut fds: Vec<PollFd> = vec![PollFd::new(running.pidfd.as_fd(), PollFlags::POLLIN)];
-        if let Some(w) = &running.watch {
+        if let Some(w) = running.watch.as_ref().filter(|w| !w.hung_up) {
             fds.push(PollFd::new(w.fd.as_fd(), PollFlags::POLLIN));
         }
         let watch_slots = fds.len() - 1;
@@ -230,14 +230,13 @@ fn pump_until_exit(
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(supervise("poll")(e)),
         }
-        let ready: Vec<usize> = fds
+        let ready: Vec<(usize, PollFlags)> = fds
             .iter()
             .enumerate()
-            .filter(|(_, f)| f.revents().is_some_and(|r| !r.is_empty()))
-            .map(|(i, _)| i)
+            .filter_map(|(i, f)| f.revents().filter(|r| !r.is_empty()).map(|r| (i, r)))
             .collect();
         drop(fds);
-        for i in ready {
+        for (i, revents) in ready {
             if i == 0 {
                 if let Ok(st) = waitpid(Pid::from_raw(running.pid), Some(WaitPidFlag::WNOHANG))
                     && st != WaitStatus::StillAlive
@@ -245,8 +244,15 @@ fn pump_until_exit(
                     running.status = Some(st);
                 }
             } else if i <= watch_slots {
+                // A notification waits (POLLIN); without one, the listener
+                // only says that no process is left under the filter
+                // (POLLHUP), and a receive would find nothing: stop polling it.
                 if let Some(w) = running.watch.as_mut() {
-                    w.handle_one();
+                    if revents.contains(PollFlags::POLLIN) {
+                        w.handle_one();
+                    } else {
+                        w.hung_up = true;
+                    }
                 }
             } else {
                 let idx = map[i - 1 - watch_slots];

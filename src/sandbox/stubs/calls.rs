@@ -4,12 +4,14 @@
 use std::io::Read;
 use std::path::Path;
 
+use crate::sandbox::spec::StubPlan;
+
 use super::*;
 
 /// The would-be actions the stubs recorded, in call order, and how many
-/// records were not kept: unreadable, inconsistent with `table` (see
-/// [`record_is_consistent`]), or past [`MAX_ACTIONS`].
-pub(crate) fn collect_calls(table: &StubTable) -> (Vec<WouldBeAction>, usize) {
+/// records were not kept: unreadable, inconsistent with the run's table
+/// (see [`record_is_consistent`]), or past [`MAX_ACTIONS`].
+pub(crate) fn collect_calls(plan: &StubPlan) -> (Vec<WouldBeAction>, usize) {
     let Ok(rd) = std::fs::read_dir(CALLS_DIR) else {
         return (Vec::new(), 0);
     };
@@ -18,7 +20,16 @@ pub(crate) fn collect_calls(table: &StubTable) -> (Vec<WouldBeAction>, usize) {
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| n.ends_with(".json"))
         .collect();
+    if names.is_empty() {
+        return (Vec::new(), 0);
+    }
     names.sort();
+    // Parsed only when there is a record to check against it. A table
+    // that does not parse again keeps none of them.
+    let Ok(table) = plan.table() else {
+        return (Vec::new(), names.len());
+    };
+    let table = &table;
     let mut out = Vec::new();
     let mut dropped = 0;
     for n in names {

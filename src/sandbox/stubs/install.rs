@@ -147,7 +147,7 @@ pub(crate) fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
 // they must happen (the real tools' view before any stub covers a tool).
 pub(crate) fn install_stubs(
     root: &Path,
-    table: &StubTable,
+    tools: &[String],
     table_json: &[u8],
     exe: &std::os::fd::OwnedFd,
     run_uid: u32,
@@ -240,11 +240,10 @@ pub(crate) fn install_stubs(
             Some((st.st_dev, st.st_ino))
         })
         .collect();
-    let tools = table.tools();
     // Every script is written, then their directory becomes a read-only,
     // nosuid, nodev mount of its own: each bind of a script over a tool
     // below takes those flags from it, with no remount per bind.
-    for tool in &tools {
+    for tool in tools {
         let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
         std::fs::write(&script, format!("{}{tool}\n", stub_script_prefix()))
             .map_err(ioerr("write", &script))?;
@@ -253,7 +252,7 @@ pub(crate) fn install_stubs(
     }
     let bin_dir = at(STUB_BIN_DIR);
     crate::sandbox::mounts::Sealed::seal(&bin_dir).map_err(mount_err("seal", &bin_dir))?;
-    for tool in &tools {
+    for tool in tools {
         let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
         let mut seen: Vec<PathBuf> = Vec::new();
         let search = dirs.distinct(
@@ -293,7 +292,7 @@ pub(crate) fn install_stubs(
             seen.push(resolved);
         }
     }
-    Ok(tools)
+    Ok(tools.to_vec())
 }
 
 /// The directories of the command's `PATH` (the envelope's, or the fixed

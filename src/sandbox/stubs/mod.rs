@@ -106,6 +106,32 @@ mod tests {
         }
     }
 
+    /// The table travels to the sandbox as raw JSON through the host side's
+    /// parse of the spec, and comes back the same table, with its tools.
+    #[test]
+    fn stub_plan_carries_the_table_through_the_spec_unchanged() {
+        use crate::sandbox::spec::StubPlan;
+        let t = StubTable {
+            rules: vec![
+                rule("a", "gh", &["pr", "merge"], "envelope", 0),
+                rule("b", "curl", &[], "policy", 0),
+                rule("c", "gh", &["pr", "create"], "policy", 1),
+            ],
+            replay: None,
+        };
+        let plan = StubPlan::new(&t);
+        assert_eq!(plan.tools, s(&["curl", "gh"]));
+        let wire = serde_json::to_string(&plan).unwrap();
+        let back: StubPlan = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back, plan);
+        assert_eq!(back.table().unwrap(), t);
+        let stubs_read: StubTable = serde_json::from_str(back.table_json()).unwrap();
+        assert_eq!(stubs_read, t);
+        let none = StubPlan::new(&StubTable::default());
+        assert!(none.tools.is_empty() && none.table_json().is_empty());
+        assert_eq!(none.table().unwrap(), StubTable::default());
+    }
+
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
     }
