@@ -101,36 +101,46 @@ impl NetWatch {
             "sendmmsg"
         };
         let sock = socket_info(pid, a[0] as i32);
-        let addr = match verb {
-            "connect" => read_remote(pid, a[1], a[2].min(128) as usize),
-            "sendto" => read_remote(pid, a[4], a[5].min(128) as usize),
-            // msghdr (and the first mmsghdr's): msg_name at 0, msg_namelen at 8.
-            _ => read_remote(pid, a[1], 12).and_then(|h| {
-                let name = u64::from_ne_bytes(h[0..8].try_into().ok()?);
-                let len = u32::from_ne_bytes(h[8..12].try_into().ok()?);
-                if name == 0 || len == 0 {
-                    None
-                } else {
-                    read_remote(pid, name, (len as usize).min(128))
-                }
-            }),
+        let mut addrs: Vec<Option<Vec<u8>>> = match verb {
+            "connect" => vec![read_remote(pid, a[1], a[2].min(128) as usize)],
+            "sendto" => vec![read_remote(pid, a[4], a[5].min(128) as usize)],
+            "sendmsg" => vec![msg_name(pid, a[1])],
+            // A batch sends every message (the kernel takes at most
+            // UIO_MAXIOV of them): each names its own destination.
+            _ => (0..a[2].min(UIO_MAXIOV))
+                .map(|i| msg_name(pid, a[1].wrapping_add(i * MMSGHDR_SIZE)))
+                .collect(),
         };
+        // IPv4 datagram sockets take an AF_UNSPEC destination as AF_INET and
+        // send to it; only connect() reads it as "dissolve the association".
+        if verb != "connect" && matches!(sock, Some((libc::AF_INET, _))) {
+            for a in addrs.iter_mut().flatten() {
+                if a.len() >= 2 && u16::from_ne_bytes([a[0], a[1]]) == libc::AF_UNSPEC as u16 {
+                    a[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+                }
+            }
+        }
         let (answer, record) = match sock {
-            None => (Answer::Refuse, true),
+            None => (Answer::Refuse, addrs.iter().collect()),
             Some((libc::AF_UNIX, ty)) => {
                 let names_a_destination = verb != "sendto" || a[5] != 0;
                 if verb == "connect" || (ty == libc::SOCK_DGRAM && names_a_destination) {
-                    (Answer::Refuse, true)
+                    (Answer::Refuse, addrs.iter().collect())
                 } else {
-                    (Answer::Continue, false)
+                    (Answer::Continue, Vec::new())
                 }
             }
-            Some((libc::AF_NETLINK, _)) => (Answer::Continue, false),
+            Some((libc::AF_NETLINK, _)) => (Answer::Continue, Vec::new()),
             // A send without a destination goes to the connected peer, whose
             // connect() was already seen.
-            Some(_) if verb != "connect" && addr.is_none() => (Answer::Continue, false),
-            Some(_) if self.is_egress_service(addr.as_deref()) => (Answer::Continue, false),
-            Some(_) => (Answer::Continue, true),
+            Some(_) => (
+                Answer::Continue,
+                addrs
+                    .iter()
+                    .filter(|d| verb == "connect" || d.is_some())
+                    .filter(|d| !self.is_egress_service(d.as_deref()))
+                    .collect::<Vec<_>>(),
+            ),
         };
         // Still a live request? (Otherwise the caller is gone.)
         if libseccomp::notify_id_valid(raw, req.id).is_err() {
@@ -143,20 +153,22 @@ impl NetWatch {
             Answer::Continue => ScmpNotifResp::new_continue(req.id, ScmpNotifRespFlags::CONTINUE),
         };
         let _ = resp.respond(raw);
-        if !record {
-            return;
+        let refused = matches!(answer, Answer::Refuse);
+        for addr in record {
+            self.record(verb, sock, refused, addr.as_deref());
         }
-        let dest = addr
-            .as_deref()
-            .map(describe_sockaddr)
-            .unwrap_or_else(|| Dest {
-                text: "a destination it did not name".into(),
-                ignore: false,
-            });
+    }
+
+    /// List one attempt (once per verb and destination).
+    fn record(&mut self, verb: &str, sock: Option<(i32, i32)>, refused: bool, addr: Option<&[u8]>) {
+        let dest = addr.map(describe_sockaddr).unwrap_or_else(|| Dest {
+            text: "a destination it did not name".into(),
+            ignore: false,
+        });
         if dest.ignore {
             return;
         }
-        if let Some(d) = addr.as_deref().and_then(inet_destination)
+        if let Some(d) = addr.and_then(inet_destination)
             && self.direct.len() < MAX_RECORDED
             && !self.direct.contains(&d)
         {
@@ -168,7 +180,6 @@ impl NetWatch {
             Some(_) => "",
             None => "(socket not inspectable, refused) ",
         };
-        let refused = matches!(answer, Answer::Refuse);
         let key = format!("{verb} {}", dest.text);
         if !self.seen.insert(key) {
             return;
@@ -223,9 +234,13 @@ fn inet_destination(a: &[u8]) -> Option<DirectAttempt> {
     }
 }
 
-/// (domain, type) of a descriptor of another process.
+/// (domain, type) of a descriptor of another process. `pid` is the
+/// caller's thread id: a thread other than its process's first needs a
+/// thread pidfd (a plain one is for leaders only).
 fn socket_info(pid: i32, sockfd: i32) -> Option<(i32, i32)> {
-    let pidfd = sys::pidfd_open(pid).ok()?;
+    let pidfd = sys::pidfd_open_thread(pid)
+        .or_else(|_| sys::pidfd_open(pid))
+        .ok()?;
     let fd = sys::pidfd_getfd(pidfd.as_raw_fd(), sockfd).ok()?;
     let ty = match sockopt::SockType.get(&fd).ok()? {
         nix::sys::socket::SockType::Stream => libc::SOCK_STREAM,
@@ -237,6 +252,24 @@ fn socket_info(pid: i32, sockfd: i32) -> Option<(i32, i32)> {
         nix::sys::socket::getsockname(fd.as_raw_fd()).ok()?;
     let domain = name.family().map(|f| f as i32)?;
     Some((domain, ty))
+}
+
+/// The most messages one sendmmsg() sends (the kernel's UIO_MAXIOV).
+const UIO_MAXIOV: u64 = 1024;
+/// `struct mmsghdr`: a msghdr (56 bytes) and the length sent, padded.
+const MMSGHDR_SIZE: u64 = 64;
+
+/// The destination a `struct msghdr` at `ptr` names (msg_name at 0,
+/// msg_namelen at 8), if any.
+fn msg_name(pid: i32, ptr: u64) -> Option<Vec<u8>> {
+    let h = read_remote(pid, ptr, 12)?;
+    let name = u64::from_ne_bytes(h[0..8].try_into().ok()?);
+    let len = u32::from_ne_bytes(h[8..12].try_into().ok()?);
+    if name == 0 || len == 0 {
+        None
+    } else {
+        read_remote(pid, name, (len as usize).min(128))
+    }
 }
 
 fn read_remote(pid: i32, ptr: u64, len: usize) -> Option<Vec<u8>> {

@@ -128,6 +128,17 @@ pub(super) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `pidfd_open(tid, PIDFD_THREAD)`: a pidfd for any thread, not only a
+/// thread group's leader (Linux 6.9 and later; earlier kernels refuse the
+/// flag).
+pub(super) fn pidfd_open_thread(tid: libc::pid_t) -> io::Result<OwnedFd> {
+    // PIDFD_THREAD is O_EXCL.
+    // SAFETY: plain integer arguments; returns a new fd or -1.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, tid, libc::O_EXCL) })?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// `pidfd_getfd(pidfd, targetfd, 0)`: a copy of another process's fd.
 pub(super) fn pidfd_getfd(pidfd: RawFd, target: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: integer arguments only; returns a new fd or -1.
