@@ -419,3 +419,87 @@ t = threading.Thread(target=go); t.start(); t.join()
     );
     assert_eq!(r.decision(), "blocked", "{:?}", r.json["verdict"]);
 }
+
+/// Attempts made by background processes right as the command exits (a
+/// plain background job, a double fork, a process that has just closed its
+/// copy of every descriptor): whichever wins the race, the run never
+/// passes as if nothing had tried: the attempt is listed, or the process
+/// still running (perhaps waiting in the listener) is killed and blocks the
+/// run.
+#[test]
+fn attempts_racing_the_commands_exit_never_leave_a_clean_run() {
+    let ws = Ws::new(Who::User);
+    ws.write(
+        "bg.py",
+        r#"
+import os, socket, sys
+delay = float(sys.argv[1])
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.closerange(0, 3)
+        import time; time.sleep(delay)
+        s = socket.socket()
+        try: s.connect(("198.51.100.99", 7099))
+        except OSError: pass
+        os._exit(0)
+    os._exit(0)
+"#,
+    );
+    for delay in ["0", "0.001", "0.01", "0.05", "0.3"] {
+        for shape in [
+            format!("python3 bg.py {delay}; exit 0"),
+            format!("(sleep {delay}; exec 3<>/dev/tcp/198.51.100.98/7098) & exit 0"),
+        ] {
+            let r = ws.rehearse_untouched(&shape, &[]);
+            assert_ran(Who::User, &r);
+            let net = network_details(&r);
+            let reasons = r.reasons().join("\n");
+            assert!(
+                !net.is_empty() || reasons.contains("background_processes"),
+                "{shape}: neither listed nor blocked: {net:?} {reasons}"
+            );
+            assert_eq!(r.decision(), "blocked", "{shape}: {:?}", r.json["verdict"]);
+        }
+    }
+}
+
+/// A thread blocked in connect() while another thread of the same process
+/// ends the whole process at once (`_exit`), as the command's last act.
+/// The kernel never performs a connect that P1 has not answered, so no
+/// packet leaves; an answered one is always listed. (How often the attempt
+/// is cut short, and so missing from the record, is printed: on the test
+/// machine most of the time, where a run outside the sandbox would have
+/// sent its SYN.)
+#[test]
+fn an_attempt_cut_short_by_its_own_process_exiting_is_listed_or_never_made() {
+    let ws = Ws::new(Who::User);
+    ws.write(
+        "cut.py",
+        r#"
+import os, socket, threading, time
+def go():
+    s = socket.socket(); s.setblocking(False)
+    try: s.connect(("198.51.100.55", 7055))
+    except OSError: pass
+    os.write(1, b"answered\n")
+threading.Thread(target=go).start()
+time.sleep(0.0002)
+os._exit(0)
+"#,
+    );
+    let mut unlisted = 0;
+    for _ in 0..10 {
+        let r = ws.rehearse_untouched("exec python3 cut.py", &[]);
+        assert_ran(Who::User, &r);
+        let net = network_details(&r);
+        if r.out().contains("answered") {
+            assert!(!net.is_empty(), "an answered connect was not listed");
+        } else if net.is_empty() {
+            unlisted += 1;
+            eprintln!("unlisted, decision {}", r.decision());
+        }
+    }
+    // Not a defect the sandbox can close: the kernel drops a notification
+    // whose caller died before P1 received it, and never made the call.
+    eprintln!("{unlisted} of 10 attempts cut short before P1 answered");
+}
