@@ -308,12 +308,24 @@ impl Tmux {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+    /// The text once it is on a fully drawn screen (a capture can land in
+    /// the middle of a frame: two captures in a row, 150 ms apart, agree).
     fn wait_text(&self, text: &str) -> String {
         let t0 = Instant::now();
         loop {
-            let s = self.screen();
+            let mut s = self.screen();
             if s.contains(text) {
-                return s;
+                loop {
+                    std::thread::sleep(Duration::from_millis(150));
+                    let again = self.screen();
+                    if again == s || t0.elapsed() > Duration::from_secs(30) {
+                        break;
+                    }
+                    s = again;
+                }
+                if s.contains(text) {
+                    return s;
+                }
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(30),

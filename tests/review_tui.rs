@@ -85,13 +85,33 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Wait (with a deadline) until the screen satisfies `f`; the screen.
+    /// The screen once the TUI has finished drawing it: a capture can
+    /// land while a frame is half written to the terminal (its top lines
+    /// the new run's, the rest still the previous run's), so take captures
+    /// until two in a row, 150 ms apart, are the same.
+    fn settled(&self) -> String {
+        let t0 = Instant::now();
+        let mut last = self.screen();
+        loop {
+            std::thread::sleep(Duration::from_millis(150));
+            let s = self.screen();
+            if s == last || t0.elapsed() > Duration::from_secs(10) {
+                return s;
+            }
+            last = s;
+        }
+    }
+
+    /// Wait (with a deadline) until the drawn screen satisfies `f`; the screen.
     fn wait_for(&self, what: &str, f: impl Fn(&str) -> bool) -> String {
         let t0 = Instant::now();
         loop {
             let s = self.screen();
             if f(&s) {
-                return s;
+                let s = self.settled();
+                if f(&s) {
+                    return s;
+                }
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(30),
@@ -115,7 +135,10 @@ impl Tmux {
             while t0.elapsed() < Duration::from_secs(2) {
                 let s = self.screen();
                 if s.contains(&header) {
-                    return s;
+                    let s = self.settled();
+                    if s.contains(&header) {
+                        return s;
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
