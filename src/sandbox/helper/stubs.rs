@@ -20,7 +20,6 @@ use super::init::RunIds;
 pub(super) struct StubSetup {
     /// This binary, opened while its path is visible (P1).
     interpreter: Option<OwnedFd>,
-
     /// The image directories of the command's `PATH`: stubs cover copies of
     /// their tools there too, and go on `PATH` just before the first of them.
     image_path_dirs: Vec<String>,
@@ -83,7 +82,7 @@ impl StubSetup {
         let Some(exe) = &self.interpreter else {
             return Ok(());
         };
-        self.tools = stub_files::install_stubs(
+        stub_files::install_stubs(
             root,
             &spec.stubs.tools,
             spec.stubs.table_json().as_bytes(),
@@ -93,6 +92,7 @@ impl StubSetup {
             &self.image_path_dirs,
         )
         .map_err(HelperError::Stubs)?;
+        self.tools = spec.stubs.tools.clone();
         Ok(())
     }
 

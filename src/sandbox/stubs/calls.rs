@@ -29,7 +29,6 @@ pub(crate) fn collect_calls(plan: &StubPlan) -> (Vec<WouldBeAction>, usize) {
     let Ok(table) = plan.table() else {
         return (Vec::new(), names.len());
     };
-    let table = &table;
     let mut out = Vec::new();
     let mut dropped = 0;
     for n in names {
@@ -59,7 +58,7 @@ pub(crate) fn collect_calls(plan: &StubPlan) -> (Vec<WouldBeAction>, usize) {
             continue;
         }
         match serde_json::from_slice::<WouldBeAction>(&text) {
-            Ok(a) if record_is_consistent(&a, table) => out.push(a),
+            Ok(a) if record_is_consistent(&a, &table) => out.push(a),
             _ => dropped += 1,
         }
     }

@@ -142,7 +142,7 @@ pub(crate) fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
 /// Install the run's stubs under `root` (the future `/`): a read-only view
 /// of the image as it is before any stub (the real tools, [`REAL_ROOT`]),
 /// the interpreter, the table, a script per tool on PATH and over each copy
-/// in the image, and the calls directory. Returns the tools shadowed.
+/// in the image, and the calls directory.
 // Long on purpose: a fixed sequence of mount steps under the new root, in the order
 // they must happen (the real tools' view before any stub covers a tool).
 pub(crate) fn install_stubs(
@@ -153,7 +153,7 @@ pub(crate) fn install_stubs(
     run_uid: u32,
     run_gid: u32,
     image_path_dirs: &[String],
-) -> Result<Vec<String>, StubInstallError> {
+) -> Result<(), StubInstallError> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     let at = |p: &str| root.join(p.trim_start_matches('/'));
     for d in [STUB_BIN_DIR, REAL_ROOT, CALLS_DIR, "/.dryrun/bin"] {
@@ -292,7 +292,7 @@ pub(crate) fn install_stubs(
             seen.push(resolved);
         }
     }
-    Ok(tools.to_vec())
+    Ok(())
 }
 
 /// The directories of the command's `PATH` (the envelope's, or the fixed
