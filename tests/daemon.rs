@@ -923,6 +923,74 @@ fn a_flipped_journal_byte_is_named() {
     assert_eq!(std::fs::read(&jpath).unwrap(), bad);
 }
 
+/// An anchor that is there and does not check out is tampering or
+/// corruption, never the soft "no anchor" case: a flipped byte of
+/// `journal.head` fails verification with its own exit code, the daemon
+/// refuses to start on it, and once it is moved aside the journal verifies
+/// again with the soft warning (control: the same journal, anchor intact,
+/// verifies first).
+#[test]
+fn a_flipped_anchor_byte_fails_verification_with_its_own_code() {
+    if !require_root() {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = Ws::new(Who::Root);
+    let c = dryrun::cli::client::Client::new(&d.socket);
+    let body = format!(
+        r#"{{"command":"echo a","working_dir":"{}"}}"#,
+        ws.dir.display()
+    );
+    let _: Value = c
+        .call("POST", "/v1/runs?wait=true", Some(body.into_bytes()))
+        .unwrap();
+    d.terminate();
+    let state = d.state.clone();
+    let verify = || {
+        let out = Command::new(bin())
+            .env_clear()
+            .args(["--local", "--state-dir"])
+            .arg(&state)
+            .args(["journal", "verify"])
+            .output()
+            .unwrap();
+        let s = String::from_utf8_lossy(&out.stdout).to_string();
+        (out.status.code(), s)
+    };
+    let (code, s) = verify();
+    assert_eq!(code, Some(0), "{s}");
+    assert!(s.contains("agrees"), "{s}");
+    let hpath = d.state.join("journal.head");
+    let good = std::fs::read(&hpath).unwrap();
+    // Every byte of the anchor, its padding too: one flip anywhere is caught.
+    let json_len = good.iter().position(|b| *b == b'}').unwrap() + 1;
+    for i in 0..good.len() {
+        let mut bad = good.clone();
+        bad[i] ^= 0x01;
+        std::fs::write(&hpath, &bad).unwrap();
+        let (code, s) = verify();
+        assert_eq!(code, Some(6), "byte {i}: {s}");
+        assert!(s.contains("NOT VERIFIED") && s.contains("DAMAGED"), "{s}");
+    }
+    let mut bad = good.clone();
+    bad[json_len / 2] ^= 0x01;
+    std::fs::write(&hpath, &bad).unwrap();
+    d.kill9();
+    let out = d.start_again_in_foreground();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("journal.head") && err.contains("aside"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&hpath).unwrap(), bad, "kept as evidence");
+    // Moved aside: the soft case, and the next start rebuilds it.
+    std::fs::rename(&hpath, d.state.join("journal.head.evidence")).unwrap();
+    let (code, s) = verify();
+    assert_eq!(code, Some(0), "{s}");
+    assert!(s.contains("no anchor file"), "{s}");
+}
+
 #[test]
 fn state_survives_restart_and_cancel_works() {
     if !require_root() {

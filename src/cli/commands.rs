@@ -207,7 +207,15 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
                 } else {
                     render::print_journal_report(&rep);
                 }
-                if rep.ok { 0 } else { EXIT_JOURNAL_BROKEN }
+                if rep.ok {
+                    0
+                } else if rep.first_bad.is_some() {
+                    EXIT_JOURNAL_BROKEN
+                } else if rep.anchor_damaged {
+                    super::EXIT_JOURNAL_ANCHOR_DAMAGED
+                } else {
+                    EXIT_JOURNAL_BROKEN
+                }
             }
             Err(code) => code,
         },

@@ -42,6 +42,10 @@ pub const EXIT_INVALID: i32 = 2;
 pub const EXIT_REFUSED: i32 = 4;
 /// Exit code of `dryrun journal verify` when the chain is broken.
 pub const EXIT_JOURNAL_BROKEN: i32 = 5;
+/// Exit code of `dryrun journal verify` when every record chains but the
+/// anchor (`journal.head`) is there and does not check out: the end of the
+/// chain cannot be vouched for.
+pub const EXIT_JOURNAL_ANCHOR_DAMAGED: i32 = 6;
 
 #[derive(Parser, Debug)]
 #[command(

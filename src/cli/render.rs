@@ -508,6 +508,13 @@ pub fn print_journal_report(r: &crate::journal::VerifyReport) {
             sanitize_for_terminal(&b.problem)
         );
         println!("the {} records before it verify; {}", r.records, r.anchor);
+    } else {
+        println!(
+            "journal NOT VERIFIED: {} records chain, head {}, but {}",
+            r.records,
+            r.head.as_deref().unwrap_or("-"),
+            sanitize_for_terminal(&r.anchor)
+        );
     }
     if r.torn_tail_bytes > 0 {
         println!(

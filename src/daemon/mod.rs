@@ -115,6 +115,10 @@ pub enum DaemonError {
         line: u64,
         problem: String,
     },
+    #[error(
+        "the journal {path} cannot be vouched for: {problem}. The daemon will not append to it"
+    )]
+    JournalAnchorDamaged { path: String, problem: String },
 }
 
 /// The listening socket and, when we bound it ourselves, its lock.
@@ -264,6 +268,12 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
             path: report.path,
             line: bad.line,
             problem: bad.problem,
+        });
+    }
+    if report.anchor_damaged {
+        return Err(DaemonError::JournalAnchorDamaged {
+            path: report.path,
+            problem: report.anchor,
         });
     }
     let opts = EngineOptions {

@@ -54,6 +54,11 @@ impl Head {
 
     fn from_stored_bytes(bytes: &[u8]) -> Option<Head> {
         let stored: StoredHead = serde_json::from_slice(bytes).ok()?;
+        // Only an anchor of another size can be from before the check: a
+        // fixed-size one without it (its name edited) is damaged.
+        if stored.check.is_none() && bytes.len() == HEAD_BYTES {
+            return None;
+        }
         match &stored.check {
             Some(c) if *c != stored.head.check() => None,
             _ => Some(stored.head),
@@ -61,17 +66,70 @@ impl Head {
     }
 }
 
+/// What `journal.head` holds. Only a file that is not there (or holds no
+/// byte at all: a first anchor whose data a file system lost in a crash)
+/// is the soft case; an anchor that is there and does not check out is
+/// tampering or corruption, never rebuilt over silently: rebuilding it
+/// would hide records cut from the journal's end.
+#[derive(Debug, PartialEq)]
+pub(super) enum Anchor {
+    Absent,
+    Damaged(String),
+    Present(Head),
+}
+
+impl Anchor {
+    /// Why the anchor cannot be trusted, for an error that names it.
+    pub(super) fn damage(&self) -> Option<&str> {
+        match self {
+            Anchor::Damaged(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
 impl Journal {
-    pub(super) fn read_head(&self) -> Option<Head> {
-        let text = std::fs::read(&self.head_path).ok()?;
-        Head::from_stored_bytes(&text)
+    pub(super) fn read_head(&self) -> Anchor {
+        use std::io::Read as _;
+        let mut f = match File::open(&self.head_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Anchor::Absent,
+            Err(e) => return Anchor::Damaged(format!("it cannot be read ({e})")),
+        };
+        match f.metadata() {
+            Ok(m) if !m.is_file() => return Anchor::Damaged("it is not a regular file".into()),
+            Ok(m) if m.len() > 4 * HEAD_BYTES as u64 => {
+                return Anchor::Damaged(format!(
+                    "it is {} bytes; an anchor is {HEAD_BYTES}",
+                    m.len()
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => return Anchor::Damaged(format!("it cannot be read ({e})")),
+        }
+        let mut text = Vec::with_capacity(HEAD_BYTES);
+        if let Err(e) = f.read_to_end(&mut text) {
+            return Anchor::Damaged(format!("it cannot be read ({e})"));
+        }
+        if text.is_empty() {
+            return Anchor::Absent;
+        }
+        match Head::from_stored_bytes(&text) {
+            Some(h) => Anchor::Present(h),
+            None => Anchor::Damaged(
+                "it does not parse as an anchor or fails its check: it was edited or corrupted"
+                    .into(),
+            ),
+        }
     }
 
     /// Replace the anchor. Not fsync'd: it is written after the records it
     /// names are durable, so after a crash it is either this one or an
-    /// older one (whose later records `find_tail` adopts by a scan), or
-    /// unreadable (torn, or lost by the file system): the whole chain is
-    /// then scanned and the anchor rebuilt.
+    /// older one (whose later records `find_tail` adopts by a scan). One
+    /// write of 256 bytes at offset 0 lies in the file's first sector; only
+    /// a power loss while writeback copies the page can tear it, and a torn
+    /// anchor fails its check and is reported as damaged (the operator
+    /// moves it aside; docs/journal-format.md), never rebuilt silently.
     ///
     /// Overwritten in place, one `pwrite` of a fixed size: no new file (and
     /// no freed one) per append. A file of any other size (none yet, or
@@ -93,6 +151,10 @@ impl Journal {
         let tmp = self.dir.join(format!("{HEAD_FILE}.partial"));
         let mut f = File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(&bytes).map_err(io(&tmp))?;
+        // Once per journal: synced before it takes the anchor's name, so
+        // that a crash leaves no anchor, the old one or this one, never a
+        // file whose data was lost (which would read as damaged).
+        f.sync_data().map_err(io(&tmp))?;
         std::fs::rename(&tmp, &self.head_path).map_err(io(&self.head_path))
     }
 }
@@ -102,7 +164,7 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::super::{Entry, HEAD_FILE, Journal};
-    use super::{HEAD_BYTES, Head};
+    use super::{Anchor, HEAD_BYTES, Head};
 
     fn append(j: &Journal, i: u64) -> u64 {
         j.append(&Entry {
@@ -163,15 +225,17 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_anchor_on_disk_is_rebuilt_by_a_scan_and_an_old_one_still_reads() {
+    fn a_damaged_anchor_is_refused_and_only_an_absent_one_is_rebuilt() {
         let d = tempfile::tempdir().unwrap();
         let j = Journal::new(d.path());
         for i in 0..3 {
             append(&j, i);
         }
         let path = d.path().join(HEAD_FILE);
-        // Torn: half of a different anchor over the real one.
-        let mut bytes = std::fs::read(&path).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        // Torn or edited: half of a different anchor over the real one,
+        // or one byte flipped. Neither is rebuilt over, by an append or a
+        // verification: both are refused, naming the anchor.
         let other = Head {
             seq: 1,
             hash: "c".repeat(64),
@@ -179,19 +243,46 @@ mod tests {
             end: 1,
         }
         .to_stored_bytes();
-        bytes[..100].copy_from_slice(&other[..100]);
-        std::fs::write(&path, &bytes).unwrap();
-        assert!(j.read_head().is_none());
+        let mut torn = good.clone();
+        torn[..100].copy_from_slice(&other[..100]);
+        let mut flipped = good.clone();
+        flipped[40] ^= 1;
+        for bad in [torn, flipped] {
+            std::fs::write(&path, &bad).unwrap();
+            assert!(j.read_head().damage().is_some());
+            let e = j.append(&Entry {
+                kind: "verdict".into(),
+                run_id: None,
+                actor: None,
+                data: serde_json::json!({}),
+            });
+            assert!(
+                e.as_ref()
+                    .is_err_and(|e| e.to_string().contains("journal.head")),
+                "{e:?}"
+            );
+            let rep = j.verify().unwrap();
+            assert!(!rep.ok && rep.anchor_damaged, "{rep:?}");
+            assert_eq!(std::fs::read(&path).unwrap(), bad, "left as evidence");
+        }
+        // Moved aside (absent), or empty: rebuilt by a scan.
+        std::fs::write(&path, b"").unwrap();
+        assert!(j.verify().unwrap().ok);
         assert_eq!(append(&j, 3), 3);
         assert!(j.verify().unwrap().anchor.contains("record 3 agrees"));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(append(&j, 4), 4);
+        assert!(j.verify().unwrap().anchor.contains("record 4 agrees"));
         // An anchor without a check (written by an earlier version) is read
         // as it is, and the next append moves to the fixed-size form.
-        let h = j.read_head().unwrap();
+        let Anchor::Present(h) = j.read_head() else {
+            panic!("anchor")
+        };
         let plain =
             serde_json::json!({"seq": h.seq, "hash": h.hash, "start": h.start, "end": h.end});
         std::fs::write(&path, serde_json::to_vec(&plain).unwrap()).unwrap();
-        assert_eq!(j.read_head(), Some(h));
-        assert_eq!(append(&j, 4), 4);
+        assert_eq!(j.read_head(), Anchor::Present(h));
+        assert_eq!(append(&j, 5), 5);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), HEAD_BYTES as u64);
         assert!(j.verify().unwrap().ok);
     }

@@ -28,7 +28,7 @@ use serde_json::value::RawValue;
 mod anchor;
 mod group;
 
-use anchor::Head;
+use anchor::{Anchor, Head};
 
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const HEAD_FILE: &str = "journal.head";
@@ -152,6 +152,10 @@ pub(crate) struct VerifyReport {
     pub torn_tail_bytes: u64,
     /// What the anchor file says, and whether it agrees.
     pub anchor: String,
+    /// The anchor file is there but does not check out (edited, corrupted
+    /// or torn): the chain's end cannot be vouched for. Its own exit code.
+    #[serde(default)]
+    pub anchor_damaged: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -266,7 +270,17 @@ impl Journal {
     /// aside); a journal shorter than its anchor is refused.
     fn find_tail(&self, f: &mut File) -> Result<Tail, JournalError> {
         let len = f.metadata().map_err(io(&self.path))?.len();
-        if let Some(h) = self.read_head() {
+        let anchor = self.read_head();
+        if let Some(why) = anchor.damage() {
+            return Err(JournalError::Damaged {
+                path: self.path.clone(),
+                problem: format!(
+                    "its anchor {} is there but cannot be trusted: {why}. Keep it as evidence and move it aside (the next start rebuilds it from a scan; truncation at the end can then not be ruled out)",
+                    self.head_path.display()
+                ),
+            });
+        }
+        if let Anchor::Present(h) = anchor {
             if len < h.end {
                 return Err(JournalError::Damaged {
                     path: self.path.clone(),
@@ -376,7 +390,12 @@ impl Journal {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io(&self.path)(e)),
         };
-        let head = self.read_head();
+        let anchor = self.read_head();
+        let damage = anchor.damage().map(str::to_string);
+        let head = match anchor {
+            Anchor::Present(h) => Some(h),
+            _ => None,
+        };
         let mut rep = VerifyReport {
             ok: true,
             path: self.path.display().to_string(),
@@ -385,6 +404,7 @@ impl Journal {
             first_bad: None,
             torn_tail_bytes: 0,
             anchor: String::new(),
+            anchor_damaged: damage.is_some(),
         };
         let mut prev = GENESIS.to_string();
         let mut hashes_at_seq: Option<(u64, String)> = None;
@@ -415,6 +435,13 @@ impl Journal {
         }
         rep.head = (rep.records > 0).then(|| prev.clone());
         rep.anchor = match &head {
+            None if let Some(why) = &damage => {
+                rep.ok = false;
+                format!(
+                    "anchor {} DAMAGED: {why}; the end of the chain cannot be vouched for (records may have been cut from the end). Keep it as evidence and move it aside to start again from a scan",
+                    self.head_path.display()
+                )
+            }
             None if rep.records == 0 => "no anchor (empty journal)".into(),
             None => "no anchor file: truncation at the end cannot be ruled out".into(),
             Some(h) if rep.first_bad.is_some() => format!("anchor at record {}", h.seq),
