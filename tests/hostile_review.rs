@@ -684,3 +684,80 @@ fn approved_stub_dependent_work_is_promoted_only_as_local_only_and_says_what_was
         .unwrap_or_else(|| panic!("the calls not made are journaled: {j:?}"));
     assert!(p.to_string().contains("local_only"), "{p}");
 }
+
+/// More runs waiting at once than notification commands may run: they
+/// queue and are all sent once the commands finish; only past the queue's
+/// bound is one dropped, and then it is counted in /metrics and logged,
+/// never lost silently (four running at once used to drop the fifth).
+#[test]
+fn notifications_beyond_four_at_once_queue_and_drops_are_counted() {
+    if !require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gate = dir.path().join("gate");
+    let log = dir.path().join("log");
+    let script = dir.path().join("notify.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\nwhile [ ! -e {} ]; do sleep 0.1; done\necho \"$DRYRUN_RUN_ID\" >> {}\n",
+            gate.display(),
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = Daemon::start(&[
+        "--notify-command",
+        script.to_str().unwrap(),
+        "--notify-timeout",
+        "120",
+        "--notify-queue",
+        "2",
+    ]);
+    let ws = user_workspace();
+    let metric = |name: &str| -> u64 {
+        let (code, body) = d.curl(Who::Root, "GET", "/metrics", None);
+        assert_eq!(code, 200);
+        let text = body.as_str().expect("metrics are text").to_string();
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    // Four commands hold their slots on the gate; two more wait in the
+    // queue; the last two find it full.
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        ids.push(waiting(&d, &ws, &format!("f{i}.txt")));
+        if i < 6 {
+            wait_until("the notification taken or queued", 30, || {
+                metric("dryrun_notifications_queued")
+                    + processes_with(script.to_str().unwrap()).len() as u64
+                    > i as u64
+            });
+        }
+    }
+    wait_until("two drops counted", 30, || {
+        metric("dryrun_notifications_total{outcome=\"dropped\"}") == 2
+    });
+    assert!(
+        d.log_text().contains("notification dropped"),
+        "{}",
+        d.log_text()
+    );
+    std::fs::write(&gate, b"").unwrap();
+    wait_until("six notifications sent", 60, || {
+        metric("dryrun_notifications_total{outcome=\"sent\"}") == 6
+    });
+    let sent = std::fs::read_to_string(&log).unwrap();
+    let sent: Vec<&str> = sent.lines().collect();
+    assert_eq!(sent.len(), 6, "{sent:?}");
+    // The first six runs, in some order; the two that found the queue full
+    // are the last two.
+    for id in &ids[..6] {
+        assert!(sent.contains(&id.as_str()), "{id} not notified: {sent:?}");
+    }
+    assert_eq!(metric("dryrun_notifications_queued"), 0);
+}

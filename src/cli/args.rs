@@ -275,6 +275,11 @@ pub(super) struct DaemonArgs {
     /// Seconds the notification command may take before it is killed.
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub(super) notify_timeout: u64,
+    /// Notifications that may wait for a free notification command (four
+    /// run at once); past that one is dropped, logged and counted in
+    /// /metrics (`dryrun_notifications_total{outcome="dropped"}`).
+    #[arg(long, value_name = "N", default_value_t = crate::daemon::NOTIFY_QUEUE_DEFAULT)]
+    pub(super) notify_queue: usize,
 }
 
 #[derive(Args, Debug)]

@@ -466,9 +466,13 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
         return usage_error("--approval-expiry must be at least 1 second");
     }
     cfg.approval_expiry = std::time::Duration::from_secs(a.approval_expiry);
+    if a.notify_queue == 0 {
+        return usage_error("--notify-queue must be at least 1");
+    }
     cfg.notify = a.notify_command.map(|command| crate::daemon::NotifyConfig {
         command,
         timeout: std::time::Duration::from_secs(a.notify_timeout.max(1)),
+        queue: a.notify_queue,
     });
     match crate::daemon::run_daemon(cfg) {
         Ok(()) => 0,

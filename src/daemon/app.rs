@@ -97,7 +97,7 @@ pub struct App {
     admitted_by_uid: std::sync::Mutex<HashMap<u32, usize>>,
     pub(super) running: AtomicUsize,
     pub(super) active: std::sync::Mutex<HashMap<String, Active>>,
-    pub(super) metrics: Metrics,
+    pub(super) metrics: std::sync::Arc<Metrics>,
     pub(super) shutting_down: AtomicBool,
     shutdown: Notify,
 }
@@ -113,7 +113,7 @@ impl App {
             admitted_by_uid: std::sync::Mutex::new(HashMap::new()),
             running: AtomicUsize::new(0),
             active: std::sync::Mutex::new(HashMap::new()),
-            metrics: Metrics::new(),
+            metrics: std::sync::Arc::new(Metrics::new()),
             shutting_down: AtomicBool::new(false),
             shutdown: Notify::new(),
         })

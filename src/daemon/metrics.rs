@@ -17,6 +17,11 @@ struct DecisionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: String,
 }
@@ -30,6 +35,9 @@ pub struct Metrics {
     running: Gauge,
     queued: Gauge,
     agents: Counter,
+    notifications: Family<OutcomeLabel, Counter>,
+    notifications_waiting: Gauge,
+    notification_events_missed: Counter,
 }
 
 impl Metrics {
@@ -42,6 +50,24 @@ impl Metrics {
         let running = Gauge::default();
         let queued = Gauge::default();
         let agents = Counter::default();
+        let notifications = Family::<OutcomeLabel, Counter>::default();
+        let notifications_waiting = Gauge::default();
+        let notification_events_missed = Counter::default();
+        registry.register(
+            "notifications",
+            "Notification commands (--notify-command) by outcome: sent, failed, dropped (the queue was full)",
+            notifications.clone(),
+        );
+        registry.register(
+            "notifications_queued",
+            "Notifications waiting for a free notification command",
+            notifications_waiting.clone(),
+        );
+        registry.register(
+            "notification_events_missed",
+            "State changes the notifier missed because too many came at once",
+            notification_events_missed.clone(),
+        );
         registry.register("http_responses", "HTTP responses by status", http.clone());
         registry.register(
             "runs_submitted",
@@ -82,7 +108,24 @@ impl Metrics {
             running,
             queued,
             agents,
+            notifications,
+            notifications_waiting,
+            notification_events_missed,
         }
+    }
+
+    pub fn notification(&self, outcome: &str) {
+        self.notifications
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+    pub fn notifications_queued(&self, delta: i64) {
+        self.notifications_waiting.inc_by(delta);
+    }
+    pub fn notification_events_missed(&self, n: u64) {
+        self.notification_events_missed.inc_by(n);
     }
 
     pub fn http(&self, status: u16) {

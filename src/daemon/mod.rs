@@ -94,7 +94,7 @@ impl DaemonConfig {
     }
 }
 
-pub use notify::NotifyConfig;
+pub use notify::{NOTIFY_QUEUE_DEFAULT, NotifyConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -352,7 +352,7 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
             }
         });
         if let Some(n) = cfg.notify.clone() {
-            notify::spawn_notifier(app.engine.clone(), n);
+            notify::spawn_notifier(app.engine.clone(), n, app.metrics.clone());
         }
         let signal_app = app.clone();
         tokio::spawn(async move {

@@ -6,9 +6,14 @@
 //! `DRYRUN_RUN_ID`, `DRYRUN_EVENT`), and killed past its timeout.
 //!
 //! It never holds up the engine: it listens to the engine's event stream
-//! on its own task, and each command runs on a blocking thread; at most
-//! [`MAX_AT_ONCE`] run at once, past that a notification is dropped. Every
-//! failure (spawn, exit status, timeout, dropped) is logged as a warning.
+//! on its own task and puts each run that starts waiting into a bounded
+//! queue; [`MAX_AT_ONCE`] workers run the command for the queue in order,
+//! each on a blocking thread. Only when the queue's bound of notifications wait
+//! (`--notify-queue`; commands that hang until their timeout, a burst of
+//! runs) is one
+//! dropped, and then it is counted (`dryrun_notifications_dropped_total`)
+//! and logged with the running count. Every failure (spawn, exit status,
+//! timeout) is logged as a warning and counted too.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,8 +24,14 @@ use crate::engine::Engine;
 use crate::engine::summary::ReviewSummary;
 use crate::record::RunState;
 
+use super::metrics::Metrics;
+
 /// Notification commands running at once, at most.
 const MAX_AT_ONCE: usize = 4;
+
+/// Notifications waiting for a free worker, at most, unless configured
+/// (`--notify-queue`); past that the newest is dropped and counted.
+pub const NOTIFY_QUEUE_DEFAULT: usize = 256;
 
 /// What to run when a run starts waiting for a person.
 #[derive(Debug, Clone)]
@@ -29,6 +40,8 @@ pub struct NotifyConfig {
     pub command: PathBuf,
     /// Killed past this.
     pub timeout: Duration,
+    /// Notifications that may wait for a free worker.
+    pub queue: usize,
 }
 
 /// The JSON on the command's stdin.
@@ -42,15 +55,53 @@ struct Notification<'a> {
 
 /// Listen to `engine`'s events and notify for each run that starts
 /// waiting for a person.
-pub(super) fn spawn_notifier(engine: Arc<Engine>, cfg: NotifyConfig) {
+pub(super) fn spawn_notifier(engine: Arc<Engine>, cfg: NotifyConfig, metrics: Arc<Metrics>) {
     let mut events = engine.subscribe();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_AT_ONCE));
+    let (queue, waiting) = async_channel_bounded(cfg.queue);
+    for _ in 0..MAX_AT_ONCE {
+        let (engine, cfg, metrics, waiting) = (
+            engine.clone(),
+            cfg.clone(),
+            metrics.clone(),
+            waiting.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                let run_id = {
+                    let mut rx = waiting.lock().await;
+                    match rx.recv().await {
+                        Some(id) => id,
+                        None => return,
+                    }
+                };
+                metrics.notifications_queued(-1);
+                let (e, c, id) = (engine.clone(), cfg.clone(), run_id.clone());
+                let done = tokio::task::spawn_blocking(move || notify_one(&e, &c, &id)).await;
+                match done {
+                    Ok(Ok(())) => metrics.notification("sent"),
+                    Ok(Err(e)) => {
+                        metrics.notification("failed");
+                        tracing::warn!(run = %run_id, command = %cfg.command.display(), "notification failed: {e}");
+                    }
+                    Err(e) => {
+                        metrics.notification("failed");
+                        tracing::warn!(run = %run_id, "notification failed: {e}");
+                    }
+                }
+            }
+        });
+    }
+    let bound = cfg.queue;
     tokio::spawn(async move {
+        let mut dropped = 0u64;
         loop {
             let ev = match events.recv().await {
                 Ok(ev) => ev,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!("notifications: {n} state change(s) missed (too many at once)");
+                    metrics.notification_events_missed(n);
+                    tracing::warn!(
+                        "notifications: {n} state change(s) missed (too many at once); runs waiting are still in the queue (`dryrun runs --state awaiting_approval`)"
+                    );
                     continue;
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
@@ -58,19 +109,29 @@ pub(super) fn spawn_notifier(engine: Arc<Engine>, cfg: NotifyConfig) {
             if ev.state != RunState::AwaitingApproval {
                 continue;
             }
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                tracing::warn!(run = %ev.run_id, "notification dropped: {MAX_AT_ONCE} notification commands are still running");
-                continue;
-            };
-            let (engine, cfg) = (engine.clone(), cfg.clone());
-            tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                if let Err(e) = notify_one(&engine, &cfg, &ev.run_id) {
-                    tracing::warn!(run = %ev.run_id, command = %cfg.command.display(), "notification failed: {e}");
+            match queue.try_send(ev.run_id.clone()) {
+                Ok(()) => metrics.notifications_queued(1),
+                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                    dropped += 1;
+                    metrics.notification("dropped");
+                    tracing::warn!(run = %ev.run_id, dropped_so_far = dropped, "notification dropped: {bound} notifications are waiting for the command (--notify-queue)");
                 }
-            });
+                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
+            }
         }
     });
+}
+
+/// A bounded queue many workers take from: tokio's mpsc with its one
+/// receiver behind a lock (held only while waiting for the next item).
+fn async_channel_bounded(
+    bound: usize,
+) -> (
+    tokio::sync::mpsc::Sender<String>,
+    Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(bound);
+    (tx, Arc::new(tokio::sync::Mutex::new(rx)))
 }
 
 /// Run the command once for `run_id`; `Err` says what went wrong.
