@@ -404,10 +404,9 @@ fn check_range(
     Ok(v)
 }
 
+/// The one rule of variable names (`model::text`): shell identifiers only.
 fn valid_env_name(k: &str) -> bool {
-    let mut chars = k.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+    crate::model::text::is_shell_identifier(k)
 }
 
 impl Envelope {
@@ -553,8 +552,12 @@ impl Envelope {
 
         for (k, v) in &self.env {
             if !valid_env_name(k) {
+                // The name is not one to repeat raw: shown escaped.
                 return Err(field(
-                    &format!("env.{k}"),
+                    &format!(
+                        "env.{}",
+                        crate::model::text::escape_for_humans(k.as_bytes())
+                    ),
                     "is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
                 ));
             }
