@@ -195,7 +195,7 @@ pub fn print_evidence(r: &RunRecord) {
             .filter(|e| e.allowed == allowed)
             .map(|e| {
                 let how = e.how.as_str();
-                let dest = msg(&e.destination());
+                let dest = raw(&e.destination());
                 match &e.reason {
                     Some(why) => format!("{dest} ({how}): {}", Shown::message(why)),
                     None => format!("{dest} ({how}, {} B out, {} B in)", e.bytes_out, e.bytes_in),
