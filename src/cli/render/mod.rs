@@ -507,9 +507,10 @@ fn change_line(c: &Change) -> String {
 fn print_approvals(r: &RunRecord) {
     for a in &r.approvals {
         let verb = match a.action.as_str() {
-            "approve" => "approved",
-            "withdraw" => "withdrawn",
-            _ => "rejected",
+            "approve" => "approved".into(),
+            "withdraw" => "withdrawn".into(),
+            "reject" => "rejected".into(),
+            other => raw(other),
         };
         let ov = if a.overrode_block {
             " (override of a blocked verdict)"
