@@ -537,3 +537,142 @@ fn a_forged_local_record_with_controls_in_every_field_reaches_no_terminal_raw() 
         }
     }
 }
+
+/// Escape sequences in a tmux capture taken with `-e` other than SGR
+/// (`ESC [ params m`, tmux's own drawing of colours and attributes).
+fn non_sgr_sequences(capture: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, _) in capture.match_indices('\u{1b}') {
+        let rest = &capture[i + 1..];
+        let sgr = rest.strip_prefix('[').is_some_and(|p| {
+            let end = p
+                .find(|c: char| !(c.is_ascii_digit() || c == ';' || c == ':'))
+                .unwrap_or(p.len());
+            p[end..].starts_with('m')
+        });
+        if !sgr {
+            found.push(format!("{:?}", &rest[..rest.len().min(20)]));
+        }
+    }
+    found
+}
+
+/// The shell line that starts `dryrun review` on `ws`'s state directory as
+/// `viewer`; it stays on screen after it exits.
+fn review_command(ws: &Ws, viewer: Who) -> String {
+    let run_as = match viewer {
+        Who::Root => String::new(),
+        Who::User => {
+            let (u, g) = test_user();
+            format!("setpriv --reuid={u} --regid={g} --clear-groups -- ")
+        }
+    };
+    format!(
+        "exec {run_as}env -i PATH=/usr/bin:/bin TERM=tmux-256color DRYRUN_LOCAL=1 DRYRUN_STATE_DIR={} {} review",
+        ws.state.display(),
+        bin().display()
+    )
+}
+
+#[test]
+fn the_review_screen_draws_hostile_and_forged_records_without_obeying_them() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        let honest = hostile_rehearsal(&ws);
+        let forged = forge_run(&ws);
+        for viewer in viewers(who) {
+            let tag = format!("{who:?}'s runs, {viewer:?} reviewing");
+            let t = Tmux::start(
+                &format!("{who:?}-{viewer:?}").to_lowercase(),
+                &review_command(&ws, viewer),
+            );
+            let mut seen = String::new();
+            for id in [&honest, &forged] {
+                let mut screens = vec![t.select(id)];
+                // Every part of the evidence: the tree expanded, scrolled
+                // to the end and back.
+                for k in ["e", "PgDn", "PgDn", "PgDn", "PgDn", "PgUp", "e"] {
+                    t.keys(&[k]);
+                    screens.push(t.settled());
+                    let drawn = t.screen_with_escapes();
+                    let found = non_sgr_sequences(&drawn);
+                    assert!(
+                        found.is_empty(),
+                        "{tag}: sequences reached the pane: {found:?}\n{drawn}"
+                    );
+                }
+                for s in &screens {
+                    let found = raw_controls(s.as_bytes());
+                    assert!(
+                        found.is_empty(),
+                        "{tag}: raw on the screen: {found:#?}\n{s}"
+                    );
+                    // The fake decision is drawn only where its escaped
+                    // carriage return stands before it.
+                    for (i, _) in s.match_indices("decision: promote") {
+                        assert!(
+                            s[..i].ends_with("⟦CR⟧"),
+                            "{tag}: the fake decision stands on its own:\n{s}"
+                        );
+                    }
+                    seen.push_str(s);
+                }
+            }
+            for want in [
+                OSC52_SHOWN,
+                "f⟦ESC⟧]52;c;ZXZpbA==⟦BEL⟧⟦ESC⟧[2J⟦CR⟧⟦BS⟧⟦DEL⟧⟦U+009B⟧⟦U+202E⟧.txt",
+                "bad⟦0xFF⟧name",
+                "+tab⟦TAB⟧here⟦ESC⟧[2J",
+                "env:(1 variable whose name is not a shell identifier)",
+                "⟦U+202E⟧⟦U+2066⟧⟦U+200B⟧⟦U+FEFF⟧⟦NUL⟧",
+            ] {
+                assert!(
+                    seen.contains(want),
+                    "{tag}: {want:?} was never drawn:\n{seen}"
+                );
+            }
+            let title = t.title();
+            assert!(
+                !title.contains("PWNED"),
+                "{tag}: the pane's title was set: {title}"
+            );
+            let buffer = t.buffer();
+            assert!(
+                !buffer.contains("evil"),
+                "{tag}: the clipboard was written: {buffer}"
+            );
+            t.keys(&["q"]);
+        }
+    }
+}
+
+#[test]
+fn a_command_and_a_diff_are_shown_as_they_will_run_and_land() {
+    // What bash runs: `a\b` printed, a real tab into tab.txt, a backslash
+    // and a `t` into lit.txt.
+    let command = r"printf 'a\\b\n'; printf 'x\ty\n' > tab.txt; printf 'x\\ty\n' > lit.txt";
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse(command, &["--expect-write", "*.txt"]);
+        assert_eq!(r.out(), "a\\b\n", "{who:?}: {r:?}");
+        let id = run_id(&r);
+        let show = stdout(&view(&ws, who, &["show", &id]));
+        // Exactly as written: no backslash doubled, nothing added.
+        assert!(
+            show.lines().any(|l| l == format!("command: {command}")),
+            "{who:?}:\n{show}"
+        );
+        assert!(show.lines().any(|l| l == r"  | a\b"), "{who:?}:\n{show}");
+        let runs = stdout(&view(&ws, who, &["runs"]));
+        assert!(
+            runs.contains(r"printf 'a\\b\n'; printf 'x\ty\n' > tab.txt;"),
+            "{who:?}:\n{runs}"
+        );
+        // A tab in a file is the notation's; a backslash-t is itself.
+        let diff = stdout(&view(&ws, who, &["diff", &id]));
+        let lines: Vec<&str> = diff.lines().collect();
+        assert!(lines.contains(&"+x⟦TAB⟧y"), "{who:?}:\n{diff}");
+        assert!(lines.contains(&r"+x\ty"), "{who:?}:\n{diff}");
+        assert_ne!("+x⟦TAB⟧y", r"+x\ty");
+    }
+}
