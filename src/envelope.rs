@@ -404,11 +404,6 @@ fn check_range(
     Ok(v)
 }
 
-/// The one rule of variable names (`model::text`): shell identifiers only.
-fn valid_env_name(k: &str) -> bool {
-    crate::model::text::is_shell_identifier(k)
-}
-
 impl Envelope {
     /// Validate into an [`EnvelopeSpec`]. `default_dir` stands in for a
     /// missing `working_dir` (the caller's cwd).
@@ -551,7 +546,7 @@ impl Envelope {
         };
 
         for (k, v) in &self.env {
-            if !valid_env_name(k) {
+            if !crate::model::text::is_shell_identifier(k) {
                 // The name is not one to repeat raw: shown escaped.
                 return Err(field(
                     &format!(
@@ -593,7 +588,7 @@ impl Envelope {
             ));
         }
         for (i, k) in live.env_from_host.iter().enumerate() {
-            if !valid_env_name(k) {
+            if !crate::model::text::is_shell_identifier(k) {
                 return Err(field(
                     &format!("live.env_from_host[{i}]"),
                     "is not a valid variable name",
