@@ -404,12 +404,6 @@ fn check_range(
     Ok(v)
 }
 
-fn valid_env_name(k: &str) -> bool {
-    let mut chars = k.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
-
 impl Envelope {
     /// Validate into an [`EnvelopeSpec`]. `default_dir` stands in for a
     /// missing `working_dir` (the caller's cwd).
@@ -552,9 +546,13 @@ impl Envelope {
         };
 
         for (k, v) in &self.env {
-            if !valid_env_name(k) {
+            if !crate::model::text::is_shell_identifier(k) {
+                // The name is not one to repeat raw: shown escaped.
                 return Err(field(
-                    &format!("env.{k}"),
+                    &format!(
+                        "env.{}",
+                        crate::model::text::escape_for_humans(k.as_bytes())
+                    ),
                     "is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
                 ));
             }
@@ -590,7 +588,7 @@ impl Envelope {
             ));
         }
         for (i, k) in live.env_from_host.iter().enumerate() {
-            if !valid_env_name(k) {
+            if !crate::model::text::is_shell_identifier(k) {
                 return Err(field(
                     &format!("live.env_from_host[{i}]"),
                     "is not a valid variable name",

@@ -281,7 +281,18 @@ impl Redactor {
             .build(pairs.iter().map(|(_, v)| v.as_bytes()))
             .ok();
         Redactor {
-            env_names: pairs.into_iter().map(|(k, _)| k).collect(),
+            // A marker names only a shell identifier (validation admits no
+            // other; the one rule holds here as well).
+            env_names: pairs
+                .into_iter()
+                .map(|(k, _)| {
+                    if crate::model::text::is_shell_identifier(&k) {
+                        k
+                    } else {
+                        "(a variable whose name is not a shell identifier)".into()
+                    }
+                })
+                .collect(),
             env_values: ac,
         }
     }

@@ -368,10 +368,10 @@ fn assert_human_output_is_inert(who: Who, out: &[u8], what: &str) {
         );
     }
     for shown in [
-        "new\\nline",
-        "\\u{001b}[31mred",
-        "evil\\u{202e}txt.sh",
-        "bad\\xffname",
+        "new⟦LF⟧line",
+        "⟦ESC⟧[31mred",
+        "evil⟦U+202E⟧txt.sh",
+        "bad⟦0xFF⟧name",
     ] {
         assert!(
             text.lines().any(|l| l == format!("  + {shown} [file]")),
@@ -379,7 +379,7 @@ fn assert_human_output_is_inert(who: Who, out: &[u8], what: &str) {
         );
     }
     // Also in the surprise path list (the non-UTF-8 name has its own test).
-    for shown in ["new\\nline", "\\u{001b}[31mred", "evil\\u{202e}txt.sh"] {
+    for shown in ["new⟦LF⟧line", "⟦ESC⟧[31mred", "evil⟦U+202E⟧txt.sh"] {
         assert!(
             text.lines().any(|l| l == format!("  {shown}")),
             "{who:?}: {shown} not in the surprise list:\n{text}"
@@ -405,13 +405,13 @@ fn hostile_human_block(who: Who) -> String {
 
 #[test]
 fn a_non_utf8_name_keeps_its_bytes_in_the_surprise_list() {
-    // The change line shows `bad\xffname`; the surprise list must show the
+    // The change line shows `bad⟦0xFF⟧name`; the surprise list must show the
     // same name the same way, not a lossy `bad\u{fffd}name` that any other
     // invalid byte (or a real U+FFFD) would render identically.
     for who in identities() {
         let text = hostile_human_block(who);
         assert!(
-            text.lines().any(|l| l == "  bad\\xffname"),
+            text.lines().any(|l| l == "  bad⟦0xFF⟧name"),
             "{who:?}: the surprise list lost the name's bytes:\n{text}"
         );
         assert!(
@@ -424,15 +424,15 @@ fn a_non_utf8_name_keeps_its_bytes_in_the_surprise_list() {
 #[test]
 fn reasons_in_human_output_show_hostile_names_escaped_once() {
     // A path reads the same in the change list and in the reasons: escaping
-    // twice turns `new\nline` into `new\\nline`, which by the same
-    // convention names a different file (one with a literal backslash).
+    // twice turns `new⟦LF⟧line` into `new⟦U+27E6⟧LF⟧line`, which by the
+    // same notation names a different file (one with a literal bracket).
     for who in identities() {
         let text = hostile_human_block(who);
         for shown in [
-            "new\\nline",
-            "\\u{001b}[31mred",
-            "evil\\u{202e}txt.sh",
-            "bad\\xffname",
+            "new⟦LF⟧line",
+            "⟦ESC⟧[31mred",
+            "evil⟦U+202E⟧txt.sh",
+            "bad⟦0xFF⟧name",
         ] {
             let want =
                 format!("  [intent.expected_writes] created {shown} but intent expected no writes");
@@ -447,7 +447,7 @@ fn reasons_in_human_output_show_hostile_names_escaped_once() {
             .unwrap_or("");
         assert_eq!(
             decision,
-            "decision: blocked \u{2014} created \\u{001b}[31mred but intent expected no writes",
+            "decision: blocked \u{2014} created ⟦ESC⟧[31mred but intent expected no writes",
             "{who:?}:\n{text}"
         );
     }

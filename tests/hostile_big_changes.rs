@@ -464,9 +464,9 @@ fn hostile_names_among_many_changes_are_named_and_the_promotion_is_the_change_se
         }
         assert!(text.lines().count() < 120, "{} lines", text.lines().count());
         for shown in [
-            r"conf/x\n  node_modules/ (1,200 created in 40 dirs)",
-            r"conf/\u{001b}[2Jcls",
-            r"conf/bad\xff",
+            "conf/x⟦LF⟧  node_modules/ (1,200 created in 40 dirs)",
+            "conf/⟦ESC⟧[2Jcls",
+            "conf/bad⟦0xFF⟧",
             ".git/hooks/pre-commit",
         ] {
             assert!(

@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::daemon::*;
+use common::tmux::Tmux;
 use common::*;
 
 fn state_of(d: &Daemon, id: &str) -> Value {
@@ -254,98 +255,6 @@ fn approve_show_diff_and_the_queue_carry_no_terminal_sequences_from_the_run() {
     assert!(terminal_controls(&out.stderr).is_empty(), "{out:?}");
 }
 
-/// A tmux server of this test's own, killed when dropped.
-struct Tmux {
-    server: String,
-}
-
-impl Tmux {
-    fn start(tag: &str, command: &str) -> Tmux {
-        let t = Tmux {
-            server: format!("dryrun-hostile-review-{}-{tag}", std::process::id()),
-        };
-        let st = Command::new("tmux")
-            .args(["-L", &t.server, "-f", "/dev/null"])
-            .args(["new-session", "-d", "-s", "review", "-x", "200", "-y", "50"])
-            .arg(command)
-            .status()
-            .unwrap();
-        assert!(st.success(), "tmux new-session failed");
-        // Let the pane's title be set by an escape sequence if one leaks.
-        let _ = Command::new("tmux")
-            .args(["-L", &t.server, "set", "-g", "allow-rename", "on"])
-            .status();
-        t
-    }
-    fn tmux(&self) -> Command {
-        let mut c = Command::new("tmux");
-        c.args(["-L", &self.server]);
-        c
-    }
-    fn keys(&self, keys: &[&str]) {
-        assert!(
-            self.tmux()
-                .args(["send-keys", "-t", "review"])
-                .args(keys)
-                .status()
-                .unwrap()
-                .success()
-        );
-    }
-    fn screen(&self) -> String {
-        let out = self
-            .tmux()
-            .args(["capture-pane", "-p", "-e", "-t", "review"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-    fn title(&self) -> String {
-        let out = self
-            .tmux()
-            .args(["display", "-p", "-t", "review", "#{pane_title}"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-    /// The text once it is on a fully drawn screen (a capture can land in
-    /// the middle of a frame: two captures in a row, 150 ms apart, agree).
-    fn wait_text(&self, text: &str) -> String {
-        let t0 = Instant::now();
-        loop {
-            let mut s = self.screen();
-            if s.contains(text) {
-                loop {
-                    std::thread::sleep(Duration::from_millis(150));
-                    let again = self.screen();
-                    if again == s || t0.elapsed() > Duration::from_secs(30) {
-                        break;
-                    }
-                    s = again;
-                }
-                if s.contains(text) {
-                    return s;
-                }
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "timed out waiting for {text}; the screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self
-            .tmux()
-            .arg("kill-server")
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
-
 #[test]
 fn the_review_tui_draws_hostile_evidence_without_obeying_it() {
     if !require_root() {
@@ -372,7 +281,8 @@ fn the_review_tui_draws_hostile_evidence_without_obeying_it() {
         std::thread::sleep(Duration::from_millis(150));
     }
     let later = t.screen();
-    for s in [&screen, &later] {
+    let drawn = t.screen_with_escapes();
+    for s in [&screen, &later, &drawn] {
         assert!(
             !s.contains("\u{1b}]"),
             "an OSC sequence reached the pane:\n{s}"
@@ -384,11 +294,8 @@ fn the_review_tui_draws_hostile_evidence_without_obeying_it() {
         "the pane's title was set: {title}"
     );
     // The clipboard (OSC 52) was not written.
-    let out = t.tmux().args(["show-buffer"]).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&out.stdout).contains("evil"),
-        "{out:?}"
-    );
+    let buffer = t.buffer();
+    assert!(!buffer.contains("evil"), "{buffer}");
     assert!(
         later.contains("PWNED-NOTE")
             || screen.contains("PWNED-NOTE")

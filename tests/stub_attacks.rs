@@ -222,37 +222,73 @@ fn finding_a_stub_does_not_swallow_the_stdin_of_a_while_read_loop() {
     }
 }
 
-/// `rule` and `source` of a would-be action come from a file the command
-/// writes, and `dryrun show` / `execute` print them raw: terminal escape
-/// sequences reach the reviewer's terminal (title, screen clear, colors).
+/// A would-be action's record comes from a file the command can rewrite,
+/// and `dryrun show` / `execute` print it. The host keeps only a record the
+/// run's stub could have written (`record_is_consistent`: the answer, rule
+/// and source the table gives for that argv, the hash over argv, bounded
+/// fields), but the stdin head is not checked against anything: the forged
+/// record below passes the check (it is kept, with its head) and its
+/// terminal sequences must still reach neither stdout nor stderr raw.
 #[test]
 fn finding_forged_call_records_cannot_write_escape_sequences_to_the_terminal() {
-    let ws = Ws::new(Who::User);
+    for who in identities() {
+        forged_call_record_reaches_no_terminal_raw(who);
+    }
+}
+
+fn forged_call_record_reaches_no_terminal_raw(who: Who) {
+    let ws = Ws::new(who);
     write_script(
         &ws,
         "forge.sh",
-        r#"cat > /.dryrun/calls/0.json <<'J'
-{"tool":"gh","argv":["gh","pr","merge","1"],"argv_hash":"00","cwd":"/","stdin":{"bytes":0,"blake3":"","head":""},"env_names":[],"rule":"r\u001b]0;PWNED\u0007\u001b[2J","source":"stub\u001b[31mRED","answer":{"stdout":"","stderr":"","exit":0}}
-J
+        r#"gh pr merge 1 >/dev/null
+python3 - <<'PY'
+import glob, json
+for p in glob.glob("/.dryrun/calls/*.json"):
+    r = json.load(open(p))
+    head = "in\n\u001b]0;PWNED\u0007\u001b[2J\u001b]52;c;ZXZpbA==\u0007\u009b31m\n"
+    r["stdin"] = {"read": True, "bytes": len(head.encode()), "blake3": "", "head": head}
+    json.dump(r, open(p, "w"))
+PY
 exit 0
 "#,
     );
+    let r = ws.rehearse("bash forge.sh", &[]);
+    assert_ran(ws.who, &r);
+    // The forged record passed the check: kept, with the forged head.
+    let acts = actions(&r);
+    assert_eq!(
+        acts.len(),
+        1,
+        "{who:?}: the forged record was not kept: {:?}",
+        r.json
+    );
+    assert!(
+        acts[0]["stdin"]["head"]
+            .as_str()
+            .is_some_and(|h| h.contains("\u{1b}]0;PWNED")),
+        "{acts:?}"
+    );
+    let id = run_id(&r);
     let mut c = ws.command();
     c.args(["execute", "--command", "bash forge.sh"]);
     let human = c.output().unwrap();
-    assert!(
-        !human.stdout.contains(&0x1b) && !human.stdout.contains(&0x07),
-        "execute's human output carries raw escape sequences: {:?}",
-        String::from_utf8_lossy(&human.stdout)
-    );
-    let r = ws.rehearse("bash forge.sh", &[]);
-    let id = run_id(&r);
     let show = ws.command().args(["show", &id]).output().unwrap();
-    assert!(
-        !show.stdout.contains(&0x1b) && !show.stdout.contains(&0x07),
-        "dryrun show carries raw escape sequences: {:?}",
-        String::from_utf8_lossy(&show.stdout)
-    );
+    for (what, out) in [("execute", &human), ("show", &show)] {
+        for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !bytes.contains(&0x1b) && !bytes.contains(&0x07) && !text.contains('\u{9b}'),
+                "{who:?}: {what}'s {stream} carries raw escape sequences: {text:?}"
+            );
+        }
+        // The forged stdin was shown, escaped.
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("    | ⟦ESC⟧]0;PWNED⟦BEL⟧⟦ESC⟧[2J⟦ESC⟧]52;c;ZXZpbA==⟦BEL⟧⟦U+009B⟧31m"),
+            "{who:?}: {what}: the forged stdin is not shown:\n{text}"
+        );
+    }
 }
 
 /// The stub table is written into the sandbox root, a 1 MiB tmpfs. An

@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::args::{Cmd, DaemonArgs, ExecuteArgs, HookHost, JournalCmd, ReceiptCmd};
+use super::screen::{Shown, say_err};
 use super::{
     EXIT_INTERNAL, EXIT_JOURNAL_BROKEN, GlobalOpts, door, door_with, print_json, refused, render,
     send, state_dir, usage_error,
@@ -153,7 +154,7 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             match parse_loopback(&addr).and_then(|a| run_mcp_http(doors_target(&g), a)) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("dryrun mcp: {e}");
+                    say_err!("dryrun mcp: {e}");
                     if matches!(e, crate::doors::mcp_http::McpHttpError::NotLoopback(_)) {
                         2
                     } else {
@@ -331,11 +332,12 @@ fn promote(g: &GlobalOpts, run_id: &str, local_only: bool, json: bool) -> i32 {
                     .unwrap_or_default(),
             );
             if !calls.is_empty() {
-                eprintln!(
+                say_err!(
                     "dryrun: --local-only: these calls answered by stubs in the rehearsal will NOT be made:"
                 );
+                // Each call's words are escaped already (`shown_actions`).
                 for c in &calls {
-                    eprintln!("  {}", render::esc(c));
+                    say_err!("  {}", Shown::message(c));
                 }
             }
         }
@@ -477,7 +479,7 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     match crate::daemon::run_daemon(cfg) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("dryrun daemon: {e}");
+            say_err!("dryrun daemon: {e}");
             EXIT_INTERNAL
         }
     }
@@ -681,7 +683,7 @@ fn replay(
         match send(&with_resident(door(g)), &op).map(|r| r.into_record()) {
             Ok(Some(record)) => report_run(&record, json),
             Ok(None) => {
-                eprintln!("dryrun: the daemon queued the replay without waiting for its verdict");
+                say_err!("dryrun: the daemon queued the replay without waiting for its verdict");
                 EXIT_INTERNAL
             }
             Err(code) => code,
@@ -702,9 +704,9 @@ fn report_run(record: &crate::record::RunRecord, json: bool) -> i32 {
     match (&record.state, &record.verdict) {
         (RunState::Failed, _) => {
             if !json {
-                eprintln!(
+                say_err!(
                     "dryrun: the rehearsal could not run: {}",
-                    record.error.as_deref().unwrap_or("unknown error")
+                    Shown::message(record.error.as_deref().unwrap_or("unknown error"))
                 );
             }
             EXIT_INTERNAL

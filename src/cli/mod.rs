@@ -19,6 +19,7 @@ mod ids;
 mod output;
 mod render;
 mod review;
+mod screen;
 pub mod tui;
 
 /// The way to a daemon (kept here for callers of the former `cli::client`).

@@ -53,7 +53,8 @@ fn error_for(code: &str, message: &str, human: &str, exit: i32) -> i32 {
     if JSON_ERRORS.load(Ordering::Relaxed) {
         json_error(code, message);
     }
-    eprintln!("dryrun: {human}");
+    // Errors name files, runs and fields an agent chose: through the screen.
+    super::screen::warn(&format!("dryrun: {human}"));
     exit
 }
 

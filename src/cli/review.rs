@@ -4,6 +4,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 
+use super::screen::Shown;
 use super::{EXIT_INVALID, GlobalOpts, door, print_json, render, send, state_dir, usage_error};
 use crate::engine::{EngineOptions, ReviewAction, ReviewerAuth};
 use crate::request::door::{Door, LocalEngine};
@@ -148,14 +149,14 @@ fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Re
     let _ = writeln!(
         w,
         "approve run {} ({}; decision {decision}{})\ncommand: {}\ntype this code to confirm: {code}",
-        r.run_id,
+        Shown::raw(&r.run_id),
         r.state.as_str(),
         if override_block {
             ", overriding the block"
         } else {
             ""
         },
-        render::esc(&r.command)
+        Shown::raw(&r.command)
     );
     let _ = write!(w, "> ");
     let _ = w.flush();

@@ -138,7 +138,7 @@ fn replay_output(r: &RunRecord) -> i32 {
             .would_be_actions
             .iter()
             .take(5)
-            .map(|a| format!("`{}`", super::hook::esc(&a.shown())))
+            .map(|a| format!("`{}`", crate::model::text::Shown::message(&a.shown())))
             .collect();
         format!(
             "dryrun: NOT DONE: {stubbed} call(s) with a remote effect were answered by stubs in the rehearsal and were NOT made live ({}); what the output shows of them is the stub's answer",

@@ -166,10 +166,17 @@ impl Engine {
         // process's environment is the submitter's; a daemon's environment
         // is its own and never named to a client.
         if ev.local {
-            for n in secret_looking_env_names() {
+            let caller = caller_env_names();
+            for n in caller.secret_looking {
                 if !spec.env.contains_key(&n) {
                     stripped.push(format!("env:{n}"));
                 }
+            }
+            // Never named: counted.
+            if caller.not_identifiers > 0 {
+                stripped.push(crate::model::text::unnamed_variables(
+                    caller.not_identifiers,
+                ));
             }
         }
         let mut enforcement = host.enforcement.clone();
@@ -293,7 +300,7 @@ fn report_content_not_kept(report: &mut RehearsalReport, budget: u64) {
         not_kept
             .iter()
             .take(5)
-            .map(|p| crate::workspace::paths::sanitize_for_terminal(p))
+            .map(|p| crate::workspace::paths::escape_for_humans(p.as_bytes()))
             .collect::<Vec<_>>()
             .join(", "),
         if not_kept.len() > 5 { ", ..." } else { "" }
@@ -307,9 +314,31 @@ fn report_content_not_kept(report: &mut RehearsalReport, budget: u64) {
     report.limits_hit.dedup();
 }
 
-/// Names of the caller's variables that look like credentials: listed as
-/// stripped (the sandbox never inherits the caller's environment).
-pub fn secret_looking_env_names() -> Vec<String> {
+/// What a local run's record says of the caller's environment (the
+/// sandbox never inherits it): the names that look like credentials, and
+/// how many variables have a name that is not a shell identifier (never
+/// named: such a name can carry anything, terminal escapes included).
+pub struct CallerEnvNames {
+    pub secret_looking: Vec<String>,
+    pub not_identifiers: usize,
+}
+
+/// See [`CallerEnvNames`].
+pub fn caller_env_names() -> CallerEnvNames {
+    let (names, others): (Vec<_>, Vec<_>) = std::env::vars_os()
+        .map(|(k, _)| k.into_string().ok())
+        .partition(|k| {
+            k.as_deref()
+                .is_some_and(crate::model::text::is_shell_identifier)
+        });
+    CallerEnvNames {
+        secret_looking: secret_looking(names.into_iter().flatten()),
+        not_identifiers: others.len(),
+    }
+}
+
+/// The names among `names` that look like credentials, sorted.
+fn secret_looking(names: impl Iterator<Item = String>) -> Vec<String> {
     const MORE_MARKERS: &[&str] = &["AUTH", "SESSION", "COOKIE"];
     const PREFIXES: &[&str] = &[
         "AWS_",
@@ -326,8 +355,7 @@ pub fn secret_looking_env_names() -> Vec<String> {
         "PYPI_",
         "VAULT_",
     ];
-    let mut names: Vec<String> = std::env::vars_os()
-        .filter_map(|(k, _)| k.into_string().ok())
+    let mut names: Vec<String> = names
         .filter(|k| {
             let up = k.to_ascii_uppercase();
             crate::classify::SECRET_MARKERS

@@ -494,7 +494,12 @@ pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     env.insert("PWD".into(), spec.workspace.display().to_string());
-    for (k, v) in &spec.env {
+    // Validation refused any other name; the one rule holds here as well.
+    for (k, v) in spec
+        .env
+        .iter()
+        .filter(|(k, _)| crate::model::text::is_shell_identifier(k))
+    {
         env.insert(k.clone(), v.clone());
     }
     env.into_iter().collect()

@@ -211,8 +211,10 @@ fn check_line(line: &[u8], expected_seq: u64, prev: &str) -> Result<(String, Bod
     Ok((parsed.hash, body))
 }
 
+/// The first 12 characters of a hash, for messages (a damaged or forged
+/// record's "hash" may be any text: cut on a character, never mid-byte).
 fn short(h: &str) -> &str {
-    &h[..h.len().min(12)]
+    h.char_indices().nth(12).map_or(h, |(i, _)| &h[..i])
 }
 
 /// Iterate `(start, end_excluding_newline, has_newline)` over the lines of `buf`.

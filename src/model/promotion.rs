@@ -24,7 +24,7 @@
 use super::change::{Change, ChangeKind, FileType};
 use super::live::LiveMode;
 use super::stubs::WouldBeAction;
-use super::text::{escape_for_humans, sanitize_for_terminal};
+use super::text::{Shown, escape_for_humans};
 
 /// One reason a change can never be promoted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Refusal {
                 format!("{shown}: a setuid/setgid file is never promoted (mode {mode:o})")
             }
             Refusal::StubCopy { tool } => {
-                let tool = sanitize_for_terminal(tool);
+                let tool = escape_for_humans(tool.as_bytes());
                 format!(
                     "{shown}: a copy of a shadow stub's script, which stands in for {tool} in the rehearsal (live it would be the real {tool}), is never promoted"
                 )
@@ -94,7 +94,7 @@ impl Refusal {
             Refusal::SpecialFile { what } => {
                 format!(
                     "{shown}: a {} is never promoted",
-                    sanitize_for_terminal(what)
+                    escape_for_humans(what.as_bytes())
                 )
             }
             Refusal::ContentNotKept => format!(
@@ -222,7 +222,7 @@ impl StubbedCallsRefusal {
             .calls
             .iter()
             .take(SHOWN)
-            .map(|c| format!("  {}", sanitize_for_terminal(c)))
+            .map(|c| format!("  {}", Shown::message(c)))
             .collect();
         if self.calls.len() > SHOWN {
             calls.push(format!("  and {} more", self.calls.len() - SHOWN));
@@ -241,7 +241,14 @@ impl StubbedCallsRefusal {
 pub(crate) fn shown_actions(actions: &[WouldBeAction]) -> Vec<String> {
     actions
         .iter()
-        .map(|a| format!("{} → exit {} ({})", a.shown(), a.answer.exit, a.source))
+        .map(|a| {
+            format!(
+                "{} → exit {} ({})",
+                a.shown(),
+                a.answer.exit,
+                escape_for_humans(a.source.as_bytes())
+            )
+        })
         .collect()
 }
 

@@ -181,8 +181,13 @@ pub struct WouldBeAction {
     pub argv_hash: String,
     pub cwd: String,
     pub stdin: StdinRecord,
-    /// Names (never values) of the environment variables the tool saw.
+    /// Names (never values) of the environment variables the tool saw:
+    /// shell identifiers only (see `model::text`).
     pub env_names: Vec<String>,
+    /// How many variables the tool saw whose names are not shell
+    /// identifiers (counted, never named).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub env_unnamed: usize,
     /// The stub rule that matched.
     pub rule: String,
     /// `stub` (the rule's answer), `override` (an envelope/--stub answer),
@@ -338,7 +343,8 @@ impl StubTable {
     }
 }
 
-/// `tool arg1 arg2`, for messages (long calls shortened).
+/// `tool arg1 arg2`, for messages (long calls shortened), escaped for
+/// people like every name a message embeds (see [`super::text`]).
 pub(crate) fn shown_call(tool: &str, args: &[String]) -> String {
     let mut s = tool.to_string();
     for a in args {
@@ -347,9 +353,9 @@ pub(crate) fn shown_call(tool: &str, args: &[String]) -> String {
     }
     if s.chars().count() > 200 {
         let cut: String = s.chars().take(200).collect();
-        return format!("{cut}…");
+        return format!("{}…", super::text::escape_for_humans(cut.as_bytes()));
     }
-    s
+    super::text::escape_for_humans(s.as_bytes())
 }
 
 /// Edit distance between two argument lists, counted in whole arguments.
@@ -398,7 +404,9 @@ pub(crate) fn record_is_consistent(a: &WouldBeAction, table: &StubTable) -> bool
         && a.argv.iter().all(|x| x.len() <= ARG_MAX_KEPT)
         && a.cwd.len() <= PATH_MAX_KEPT
         && a.env_names.len() <= ENV_NAMES_MAX_KEPT
-        && a.env_names.iter().all(|n| n.len() <= NAME_MAX_KEPT)
+        && a.env_names
+            .iter()
+            .all(|n| n.len() <= NAME_MAX_KEPT && super::text::is_shell_identifier(n))
         // The head is at most 1 KiB of input, each invalid byte shown as
         // U+FFFD (3 bytes).
         && a.stdin.head.len() <= 3 * STDIN_HEAD

@@ -4,7 +4,7 @@
 use globset::GlobBuilder;
 use std::os::unix::ffi::OsStrExt;
 
-pub(crate) use crate::model::text::{escape_for_humans, sanitize_for_terminal};
+pub(crate) use crate::model::text::escape_for_humans;
 
 /// How every host-side and evidence-walk open below a workspace (or a
 /// layer of it) resolves its path: beneath the root it starts from, through
@@ -235,14 +235,15 @@ mod tests {
 
     #[test]
     fn escapes_newlines_ansi_and_bidi() {
-        assert_eq!(escape_for_humans(b"a\nb"), "a\\nb");
-        assert_eq!(escape_for_humans(b"\x1b[31mred"), "\\u{001b}[31mred");
+        assert_eq!(escape_for_humans(b"a\nb"), "a⟦LF⟧b");
+        assert_eq!(escape_for_humans(b"\x1b[31mred"), "⟦ESC⟧[31mred");
         assert_eq!(
             escape_for_humans("evil\u{202e}txt.sh".as_bytes()),
-            "evil\\u{202e}txt.sh"
+            "evil⟦U+202E⟧txt.sh"
         );
-        assert_eq!(escape_for_humans(b"bad\xffname"), "bad\\xffname");
+        assert_eq!(escape_for_humans(b"bad\xffname"), "bad⟦0xFF⟧name");
         assert_eq!(escape_for_humans("blog/ok-é.md".as_bytes()), "blog/ok-é.md");
+        assert_eq!(escape_for_humans(br"a\b"), r"a\b");
     }
 
     #[test]

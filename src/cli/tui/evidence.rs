@@ -13,7 +13,7 @@ use ratatui::text::{Line, Span};
 
 use super::app::{Detail, override_required};
 use super::tree::{Flag, TreeLine, change_tree};
-use crate::model::text::{escape_for_humans, sanitize_for_terminal};
+use crate::model::text::{Shown, escape_for_humans, split_lines};
 use crate::model::{BlockedKind, ChangeKind};
 use crate::record::RunRecord;
 
@@ -45,15 +45,21 @@ fn plain(s: String) -> Line<'static> {
     Line::from(s)
 }
 
-/// Text from a record, made safe for a terminal (messages whose embedded
-/// names were escaped already keep their backslashes).
+/// A message dryrun composed (a reason, a note, an error), whose embedded
+/// names were escaped when it was composed: shown as a message.
 fn safe(s: &str) -> String {
-    sanitize_for_terminal(s)
+    Shown::message(s).to_string()
 }
 
-/// Raw text (output, stdin, diff lines): every control character escaped.
+/// Text as someone wrote it (a command, a path, a line of output, stdin,
+/// a diff line): everything a terminal would act on or hide made visible.
 fn raw(s: &str) -> String {
-    escape_for_humans(s.as_bytes())
+    Shown::raw(s).to_string()
+}
+
+/// Globs or names as someone wrote them, escaped, comma-separated.
+fn joined(items: &[String]) -> String {
+    items.iter().map(|i| raw(i)).collect::<Vec<_>>().join(", ")
 }
 
 /// The verdict's reasons, forbidden paths first, otherwise in the
@@ -176,16 +182,19 @@ pub fn detail_lines(
         .as_deref()
         .map(|t| format!(" · task {}", raw(t)))
         .unwrap_or_default();
-    out.push(heading(&format!("run {}{task}", r.run_id)));
+    out.push(heading(&format!("run {}{task}", raw(&r.run_id))));
     let who = match &r.submitted_by {
-        Some(a) => format!("{} (uid {}, via {})", user(a.uid), a.uid, safe(&a.via)),
+        Some(a) => format!("{} (uid {}, via {})", user(a.uid), a.uid, raw(&a.via)),
         None => "unknown (the record does not say)".into(),
     };
     out.push(plain(format!(
         "submitted by: {who} · at {}",
-        safe(&r.created_at)
+        raw(&r.created_at)
     )));
     out.push(plain(format!("command: {}", raw(&r.command))));
+    for (i, st) in r.steps.iter().flatten().enumerate() {
+        out.push(plain(format!("  step {}: {}", i + 1, raw(st))));
+    }
     out.push(plain(format!(
         "intent: {} ({})",
         if r.intent.summary.is_empty() {
@@ -193,8 +202,17 @@ pub fn detail_lines(
         } else {
             raw(&r.intent.summary)
         },
-        safe(&r.intent.mode)
+        raw(&r.intent.mode)
     )));
+    for (label, globs) in [
+        ("expected writes", &r.intent.expected_writes),
+        ("forbidden paths", &r.intent.forbidden_paths),
+        ("network asked for", &r.intent.network),
+    ] {
+        if !globs.is_empty() {
+            out.push(plain(format!("{label}: {}", joined(globs))));
+        }
+    }
     match &r.intent.reviewer_note {
         Some(n) if !n.is_empty() => out.push(Line::from(vec![
             Span::styled("note for reviewers: ", Style::default().fg(Color::Cyan)),
@@ -205,7 +223,7 @@ pub fn detail_lines(
     if let Some(risk) = &r.risk {
         out.push(plain(format!(
             "risk: {} (score {})",
-            safe(&risk.level),
+            raw(&risk.level),
             risk.score
         )));
     }
@@ -279,10 +297,11 @@ pub fn detail_lines(
     for a in &reh.would_be_actions {
         out.push(plain(format!(
             "  {} → exit {} ({}, rule {})",
-            raw(&a.shown()),
+            // The call's words are escaped already (`shown`).
+            safe(&a.shown()),
             a.answer.exit,
-            safe(&a.source),
-            safe(&a.rule)
+            raw(&a.source),
+            raw(&a.rule)
         )));
         if a.stdin.read {
             out.push(plain(format!(
@@ -294,7 +313,7 @@ pub fn detail_lines(
                     ""
                 }
             )));
-            for l in a.stdin.head.lines().take(20) {
+            for l in split_lines(&a.stdin.head).take(20) {
                 out.push(plain(format!("    | {}", raw(l))));
             }
         }
@@ -327,7 +346,7 @@ pub fn detail_lines(
         if reh.stripped.is_empty() {
             "none".into()
         } else {
-            safe(&reh.stripped.join(", "))
+            joined(&reh.stripped)
         }
     )));
     if !reh.limits_hit.is_empty() {
@@ -347,9 +366,9 @@ pub fn detail_lines(
         for a in &r.approvals {
             out.push(plain(format!(
                 "  {} by {} at {}{}: {}",
-                safe(&a.action),
+                raw(&a.action),
                 user(a.by.uid),
-                safe(&a.at),
+                raw(&a.at),
                 if a.overrode_block { " (override)" } else { "" },
                 raw(&a.note)
             )));
@@ -410,7 +429,7 @@ fn diff_lines(d: &Detail, flags: &[Flag], out: &mut Vec<Line<'static>>) {
         )));
         match (&f.diff, &f.note) {
             (Some(text), _) => {
-                let lines: Vec<&str> = text.lines().collect();
+                let lines: Vec<&str> = split_lines(text).collect();
                 for l in lines.iter().take(DIFF_LINES_SHOWN) {
                     let st = if l.starts_with('+') && !l.starts_with("+++") {
                         Style::default().fg(Color::Green)
@@ -427,7 +446,7 @@ fn diff_lines(d: &Detail, flags: &[Flag], out: &mut Vec<Line<'static>>) {
                     out.push(plain(format!(
                         "   … {} more line(s); `dryrun diff {}` shows all",
                         lines.len() - DIFF_LINES_SHOWN,
-                        d.record.run_id
+                        raw(&d.record.run_id)
                     )));
                 }
             }
@@ -439,7 +458,7 @@ fn diff_lines(d: &Detail, flags: &[Flag], out: &mut Vec<Line<'static>>) {
         out.push(Line::from(Span::styled(
             format!(
                 "… {left} more ordinary diff(s) not shown; `dryrun diff {}` shows all",
-                d.record.run_id
+                raw(&d.record.run_id)
             ),
             Style::default().fg(Color::DarkGray),
         )));

@@ -48,7 +48,7 @@ pub(super) fn review(g: &GlobalOpts) -> i32 {
     match run(g) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("dryrun: {e}");
+            crate::cli::screen::warn(&format!("dryrun: {e}"));
             match e {
                 ReviewTuiError::Terminal(_) => super::EXIT_INTERNAL,
                 _ => super::EXIT_INVALID,

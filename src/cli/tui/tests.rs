@@ -197,7 +197,23 @@ fn hostile_names_never_reach_the_terminal_raw() {
     let screen = draw(&app, 200, 50);
     assert!(!screen.contains('\u{1b}'), "{screen}");
     assert!(!screen.contains('\u{202e}'), "{screen}");
-    assert!(screen.contains(r"\u{001b}"), "{screen}");
+    assert!(
+        screen.contains("echo ⟦ESC⟧]0;pwned⟦BEL⟧ ⟦U+202E⟧txt"),
+        "{screen}"
+    );
+    assert!(screen.contains("fmt/⟦ESC⟧[2Jx"), "{screen}");
+}
+
+#[test]
+fn a_command_is_drawn_as_it_runs() {
+    let mut r = record("f5", 1000, Decision::NeedsApproval);
+    r.command = r"printf 'a\\b\n'".into();
+    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    loaded(&mut app, vec![r]);
+    let screen = draw(&app, 200, 50);
+    // In the queue and in the evidence, as written: no backslash doubled.
+    assert_eq!(screen.matches(r"printf 'a\\b\n'").count(), 2, "{screen}");
+    assert!(!screen.contains(r"a\\\\b"), "{screen}");
 }
 
 #[test]

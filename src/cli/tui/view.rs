@@ -11,9 +11,26 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, TableState,
 
 use super::app::{App, Mode, decision, override_required};
 use super::evidence::{detail_lines, forbidden_style};
-use crate::model::text::{escape_for_humans, sanitize_for_terminal};
+use crate::model::text::Shown;
 use crate::record::RunRecord;
 use crate::request::ReviewAction;
+
+/// The screen's last word on the evidence and the windows over it: each
+/// span, its record text escaped already where it was built
+/// ([`super::evidence`]), is shown once more as a message, so a field a
+/// builder forgot still reaches the terminal visible, never as something
+/// the terminal acts on.
+fn guarded(lines: Vec<Line<'static>>) -> Vec<Line<'static>> {
+    lines
+        .into_iter()
+        .map(|mut l| {
+            for s in &mut l.spans {
+                s.content = Shown::message(&s.content).to_string().into();
+            }
+            l
+        })
+        .collect()
+}
 
 /// `42s`, `5m`, `3h`, `2d`.
 pub fn age(created_at: &str, now_unix: u64) -> String {
@@ -36,7 +53,7 @@ pub fn age(created_at: &str, now_unix: u64) -> String {
 fn user_name(app: &App, uid: u32) -> String {
     app.user_names
         .get(&uid)
-        .map(|n| escape_for_humans(n.as_bytes()))
+        .map(|n| Shown::raw(n).to_string())
         .unwrap_or_else(|| format!("uid {uid}"))
 }
 
@@ -69,7 +86,7 @@ pub fn render(app: &App, f: &mut Frame) {
                 " {} waiting · you: {} · {}",
                 app.queue.len(),
                 user_name(app, app.viewer.uid),
-                sanitize_for_terminal(&app.door_label)
+                Shown::message(&app.door_label)
             )),
         ])),
         rows[0],
@@ -113,7 +130,7 @@ fn render_queue(app: &App, f: &mut Frame, area: Rect) {
             let risk = r
                 .risk
                 .as_ref()
-                .map(|k| format!("{} {}", sanitize_for_terminal(&k.level), k.score))
+                .map(|k| format!("{} {}", Shown::raw(&k.level), k.score))
                 .unwrap_or_else(|| "-".into());
             let d = decision(r).map(|d| d.as_str()).unwrap_or("-");
             let style = if override_required(r) {
@@ -126,7 +143,7 @@ fn render_queue(app: &App, f: &mut Frame, area: Rect) {
                 submitter(app, r),
                 d.to_string(),
                 risk,
-                escape_for_humans(r.command.as_bytes()),
+                Shown::raw(&r.command).to_string(),
             ])
             .style(style)
         })
@@ -175,7 +192,7 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
         (_, None) => vec![Line::from("select a run")],
     };
     f.render_widget(
-        Paragraph::new(lines)
+        Paragraph::new(guarded(lines))
             .block(block)
             .wrap(Wrap { trim: false })
             .scroll((app.scroll, 0)),
@@ -186,7 +203,7 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
 fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let line = match &app.status {
         Some(s) => Line::from(Span::styled(
-            sanitize_for_terminal(&s.text),
+            Shown::message(&s.text).to_string(),
             if s.error {
                 forbidden_style()
             } else {
@@ -266,11 +283,13 @@ fn popup(f: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>, w: u
     let r = centered(area, w, h);
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(title.to_string()),
-        ),
+        Paragraph::new(guarded(lines))
+            .wrap(Wrap { trim: false })
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(title.to_string()),
+            ),
         r,
     );
 }
@@ -321,11 +340,11 @@ fn render_help(f: &mut Frame, area: Rect) {
 pub fn override_text(r: &RunRecord) -> Vec<String> {
     let mut out = vec![format!(
         "Run {} was BLOCKED by its verdict. It was blocked because:",
-        r.run_id
+        Shown::raw(&r.run_id)
     )];
     let reasons = super::evidence::ordered_reasons(r);
     for s in reasons.iter().take(6) {
-        out.push(format!("  • {}", sanitize_for_terminal(s)));
+        out.push(format!("  • {}", Shown::message(s)));
     }
     if reasons.len() > 6 {
         out.push(format!(
@@ -370,7 +389,10 @@ fn render_note(
     override_block: bool,
     text: &str,
 ) {
-    let id = app.current().map(|r| r.run_id.clone()).unwrap_or_default();
+    let id = app
+        .current()
+        .map(|r| Shown::raw(&r.run_id).to_string())
+        .unwrap_or_default();
     let what = match (action, override_block) {
         (ReviewAction::Approve, true) => "Override and approve",
         (ReviewAction::Approve, false) => "Approve",
@@ -383,7 +405,7 @@ fn render_note(
         )),
         Line::from(vec![
             Span::styled("> ", Style::default().fg(Color::Cyan)),
-            Span::raw(escape_for_humans(text.as_bytes())),
+            Span::raw(Shown::raw(text).to_string()),
             Span::styled("█", Style::default().fg(Color::Cyan)),
         ]),
         Line::from(Span::styled(

@@ -1,12 +1,18 @@
 //! The evidence summary a hook shows the host and its user: paths, kinds
 //! and reasons, never file content or the command's output.
 
+use crate::model::text::Shown;
 use crate::record::RunRecord;
 
+/// Text as someone wrote it (a path, a directory), in the one notation for
+/// people (`model::text`): the host shows this summary to its user.
 pub(crate) fn esc(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+    Shown::raw(s).to_string()
+}
+
+/// Paths as someone wrote them, each escaped.
+fn paths(items: &[String]) -> Vec<String> {
+    items.iter().map(|p| esc(p)).collect()
 }
 
 pub(super) fn changes_line(r: &RunRecord) -> String {
@@ -66,11 +72,14 @@ pub fn evidence_summary(r: &RunRecord, what: &str) -> String {
         if !v.forbidden_paths_touched.is_empty() {
             lines.push(format!(
                 "forbidden paths touched: {}",
-                list(&v.forbidden_paths_touched)
+                list(&paths(&v.forbidden_paths_touched))
             ));
         }
         if !v.surprise_paths.is_empty() {
-            lines.push(format!("surprise paths: {}", list(&v.surprise_paths)));
+            lines.push(format!(
+                "surprise paths: {}",
+                list(&paths(&v.surprise_paths))
+            ));
         }
     }
     if let Some(h) = &r.rehearsal {
@@ -111,7 +120,7 @@ pub fn evidence_summary(r: &RunRecord, what: &str) -> String {
     if let Some(k) = &r.risk {
         lines.push(format!(
             "risk: {} (score {}){}",
-            k.level,
+            esc(&k.level),
             k.score,
             if k.reasons.is_empty() {
                 String::new()
@@ -137,8 +146,14 @@ pub fn evidence_summary(r: &RunRecord, what: &str) -> String {
     s
 }
 
+/// Messages dryrun composed (reasons, calls, details) or names escaped
+/// already, at most six, shown as messages.
 pub(super) fn list(items: &[String]) -> String {
-    let shown: Vec<String> = items.iter().take(6).map(|s| esc(s)).collect();
+    let shown: Vec<String> = items
+        .iter()
+        .take(6)
+        .map(|s| Shown::message(s).to_string())
+        .collect();
     let more = items.len().saturating_sub(shown.len());
     if more > 0 {
         format!("{}; and {more} more", shown.join("; "))

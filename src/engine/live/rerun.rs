@@ -99,6 +99,12 @@ pub(super) fn live_env(
     {
         let wanted = &spec.live.env_from_host;
         if let Some(extra) = host_env.keys().find(|k| !wanted.contains(k)) {
+            // Only a shell identifier is ever named.
+            let extra = if crate::model::text::is_shell_identifier(extra) {
+                extra.clone()
+            } else {
+                "a variable whose name is not a shell identifier".into()
+            };
             return Err(EngineError::invalid(
                 Input::Request,
                 format!(

@@ -97,8 +97,12 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
             ..Default::default()
         }
     };
-    let mut env_names: Vec<String> = std::env::vars_os()
+    // Only shell identifiers are named; the others are counted.
+    let (env_names, unnamed): (Vec<String>, Vec<String>) = std::env::vars_os()
         .map(|(k, _)| String::from_utf8_lossy(k.as_bytes()).into_owned())
+        .partition(|k| crate::model::text::is_shell_identifier(k));
+    let mut env_names: Vec<String> = env_names
+        .into_iter()
         .filter(|k| k.len() <= NAME_MAX_KEPT)
         .collect();
     env_names.sort();
@@ -116,6 +120,7 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
             .unwrap_or_default(),
         stdin,
         env_names,
+        env_unnamed: unnamed.len(),
         rule,
         source: source.to_string(),
         answer: answer.clone(),

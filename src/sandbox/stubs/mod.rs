@@ -234,6 +234,7 @@ mod tests {
             cwd: "/w".into(),
             stdin: StdinRecord::default(),
             env_names: vec!["PATH".into()],
+            env_unnamed: 0,
             rule: "gh.pr.merge".into(),
             source: "stub".into(),
             answer,
@@ -252,6 +253,12 @@ mod tests {
         let mut big = good.clone();
         big.stdin.head = "x".repeat(4 * STDIN_HEAD);
         assert!(!record_is_consistent(&big, &t), "out of bounds");
+        let mut named = good.clone();
+        named.env_names = vec!["GH_TOKEN\u{1b}]52;c;QQ==\u{7}".into()];
+        assert!(
+            !record_is_consistent(&named, &t),
+            "a name that is not a shell identifier"
+        );
         // A long argv is cut, marked, and still checked for rule and source.
         let long = vec!["pr".to_string(), "merge".into(), "y".repeat(10_000)];
         let (argv, truncated) = kept_argv("gh", &long);
