@@ -373,32 +373,51 @@ impl Shared {
                 addrs
             }
         };
-        let checked = |a: SocketAddr| match pinned {
+        // A pinned name's address is the system's choice: not checked.
+        let check = |ip| match pinned {
             Some(_) => Ok(()),
-            None => addr::check(a.ip(), &routes).map_err(|why| address_refusal(name, a.ip(), &why)),
+            None => addr::check(ip, &routes),
         };
         let mut last = String::from("no address");
         for a in addrs {
-            if let Err(why) = checked(a) {
-                return refuse(why);
-            }
-            match tokio::time::timeout(UPSTREAM_TIMEOUT, tokio::net::TcpStream::connect(a)).await {
-                Ok(Ok(s)) => {
-                    // Nothing has been sent yet: a connection to what has
-                    // become this host's address is closed unused.
-                    if let Err(why) = checked(a) {
-                        drop(s);
-                        return refuse(why);
-                    }
+            match connect_checked(a, check).await {
+                Ok(s) => {
                     let c = self.record(name, Some(port), EgressHow::Proxy, true, None);
                     return Ok((s, c));
                 }
-                Ok(Err(e)) => last = format!("cannot connect to {a}: {e}"),
-                Err(_) => last = format!("connecting to {a} timed out"),
+                Err(Attempt::Refused(why)) => return refuse(address_refusal(name, a.ip(), &why)),
+                Err(Attempt::Failed(why)) => last = why,
             }
         }
         self.record(name, Some(port), EgressHow::Proxy, true, Some(last.clone()));
         Err(last)
+    }
+}
+
+/// Why one address was not connected to.
+#[derive(Debug)]
+enum Attempt {
+    /// [`addr::check`] refused it, before or after the connect.
+    Refused(addr::Refusal),
+    /// The connect failed or timed out.
+    Failed(String),
+}
+
+/// Connect to `a`, checking its address (with [`addr::check`], in the
+/// proxy) right before and right after. A connection whose address has
+/// become refused in between is closed before anything is sent on it.
+async fn connect_checked(
+    a: SocketAddr,
+    check: impl Fn(std::net::IpAddr) -> Result<(), addr::Refusal>,
+) -> Result<tokio::net::TcpStream, Attempt> {
+    check(a.ip()).map_err(Attempt::Refused)?;
+    match tokio::time::timeout(UPSTREAM_TIMEOUT, tokio::net::TcpStream::connect(a)).await {
+        Ok(Ok(s)) => {
+            check(a.ip()).map_err(Attempt::Refused)?;
+            Ok(s)
+        }
+        Ok(Err(e)) => Err(Attempt::Failed(format!("cannot connect to {a}: {e}"))),
+        Err(_) => Err(Attempt::Failed(format!("connecting to {a} timed out"))),
     }
 }
 
@@ -736,5 +755,54 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::route::RouteKind;
+    use super::*;
+    use std::cell::Cell;
+
+    /// Connect to a loopback listener through [`connect_checked`], with a
+    /// check that passes `passes` times, then refuses (an address that
+    /// becomes the host's while the proxy connects). What came of it, how
+    /// often the address was checked, and whether the listener got a
+    /// connection.
+    fn attempt(passes: u32) -> (Result<(), String>, u32, bool) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let asked = Cell::new(0);
+        let check = |_| {
+            let n = asked.get();
+            asked.set(n + 1);
+            if n < passes {
+                Ok(())
+            } else {
+                Err(addr::Refusal::Route(RouteKind::Local))
+            }
+        };
+        let got = rt.block_on(async {
+            match connect_checked(l.local_addr().unwrap(), check).await {
+                Ok(_) => Ok(()),
+                Err(e) => Err(format!("{e:?}")),
+            }
+        });
+        (got, asked.get(), l.accept().is_ok())
+    }
+
+    #[test]
+    fn an_address_is_checked_right_before_and_right_after_the_connect() {
+        assert_eq!(attempt(2), (Ok(()), 2, true));
+        let (got, asked, connected) = attempt(0);
+        assert!(got.unwrap_err().contains("Local"));
+        assert_eq!((asked, connected), (1, false), "refused before connecting");
+        let (got, asked, connected) = attempt(1);
+        assert!(got.unwrap_err().contains("Local"), "refused once connected");
+        assert_eq!((asked, connected), (2, true));
     }
 }
