@@ -23,6 +23,7 @@ pub(crate) mod proxy;
 pub(crate) mod route;
 mod tls;
 mod tunnel;
+mod upstream;
 
 use serde::Serialize;
 use std::net::IpAddr;

@@ -41,6 +41,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::dns::{self, FakeAddrs};
 use super::route::Kernel;
+use super::upstream::{Attempt, address_refusal, connect_checked};
 use super::{Admission, EgressConfig, addr, normalize_name};
 use crate::model::{EgressEntry, EgressHow};
 
@@ -49,7 +50,7 @@ pub const PROXY_PORT: u16 = 3128;
 /// Destinations kept per run; later ones are counted.
 const MAX_ENTRIES: usize = 256;
 /// Resolving and connecting to an upstream, each.
-const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections from the sandbox served at once (each holds a descriptor
 /// of the engine's process, and a tunnel or forward a second one, to the
 /// upstream). Past it the proxy stops accepting: further connections wait
@@ -251,13 +252,6 @@ pub(super) struct Shared {
     log: Mutex<Log>,
 }
 
-/// Why the proxy refuses `name` because of one of its addresses.
-fn address_refusal(name: &str, a: std::net::IpAddr, why: &addr::Refusal) -> String {
-    format!(
-        "{name} resolves to {a}, {why}; only the system configuration (--egress-resolve) may allow that"
-    )
-}
-
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
         self.log.lock().unwrap_or_else(|p| p.into_inner())
@@ -391,33 +385,6 @@ impl Shared {
         }
         self.record(name, Some(port), EgressHow::Proxy, true, Some(last.clone()));
         Err(last)
-    }
-}
-
-/// Why one address was not connected to.
-#[derive(Debug)]
-enum Attempt {
-    /// [`addr::check`] refused it, before or after the connect.
-    Refused(addr::Refusal),
-    /// The connect failed or timed out.
-    Failed(String),
-}
-
-/// Connect to `a`, checking its address (with [`addr::check`], in the
-/// proxy) right before and right after. A connection whose address has
-/// become refused in between is closed before anything is sent on it.
-async fn connect_checked(
-    a: SocketAddr,
-    check: impl Fn(std::net::IpAddr) -> Result<(), addr::Refusal>,
-) -> Result<tokio::net::TcpStream, Attempt> {
-    check(a.ip()).map_err(Attempt::Refused)?;
-    match tokio::time::timeout(UPSTREAM_TIMEOUT, tokio::net::TcpStream::connect(a)).await {
-        Ok(Ok(s)) => {
-            check(a.ip()).map_err(Attempt::Refused)?;
-            Ok(s)
-        }
-        Ok(Err(e)) => Err(Attempt::Failed(format!("cannot connect to {a}: {e}"))),
-        Err(_) => Err(Attempt::Failed(format!("connecting to {a} timed out"))),
     }
 }
 
@@ -755,54 +722,5 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counting<T> {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::route::RouteKind;
-    use super::*;
-    use std::cell::Cell;
-
-    /// Connect to a loopback listener through [`connect_checked`], with a
-    /// check that passes `passes` times, then refuses (an address that
-    /// becomes the host's while the proxy connects). What came of it, how
-    /// often the address was checked, and whether the listener got a
-    /// connection.
-    fn attempt(passes: u32) -> (Result<(), String>, u32, bool) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
-        let asked = Cell::new(0);
-        let check = |_| {
-            let n = asked.get();
-            asked.set(n + 1);
-            if n < passes {
-                Ok(())
-            } else {
-                Err(addr::Refusal::Route(RouteKind::Local))
-            }
-        };
-        let got = rt.block_on(async {
-            match connect_checked(l.local_addr().unwrap(), check).await {
-                Ok(_) => Ok(()),
-                Err(e) => Err(format!("{e:?}")),
-            }
-        });
-        (got, asked.get(), l.accept().is_ok())
-    }
-
-    #[test]
-    fn an_address_is_checked_right_before_and_right_after_the_connect() {
-        assert_eq!(attempt(2), (Ok(()), 2, true));
-        let (got, asked, connected) = attempt(0);
-        assert!(got.unwrap_err().contains("Local"));
-        assert_eq!((asked, connected), (1, false), "refused before connecting");
-        let (got, asked, connected) = attempt(1);
-        assert!(got.unwrap_err().contains("Local"), "refused once connected");
-        assert_eq!((asked, connected), (2, true));
     }
 }
