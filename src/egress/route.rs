@@ -80,6 +80,9 @@ const NLMSG_HDR: usize = 16;
 const RTMSG: usize = 12;
 /// `rtm_type`'s offset in a reply.
 const RTM_TYPE_AT: usize = NLMSG_HDR + 7;
+/// Messages read for one answer before giving up (the socket is new and
+/// private: the first is the answer).
+const MAX_REPLIES: usize = 8;
 /// The kernel answers a route request at once; a socket that says nothing
 /// for this long is a failure (and the address is refused).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -105,16 +108,18 @@ impl Routes for Kernel {
             MsgFlags::empty(),
         )?;
         let mut buf = [0u8; 4096];
-        loop {
+        for _ in 0..MAX_REPLIES {
             let (n, from) = recvfrom::<NetlinkAddr>(fd.as_raw_fd(), &mut buf)?;
             // Only the kernel (port 0) answers; anything else is ignored.
             if from.is_some_and(|a| a.pid() == 0) {
-                match parse_route_reply(&buf[..n], seq) {
-                    Some(r) => return r,
-                    None => continue,
+                if let Some(r) = parse_route_reply(&buf[..n], seq) {
+                    return r;
                 }
             }
         }
+        Err(io::Error::other(
+            "netlink route lookup: no answer to the request among the replies",
+        ))
     }
 }
 
@@ -237,7 +242,7 @@ mod tests {
 
     #[test]
     fn the_kernel_routes_loopback_locally() {
-        // Every network namespace has loopback's local route, up or down.
+        // The tests' namespace has loopback up, hence its local route.
         let k = Kernel;
         assert_eq!(
             k.route_kind("127.0.0.1".parse().unwrap()).unwrap(),
