@@ -111,10 +111,10 @@ impl Routes for Kernel {
         for _ in 0..MAX_REPLIES {
             let (n, from) = recvfrom::<NetlinkAddr>(fd.as_raw_fd(), &mut buf)?;
             // Only the kernel (port 0) answers; anything else is ignored.
-            if from.is_some_and(|a| a.pid() == 0) {
-                if let Some(r) = parse_route_reply(&buf[..n], seq) {
-                    return r;
-                }
+            if from.is_some_and(|a| a.pid() == 0)
+                && let Some(r) = parse_route_reply(&buf[..n], seq)
+            {
+                return r;
             }
         }
         Err(io::Error::other(
