@@ -147,7 +147,9 @@ pub(crate) fn judge_with(
             ),
         );
     }
-    if r.blocked.iter().any(|b| b.kind == BlockedKind::Network) {
+    if r.blocked.iter().any(|b| b.kind == BlockedKind::Network)
+        || r.egress.iter().any(|e| !e.allowed)
+    {
         notes.push(
             "the rehearsal is incomplete: the command needed the network and no stub answered, so what it did after that call is not what it does live"
                 .to_string(),

@@ -364,18 +364,24 @@ fn invalid_allowlists_are_rejected_before_anything_runs() {
 }
 
 #[test]
-fn network_none_runs_as_before_without_proxy_or_resolver() {
+fn network_none_runs_without_a_proxy_and_records_lookups_by_name() {
     for who in identities() {
         let ws = Ws::new(who);
-        let host_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
         let r = ws.rehearse_untouched(
             "env | grep -i _proxy; cat /etc/resolv.conf; curl -sS http://pkgs.example/ ; true",
             &[],
         );
         assert_ran(who, &r);
         assert!(!r.out().to_lowercase().contains("_proxy="), "{}", r.out());
-        assert!(r.out().contains(host_resolv.trim()), "{}", r.out());
-        assert!(r.json["rehearsal"].get("egress").is_none(), "{}", r.json);
+        // The sandbox's own responder answers (REFUSED): the lookup fails
+        // as it did against an unreachable resolver, and is named.
+        assert!(r.out().contains("nameserver 127.0.0.1"), "{}", r.out());
+        assert!(r.err().contains("Could not resolve host"), "{}", r.err());
+        let e = egress(&r);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0]["name"], "pkgs.example");
+        assert_eq!(e[0]["how"], "dns");
+        assert_eq!(e[0]["allowed"], false);
         assert!(r.stripped().contains(&"network".to_string()));
         assert!(
             !r.stripped().iter().any(|s| s.starts_with("provided:")),

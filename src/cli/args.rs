@@ -261,7 +261,8 @@ pub(super) struct DaemonArgs {
     #[arg(long, value_name = "DAYS")]
     pub(super) record_retention_days: Option<u64>,
     /// Pin a name the egress proxy resolves to an address, exempt from its
-    /// private-range refusal (curl's --resolve syntax; repeatable).
+    /// address refusals (private ranges, the host's own addresses) for that
+    /// name and port (curl's --resolve syntax; repeatable).
     #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
     pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
     /// Seconds a run waits for a person before it expires (rejected,
@@ -322,12 +323,13 @@ pub(super) struct ExecuteArgs {
     )]
     pub(super) stub: Vec<String>,
     /// A host the command may reach through the run's egress proxy:
-    /// HOST, *.SUFFIX, either with :PORT (repeatable; adds to
-    /// intent.network.allow).
+    /// HOST, *.SUFFIX, either with :PORT (without one, ports 80 and 443
+    /// only; repeatable; adds to intent.network.allow).
     #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
     pub(super) allow_net: Vec<String>,
     /// Pin a name the egress proxy resolves to an address, exempt from its
-    /// private-range refusal (in-process runs; curl's --resolve syntax).
+    /// address refusals (private ranges, the host's own addresses) for that
+    /// name and port (in-process runs; curl's --resolve syntax).
     #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
     pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
 }

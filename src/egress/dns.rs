@@ -1,10 +1,14 @@
 //! The sandbox's DNS responder, served by the engine on a UDP socket the
-//! sandbox's init created at `127.0.0.1:53` of the sandbox's namespace.
-//! It records every name asked for and answers A queries with an address
-//! of the benchmarking range 198.18.0.0/15 that leads nowhere (the
-//! namespace has no route), one per name, so that a later direct
-//! connection to it can be named in the egress report. Other query types
-//! get an empty answer. Only the question section is read (a few bytes of
+//! sandbox's init created at `127.0.0.1:53` of the sandbox's namespace, in
+//! every run. It records every name asked for. In a run with an allowlist
+//! it answers A queries with an address of the benchmarking range
+//! 198.18.0.0/15 that leads nowhere (the namespace has no route), one per
+//! name, so that a later direct connection to it can be named in the
+//! egress report; other query types get an empty answer. In a run with
+//! `network: none` every query is answered REFUSED: the command sees a
+//! resolver that will not help (the C library reports a temporary
+//! failure, as it did when the resolver was unreachable), and the lookup
+//! is recorded by name. Only the question section is read (a few bytes of
 //! fixed layout); nothing is ever forwarded to a real resolver.
 
 use std::collections::HashMap;
@@ -40,6 +44,18 @@ impl FakeAddrs {
         Some(a)
     }
 }
+
+/// How the responder answers a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reply {
+    /// An A query gets a fake address of its own (a run with an allowlist).
+    AddressLeadingNowhere,
+    /// Every query is refused (`network: none`).
+    Refused,
+}
+
+/// DNS response code REFUSED.
+const RCODE_REFUSED: u8 = 5;
 
 /// The question's name (lowercase, dotted) and where the question ends.
 fn read_question(q: &[u8]) -> Option<(String, usize, u16)> {
@@ -78,7 +94,7 @@ fn read_question(q: &[u8]) -> Option<(String, usize, u16)> {
 
 /// The answer to one datagram, and the name it asked for (`None`: not a
 /// query this responder understands; it is dropped unanswered).
-pub(super) fn answer(q: &[u8], fake: &mut FakeAddrs) -> Option<(Vec<u8>, String)> {
+pub(super) fn answer(q: &[u8], how: Reply, fake: &mut FakeAddrs) -> Option<(Vec<u8>, String)> {
     if q.len() < 12 || q[2] & 0x80 != 0 || u16::from_be_bytes([q[4], q[5]]) != 1 {
         return None;
     }
@@ -86,16 +102,20 @@ pub(super) fn answer(q: &[u8], fake: &mut FakeAddrs) -> Option<(Vec<u8>, String)
     if name.is_empty() {
         return None;
     }
-    let addr = if qtype == 1 {
+    let addr = if qtype == 1 && how == Reply::AddressLeadingNowhere {
         fake.addr_for(&name)
     } else {
         None
     };
+    let rcode = match how {
+        Reply::AddressLeadingNowhere => 0,
+        Reply::Refused => RCODE_REFUSED,
+    };
     let mut r = Vec::with_capacity(end + 16);
     r.extend_from_slice(&q[0..2]);
-    // QR, opcode 0, RD copied; RA; rcode NOERROR.
+    // QR, opcode 0, RD copied; RA; rcode.
     r.push(0x80 | (q[2] & 0x01));
-    r.push(0x80);
+    r.push(0x80 | rcode);
     r.extend_from_slice(&[0, 1, 0, addr.is_some() as u8, 0, 0, 0, 0]);
     r.extend_from_slice(&q[12..end]);
     if let Some(a) = addr {
@@ -103,7 +123,9 @@ pub(super) fn answer(q: &[u8], fake: &mut FakeAddrs) -> Option<(Vec<u8>, String)
         r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4]);
         r.extend_from_slice(&a.octets());
     }
-    fake.addr_for(&name);
+    if how == Reply::AddressLeadingNowhere {
+        fake.addr_for(&name);
+    }
     Some((r, name))
 }
 
@@ -126,12 +148,22 @@ mod tests {
     #[test]
     fn a_queries_get_a_fake_address_per_name() {
         let mut f = FakeAddrs::default();
-        let (r, name) = answer(&query("Secret.Attacker.example", 1), &mut f).unwrap();
+        let (r, name) = answer(
+            &query("Secret.Attacker.example", 1),
+            Reply::AddressLeadingNowhere,
+            &mut f,
+        )
+        .unwrap();
         assert_eq!(name, "secret.attacker.example");
         assert_eq!(&r[0..2], &[0x12, 0x34]);
         assert_eq!(u16::from_be_bytes([r[6], r[7]]), 1, "one answer");
         assert_eq!(&r[r.len() - 4..], &[198, 18, 0, 1]);
-        let (r2, _) = answer(&query("other.example", 28), &mut f).unwrap();
+        let (r2, _) = answer(
+            &query("other.example", 28),
+            Reply::AddressLeadingNowhere,
+            &mut f,
+        )
+        .unwrap();
         assert_eq!(u16::from_be_bytes([r2[6], r2[7]]), 0, "AAAA: no answer");
         assert_eq!(f.names, ["secret.attacker.example", "other.example"]);
         assert_eq!(
@@ -141,11 +173,27 @@ mod tests {
     }
 
     #[test]
+    fn without_network_every_query_is_refused_and_named() {
+        let mut f = FakeAddrs::default();
+        for qtype in [1, 28, 16] {
+            let (r, name) = answer(&query("PyPI.org", qtype), Reply::Refused, &mut f).unwrap();
+            assert_eq!(name, "pypi.org");
+            assert_eq!(&r[0..2], &[0x12, 0x34]);
+            assert_eq!(r[3] & 0x0f, RCODE_REFUSED, "REFUSED");
+            assert_eq!(u16::from_be_bytes([r[6], r[7]]), 0, "no answer");
+        }
+        assert!(
+            f.names.is_empty() && f.by_addr.is_empty(),
+            "no fake address"
+        );
+    }
+
+    #[test]
     fn garbage_is_dropped() {
         let mut f = FakeAddrs::default();
-        assert!(answer(&[0; 5], &mut f).is_none());
+        assert!(answer(&[0; 5], Reply::AddressLeadingNowhere, &mut f).is_none());
         let mut q = query("a.example", 1);
         q.truncate(15);
-        assert!(answer(&q, &mut f).is_none());
+        assert!(answer(&q, Reply::AddressLeadingNowhere, &mut f).is_none());
     }
 }

@@ -2,10 +2,12 @@
 //! proxy that enforces it.
 //!
 //! - this file: the network intent's allowlist patterns (`host`,
-//!   `*.suffix`, optional `:port`), the system's pins
+//!   `*.suffix`, optional `:port`: without one, an allowlist entry means
+//!   the web's ports 80 and 443 only), the system's pins
 //!   (`--egress-resolve HOST:PORT:ADDR`), and [`EgressConfig`], the
 //!   validated whole a run's proxy enforces;
-//! - [`addr`]: which resolved addresses the proxy refuses;
+//! - [`addr`]: which resolved addresses the proxy refuses, asking the
+//!   kernel ([`route`]) whether an address is this host's own;
 //! - [`proxy`]: the per-run proxy (HTTP CONNECT and plain HTTP, hyper) and
 //!   the sandbox's DNS responder ([`dns`]), both serving sockets the
 //!   sandbox's init created inside the sandbox's network namespace.
@@ -18,8 +20,10 @@ pub(crate) mod addr;
 mod dns;
 pub(crate) mod intent;
 pub(crate) mod proxy;
+pub(crate) mod route;
 mod tls;
 mod tunnel;
+mod upstream;
 
 use serde::Serialize;
 use std::net::IpAddr;
@@ -27,13 +31,20 @@ use std::net::IpAddr;
 /// At most this many allowlist entries per run.
 pub const MAX_ALLOW: usize = 64;
 
+/// The ports an allowlist entry without `:port` allows: plain HTTP and
+/// HTTPS, never a raw tunnel to another service of an allowed host (SSH,
+/// a database): that needs the port named in the entry.
+pub const WEB_PORTS: [u16; 2] = [80, 443];
+
 /// One allowlist pattern: `host`, `*.suffix`, either with `:port`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostPattern {
     /// Lowercase, no trailing dot; for a wildcard, the suffix after `*.`.
     host: String,
     wildcard: bool,
-    /// `None`: any port.
+    /// `None`: no port named. In an allowlist that is [`WEB_PORTS`]
+    /// ([`HostPattern::allows`]); in a never-allow list, every port
+    /// ([`HostPattern::covers`]).
     port: Option<u16>,
 }
 
@@ -111,21 +122,38 @@ impl HostPattern {
         })
     }
 
-    /// Whether `name` (normalized by [`normalize_name`]) on `port` matches;
-    /// `port: None` asks about the name on any port (a DNS lookup).
-    pub fn matches(&self, name: &str, port: Option<u16>) -> bool {
-        let name_ok = if self.wildcard {
+    /// As an allowlist entry: whether it allows `name` (normalized by
+    /// [`normalize_name`]) on `port`; `port: None` asks about the name
+    /// alone (a DNS lookup). An entry without a port allows [`WEB_PORTS`].
+    pub fn allows(&self, name: &str, port: Option<u16>) -> bool {
+        self.names(name)
+            && match (self.port, port) {
+                (_, None) => true,
+                (Some(a), Some(b)) => a == b,
+                (None, Some(b)) => WEB_PORTS.contains(&b),
+            }
+    }
+
+    /// As a never-allow entry: whether it refuses `name` on `port`; an
+    /// entry without a port refuses every port, and a lookup of any name
+    /// it names.
+    pub fn covers(&self, name: &str, port: Option<u16>) -> bool {
+        self.names(name)
+            && match (self.port, port) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+
+    /// Whether the entry names `name`, whatever the port.
+    pub fn names(&self, name: &str) -> bool {
+        if self.wildcard {
             name.len() > self.host.len() + 1
                 && name.ends_with(&self.host)
                 && name.as_bytes()[name.len() - self.host.len() - 1] == b'.'
         } else {
             name == self.host
-        };
-        name_ok
-            && match (self.port, port) {
-                (Some(a), Some(b)) => a == b,
-                _ => true,
-            }
+        }
     }
 }
 
@@ -319,15 +347,27 @@ pub enum Admission {
 impl EgressConfig {
     /// The policy decision by name (addresses are checked after resolution).
     pub fn admit(&self, name: &str, port: Option<u16>) -> Admission {
-        if let Some(p) = self.never.iter().find(|p| p.matches(name, port)) {
+        if let Some(p) = self.never.iter().find(|p| p.covers(name, port)) {
             return Admission::Refused(format!(
                 "the system policy never allows {p} (egress.never_allow)"
             ));
         }
-        if self.allow.iter().any(|p| p.matches(name, port)) {
-            Admission::Allowed
-        } else {
-            Admission::Refused("not on the run's network allowlist (intent.network.allow)".into())
+        if self.allow.iter().any(|p| p.allows(name, port)) {
+            return Admission::Allowed;
+        }
+        let named: Vec<&HostPattern> = self.allow.iter().filter(|p| p.names(name)).collect();
+        match (named.is_empty(), port) {
+            (false, Some(port)) => Admission::Refused(format!(
+                "port {port} is not allowed for {name}: the allowlist names it as {} (an entry without a port allows only ports 80 and 443; name the port, as {name}:{port}, to allow it)",
+                named
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => Admission::Refused(
+                "not on the run's network allowlist (intent.network.allow)".into(),
+            ),
         }
     }
 
@@ -347,14 +387,48 @@ mod tests {
     #[test]
     fn patterns_parse_and_match() {
         let p = HostPattern::parse("*.Pythonhosted.example:443").unwrap();
-        assert!(p.matches("files.pythonhosted.example", Some(443)));
-        assert!(!p.matches("pythonhosted.example", Some(443)));
-        assert!(!p.matches("xpythonhosted.example", Some(443)));
-        assert!(!p.matches("files.pythonhosted.example", Some(80)));
-        assert!(p.matches("files.pythonhosted.example", None));
+        assert!(p.allows("files.pythonhosted.example", Some(443)));
+        assert!(!p.allows("pythonhosted.example", Some(443)));
+        assert!(!p.allows("xpythonhosted.example", Some(443)));
+        assert!(!p.allows("files.pythonhosted.example", Some(80)));
+        assert!(p.allows("files.pythonhosted.example", None));
         let h = HostPattern::parse("pypi.example").unwrap();
-        assert!(h.matches("pypi.example", Some(8080)));
         assert_eq!(h.to_string(), "pypi.example");
+        let p = HostPattern::parse("pypi.example:8080").unwrap();
+        assert!(p.allows("pypi.example", Some(8080)));
+        assert!(!p.allows("pypi.example", Some(443)));
+    }
+
+    #[test]
+    fn an_entry_without_a_port_allows_the_web_ports_only() {
+        let h = HostPattern::parse("pypi.example").unwrap();
+        assert!(h.allows("pypi.example", Some(80)));
+        assert!(h.allows("pypi.example", Some(443)));
+        assert!(h.allows("pypi.example", None), "a lookup of the name");
+        for p in [22, 25, 5432, 8080, 8443] {
+            assert!(!h.allows("pypi.example", Some(p)), "{p}");
+        }
+        // A never-allow entry without a port refuses every port.
+        assert!(h.covers("pypi.example", Some(22)));
+        assert!(h.covers("pypi.example", None));
+        let cfg = EgressConfig {
+            allow: vec![h],
+            never: vec![],
+            pins: vec![],
+        };
+        let Admission::Refused(why) = cfg.admit("pypi.example", Some(22)) else {
+            panic!("port 22 allowed by a port-less entry");
+        };
+        assert!(
+            why.contains("port 22")
+                && why.contains("pypi.example:22")
+                && why.contains("80 and 443"),
+            "{why}"
+        );
+        let Admission::Refused(why) = cfg.admit("other.example", Some(443)) else {
+            panic!("another name allowed");
+        };
+        assert!(why.contains("not on the run's network allowlist"), "{why}");
     }
 
     #[test]
@@ -422,10 +496,17 @@ mod tests {
     #[test]
     fn never_wins_over_allow() {
         let cfg = EgressConfig {
-            allow: vec![HostPattern::parse("*.corp.example").unwrap()],
+            allow: vec![
+                HostPattern::parse("*.corp.example").unwrap(),
+                HostPattern::parse("secret.corp.example:8443").unwrap(),
+            ],
             never: vec![HostPattern::parse("secret.corp.example").unwrap()],
             pins: vec![],
         };
+        assert!(matches!(
+            cfg.admit("secret.corp.example", Some(8443)),
+            Admission::Refused(_)
+        ));
         assert_eq!(
             cfg.admit("pkgs.corp.example", Some(443)),
             Admission::Allowed

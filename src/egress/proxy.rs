@@ -3,15 +3,20 @@
 //! daemon and in-process.
 //!
 //! 1. [`start`] makes a private directory (0700) with the control socket;
-//!    the sandbox's helper connects to it and hands over two sockets it
-//!    created inside the sandbox's network namespace: a listening TCP
-//!    socket on the sandbox's loopback and a UDP socket on its port 53.
-//! 2. The proxy serves HTTP/1.1 on the listener (hyper): `CONNECT
-//!    host:port` tunnels and absolute-form `http://` requests, to allowed
-//!    names only. It resolves names itself, refuses addresses that lead
-//!    back to the host or its networks (see [`super::addr`]) unless the
-//!    system pinned the name, and counts bytes each way.
-//! 3. The DNS responder ([`super::dns`]) records every name asked for.
+//!    the sandbox's helper connects to it and hands over the sockets it
+//!    created inside the sandbox's network namespace: in a run with an
+//!    allowlist, a listening TCP socket on the sandbox's loopback; in
+//!    every run, a UDP socket on its port 53.
+//! 2. With an allowlist, the proxy serves HTTP/1.1 on the listener (hyper):
+//!    `CONNECT host:port` tunnels and absolute-form `http://` requests, to
+//!    allowed names only. It resolves names itself, refuses addresses that
+//!    lead back to the host or its networks (see [`super::addr`]: ranges,
+//!    and the kernel's route at connect time) unless the system pinned the
+//!    name, and counts bytes each way.
+//! 3. The DNS responder ([`super::dns`]) records every name asked for, in
+//!    every run: with `network: none` it answers REFUSED (as a resolver
+//!    that cannot be reached, which is what the run had before), so a
+//!    lookup is evidence by name, not a datagram to an address.
 //! 4. [`EgressProxy::finish`] stops it and returns the log by destination.
 
 use std::collections::HashMap;
@@ -35,6 +40,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::dns::{self, FakeAddrs};
+use super::route::Kernel;
+use super::upstream::{Attempt, address_refusal, connect_checked};
 use super::{Admission, EgressConfig, addr, normalize_name};
 use crate::model::{EgressEntry, EgressHow};
 
@@ -43,7 +50,7 @@ pub const PROXY_PORT: u16 = 3128;
 /// Destinations kept per run; later ones are counted.
 const MAX_ENTRIES: usize = 256;
 /// Resolving and connecting to an upstream, each.
-const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections from the sandbox served at once (each holds a descriptor
 /// of the engine's process, and a tunnel or forward a second one, to the
 /// upstream). Past it the proxy stops accepting: further connections wait
@@ -72,9 +79,22 @@ pub enum EgressError {
     Thread(io::Error),
 }
 
+/// What a run's egress serves.
+#[derive(Debug, Clone)]
+pub enum Serve {
+    /// `network: none`: only the DNS responder, which records every name
+    /// and answers REFUSED; no proxy listens.
+    LookupsOnly,
+    /// An allowlist: the proxy, and the DNS responder answering with
+    /// addresses that lead nowhere.
+    Allowlist(EgressConfig),
+}
+
 /// What the proxy saw, by destination.
 #[derive(Debug, Default)]
 pub struct EgressLog {
+    /// Served lookups only (`network: none`).
+    pub lookups_only: bool,
     pub entries: Vec<EgressEntry>,
     /// Destinations past the cap (not listed).
     pub dropped: u64,
@@ -94,7 +114,7 @@ pub struct EgressProxy {
 }
 
 /// Start a proxy for one run (fail closed: an error means no rehearsal).
-pub fn start(cfg: EgressConfig, receive: ReceiveFds) -> Result<EgressProxy, EgressError> {
+pub fn start(what: Serve, receive: ReceiveFds) -> Result<EgressProxy, EgressError> {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).expect("the kernel's random source works");
     let dir = std::env::temp_dir().join(format!("dryrun-egress-{}", hex::encode(b)));
@@ -126,7 +146,7 @@ pub fn start(cfg: EgressConfig, receive: ReceiveFds) -> Result<EgressProxy, Egre
         }
     };
     let shared = Arc::new(Shared {
-        cfg,
+        serve: what,
         log: Mutex::new(Log::default()),
     });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
@@ -186,6 +206,7 @@ impl EgressProxy {
             })
             .collect();
         EgressLog {
+            lookups_only: matches!(self.shared.serve, Serve::LookupsOnly),
             entries,
             dropped: log.dropped + log.fake.dropped,
             fake_addrs: std::mem::take(&mut log.fake.by_addr),
@@ -227,7 +248,7 @@ struct Log {
 }
 
 pub(super) struct Shared {
-    cfg: EgressConfig,
+    serve: Serve,
     log: Mutex<Log>,
 }
 
@@ -287,11 +308,21 @@ impl Shared {
 
     /// Admit, resolve, check the addresses, connect. `Err` is the reason
     /// given to the command (and recorded).
+    ///
+    /// Every address is checked ([`addr::check`]) before any is tried (one
+    /// refused address refuses the name), and each again right before and
+    /// right after the proxy connects to it: the kernel's answer about
+    /// this host's own addresses is the one in force at the connect, not
+    /// at the lookup. A pinned name is exempt (the system chose its
+    /// address).
     async fn open(
         &self,
         name: &str,
         port: u16,
     ) -> Result<(tokio::net::TcpStream, Arc<Counters>), String> {
+        let Serve::Allowlist(cfg) = &self.serve else {
+            return Err("this run has no network".into());
+        };
         if let Some((shown, why)) = super::refused_request_name(name) {
             self.record(
                 &shown,
@@ -306,10 +337,14 @@ impl Shared {
             self.record(name, Some(port), EgressHow::Proxy, false, Some(why.clone()));
             Err(why)
         };
-        if let Admission::Refused(why) = self.cfg.admit(name, Some(port)) {
+        if let Admission::Refused(why) = cfg.admit(name, Some(port)) {
             return refuse(why);
         }
-        let addrs: Vec<SocketAddr> = match self.cfg.pinned(name, port) {
+        // Route lookups from this thread: the network namespace the
+        // connections below are made in.
+        let routes = Kernel;
+        let pinned = cfg.pinned(name, port);
+        let addrs: Vec<SocketAddr> = match pinned {
             Some(a) => vec![SocketAddr::new(a, port)],
             None => {
                 let looked = tokio::time::timeout(
@@ -326,23 +361,26 @@ impl Shared {
                     return refuse(format!("{name} has no address"));
                 }
                 let ips: Vec<_> = addrs.iter().map(|a| a.ip()).collect();
-                if let Some((a, why)) = addr::first_refused(&ips) {
-                    return refuse(format!(
-                        "{name} resolves to {a}, {why}; only the system configuration (--egress-resolve) may allow that"
-                    ));
+                if let Some((a, why)) = addr::first_refused(&ips, &routes) {
+                    return refuse(address_refusal(name, a, &why));
                 }
                 addrs
             }
         };
+        // A pinned name's address is the system's choice: not checked.
+        let check = |ip| match pinned {
+            Some(_) => Ok(()),
+            None => addr::check(ip, &routes),
+        };
         let mut last = String::from("no address");
         for a in addrs {
-            match tokio::time::timeout(UPSTREAM_TIMEOUT, tokio::net::TcpStream::connect(a)).await {
-                Ok(Ok(s)) => {
+            match connect_checked(a, check).await {
+                Ok(s) => {
                     let c = self.record(name, Some(port), EgressHow::Proxy, true, None);
                     return Ok((s, c));
                 }
-                Ok(Err(e)) => last = format!("cannot connect to {a}: {e}"),
-                Err(_) => last = format!("connecting to {a} timed out"),
+                Err(Attempt::Refused(why)) => return refuse(address_refusal(name, a.ip(), &why)),
+                Err(Attempt::Failed(why)) => last = why,
             }
         }
         self.record(name, Some(port), EgressHow::Proxy, true, Some(last.clone()));
@@ -358,7 +396,7 @@ async fn serve(
 ) {
     let sockets = tokio::select! {
         _ = &mut stop => return,
-        s = take_sockets(control, receive) => s,
+        s = take_sockets(control, receive, matches!(shared.serve, Serve::Allowlist(_))) => s,
     };
     let (tcp, udp) = match sockets {
         Ok(s) => s,
@@ -371,6 +409,11 @@ async fn serve(
         }
     };
     let dns_task = tokio::spawn(serve_dns(udp, shared.clone()));
+    let Some(tcp) = tcp else {
+        let _ = stop.await;
+        dns_task.abort();
+        return;
+    };
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     loop {
         // A free slot first, then a connection: at the cap, nothing more
@@ -394,12 +437,13 @@ async fn serve(
     dns_task.abort();
 }
 
-/// Accept the helper's connection (same uid only) and take its two
-/// sockets: the TCP listener, then the UDP socket.
+/// Accept the helper's connection (same uid only) and take its sockets:
+/// the TCP listener (only with `listener`), then the UDP socket.
 async fn take_sockets(
     control: std::os::unix::net::UnixListener,
     receive: ReceiveFds,
-) -> io::Result<(tokio::net::TcpListener, tokio::net::UdpSocket)> {
+    listener: bool,
+) -> io::Result<(Option<tokio::net::TcpListener>, tokio::net::UdpSocket)> {
     let control = tokio::net::UnixListener::from_std(control)?;
     let (conn, _) = control.accept().await?;
     let cred = conn.peer_cred()?;
@@ -416,48 +460,71 @@ async fn take_sockets(
         .await
         .map_err(io::Error::other)??;
     let mut fds = fds.into_iter();
-    let (Some(t), Some(u), None) = (fds.next(), fds.next(), fds.next()) else {
-        return Err(io::Error::other("expected two sockets"));
+    let (t, u) = match (listener, fds.next(), fds.next(), fds.next()) {
+        (true, Some(t), Some(u), None) => (Some(t), u),
+        (false, Some(u), None, None) => (None, u),
+        _ => {
+            return Err(io::Error::other(if listener {
+                "expected two sockets"
+            } else {
+                "expected one socket"
+            }));
+        }
     };
-    let t = std::net::TcpListener::from(t);
+    let t = t.map(std::net::TcpListener::from);
     let u = std::net::UdpSocket::from(u);
     // Served only if they are what the sandbox's init makes: a listener
     // and a UDP socket on loopback (never a socket of the host's that a
     // confused helper passed on).
     use nix::sys::socket::{SockType, getsockopt, sockopt};
     let kind = |fd: std::os::fd::BorrowedFd<'_>| getsockopt(&fd, sockopt::SockType).ok();
-    let listening = getsockopt(&t, sockopt::AcceptConn).unwrap_or(false);
-    let (ta, ua) = (t.local_addr()?, u.local_addr()?);
-    if kind(t.as_fd()) != Some(SockType::Stream)
-        || !listening
-        || kind(u.as_fd()) != Some(SockType::Datagram)
-        || !ta.ip().is_loopback()
-        || ta.port() != PROXY_PORT
-        || !ua.ip().is_loopback()
-        || ua.port() != 53
-    {
+    let ua = u.local_addr()?;
+    if kind(u.as_fd()) != Some(SockType::Datagram) || !ua.ip().is_loopback() || ua.port() != 53 {
         return Err(io::Error::other(format!(
-            "the sockets handed over are not the proxy's listener and the DNS responder's socket on the sandbox's loopback ({ta}, {ua})"
+            "the socket handed over is not the DNS responder's socket on the sandbox's loopback ({ua})"
         )));
     }
-    t.set_nonblocking(true)?;
+    if let Some(t) = &t {
+        let listening = getsockopt(t, sockopt::AcceptConn).unwrap_or(false);
+        let ta = t.local_addr()?;
+        if kind(t.as_fd()) != Some(SockType::Stream)
+            || !listening
+            || !ta.ip().is_loopback()
+            || ta.port() != PROXY_PORT
+        {
+            return Err(io::Error::other(format!(
+                "the socket handed over is not the proxy's listener on the sandbox's loopback ({ta})"
+            )));
+        }
+        t.set_nonblocking(true)?;
+    }
     u.set_nonblocking(true)?;
     Ok((
-        tokio::net::TcpListener::from_std(t)?,
+        t.map(tokio::net::TcpListener::from_std).transpose()?,
         tokio::net::UdpSocket::from_std(u)?,
     ))
 }
 
 async fn serve_dns(udp: tokio::net::UdpSocket, shared: Arc<Shared>) {
     let mut buf = [0u8; 1500];
+    let how = match shared.serve {
+        Serve::LookupsOnly => dns::Reply::Refused,
+        Serve::Allowlist(_) => dns::Reply::AddressLeadingNowhere,
+    };
     while let Ok((n, from)) = udp.recv_from(&mut buf).await {
-        let answered = dns::answer(&buf[..n], &mut shared.lock().fake);
+        let answered = dns::answer(&buf[..n], how, &mut shared.lock().fake);
         let Some((reply, name)) = answered else {
             continue;
         };
-        let (allowed, reason) = match shared.cfg.admit(&name, None) {
-            Admission::Allowed => (true, None),
-            Admission::Refused(why) => (false, Some(format!("looked up: {why}"))),
+        let (allowed, reason) = match &shared.serve {
+            Serve::LookupsOnly => (
+                false,
+                Some("looked up in a run whose intent.network is none: no name may be reached (declare the hosts the command needs in intent.network.allow)".into()),
+            ),
+            Serve::Allowlist(cfg) => match cfg.admit(&name, None) {
+                Admission::Allowed => (true, None),
+                Admission::Refused(why) => (false, Some(format!("looked up: {why}"))),
+            },
         };
         shared.record(&name, None, EgressHow::Dns, allowed, reason);
         let _ = udp.send_to(&reply, from).await;

@@ -1,10 +1,14 @@
-//! A rehearsal's egress: the engine starts the run's proxy when the intent
-//! allows names (never otherwise: `network: none` runs exactly as before),
-//! tells the sandbox where it waits, gives the command the proxy variables,
-//! and afterwards turns the proxy's log and the direct attempts the sandbox
-//! saw into `rehearsal.egress`, one entry per destination.
+//! A rehearsal's egress: the engine starts the run's egress for every
+//! rehearsal (not the live lane's rerun on the host's network). When the
+//! intent allows names, that is the proxy and the sandbox's DNS responder,
+//! and the command gets the proxy variables; with `network: none` it is
+//! the DNS responder alone, answering REFUSED, so that a lookup is
+//! recorded by the name asked for rather than as a datagram to whatever
+//! resolver the host's configuration names. Afterwards the proxy's log
+//! (and, with an allowlist, the direct attempts the sandbox saw) becomes
+//! `rehearsal.egress`, one entry per destination.
 
-use crate::egress::proxy::{self, EgressError, EgressLog, EgressProxy, PROXY_PORT};
+use crate::egress::proxy::{self, EgressError, EgressLog, EgressProxy, PROXY_PORT, Serve};
 use crate::envelope::EnvelopeSpec;
 use crate::model::{EgressEntry, EgressHow, RehearsalReport};
 use crate::sandbox::{self, spec::EgressPlan, spec::SandboxSpec};
@@ -24,21 +28,30 @@ const NO_PROXY_VARS: [&str; 2] = ["NO_PROXY", "no_proxy"];
 /// Loopback inside the sandbox stays direct.
 const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 
-/// Start the run's proxy if its intent allows names (and it is a
-/// rehearsal, not the live lane's rerun on the host's network).
+/// Start the run's egress (not for the live lane's rerun on the host's
+/// network): the proxy if its intent allows names, the DNS responder
+/// alone otherwise.
 pub(super) fn start_egress(
     system: &EgressSystem,
     spec: &EnvelopeSpec,
     sspec: &mut SandboxSpec,
 ) -> Result<Option<EgressProxy>, EgressError> {
-    if spec.network.is_empty() || sspec.network_host {
+    if sspec.network_host {
         return Ok(None);
     }
+    if spec.network.is_empty() {
+        let proxy = proxy::start(Serve::LookupsOnly, sandbox::receive_egress_sockets)?;
+        sspec.egress = Some(EgressPlan {
+            control: proxy.control_path().to_path_buf(),
+            proxy_port: None,
+        });
+        return Ok(Some(proxy));
+    }
     let cfg = system.for_run(&spec.network);
-    let proxy = proxy::start(cfg, sandbox::receive_egress_sockets)?;
+    let proxy = proxy::start(Serve::Allowlist(cfg), sandbox::receive_egress_sockets)?;
     sspec.egress = Some(EgressPlan {
         control: proxy.control_path().to_path_buf(),
-        proxy_port: PROXY_PORT,
+        proxy_port: Some(PROXY_PORT),
     });
     let url = format!("http://127.0.0.1:{PROXY_PORT}");
     let given: Vec<(&str, &str)> = PROXY_VARS
@@ -55,14 +68,21 @@ pub(super) fn start_egress(
     Ok(Some(proxy))
 }
 
-/// Fill `report.egress` from the proxy's log and the direct attempts; name
-/// the provided variables under `stripped`. A direct attempt becomes one
-/// egress entry, by name where the sandbox's DNS responder gave the
-/// address, and its line under `blocked` goes (one reason per destination
-/// in the verdict, not two).
+/// Fill `report.egress` from the proxy's log and, with an allowlist, the
+/// direct attempts; name the provided variables under `stripped`. A direct
+/// attempt becomes one egress entry, by name where the sandbox's DNS
+/// responder gave the address, and its line under `blocked` goes (one
+/// reason per destination in the verdict, not two). With `network: none`
+/// only the lookups are added: direct attempts stay under `blocked`, as
+/// they always were in such runs.
 pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
     let mut entries = log.entries;
-    for d in &report.direct {
+    let direct = if log.lookups_only {
+        &[][..]
+    } else {
+        &report.direct[..]
+    };
+    for d in direct {
         let name = match d.addr {
             std::net::IpAddr::V4(v4) => log.fake_addrs.get(&v4).cloned(),
             _ => None,
@@ -131,6 +151,9 @@ pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
         });
     }
     report.egress = entries;
+    if log.lookups_only {
+        return;
+    }
     for k in PROXY_VARS.iter().chain(NO_PROXY_VARS.iter()) {
         report.stripped.push(format!("provided:env:{k}"));
     }

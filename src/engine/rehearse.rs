@@ -232,7 +232,12 @@ impl Engine {
                 enforcement,
                 network: if ev.sspec.network_host {
                     "host (the live lane's rerun, as live.network: host grants)".into()
-                } else if ev.sspec.egress.is_some() {
+                } else if ev
+                    .sspec
+                    .egress
+                    .as_ref()
+                    .is_some_and(|e| e.proxy_port.is_some())
+                {
                     "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)".into()
                 } else {
                     "none (new network namespace, loopback only)".into()
@@ -263,7 +268,8 @@ fn incomplete_evidence(report: &RehearsalReport) -> Vec<String> {
         .blocked
         .iter()
         .filter(|b| b.kind == crate::model::BlockedKind::Network)
-        .count();
+        .count()
+        + report.egress.iter().filter(|e| !e.allowed).count();
     let mut why = Vec::new();
     if net > 0 {
         why.push(format!(

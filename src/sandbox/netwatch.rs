@@ -32,10 +32,11 @@ pub(super) struct NetWatch {
     /// Internet destinations (for the egress report), at most
     /// [`MAX_RECORDED`].
     pub direct: Vec<DirectAttempt>,
-    /// The egress proxy's port, when the run has one: `127.0.0.1` on it
-    /// and on 53 (the DNS responder) are the sandbox's own services, not
-    /// attempts.
-    egress_port: Option<u16>,
+    /// The sandbox's own services on `127.0.0.1`, not attempts: the DNS
+    /// responder on 53 (when the engine serves one) and the egress proxy's
+    /// port (in a run with an allowlist).
+    dns_responder: bool,
+    proxy_port: Option<u16>,
     /// The listener reported that no process is left under the filter:
     /// nothing more can arrive, so the supervisor stops polling it.
     pub hung_up: bool,
@@ -48,7 +49,7 @@ enum Answer {
 }
 
 impl NetWatch {
-    pub(super) fn new(fd: OwnedFd, egress_port: Option<u16>) -> Self {
+    pub(super) fn new(fd: OwnedFd, egress: Option<&super::spec::EgressPlan>) -> Self {
         // The filter admits the native architecture only (anything else is
         // killed), so notifications carry native numbers: no lookup by name.
         let sc = |n: libc::c_long| ScmpSyscall::from(n as i32);
@@ -61,7 +62,8 @@ impl NetWatch {
             dropped: 0,
             seen: Default::default(),
             direct: Vec::new(),
-            egress_port,
+            dns_responder: egress.is_some(),
+            proxy_port: egress.and_then(|e| e.proxy_port),
             hung_up: false,
         }
     }
@@ -201,15 +203,14 @@ impl NetWatch {
 }
 
 impl NetWatch {
-    /// `127.0.0.1:proxy_port` or `127.0.0.1:53` in a run with egress.
+    /// `127.0.0.1:53` when the engine serves the DNS responder, or
+    /// `127.0.0.1:proxy_port` in a run with an allowlist.
     fn is_egress_service(&self, addr: Option<&[u8]>) -> bool {
-        let Some(port) = self.egress_port else {
-            return false;
-        };
         matches!(
             addr.and_then(inet_destination),
             Some(DirectAttempt { addr: std::net::IpAddr::V4(ip), port: p })
-                if ip == std::net::Ipv4Addr::LOCALHOST && (p == port || p == 53)
+                if ip == std::net::Ipv4Addr::LOCALHOST
+                    && ((self.dns_responder && p == 53) || Some(p) == self.proxy_port)
         )
     }
 }

@@ -189,8 +189,10 @@ pub struct SandboxSpec {
     /// Shadow stubs for this run (no tools: none installed).
     #[serde(default)]
     pub stubs: StubPlan,
-    /// A run whose network intent allows names: where the engine's egress
-    /// proxy waits for the sandbox's sockets. `None`: no network at all.
+    /// Where the engine's egress waits for the sandbox's sockets: the DNS
+    /// responder in every rehearsal, and the proxy in a run whose network
+    /// intent allows names. `None` (the live lane's rerun on the host's
+    /// network): nothing is served.
     #[serde(default)]
     pub egress: Option<EgressPlan>,
 }
@@ -248,8 +250,10 @@ impl PartialEq for StubPlan {
 pub struct EgressPlan {
     /// The proxy's control socket on the host (reached by H only).
     pub control: PathBuf,
-    /// The proxy's port on the sandbox's loopback.
-    pub proxy_port: u16,
+    /// The proxy's port on the sandbox's loopback; `None` for a run with
+    /// `network: none` (the DNS responder alone: no listener, and Landlock
+    /// lets the command connect to no TCP port).
+    pub proxy_port: Option<u16>,
 }
 
 #[cfg(test)]

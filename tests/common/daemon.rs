@@ -37,6 +37,9 @@ pub struct Daemon {
     pub state: PathBuf,
     pub dir: tempfile::TempDir,
     pub log: PathBuf,
+    /// A program and its arguments that run the daemon (`nsenter ... --`):
+    /// the daemon is started as its last argument.
+    pub wrapper: Vec<String>,
 }
 
 impl Daemon {
@@ -44,7 +47,17 @@ impl Daemon {
         Self::start_env(extra, &[])
     }
 
+    /// A daemon started through `wrapper` (a program that ends by running
+    /// its remaining arguments, such as `nsenter --net=... --`).
+    pub fn start_wrapped(wrapper: &[String], extra: &[&str]) -> Daemon {
+        Self::start_with(wrapper, extra, &[])
+    }
+
     pub fn start_env(extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::start_with(&[], extra, env)
+    }
+
+    fn start_with(wrapper: &[String], extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("dryrun-daemon-")
             .tempdir_in("/tmp")
@@ -59,6 +72,7 @@ impl Daemon {
             state,
             dir,
             log,
+            wrapper: wrapper.to_vec(),
         };
         d.spawn(extra, env);
         d
@@ -66,7 +80,14 @@ impl Daemon {
 
     pub fn spawn(&mut self, extra: &[&str], env: &[(&str, &str)]) {
         let group = test_group();
-        let mut c = Command::new(bin());
+        let mut c = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
         c.env_clear()
             .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
             .env("DRYRUN_LOG", "info")

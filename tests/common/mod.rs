@@ -209,10 +209,26 @@ impl Ws {
     }
 
     pub fn command(&self) -> Command {
-        let mut c = if self.who == Who::User && is_root() {
-            as_test_user(bin())
-        } else {
-            Command::new(bin())
+        self.command_via(&[])
+    }
+
+    /// [`Ws::command`] started through `wrapper` (a program that ends by
+    /// running its remaining arguments, such as `nsenter ... --`), as root,
+    /// before the switch to the test user.
+    pub fn command_via(&self, wrapper: &[String]) -> Command {
+        let user = self.who == Who::User && is_root();
+        let mut c = match (wrapper.split_first(), user) {
+            (None, false) => Command::new(bin()),
+            (None, true) => as_test_user(bin()),
+            (Some((program, args)), user) => {
+                let mut c = Command::new(program);
+                c.args(args);
+                if user {
+                    c.args(as_test_user_argv());
+                }
+                c.arg(bin());
+                c
+            }
         };
         c.env_clear()
             .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
@@ -255,14 +271,23 @@ impl Ws {
 
 /// `program` run as the unprivileged test user (root only).
 pub fn as_test_user(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let (u, g) = test_user();
-    let mut c = Command::new("setpriv");
-    c.arg(format!("--reuid={u}"))
-        .arg(format!("--regid={g}"))
-        .arg("--clear-groups")
-        .arg("--")
-        .arg(program);
+    let argv = as_test_user_argv();
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..]).arg(program);
     c
+}
+
+/// The command line that runs the program after it as the test user:
+/// `setpriv ... --`.
+pub fn as_test_user_argv() -> Vec<String> {
+    let (u, g) = test_user();
+    vec![
+        "setpriv".into(),
+        format!("--reuid={u}"),
+        format!("--regid={g}"),
+        "--clear-groups".into(),
+        "--".into(),
+    ]
 }
 
 pub fn to_run(out: Output) -> Run {

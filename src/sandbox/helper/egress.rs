@@ -1,16 +1,17 @@
-//! The sandbox's side of egress, in a run whose intent allows names
-//! (`spec.egress` set; otherwise nothing here runs):
+//! The sandbox's side of egress, in every rehearsal (`spec.egress` set;
+//! only the live lane's rerun on the host's network has none):
 //!
 //! - H1 connects to the engine's proxy control socket (a path only the
 //!   engine's uid can reach); C and P1 inherit the connection.
 //! - P3 points the image's `/etc/resolv.conf` at the sandbox's own DNS
 //!   responder (a read-only bind of a generated file).
-//! - P7, once loopback is up, creates the proxy's listening TCP socket
-//!   (`127.0.0.1:proxy_port`) and the DNS responder's UDP socket
-//!   (`127.0.0.1:53`) inside the sandbox's network namespace and hands
-//!   both to the engine over the control connection (`SCM_RIGHTS`), then
-//!   closes its copies. The engine serves them; no process of the sandbox
-//!   forwards anything, and the namespace still has only loopback.
+//! - P7, once loopback is up, creates the DNS responder's UDP socket
+//!   (`127.0.0.1:53`) and, in a run with an allowlist, the proxy's
+//!   listening TCP socket (`127.0.0.1:proxy_port`) inside the sandbox's
+//!   network namespace and hands them to the engine over the control
+//!   connection (`SCM_RIGHTS`), then closes its copies. The engine serves
+//!   them; no process of the sandbox forwards anything, and the namespace
+//!   still has only loopback.
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -100,8 +101,9 @@ pub(super) fn point_resolver_at_sandbox(
     Ok(())
 }
 
-/// P7: the proxy's listener and the DNS socket, created in the sandbox's
-/// network namespace and handed to the engine.
+/// P7: the DNS socket and (with an allowlist) the proxy's listener,
+/// created in the sandbox's network namespace and handed to the engine:
+/// the listener first, as the engine expects.
 pub(super) fn hand_sockets_to_proxy(spec: &SandboxSpec) -> Result<(), HelperError> {
     let Some(plan) = &spec.egress else {
         return Ok(());
@@ -112,10 +114,17 @@ pub(super) fn hand_sockets_to_proxy(spec: &SandboxSpec) -> Result<(), HelperErro
         .ok()
         .and_then(|mut s| s.take())
         .ok_or_else(|| prep("egress sockets")(io::Error::other("no control connection")))?;
-    let tcp = std::net::TcpListener::bind(("127.0.0.1", plan.proxy_port))
+    let tcp = plan
+        .proxy_port
+        .map(|port| std::net::TcpListener::bind(("127.0.0.1", port)))
+        .transpose()
         .map_err(prep("egress proxy listener"))?;
     let udp = std::net::UdpSocket::bind(DNS_ADDR).map_err(prep("egress dns socket"))?;
-    let fds = [tcp.as_raw_fd(), udp.as_raw_fd()];
+    let fds: Vec<_> = tcp
+        .iter()
+        .map(|t| t.as_raw_fd())
+        .chain([udp.as_raw_fd()])
+        .collect();
     let cmsg = [ControlMessage::ScmRights(&fds)];
     sendmsg::<()>(
         control.as_raw_fd(),

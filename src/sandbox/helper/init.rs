@@ -425,7 +425,7 @@ fn prepare_command(
         rlimits,
         kernel_abi,
         network_host: spec.network_host,
-        egress_port: spec.egress.as_ref().map(|e| e.proxy_port),
+        egress_port: spec.egress.as_ref().and_then(|e| e.proxy_port),
         calls_dir: stubs.calls_dir(),
         filter,
         env,

@@ -174,10 +174,7 @@ fn take_hello(
     }
     let fd = sys::pidfd_getfd(running.pidfd.as_raw_fd(), hello.listener)
         .map_err(supervise("listener"))?;
-    running.watch = Some(NetWatch::new(
-        fd,
-        spec.egress.as_ref().map(|e| e.proxy_port),
-    ));
+    running.watch = Some(NetWatch::new(fd, spec.egress.as_ref()));
     nix::unistd::write(&ack_w, &[ACK]).map_err(supervise("handshake"))?;
     Ok(Some(hello.landlock))
 }
