@@ -221,8 +221,9 @@ fn exchange_loop(a: &Path, b: &Path) -> std::process::Child {
 /// The agent swaps a root-only file of its directory with its own file
 /// while runs go on. The positive control: the race must land — in some
 /// run the evidence walk met the root-only file at the agent's path (the
-/// change is `content_withheld`, with no hash of what was there before);
-/// a swapper that never swaps (as when it could not start) passes nothing.
+/// change is `content_withheld` with no hash of what was there before, or,
+/// were the file read, the hash before is the root file's); a swapper that
+/// never swaps (as when it could not start) passes nothing.
 #[test]
 fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
     if !require_root() {
@@ -237,9 +238,13 @@ fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
     let rootfile = ws.dir.join("rootfile");
     std::fs::write(&rootfile, format!("{canary}\n")).unwrap();
     std::fs::set_permissions(&rootfile, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let canary_hash = blake3::hash(format!("{canary}\n").as_bytes())
+        .to_hex()
+        .to_string();
     let mut swapper = exchange_loop(&ws.dir.join("mine.txt"), &rootfile);
     let mut answers = Vec::new();
-    // Runs in which the walk met the root-only file at `mine.txt`.
+    // Runs in which the walk met the root-only file at `mine.txt`: withheld
+    // (it was not read), or, were it read, hashed as what was there before.
     let mut walk_met_the_swap = 0;
     let mut runs = 0;
     while runs < 8 || (walk_met_the_swap < 2 && runs < 40) {
@@ -252,9 +257,10 @@ fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
         );
         let id = r.json["run_id"].as_str().unwrap_or_default().to_string();
         answers.push(r.out().to_string() + r.err());
-        if r.change("mine.txt")
-            .is_some_and(|c| c["content_withheld"] == true && c["before"].is_null())
-        {
+        if r.change("mine.txt").is_some_and(|c| {
+            (c["content_withheld"] == true && c["before"].is_null())
+                || c["before"] == canary_hash.as_str()
+        }) {
             walk_met_the_swap += 1;
         }
         for args in [
