@@ -534,8 +534,8 @@ pub fn python3_versioned_name() -> Option<String> {
 /// degraded mode allowed (`DRYRUN_ALLOW_DEGRADED=1`), the sandbox is built
 /// as always but with no Landlock ruleset. Nothing in dryrun changes: the
 /// control of a test that shows what only Landlock stops. The syscall
-/// numbers (444-446) are the same on every architecture Linux has added
-/// them to since 5.13.
+/// numbers (444-446) are those of every architecture on the unified
+/// syscall table (x86_64, arm64, ...).
 pub fn without_landlock() -> Vec<std::ffi::OsString> {
     const SCRIPT: &str = r#"
 import ctypes, os, struct, sys
