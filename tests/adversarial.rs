@@ -309,8 +309,7 @@ except OSError as e:
 #[test]
 
 fn sendmsg_to_a_host_unix_socket_in_the_image_is_not_delivered() {
-    if !is_root() {
-        eprintln!("SKIP: creating a socket under /opt needs root");
+    if !require_root() {
         return;
     }
     for who in identities() {
@@ -344,8 +343,7 @@ fn sendmsg_to_a_host_unix_socket_in_the_image_is_not_delivered() {
 #[test]
 
 fn racing_the_connect_address_does_not_reach_a_host_unix_socket() {
-    if !is_root() {
-        eprintln!("SKIP: creating a socket under /opt needs root");
+    if !require_root() {
         return;
     }
     for who in identities() {

@@ -610,12 +610,7 @@ fn demo_npm_tarball() -> Vec<u8> {
 
 #[test]
 fn npm_packs_from_a_local_registry_through_the_proxy() {
-    if std::process::Command::new("npm")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: npm is not installed");
+    if !require_tool("npm", "npm") {
         return;
     }
     let tgz = demo_npm_tarball();

@@ -8,7 +8,6 @@ use common::*;
 // to, and proves the real workspace was not touched.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::Command;
 
 /// BLAKE3 hex of some bytes, as the run record spells hashes.
@@ -769,8 +768,8 @@ fn moving_a_directory_is_a_delete_plus_a_create() {
 /// the verdict blocks it with the planner's own words.
 #[test]
 fn extended_attributes_are_metadata_changes() {
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("SKIP: /usr/bin/python3 is needed to set xattrs inside the sandbox");
+    // /usr/bin/python3 sets the xattrs inside the sandbox.
+    if !require_tool("/usr/bin/python3", "python3") {
         return;
     }
     for who in identities() {

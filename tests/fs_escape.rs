@@ -25,8 +25,7 @@ fn visible_canary_dir() -> tempfile::TempDir {
 
 #[test]
 fn writes_outside_the_workspace_fail_and_leave_the_host_alone() {
-    if !is_root() {
-        eprintln!("SKIP: creating a world-writable canary under /opt needs root");
+    if !require_root() {
         return;
     }
     for who in identities() {
@@ -84,8 +83,7 @@ fn writes_outside_the_workspace_fail_and_leave_the_host_alone() {
 
 #[test]
 fn symlink_in_the_workspace_cannot_redirect_writes_to_the_host() {
-    if !is_root() {
-        eprintln!("SKIP: creating a world-writable canary under /opt needs root");
+    if !require_root() {
         return;
     }
     for who in identities() {
@@ -156,8 +154,7 @@ fn tmp_is_fresh_and_writable_and_host_tmp_is_invisible() {
 /// network attempts are still observed.
 #[test]
 fn root_rehearses_a_workspace_owned_by_an_ordinary_user() {
-    if !is_root() {
-        eprintln!("SKIP: needs root (the other identity is the ordinary user itself)");
+    if !require_root() {
         return;
     }
     let (uid, gid) = test_user();
@@ -210,6 +207,65 @@ fn the_record_shows_landlock_fully_enforced_at_the_pinned_abi() {
         assert!(
             status.contains("fully enforced") && status.contains(&format!("ABI {expected} ")),
             "{who:?}: {status}"
+        );
+    }
+}
+
+/// What only Landlock stops, stopped: the command writing its own
+/// `/proc/PID/comm` (procfs is mounted read-write in the sandbox, the file
+/// is the process's own, seccomp allows `open` and `write`) and binding a
+/// TCP port on the sandbox's own loopback (the network namespace has it,
+/// seccomp allows `bind`). Landlock allows writes only beneath the
+/// workspace and `/tmp` and, from ABI 4, no TCP bind: both are refused with
+/// its EACCES. The control runs the same probe in the same sandbox with
+/// Landlock absent (the kernel's Landlock calls made to fail as on a kernel
+/// without it, degraded mode allowed: [`without_landlock`]): both succeed
+/// there, so it is Landlock, and Landlock alone, that refuses them above.
+#[test]
+fn what_only_landlock_stops_is_stopped_and_goes_through_without_it() {
+    let abi = expected_landlock_abi();
+    assert!(abi >= 1, "this test needs Landlock");
+    let probe = "if { echo ll-probe > /proc/$$/comm; } 2>/dev/null; \
+                 then echo \"comm=written:$(cat /proc/$$/comm)\"; else echo comm=denied; fi; \
+                 python3 -c 'import socket\ntry:\n    socket.socket().bind((\"127.0.0.1\", 8123)); print(\"bind=bound\")\nexcept OSError as e: print(\"bind=denied:%d\" % e.errno)'; \
+                 exit 0";
+    let denied_bind = if abi >= 4 {
+        "bind=denied:13"
+    } else {
+        "bind=bound"
+    };
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse_untouched(probe, &[]);
+        assert_ran(who, &r);
+        assert_eq!(
+            r.out(),
+            format!("comm=denied\n{denied_bind}\n"),
+            "{who:?}: with Landlock: {}",
+            r.json
+        );
+        assert_eq!(
+            r.json["rehearsal"]["sandbox"]["landlock_abi"], abi,
+            "{who:?}"
+        );
+
+        let mut c = ws.command_through(&without_landlock());
+        c.env("DRYRUN_ALLOW_DEGRADED", "1")
+            .args(["execute", "--json", "--command", probe]);
+        let r = to_run(c.output().unwrap());
+        assert_ran(who, &r);
+        let sandbox = &r.json["rehearsal"]["sandbox"];
+        assert_eq!(sandbox["landlock_abi"], 0, "{who:?}: {sandbox}");
+        assert_eq!(
+            sandbox["landlock_status"], "not available (degraded mode)",
+            "{who:?}: {sandbox}"
+        );
+        assert_eq!(sandbox["seccomp"], true, "{who:?}: {sandbox}");
+        assert_eq!(
+            r.out(),
+            "comm=written:ll-probe\nbind=bound\n",
+            "{who:?}: without Landlock the probe should go through: {}",
+            r.json
         );
     }
 }

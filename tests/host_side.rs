@@ -199,14 +199,17 @@ fn links_that_resolve_outside_the_workspace_are_blocked_and_never_promoted() {
 }
 
 /// Exchange two paths atomically (renameat2 RENAME_EXCHANGE), in a loop, as
-/// the test user, until the returned child is killed.
+/// the test user, until the returned child is killed. (The interpreter by
+/// its absolute path: as the test user, a `python3` found on root's PATH
+/// may be a shim under root's home that it cannot run, and then no swap
+/// ever happens.)
 fn exchange_loop(a: &Path, b: &Path) -> std::process::Child {
     let script = format!(
         "import ctypes,os\nlibc=ctypes.CDLL(None,use_errno=True)\na={a:?}.encode();b={b:?}.encode()\nwhile True:\n    libc.renameat2(-100,a,-100,b,2)\n",
         a = a.display().to_string(),
         b = b.display().to_string()
     );
-    as_test_user("python3")
+    as_test_user("/usr/bin/python3")
         .args(["-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -215,6 +218,12 @@ fn exchange_loop(a: &Path, b: &Path) -> std::process::Child {
         .unwrap()
 }
 
+/// The agent swaps a root-only file of its directory with its own file
+/// while runs go on. The positive control: the race must land — in some
+/// run the evidence walk met the root-only file at the agent's path (the
+/// change is `content_withheld` with no hash of what was there before, or,
+/// were the file read, the hash before is the root file's); a swapper that
+/// never swaps (as when it could not start) passes nothing.
 #[test]
 fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
     if !require_root() {
@@ -229,9 +238,17 @@ fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
     let rootfile = ws.dir.join("rootfile");
     std::fs::write(&rootfile, format!("{canary}\n")).unwrap();
     std::fs::set_permissions(&rootfile, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let canary_hash = blake3::hash(format!("{canary}\n").as_bytes())
+        .to_hex()
+        .to_string();
     let mut swapper = exchange_loop(&ws.dir.join("mine.txt"), &rootfile);
     let mut answers = Vec::new();
-    for _ in 0..8 {
+    // Runs in which the walk met the root-only file at `mine.txt`: withheld
+    // (it was not read), or, were it read, hashed as what was there before.
+    let mut walk_met_the_swap = 0;
+    let mut runs = 0;
+    while runs < 8 || (walk_met_the_swap < 2 && runs < 40) {
+        runs += 1;
         let r = submit_user(
             &d,
             &ws,
@@ -240,6 +257,12 @@ fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
         );
         let id = r.json["run_id"].as_str().unwrap_or_default().to_string();
         answers.push(r.out().to_string() + r.err());
+        if r.change("mine.txt").is_some_and(|c| {
+            (c["content_withheld"] == true && c["before"].is_null())
+                || c["before"] == canary_hash.as_str()
+        }) {
+            walk_met_the_swap += 1;
+        }
         for args in [
             vec!["diff", id.as_str()],
             vec!["show", id.as_str(), "--json"],
@@ -248,8 +271,17 @@ fn a_root_only_file_swapped_in_during_the_evidence_walk_is_never_read() {
             answers.push(out + &err);
         }
     }
+    let swapper_ended = swapper.try_wait().unwrap();
     let _ = swapper.kill();
     let _ = swapper.wait();
+    assert_eq!(
+        swapper_ended, None,
+        "the swapper ended early: the race was never run"
+    );
+    assert!(
+        walk_met_the_swap >= 1,
+        "in {runs} runs the evidence walk never met the swapped-in file: the race did not land"
+    );
     let refs: Vec<&str> = answers.iter().map(|s| s.as_str()).collect();
     assert_nowhere(&d, &canary, &refs);
 }
@@ -493,10 +525,15 @@ fn oracles_are_closed_for_paths_runs_receipts_and_the_daemons_environment() {
             "{method} {path_of}"
         );
     }
-    // Root's workspace is untouched by the agent's attempts.
+    // Root's workspace is untouched by the agent's attempts: the promoted
+    // file still holds root's content and is still root's.
+    let y = root_ws.dir.join("y.txt");
+    assert_eq!(std::fs::read_to_string(&y).unwrap(), "y\n");
+    let m = std::fs::symlink_metadata(&y).unwrap();
+    assert!(m.file_type().is_file(), "{m:?}");
     assert_eq!(
-        std::fs::read_to_string(root_ws.dir.join("y.txt")).unwrap(),
-        "y\n"
+        (m.uid(), m.gid()),
+        (0, 0),
+        "root's promoted file changed owner"
     );
-    let _ = std::fs::metadata(root_ws.dir.join("y.txt")).unwrap().uid();
 }

@@ -502,18 +502,44 @@ fn the_agent_cannot_approve_promote_or_read_other_runs_over_the_api() {
         return;
     }
     let d = Daemon::start(&[]);
-    // Follow the event stream as the agent while root works.
-    let sock = d.socket.clone();
-    let stream = std::thread::spawn(move || {
-        let out = common::as_test_user("curl")
-            .args(["-sSN", "--max-time", "12", "--unix-socket"])
-            .arg(&sock)
-            .arg("http://dryrun/v1/events")
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+    // Follow the event stream as the agent while root works: each line as
+    // it arrives. The positive control: the stream is connected before any
+    // run (`: subscribed`), and the agent's own runs' events do arrive on
+    // it, after root's would have.
+    let mut events = common::as_test_user("curl")
+        .args(["-sSN", "--unix-socket"])
+        .arg(&d.socket)
+        .arg("http://dryrun/v1/events")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let lines = events.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(lines).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
     });
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut stream = String::new();
+    // Read the stream until a line holds every one of `needles`.
+    let mut read_until = |needles: &[&str]| loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(line) => {
+                stream.push_str(&line);
+                stream.push('\n');
+                if needles.iter().all(|n| line.contains(n)) {
+                    return stream.clone();
+                }
+            }
+            Err(e) => panic!("the event stream never had {needles:?} ({e}): {stream}"),
+        }
+    };
+    read_until(&[": subscribed"]);
     let root_ws = tempfile::Builder::new()
         .prefix("dryrun-hostile-root-")
         .tempdir_in("/tmp")
@@ -544,6 +570,9 @@ fn the_agent_cannot_approve_promote_or_read_other_runs_over_the_api() {
     );
     let my_id = mine.json["run_id"].as_str().unwrap().to_string();
     assert_eq!(mine.decision(), "needs_approval");
+    // The agent's own run's state reaches its stream (root's run, earlier,
+    // would have come before it).
+    read_until(&[&format!("\"run_id\":\"{my_id}\""), "\"awaiting_approval\""]);
 
     let mut bodies = Vec::new();
     for (method, path, body) in [
@@ -581,7 +610,26 @@ fn the_agent_cannot_approve_promote_or_read_other_runs_over_the_api() {
             assert!(code >= 400, "{method} {path} -> {code} {v}");
         }
     }
-    let stream = stream.join().unwrap();
+    // A last run of the agent's own: once its final state is on the
+    // stream, every event the attempts above could have caused is too.
+    let fence = submit_user(&d, &ws, "true", &[]);
+    let fence_id = fence.json["run_id"].as_str().unwrap().to_string();
+    let fence_state = fence.json["state"].as_str().unwrap().to_string();
+    let stream = read_until(&[
+        &format!("\"run_id\":\"{fence_id}\""),
+        &format!("\"state\":\"{fence_state}\""),
+    ]);
+    let _ = events.kill();
+    let _ = events.wait();
+    reader.join().unwrap();
+    assert!(
+        stream.contains("event: state"),
+        "no state event on the stream: {stream}"
+    );
+    assert!(
+        !stream.contains(&root_id),
+        "root's run is on the agent's stream: {stream}"
+    );
     for b in bodies.iter().chain(std::iter::once(&stream)) {
         assert!(!b.contains(secret), "another user's secret leaked: {b}");
     }

@@ -75,24 +75,30 @@ fn root_opening_an_agents_state_dir_never_restores_a_forged_plan_into_others_fil
     let o = ws.command().args(["promote", &run_id]).output().unwrap();
     assert!(o.status.success(), "{o:?}");
 
+    // The positive control first: the same forged plan naming a directory
+    // of the agent's own (the state directory's owner) IS restored by the
+    // reviewer's first look: the forgery is one recovery acts on, and only
+    // whose files it names keeps it out of the others' below.
+    let agent = test_user();
+    let (dir, victim) = root_target();
+    forge_interrupted_promotion_into(&ws, &run_id, 0, dir.path(), agent);
+    let _ = root_cli(&ws.state).arg("runs").output().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "agent-chosen\n",
+        "the forged plan was not restored even into the agent's own directory: \
+         the attack below proves nothing"
+    );
+
     // Root's private directory, then a third user's (`nobody`): root
     // must not restore into either, as root or as that user.
     let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
     for (n, owner) in [
-        (0u32, (0u32, 0u32)),
-        (1, (nobody.uid.as_raw(), nobody.gid.as_raw())),
+        (1u32, (0u32, 0u32)),
+        (2, (nobody.uid.as_raw(), nobody.gid.as_raw())),
     ] {
         let (dir, victim) = root_target();
-        if owner.0 != 0 {
-            let st = Command::new("chown")
-                .args(["-R", &format!("{}:{}", owner.0, owner.1)])
-                .arg(dir.path())
-                .status()
-                .unwrap();
-            assert!(st.success());
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        forge_interrupted_promotion(&ws, &run_id, n, dir.path(), owner);
+        forge_interrupted_promotion_into(&ws, &run_id, n, dir.path(), owner);
         // The reviewer looks.
         for args in [
             vec!["runs"],
@@ -111,6 +117,21 @@ fn root_opening_an_agents_state_dir_never_restores_a_forged_plan_into_others_fil
             assert_eq!(vm.uid(), owner.0);
         }
     }
+}
+
+/// [`forge_interrupted_promotion`] into `dir` (from [`root_target`]), which
+/// is first given to `owner` (mode 0700 when that is not root).
+fn forge_interrupted_promotion_into(ws: &Ws, run_id: &str, n: u32, dir: &Path, owner: (u32, u32)) {
+    if owner.0 != 0 {
+        let st = Command::new("chown")
+            .args(["-R", &format!("{}:{}", owner.0, owner.1)])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    forge_interrupted_promotion(ws, run_id, n, dir, owner);
 }
 
 /// Forge, in the agent's state directory, the leftovers of a promotion

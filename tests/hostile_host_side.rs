@@ -390,10 +390,16 @@ fn another_uids_run_and_receipt_look_missing() {
             "{method} {real}"
         );
     }
-    // The root workspace was not rolled back or touched.
+    // The root workspace was not rolled back or touched: `y` still holds
+    // root's content and is still root's.
+    let y = rootws.path().join("y");
+    assert_eq!(std::fs::read_to_string(&y).unwrap(), "x\n");
+    let m = std::fs::symlink_metadata(&y).unwrap();
+    assert!(m.file_type().is_file(), "{m:?}");
     assert_eq!(
-        std::fs::read_to_string(rootws.path().join("y")).unwrap(),
-        "x\n"
+        (m.uid(), m.gid()),
+        (0, 0),
+        "root's promoted file changed owner"
     );
 }
 

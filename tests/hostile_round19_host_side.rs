@@ -123,6 +123,12 @@ fn crashes_and_torn_or_stale_anchors_lose_no_acknowledged_record() {
 /// processes, ones that ignore every catchable signal, children re-parented
 /// as the command ends) are all dead and the run's cgroups gone once the
 /// answer is out, through the daemon and root's CLI.
+///
+/// The positive control: the command waits on a gate process, and the host
+/// opens the gate only once it has seen, while the run is live, the fork
+/// loop's children, the stopped process (state `T`) and the detached one;
+/// a run whose racers never started (or were gone before the answer) fails
+/// here instead of passing.
 #[test]
 fn racing_forks_and_stopped_processes_do_not_outlive_the_run() {
     if !require_root() {
@@ -131,22 +137,63 @@ fn racing_forks_and_stopped_processes_do_not_outlive_the_run() {
     let d = Daemon::start(&[]);
     let hex = random_hex();
     let tag = format!("h19race{hex}");
+    // Every fork the command needs is made before the fork loop starts (it
+    // exhausts the run's pids); then the shell only waits (a builtin) for
+    // the gate, which the host kills. The stopped process stops itself once
+    // its command line names it (a `kill -STOP` from its parent lands as
+    // often before its exec, on a copy of the shell no name finds).
     let cmd = format!(
         "T=h19race; \
-         (trap '' TERM HUP INT; while :; do (exec -a ${{T}}{hex} sleep 300 &) ; done) >/dev/null 2>&1 & \
-         (bash -c \"exec -a ${{T}}{hex} sleep 300\" & p=$!; kill -STOP $p) ; \
-         (setsid bash -c \"exec -a ${{T}}{hex} sleep 300\" &) ; \
-         sleep 0.5; echo ok > out.txt"
+         bash -c \"kill -STOP \\$\\$; exec -a ${{T}}{hex}s sleep 300\" & \
+         (setsid bash -c \"exec -a ${{T}}{hex}d sleep 300\" &) ; \
+         bash -c \"exec -a ${{T}}{hex}g sleep 300\" & g=$! ; \
+         (trap '' TERM HUP INT; while :; do (exec -a ${{T}}{hex}f sleep 300 &) ; done) >/dev/null 2>&1 & \
+         wait $g; echo ok > out.txt"
     );
+    let pids_of = |suffix: &str| -> Vec<u32> {
+        processes_with(&format!("{tag}{suffix}"))
+            .iter()
+            .filter_map(|l| l.split(':').next()?.parse().ok())
+            .collect()
+    };
+    let stopped = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('T'))
+        })
+    };
     let uws = user_workspace();
     let rws = Ws::new(Who::Root);
     for via in ["daemon", "root cli"] {
-        let r = if via == "daemon" {
-            submit_user(&d, &uws, &cmd, &["--expect-write", "*", "--timeout", "30"])
-        } else {
-            rws.rehearse(&cmd, &["--expect-write", "*", "--timeout", "30"])
-        };
+        let r = std::thread::scope(|s| {
+            let run = s.spawn(|| {
+                let extra = ["--expect-write", "*", "--timeout", "30"];
+                if via == "daemon" {
+                    submit_user(&d, &uws, &cmd, &extra)
+                } else {
+                    rws.rehearse(&cmd, &extra)
+                }
+            });
+            wait_until(&format!("{via}: the racers, live"), 30, || {
+                !pids_of("f").is_empty()
+                    && pids_of("s").iter().any(stopped)
+                    && !pids_of("d").is_empty()
+                    && !pids_of("g").is_empty()
+            });
+            for g in pids_of("g") {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(g as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            run.join().unwrap()
+        });
         assert!(r.change("out.txt").is_some(), "{via}: {}", r.json);
+        assert!(
+            r.limits_hit().iter().all(|l| l != "timeout"),
+            "{via}: the gate was not opened: {}",
+            r.json
+        );
         let id = run_id(&r);
         wait_until("the racing processes to be gone", 30, || {
             processes_with(&tag).is_empty()

@@ -430,7 +430,8 @@ impl Drop for PidsJail {
 /// forked from the same resident helper.
 #[test]
 fn a_resident_helper_that_cannot_fork_is_kept_and_the_run_goes_on_by_exec() {
-    if !require_root() || !std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists() {
+    // The pids jail is a cgroup v1 pids group.
+    if !require_root() || !require_cgroup_v1("pids") {
         return;
     }
     let d = Daemon::start(&[]);

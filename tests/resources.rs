@@ -229,7 +229,7 @@ fn a_memory_bomb_is_stopped() {
         assert!(!r.out().contains("allocated 2 GiB"), "{who:?}: {}", r.out());
         assert_ne!(r.code, 0, "{who:?}");
         assert_eq!(r.decision(), "blocked", "{who:?}");
-        if who == Who::Root && std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
+        if who == Who::Root && require_cgroup_v1("memory") {
             assert!(
                 r.limits_hit().contains(&"memory".to_string()),
                 "{who:?}: limits_hit {:?}, rehearsal {:?}",
@@ -272,8 +272,7 @@ fn files_count_against_memory_and_a_full_limit_ends_the_command_not_the_init() {
         assert_eq!(r.out(), "wrote\n", "{who:?}");
         assert!(r.change("big").is_some(), "{who:?}: {:?}", r.changes());
         assert!(r.limits_hit().is_empty(), "{who:?}: {:?}", r.limits_hit());
-        if who != Who::Root || !std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists()
-        {
+        if who != Who::Root || !require_cgroup_v1("memory") {
             continue;
         }
         let cmd = "cat /proc/self/oom_score_adj; (echo -1 > /proc/self/oom_score_adj) 2>/dev/null || echo refused; \
@@ -423,7 +422,7 @@ fn orphans_and_double_forks_do_not_survive_the_run() {
 /// join) and an old one with a process in it stay.
 #[test]
 fn run_cgroups_left_behind_are_swept_by_the_next_start() {
-    if !common::daemon::require_root() {
+    if !common::daemon::require_root() || !require_cgroup_v1("pids") {
         return;
     }
     let base = std::path::Path::new("/sys/fs/cgroup/pids/dryrun");

@@ -44,8 +44,7 @@ fn everything(r: &Run) -> String {
 
 #[test]
 fn canaries_in_host_home_directories_are_invisible() {
-    if !is_root() {
-        eprintln!("SKIP: planting canaries in /root and /home needs root");
+    if !require_root() {
         return;
     }
     for who in identities() {
@@ -106,8 +105,7 @@ fn canaries_in_host_home_directories_are_invisible() {
 
 #[test]
 fn no_run_directories_and_no_host_sockets_inside() {
-    if !is_root() {
-        eprintln!("SKIP: planting a socket in /run needs root");
+    if !require_root() {
         return;
     }
     for who in identities() {
@@ -175,8 +173,7 @@ fn no_run_directories_and_no_host_sockets_inside() {
 fn host_socket_in_a_visible_host_directory_is_unreachable() {
     // The default image binds /opt read-only; a socket there is visible, and
     // connecting to a socket needs no write access to the mount.
-    if !is_root() {
-        eprintln!("SKIP: creating a socket under /opt needs root");
+    if !require_root() {
         return;
     }
     for who in identities() {

@@ -425,14 +425,14 @@ fn replay_under_a_changed_policy_is_judged_by_todays_policy_with_the_recorded_an
 
 #[test]
 fn a_stub_on_one_name_of_a_program_leaves_its_other_names_running_for_real() {
-    // `/usr/bin/python3 -> python3.11`: a stub on `python3.11 publish`
-    // covers the file both names lead to. `python3` is another program's
-    // name as far as the command is concerned and runs for real, from the
-    // view of the image no stub covers; `python3.11` calls no rule matches
-    // run for real too.
-    if !python3_links_to_python311() {
+    // `/usr/bin/python3 -> python3.X` (Debian's layout; `python3.11` on
+    // Debian 12): a stub on `python3.X publish` covers the file both names
+    // lead to. `python3` is another program's name as far as the command is
+    // concerned and runs for real, from the view of the image no stub
+    // covers; `python3.X` calls no rule matches run for real too.
+    let Some(py) = python3_versioned_name() else {
         return;
-    }
+    };
     for who in identities() {
         let ws = Ws::new(who);
         ws.write("publish", "print('ran the local script')\n");
@@ -440,11 +440,11 @@ fn a_stub_on_one_name_of_a_program_leaves_its_other_names_running_for_real() {
         std::fs::write(
             &env,
             serde_json::json!({
-                "command": "python3 -c 'print(41+1)'; /usr/bin/python3 -c 'print(43)'; \
-                            python3.11 -c 'print(44)'; python3.11 publish pkg; \
-                            /usr/bin/python3.11 publish pkg2; python3 publish",
+                "command": format!("python3 -c 'print(41+1)'; /usr/bin/python3 -c 'print(43)'; \
+                            {py} -c 'print(44)'; {py} publish pkg; \
+                            /usr/bin/{py} publish pkg2; python3 publish"),
                 "working_dir": ws.dir,
-                "stubs": {"py-publish": {"match": {"command": "python3.11", "subcommand": "publish"},
+                "stubs": {"py-publish": {"match": {"command": py, "subcommand": "publish"},
                                          "answer": {"stdout": "published\n"}}}
             })
             .to_string(),
@@ -462,8 +462,8 @@ fn a_stub_on_one_name_of_a_program_leaves_its_other_names_running_for_real() {
         assert_eq!(
             a.iter().map(argv).collect::<Vec<_>>(),
             [
-                ["python3.11", "publish", "pkg"],
-                ["python3.11", "publish", "pkg2"]
+                [py.as_str(), "publish", "pkg"],
+                [py.as_str(), "publish", "pkg2"]
             ],
             "{who:?}"
         );

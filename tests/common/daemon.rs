@@ -10,17 +10,10 @@ use std::time::{Duration, Instant};
 
 use super::*;
 
-/// Everything here needs two identities; as a non-root user it cannot run.
-pub fn require_root() -> bool {
-    if is_root() {
-        return true;
-    }
-    if std::env::var("DRYRUN_TEST_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
-        panic!("DRYRUN_TEST_REQUIRE_ROOT=1 but the tests are not running as root");
-    }
-    eprintln!("SKIP: the daemon tests need root to create a second identity");
-    false
-}
+/// Everything here needs two identities; as a non-root user it cannot run
+/// (the one rule is [`super::require_root`]).
+#[allow(unused_imports)]
+pub use super::require_root;
 
 /// Name of the test user's primary group (the socket's group here).
 pub fn test_group() -> String {

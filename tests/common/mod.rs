@@ -89,6 +89,78 @@ pub fn identities() -> Vec<Who> {
     }
 }
 
+/// The one gate of a test that needs root (a second identity, canaries in
+/// root's places): true as root; otherwise a failure under CI's pin
+/// (`DRYRUN_TEST_REQUIRE_ROOT=1`), else a skip that says why.
+pub fn require_root() -> bool {
+    if is_root() {
+        return true;
+    }
+    if pinned("DRYRUN_TEST_REQUIRE_ROOT") {
+        panic!("DRYRUN_TEST_REQUIRE_ROOT=1 but the tests are not running as root");
+    }
+    eprintln!(
+        "SKIP: this test needs root (a second identity, or canaries in root's places); run the tests as root"
+    );
+    false
+}
+
+/// `VAR=1` is set: one of CI's pins (see `.ci/run`).
+fn pinned(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "1")
+}
+
+/// The directories [`require_tool`] looks for a bare program name in.
+const TOOL_PATH: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+
+/// The gate of a test that drives `tool` (a bare name looked up on the usual
+/// PATH, or an absolute path): true when it is there; otherwise a failure
+/// under CI's pin (`DRYRUN_TEST_REQUIRE_TOOLS=1`) naming `debian_package`,
+/// the package that provides it, else a skip that says why.
+pub fn require_tool(tool: &str, debian_package: &str) -> bool {
+    let found = if tool.contains('/') {
+        Path::new(tool).exists()
+    } else {
+        TOOL_PATH.iter().any(|d| Path::new(d).join(tool).exists())
+    };
+    if !found {
+        tool_missing(&format!("{tool} is not installed"), debian_package);
+    }
+    found
+}
+
+/// A program a test needs is missing or not as the test needs it: a failure
+/// under `DRYRUN_TEST_REQUIRE_TOOLS=1`, else a skip, each naming the Debian
+/// package that provides it.
+pub fn tool_missing(what: &str, debian_package: &str) {
+    if pinned("DRYRUN_TEST_REQUIRE_TOOLS") {
+        panic!(
+            "DRYRUN_TEST_REQUIRE_TOOLS=1 but {what}: install the Debian package {debian_package} (.ci/run does)"
+        );
+    }
+    eprintln!("SKIP: {what} (the Debian package {debian_package} provides it)");
+}
+
+/// The gate of a test that drives the cgroup v1 `controller` hierarchy
+/// (`/sys/fs/cgroup/CONTROLLER`): true when the host mounts it; otherwise
+/// a failure under CI's pin (`DRYRUN_EXPECT_CGROUP=v1`), else a skip that
+/// says why (a cgroup v2 host has no such hierarchy).
+pub fn require_cgroup_v1(controller: &str) -> bool {
+    let dir = Path::new("/sys/fs/cgroup").join(controller);
+    if dir.join("cgroup.procs").exists() {
+        return true;
+    }
+    let why = format!(
+        "this host has no cgroup v1 {controller} hierarchy at {} (a cgroup v2 host has none)",
+        dir.display()
+    );
+    if std::env::var("DRYRUN_EXPECT_CGROUP").is_ok_and(|v| v == "v1") {
+        panic!("DRYRUN_EXPECT_CGROUP=v1 but {why}");
+    }
+    eprintln!("SKIP: {why}");
+    false
+}
+
 pub struct Ws {
     pub who: Who,
     pub root: tempfile::TempDir,
@@ -217,7 +289,7 @@ impl Ws {
     /// before the switch to the test user.
     pub fn command_via(&self, wrapper: &[String]) -> Command {
         let user = self.who == Who::User && is_root();
-        let mut c = match (wrapper.split_first(), user) {
+        let c = match (wrapper.split_first(), user) {
             (None, false) => Command::new(bin()),
             (None, true) => as_test_user(bin()),
             (Some((program, args)), user) => {
@@ -230,6 +302,27 @@ impl Ws {
                 c
             }
         };
+        self.dryrun_env(c)
+    }
+
+    /// [`Ws::command`] with `dryrun` started through `prefix`: a program and
+    /// its arguments that end by exec'ing the rest of their argv (the
+    /// dryrun binary first), as the same identity (the test user's, for a
+    /// user workspace: the prefix runs as that user too).
+    pub fn command_through(&self, prefix: &[std::ffi::OsString]) -> Command {
+        let Some((program, rest)) = prefix.split_first() else {
+            return self.command();
+        };
+        let mut c = if self.who == Who::User && is_root() {
+            as_test_user(program)
+        } else {
+            Command::new(program)
+        };
+        c.args(rest).arg(bin());
+        self.dryrun_env(c)
+    }
+
+    fn dryrun_env(&self, mut c: Command) -> Command {
         c.env_clear()
             .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
             .env("HOME", self.root.path())
@@ -269,11 +362,17 @@ impl Ws {
     }
 }
 
-/// `program` run as the unprivileged test user (root only).
+/// The system's PATH, for what the test user runs: root's own PATH may name
+/// directories under root's 0700 home first (a pyenv shim for `python3`),
+/// where the test user's lookup ends in "Permission denied".
+pub const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+
+/// `program` run as the unprivileged test user (root only), found on (and
+/// with) the system's PATH ([`SYSTEM_PATH`]) unless the caller sets another.
 pub fn as_test_user(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let argv = as_test_user_argv();
     let mut c = Command::new(&argv[0]);
-    c.args(&argv[1..]).arg(program);
+    c.env("PATH", SYSTEM_PATH).args(&argv[1..]).arg(program);
     c
 }
 
@@ -433,12 +532,65 @@ pub fn random_hex() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Tests of a program with two names need `/usr/bin/python3 -> python3.11`
-/// (Debian's layout); elsewhere they say why they skip.
-pub fn python3_links_to_python311() -> bool {
-    let ok = std::fs::read_link("/usr/bin/python3").ok() == Some("python3.11".into());
-    if !ok {
-        eprintln!("SKIP: /usr/bin/python3 is not a link to python3.11 on this host");
+/// Tests of a program with two names use Debian's layout of Python:
+/// `/usr/bin/python3` a link to `python3.X` beside it. The versioned name
+/// (`python3.11` on Debian 12); `None` (a failure under
+/// `DRYRUN_TEST_REQUIRE_TOOLS=1`, else a skip that says why) when the host
+/// has no such link.
+pub fn python3_versioned_name() -> Option<String> {
+    let target = std::fs::read_link("/usr/bin/python3").ok();
+    let name = target
+        .as_ref()
+        .and_then(|t| t.to_str())
+        .filter(|t| {
+            t.strip_prefix("python3.")
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|t| Path::new("/usr/bin").join(t).is_file());
+    if name.is_none() {
+        tool_missing(
+            &format!("/usr/bin/python3 is not a link to a python3.X beside it (it is {target:?})"),
+            "python3",
+        );
     }
-    ok
+    name.map(String::from)
+}
+
+/// A program prefix for [`Ws::command_through`] that runs `dryrun` on a
+/// host without Landlock, as far as `dryrun` can tell: a seccomp filter
+/// (inherited by everything it starts, the sandbox included) makes the
+/// three Landlock system calls fail with ENOSYS, exactly what a kernel
+/// without Landlock answers, so the engine's probe finds ABI 0 and, with
+/// degraded mode allowed (`DRYRUN_ALLOW_DEGRADED=1`), the sandbox is built
+/// as always but with no Landlock ruleset. Nothing in dryrun changes: the
+/// control of a test that shows what only Landlock stops. The syscall
+/// numbers (444-446) are those of every architecture on the unified
+/// syscall table (x86_64, arm64, ...).
+pub fn without_landlock() -> Vec<std::ffi::OsString> {
+    const SCRIPT: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def ins(code, jt, jf, k):
+    return struct.pack("HBBI", code, jt, jf, k)
+prog = b"".join([
+    ins(0x20, 0, 0, 0),                 # A = seccomp_data.nr
+    ins(0x35, 0, 2, 444),               # A >= landlock_create_ruleset, else allow
+    ins(0x25, 1, 0, 446),               # A > landlock_restrict_self: allow
+    ins(0x06, 0, 0, 0x00050000 | 38),   # SECCOMP_RET_ERRNO(ENOSYS)
+    ins(0x06, 0, 0, 0x7fff0000),        # SECCOMP_RET_ALLOW
+])
+buf = ctypes.create_string_buffer(prog, len(prog))
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fprog = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+if libc.prctl(38, 1, 0, 0, 0) != 0:      # PR_SET_NO_NEW_PRIVS
+    sys.exit("no_new_privs: " + os.strerror(ctypes.get_errno()))
+if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:   # PR_SET_SECCOMP, FILTER
+    sys.exit("seccomp: " + os.strerror(ctypes.get_errno()))
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+    ["/usr/bin/python3", "-c", SCRIPT]
+        .into_iter()
+        .map(Into::into)
+        .collect()
 }
