@@ -46,6 +46,9 @@ pub(crate) struct JudgeContext<'a> {
     pub protected: Option<&'a PathMatcher>,
     /// The classifier's result for the command.
     pub risk: Option<&'a Classification>,
+    /// Directories inside the workspace on a `PATH` that counts
+    /// (workspace-relative, `""`: the root; see `engine::bound`).
+    pub path_dirs: &'a [String],
 }
 
 /// [`judge_with`] without a context (the tests' shorthand).
@@ -243,6 +246,20 @@ pub(crate) fn judge_with(
                     ),
                 );
             }
+        }
+    }
+
+    // 3c. files that run code later without a pattern naming them: what
+    // lands in a directory on a PATH, and files newly made executable.
+    for c in &writes {
+        if forbidden.contains(&c.path) {
+            continue;
+        }
+        if let Some(m) = written_into_path_dir(c, cx.path_dirs) {
+            add("protected.on_path", Decision::NeedsApproval, m);
+        }
+        if let Some(m) = newly_executable(c) {
+            add("protected.executable", Decision::NeedsApproval, m);
         }
     }
 
@@ -504,6 +521,92 @@ fn world_writable_introduced(c: &Change) -> Option<(&'static str, &'static str)>
     })
 }
 
+/// A file, link or other non-directory created or changed directly in a
+/// directory on a `PATH` (or such a directory replaced by one): the next
+/// shell that looks its name up runs it, outside any rehearsal. Deleting
+/// one only lets the next `PATH` entry answer, and a directory in it is
+/// never run: neither is flagged.
+fn written_into_path_dir(c: &Change, path_dirs: &[String]) -> Option<String> {
+    if c.kind == ChangeKind::Deleted || c.file_type == FileType::Dir {
+        return None;
+    }
+    let parent = c.path.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+    let (dir, what) = if let Some(d) = path_dirs.iter().find(|d| **d == c.path) {
+        (d, "replaced a directory on a PATH with something else")
+    } else {
+        (
+            path_dirs.iter().find(|d| **d == parent)?,
+            "is in a directory on a PATH",
+        )
+    };
+    let dir = if dir.is_empty() {
+        "the workspace root (named by a relative PATH entry)".to_string()
+    } else {
+        format!("{}/", escape_for_humans(dir.as_bytes()))
+    };
+    Some(format!(
+        "{} {}, which {what} ({dir}): a shell that looks its name up runs it later, outside any rehearsal",
+        verb(c),
+        show(c)
+    ))
+}
+
+/// Directories (at any depth) whose files are build or install output:
+/// a compiler's binaries, a bundler's output, installed packages and
+/// their entry points, byte-code caches, virtual environments. A file
+/// made executable there is what the build makes, not a new entry point
+/// into the owner's world (what a build runs is guarded at its entry
+/// points: `build.rs`, `Makefile`, `package.json`, ... are protected).
+pub(crate) const BUILD_OUTPUT_DIRS: &[&str] = &[
+    "target",
+    "build",
+    "dist",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    ".tox",
+    ".nox",
+];
+
+/// A regular file created executable, or gaining an execute bit, outside
+/// [`BUILD_OUTPUT_DIRS`]: a new program someone (or something: a hook, a
+/// PATH lookup, a `./x` in a script) runs later, outside any rehearsal.
+/// An executable file rewritten keeps its bits and is not flagged here
+/// (what runs it is guarded by its own patterns).
+fn newly_executable(c: &Change) -> Option<String> {
+    const IS_REGULAR: u32 = 0o100000;
+    if c.file_type != FileType::File || matches!(c.kind, ChangeKind::Deleted) {
+        return None;
+    }
+    let exec = |m: Option<u32>| match m {
+        Some(m) if m & 0o170000 == IS_REGULAR => m & 0o111,
+        _ => 0,
+    };
+    let after = exec(c.mode_after);
+    let before = match c.kind {
+        ChangeKind::Created => 0,
+        _ => exec(c.mode_before),
+    };
+    if after & !before == 0 {
+        return None;
+    }
+    let dirs = c.path.split('/').rev().skip(1);
+    if dirs.into_iter().any(|d| BUILD_OUTPUT_DIRS.contains(&d)) {
+        return None;
+    }
+    let how = if before == 0 && c.kind == ChangeKind::Created {
+        "created executable"
+    } else {
+        "made executable"
+    };
+    Some(format!(
+        "{} {} (mode {:o}): {how} outside build output directories, a new program that runs later, outside any rehearsal",
+        verb(c),
+        show(c),
+        c.mode_after.unwrap_or(0) & 0o7777
+    ))
+}
+
 /// A `.git` entry (at any depth) that is not a directory: a worktree's or
 /// submodule's `gitdir:` file, or a link. Rewriting it points git at a
 /// directory whose `config` (`core.fsmonitor`, hooks path) the next
@@ -680,7 +783,7 @@ mod tests {
         let prot = PathMatcher::at_any_depth(&[".git/hooks/".into()]).unwrap();
         let cx = JudgeContext {
             protected: Some(&prot),
-            risk: None,
+            ..Default::default()
         };
         for (path, ft, kind, protected) in [
             (".git", FileType::File, ChangeKind::Modified, true),
@@ -706,6 +809,119 @@ mod tests {
                 v.findings.iter().any(|f| f.rule == "protected.path"),
                 protected,
                 "{path} {ft:?} {kind:?}: {:?}",
+                v.reasons
+            );
+        }
+    }
+
+    #[test]
+    fn files_newly_executable_outside_build_output_need_approval() {
+        let s = spec("command: x\nintent: {expected_writes: ['**']}\n");
+        let cases = [
+            ("run.sh", ChangeKind::Created, None, Some(0o100755), true),
+            ("a/b/tool", ChangeKind::Created, None, Some(0o100700), true),
+            (
+                "notes.txt",
+                ChangeKind::Created,
+                None,
+                Some(0o100644),
+                false,
+            ),
+            // Gaining a bit, at any depth.
+            (
+                "x/y",
+                ChangeKind::Metadata,
+                Some(0o100644),
+                Some(0o100744),
+                true,
+            ),
+            // Already executable: rewritten, not new.
+            (
+                "bin2/z",
+                ChangeKind::Modified,
+                Some(0o100755),
+                Some(0o100755),
+                false,
+            ),
+            // Build output at any depth.
+            (
+                "target/debug/app",
+                ChangeKind::Created,
+                None,
+                Some(0o100755),
+                false,
+            ),
+            (
+                "crates/c/target/release/c",
+                ChangeKind::Created,
+                None,
+                Some(0o100755),
+                false,
+            ),
+            (
+                "web/node_modules/pkg/bin/cli.js",
+                ChangeKind::Created,
+                None,
+                Some(0o100755),
+                false,
+            ),
+            // A directory named like one, as the file itself: flagged.
+            ("build", ChangeKind::Created, None, Some(0o100755), true),
+        ];
+        for (path, kind, before, after, flagged) in cases {
+            let c = with_modes(change(path, kind, FileType::File), before, after);
+            let v = judge(&s, &ok_report(vec![c]), &HostReport::default());
+            assert_eq!(
+                v.findings.iter().any(|f| f.rule == "protected.executable"),
+                flagged,
+                "{path}: {:?}",
+                v.reasons
+            );
+            if flagged {
+                assert_eq!(v.decision, Decision::NeedsApproval, "{path}");
+            }
+        }
+    }
+
+    #[test]
+    fn writes_into_a_path_directory_need_approval() {
+        let s = spec("command: x\nintent: {expected_writes: ['**']}\n");
+        let dirs = vec!["".to_string(), ".local/bin".to_string()];
+        let cx = JudgeContext {
+            path_dirs: &dirs,
+            ..Default::default()
+        };
+        for (path, kind, ft, flagged) in [
+            (".local/bin/ls", ChangeKind::Created, FileType::File, true),
+            (
+                ".local/bin/ls",
+                ChangeKind::Created,
+                FileType::Symlink,
+                true,
+            ),
+            (".local/bin/ls", ChangeKind::Deleted, FileType::File, false),
+            (".local/bin/sub", ChangeKind::Created, FileType::Dir, false),
+            (
+                ".local/bin/sub/x",
+                ChangeKind::Created,
+                FileType::File,
+                false,
+            ),
+            (".local/bin", ChangeKind::Created, FileType::Symlink, true),
+            // The root is on the PATH (a relative entry).
+            ("tool", ChangeKind::Created, FileType::File, true),
+            ("src/main.rs", ChangeKind::Created, FileType::File, false),
+        ] {
+            let v = judge_with(
+                &s,
+                &ok_report(vec![change(path, kind, ft)]),
+                &HostReport::default(),
+                &cx,
+            );
+            assert_eq!(
+                v.findings.iter().any(|f| f.rule == "protected.on_path"),
+                flagged,
+                "{path} {kind:?} {ft:?}: {:?}",
                 v.reasons
             );
         }
