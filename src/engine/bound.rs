@@ -65,10 +65,10 @@ pub enum BoundError {
         exposed: PathBuf,
     },
     #[error(
-        "{} contains the home directory of {account} ({}, reached there as {}): a run there could write files that run code later for that account (shell start-up files, ~/.ssh/authorized_keys, ~/.local/bin, ...). Use a project directory that holds no home, or, if this is intended, allow it in a system policy file ({ALLOW_HINT}); a workspace's own policy cannot",
+        "{} contains the home directory of {account} ({}{}): a run there could write files that run code later for that account (shell start-up files, ~/.ssh/authorized_keys, ~/.local/bin, ...). Use a project directory that holds no home, or, if this is intended, allow it in a system policy file ({ALLOW_HINT}); a workspace's own policy cannot",
         shown(workspace),
         shown(home),
-        shown(exposed)
+        via(exposed, home)
     )]
     ContainsHome {
         workspace: PathBuf,
@@ -96,8 +96,9 @@ fn shown(p: &Path) -> String {
     crate::workspace::paths::escape_for_humans(p.as_os_str().as_bytes())
 }
 
-fn via(exposed: &Path, workspace: &Path) -> String {
-    if exposed == workspace {
+/// ", reached as EXPOSED" unless that is `shown_as` itself.
+fn via(exposed: &Path, shown_as: &Path) -> String {
+    if exposed == shown_as {
         String::new()
     } else {
         format!(", reached as {}", shown(exposed))
@@ -387,6 +388,49 @@ fn home_within<'h>(
         }
     }
     None
+}
+
+/// The workspace bound for a run: `workspace` (resolved, with its
+/// identity) must be neither `/` nor a home nor hold one, unless the
+/// system policy (read from `system_policy_dir()`, cached under
+/// `cache_dir`) allows homes. `submitter_uid`'s home and `caller_home`
+/// (the in-process caller's `$HOME`) count besides the password
+/// database's. Every submission goes through this ([`super::Engine`]'s
+/// preparation of a run); a door that reads the workspace before it
+/// submits (the hooks read `dryrun.yaml`) calls it first, through
+/// [`check_here`].
+pub fn check(
+    workspace: &Path,
+    identity: &crate::workspace::apply::Identity,
+    submitter_uid: u32,
+    caller_home: Option<&Path>,
+    cache_dir: Option<&Path>,
+) -> Result<(), super::EngineError> {
+    let system = crate::policy::Policy::load_cached(&super::system_policy_dir(), None, cache_dir)?;
+    let homes = homes_for(workspace, identity.uid, submitter_uid, caller_home)?;
+    check_workspace(
+        workspace,
+        (identity.dev, identity.ino),
+        &homes,
+        system.allow_home_workspaces,
+    )?;
+    Ok(())
+}
+
+/// [`check`] for `workspace` as this process resolves it, submitted by
+/// this process with its own `$HOME`.
+pub fn check_here(workspace: &Path) -> Result<(), super::EngineError> {
+    use crate::workspace::owner::{Creds, OwnerSession};
+    let resolved = OwnerSession::start(&Creds::current())
+        .and_then(|me| me.resolve(workspace))
+        .map_err(|e| super::EngineError::invalid(super::Input::Workspace, e.to_string()))?;
+    check(
+        &resolved.canonical,
+        &resolved.identity,
+        nix::unistd::geteuid().as_raw(),
+        super::CallerEnv::of_this_process().home.as_deref(),
+        None,
+    )
 }
 
 /// The homes the bound compares `workspace` with: the password

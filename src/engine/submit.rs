@@ -234,7 +234,13 @@ impl Engine {
                 ),
             ));
         }
-        self.check_workspace_bound(&fitted, actor)?;
+        bound::check(
+            &fitted.workspace,
+            &fitted.workspace_identity,
+            actor.uid,
+            self.opts.caller.home.as_deref(),
+            Some(&self.state_dir),
+        )?;
         fitted.forbidden =
             PathMatcher::new(&bound::with_builtin_forbidden(&fitted.forbidden.patterns))
                 .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
@@ -246,19 +252,6 @@ impl Engine {
             });
         }
         Ok(fitted)
-    }
-
-    /// The workspace bound (see `engine::bound`): a home directory, a
-    /// directory holding one, or `/` is refused unless the system policy
-    /// allows homes.
-    fn check_workspace_bound(&self, spec: &EnvelopeSpec, actor: &Actor) -> Result<(), EngineError> {
-        let ws = &spec.workspace;
-        let id = spec.workspace_identity;
-        let system =
-            crate::policy::Policy::load_cached(&system_policy_dir(), None, Some(&self.state_dir))?;
-        let homes = bound::homes_for(ws, id.uid, actor.uid, self.opts.caller.home.as_deref())?;
-        bound::check_workspace(ws, (id.dev, id.ino), &homes, system.allow_home_workspaces)?;
-        Ok(())
     }
 
     /// What the sandbox is told: command, environment, limits, ids, image,

@@ -269,6 +269,9 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     }
     // Rehearsed where it is on disk, not through a link that may change.
     let cwd = real(&cwd);
+    // The engine's workspace bound, before anything of the workspace is
+    // read (the engine applies it again to the run itself).
+    crate::engine::bound::check_here(&cwd).map_err(|e| HookError::Workspace(e.to_string()))?;
     let hook_intent = crate::envelope::read_task_file(&project, "hook")
         .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
