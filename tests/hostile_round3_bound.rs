@@ -48,34 +48,88 @@ fn test_home() -> PathBuf {
     .clone()
 }
 
-/// A bind mount, taken down when dropped.
-struct Bind(PathBuf);
+/// Directories, files and bind mounts made for a test, undone in reverse
+/// order WITHOUT ever recursing: a mount is taken down, then its mount
+/// point removed with `rmdir`. A mount that would not come down leaves its
+/// directories in place (a recursive removal would walk into the bound
+/// home, or into everything under `/home`).
+#[derive(Default)]
+struct Scratch(Vec<(PathBuf, Made)>);
 
-impl Drop for Bind {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+enum Made {
+    Dir,
+    File,
+    Mount,
+}
+
+impl Scratch {
+    fn dir(&mut self, p: &Path) -> PathBuf {
+        std::fs::create_dir(p).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self.0.push((p.to_path_buf(), Made::Dir));
+        p.to_path_buf()
+    }
+
+    /// A directory owned by the test user.
+    fn user_dir(&mut self, p: &Path) -> PathBuf {
+        self.dir(p);
+        let (u, g) = test_user();
+        std::os::unix::fs::chown(p, Some(u), Some(g)).unwrap();
+        p.to_path_buf()
+    }
+
+    fn file(&mut self, p: &Path, content: &str) {
+        std::fs::write(p, content).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        self.0.push((p.to_path_buf(), Made::File));
+    }
+
+    fn symlink(&mut self, target: &Path, p: &Path) -> PathBuf {
+        std::os::unix::fs::symlink(target, p).unwrap();
+        self.0.push((p.to_path_buf(), Made::File));
+        p.to_path_buf()
+    }
+
+    /// `src` bound at `at` (a new directory).
+    fn bind(&mut self, src: &Path, at: &Path) -> PathBuf {
+        self.dir(at);
+        let st = Command::new("mount")
+            .arg("--bind")
+            .arg(src)
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount --bind {src:?} {at:?}");
+        self.0.push((at.to_path_buf(), Made::Mount));
+        at.to_path_buf()
     }
 }
 
-fn bind(src: &Path, at: &Path) -> Bind {
-    std::fs::create_dir_all(at).unwrap();
-    let st = Command::new("mount")
-        .arg("--bind")
-        .arg(src)
-        .arg(at)
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount --bind {src:?} {at:?}");
-    Bind(at.to_path_buf())
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for (p, m) in self.0.drain(..).rev() {
+            let _ = match m {
+                Made::Mount => Command::new("umount").arg(&p).status().map(|_| ()),
+                Made::Dir => std::fs::remove_dir(&p),
+                Made::File => std::fs::remove_file(&p),
+            };
+        }
+    }
+}
+
+/// A fresh directory under /tmp for a [`Scratch`].
+fn scratch_base(s: &mut Scratch) -> PathBuf {
+    s.dir(&PathBuf::from(format!(
+        "/tmp/dryrun-bound-{}",
+        random_hex()
+    )))
 }
 
 /// Every spelling of "a home, or a directory holding one" the doors must
 /// refuse: (label, path, what the refusal says).
 struct Spots {
     list: Vec<(&'static str, PathBuf, &'static str)>,
-    // Unmounted before the directory goes.
-    _binds: Vec<Bind>,
-    _dir: tempfile::TempDir,
+    _scratch: Scratch,
 }
 
 const IS_HOME: &str = "is the home directory of dryrun-test";
@@ -83,28 +137,32 @@ const HOLDS_HOME: &str = "contains the home directory of";
 
 fn spots() -> Spots {
     let home = test_home();
-    let (u, g) = test_user();
-    let dir = tempfile::Builder::new()
-        .prefix("dryrun-bound-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let link = dir.path().join("link");
-    std::os::unix::fs::symlink(&home, &link).unwrap();
-    // A directory of the test user's, holding a bind mount of /home.
-    let holder = dir.path().join("holder");
-    std::fs::create_dir(&holder).unwrap();
-    std::os::unix::fs::chown(&holder, Some(u), Some(g)).unwrap();
     let parent = home.parent().unwrap().to_path_buf();
-    let binds = vec![
-        bind(&home, &dir.path().join("bind")),
-        bind(&parent, &holder.join("homes")),
-        bind(&parent, &dir.path().join("homes")),
-    ];
+    let mut s = Scratch::default();
+    let base = scratch_base(&mut s);
+    let link = s.symlink(&home, &base.join("link"));
+    let bound_home = s.bind(&home, &base.join("bind"));
+    let bound_parent = s.bind(&parent, &base.join("homes"));
+    // A directory of the test user's, holding a bind mount of /home.
+    let holder = s.user_dir(&base.join("holder"));
+    s.bind(&parent, &holder.join("homes"));
+    // A directory inside a bind mount of the filesystem that holds the
+    // homes' directory: the same directory as /home, by another path,
+    // and no mount point itself (where /home is a mount of its own, the
+    // mount point: refused all the same).
+    let out = Command::new("findmnt")
+        .args(["-n", "-o", "TARGET", "-T"])
+        .arg(&parent)
+        .output()
+        .unwrap();
+    let fs_root = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(fs_root.is_absolute(), "findmnt: {out:?}");
+    let fs_bind = s.bind(&fs_root, &base.join("fs"));
+    let inside = fs_bind.join(parent.strip_prefix(&fs_root).unwrap());
     let list = vec![
         ("the home", home.clone(), IS_HOME),
         ("a symlink to the home", link, IS_HOME),
-        ("a bind mount of the home", dir.path().join("bind"), IS_HOME),
+        ("a bind mount of the home", bound_home, IS_HOME),
         ("a path with .. into the home", home.join("sub/.."), IS_HOME),
         (
             "a trailing slash",
@@ -114,7 +172,7 @@ fn spots() -> Spots {
         ("the directory holding homes", parent, HOLDS_HOME),
         (
             "a bind mount of the directory holding homes",
-            dir.path().join("homes"),
+            bound_parent,
             HOLDS_HOME,
         ),
         (
@@ -122,13 +180,14 @@ fn spots() -> Spots {
             holder,
             HOLDS_HOME,
         ),
+        (
+            "the homes' directory inside a bind mount of its filesystem",
+            inside,
+            HOLDS_HOME,
+        ),
         ("the root directory", PathBuf::from("/"), "root directory"),
     ];
-    Spots {
-        list,
-        _binds: binds,
-        _dir: dir,
-    }
+    Spots { list, _scratch: s }
 }
 
 /// A system policy directory that lets homes be workspaces (the positive
@@ -259,39 +318,21 @@ fn a_workspace_policy_cannot_allow_a_home() {
     }
     let home = test_home();
     let (u, g) = test_user();
-    let dir = tempfile::Builder::new()
-        .prefix("dryrun-bound-ws-")
-        .tempdir_in(&home)
-        .unwrap();
-    std::os::unix::fs::chown(dir.path(), Some(u), Some(g)).unwrap();
+    let mut s = Scratch::default();
     // A directory of the user's with `.dryrun/policy.yaml` allowing
     // homes, inside which the user's home is bound.
-    let pol = dir.path().join(".dryrun");
-    std::fs::create_dir(&pol).unwrap();
-    std::fs::write(
-        pol.join("policy.yaml"),
+    let dir = s.user_dir(&home.join(format!("bound-ws-{}", random_hex())));
+    let pol = s.user_dir(&dir.join(".dryrun"));
+    s.file(
+        &pol.join("policy.yaml"),
         "workspace_bound: {allow_homes: true}\n",
-    )
-    .unwrap();
-    for p in [pol.clone(), pol.join("policy.yaml")] {
-        std::os::unix::fs::chown(&p, Some(u), Some(g)).unwrap();
-    }
-    let _b = bind(&home, &dir.path().join("inner"));
+    );
+    std::os::unix::fs::chown(pol.join("policy.yaml"), Some(u), Some(g)).unwrap();
+    s.bind(&home, &dir.join("inner"));
     let (_d, state) = state_of(Who::User);
-    let o = cli_local(Who::User, dir.path(), &state, &[]);
+    let o = cli_local(Who::User, &dir, &state, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_refused("cli", "workspace policy", &text(&o), HOLDS_HOME);
-    // And in the home itself.
-    std::fs::create_dir_all(home.join(".dryrun")).unwrap();
-    std::fs::write(
-        home.join(".dryrun/policy.yaml"),
-        "workspace_bound: {allow_homes: true}\n",
-    )
-    .unwrap();
-    let o = cli_local(Who::User, &home, &state, &[]);
-    let _ = std::fs::remove_dir_all(home.join(".dryrun"));
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert_refused("cli", "workspace policy in the home", &text(&o), IS_HOME);
     assert_eq!(runs_in(&state), 0);
 }
 
