@@ -574,18 +574,18 @@ pub(crate) const BUILD_OUTPUT_DIRS: &[&str] = &[
 /// An executable file rewritten keeps its bits and is not flagged here
 /// (what runs it is guarded by its own patterns).
 fn newly_executable(c: &Change) -> Option<String> {
-    const IS_REGULAR: u32 = 0o100000;
     if c.file_type != FileType::File || matches!(c.kind, ChangeKind::Deleted) {
         return None;
     }
-    let exec = |m: Option<u32>| match m {
-        Some(m) if m & 0o170000 == IS_REGULAR => m & 0o111,
-        _ => 0,
-    };
-    let after = exec(c.mode_after);
+    // Modes are permission bits. What came before counts only for the
+    // same regular file: a metadata change, or a rewrite of a file whose
+    // content was hashed (a type change, say a directory replaced by a
+    // file, has no hash before and counts as new: fails closed).
+    let after = c.mode_after.unwrap_or(0) & 0o111;
     let before = match c.kind {
-        ChangeKind::Created => 0,
-        _ => exec(c.mode_before),
+        ChangeKind::Metadata => c.mode_before.unwrap_or(0) & 0o111,
+        ChangeKind::Modified if c.before.is_some() => c.mode_before.unwrap_or(0) & 0o111,
+        _ => 0,
     };
     if after & !before == 0 {
         return None;
@@ -594,7 +594,7 @@ fn newly_executable(c: &Change) -> Option<String> {
     if dirs.into_iter().any(|d| BUILD_OUTPUT_DIRS.contains(&d)) {
         return None;
     }
-    let how = if before == 0 && c.kind == ChangeKind::Created {
+    let how = if c.kind == ChangeKind::Created {
         "created executable"
     } else {
         "made executable"
@@ -818,29 +818,17 @@ mod tests {
     fn files_newly_executable_outside_build_output_need_approval() {
         let s = spec("command: x\nintent: {expected_writes: ['**']}\n");
         let cases = [
-            ("run.sh", ChangeKind::Created, None, Some(0o100755), true),
-            ("a/b/tool", ChangeKind::Created, None, Some(0o100700), true),
-            (
-                "notes.txt",
-                ChangeKind::Created,
-                None,
-                Some(0o100644),
-                false,
-            ),
+            ("run.sh", ChangeKind::Created, None, Some(0o755), true),
+            ("a/b/tool", ChangeKind::Created, None, Some(0o700), true),
+            ("notes.txt", ChangeKind::Created, None, Some(0o644), false),
             // Gaining a bit, at any depth.
-            (
-                "x/y",
-                ChangeKind::Metadata,
-                Some(0o100644),
-                Some(0o100744),
-                true,
-            ),
+            ("x/y", ChangeKind::Metadata, Some(0o644), Some(0o744), true),
             // Already executable: rewritten, not new.
             (
                 "bin2/z",
                 ChangeKind::Modified,
-                Some(0o100755),
-                Some(0o100755),
+                Some(0o755),
+                Some(0o755),
                 false,
             ),
             // Build output at any depth.
@@ -848,28 +836,33 @@ mod tests {
                 "target/debug/app",
                 ChangeKind::Created,
                 None,
-                Some(0o100755),
+                Some(0o755),
                 false,
             ),
             (
                 "crates/c/target/release/c",
                 ChangeKind::Created,
                 None,
-                Some(0o100755),
+                Some(0o755),
                 false,
             ),
             (
                 "web/node_modules/pkg/bin/cli.js",
                 ChangeKind::Created,
                 None,
-                Some(0o100755),
+                Some(0o755),
                 false,
             ),
             // A directory named like one, as the file itself: flagged.
-            ("build", ChangeKind::Created, None, Some(0o100755), true),
+            ("build", ChangeKind::Created, None, Some(0o755), true),
+            // A type change (no hash before): new, whatever the old mode.
+            ("x/z", ChangeKind::Modified, Some(0o755), Some(0o755), true),
         ];
         for (path, kind, before, after, flagged) in cases {
-            let c = with_modes(change(path, kind, FileType::File), before, after);
+            let mut c = with_modes(change(path, kind, FileType::File), before, after);
+            if path == "x/z" {
+                c.before = None;
+            }
             let v = judge(&s, &ok_report(vec![c]), &HostReport::default());
             assert_eq!(
                 v.findings.iter().any(|f| f.rule == "protected.executable"),
@@ -878,7 +871,7 @@ mod tests {
                 v.reasons
             );
             if flagged {
-                assert_eq!(v.decision, Decision::NeedsApproval, "{path}");
+                assert!(v.decision >= Decision::NeedsApproval, "{path}");
             }
         }
     }
