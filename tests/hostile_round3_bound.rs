@@ -418,9 +418,28 @@ fn the_daemon_refuses_a_home_or_a_directory_holding_one_from_an_agent() {
     assert_eq!(r.decision(), "promote");
 }
 
-/// `dryrun mcp` as the test user: initialize, then one `execute` call.
-/// Returns the call's result.
+/// `dryrun mcp` as the test user: initialize, then one `execute` call of
+/// `true` in `ws`. Returns the call's result.
 fn mcp_execute(ws: &Path, state: &Path, env: &[(&str, &Path)]) -> Value {
+    mcp_call(
+        state,
+        env,
+        serde_json::json!({"command": "true", "working_dir": ws}),
+    )
+}
+
+/// `execute` of `cmd` in `ws`, intent `**`.
+fn mcp_execute_cmd(ws: &Path, state: &Path, cmd: &str) -> Value {
+    mcp_call(
+        state,
+        &[],
+        serde_json::json!({"command": cmd, "working_dir": ws, "expected_writes": ["**"]}),
+    )
+}
+
+/// `dryrun mcp` as the test user: initialize, then one `execute` call with
+/// `args`.
+fn mcp_call(state: &Path, env: &[(&str, &Path)], args: Value) -> Value {
     let mut c = as_test_user(bin());
     c.env_clear()
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
@@ -468,7 +487,7 @@ fn mcp_execute(ws: &Path, state: &Path, env: &[(&str, &Path)]) -> Value {
         &mut stdin,
         serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "execute",
-            "arguments": {"command": "true", "working_dir": ws}}}),
+            "arguments": args}}),
     );
     let v = read_id(&mut out, 2);
     drop(stdin);
@@ -589,4 +608,72 @@ fn the_claude_code_hook_refuses_a_home_or_a_directory_holding_one() {
         a["hookSpecificOutput"]["permissionDecision"], "allow",
         "allowed home: {a}"
     );
+}
+
+/// Attack: an agent rewrites the configuration that guards it (the hook's
+/// `dryrun.yaml`, the agent host's settings, the MCP server list) through
+/// a door other than the hook, with intent `**`. The engine's built-in
+/// forbidden paths hold for every door: blocked, not promotable.
+#[test]
+fn the_builtin_forbidden_paths_hold_through_every_door() {
+    if !require_root() {
+        return;
+    }
+    let cmd = "mkdir -p .claude .codex && echo '{}' > .claude/settings.json \
+               && echo x > .codex/config.toml && echo '{}' > .mcp.json \
+               && echo 'hook: {}' > dryrun.yaml && echo ok > notes.txt";
+    let forbidden = [
+        ".claude/settings.json",
+        ".codex/config.toml",
+        ".mcp.json",
+        "dryrun.yaml",
+    ];
+    let check = |door: &str, r: &Value| {
+        assert_eq!(r["verdict"]["decision"], "blocked", "{door}: {r}");
+        let touched = strings(&r["verdict"]["forbidden_paths_touched"]);
+        for p in forbidden {
+            assert!(
+                touched.iter().any(|t| t == p),
+                "{door}: {p} not forbidden: {touched:?}"
+            );
+        }
+        assert!(
+            !touched.iter().any(|t| t == "notes.txt"),
+            "{door}: {touched:?}"
+        );
+    };
+    // The CLI's in-process engine, as the test user.
+    let ws = Ws::new(Who::User);
+    let r = ws.rehearse_untouched(cmd, &["--expect-write", "**"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    check("cli", &r.json);
+    // The daemon, the agent submitting.
+    let d = Daemon::start(&[]);
+    let ws = common::daemon::user_workspace();
+    let o = d
+        .cli_user()
+        .args(["execute", "--json", "--expect-write", "**", "--workspace"])
+        .arg(&ws.dir)
+        .args(["--command", cmd])
+        .output()
+        .unwrap();
+    let r = to_run(o);
+    assert_eq!(r.code, 4, "{r:?}");
+    check("daemon", &r.json);
+    // MCP execute.
+    let ws = Ws::new(Who::User);
+    let (_d, state) = state_of(Who::User);
+    let v = mcp_execute_cmd(&ws.dir, &state, cmd);
+    let id = v["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("mcp: {v}"))
+        .to_string();
+    let rec = Command::new(bin())
+        .env("DRYRUN_STATE_DIR", &state)
+        .env("DRYRUN_LOCAL", "1")
+        .args(["show", "--json", &id])
+        .output()
+        .unwrap();
+    check("mcp", &serde_json::from_slice(&rec.stdout).unwrap());
+    assert!(!ws.dir.join(".mcp.json").exists());
 }
