@@ -1,8 +1,10 @@
 //! Evidence + intent → decision with reasons.
 //!
 //! Checks run in a fixed order: forbidden paths first, then writes in a
-//! read-only run, writes outside `expected_writes`, unsafe file kinds, network
-//! attempts, limits and exit status. Every finding carries the id of the rule
+//! read-only run, writes outside `expected_writes`, protected paths and
+//! other files that run code later (a directory on a `PATH`, a new
+//! executable), unsafe file kinds, network attempts, limits and exit
+//! status. Every finding carries the id of the rule
 //! that produced it; the decision is the maximum over findings.
 
 use serde::{Deserialize, Serialize};

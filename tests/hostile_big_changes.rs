@@ -547,9 +547,18 @@ fn content_shared_by_hash_is_promoted_with_each_files_own_mode_and_owner() {
     let out = d.cli_user().args(["promote", &id]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_live_is_the_change_set(&d, &ws, &id);
-    let mode = |n: &str| std::fs::metadata(ws.dir.join("dist").join(n)).unwrap().mode() & 0o7777;
+    let mode = |n: &str| {
+        std::fs::metadata(ws.dir.join("dist").join(n))
+            .unwrap()
+            .mode()
+            & 0o7777
+    };
     assert_eq!((mode("a"), mode("b"), mode("c")), (0o644, 0o755, 0o600));
-    let ino = |n: &str| std::fs::metadata(ws.dir.join("dist").join(n)).unwrap().ino();
+    let ino = |n: &str| {
+        std::fs::metadata(ws.dir.join("dist").join(n))
+            .unwrap()
+            .ino()
+    };
     assert_ne!(ino("a"), ino("h"), "a hard link was promoted as a link");
     journal_verifies(&d);
 }
