@@ -242,13 +242,17 @@ fn state_of(who: Who) -> (tempfile::TempDir, PathBuf) {
     (d, state)
 }
 
+/// The dryrun binary run as `who`.
+fn dryrun_as(who: Who) -> Command {
+    match who {
+        Who::User => as_test_user(bin()),
+        Who::Root => Command::new(bin()),
+    }
+}
+
 /// `dryrun execute --local` by `who` in `ws`, on `state`.
 fn cli_local(who: Who, ws: &Path, state: &Path, env: &[(&str, &Path)]) -> Output {
-    let mut c = if who == Who::User {
-        as_test_user(bin())
-    } else {
-        Command::new(bin())
-    };
+    let mut c = dryrun_as(who);
     c.env_clear()
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
         .env("HOME", "/nonexistent")
@@ -418,10 +422,11 @@ fn the_daemon_refuses_a_home_or_a_directory_holding_one_from_an_agent() {
     assert_eq!(r.decision(), "promote");
 }
 
-/// `dryrun mcp` as the test user: initialize, then one `execute` call of
-/// `true` in `ws`. Returns the call's result.
-fn mcp_execute(ws: &Path, state: &Path, env: &[(&str, &Path)]) -> Value {
+/// `dryrun mcp` as `who`: initialize, then one `execute` call of `true`
+/// in `ws`. Returns the call's result.
+fn mcp_execute(who: Who, ws: &Path, state: &Path, env: &[(&str, &Path)]) -> Value {
     mcp_call(
+        who,
         state,
         env,
         serde_json::json!({"command": "true", "working_dir": ws}),
@@ -431,16 +436,16 @@ fn mcp_execute(ws: &Path, state: &Path, env: &[(&str, &Path)]) -> Value {
 /// `execute` of `cmd` in `ws`, intent `**`.
 fn mcp_execute_cmd(ws: &Path, state: &Path, cmd: &str) -> Value {
     mcp_call(
+        Who::User,
         state,
         &[],
         serde_json::json!({"command": cmd, "working_dir": ws, "expected_writes": ["**"]}),
     )
 }
 
-/// `dryrun mcp` as the test user: initialize, then one `execute` call with
-/// `args`.
-fn mcp_call(state: &Path, env: &[(&str, &Path)], args: Value) -> Value {
-    let mut c = as_test_user(bin());
+/// `dryrun mcp` as `who`: initialize, then one `execute` call with `args`.
+fn mcp_call(who: Who, state: &Path, env: &[(&str, &Path)], args: Value) -> Value {
+    let mut c = dryrun_as(who);
     c.env_clear()
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
         .env("HOME", "/nonexistent")
@@ -509,28 +514,32 @@ fn mcp_text(v: &Value) -> String {
 }
 
 /// Attack: MCP `execute` (which has no project bound of its own) with each
-/// spelling as its `working_dir`, by the agent's uid.
+/// spelling as its `working_dir`, by the agent's uid and by root.
 #[test]
 fn mcp_execute_refuses_a_home_or_a_directory_holding_one() {
     if !require_root() {
         return;
     }
     let s = spots();
-    let (_d, state) = state_of(Who::User);
-    for (label, ws, expect) in &s.list {
-        let v = mcp_execute(ws, &state, &[]);
-        assert_eq!(v["result"]["isError"], true, "{label}: {v}");
-        assert_refused("mcp", label, &mcp_text(&v), expect);
+    for who in [Who::User, Who::Root] {
+        let (_d, state) = state_of(who);
+        for (label, ws, expect) in &s.list {
+            let v = mcp_execute(who, ws, &state, &[]);
+            assert_eq!(v["result"]["isError"], true, "{who:?} {label}: {v}");
+            assert_refused(&format!("mcp {who:?}"), label, &mcp_text(&v), expect);
+        }
+        assert_eq!(runs_in(&state), 0, "{who:?}: something was rehearsed");
     }
-    assert_eq!(runs_in(&state), 0, "something was rehearsed");
+    let (_d, state) = state_of(Who::User);
     let ws = Ws::new(Who::User);
-    let v = mcp_execute(&ws.dir, &state, &[]);
+    let v = mcp_execute(Who::User, &ws.dir, &state, &[]);
     assert_eq!(
         v["result"]["structuredContent"]["decision"], "promote",
         "ordinary project: {v}"
     );
     let allow = allowing_policy_dir();
     let v = mcp_execute(
+        Who::User,
         &test_home(),
         &state,
         &[("DRYRUN_SYSTEM_POLICY_DIR", allow.path())],
@@ -541,9 +550,9 @@ fn mcp_execute_refuses_a_home_or_a_directory_holding_one() {
     );
 }
 
-/// `dryrun hook claude-code` as the test user, with its event's cwd.
-fn hook_as_user(cwd: &Path, state: &Path, env: &[(&str, &Path)]) -> Output {
-    let mut c = as_test_user(bin());
+/// `dryrun hook claude-code` as `who`, with its event's cwd.
+fn hook_as(who: Who, cwd: &Path, state: &Path, env: &[(&str, &Path)]) -> Output {
+    let mut c = dryrun_as(who);
     c.env_clear()
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
         .env("HOME", "/nonexistent")
@@ -572,25 +581,30 @@ fn hook_as_user(cwd: &Path, state: &Path, env: &[(&str, &Path)]) -> Output {
 
 /// Attack: the agent `cd`s into each spelling (the event's cwd; no
 /// project directory named), and the hook blocks the call (exit 2) with
-/// the reason; nothing lands in the home.
+/// the reason; nothing lands in the home. The hook run by the agent's uid
+/// and by root.
 #[test]
 fn the_claude_code_hook_refuses_a_home_or_a_directory_holding_one() {
     if !require_root() {
         return;
     }
     let s = spots();
-    let (_d, state) = state_of(Who::User);
-    for (label, ws, expect) in &s.list {
-        let o = hook_as_user(ws, &state, &[]);
-        assert_eq!(o.status.code(), Some(2), "{label}: {}", text(&o));
-        assert!(o.stdout.is_empty(), "{label}: an answer on stdout");
-        assert_refused("hook", label, &String::from_utf8_lossy(&o.stderr), expect);
+    for who in [Who::User, Who::Root] {
+        let (_d, state) = state_of(who);
+        for (label, ws, expect) in &s.list {
+            let o = hook_as(who, ws, &state, &[]);
+            assert_eq!(o.status.code(), Some(2), "{who:?} {label}: {}", text(&o));
+            assert!(o.stdout.is_empty(), "{who:?} {label}: an answer on stdout");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_refused(&format!("hook {who:?}"), label, &err, expect);
+        }
+        assert_eq!(runs_in(&state), 0, "{who:?}: something was rehearsed");
     }
-    assert_eq!(runs_in(&state), 0, "something was rehearsed");
     assert!(!test_home().join("planted.txt").exists());
+    let (_d, state) = state_of(Who::User);
     // An ordinary project: rehearsed and allowed.
     let ws = Ws::new(Who::User);
-    let o = hook_as_user(&ws.dir, &state, &[]);
+    let o = hook_as(Who::User, &ws.dir, &state, &[]);
     let a = common::hook::answer(&o);
     assert_eq!(
         a["hookSpecificOutput"]["permissionDecision"], "allow",
@@ -598,7 +612,8 @@ fn the_claude_code_hook_refuses_a_home_or_a_directory_holding_one() {
     );
     // The system policy allows homes again.
     let allow = allowing_policy_dir();
-    let o = hook_as_user(
+    let o = hook_as(
+        Who::User,
         &test_home(),
         &state,
         &[("DRYRUN_SYSTEM_POLICY_DIR", allow.path())],
