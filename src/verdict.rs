@@ -1,8 +1,10 @@
 //! Evidence + intent → decision with reasons.
 //!
 //! Checks run in a fixed order: forbidden paths first, then writes in a
-//! read-only run, writes outside `expected_writes`, unsafe file kinds, network
-//! attempts, limits and exit status. Every finding carries the id of the rule
+//! read-only run, writes outside `expected_writes`, protected paths and
+//! other files that run code later (a directory on a `PATH`, a new
+//! executable), unsafe file kinds, network attempts, limits and exit
+//! status. Every finding carries the id of the rule
 //! that produced it; the decision is the maximum over findings.
 
 use serde::{Deserialize, Serialize};
@@ -14,6 +16,11 @@ pub(crate) use crate::model::{Decision, Finding};
 use crate::model::{HostReport, RehearsalReport};
 use crate::policy::Level;
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
+
+mod files;
+use files::{
+    is_gitdir_pointer, newly_executable, world_writable_introduced, written_into_path_dir,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -46,6 +53,9 @@ pub(crate) struct JudgeContext<'a> {
     pub protected: Option<&'a PathMatcher>,
     /// The classifier's result for the command.
     pub risk: Option<&'a Classification>,
+    /// Directories inside the workspace on a `PATH` that counts
+    /// (workspace-relative, `""`: the root; see `engine::bound`).
+    pub path_dirs: &'a [String],
 }
 
 /// [`judge_with`] without a context (the tests' shorthand).
@@ -245,6 +255,20 @@ pub(crate) fn judge_with(
                     ),
                 );
             }
+        }
+    }
+
+    // 3c. files that run code later without a pattern naming them: what
+    // lands in a directory on a PATH, and files newly made executable.
+    for c in &writes {
+        if forbidden.contains(&c.path) {
+            continue;
+        }
+        if let Some(m) = written_into_path_dir(c, cx.path_dirs) {
+            add("protected.on_path", Decision::NeedsApproval, m);
+        }
+        if let Some(m) = newly_executable(c) {
+            add("protected.executable", Decision::NeedsApproval, m);
         }
     }
 
@@ -448,74 +472,6 @@ pub(crate) fn judge_with(
     }
 }
 
-/// How open a mode leaves an entry to every other user of the host,
-/// ordered: none < a sticky world-writable directory (others may add
-/// entries but not remove or rename theirs) < world-writable (others may
-/// rewrite the file, or replace anything in the directory).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum WorldWritable {
-    No,
-    StickyDir,
-    Open,
-}
-
-fn world_writable(mode: Option<u32>, ft: FileType) -> WorldWritable {
-    let Some(m) = mode else {
-        return WorldWritable::No;
-    };
-    match ft {
-        _ if m & 0o002 == 0 => WorldWritable::No,
-        FileType::Dir if m & 0o1000 != 0 => WorldWritable::StickyDir,
-        FileType::Dir | FileType::File => WorldWritable::Open,
-        // A link's mode means nothing; other kinds are blocked anyway.
-        FileType::Symlink | FileType::Other => WorldWritable::No,
-    }
-}
-
-/// The change makes an entry writable by every user of the host (created
-/// so, or its mode opened up): anyone else on the machine could then plant
-/// or rewrite code in the project (a `conftest.py`, a `*.pth`, a hook).
-/// A sticky world-writable directory is flagged too, under its own rule:
-/// the sticky bit stops others from removing or renaming entries, not from
-/// adding new ones.
-fn world_writable_introduced(c: &Change) -> Option<(&'static str, &'static str)> {
-    if matches!(c.kind, ChangeKind::Deleted | ChangeKind::Identical) {
-        return None;
-    }
-    let after = world_writable(c.mode_after, c.file_type);
-    let before = match c.kind {
-        ChangeKind::Created => WorldWritable::No,
-        _ => world_writable(c.mode_before, c.file_type),
-    };
-    if after <= before {
-        return None;
-    }
-    Some(match (after, c.file_type) {
-        (WorldWritable::StickyDir, _) => (
-            "evidence.world_writable_sticky",
-            "as a world-writable sticky directory: any user of the host can add files to it",
-        ),
-        (_, FileType::Dir) => (
-            "evidence.world_writable",
-            "as a world-writable directory without the sticky bit: any user of the host can add, replace or remove its entries",
-        ),
-        _ => (
-            "evidence.world_writable",
-            "as a world-writable file: any user of the host can rewrite it",
-        ),
-    })
-}
-
-/// A `.git` entry (at any depth) that is not a directory: a worktree's or
-/// submodule's `gitdir:` file, or a link. Rewriting it points git at a
-/// directory whose `config` (`core.fsmonitor`, hooks path) the next
-/// `git status` obeys, so creating or changing one is protected whatever
-/// the policy's patterns say.
-fn is_gitdir_pointer(c: &Change) -> bool {
-    let name = c.path.rsplit('/').next().unwrap_or(&c.path);
-    name == ".git" && c.kind != ChangeKind::Deleted && c.file_type != FileType::Dir
-}
-
 fn verb(c: &Change) -> &'static str {
     match c.kind {
         ChangeKind::Created => "created",
@@ -533,7 +489,7 @@ mod tests {
 
     /// A change as the walk records it: hashes of what a file or link
     /// held before (unless created) and holds after (unless deleted).
-    fn change(path: &str, kind: ChangeKind, ft: FileType) -> Change {
+    pub(super) fn change(path: &str, kind: ChangeKind, ft: FileType) -> Change {
         let mut c = Change::new(path.as_bytes(), kind, ft);
         let h = |s: &str| Some(blake3::hash(s.as_bytes()).to_hex().to_string());
         if ft != FileType::Dir {
@@ -550,7 +506,7 @@ mod tests {
         c
     }
 
-    fn spec(yaml: &str) -> EnvelopeSpec {
+    pub(super) fn spec(yaml: &str) -> EnvelopeSpec {
         parse_envelope("t", yaml)
             .unwrap()
             .validate(
@@ -563,7 +519,7 @@ mod tests {
             .unwrap()
     }
 
-    fn ok_report(changes: Vec<Change>) -> RehearsalReport {
+    pub(super) fn ok_report(changes: Vec<Change>) -> RehearsalReport {
         RehearsalReport {
             exit_code: Some(0),
             changes,
@@ -572,7 +528,7 @@ mod tests {
         }
     }
 
-    fn with_modes(mut c: Change, before: Option<u32>, after: Option<u32>) -> Change {
+    pub(super) fn with_modes(mut c: Change, before: Option<u32>, after: Option<u32>) -> Change {
         c.mode_before = before;
         c.mode_after = after;
         c
@@ -682,7 +638,7 @@ mod tests {
         let prot = PathMatcher::at_any_depth(&[".git/hooks/".into()]).unwrap();
         let cx = JudgeContext {
             protected: Some(&prot),
-            risk: None,
+            ..Default::default()
         };
         for (path, ft, kind, protected) in [
             (".git", FileType::File, ChangeKind::Modified, true),

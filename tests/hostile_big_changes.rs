@@ -510,13 +510,15 @@ fn content_shared_by_hash_is_promoted_with_each_files_own_mode_and_owner() {
     }
     let d = Daemon::start(&[]);
     let ws = user_workspace();
-    let cmd = "mkdir -p s && for f in a b c; do echo same > s/$f; done; chmod 644 s/a; chmod 755 s/b; chmod 600 s/c; \
-               ln s/a s/h; echo same > s/o && chown 1234:1234 s/o; exit 0";
+    // In a build output directory: an executable made there needs no
+    // approval (a new program anywhere else would: `protected.executable`).
+    let cmd = "mkdir -p dist && for f in a b c; do echo same > dist/$f; done; chmod 644 dist/a; chmod 755 dist/b; chmod 600 dist/c; \
+               ln dist/a dist/h; echo same > dist/o && chown 1234:1234 dist/o; exit 0";
     let r = submit_user(
         &d,
         &ws,
         cmd,
-        &["--expect-write", "s/**", "--expect-write", "s"],
+        &["--expect-write", "dist/**", "--expect-write", "dist"],
     );
     assert_eq!(r.decision(), "promote", "{r:?}");
     let id = run_id(&r);
@@ -545,9 +547,18 @@ fn content_shared_by_hash_is_promoted_with_each_files_own_mode_and_owner() {
     let out = d.cli_user().args(["promote", &id]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_live_is_the_change_set(&d, &ws, &id);
-    let mode = |n: &str| std::fs::metadata(ws.dir.join("s").join(n)).unwrap().mode() & 0o7777;
+    let mode = |n: &str| {
+        std::fs::metadata(ws.dir.join("dist").join(n))
+            .unwrap()
+            .mode()
+            & 0o7777
+    };
     assert_eq!((mode("a"), mode("b"), mode("c")), (0o644, 0o755, 0o600));
-    let ino = |n: &str| std::fs::metadata(ws.dir.join("s").join(n)).unwrap().ino();
+    let ino = |n: &str| {
+        std::fs::metadata(ws.dir.join("dist").join(n))
+            .unwrap()
+            .ino()
+    };
     assert_ne!(ino("a"), ino("h"), "a hard link was promoted as a link");
     journal_verifies(&d);
 }

@@ -22,7 +22,7 @@ fn project() -> Ws {
 }
 
 const EDIT: &str = "echo A >> blog/a.md; sed -i s/beta/BETA/ blog/b.md; rm blog/old.md; \
-    mkdir -p blog/new/deep; echo c > blog/new/deep/c.md; ln -s a.md blog/link.md; chmod 700 run.sh";
+    mkdir -p blog/new/deep; echo c > blog/new/deep/c.md; ln -s a.md blog/link.md; chmod 600 run.sh";
 
 fn as_user(d: &Daemon) -> Command {
     d.cli_user()

@@ -56,8 +56,7 @@ const NESTED: &[&str] = &[
     "pkg/.vscode/tasks.json",
     "pkg/.mcp.json",
     "pkg/.idea/workspace.xml",
-    ".dryrun/policy.yaml",
-    "dryrun.yaml",
+    "sub/.dryrun/policy.yaml",
 ];
 
 fn protected_reason_for(r: &Run, path: &str) -> bool {
@@ -159,9 +158,10 @@ fn a_git_file_that_redirects_the_gitdir_needs_approval() {
     }
 }
 
-/// The workspace's `.dryrun/` is protected whatever the policy files say,
-/// and a workspace policy adds patterns (a leading `/` anchors one at the
-/// root).
+/// The workspace's `.dryrun/` is protected whatever the policy files say
+/// (at the root, where dryrun reads it, it is forbidden to every run: the
+/// engine's built-in forbidden paths), and a workspace policy adds
+/// patterns (a leading `/` anchors one at the root).
 #[test]
 fn dryrun_dir_is_always_protected_and_a_workspace_policy_only_adds() {
     for who in identities() {
@@ -174,9 +174,22 @@ fn dryrun_dir_is_always_protected_and_a_workspace_policy_only_adds() {
             "echo 'rules: []' > .dryrun/policy.yaml",
             &["--expect-write", "**"],
         );
+        assert_eq!(r.code, 4, "{who:?}: {:?}", r.reasons());
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.starts_with("[intent.forbidden_paths]")
+                    && x.contains(" .dryrun/policy.yaml which intent forbids (.dryrun/)")),
+            "{:?}",
+            r.reasons()
+        );
+        let r = ws.rehearse_untouched(
+            "mkdir -p sub/.dryrun && echo 'rules: []' > sub/.dryrun/policy.yaml",
+            &["--expect-write", "**"],
+        );
         assert_eq!(r.code, 3, "{who:?}: {:?}", r.reasons());
         assert!(
-            protected_reason_for(&r, ".dryrun/policy.yaml"),
+            protected_reason_for(&r, "sub/.dryrun/policy.yaml"),
             "{:?}",
             r.reasons()
         );

@@ -516,11 +516,10 @@ fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
         None => None,
     };
     let ws = resolved.map(|r| r.canonical);
-    let policy =
-        match crate::policy::Policy::load(Path::new(crate::engine::SYSTEM_POLICY_DIR), ws_policy) {
-            Ok(p) => p,
-            Err(e) => return usage_error(e),
-        };
+    let policy = match crate::policy::Policy::load(&crate::engine::system_policy_dir(), ws_policy) {
+        Ok(p) => p,
+        Err(e) => return usage_error(e),
+    };
     let c = crate::classify::classify(
         &command,
         &policy,

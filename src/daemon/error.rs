@@ -82,6 +82,7 @@ pub fn engine_status(e: &EngineError) -> (StatusCode, &'static str) {
                 Input::Request => "invalid_request",
             },
         ),
+        EngineError::Bound(_) => (StatusCode::BAD_REQUEST, "invalid_workspace"),
         EngineError::Policy(_) => (StatusCode::BAD_REQUEST, "invalid_policy"),
         EngineError::AboveCeiling { .. } => (StatusCode::BAD_REQUEST, "invalid_envelope"),
         EngineError::QuotaExceeded { .. } => (StatusCode::INSUFFICIENT_STORAGE, "quota_exceeded"),

@@ -287,6 +287,8 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
             ..Default::default()
         },
         approval_expiry: cfg.approval_expiry,
+        // Its clients' environment is not the daemon's own.
+        caller: crate::engine::CallerEnv::default(),
         ..EngineOptions::default()
     };
     let mut engine = Engine::open(&cfg.state_dir, opts)?;

@@ -7,7 +7,7 @@
 //! reviewer).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -371,9 +371,8 @@ impl DryrunMcp {
             return Err("command is empty".into());
         }
         let c = blocking(move || {
-            let policy =
-                crate::policy::Policy::load(Path::new(crate::engine::SYSTEM_POLICY_DIR), None)
-                    .map_err(|e| DoorError::Failed(e.to_string()))?;
+            let policy = crate::policy::Policy::load(&crate::engine::system_policy_dir(), None)
+                .map_err(|e| DoorError::Failed(e.to_string()))?;
             Ok(crate::classify::classify(
                 &a.command,
                 &policy,

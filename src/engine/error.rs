@@ -58,6 +58,10 @@ pub enum EngineError {
     /// A request was wrong; nothing ran.
     #[error("{}{reason}", input_prefix(*input))]
     Invalid { input: Input, reason: String },
+    /// The workspace is outside the workspace bound (a home directory, a
+    /// directory holding one, `/`); nothing ran.
+    #[error("working_dir: {0}")]
+    Bound(#[from] super::bound::BoundError),
     /// The system or workspace policy does not load.
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 pub mod authz;
+pub mod bound;
 mod compare;
 mod egress;
 mod entries;
@@ -93,6 +94,19 @@ use crate::sandbox::spec::{ImageProfile, SandboxSpec};
 /// System policy files layered over the shipped default (any may loosen).
 pub const SYSTEM_POLICY_DIR: &str = "/etc/dryrun/policy.d";
 
+/// Where this process reads the system policy files: [`SYSTEM_POLICY_DIR`],
+/// or `DRYRUN_SYSTEM_POLICY_DIR` from this process's own environment
+/// (system configuration, as the daemon's flags are: a daemon's clients
+/// and an envelope cannot set it; the in-process engine belongs to its
+/// caller anyway).
+pub fn system_policy_dir() -> PathBuf {
+    std::env::var_os("DRYRUN_SYSTEM_POLICY_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from(SYSTEM_POLICY_DIR))
+}
+
 /// Landlock ABI below which dryrun refuses to rehearse unless told to degrade
 /// (ABI 4, Linux 6.7: filesystem rules including truncate, plus TCP).
 pub const MIN_LANDLOCK_ABI: u32 = 4;
@@ -132,6 +146,30 @@ pub struct EngineOptions {
     /// How long a run waits in the review queue before it expires
     /// (default [`DEFAULT_APPROVAL_EXPIRY`]; `DRYRUN_APPROVAL_EXPIRY_S`).
     pub approval_expiry: Duration,
+    /// What the engine knows of its caller's environment (in-process:
+    /// this process's; a daemon: nothing, its clients' is not its own).
+    pub caller: CallerEnv,
+}
+
+/// The in-process caller's `$HOME` (a home the workspace bound compares
+/// a workspace with) and `PATH` (directories a run must not write into
+/// unseen: see `engine::bound::path_dirs_in`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallerEnv {
+    pub home: Option<PathBuf>,
+    pub path: Option<std::ffi::OsString>,
+}
+
+impl CallerEnv {
+    /// This process's own `$HOME` and `PATH`.
+    pub fn of_this_process() -> Self {
+        CallerEnv {
+            home: std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            path: std::env::var_os("PATH"),
+        }
+    }
 }
 
 /// How long the state directory keeps what, and how much one uid may keep.
@@ -186,6 +224,7 @@ impl Default for EngineOptions {
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs)
                 .unwrap_or(DEFAULT_APPROVAL_EXPIRY),
+            caller: CallerEnv::of_this_process(),
         }
     }
 }
@@ -231,6 +270,9 @@ pub struct Prepared {
     /// Scrubs what the run prints or hands to stubs of the values it was
     /// given and of credential shapes, before anything is kept.
     redactor: crate::redact::Redactor,
+    /// Directories inside the workspace on the owner's or the run's `PATH`
+    /// (workspace-relative, `""`: the root).
+    path_dirs: Vec<String>,
 }
 
 impl Prepared {

@@ -29,6 +29,7 @@ impl Engine {
             blobs,
             redactor,
             egress,
+            path_dirs,
         } = p;
         // Time spent queued is not the rehearsal's.
         sspec.t0_ns = sandbox::helper::monotonic_ns();
@@ -70,6 +71,7 @@ impl Engine {
                     &verdict::JudgeContext {
                         protected: Some(&protected),
                         risk: Some(&risk),
+                        path_dirs: &path_dirs,
                     },
                 );
                 record.state = RunState::after_verdict(verdict.decision);

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::store::new_run_id;
 use super::{
-    Engine, EngineError, ID_COUNT, Input, LiveRun, MIN_LANDLOCK_ABI, Prepared, SYSTEM_POLICY_DIR,
-    authz, entries, now_rfc3339, unix_now,
+    Engine, EngineError, ID_COUNT, Input, LiveRun, MIN_LANDLOCK_ABI, Prepared, authz, bound,
+    entries, now_rfc3339, system_policy_dir, unix_now,
 };
 use crate::classify::Classification;
 use crate::envelope::{EnvelopeSpec, Mode};
@@ -105,7 +105,7 @@ impl Engine {
         state: RunState,
         requester: Option<OwnerSession>,
     ) -> Result<Prepared, EngineError> {
-        let spec = &self.fit_to_this_machine(spec)?;
+        let spec = &self.fit_to_this_machine(spec, actor)?;
         // The workspace as resolved for the requester (no symlinks, device,
         // inode and owner): what the sandbox mounts and runs as.
         let ws = spec.workspace_identity;
@@ -126,6 +126,7 @@ impl Engine {
 
         let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone())?;
         sspec.t0_ns = t0_ns;
+        let path_dirs = self.path_dirs(spec, &sspec);
         let mut record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
         record.state = state;
         self.charge_budget(actor, &run_id, &c.risk, &dir)?;
@@ -150,12 +151,47 @@ impl Engine {
                     .flat_map(|l| l.extra_env.iter())
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             ),
+            path_dirs,
         })
     }
 
+    /// The directories inside the workspace on a `PATH` that counts: the
+    /// rehearsal's own, the in-process caller's, and the per-user ones a
+    /// login shell adds for the workspace's owner and the caller
+    /// (`~/.local/bin`, `~/bin`).
+    fn path_dirs(&self, spec: &EnvelopeSpec, sspec: &SandboxSpec) -> Vec<String> {
+        let mut paths: Vec<&std::ffi::OsStr> = sspec
+            .env
+            .iter()
+            .filter(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::ffi::OsStr::new(v.as_str()))
+            .collect();
+        if let Some(p) = &self.opts.caller.path {
+            paths.push(p);
+        }
+        let owner_home =
+            nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(spec.workspace_identity.uid))
+                .ok()
+                .flatten()
+                .map(|u| u.dir);
+        let dirs: Vec<PathBuf> = owner_home
+            .iter()
+            .chain(self.opts.caller.home.iter())
+            .filter(|h| h.is_absolute() && *h != Path::new("/"))
+            .flat_map(|h| [h.join(".local/bin"), h.join("bin")])
+            .collect();
+        bound::path_dirs_in(&spec.workspace, &paths, &dirs)
+    }
+
     /// The envelope within this engine's ceilings, for a workspace the
-    /// sandbox can mount, on a kernel that can rehearse it.
-    fn fit_to_this_machine(&self, spec: &EnvelopeSpec) -> Result<EnvelopeSpec, EngineError> {
+    /// sandbox can mount and the workspace bound allows, with the paths no
+    /// run may touch added to its forbidden ones, on a kernel that can
+    /// rehearse it.
+    fn fit_to_this_machine(
+        &self,
+        spec: &EnvelopeSpec,
+        actor: &Actor,
+    ) -> Result<EnvelopeSpec, EngineError> {
         // The configured ceilings first: a run asking for more never starts.
         let mut fitted = spec.clone();
         fitted
@@ -198,6 +234,16 @@ impl Engine {
                 ),
             ));
         }
+        bound::check(
+            &fitted.workspace,
+            &fitted.workspace_identity,
+            actor.uid,
+            self.opts.caller.home.as_deref(),
+            Some(&self.state_dir),
+        )?;
+        fitted.forbidden =
+            PathMatcher::new(&bound::with_builtin_forbidden(&fitted.forbidden.patterns))
+                .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
         let abi = sandbox::probe::landlock_abi();
         if abi < MIN_LANDLOCK_ABI && !self.opts.allow_degraded {
             return Err(EngineError::LandlockTooOld {
@@ -373,11 +419,8 @@ fn classify(
     let owner_groups = owner.creds().groups.clone();
     let owner_gid = owner.creds().gid;
     drop(owner);
-    let policy = crate::policy::Policy::load_cached(
-        Path::new(SYSTEM_POLICY_DIR),
-        ws_policy,
-        Some(state_dir),
-    )?;
+    let policy =
+        crate::policy::Policy::load_cached(&system_policy_dir(), ws_policy, Some(state_dir))?;
     let risk = crate::classify::classify_steps(
         &spec.steps,
         spec.uses_steps,

@@ -39,6 +39,8 @@ pub(super) struct Merged {
     /// The command index of `rules[..n]` as `(index, n)`, if built since
     /// the last system layer ([`Merged::index_commands`]).
     index: Option<(CommandIndex, usize)>,
+    /// `workspace_bound.allow_homes` as the system layers set it.
+    allow_homes: bool,
 }
 
 impl Merged {
@@ -66,6 +68,7 @@ impl Merged {
             egress_layers: Vec::new(),
             egress: crate::egress::EgressSystem::default(),
             index: None,
+            allow_homes: false,
         }
     }
 
@@ -113,6 +116,9 @@ impl Merged {
         if let Some(e) = &f.egress {
             egress::merge_system(&mut self.egress, name, e)?;
             self.egress_layers.push((name.into(), e.clone()));
+        }
+        if let Some(b) = f.workspace_bound {
+            self.allow_homes = b.allow_homes;
         }
         self.sources.push(name.into());
         Ok(())
@@ -184,6 +190,14 @@ impl Merged {
         if let Some(e) = &f.egress {
             egress::merge_workspace(&mut self.egress, name, e)?;
         }
+        if f.workspace_bound.is_some_and(|b| b.allow_homes) {
+            return Err(rule_err(
+                name,
+                "workspace_bound",
+                "allow_homes",
+                "only a system policy file (/etc/dryrun/policy.d) may let a home directory be a workspace",
+            ));
+        }
         self.sources.push(name.into());
         Ok(())
     }
@@ -252,6 +266,7 @@ impl Merged {
             sources: self.sources,
             stubs: self.stubs.into_values().collect(),
             egress: self.egress,
+            allow_home_workspaces: self.allow_homes,
         }
     }
 }

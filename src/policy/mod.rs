@@ -70,6 +70,20 @@ pub struct PolicyFile {
     /// Egress names and pins (see `policy/egress.rs`).
     #[serde(default)]
     pub egress: Option<egress::EgressPolicyConfig>,
+    /// Which directories may be a workspace (system policy only; see
+    /// `engine::bound`).
+    #[serde(default)]
+    pub workspace_bound: Option<WorkspaceBoundConfig>,
+}
+
+/// `workspace_bound:` in a system policy file.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceBoundConfig {
+    /// A home directory, or a directory holding one, may be a workspace
+    /// (off: refused, with the reason; `/` never is).
+    #[serde(default)]
+    pub allow_homes: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -188,6 +202,10 @@ pub struct Policy {
     pub stubs: Vec<crate::model::stubs::StubRule>,
     /// Always- and never-allowed names and pins for runs with an allowlist.
     pub egress: crate::egress::EgressSystem,
+    /// The system policy lets a home directory (or a directory holding
+    /// one) be a workspace (`workspace_bound.allow_homes`; a workspace
+    /// policy cannot set it).
+    pub allow_home_workspaces: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -623,6 +641,39 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_system_policy_lets_homes_be_workspaces() {
+        let allow = "workspace_bound: {allow_homes: true}\n";
+        assert!(!Policy::default_policy().allow_home_workspaces);
+        let sys = Policy::layered(&[("sys.yaml".into(), allow.into())], None).unwrap();
+        assert!(sys.allow_home_workspaces);
+        let e = Policy::layered(
+            &[("sys.yaml".into(), "rules: []\n".into())],
+            Some(&(".dryrun/policy.yaml".into(), allow.into())),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("only a system policy file"), "{e}");
+        // Saying no again is not loosening.
+        let p = Policy::layered(
+            &[("sys.yaml".into(), allow.into())],
+            Some(&(
+                ".dryrun/policy.yaml".into(),
+                "workspace_bound: {allow_homes: false}\n".into(),
+            )),
+        )
+        .unwrap();
+        assert!(p.allow_home_workspaces);
+        let e = Policy::layered(
+            &[(
+                "sys.yaml".into(),
+                "workspace_bound: {allow_home: true}\n".into(),
+            )],
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("allow_home"), "{e}");
+    }
 
     #[test]
     fn the_workspace_dryrun_dir_is_protected_whatever_the_files_say() {

@@ -65,17 +65,6 @@ pub const EXIT_BLOCK: i32 = 2;
 /// The largest hook input read.
 const INPUT_MAX: u64 = 4 << 20;
 
-/// Globs a hook run must never touch, whatever `dryrun.yaml` says: the
-/// hook's own configuration and the agent hosts' settings (an agent that
-/// rewrites them switches its guard off).
-pub const BUILTIN_FORBIDDEN: &[&str] = &[
-    "dryrun.yaml",
-    ".dryrun/",
-    ".claude/",
-    ".codex/",
-    ".mcp.json",
-];
-
 /// Default wall-clock limit of a hook rehearsal, seconds.
 pub const DEFAULT_TIMEOUT_S: u64 = 60;
 
@@ -262,7 +251,9 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     }
     // The project the host works in bounds where a command may run: a
     // `cd ~` or `cd /` in the agent's shell must not make the home or the
-    // root directory the workspace whose change set goes live.
+    // root directory the workspace whose change set goes live. (The
+    // engine refuses a home, a directory holding one, and `/` for every
+    // door: `engine::bound`; this is the hook's own, narrower bound.)
     let project = project_root(&cwd)?;
     // Compared as they are on disk: a symlink in the project or a `..`
     // that leads out of it is outside it, whatever its spelling.
@@ -278,6 +269,9 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     }
     // Rehearsed where it is on disk, not through a link that may change.
     let cwd = real(&cwd);
+    // The engine's workspace bound, before anything of the workspace is
+    // read (the engine applies it again to the run itself).
+    crate::engine::bound::check_here(&cwd).map_err(|e| HookError::Workspace(e.to_string()))?;
     let hook_intent = crate::envelope::read_task_file(&project, "hook")
         .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
@@ -334,13 +328,15 @@ fn is_shell(w: &str) -> bool {
 
 /// The envelope of a hook rehearsal: the command, in `cwd`, under the
 /// workspace's `hook:` intent or the built-in default (mutating, may
-/// write anything but [`BUILTIN_FORBIDDEN`], 60 s).
+/// write anything, 60 s). The engine adds
+/// [`crate::engine::bound::BUILTIN_FORBIDDEN`] (the hook's own
+/// configuration and the agent hosts' settings) to its forbidden paths,
+/// as to every run's.
 pub fn hook_envelope(host: Host, command: &str, cwd: &Path, hi: Option<&HookIntent>) -> Envelope {
     let default = HookIntent::default();
     let hi = hi.unwrap_or(&default);
     let mode = hi.mode.unwrap_or(Mode::Mutating);
-    let mut forbidden: Vec<String> = BUILTIN_FORBIDDEN.iter().map(|s| s.to_string()).collect();
-    forbidden.extend(hi.forbidden_paths.iter().cloned());
+    let forbidden: Vec<String> = hi.forbidden_paths.clone();
     let expected = match mode {
         Mode::ReadOnly => Vec::new(),
         Mode::Mutating => hi

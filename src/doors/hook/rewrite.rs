@@ -11,12 +11,11 @@ use super::HookError;
 /// Does any simple command of `command` (after unwrapping `sh -c`,
 /// `env`, `sudo`, substitutions, ...) run dryrun?
 pub fn invokes_dryrun(command: &str) -> bool {
-    let policy =
-        match crate::policy::Policy::load(Path::new(crate::engine::SYSTEM_POLICY_DIR), None) {
-            Ok(p) => p,
-            // No policy, no parse: judge by the text (fail closed).
-            Err(_) => return command.contains("dryrun"),
-        };
+    let policy = match crate::policy::Policy::load(&crate::engine::system_policy_dir(), None) {
+        Ok(p) => p,
+        // No policy, no parse: judge by the text (fail closed).
+        Err(_) => return command.contains("dryrun"),
+    };
     let c = crate::classify::classify(command, &policy, &Default::default());
     let own = std::env::current_exe().ok();
     c.commands.iter().any(|simple| {
