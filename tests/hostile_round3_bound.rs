@@ -306,6 +306,23 @@ fn the_cli_refuses_a_home_or_a_directory_holding_one_however_it_is_spelled() {
         let r = to_run(o);
         assert_eq!(r.code, 0, "{who:?}: allowed home: {r:?}");
         assert_eq!(r.decision(), "promote");
+        // The same policy in a directory the user may write is not system
+        // configuration: the variable is ignored and the home refused.
+        let forged = allowing_policy_dir();
+        let (u, g) = test_user();
+        std::os::unix::fs::chown(forged.path(), Some(u), Some(g)).unwrap();
+        let o = cli_local(
+            who,
+            &test_home(),
+            &state,
+            &[("DRYRUN_SYSTEM_POLICY_DIR", forged.path())],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{who:?} forged policy dir: {}",
+            text(&o)
+        );
         // An ordinary project runs.
         let ws = Ws::new(who);
         let r = to_run(cli_local(who, &ws.dir, &state, &[]));

@@ -98,13 +98,31 @@ pub const SYSTEM_POLICY_DIR: &str = "/etc/dryrun/policy.d";
 /// or `DRYRUN_SYSTEM_POLICY_DIR` from this process's own environment
 /// (system configuration, as the daemon's flags are: a daemon's clients
 /// and an envelope cannot set it; the in-process engine belongs to its
-/// caller anyway).
+/// caller anyway). Taken only when it is a directory owned by root that
+/// no one else may write, as `/etc/dryrun` is: a variable an agent host
+/// passes on cannot point the hook at a policy the agent wrote.
 pub fn system_policy_dir() -> PathBuf {
-    std::env::var_os("DRYRUN_SYSTEM_POLICY_DIR")
+    use std::os::unix::fs::MetadataExt;
+    let named = std::env::var_os("DRYRUN_SYSTEM_POLICY_DIR")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| PathBuf::from(SYSTEM_POLICY_DIR))
+        .filter(|p| p.is_absolute());
+    match named {
+        Some(p)
+            if std::fs::symlink_metadata(&p)
+                .is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.mode() & 0o022 == 0) =>
+        {
+            p
+        }
+        Some(p) => {
+            tracing::warn!(
+                "DRYRUN_SYSTEM_POLICY_DIR={} is not a directory owned by root that only root may write; using {SYSTEM_POLICY_DIR}",
+                p.display()
+            );
+            PathBuf::from(SYSTEM_POLICY_DIR)
+        }
+        None => PathBuf::from(SYSTEM_POLICY_DIR),
+    }
 }
 
 /// Landlock ABI below which dryrun refuses to rehearse unless told to degrade
