@@ -36,6 +36,10 @@ pub struct SandboxRecord {
     /// How each limit was enforced.
     pub enforcement: Vec<String>,
     pub network: String,
+    /// The limits the run had: what it asked for, the engine's defaults
+    /// (sized to the machine) for the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::envelope::LimitsSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -11,9 +11,13 @@
 //!    replaced by `[redacted:env:NAME]`. Values that would destroy ordinary
 //!    output are not looked for: shorter than [`MIN_ENV_VALUE_LEN`] bytes,
 //!    digits only and shorter than [`MIN_NUMERIC_ENV_VALUE_LEN`], one of
-//!    [`COMMON_VALUES`], or (envelope `env` only) a variable in
-//!    [`CONFIG_NAMES`] (`PATH`, `HOME`, `LANG`, `LC_*`, ...). Host values on
+//!    [`COMMON_VALUES`], or (envelope `env` only) a configuration variable
+//!    ([`crate::model::variables::is_configuration_name`]: `PATH`, `HOME`,
+//!    `LANG`, `LC_*`, `GIT_AUTHOR_NAME`, `VIRTUAL_ENV`, ...). Host values on
 //!    the live lane have no name exemption: they are secrets by design.
+//!    The caller's own environment (`crate::caller_env`) is not looked for:
+//!    what of it reaches the command passed the secret filter, and its
+//!    values (paths, names, versions) are the output's ordinary words.
 //! 2. **Known credential shapes** ([`detectors`]): cloud access keys, forge
 //!    and chat tokens, private key blocks, JWTs, `password=` / `token=` /
 //!    `secret=` / `api_key=` assignments, and high-entropy values assigned to
@@ -63,25 +67,6 @@ pub(crate) const COMMON_VALUES: &[&str] = &[
     "xterm-256color",
     "warning",
     "critical",
-];
-/// Envelope variables whose values are configuration, not credentials.
-pub(crate) const CONFIG_NAMES: &[&str] = &[
-    "PATH",
-    "HOME",
-    "PWD",
-    "OLDPWD",
-    "SHELL",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LANGUAGE",
-    "TERM",
-    "TZ",
-    "TMPDIR",
-    "EDITOR",
-    "VISUAL",
-    "PAGER",
-    "SOURCE_DATE_EPOCH",
 ];
 /// How much a redacted text may grow over the original before it is cut.
 pub(crate) const MAX_GROWTH: usize = 1024;
@@ -250,9 +235,11 @@ pub(crate) fn is_redactable_value(value: &str) -> bool {
         && !COMMON_VALUES.contains(&value)
 }
 
-/// Is this envelope variable configuration rather than a credential?
+/// Is this envelope variable configuration rather than a credential? The
+/// one rule: [`crate::model::variables::is_configuration_name`] (the
+/// locale, paths, the user's identity, toolchains' settings).
 pub(crate) fn is_config_name(name: &str) -> bool {
-    CONFIG_NAMES.contains(&name) || name.starts_with("LC_")
+    crate::model::variables::is_configuration_name(name)
 }
 
 impl Redactor {

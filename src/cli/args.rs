@@ -236,20 +236,25 @@ pub(super) struct DaemonArgs {
     #[arg(long)]
     pub(super) host_prompt_approvals: bool,
     /// Ceiling of limits.timeout_s; a run asking for more is refused (400).
-    #[arg(long, value_name = "S", default_value_t = crate::envelope::DEFAULT_CEILINGS.timeout_s)]
-    pub(super) max_timeout_s: u64,
-    /// Ceiling of limits.memory_mb.
-    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.memory_mb)]
-    pub(super) max_memory_mb: u64,
-    /// Ceiling of limits.pids.
-    #[arg(long, value_name = "N", default_value_t = crate::envelope::DEFAULT_CEILINGS.pids)]
-    pub(super) max_pids: u64,
-    /// Ceiling of limits.output_kb.
-    #[arg(long, value_name = "KIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.output_kb)]
-    pub(super) max_output_kb: u64,
-    /// Ceiling of limits.disk_mb (also bounds what one run keeps).
-    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.disk_mb)]
-    pub(super) max_disk_mb: u64,
+    /// Default: 3600.
+    #[arg(long, value_name = "S")]
+    pub(super) max_timeout_s: Option<u64>,
+    /// Ceiling of limits.memory_mb. Default: three quarters of the RAM.
+    #[arg(long, value_name = "MIB")]
+    pub(super) max_memory_mb: Option<u64>,
+    /// Ceiling of limits.pids. Default: 16384.
+    #[arg(long, value_name = "N")]
+    pub(super) max_pids: Option<u64>,
+    /// Ceiling of limits.output_kb. Default: 4096.
+    #[arg(long, value_name = "KIB")]
+    pub(super) max_output_kb: Option<u64>,
+    /// Ceiling of limits.disk_mb (also bounds what one run keeps). Default:
+    /// half the RAM (the upper layer is memory).
+    #[arg(long, value_name = "MIB")]
+    pub(super) max_disk_mb: Option<u64>,
+    /// Ceiling of limits.cpus. Default: every CPU the daemon may use.
+    #[arg(long, value_name = "N")]
+    pub(super) max_cpus: Option<u64>,
     /// Records and kept content each client uid may keep in the state
     /// directory; past it, submissions are refused (507). 0: no quota.
     #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_QUOTA_PER_UID_BYTES >> 20)]

@@ -84,7 +84,7 @@ impl DaemonConfig {
             shutdown_grace: Duration::from_secs(30),
             budget: Some(Default::default()),
             allow_degraded: false,
-            ceilings: crate::envelope::DEFAULT_CEILINGS,
+            ceilings: crate::engine::machine::Machine::this().default_ceilings(),
             retention: crate::engine::Retention::default(),
             host_prompt_approvals: false,
             egress_resolve: Vec::new(),

@@ -97,12 +97,17 @@ impl Backend {
     }
 
     /// Rehearse the envelope in `workspace` (unless it names its own) and
-    /// wait for the verdict.
+    /// wait for the verdict. The command's environment is this process's
+    /// (a hook's or an MCP server's: the agent host's, which started it),
+    /// filtered by the engine, unless the envelope carries one.
     pub fn execute(&self, envelope: &Envelope, workspace: &Path) -> Result<RunRecord, DoorError> {
         let mut envelope = envelope.clone();
         if envelope.working_dir.is_none() {
             envelope.working_dir = Some(workspace.to_path_buf());
         }
+        envelope
+            .caller_env
+            .get_or_insert_with(crate::caller_env::of_this_process);
         let reply = self.door.send(&request::Submit {
             envelope,
             wait: true,

@@ -10,6 +10,12 @@ socket, standard library only.
 
 The caller's identity is the socket's peer credentials: the daemon records
 who submitted, and only reviewers (another uid) approve.
+
+The rehearsed command's environment is this process's (`os.environ`), sent
+as the envelope's `caller_env` and filtered by the daemon (secret-looking
+names and values are removed and named in the record); pass
+`Client(send_environment=False)` to send none (the daemon then uses the
+login environment of the workspace's owner), or set `Envelope.caller_env`.
 """
 from __future__ import annotations
 
@@ -54,6 +60,7 @@ class Limits:
     pids: Optional[int] = None
     output_kb: Optional[int] = None
     disk_mb: Optional[int] = None
+    cpus: Optional[int] = None
 
 
 @dataclass
@@ -76,6 +83,9 @@ class Envelope:
     intent: Intent = field(default_factory=Intent)
     limits: Limits = field(default_factory=Limits)
     env: Dict[str, str] = field(default_factory=dict)
+    # The client's environment (None: the Client fills it from os.environ,
+    # unless told not to).
+    caller_env: Optional[Dict[str, str]] = None
 
     def to_json(self) -> Dict[str, Any]:
         def clean(v):
@@ -154,9 +164,17 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class Client:
-    def __init__(self, socket_path: Optional[str] = None, timeout: float = 600.0):
+    def __init__(self, socket_path: Optional[str] = None, timeout: float = 600.0,
+                 send_environment: bool = True):
         self.socket_path = socket_path or default_socket()
         self.timeout = timeout
+        self.send_environment = send_environment
+
+    def _envelope(self, envelope: Envelope) -> Dict[str, Any]:
+        body = envelope.to_json()
+        if envelope.caller_env is None and self.send_environment:
+            body["caller_env"] = dict(os.environ)
+        return body
 
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:
         conn = _UnixConnection(self.socket_path, self.timeout)
@@ -186,11 +204,11 @@ class Client:
 
     def execute(self, envelope: Envelope) -> Run:
         """Submit and wait for the verdict."""
-        return Run.from_record(self._call("POST", "/v1/runs?wait=true", envelope.to_json()))
+        return Run.from_record(self._call("POST", "/v1/runs?wait=true", self._envelope(envelope)))
 
     def submit(self, envelope: Envelope) -> str:
         """Submit without waiting; returns the run id."""
-        return self._call("POST", "/v1/runs", envelope.to_json())["run_id"]
+        return self._call("POST", "/v1/runs", self._envelope(envelope))["run_id"]
 
     def run(self, run_id: str) -> Run:
         return Run.from_record(self._call("GET", f"/v1/runs/{self._id(run_id)}"))
