@@ -281,7 +281,6 @@ fn mcp_execute(who: Who, ws: &Ws, command: &str) -> Value {
         "name": "execute", "arguments": {"command": command, "working_dir": ws.dir}}}),
     );
     let v = read_id(2);
-    drop(send);
     drop(stdin);
     let _ = ch.wait();
     v["result"]["structuredContent"].clone()
@@ -347,7 +346,7 @@ fn only_run(ws: &Ws) -> Value {
             .unwrap_or_else(|| panic!("not a run list: {v}"))
     });
     assert_eq!(runs.len(), 1, "{v}");
-    show(&ws, runs[0]["run_id"].as_str().unwrap())
+    show(ws, runs[0]["run_id"].as_str().unwrap())
 }
 
 /// The hook (started by the agent host) passes the host's environment,
