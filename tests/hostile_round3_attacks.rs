@@ -264,3 +264,58 @@ fn entry_points_the_list_missed_and_node_modules_bin_need_approval() {
         assert!(named.is_empty(), "{o} named: {named:?}");
     }
 }
+
+/// Characters that draw nothing and were outside the notation's list: a
+/// variation selector (text and emoji presentation, and the supplement's
+/// 240 more), the deprecated format characters, Mongolian and Khmer
+/// invisibles, musical format controls, shorthand controls.
+const UNDRAWN: &[char] = &[
+    '\u{fe0f}',
+    '\u{fe00}',
+    '\u{e0100}',
+    '\u{206a}',
+    '\u{206f}',
+    '\u{180b}',
+    '\u{17b4}',
+    '\u{1d173}',
+    '\u{1bca0}',
+    '\u{fff0}',
+];
+
+/// Attack (found): the agent names files (and spells its command) with
+/// characters that draw nothing but were not in the notation's list, so
+/// `deploy.sh` and `deploy.sh` + U+FE0F, or a command with a hidden
+/// argument, read the same on the reviewer's screen: root's `dryrun show`,
+/// `runs` and `diff` printed them raw. Fixed: the notation escapes every
+/// default-ignorable character (`model::text`). The reviewer's screen
+/// holds each as `⟦U+....⟧` and none raw.
+#[test]
+fn characters_that_draw_nothing_are_shown_by_name() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let ws = Ws::new(Who::User);
+    let names: Vec<String> = UNDRAWN.iter().map(|c| format!("deploy{c}.sh")).collect();
+    let cmd = format!(
+        "touch {} && echo 'x{}y' > notes.txt",
+        names.iter().map(|n| sq(n)).collect::<Vec<_>>().join(" "),
+        UNDRAWN.iter().collect::<String>()
+    );
+    let r = ws.rehearse(&cmd, &["--expect-write", "**"]);
+    assert_eq!(r.exit_code(), Some(0), "{}", r.stderr);
+    let id = run_id(&r);
+    for args in [vec!["show", &id], vec!["runs"], vec!["diff", &id]] {
+        let o = root_on_state(&ws.state, &args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        let screen = text(&o);
+        for c in UNDRAWN {
+            assert!(
+                !screen.contains(*c),
+                "{args:?}: U+{:04X} reached the screen raw:\n{screen}",
+                *c as u32
+            );
+        }
+        let named = format!("⟦U+{:04X}⟧", '\u{fe0f}' as u32);
+        assert!(screen.contains(&named), "{args:?}: {screen}");
+    }
+}
