@@ -319,3 +319,91 @@ fn characters_that_draw_nothing_are_shown_by_name() {
         assert!(screen.contains(&named), "{args:?}: {screen}");
     }
 }
+
+/// A directory under `base` with `mode`, owned by `owner` (root or the
+/// test user).
+fn dir_of(base: &Path, name: &str, owner: Who, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = base.join(name);
+    std::fs::create_dir_all(&p).unwrap();
+    if owner == Who::User {
+        let (u, g) = test_user();
+        std::os::unix::fs::chown(&p, Some(u), Some(g)).unwrap();
+    }
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+/// A root-owned system policy directory at `dir` that lets homes be
+/// workspaces.
+fn allowing_policy_at(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let f = dir.join("50-homes.yaml");
+    std::fs::write(&f, "workspace_bound: {allow_homes: true}\n").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+/// Attack (found): the agent's hook (or local engine) is started with a
+/// `DRYRUN_SYSTEM_POLICY_DIR` the agent chose. The directory itself must be
+/// root's and written by no one else, but it was checked by its last
+/// component only: a root directory that sits inside a directory of the
+/// agent's (or is reached through a link of the agent's) passed, and the
+/// agent can rename it away and put its own policy there between the check
+/// and the read (shown below: it may rename root's directory). Fixed: the
+/// variable is taken only when the resolved directory and every directory
+/// above it are root's and writable by no one else (or sticky), and the
+/// resolved path is what is read. The control: the same policy in a
+/// directory only root can change still lets the caller's home be a
+/// workspace.
+#[test]
+fn a_system_policy_dir_the_agent_can_swap_is_not_system_configuration() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let base = tempfile::Builder::new()
+        .prefix("dryrun-r3-policydir-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let base = base.path();
+    std::fs::set_permissions(base, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let home = dir_of(base, "home", Who::User, 0o755);
+    let state = dir_of(base, "state", Who::User, 0o700);
+    let roots = dir_of(base, "roots/policy.d", Who::Root, 0o755);
+    allowing_policy_at(&roots);
+    let agents = dir_of(base, "agents", Who::User, 0o755);
+    let swappable = dir_of(&agents, "policy.d", Who::Root, 0o755);
+    allowing_policy_at(&swappable);
+    let run = |policy_dir: &Path| {
+        as_test_user(bin())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", &home)
+            .env("DRYRUN_STATE_DIR", &state)
+            .env("DRYRUN_LOCAL", "1")
+            .env("DRYRUN_SYSTEM_POLICY_DIR", policy_dir)
+            .current_dir(&home)
+            .stdin(std::process::Stdio::null())
+            .args(["execute", "--json", "--local", "--command", "true"])
+            .output()
+            .unwrap()
+    };
+    // The control: root's own directory is system configuration.
+    let o = run(&roots);
+    assert_eq!(o.status.code(), Some(0), "control: {}", text(&o));
+    // The agent can swap the root directory in its own for another.
+    let st = as_test_user("sh")
+        .arg("-c")
+        .arg("mv \"$0/policy.d\" \"$0/moved\" && mv \"$0/moved\" \"$0/policy.d\"")
+        .arg(&agents)
+        .status()
+        .unwrap();
+    assert!(st.success(), "the agent could not rename root's directory");
+    // So it is not system configuration: the home stays refused.
+    let o = run(&swappable);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("home directory") && text(&o).contains("allow_homes"),
+        "{}",
+        text(&o)
+    );
+}
