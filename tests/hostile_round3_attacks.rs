@@ -407,3 +407,115 @@ fn a_system_policy_dir_the_agent_can_swap_is_not_system_configuration() {
         text(&o)
     );
 }
+
+/// `/etc/hosts` of the host namespace for the local-address attacks: names
+/// the agent controls, each answering with an address that is the host's
+/// by a route of another kind than the interface address the egress round
+/// tested.
+const LOCAL_HOSTS: &str = "\
+127.0.0.1 localhost
+13.0.0.5 anyip.x.test
+2a0b:4e07:aa::5 anyip6.x.test
+12.9.9.9 veth2.x.test
+2a0b:4e07:9::9 veth2v6.x.test
+14.1.1.1 lo.x.test
+::ffff:13.0.0.5 mapped.x.test
+64:ff9b::d00:5 nat64.x.test
+2002:d00:5::1 sixtofour.x.test
+13.0.0.5 pinned.test
+";
+
+/// Attack (held): the allowed names resolve to addresses that are the
+/// host's in other ways than an interface's own address: a whole prefix
+/// routed to the host (`ip route add local 13.0.0.0/24 dev lo`, "AnyIP", and
+/// its IPv6 twin), a /32 and a /128 on a second interface, an address on
+/// `lo`, and the AnyIP address inside IPv4-mapped, NAT64 and 6to4 forms; the
+/// plain request spelled in uppercase with a trailing dot. A root daemon's
+/// proxy refuses each by the kernel's route (`local`), and the host
+/// service, bound to every address, takes only the control: a name the
+/// system pinned to the AnyIP address, which proves the address reaches
+/// the service.
+#[test]
+fn the_proxy_refuses_every_kind_of_local_route_of_the_host() {
+    use common::net::{HostNet, accepted, connect_each, proxy_entry, status_of};
+    if !common::daemon::require_root() {
+        return;
+    }
+    const PORT: u16 = 7070;
+    let net = HostNet::new(LOCAL_HOSTS);
+    net.ip(&["route", "add", "local", "13.0.0.0/24", "dev", "lo"]);
+    net.ip(&[
+        "-6",
+        "route",
+        "add",
+        "local",
+        "2a0b:4e07:aa::/64",
+        "dev",
+        "lo",
+    ]);
+    net.ip(&["link", "add", "dr2", "type", "veth", "peer", "name", "dr3"]);
+    net.ip(&["addr", "add", "12.9.9.9/32", "dev", "dr2"]);
+    net.ip(&[
+        "-6",
+        "addr",
+        "add",
+        "2a0b:4e07:9::9/128",
+        "dev",
+        "dr2",
+        "nodad",
+    ]);
+    net.ip(&["link", "set", "dr2", "up"]);
+    net.ip(&["link", "set", "dr3", "up"]);
+    net.ip(&["addr", "add", "14.1.1.1/32", "dev", "lo"]);
+    let service = net.listen(PORT);
+    let pin = format!("pinned.test:{PORT}:13.0.0.5");
+    let d = common::daemon::Daemon::start_wrapped(&net.wrapper(), &["--egress-resolve", &pin]);
+    let ws = common::daemon::user_workspace();
+    let attacks = [
+        "anyip.x.test",
+        "anyip6.x.test",
+        "veth2.x.test",
+        "veth2v6.x.test",
+        "lo.x.test",
+        "mapped.x.test",
+        "nat64.x.test",
+        "sixtofour.x.test",
+    ];
+    let mut targets: Vec<String> = attacks.iter().map(|n| format!("{n}:{PORT}")).collect();
+    targets.push(format!("pinned.test:{PORT}"));
+    let cmd = format!(
+        "curl -sS --max-time 30 http://ANYIP.X.TEST.:{PORT}/admin; echo; {}",
+        connect_each(&targets)
+    );
+    let mut c = d.cli_user();
+    c.current_dir(&ws.dir)
+        .args(["execute", "--json", "--command", &cmd]);
+    for t in &targets {
+        c.args(["--allow-net", t]);
+    }
+    let r = to_run(c.output().unwrap());
+    assert_ran(Who::User, &r);
+    assert_eq!(accepted(&service), 1, "{}\n{}", r.out(), d.log_text());
+    assert!(
+        r.out()
+            .contains("anyip.x.test resolves to 13.0.0.5, an address of this host"),
+        "{}",
+        r.out()
+    );
+    for name in attacks {
+        let target = format!("{name}:{PORT}");
+        assert!(
+            status_of(&r, &target).contains(" 403 "),
+            "{target}: {}",
+            r.out()
+        );
+        let e = proxy_entry(&r, name, PORT);
+        assert_eq!(e["allowed"], false, "{e}");
+        assert!(
+            e["reason"].as_str().unwrap_or("").contains("this host"),
+            "{e}"
+        );
+    }
+    assert!(status_of(&r, &format!("pinned.test:{PORT}")).contains(" 200 "));
+    assert_eq!(r.decision(), "blocked", "{:?}", r.reasons());
+}
