@@ -519,3 +519,93 @@ fn the_proxy_refuses_every_kind_of_local_route_of_the_host() {
     assert!(status_of(&r, &format!("pinned.test:{PORT}")).contains(" 200 "));
     assert_eq!(r.decision(), "blocked", "{:?}", r.reasons());
 }
+
+/// The test user's home as the password database names it, made (the
+/// test user's, 0755) when it does not exist yet: the home the agent would
+/// reach.
+fn agent_home() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let (u, g) = test_user();
+    let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(u))
+        .unwrap()
+        .expect("the test user's account")
+        .dir;
+    assert!(home.is_absolute() && home != Path::new("/"), "{home:?}");
+    if !home.exists() {
+        std::fs::create_dir_all(&home).unwrap();
+        std::os::unix::fs::chown(&home, Some(u), Some(g)).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    home
+}
+
+/// Attack (held): the agent's run writes `.bashrc` in an ordinary project
+/// (protected: a reviewer approves it there), then, between the approval
+/// and its promotion, the agent replaces its workspace directory by a
+/// symlink to its home, so that the approved `.bashrc` would land in the
+/// home. The daemon's live lane opens the workspace by the pinned device
+/// and inode without following links: refused, and the home has no
+/// `.bashrc` from the run. The control: the same approval promoted without
+/// the swap writes the project's `.bashrc`.
+#[test]
+fn a_workspace_swapped_for_a_link_to_the_home_after_approval_is_not_promoted() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let home = agent_home();
+    let marker = format!("from-run-{}", random_hex());
+    let d = common::daemon::Daemon::start(&[]);
+    let approved_run = |ws: &Ws| {
+        let r = common::daemon::submit_user(
+            &d,
+            ws,
+            &format!("echo {marker} > .bashrc"),
+            &["--expect-write", "**"],
+        );
+        assert_eq!(r.decision(), "needs_approval", "{:?}", r.reasons());
+        let id = run_id(&r);
+        let o = d
+            .cli_root()
+            .args(["approve", &id, "--note", "a project's rc file"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        id
+    };
+    let promote = |id: &str| d.cli_user().args(["promote", id]).output().unwrap();
+
+    // The control.
+    let ws = common::daemon::user_workspace();
+    let id = approved_run(&ws);
+    let o = promote(&id);
+    assert!(o.status.success(), "control: {}", text(&o));
+    assert!(
+        std::fs::read_to_string(ws.dir.join(".bashrc")).is_ok_and(|t| t.contains(&marker)),
+        "the control did not land"
+    );
+
+    // The attack, in a directory of the agent's (so it may rename there).
+    let ws = common::daemon::user_workspace();
+    let (u, g) = test_user();
+    std::os::unix::fs::chown(ws.root.path(), Some(u), Some(g)).unwrap();
+    let id = approved_run(&ws);
+    let st = as_test_user("sh")
+        .arg("-c")
+        .arg("mv \"$0\" \"$0.old\" && ln -s \"$1\" \"$0\"")
+        .arg(&ws.dir)
+        .arg(&home)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = promote(&id);
+    assert!(
+        !o.status.success(),
+        "promoted through the link: {}",
+        text(&o)
+    );
+    let rc = std::fs::read_to_string(home.join(".bashrc")).unwrap_or_default();
+    assert!(
+        !rc.contains(&marker),
+        "the run's .bashrc landed in the home"
+    );
+}
