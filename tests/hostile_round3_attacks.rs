@@ -609,3 +609,87 @@ fn a_workspace_swapped_for_a_link_to_the_home_after_approval_is_not_promoted() {
         "the run's .bashrc landed in the home"
     );
 }
+
+/// Attack (held): spellings of the agent's home the bound's own tests do
+/// not try: doubled slashes, `/.` components, the magic links
+/// `/proc/self/root/...` and `/proc/self/cwd` (the process's own working
+/// directory, the home), a `..` that climbs out and back in. As the
+/// workspace of an in-process `execute` and as a Claude Code hook event's
+/// `cwd`, each is refused as the home (exit 2) and nothing is rehearsed.
+#[test]
+fn magic_links_and_odd_spellings_of_the_home_are_the_home() {
+    use std::io::Write;
+    if !common::daemon::require_root() {
+        return;
+    }
+    let home = agent_home();
+    let h = home.display().to_string();
+    let name = home.file_name().unwrap().to_string_lossy().into_owned();
+    let spellings = [
+        format!("/{h}//"),
+        format!("{}/./{name}/.", home.parent().unwrap().display()),
+        format!("/proc/self/root{h}"),
+        "/proc/self/cwd".to_string(),
+        format!("{h}/../{name}"),
+    ];
+    let base = tempfile::Builder::new()
+        .prefix("dryrun-r3-spell-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        base.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let state = dir_of(base.path(), "state", Who::User, 0o700);
+    let agent = || {
+        let mut c = as_test_user(bin());
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("HOME", "/nonexistent")
+            .env("DRYRUN_STATE_DIR", &state)
+            .env("DRYRUN_LOCAL", "1")
+            .current_dir(&home);
+        c
+    };
+    for s in &spellings {
+        let o = agent()
+            .args(["execute", "--json", "--local", "--workspace", s])
+            .args(["--command", "echo planted > planted.txt"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "execute {s}: {}", text(&o));
+        assert!(
+            text(&o).contains("home directory"),
+            "execute {s}: {}",
+            text(&o)
+        );
+        let mut ch = agent()
+            .args(["hook", "claude-code"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let event = common::hook::claude_event(Path::new(s), "echo planted > planted.txt");
+        ch.stdin
+            .take()
+            .unwrap()
+            .write_all(event.to_string().as_bytes())
+            .unwrap();
+        let o = ch.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "hook {s}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "hook {s}: an answer");
+        assert!(
+            text(&o).contains("home directory"),
+            "hook {s}: {}",
+            text(&o)
+        );
+    }
+    assert!(
+        std::fs::read_dir(state.join("runs")).map_or(0, |d| d.count()) == 0,
+        "something was rehearsed"
+    );
+    assert!(!home.join("planted.txt").exists());
+}
