@@ -693,3 +693,55 @@ fn magic_links_and_odd_spellings_of_the_home_are_the_home() {
     );
     assert!(!home.join("planted.txt").exists());
 }
+
+/// An account made for one test, removed when dropped.
+struct LateAccount(String);
+
+impl Drop for LateAccount {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.0).status();
+    }
+}
+
+/// Attack (held): an account is added after the daemon started, its home
+/// inside the agent's project (a service account whose home an
+/// administrator put there). The daemon reads the password database at
+/// every submission, not once at its start: the project is refused as
+/// holding that home. The control: the same project was accepted before
+/// the account existed.
+#[test]
+fn a_home_of_an_account_added_after_the_daemon_started_counts() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let d = common::daemon::Daemon::start(&[]);
+    let ws = common::daemon::user_workspace();
+    let r = common::daemon::submit_user(&d, &ws, "true", &[]);
+    assert_eq!(r.decision(), "promote", "control: {}", r.stderr);
+    let name = format!("dr3late{}", &random_hex()[..8]);
+    let st = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            "-d",
+        ])
+        .arg(ws.dir.join("svc-home"))
+        .arg(&name)
+        .status()
+        .unwrap();
+    assert!(st.success(), "useradd {name}");
+    let _account = LateAccount(name.clone());
+    let r = common::daemon::submit_user(&d, &ws, "true", &[]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        text_of(&r).contains(&format!("contains the home directory of {name}")),
+        "{}",
+        text_of(&r)
+    );
+}
+
+fn text_of(r: &Run) -> String {
+    format!("{}{}", r.stdout, r.stderr)
+}
