@@ -1,21 +1,29 @@
 //! Hostile round 3, the attacker's own round (issue 29, "Done means"): an
 //! unprivileged agent (the tests' `dryrun-test` user) owning its workspace
 //! and its local state directory, against what this round changed: the
-//! workspace bound, the files that run code later, the terminal notation,
-//! the journal's anchor, and root reading the agent's state directory (the
-//! README's `sudo dryrun show` reviewer flow). Every attack is judged on
-//! the host: a command that returns instead of hanging, a finding in the
-//! record, bytes on the reviewer's screen, a home that stays untouched.
+//! egress proxy's address checks, the workspace bound, the files that run
+//! code later, the terminal notation, the journal's anchor, and root
+//! reading the agent's state directory (the README's `sudo dryrun show`
+//! reviewer flow). Every attack is judged on the host: a command that
+//! returns instead of hanging, a finding in the record, bytes on the
+//! reviewer's screen, a listener that takes no connection, a home that
+//! stays untouched.
 //!
-//! Findings of this round (each test says what it found and how it was
-//! fixed): a fifo or oversized file in place of a record, a kept blob or the
-//! journal hung root's `dryrun runs`, `show`, `diff` and `journal verify`;
-//! build and environment entry points of whole ecosystems (.NET, Swift,
-//! Elixir, a virtual environment's activation, Yarn's loader, ...) and
-//! `node_modules/.bin`, on the PATH of every package script, went live
-//! without a person; invisible characters outside the notation's list
-//! (variation selectors) reached the screen; a `DRYRUN_SYSTEM_POLICY_DIR`
-//! reached through a directory or link the agent controls was taken.
+//! Found (each test says how it was fixed, and fails without the fix): a
+//! fifo in place of a record, a kept blob or the journal hung root's
+//! `dryrun runs`, `show`, `diff` and `journal verify`; entry points of whole
+//! ecosystems (.NET, Swift, Elixir, a virtual environment's activation,
+//! Yarn's loader, ...) and `node_modules/.bin`, on the PATH of every
+//! package script, went live without a person; so did what the
+//! repository's config and `.git` pointer name (`core.hooksPath`, an
+//! included config, a separate gitdir); invisible characters outside the
+//! notation's list (variation selectors) reached the screen; a
+//! `DRYRUN_SYSTEM_POLICY_DIR` inside a directory the agent controls was
+//! taken. Held (kept as regression tests, each shown to fail with its
+//! defence removed by hand): AnyIP and other local routes through the
+//! proxy, a workspace swapped for a link to the home after approval, odd
+//! spellings and magic links of the home, an account added after the
+//! daemon started.
 
 mod common;
 
