@@ -757,9 +757,10 @@ fn text_of(r: &Run) -> String {
 /// Attack (found): the repository at the workspace root keeps what git
 /// runs outside `.git/`: its config sets `core.hooksPath = scripts/hooks`
 /// (a common team setup), `core.fsmonitor` to a script of the project, and
-/// includes a shared config file, which includes another; a second
-/// project's `.git` is a file pointing at `repo.git/`
-/// (`--separate-git-dir`). With intent `**`, a run rewrites the hook git
+/// includes a shared config file, which includes another, and its
+/// `pre-push` hook is a link to a project script; a second project's `.git`
+/// is a file pointing at `repo.git/` (`--separate-git-dir`); a third's
+/// `.git/hooks` is a link to the project's `githooks/`. With intent `**`, a run rewrites the hook git
 /// runs at the next commit, the fsmonitor script the next `git status`
 /// runs, the included configs (which can set any of those), and the
 /// separate gitdir's hook and config: all promoted, while the same files
@@ -809,14 +810,27 @@ fn what_the_repositorys_config_and_pointer_name_is_protected() {
     );
     ws.write("team.gitconfig", "[include]\n\tpath = nested.gitconfig\n");
     ws.write("nested.gitconfig", "[user]\n\tname = x\n");
-    for s in ["scripts/hooks/pre-commit", "tools/fsmon.sh", "src/app.sh"] {
+    for s in [
+        "scripts/hooks/pre-commit",
+        "tools/fsmon.sh",
+        "tools/pre-push.sh",
+        "src/app.sh",
+    ] {
         write_script(&ws, s, "#!/bin/sh\nexit 0\n");
     }
+    // A hook git runs that is a link to a script of the project.
+    std::os::unix::fs::symlink(
+        "../../tools/pre-push.sh",
+        ws.dir.join(".git/hooks/pre-push"),
+    )
+    .unwrap();
+    ws.chown_all();
     let protected = [
         "scripts/hooks/pre-commit",
         "tools/fsmon.sh",
         "team.gitconfig",
         "nested.gitconfig",
+        "tools/pre-push.sh",
     ];
     let mut all = protected.to_vec();
     all.push("src/app.sh");
@@ -833,4 +847,14 @@ fn what_the_repositorys_config_and_pointer_name_is_protected() {
     all.push("src/app.sh");
     let r = rewrite(&ws, &all);
     assert_protected(&r, &protected, "src/app.sh");
+
+    // The hooks directory itself a link to the project's.
+    let ws = Ws::new(Who::User);
+    std::fs::create_dir_all(ws.dir.join(".git")).unwrap();
+    write_script(&ws, "githooks/commit-msg", "#!/bin/sh\nexit 0\n");
+    write_script(&ws, "src/app.sh", "#!/bin/sh\nexit 0\n");
+    std::os::unix::fs::symlink("../githooks", ws.dir.join(".git/hooks")).unwrap();
+    ws.chown_all();
+    let r = rewrite(&ws, &["githooks/commit-msg", "src/app.sh"]);
+    assert_protected(&r, &["githooks/commit-msg"], "src/app.sh");
 }

@@ -12,14 +12,47 @@
 //! Read before the rehearsal, with the workspace owner's rights through
 //! the owner session (no links followed, regular files only, capped), from
 //! the workspace as it is: what the run itself changes there (`.git`,
-//! `.git/config`) is protected by pattern already. Links are not followed,
-//! so a `.git` or a hooks directory that is a symlink is not resolved here
-//! (docs/protected-paths.md says so).
+//! `.git/config`) is protected by pattern already. Links are read, never
+//! followed: a `.git` that is a link, a hooks directory that is one, and
+//! each hook git runs that is one (`pre-commit -> ../../scripts/pre-commit`)
+//! name what they point at inside the workspace, and that is protected.
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::workspace::apply::Identity;
 use crate::workspace::owner::OwnerSession;
+
+/// The hooks git runs (githooks(5)), by name in the hooks directory.
+const HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
 
 /// The most of one `.git` pointer or config file read.
 const MAX_READ: u64 = 1 << 20;
@@ -42,20 +75,50 @@ pub(super) fn repository_patterns(
             .ok()
             .flatten()
     };
+    let links = |rels: &[PathBuf]| -> Vec<Option<PathBuf>> {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let raw: Vec<Vec<u8>> = rels
+            .iter()
+            .map(|r| r.as_os_str().as_bytes().to_vec())
+            .collect();
+        owner
+            .symlink_targets(workspace, identity, &raw)
+            .unwrap_or_else(|_| vec![None; rels.len()])
+            .into_iter()
+            .map(|t| t.map(|t| PathBuf::from(std::ffi::OsString::from_vec(t))))
+            .collect()
+    };
     let mut out = Vec::new();
-    // A `.git` file names the repository's directory.
-    let gitdir = match read(Path::new(".git")) {
-        Some(text) => match pointer(&text).and_then(|p| inside(workspace, Path::new(""), &p)) {
-            Some(dir) => {
-                for part in ["config", "config.worktree", "hooks/", "info/", "commondir"] {
-                    out.push(anchored(&dir, part));
-                }
-                dir
+    // A `.git` link or `gitdir:` file names the repository's directory.
+    let dot_git = Path::new(".git");
+    let named = match links(&[dot_git.to_path_buf()]).pop().flatten() {
+        Some(target) => Some(inside(workspace, Path::new(""), &target)),
+        None => read(dot_git)
+            .map(|text| pointer(&text).and_then(|p| inside(workspace, Path::new(""), &p))),
+    };
+    let gitdir = match named {
+        Some(Some(dir)) => {
+            for part in ["config", "config.worktree", "hooks/", "info/", "commondir"] {
+                out.push(anchored(&dir, part));
             }
-            None => return out,
-        },
+            dir
+        }
+        // A pointer outside the workspace, or one that names nothing.
+        Some(None) => return out,
         None => PathBuf::from(".git"),
     };
+    // Its hooks directory, and each hook git runs, when they are links to
+    // elsewhere in the workspace (`ln -s ../../scripts/pre-commit`).
+    let hooks = gitdir.join("hooks");
+    let mut asked = vec![hooks.clone()];
+    asked.extend(HOOKS.iter().map(|h| hooks.join(h)));
+    for (i, (rel, target)) in asked.iter().zip(links(&asked)).enumerate() {
+        let Some(target) = target else { continue };
+        let base = rel.parent().unwrap_or(Path::new(""));
+        if let Some(t) = inside(workspace, base, &target) {
+            out.push(anchored(&t, if i == 0 { "/" } else { "" }));
+        }
+    }
     // Its config, and the files it includes.
     let mut configs = vec![gitdir.join("config")];
     let mut seen = 0;
