@@ -15,8 +15,9 @@
 //! ecosystems (.NET, Swift, Elixir, a virtual environment's activation,
 //! Yarn's loader, ...) and `node_modules/.bin`, on the PATH of every
 //! package script, went live without a person; so did what the
-//! repository's config and `.git` pointer name (`core.hooksPath`, an
-//! included config, a separate gitdir); invisible characters outside the
+//! repository's config, `.git` pointer and hook links name
+//! (`core.hooksPath`, an included config, a separate gitdir, `pre-push ->
+//! ../../tools/pre-push.sh`); invisible characters outside the
 //! notation's list (variation selectors) reached the screen; a
 //! `DRYRUN_SYSTEM_POLICY_DIR` inside a directory the agent controls was
 //! taken. Held (kept as regression tests, each shown to fail with its
@@ -850,7 +851,7 @@ fn what_the_repositorys_config_and_pointer_name_is_protected() {
 
     // The hooks directory itself a link to the project's.
     let ws = Ws::new(Who::User);
-    std::fs::create_dir_all(ws.dir.join(".git")).unwrap();
+    ws.write(".git/config", "[core]\n\tbare = false\n");
     write_script(&ws, "githooks/commit-msg", "#!/bin/sh\nexit 0\n");
     write_script(&ws, "src/app.sh", "#!/bin/sh\nexit 0\n");
     std::os::unix::fs::symlink("../githooks", ws.dir.join(".git/hooks")).unwrap();

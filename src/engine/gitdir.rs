@@ -107,27 +107,17 @@ pub(super) fn repository_patterns(
         Some(None) => return out,
         None => PathBuf::from(".git"),
     };
-    // Its hooks directory, and each hook git runs, when they are links to
-    // elsewhere in the workspace (`ln -s ../../scripts/pre-commit`).
-    let hooks = gitdir.join("hooks");
-    let mut asked = vec![hooks.clone()];
-    asked.extend(HOOKS.iter().map(|h| hooks.join(h)));
-    for (i, (rel, target)) in asked.iter().zip(links(&asked)).enumerate() {
-        let Some(target) = target else { continue };
-        let base = rel.parent().unwrap_or(Path::new(""));
-        if let Some(t) = inside(workspace, base, &target) {
-            out.push(anchored(&t, if i == 0 { "/" } else { "" }));
-        }
-    }
     // Its config, and the files it includes.
     let mut configs = vec![gitdir.join("config")];
     let mut seen = 0;
+    let mut has_config = false;
     while let Some(cfg) = configs.pop() {
         seen += 1;
         if seen > MAX_INCLUDES {
             break;
         }
         let Some(text) = read(&cfg) else { continue };
+        has_config |= seen == 1;
         let cfg_dir = cfg.parent().unwrap_or(Path::new("")).to_path_buf();
         for (key, value) in entries(&String::from_utf8_lossy(&text)) {
             let (base, dir) = match key.as_str() {
@@ -147,6 +137,22 @@ pub(super) fn repository_patterns(
                 configs.push(rel.clone());
             }
             out.push(anchored(&rel, if dir { "/" } else { "" }));
+        }
+    }
+    // Its hooks directory, and each hook git runs, when they are links to
+    // elsewhere in the workspace (`ln -s ../../scripts/pre-commit`); not
+    // asked where there is no repository (no config could be read).
+    if !has_config {
+        return out;
+    }
+    let hooks = gitdir.join("hooks");
+    let mut asked = vec![hooks.clone()];
+    asked.extend(HOOKS.iter().map(|h| hooks.join(h)));
+    for (i, (rel, target)) in asked.iter().zip(links(&asked)).enumerate() {
+        let Some(target) = target else { continue };
+        let base = rel.parent().unwrap_or(Path::new(""));
+        if let Some(t) = inside(workspace, base, &target) {
+            out.push(anchored(&t, if i == 0 { "/" } else { "" }));
         }
     }
     out.sort();
