@@ -28,6 +28,7 @@ mod compare;
 mod egress;
 mod entries;
 mod error;
+mod gitdir;
 mod host_prompt;
 mod live;
 mod queue;
@@ -98,31 +99,57 @@ pub const SYSTEM_POLICY_DIR: &str = "/etc/dryrun/policy.d";
 /// or `DRYRUN_SYSTEM_POLICY_DIR` from this process's own environment
 /// (system configuration, as the daemon's flags are: a daemon's clients
 /// and an envelope cannot set it; the in-process engine belongs to its
-/// caller anyway). Taken only when it is a directory owned by root that
-/// no one else may write, as `/etc/dryrun` is: a variable an agent host
-/// passes on cannot point the hook at a policy the agent wrote.
+/// caller anyway). Taken, resolved, only when root alone can change what
+/// it holds ([`root_only_dir`]), as `/etc/dryrun` is: a variable an agent
+/// host passes on cannot point the hook at a policy the agent wrote, nor
+/// at a root directory the agent can swap for its own between the check
+/// and the read (one inside a directory of the agent's, or reached
+/// through a link it can point elsewhere).
 pub fn system_policy_dir() -> PathBuf {
-    use std::os::unix::fs::MetadataExt;
     let named = std::env::var_os("DRYRUN_SYSTEM_POLICY_DIR")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
-    match named {
-        Some(p)
-            if std::fs::symlink_metadata(&p)
-                .is_ok_and(|m| m.is_dir() && m.uid() == 0 && m.mode() & 0o022 == 0) =>
-        {
-            p
-        }
-        Some(p) => {
+    match named.as_deref().map(root_only_dir) {
+        Some(Ok(resolved)) => resolved,
+        Some(Err(why)) => {
             tracing::warn!(
-                "DRYRUN_SYSTEM_POLICY_DIR={} is not a directory owned by root that only root may write; using {SYSTEM_POLICY_DIR}",
-                p.display()
+                "DRYRUN_SYSTEM_POLICY_DIR={} is not system configuration ({why}); using {SYSTEM_POLICY_DIR}",
+                named.as_deref().unwrap_or(Path::new("")).display()
             );
             PathBuf::from(SYSTEM_POLICY_DIR)
         }
         None => PathBuf::from(SYSTEM_POLICY_DIR),
     }
+}
+
+/// `p` resolved, when root alone can change what it holds: it is a
+/// directory owned by root that no one else may write, and every directory
+/// above it is owned by root and writable by no one else, or sticky (where
+/// others may add entries but not rename or remove root's). Otherwise why
+/// not. Nothing on the resolved path can then be swapped by anyone else.
+fn root_only_dir(p: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    let resolved = std::fs::canonicalize(p).map_err(|e| format!("cannot resolve it: {e}"))?;
+    let mut at = Some(resolved.as_path());
+    let mut is_the_dir = true;
+    while let Some(d) = at {
+        let m = std::fs::symlink_metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        if !m.is_dir() || m.uid() != 0 {
+            return Err(format!("{} is not a directory owned by root", d.display()));
+        }
+        let writable_by_others = m.mode() & 0o022 != 0;
+        let sticky = m.mode() & 0o1000 != 0;
+        if writable_by_others && (is_the_dir || !sticky) {
+            return Err(format!(
+                "{} may be written by others than root",
+                d.display()
+            ));
+        }
+        is_the_dir = false;
+        at = d.parent();
+    }
+    Ok(resolved)
 }
 
 /// Landlock ABI below which dryrun refuses to rehearse unless told to degrade

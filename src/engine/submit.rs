@@ -415,6 +415,10 @@ fn classify(
     .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
     let ws_policy =
         crate::policy::read_workspace_policy(&owner, &spec.workspace, &spec.workspace_identity)?;
+    // Where the root repository's pointer and config put its hooks and
+    // config: protected for this run like `.git/hooks/` and `.git/config`.
+    let repository =
+        super::gitdir::repository_patterns(&owner, &spec.workspace, &spec.workspace_identity);
     // The same ids and groups are the evidence walk's reader's.
     let owner_groups = owner.creds().groups.clone();
     let owner_gid = owner.creds().gid;
@@ -430,7 +434,12 @@ fn classify(
             is_step: spec.uses_steps,
         },
     );
-    let protected = policy.protected_matcher();
+    let protected = match repository.is_empty() {
+        true => policy.protected_matcher(),
+        false => Arc::new(PathMatcher::deferred_any_depth(
+            &[policy.protected_matcher().patterns.clone(), repository].concat(),
+        )),
+    };
     Ok(Classified {
         policy,
         risk,
