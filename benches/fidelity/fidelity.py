@@ -5,7 +5,7 @@ an ordinary user; their exit statuses and trees compared.
 
     fidelity.py prepare [--cache DIR]
     fidelity.py run --dryrun PATH [--identities root,user] [--workflows a,b,...]
-                    [--quick] [--json FILE] [--cache DIR]
+                    [--repeat N] [--baseline] [--json FILE] [--cache DIR]
 
 `run` prints a table (SAME / DIFFERENT / REFUSED per workflow and identity,
 with rehearse + promote time against the direct run's) and the reasons for
@@ -20,6 +20,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -55,8 +56,10 @@ def _work_dir(ident):
 def run(args):
     cache = projects.Cache(args.cache).fetch(log)
     names = [n for n in args.identities.split(",") if n]
-    selected = workflows.select([w for w in (args.workflows or "").split(",") if w], args.quick)
+    selected = workflows.select([w for w in (args.workflows or "").split(",") if w])
+    t0 = time.monotonic()
     idents = homes.make(names, cache.wheels)
+    log(f"identities ready: {time.monotonic() - t0:.1f} s")
     for ident in idents:
         log("identity " + ident.describe())
     registry = standin.Registry(cache.wheel_files(), cache.npm_files()).start()
@@ -69,12 +72,18 @@ def run(args):
             work = _work_dir(ident)
             try:
                 t = projects.Templates(cache, ident, work, registry)
+                t0 = time.monotonic()
                 t.build(sorted({w.project for w in selected}), log)
+                log(f"  templates of {ident.name}: {time.monotonic() - t0:.1f} s")
                 ctx = lanes.Context(args.dryrun, ident, t, registry, service, scratch, args.baseline)
                 for wf in selected:
-                    results.append(lanes.run_workflow(ctx, wf, log))
+                    results.append(lanes.repeated(ctx, wf, args.repeat, log))
             finally:
                 shutil.rmtree(work, ignore_errors=True)
+                try:
+                    work.parent.rmdir()
+                except OSError:
+                    pass
     finally:
         registry.stop()
         service.stop()
@@ -136,7 +145,8 @@ def main():
     r.add_argument("--dryrun", required=True, help="the dryrun binary")
     r.add_argument("--identities", default="root,user")
     r.add_argument("--workflows", help="comma-separated names (default: all)")
-    r.add_argument("--quick", action="store_true", help="only the integration test's set")
+    r.add_argument("--repeat", type=int, default=1,
+                   help="run each workflow N times: times are medians, and a result that changes between repetitions is named")
     r.add_argument("--json", help="write every result here")
     r.add_argument("--baseline", action="store_true",
                    help="compare the direct lane with itself (the normalisation's noise floor; every workflow should be SAME)")

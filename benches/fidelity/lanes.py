@@ -27,6 +27,7 @@ Results:
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -180,7 +181,7 @@ def judge(wf, d, r):
 
 
 def run_workflow(ctx, wf, log=print):
-    log(f"  {ctx.ident.name}: {wf.name}")
+    t0 = time.monotonic()
     d = direct(ctx, wf)
     cleanup_outside(ctx, wf)
     # The baseline: the direct lane twice, to see the comparison's own
@@ -189,6 +190,7 @@ def run_workflow(ctx, wf, log=print):
     result, reasons = judge(wf, d, r)
     cleanup_outside(ctx, wf)
     rec = r.get("record") if isinstance(r.get("record"), dict) else {}
+    log(f"  {ctx.ident.name}: {wf.name}: {result} ({time.monotonic() - t0:.1f} s in all)")
     return {
         "workflow": wf.name,
         "project": wf.project,
@@ -205,6 +207,22 @@ def run_workflow(ctx, wf, log=print):
         "stripped": ((rec.get("rehearsal") or {}).get("stripped") or [])[:40],
         "egress": (rec.get("rehearsal") or {}).get("egress") or [],
     }
+
+
+def repeated(ctx, wf, n, log=print):
+    """`run_workflow` n times: the first result, with the median times; a
+    result that changed between repetitions is named in its reasons."""
+    runs = [run_workflow(ctx, wf, log) for _ in range(max(1, n))]
+    first = dict(runs[0])
+    if n > 1:
+        first["direct_s"] = round(statistics.median(r["direct_s"] for r in runs), 3)
+        first["dryrun_s"] = round(statistics.median(r["dryrun_s"] for r in runs), 3)
+        first["ratio"] = round(first["dryrun_s"] / first["direct_s"], 2) if first["direct_s"] > 0 else None
+        first["repeat"] = n
+        seen = sorted({r["result"] for r in runs})
+        if len(seen) > 1:
+            first["reasons"] = first["reasons"] + [f"unstable: the {n} repetitions gave {', '.join(seen)}"]
+    return first
 
 
 def cleanup_outside(ctx, wf):

@@ -28,6 +28,7 @@ Projects:
 """
 
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -111,9 +112,12 @@ class Cache:
     def fetch(self, log=print):
         for d in (self.pypi, self.wheels, self.npm):
             d.mkdir(parents=True, exist_ok=True)
-        self._fetch_pypi(log)
-        self._fetch_npm(log)
-        self._fetch_crate(log)
+        # One filler at a time (the bench and a test may start together).
+        with open(self.root / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._fetch_pypi(log)
+            self._fetch_npm(log)
+            self._fetch_crate(log)
         # Readable by the unprivileged identity (its venv installs the wheels).
         for d, _, files in os.walk(self.root):
             os.chmod(d, 0o755)

@@ -9,21 +9,19 @@ and the system configuration pins that name to 127.0.0.1 with
 `check`: an extra condition beyond exit status and tree ("cache": the
 record's `rehearsal.outside_writes` names the write under ~/.cache).
 
-`quick`: part of the integration test's set (tests/fidelity_workflows.rs);
-the bench runs them all.
+`note`: why the workflow is there, when its name does not say.
 
 Placeholders in commands: {service_port}.
 """
 
 
 class Workflow:
-    def __init__(self, name, project, command, network=None, check=None, quick=True, note=""):
+    def __init__(self, name, project, command, network=None, check=None, note=""):
         self.name = name
         self.project = project
         self.command = command
         self.network = network
         self.check = check
-        self.quick = quick
         self.note = note
 
     def command_for(self, service=None):
@@ -53,7 +51,7 @@ WORKFLOWS = [
     Workflow("cargo-build", "either", "cargo build"),
     Workflow("cargo-test", "either", "cargo test"),
     Workflow("cargo-fmt", "either", "sed -i 's/^pub enum Either<L, R> {$/pub enum Either<L,R>{/' src/lib.rs && cargo fmt"),
-    Workflow("cargo-clippy", "either", "cargo clippy", quick=False),
+    Workflow("cargo-clippy", "either", "cargo clippy"),
     # Python: the sdist's test suite, with the user's Python.
     Workflow("pytest", "six", "python -m pytest -q"),
     Workflow("pytest-fails", "six",
@@ -80,10 +78,10 @@ WORKFLOWS = [
 BY_NAME = {w.name: w for w in WORKFLOWS}
 
 
-def select(names=None, quick=False):
+def select(names=None):
     if names:
         unknown = [n for n in names if n not in BY_NAME]
         if unknown:
             raise SystemExit(f"unknown workflow(s): {', '.join(unknown)} (known: {', '.join(BY_NAME)})")
         return [BY_NAME[n] for n in names]
-    return [w for w in WORKFLOWS if w.quick or not quick]
+    return list(WORKFLOWS)
