@@ -8,7 +8,7 @@ toolchains where users keep them:
 
 - root: rustup in /root/.rustup and /root/.cargo/bin (the machine's own),
   and a virtual environment made from root's pyenv Python
-  (/root/.pyenv/versions/X, `pyenv global`), activated (VIRTUAL_ENV, its
+  (/root/.pyenv/versions/X, `pyenv global`; required), activated (VIRTUAL_ENV, its
   bin/ first on PATH); its global git identity is the one in
   /root/.gitconfig (one is set when there is none).
 - the user: its own rustup under /home/dryrun-test (~/.rustup,
@@ -143,7 +143,10 @@ def _root_python():
             p = pyenv / "versions" / version / "bin" / name
             if p.exists():
                 return p, f"pyenv {version}"
-    return Path("/usr/bin/python3"), "Debian's python3 (root has no pyenv)"
+    raise SetupError(
+        "root has no pyenv Python (/root/.pyenv/version and its versions/X/bin/python3): "
+        "root's Python in these workflows is pyenv's, as users keep it"
+    )
 
 
 def _default_toolchain():
