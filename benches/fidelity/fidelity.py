@@ -4,6 +4,7 @@ in one copy and rehearsed + promoted by dryrun in another, as root and as
 an ordinary user; their exit statuses and trees compared.
 
     fidelity.py prepare [--cache DIR]
+    fidelity.py report FILE.json
     fidelity.py run --dryrun PATH [--identities root,user] [--workflows a,b,...]
                     [--repeat N] [--baseline] [--json FILE] [--cache DIR]
 
@@ -121,11 +122,13 @@ def print_table(report, order, names):
     print()
     for n in names:
         rs = [r for r in report["results"] if r["identity"] == n and r["ratio"] is not None]
-        same = [r["ratio"] for r in rs if r["result"] == lanes.SAME]
+        # The controls take no time of their own: their ratio is dryrun's
+        # fixed cost, not a workflow's.
+        same = [r["ratio"] for r in rs if r["result"] == lanes.SAME and not r["workflow"].startswith("control-")]
         counts = {k: sum(1 for r in rs if r["result"] == k) for k in (lanes.SAME, lanes.DIFFERENT, lanes.REFUSED)}
         med = f"{statistics.median(same):.2f}x (worst {max(same):.2f}x)" if same else "-"
         print(f"{n}: {counts[lanes.SAME]} SAME, {counts[lanes.DIFFERENT]} DIFFERENT, {counts[lanes.REFUSED]} REFUSED;"
-              f" rehearse + promote / direct, median over the SAME workflows: {med}")
+              f" rehearse + promote / direct, median over the SAME workflows (controls aside): {med}")
     print()
     print("Why each workflow that is not SAME is not:")
     for r in report["results"]:
@@ -133,12 +136,14 @@ def print_table(report, order, names):
             continue
         print(f"- {r['workflow']} ({r['identity']}): {r['result']}")
         for reason in r["reasons"][:14]:
-            print(f"    - {reason}")
+            print(f"    - {' | '.join(line for line in reason.splitlines() if line.strip())}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("report", help="print the table of a --json file again")
+    t.add_argument("json")
     p = sub.add_parser("prepare", help="fetch the pinned projects into the cache")
     p.add_argument("--cache", default=str(DEFAULT_CACHE))
     r = sub.add_parser("run", help="run the workflows")
@@ -153,6 +158,12 @@ def main():
     r.add_argument("--cache", default=str(DEFAULT_CACHE))
     args = ap.parse_args()
     try:
+        if args.cmd == "report":
+            report = json.loads(Path(args.json).read_text())
+            names = list(dict.fromkeys(r["identity"] for r in report["results"]))
+            order = list(dict.fromkeys(r["workflow"] for r in report["results"]))
+            print_table(report, order, names)
+            return 0
         if args.cmd == "prepare":
             projects.Cache(args.cache).fetch(log)
             return 0
