@@ -188,7 +188,6 @@ def _reflogs(root):
 
 def git_manifest(root, git):
     out = {}
-    gitdir = os.path.join(root, ".git")
     for rel, p, st in _walk(root, ".git"):
         parts = rel.split(os.sep)
         if len(parts) >= 2 and (parts[1] in GIT_SEMANTIC_DIRS or parts[1] in GIT_SEMANTIC_FILES):
@@ -208,7 +207,6 @@ def git_manifest(root, git):
     index = git(["ls-files", "-s"])
     out[".git index (mode, blob, stage, path)"] = _digest(index)
     out.update(_reflogs(root))
-    _ = gitdir
     return out
 
 

@@ -231,8 +231,3 @@ def cleanup_outside(ctx, wf):
     if wf.check == "cache":
         shutil.rmtree(ctx.ident.home / ".cache" / "dryrun-fidelity", ignore_errors=True)
 
-
-def timed(f, *a):
-    t0 = time.monotonic()
-    v = f(*a)
-    return v, time.monotonic() - t0
