@@ -154,14 +154,13 @@ const TABLE: &[Row] = &[
         root: Refused("Committer identity unknown"),
         user: Refused("Committer identity unknown"),
     },
-    // `git stash push` is answered by the `git.push` stub (a stub's
-    // subcommand may match any of the first three words), so the stash is
-    // never made and the run needs approval. No part of issue 30 owns it.
+    // git stash falls back to its own identity ("git stash <git@stash>")
+    // where the user's ~/.gitconfig is hidden: a silent difference.
     Row {
         workflow: "git-stash",
-        until: "stub matching at the subcommand's position (no part owns it)",
-        root: Refused("[stubs.would_be_action]"),
-        user: Refused("[stubs.would_be_action]"),
+        until: VIEW_AND_ENV,
+        root: Different("git stash <git@stash>"),
+        user: Different("git stash <git@stash>"),
     },
     // npm's update check looks up registry.npmjs.org: with the home's
     // ~/.npm (its last-checked stamp) and ~/.npmrc visible it would not.
