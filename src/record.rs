@@ -22,6 +22,9 @@ pub struct IntentRecord {
     /// `intent.network.allow` as validated (absent: `network: none`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<String>,
+    /// `intent.require_success`: a non-zero exit blocks this run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_success: bool,
 }
 
 /// How the sandbox was built for this run.

@@ -14,8 +14,14 @@ use crate::model::run_state::RejectCause;
 use crate::record::{RunRecord, RunState};
 
 /// How long a run waits for a person by default (`dryrun daemon
-/// --approval-expiry`, `DRYRUN_APPROVAL_EXPIRY_S`): 7 days.
-pub const DEFAULT_APPROVAL_EXPIRY: Duration = Duration::from_secs(7 * 86_400);
+/// --approval-expiry`, `DRYRUN_APPROVAL_EXPIRY_S`): 24 hours. A run
+/// nobody decided within a day is stale: its agent has moved on, and the
+/// workspace with it.
+pub const DEFAULT_APPROVAL_EXPIRY: Duration = Duration::from_secs(86_400);
+
+/// The verdict's note on a run whose decision is not promote but which
+/// does not wait for a person (`crate::model::waiting`).
+pub(super) const NOT_FOR_A_PERSON: &str = "this run does not wait for a person: what stopped it (listed in the reasons) is for the agent to fix, by changing the command, its intent or its limits and running it again";
 
 /// When `r`, waiting since it was submitted, expires; `None` when it does
 /// not wait or its submission time cannot be read (then it never expires

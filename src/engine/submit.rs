@@ -468,6 +468,7 @@ fn new_record(
             forbidden_paths: spec.forbidden.patterns.clone(),
             reviewer_note: spec.reviewer_note.clone(),
             network: spec.network.iter().map(|p| p.to_string()).collect(),
+            require_success: spec.envelope.intent.require_success,
         },
         risk: Some(risk.clone()),
         rehearsal: None,

@@ -353,6 +353,7 @@ pub fn hook_envelope(host: Host, command: &str, cwd: &Path, hi: Option<&HookInte
             mode,
             expected_writes: expected,
             forbidden_paths: forbidden,
+            require_success: hi.require_success,
             ..Default::default()
         },
         limits: Limits {
