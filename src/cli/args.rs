@@ -266,7 +266,7 @@ pub(super) struct DaemonArgs {
     #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
     pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
     /// Seconds a run waits for a person before it expires (rejected,
-    /// `rejected_because: expired`; default 7 days).
+    /// `rejected_because: expired`; default 24 hours).
     #[arg(long, value_name = "S", default_value_t = crate::engine::DEFAULT_APPROVAL_EXPIRY.as_secs())]
     pub(super) approval_expiry: u64,
     /// Run this executable (no shell) when a run starts waiting for a
@@ -306,6 +306,10 @@ pub(super) struct ExecuteArgs {
     /// Declare the run read-only: any write blocks it.
     #[arg(long)]
     pub(super) read_only: bool,
+    /// A non-zero exit blocks the run (intent.require_success); by default
+    /// a failure inside the intent is a result, promoted as it would land.
+    #[arg(long)]
+    pub(super) require_success: bool,
     /// Wall-clock limit in seconds.
     #[arg(long, value_name = "S")]
     pub(super) timeout: Option<u64>,

@@ -601,6 +601,7 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
     if a.read_only {
         env.intent.mode = Mode::ReadOnly;
     }
+    env.intent.require_success |= a.require_success;
     if let Some(t) = a.timeout {
         env.limits.timeout_s = Some(t);
     }
