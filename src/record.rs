@@ -212,6 +212,11 @@ pub struct RunRecord {
     /// were replayed, and the novel-call policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<ReplayLink>,
+    /// A waiting run its submitter's next run in the same workspace
+    /// superseded (that run's id): it stays `awaiting_approval` (approvable,
+    /// it still expires) but leaves the review queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
 }
 
 /// The run record's `receipt` as records have always held it: the receipt

@@ -81,7 +81,7 @@ pub use entries::shown_actions;
 pub use error::{EngineError, Input, What};
 pub use host_prompt::GRANT_TTL_S;
 pub use live::valid_receipt_id;
-pub use queue::DEFAULT_APPROVAL_EXPIRY;
+pub use queue::{DEFAULT_APPROVAL_EXPIRY, in_review_queue};
 pub use replay::ReplayRequest;
 pub use store::{default_state_dir, valid_run_id};
 pub use submit::access_as;

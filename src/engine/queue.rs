@@ -1,10 +1,20 @@
-//! The review queue: every run whose decision is not promote waits in
-//! `awaiting_approval` until a reviewer approves or rejects it, its
-//! submitter withdraws it, or it expires. Expiry is checked when a waiting
-//! run is read or reviewed through a door, when runs are listed, and
-//! periodically by a running daemon ([`Engine::expire_due_runs`]); an
-//! expired run ends `rejected` with `rejected_because: expired`, journaled
-//! (`run_expired`) before the record changes.
+//! The review queue: a run a person can usefully decide
+//! (`crate::model::waiting`) waits in `awaiting_approval` until a reviewer
+//! approves or rejects it, its submitter withdraws it, or it expires.
+//! Expiry is checked when a waiting run is read or reviewed through a
+//! door, when runs are listed, and periodically by a running daemon
+//! ([`Engine::expire_due_runs`]); an expired run ends `rejected` with
+//! `rejected_because: expired`, journaled (`run_expired`) before the
+//! record changes.
+//!
+//! Superseded runs: when a submitter's next run in the same workspace is
+//! accepted, each run of theirs still waiting there gets `superseded_by`
+//! (the newer run's id) and leaves the queue view ([`in_review_queue`]);
+//! its state stays, so a reviewer who has it open may still decide it and
+//! it still expires. Not journaled: no decision was made. The runs that
+//! wait are found through `waiting/<run_id>` markers (made when a run
+//! starts waiting, dropped when found stale), so a submission reads the
+//! queue, never every record.
 
 use std::time::{Duration, SystemTime};
 
@@ -32,6 +42,14 @@ pub(crate) fn expires_at(r: &RunRecord, expiry: Duration) -> Option<SystemTime> 
     }
     let created = humantime::parse_rfc3339(&r.created_at).ok()?;
     created.checked_add(expiry)
+}
+
+/// Is `r` in the review queue: waiting for a person, and not superseded
+/// by its submitter's next run? (The queue view of every door: `dryrun
+/// runs --awaiting`, `GET /v1/runs?state=awaiting_approval`, `dryrun
+/// review`.)
+pub fn in_review_queue(r: &RunRecord) -> bool {
+    r.state == RunState::AwaitingApproval && r.superseded_by.is_none()
 }
 
 /// The refusal of a review that found the run expired.
@@ -99,7 +117,8 @@ impl Engine {
             } else {
                 r
             };
-            if state.is_none_or(|s| s == r.state) {
+            let queue = state == Some(RunState::AwaitingApproval);
+            if state.is_none_or(|s| s == r.state) && (!queue || in_review_queue(&r)) {
                 out.push(r);
             }
         }
@@ -115,5 +134,76 @@ impl Engine {
         self.list_current(Some(RunState::AwaitingApproval))
             .map(|q| q.len())
             .unwrap_or(0)
+    }
+}
+
+impl Engine {
+    fn waiting_dir(&self) -> std::path::PathBuf {
+        self.state_dir.join("waiting")
+    }
+
+    /// Note that run `run_id` waits for a person (best effort: a run
+    /// without its marker is never superseded, nothing worse).
+    pub(super) fn mark_waiting(&self, run_id: &str) {
+        let dir = self.waiting_dir();
+        let made = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::File::create(dir.join(run_id)).map(drop));
+        if let Err(e) = made {
+            tracing::warn!(run = %run_id, "could not mark the run as waiting: {e}");
+        }
+    }
+
+    /// The newer run `newer` was accepted: every run its submitter left
+    /// waiting in the same workspace (the same directory, by identity)
+    /// gets `superseded_by`. Runs of other submitters are never touched,
+    /// and a run whose lock is held (being reviewed now) is left as it is.
+    pub(super) fn supersede_waiting(&self, newer: &RunRecord) {
+        let Some(uid) = newer.submitted_by.as_ref().map(|a| a.uid) else {
+            return;
+        };
+        let Ok(rd) = std::fs::read_dir(self.waiting_dir()) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            if !super::valid_run_id(&id) || id == newer.run_id {
+                continue;
+            }
+            let stale = || {
+                let _ = std::fs::remove_file(e.path());
+            };
+            let Ok(r) = self.get(&id) else {
+                stale();
+                continue;
+            };
+            if r.state != RunState::AwaitingApproval {
+                stale();
+                continue;
+            }
+            let same = |r: &RunRecord| {
+                r.superseded_by.is_none()
+                    && r.submitted_by.as_ref().map(|a| a.uid) == Some(uid)
+                    && r.workspace_identity.is_some()
+                    && r.workspace_identity == newer.workspace_identity
+                    && r.run_id < newer.run_id
+            };
+            if !same(&r) {
+                continue;
+            }
+            let Ok(Some(_g)) =
+                super::store::RunGuard::acquire(&self.run_dir(&id), &id, super::store::Wait::NotIfHeld)
+            else {
+                continue;
+            };
+            let Ok(mut r) = self.get(&id) else { continue };
+            if r.state != RunState::AwaitingApproval || !same(&r) {
+                continue;
+            }
+            r.superseded_by = Some(newer.run_id.clone());
+            match self.save(&r) {
+                Ok(()) => stale(),
+                Err(e) => tracing::warn!(run = %id, "could not mark the run superseded: {e}"),
+            }
+        }
     }
 }

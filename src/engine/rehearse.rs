@@ -138,6 +138,9 @@ impl Engine {
             sandbox::limits::reap_run_cgroups(&run_id);
         }
         self.save_with(&record, &[("envelope.json", envelope)])?;
+        if record.state == RunState::AwaitingApproval {
+            self.mark_waiting(&run_id);
+        }
         self.clear_inflight(&run_id);
         self.count_usage(&record);
         tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");

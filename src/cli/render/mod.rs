@@ -335,6 +335,12 @@ fn state_line(r: &RunRecord) -> String {
     if let Some(c) = r.rejected_because {
         s.push_str(&format!(" ({})", c.as_str()));
     }
+    if let Some(by) = &r.superseded_by {
+        s.push_str(&format!(
+            " (superseded by run {}: out of the review queue)",
+            Shown::raw(by)
+        ));
+    }
     s
 }
 

@@ -5,7 +5,7 @@
 
 use crate::engine::textdiff::RunDiff;
 use crate::model::Decision;
-use crate::record::{RunRecord, RunState};
+use crate::record::RunRecord;
 use crate::request::{ReviewAction, RunId};
 
 /// The longest note the input line takes.
@@ -108,14 +108,11 @@ pub struct App {
     pub decided: Option<String>,
 }
 
-/// Would the queue hold this run? Waiting for a reviewer, or (before every
-/// non-promote run waits in `awaiting_approval`) rehearsed and not promotable.
+/// Would the queue hold this run? The queue's one rule
+/// ([`crate::engine::in_review_queue`]): waiting for a person and not
+/// superseded by its submitter's next run.
 pub fn waits_for_a_person(r: &RunRecord) -> bool {
-    match r.state {
-        RunState::AwaitingApproval => true,
-        RunState::Rehearsed => decision(r).is_some_and(|d| d != Decision::Promote),
-        _ => false,
-    }
+    crate::engine::in_review_queue(r)
 }
 
 pub fn decision(r: &RunRecord) -> Option<Decision> {

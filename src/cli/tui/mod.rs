@@ -201,21 +201,15 @@ fn perform(door: &Door, app: &mut App, a: Action) -> Vec<Action> {
     }
 }
 
-/// The queue: runs awaiting approval, and rehearsed runs whose decision is
-/// not promote (blocked runs, until every such run waits in
-/// `awaiting_approval` itself).
+/// The queue: runs awaiting approval (a run that did not wait, because
+/// only its agent can act on what stopped it, is never in it).
 fn list_queue(door: &Door) -> Result<Vec<crate::record::RunRecord>, String> {
-    let mut all = Vec::new();
-    for state in [RunState::AwaitingApproval, RunState::Rehearsed] {
-        let l = door
-            .send(&List {
-                state: Some(state),
-                limit: None,
-            })
-            .map_err(|e| e.to_string())?;
-        all.extend(l.runs);
-    }
-    Ok(all)
+    door.send(&List {
+        state: Some(RunState::AwaitingApproval),
+        limit: None,
+    })
+    .map(|l| l.runs)
+    .map_err(|e| e.to_string())
 }
 
 fn name_of(uid: u32) -> String {

@@ -33,11 +33,8 @@ fn formatted_changes() -> Vec<Change> {
 fn record(id_suffix: &str, submitter_uid: u32, decision: Decision) -> RunRecord {
     let mut r: RunRecord = serde_json::from_str(FIXTURE).unwrap();
     r.run_id = format!("r6b053099-03248ae84f21a6{id_suffix}");
-    r.state = if decision == Decision::Blocked {
-        RunState::Rehearsed
-    } else {
-        RunState::AwaitingApproval
-    };
+    r.state = RunState::AwaitingApproval;
+    r.override_required = decision == Decision::Blocked;
     if let Some(a) = r.submitted_by.as_mut() {
         a.uid = submitter_uid;
     } else {
