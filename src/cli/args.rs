@@ -119,6 +119,20 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Fit the state directory into its size budget: the kept content,
+    /// then the records, of the oldest runs nothing pending needs (never the
+    /// journal, receipts, or a run waiting for a person or approved).
+    Gc {
+        /// The budget for this collection (default: DRYRUN_STATE_BUDGET_MB,
+        /// else 512).
+        #[arg(long, value_name = "MIB")]
+        budget_mb: Option<u64>,
+        /// Say what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// The hash-chained journal.
     Journal {
         #[command(subcommand)]
@@ -254,6 +268,11 @@ pub(super) struct DaemonArgs {
     /// directory; past it, submissions are refused (507). 0: no quota.
     #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_QUOTA_PER_UID_BYTES >> 20)]
     pub(super) quota_per_uid_mb: u64,
+    /// The state directory's size budget in MiB: each hourly housekeeping
+    /// removes the kept content, then the records, of the oldest runs
+    /// nothing pending needs until it fits (0: no budget; see `dryrun gc`).
+    #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_STATE_BUDGET_BYTES >> 20)]
+    pub(super) state_budget_mb: u64,
     /// Days the kept content of runs not awaiting approval is kept.
     #[arg(long, value_name = "DAYS")]
     pub(super) blob_retention_days: Option<u64>,
@@ -354,6 +373,7 @@ impl Cmd {
             | Cmd::Rollback { json, .. }
             | Cmd::Cancel { json, .. }
             | Cmd::Replay { json, .. }
+            | Cmd::Gc { json, .. }
             | Cmd::Receipt {
                 cmd: ReceiptCmd::Show { json, .. },
             }

@@ -14,7 +14,8 @@
 //! hourly, and hourly in a running daemon) deletes the `blobs/` of runs past
 //! [`Retention::blob_days`] (default 7) and whole runs past
 //! [`Retention::record_days`] (default 30), unless they are awaiting approval
-//! or approved. Daemon clients have a per-uid quota of what they keep here;
+//! or approved, then fits the state directory into its size budget
+//! ([`Retention::state_budget_bytes`], `gc.rs`, also `dryrun gc`). Daemon clients have a per-uid quota of what they keep here;
 //! a run keeps at most `kept_content_budget(disk_mb)` of content (apparent
 //! size) and a record of at most [`RECORD_MAX_BYTES`]. The sandbox's own
 //! upper layer and mounts live in its mount namespace and vanish with it.
@@ -28,6 +29,7 @@ mod compare;
 mod egress;
 mod entries;
 mod error;
+mod gc;
 mod host_prompt;
 mod live;
 mod queue;
@@ -79,6 +81,7 @@ pub use authz::refuse_self_approval;
 pub use compare::{RunComparison, compare_runs};
 pub use entries::shown_actions;
 pub use error::{EngineError, Input, What};
+pub use gc::DEFAULT_STATE_BUDGET_BYTES;
 pub use host_prompt::GRANT_TTL_S;
 pub use live::valid_receipt_id;
 pub use queue::{DEFAULT_APPROVAL_EXPIRY, in_review_queue};
@@ -200,6 +203,8 @@ pub struct Retention {
     /// Bytes of records and kept content per submitting uid (daemon
     /// clients); `None`: no quota.
     pub quota_per_uid_bytes: Option<u64>,
+    /// The whole state directory's size budget (`gc.rs`); `None`: none.
+    pub state_budget_bytes: Option<u64>,
 }
 
 impl Default for Retention {
@@ -217,6 +222,10 @@ impl Default for Retention {
                 DEFAULT_RECORD_RETENTION_DAYS,
             ),
             quota_per_uid_bytes: Some(DEFAULT_QUOTA_PER_UID_BYTES),
+            state_budget_bytes: match std::env::var("DRYRUN_STATE_BUDGET_MB") {
+                Ok(v) => v.parse::<u64>().ok().map(|mb| mb << 20),
+                Err(_) => Some(gc::DEFAULT_STATE_BUDGET_BYTES),
+            },
         }
     }
 }
