@@ -18,6 +18,7 @@ mod commands;
 mod gc;
 mod ids;
 mod output;
+mod presence;
 mod render;
 mod review;
 mod screen;

@@ -326,6 +326,11 @@ pub enum ReviewerAuth {
     /// Local mode: the person typed back a code shown on the controlling
     /// terminal. Proves a human at a terminal, not a different identity.
     LocalTtyConfirmed,
+    /// Local mode where there is one user (root): on top of the typed-back
+    /// code, the terminal is one no process on this machine made (a
+    /// console, a pseudo-terminal from outside this pid namespace, an ssh
+    /// login; `cli/presence.rs`). Lets root approve root's own run.
+    LocalPresence,
 }
 
 pub(crate) fn unix_now() -> u64 {
