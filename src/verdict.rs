@@ -732,7 +732,11 @@ mod tests {
 
     #[test]
     fn a_failure_inside_the_intent_promotes_unless_success_is_required() {
-        let mut r = ok_report(vec![change("src/a.py", ChangeKind::Modified, FileType::File)]);
+        let mut r = ok_report(vec![change(
+            "src/a.py",
+            ChangeKind::Modified,
+            FileType::File,
+        )]);
         r.exit_code = Some(1);
         let s = spec("command: x\nintent: {expected_writes: ['src/**']}\n");
         let v = judge(&s, &r, &HostReport::default());

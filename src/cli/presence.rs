@@ -54,7 +54,9 @@ pub enum PresenceError {
     NotATerminal,
     #[error("this process has no controlling terminal, or stdin is not it")]
     NotControlling,
-    #[error("this process is not in its terminal's foreground (run it at the prompt, not in the background)")]
+    #[error(
+        "this process is not in its terminal's foreground (run it at the prompt, not in the background)"
+    )]
     NotForeground,
     #[error(
         "this terminal (pseudo-terminal {index}) was made by process {pid} ({name}) on this machine, which holds its other side and could type into it; an agent can make such a terminal (script, expect, tmux, screen, a pty of its own). Approve at a console, an ssh login, or a terminal from outside the container (docker/podman/kubectl exec -it), not inside tmux or screen"
@@ -226,7 +228,10 @@ mod tests {
     #[test]
     fn only_terminals_made_elsewhere_prove_a_person() {
         assert_eq!(judge_terminal(None, &[]).unwrap(), TerminalKind::Console);
-        assert_eq!(judge_terminal(Some(3), &[]).unwrap(), TerminalKind::OutsidePty);
+        assert_eq!(
+            judge_terminal(Some(3), &[]).unwrap(),
+            TerminalKind::OutsidePty
+        );
         assert_eq!(
             judge_terminal(Some(3), &[holder(10, "sshd", true)]).unwrap(),
             TerminalKind::SshPty

@@ -140,6 +140,7 @@ impl Engine {
         };
         let mut size = before;
         let mut needed = std::collections::HashSet::new();
+        let mut content_gone = std::collections::HashSet::new();
         // Content first, oldest first; then whole runs, oldest first.
         for whole in [false, true] {
             for c in &candidates {
@@ -147,14 +148,27 @@ impl Engine {
                     break;
                 }
                 let dir = self.run_dir(&c.id);
-                let target = if whole { dir.clone() } else { dir.join("blobs") };
+                let target = if whole {
+                    dir.clone()
+                } else {
+                    dir.join("blobs")
+                };
                 if !target.exists() {
                     continue;
                 }
-                let Some((freed, state)) = self.collect_one(&c.id, &target, whole, dry_run) else {
+                let Some((mut freed, state)) = self.collect_one(&c.id, &target, whole, dry_run)
+                else {
                     needed.insert(c.id.clone());
                     continue;
                 };
+                // A dry run removed nothing: its content, counted in the
+                // first pass, is not counted twice.
+                if whole && dry_run && content_gone.contains(&c.id) {
+                    freed = freed.saturating_sub(tree_bytes(&dir.join("blobs")));
+                }
+                if !whole {
+                    content_gone.insert(c.id.clone());
+                }
                 size = size.saturating_sub(freed);
                 report.removed.push(GcRemoval {
                     run_id: c.id.clone(),
@@ -165,7 +179,11 @@ impl Engine {
             }
         }
         report.kept_needed = needed.len();
-        report.after_bytes = if dry_run { size } else { tree_bytes(&self.state_dir) };
+        report.after_bytes = if dry_run {
+            size
+        } else {
+            tree_bytes(&self.state_dir)
+        };
         report.over_budget = report.after_bytes > budget;
         if !dry_run && !report.removed.is_empty() {
             *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -192,7 +210,12 @@ impl Engine {
         dry_run: bool,
     ) -> Option<(u64, RunState)> {
         let dir = self.run_dir(id);
-        let _g = RunGuard::acquire(&dir, id, Wait::NotIfHeld).ok()??;
+        // A dry run only reads: it takes no lock (and makes no lock file).
+        let _g = if dry_run {
+            None
+        } else {
+            Some(RunGuard::acquire(&dir, id, Wait::NotIfHeld).ok()??)
+        };
         let r = self.get(id).ok()?;
         let busy = ["promoting", "txn", "inflight"]
             .iter()

@@ -78,7 +78,9 @@ impl Engine {
                 if verdict.decision != verdict::Decision::Promote
                     && record.state == RunState::Rehearsed
                 {
-                    verdict.notes.insert(0, super::queue::NOT_FOR_A_PERSON.into());
+                    verdict
+                        .notes
+                        .insert(0, super::queue::NOT_FOR_A_PERSON.into());
                 }
                 record.override_required =
                     crate::model::run_state::override_required(verdict.decision);

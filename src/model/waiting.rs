@@ -119,10 +119,7 @@ mod tests {
         assert!(!waits_for_person(Promote, &[f("protected.path", Promote)]));
         assert!(!waits_for_person(
             Blocked,
-            &[
-                f("limits.timeout", Blocked),
-                f("protected.path", Promote)
-            ]
+            &[f("limits.timeout", Blocked), f("protected.path", Promote)]
         ));
     }
 }

@@ -68,13 +68,19 @@ mod tests {
         let note = exit_status_finding(&report(Some(1), None), false)
             .unwrap()
             .unwrap();
-        assert!(note.starts_with("the command exited with status 1: a result"), "{note}");
+        assert!(
+            note.starts_with("the command exited with status 1: a result"),
+            "{note}"
+        );
         let killed = exit_status_finding(&report(None, Some(15)), false)
             .unwrap()
             .unwrap();
         assert!(killed.contains("signal 15"), "{killed}");
         let f = exit_status_finding(&report(Some(2), None), true).unwrap_err();
-        assert_eq!((f.rule.as_str(), f.decision), ("evidence.exit_status", Decision::Blocked));
+        assert_eq!(
+            (f.rule.as_str(), f.decision),
+            ("evidence.exit_status", Decision::Blocked)
+        );
         assert!(f.message.contains("status 2"), "{}", f.message);
         // Not the command's doing, or no status: blocked whatever the intent.
         for (code, sig) in [(None, Some(SIGSYS)), (None, None)] {

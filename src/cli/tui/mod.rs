@@ -80,9 +80,8 @@ fn run(g: &GlobalOpts) -> Result<(), ReviewTuiError> {
     let uid = nix::unistd::geteuid().as_raw();
     // Where root is the only user, a person at a terminal no process here
     // made may approve root's own runs (`cli/presence.rs`).
-    let approves_own = matches!(door, Door::Local(_))
-        && uid == 0
-        && super::presence::prove_presence().is_ok();
+    let approves_own =
+        matches!(door, Door::Local(_)) && uid == 0 && super::presence::prove_presence().is_ok();
     let viewer = Viewer { uid, approves_own };
     let mut app = App::new(viewer, label);
     // Restores the terminal on a panic too (the hook try_init installs).

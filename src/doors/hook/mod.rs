@@ -410,7 +410,10 @@ fn answer_for(
     // Not promoted and not waiting: only the agent can act on it.
     if v.decision != Decision::Promote && r.state == RunState::Rehearsed {
         return Ok(Answer::Deny {
-            reason: evidence_summary(r, "was stopped, and nothing in it is for a person to decide; change the command and run it again"),
+            reason: evidence_summary(
+                r,
+                "was stopped, and nothing in it is for a person to decide; change the command and run it again",
+            ),
         });
     }
     Ok(match v.decision {
