@@ -117,10 +117,11 @@ pub fn prove_presence() -> Result<TerminalKind, PresenceError> {
     if !stdin.is_terminal() {
         return Err(PresenceError::NotATerminal);
     }
-    let tty = std::fs::File::open("/dev/tty").map_err(|_| PresenceError::NotControlling)?;
-    let ours = tty.metadata()?.rdev();
-    let stdin_dev = std::fs::metadata("/proc/self/fd/0")?.rdev();
-    if ours != stdin_dev {
+    // A controlling terminal at all (opening /dev/tty needs one), and it
+    // is stdin's device (`tty_nr` of /proc/self/stat).
+    std::fs::File::open("/dev/tty").map_err(|_| PresenceError::NotControlling)?;
+    let ours = std::fs::metadata("/proc/self/fd/0")?.rdev();
+    if controlling_tty()? != Some((libc::major(ours), libc::minor(ours))) {
         return Err(PresenceError::NotControlling);
     }
     let fg = nix::unistd::tcgetpgrp(stdin.as_fd()).map_err(|_| PresenceError::NotControlling)?;
@@ -133,6 +134,26 @@ pub fn prove_presence() -> Result<TerminalKind, PresenceError> {
         None => Vec::new(),
     };
     judge_terminal(pty, &holders)
+}
+
+/// This process's controlling terminal as (major, minor), from field 7
+/// (`tty_nr`) of `/proc/self/stat`; `None` without one.
+fn controlling_tty() -> Result<Option<(u32, u32)>, PresenceError> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The command name (field 2) may hold spaces and parentheses: count
+    // from the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let tty_nr: u32 = rest
+        .split_whitespace()
+        .nth(4)
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(0) as u32;
+    if tty_nr == 0 {
+        return Ok(None);
+    }
+    let major = (tty_nr >> 8) & 0xfff;
+    let minor = (tty_nr & 0xff) | ((tty_nr >> 12) & 0xfff00);
+    Ok(Some((major, minor)))
 }
 
 /// Every visible process with an open pseudo-terminal master of index
