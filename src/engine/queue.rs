@@ -7,14 +7,15 @@
 //! `rejected_because: expired`, journaled (`run_expired`) before the
 //! record changes.
 //!
-//! Superseded runs: when a submitter runs the same command (or the same
-//! task) again in the same workspace, each run of theirs still waiting
-//! there with that command gets `superseded_by` (the newer run's id) and
+//! Superseded runs: when a submitter runs the same command again in the
+//! same workspace, each run of theirs still waiting there with that
+//! command gets `superseded_by` (the newer run's id) and
 //! leaves the queue view ([`in_review_queue`]): the agent redid it, and a
 //! person deciding the old attempt decides nothing it will use. Its state
 //! stays, so a reviewer who has it open may still decide it and it still
 //! expires. Not journaled: no decision was made. A different command is a
-//! different decision and is never superseded: doors are asynchronous (an
+//! different decision and is never superseded (a task name is not enough:
+//! clients label unrelated runs with one): doors are asynchronous (an
 //! MCP client may go on working while its run waits), so "the agent moved
 //! on" alone does not mean it gave a run up. The runs that
 //! wait are found through `waiting/<run_id>` markers (made when a run
@@ -160,7 +161,7 @@ impl Engine {
 
     /// The newer run `newer` was accepted: every run its submitter left
     /// waiting in the same workspace (the same directory, by identity)
-    /// with the same command or task gets `superseded_by`. Runs of other
+    /// with the same command gets `superseded_by`. Runs of other
     /// submitters are never touched, and a run whose lock is held (being
     /// reviewed now) is left as it is.
     pub(super) fn supersede_waiting(&self, newer: &RunRecord) {
@@ -192,7 +193,7 @@ impl Engine {
                     && r.workspace_identity.is_some()
                     && r.workspace_identity == newer.workspace_identity
                     && r.run_id < newer.run_id
-                    && (r.command == newer.command || (r.task.is_some() && r.task == newer.task))
+                    && r.command == newer.command
             };
             if !same(&r) {
                 continue;

@@ -20,7 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Decision;
+use super::{Decision, Finding};
 
 /// Does a run with this decision need an explicit override to be approved
 /// (the record's `override_required`)?
@@ -136,7 +136,7 @@ impl RunState {
     /// with an override, see [`override_required`]); every other run ends
     /// `rehearsed` with its decision (promote, or what the agent must fix
     /// by running again).
-    pub fn after_verdict(decision: Decision, findings: &[super::Finding]) -> Self {
+    pub fn after_verdict(decision: Decision, findings: &[Finding]) -> Self {
         if super::waiting::waits_for_person(decision, findings) {
             RunState::AwaitingApproval
         } else {
@@ -268,13 +268,13 @@ mod tests {
     #[test]
     fn verdicts_lead_to_states_and_pending_states_are_kept() {
         let person = |d| {
-            vec![super::super::Finding {
+            vec![Finding {
                 rule: "protected.path".into(),
                 decision: d,
                 message: String::new(),
             }]
         };
-        let failure = vec![super::super::Finding {
+        let failure = vec![Finding {
             rule: "evidence.exit_status".into(),
             decision: Decision::Blocked,
             message: String::new(),
