@@ -640,9 +640,27 @@ fn gc_fits_the_budget_oldest_first_and_keeps_what_pending_runs_need() {
                 .any(|p| p.to_string_lossy().contains("/blobs/"))
         );
 
-        // A dry run removes nothing and names the same.
+        // A dry run removes nothing and names the same, even when the
+        // engine's hourly housekeeping (with a budget of its own) is due.
+        let stamp = ws.state.join(".housekeeping");
+        assert!(
+            Command::new("touch")
+                .arg("-d")
+                .arg("2 hours ago")
+                .arg(&stamp)
+                .status()
+                .unwrap()
+                .success()
+        );
         let before = files_of(&ws.state);
-        let dry = gc(&ws, &["--budget-mb", "0", "--dry-run"]);
+        let o = ws
+            .command()
+            .args(["gc", "--json", "--budget-mb", "0", "--dry-run"])
+            .env("DRYRUN_STATE_BUDGET_MB", "1")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let dry: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(files_of(&ws.state), before);
         let r = gc(&ws, &["--budget-mb", "0"]);
         assert_eq!(dry["removed"], r["removed"]);

@@ -123,8 +123,9 @@ pub(super) enum Cmd {
     /// then the records, of the oldest runs nothing pending needs (never the
     /// journal, receipts, or a run waiting for a person or approved).
     Gc {
-        /// The budget for this collection (default: DRYRUN_STATE_BUDGET_MB,
-        /// else 512).
+        /// The budget for this collection in MiB (default:
+        /// DRYRUN_STATE_BUDGET_MB, else 512; 0 collects everything nothing
+        /// pending needs).
         #[arg(long, value_name = "MIB")]
         budget_mb: Option<u64>,
         /// Say what would be removed; remove nothing.

@@ -21,11 +21,22 @@ pub(super) fn gc(g: &GlobalOpts, budget_mb: Option<u64>, dry_run: bool, json: bo
     if let Err(msg) = super::review::act_as_state_dir_owner(&dir) {
         return usage_error(msg);
     }
-    let engine = match Engine::open(&dir, EngineOptions::default()) {
+    // Opened with no retention of its own: the engine's start-up
+    // housekeeping must not collect anything (a `--dry-run` removes
+    // nothing); the collection is the one below.
+    let mut options = EngineOptions::default();
+    let configured = options.retention.state_budget_bytes;
+    options.retention = crate::engine::Retention {
+        blob_days: u64::MAX,
+        record_days: u64::MAX,
+        quota_per_uid_bytes: None,
+        state_budget_bytes: None,
+    };
+    let engine = match Engine::open(&dir, options) {
         Ok(e) => e,
         Err(e) => return super::output::error("internal", &e.to_string(), EXIT_INTERNAL),
     };
-    let budget = budget_mb.map(|m| m.saturating_mul(1 << 20));
+    let budget = budget_mb.map(|m| m.saturating_mul(1 << 20)).or(configured);
     let report = match engine.gc(budget, dry_run) {
         Ok(r) => r,
         Err(e) => return super::output::error("internal", &e.to_string(), EXIT_INTERNAL),

@@ -223,7 +223,12 @@ impl Default for Retention {
             ),
             quota_per_uid_bytes: Some(DEFAULT_QUOTA_PER_UID_BYTES),
             state_budget_bytes: match std::env::var("DRYRUN_STATE_BUDGET_MB") {
-                Ok(v) => v.parse::<u64>().ok().map(|mb| mb << 20),
+                // 0 (or anything unreadable): no budget.
+                Ok(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|mb| *mb > 0)
+                    .map(|mb| mb << 20),
                 Err(_) => Some(gc::DEFAULT_STATE_BUDGET_BYTES),
             },
         }
