@@ -57,6 +57,8 @@ pub(crate) struct Intent {
     pub network: Network,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer_note: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_success: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -123,6 +125,9 @@ pub(crate) struct HookIntent {
     /// that needs approval waits for a reviewer (default 300 s).
     #[serde(default)]
     pub await_approval_s: Option<u64>,
+    /// A non-zero exit blocks (default: a failure inside the intent is a result).
+    #[serde(default)]
+    pub require_success: bool,
 }
 
 /// Validated limits in plain units.
@@ -623,8 +628,6 @@ impl Envelope {
 }
 
 impl EnvelopeSpec {
-    /// The validated envelope (working_dir absolute and canonical), as sent
-    /// to a daemon.
     /// Hold the limits to `ceiling`: a limit the envelope asked for above
     /// its ceiling is an error (nothing runs); a default above it is
     /// lowered to the ceiling.

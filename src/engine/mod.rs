@@ -14,7 +14,8 @@
 //! hourly, and hourly in a running daemon) deletes the `blobs/` of runs past
 //! [`Retention::blob_days`] (default 7) and whole runs past
 //! [`Retention::record_days`] (default 30), unless they are awaiting approval
-//! or approved. Daemon clients have a per-uid quota of what they keep here;
+//! or approved, then fits the state directory into its size budget
+//! ([`Retention::state_budget_bytes`], `gc.rs`, also `dryrun gc`). Daemon clients have a per-uid quota of what they keep here;
 //! a run keeps at most `kept_content_budget(disk_mb)` of content (apparent
 //! size) and a record of at most [`RECORD_MAX_BYTES`]. The sandbox's own
 //! upper layer and mounts live in its mount namespace and vanish with it.
@@ -28,6 +29,7 @@ mod compare;
 mod egress;
 mod entries;
 mod error;
+mod gc;
 mod gitdir;
 mod host_prompt;
 mod live;
@@ -80,9 +82,10 @@ pub use authz::refuse_self_approval;
 pub use compare::{RunComparison, compare_runs};
 pub use entries::shown_actions;
 pub use error::{EngineError, Input, What};
+pub use gc::DEFAULT_STATE_BUDGET_BYTES;
 pub use host_prompt::GRANT_TTL_S;
 pub use live::valid_receipt_id;
-pub use queue::DEFAULT_APPROVAL_EXPIRY;
+pub use queue::{DEFAULT_APPROVAL_EXPIRY, in_review_queue};
 pub use replay::ReplayRequest;
 pub use store::{default_state_dir, valid_run_id};
 pub use submit::access_as;
@@ -227,6 +230,8 @@ pub struct Retention {
     /// Bytes of records and kept content per submitting uid (daemon
     /// clients); `None`: no quota.
     pub quota_per_uid_bytes: Option<u64>,
+    /// The whole state directory's size budget (`gc.rs`); `None`: none.
+    pub state_budget_bytes: Option<u64>,
 }
 
 impl Default for Retention {
@@ -244,6 +249,15 @@ impl Default for Retention {
                 DEFAULT_RECORD_RETENTION_DAYS,
             ),
             quota_per_uid_bytes: Some(DEFAULT_QUOTA_PER_UID_BYTES),
+            state_budget_bytes: match std::env::var("DRYRUN_STATE_BUDGET_MB") {
+                // 0 (or anything unreadable): no budget.
+                Ok(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|mb| *mb > 0)
+                    .map(|mb| mb << 20),
+                Err(_) => Some(gc::DEFAULT_STATE_BUDGET_BYTES),
+            },
         }
     }
 }
@@ -344,6 +358,11 @@ pub enum ReviewerAuth {
     /// Local mode: the person typed back a code shown on the controlling
     /// terminal. Proves a human at a terminal, not a different identity.
     LocalTtyConfirmed,
+    /// Local mode where there is one user (root): on top of the typed-back
+    /// code, the terminal is one no process on this machine made (a
+    /// console, a pseudo-terminal from outside this pid namespace, an ssh
+    /// login; `cli/presence.rs`). Lets root approve root's own run.
+    LocalPresence,
 }
 
 pub(crate) fn unix_now() -> u64 {

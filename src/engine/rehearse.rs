@@ -64,7 +64,7 @@ impl Engine {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
-                let verdict = verdict::judge_with(
+                let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
                     &host,
@@ -74,7 +74,14 @@ impl Engine {
                         path_dirs: &path_dirs,
                     },
                 );
-                record.state = RunState::after_verdict(verdict.decision);
+                record.state = RunState::after_verdict(verdict.decision, &verdict.findings);
+                if verdict.decision != verdict::Decision::Promote
+                    && record.state == RunState::Rehearsed
+                {
+                    verdict
+                        .notes
+                        .insert(0, super::queue::NOT_FOR_A_PERSON.into());
+                }
                 record.override_required =
                     crate::model::run_state::override_required(verdict.decision);
                 let evidence = Evidence {
@@ -133,6 +140,9 @@ impl Engine {
             sandbox::limits::reap_run_cgroups(&run_id);
         }
         self.save_with(&record, &[("envelope.json", envelope)])?;
+        if record.state == RunState::AwaitingApproval {
+            self.mark_waiting(&run_id);
+        }
         self.clear_inflight(&run_id);
         self.count_usage(&record);
         tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");

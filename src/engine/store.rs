@@ -396,6 +396,9 @@ impl Engine {
             }
         }
         *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Err(e) = self.gc(None, false) {
+            tracing::warn!("fitting the state directory into its budget: {e}");
+        }
     }
 
     /// Refuse a daemon client that keeps its quota's worth or more.
@@ -595,6 +598,7 @@ mod tests {
                 blob_days: 7,
                 record_days: 30,
                 quota_per_uid_bytes: quota,
+                state_budget_bytes: None,
             },
             ..EngineOptions::default()
         };

@@ -134,6 +134,10 @@ impl Engine {
         // plus a little for "before" copies (see `kept_content_budget`).
         let max_blobs = sandbox::spec::kept_content_budget(sspec.limits.disk_bytes);
         self.persist_submission(&record, actor, &c.risk, &dir)?;
+        // The agent moved on: what it left waiting here leaves the queue.
+        if live.is_none() {
+            self.supersede_waiting(&record);
+        }
         let (ids_desc, risk) = (describe_ids(&sspec.ids), c.risk);
         Ok(Prepared {
             record,
@@ -477,6 +481,7 @@ fn new_record(
             forbidden_paths: spec.forbidden.patterns.clone(),
             reviewer_note: spec.reviewer_note.clone(),
             network: spec.network.iter().map(|p| p.to_string()).collect(),
+            require_success: spec.envelope.intent.require_success,
         },
         risk: Some(risk.clone()),
         rehearsal: None,
@@ -499,6 +504,7 @@ fn new_record(
             novel: r.novel.as_str().into(),
         }),
         workspace_identity: Some(spec.workspace_identity),
+        superseded_by: None,
     }
 }
 

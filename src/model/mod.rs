@@ -14,6 +14,8 @@
 //! - [`run_state`]: the states of a run and which verbs each allows.
 //! - [`promotion`]: what may never be promoted, the one rule the verdict and
 //!   the live lane's planner both call.
+//! - [`waiting`]: who can act on a finding, and whether a run waits for a
+//!   person (the one rule of the review queue).
 
 pub(crate) mod change;
 pub(crate) mod decision;
@@ -26,6 +28,7 @@ pub(crate) mod report;
 pub(crate) mod run_state;
 pub(crate) mod stubs;
 pub(crate) mod text;
+pub(crate) mod waiting;
 
 pub(crate) use change::{Change, ChangeKind, FileType};
 pub(crate) use decision::{Decision, Finding};
