@@ -79,44 +79,42 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "cargo-build",
         until: VIEW_AND_ENV,
-        root: Refused("cargo: command not found"),
-        user: Refused("cargo: command not found"),
+        root: Different("cargo: command not found"),
+        user: Different("cargo: command not found"),
     },
     Row {
         workflow: "cargo-test",
         until: VIEW_AND_ENV,
-        root: Refused("cargo: command not found"),
-        user: Refused("cargo: command not found"),
+        root: Different("cargo: command not found"),
+        user: Different("cargo: command not found"),
     },
     Row {
         workflow: "cargo-fmt",
         until: VIEW_AND_ENV,
-        root: Refused("cargo: command not found"),
-        user: Refused("cargo: command not found"),
+        root: Different("cargo: command not found"),
+        user: Different("cargo: command not found"),
     },
     Row {
         workflow: "cargo-clippy",
         until: VIEW_AND_ENV,
-        root: Refused("cargo: command not found"),
-        user: Refused("cargo: command not found"),
+        root: Different("cargo: command not found"),
+        user: Different("cargo: command not found"),
     },
     // python from the activated venv (root's made from pyenv's Python).
     Row {
         workflow: "pytest",
         until: VIEW_AND_ENV,
-        root: Refused("python: command not found"),
-        user: Refused("python: command not found"),
+        root: Different("python: command not found"),
+        user: Different("python: command not found"),
     },
-    // A failing test suite: after V and E it runs, exits 1, and is still
-    // blocked by the rule that any non-zero exit blocks
-    // (`evidence.exit_status`), where the product contract says a command
-    // that fails inside its intent is promoted as the live run leaves the
-    // workspace, with its real exit status. No part of issue 30 owns it.
+    // A failing test suite: a failure is a result (promoted as the live
+    // run leaves the workspace, with its exit status), so once V and E let
+    // it run it exits 1 in both lanes.
     Row {
         workflow: "pytest-fails",
-        until: "parts V and E, then: a failing command promoted (no part owns it)",
-        root: Refused("python: command not found"),
-        user: Refused("python: command not found"),
+        until: VIEW_AND_ENV,
+        root: Different("python: command not found"),
+        user: Different("python: command not found"),
     },
     // The project's venv: root's links to pyenv's Python in /root (not in
     // the sandbox); the user's to Debian's, so it runs today, and pip
@@ -125,14 +123,14 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "pip-install",
         until: VIEW_AND_ENV,
-        root: Refused(".venv/bin/pip: cannot execute: required file not found"),
+        root: Different(".venv/bin/pip: cannot execute: required file not found"),
         user: Different("pyc(hash-based)"),
     },
     Row {
         workflow: "make",
         until: VIEW_AND_ENV,
-        root: Refused("make: python: No such file or directory"),
-        user: Refused("make: python: No such file or directory"),
+        root: Different("make: python: No such file or directory"),
+        user: Different("make: python: No such file or directory"),
     },
     // ~/.gitconfig is not there: git asks the host name for an identity
     // (a DNS lookup of `dryrun`, blocked) and gives up.
@@ -198,8 +196,8 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "home-cache",
         until: VIEW_AND_ENV,
-        root: Refused("python: command not found"),
-        user: Refused("python: command not found"),
+        root: Different("python: command not found"),
+        user: Different("python: command not found"),
     },
 ];
 
