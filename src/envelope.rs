@@ -39,7 +39,7 @@ pub(crate) enum Mode {
     Mutating,
 }
 
-/// `intent.network`: `none` or `{allow: [...]}` (see `crate::egress`).
+/// `intent.network`: `none` or `{allow: [...], services: [...]}` (see `crate::egress`).
 pub(crate) use crate::egress::intent::NetworkIntent as Network;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -215,6 +215,8 @@ pub(crate) struct EnvelopeSpec {
     pub reviewer_note: Option<String>,
     /// `intent.network.allow`, validated (empty: no network, as `none`).
     pub network: Vec<crate::egress::HostPattern>,
+    /// `intent.network.services`, parsed (the system policy decides later).
+    pub services: Vec<crate::model::ServiceEndpoint>,
     pub limits: LimitsSpec,
     pub env: BTreeMap<String, String>,
     pub live: Live,
@@ -498,7 +500,7 @@ impl Envelope {
             .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
         let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
             .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
-        let network = (self.intent.network.patterns()).map_err(|(f, m)| field(&f, m))?;
+        let (network, services) = self.intent.network.validated().map_err(|(f, m)| field(&f, m))?;
         if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
             return Err(field(
                 "intent.expected_writes",
@@ -613,6 +615,7 @@ impl Envelope {
             forbidden,
             reviewer_note: self.intent.reviewer_note.clone(),
             network,
+            services,
             limits,
             env: self.env.clone(),
             live,

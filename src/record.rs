@@ -22,6 +22,9 @@ pub struct IntentRecord {
     /// `intent.network.allow` as validated (absent: `network: none`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<String>,
+    /// `intent.network.services` as validated (absent: none declared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
 }
 
 /// How the sandbox was built for this run.

@@ -9,6 +9,8 @@
 //! - [`evidence`]: blocked attempts, limits hit and step outcomes.
 //! - [`report`]: what a rehearsal reports (the sandbox's init and the
 //!   outer helper), before the engine turns it into the run record.
+//! - [`service`]: a declared host service's endpoint (loopback TCP or a
+//!   Unix socket path).
 //! - [`stubs`]: the stub vocabulary and how a call is matched and answered.
 //! - [`live`]: the live lane's mode and network (`apply|rerun`, `none|host`).
 //! - [`run_state`]: the states of a run and which verbs each allows.
@@ -24,6 +26,7 @@ pub(crate) mod live;
 pub(crate) mod promotion;
 pub(crate) mod report;
 pub(crate) mod run_state;
+pub(crate) mod service;
 pub(crate) mod stubs;
 pub(crate) mod text;
 
@@ -35,3 +38,4 @@ pub(crate) use live::{LiveMode, LiveNetwork};
 pub(crate) use promotion::Refusal;
 pub(crate) use report::{HostReport, RehearsalReport};
 pub(crate) use run_state::RunState;
+pub(crate) use service::ServiceEndpoint;

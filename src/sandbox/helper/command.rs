@@ -152,6 +152,7 @@ fn apply_landlock(plan: &CommandPlan) -> io::Result<LandlockOutcome> {
         &plan.ws,
         plan.network_host,
         plan.egress_port,
+        &plan.service_ports,
         plan.calls_dir,
     )
     .map_err(|e| io::Error::other(e.to_string()))

@@ -55,10 +55,10 @@ fn idmap<E: Into<io::Error>>(op: &'static str, target: &Path) -> impl FnOnce(E) 
 /// H's whole job, step by step.
 pub(super) fn run_host_side() -> Result<(), HelperError> {
     let spec = take_over_process()?;
-    let (enforcement, walk_room) = create_run_cgroups(&spec)?;
+    let (mut enforcement, walk_room) = create_run_cgroups(&spec)?;
     let mut staged = clone_workspace_mount(&spec)?;
     let child = fork_sandbox_child(&spec, &mut staged, walk_room)?;
-    write_id_maps(child.pid, &spec.ids)?;
+    enforcement.extend(write_id_maps(child.pid, &spec.ids, &spec.mapped_groups)?);
     attach_idmapped_lower(child.pid, staged)?;
     release_child(&child)?;
     watch_child(&spec, child, enforcement)
@@ -223,8 +223,15 @@ fn fork_sandbox_child(
     })
 }
 
-/// H4: C's id maps (root: the shifted range; a user: itself only).
-fn write_id_maps(child: i32, ids: &IdPlan) -> Result<(), HelperError> {
+/// H4: C's id maps (root: the shifted range; a user: itself, and the
+/// supplementary groups `/etc/subgid` delegates to it, through
+/// `newgidmap`). Returns what the record should say of a delegation that
+/// did not take (the run goes on with the user's own group alone).
+fn write_id_maps(
+    child: i32,
+    ids: &IdPlan,
+    mapped_groups: &[u32],
+) -> Result<Option<String>, HelperError> {
     let base = format!("/proc/{child}");
     let write = |file: &str, text: String| {
         std::fs::write(format!("{base}/{file}"), text)
@@ -238,12 +245,26 @@ fn write_id_maps(child: i32, ids: &IdPlan) -> Result<(), HelperError> {
             write("gid_map", format!("0 {host_base} {count}\n"))?;
         }
         IdPlan::SelfOnly { uid, gid } => {
-            write("setgroups", "deny".into())?;
             write("uid_map", format!("{uid} {uid} 1\n"))?;
+            let delegated = match mapped_groups {
+                [] => None,
+                groups => Some(super::super::ids::map_groups_with_newgidmap(
+                    child, *gid, groups,
+                )),
+            };
+            if let Some(Ok(())) = delegated {
+                return Ok(None);
+            }
+            write("setgroups", "deny".into())?;
             write("gid_map", format!("{gid} {gid} 1\n"))?;
+            if let Some(Err(e)) = delegated {
+                return Ok(Some(format!(
+                    "groups: mapping the delegated groups failed ({e}); only the caller's own group is mapped"
+                )));
+            }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// H5 (root): the workspace clone becomes an idmapped mount through C's

@@ -35,11 +35,12 @@
 //!      (owner, mode and user.* attributes of the workspace root copied onto it).
 //!  P3. new root tmpfs; image binds (ro, nosuid, nodev, submounts too); masks;
 //!      the shadow stubs (stubs.rs gathers every stub step); (egress) resolv.conf.
-//!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path.
+//!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path;
+//!      (services) each Unix service's socket shown at its path (services.rs).
 //!  P5. minimal /dev; new /proc with kernel knobs read-only.
 //!  P6. pivot_root, detach the old root, remount / read-only.
-//!  P7. hostname, loopback up, (egress) the proxy's sockets created here and
-//!      handed to the engine, nested user namespaces capped to 0, seccomp
+//!  P7. hostname, loopback up, (egress) the proxy's sockets and the declared
+//!      services' listeners created here and handed to the engine, nested user namespaces capped to 0, seccomp
 //!      compiled, the command's environment.
 //!  P8. per step (supervise.rs): fork CMD, take its hello (seccomp listener,
 //!      Landlock outcome), supervise (output cap, timeout), then kill every
@@ -68,6 +69,7 @@ mod evidence;
 mod handshake;
 mod host;
 mod init;
+pub(super) mod services;
 mod stubs;
 mod supervise;
 
