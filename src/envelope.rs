@@ -500,7 +500,11 @@ impl Envelope {
             .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
         let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
             .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
-        let (network, services) = self.intent.network.validated().map_err(|(f, m)| field(&f, m))?;
+        let (network, services) = self
+            .intent
+            .network
+            .validated()
+            .map_err(|(f, m)| field(&f, m))?;
         if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
             return Err(field(
                 "intent.expected_writes",

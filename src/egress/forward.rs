@@ -78,7 +78,9 @@ pub(super) fn adopt(fd: OwnedFd, rule: &ServiceRule) -> io::Result<ServiceListen
                 return Err(bad("a Unix socket with a path".into()));
             }
             l.set_nonblocking(true)?;
-            Ok(ServiceListener::Unix(tokio::net::UnixListener::from_std(l)?))
+            Ok(ServiceListener::Unix(tokio::net::UnixListener::from_std(
+                l,
+            )?))
         }
     }
 }
@@ -129,7 +131,12 @@ async fn join_upstream(
     let opened = tokio::time::timeout(
         UPSTREAM_TIMEOUT,
         tokio::task::spawn_blocking(move || {
-            connect_as(uid, gid, &groups, Box::new(move || connect_upstream(&endpoint)))
+            connect_as(
+                uid,
+                gid,
+                &groups,
+                Box::new(move || connect_upstream(&endpoint)),
+            )
         }),
     )
     .await;
@@ -213,7 +220,8 @@ fn connect_upstream(endpoint: &ServiceEndpoint) -> io::Result<OwnedFd> {
                 SockFlag::SOCK_CLOEXEC,
                 None,
             )?;
-            let at = UnixAddr::new(format!("/proc/self/fd/{}", sock_file.as_fd().as_raw_fd()).as_str())?;
+            let at =
+                UnixAddr::new(format!("/proc/self/fd/{}", sock_file.as_fd().as_raw_fd()).as_str())?;
             connect(s.as_raw_fd(), &at)?;
             Ok(s)
         }

@@ -31,9 +31,7 @@ impl NetworkIntent {
     /// The allowlist entries (none for `none`).
     pub(crate) fn allow(&self) -> &[String] {
         match self {
-            NetworkIntent::Declared {
-                allow: Some(a), ..
-            } => a,
+            NetworkIntent::Declared { allow: Some(a), .. } => a,
             _ => &[],
         }
     }

@@ -41,8 +41,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::dns::{self, FakeAddrs};
 use super::forward::{ServiceListener, ServiceSet, adopt, serve_service};
-use super::service::ServiceRule;
 use super::route::Kernel;
+use super::service::ServiceRule;
 use super::upstream::{Attempt, address_refusal, connect_checked};
 use super::{Admission, EgressConfig, addr, normalize_name};
 use crate::model::{EgressEntry, EgressHow};
@@ -416,7 +416,10 @@ async fn serve(
     receive: ReceiveFds,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let rules = shared.services.as_ref().map_or(Vec::new(), |s| s.rules.clone());
+    let rules = shared
+        .services
+        .as_ref()
+        .map_or(Vec::new(), |s| s.rules.clone());
     let listener = matches!(shared.serve, Serve::Allowlist(_));
     let sockets = tokio::select! {
         _ = &mut stop => return,
@@ -500,7 +503,9 @@ async fn take_sockets(
     }
     let mut fds = fds.into_iter();
     let t = if listener { fds.next() } else { None };
-    let u = fds.next().ok_or_else(|| io::Error::other("no DNS socket"))?;
+    let u = fds
+        .next()
+        .ok_or_else(|| io::Error::other("no DNS socket"))?;
     let service_fds: Vec<OwnedFd> = fds.collect();
     let t = t.map(std::net::TcpListener::from);
     let u = std::net::UdpSocket::from(u);

@@ -274,7 +274,12 @@ mod tests {
             },
         ];
         let ws = Path::new("/home/me/proj");
-        let got = admit(&listed, &[ep("/run/app/app.sock"), ep("127.0.0.1:5432")], ws).unwrap();
+        let got = admit(
+            &listed,
+            &[ep("/run/app/app.sock"), ep("127.0.0.1:5432")],
+            ws,
+        )
+        .unwrap();
         assert_eq!((got[0].disposable, got[1].disposable), (false, true));
         let (f, m) = admit(&listed, &[ep("127.0.0.1:5432"), ep("[::1]:5432")], ws).unwrap_err();
         assert_eq!(f, "intent.network.services[1]");

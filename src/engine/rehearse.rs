@@ -259,7 +259,10 @@ fn describe_network(plan: Option<&sandbox::spec::EgressPlan>) -> String {
         [] => base.into(),
         s => format!(
             "{base}; declared host services forwarded: {}",
-            s.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+            s.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }

@@ -533,7 +533,10 @@ fn describe_ids_of(sspec: &SandboxSpec) -> String {
         g => format!(
             "{}; and its groups {} (delegated in /etc/subgid, mapped through newgidmap)",
             describe_ids(&sspec.ids),
-            g.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(", ")
+            g.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }

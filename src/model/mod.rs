@@ -36,6 +36,6 @@ pub(crate) use egress::{DirectAttempt, EgressEntry, EgressHow};
 pub(crate) use evidence::{Blocked, BlockedKind, LimitHit, StepOutcome};
 pub(crate) use live::{LiveMode, LiveNetwork};
 pub(crate) use promotion::Refusal;
-pub(crate) use report::{HostReport, RehearsalReport};
+pub(crate) use report::{HostReport, RehearsalReport, UnmappedEntry, UnmappedIds};
 pub(crate) use run_state::RunState;
 pub(crate) use service::ServiceEndpoint;

@@ -40,14 +40,6 @@ impl ServiceEndpoint {
                 "{t:?} is not an address and port on loopback nor an absolute socket path; write 127.0.0.1:5432, [::1]:6379 or /run/postgresql/.s.PGSQL.5432 (names such as localhost are not taken: they may mean either address)"
             )
         })?;
-        if !addr.ip().is_loopback() {
-            return Err(format!(
-                "{t:?} is not on the host's loopback; services are loopback endpoints only (a remote host is reached through intent.network.allow)"
-            ));
-        }
-        if addr.port() == 0 {
-            return Err(format!("{t:?} has port 0; give the service's port"));
-        }
         // One spelling per endpoint: the IPv4 form of a mapped address.
         let ip = match addr.ip() {
             IpAddr::V6(v6) => v6
@@ -56,6 +48,14 @@ impl ServiceEndpoint {
                 .unwrap_or(IpAddr::V6(v6)),
             v4 => v4,
         };
+        if !ip.is_loopback() {
+            return Err(format!(
+                "{t:?} is not on the host's loopback; services are loopback endpoints only (a remote host is reached through intent.network.allow)"
+            ));
+        }
+        if addr.port() == 0 {
+            return Err(format!("{t:?} has port 0; give the service's port"));
+        }
         Ok(ServiceEndpoint::Tcp(SocketAddr::new(ip, addr.port())))
     }
 
@@ -169,6 +169,10 @@ mod tests {
             assert!(e.contains(want), "{s:?}: {e}");
         }
         let long = format!("/{}", "a".repeat(MAX_SOCKET_PATH));
-        assert!(ServiceEndpoint::parse(&long).unwrap_err().contains("at most"));
+        assert!(
+            ServiceEndpoint::parse(&long)
+                .unwrap_err()
+                .contains("at most")
+        );
     }
 }

@@ -134,17 +134,36 @@ mod tests {
         assert_eq!(p.egress.services.len(), 2);
         assert!(p.egress.services[0].disposable && !p.egress.services[1].disposable);
         // A later file's entry for the same endpoint replaces the earlier.
-        let later = file("z.yaml", "egress: {services: [{endpoint: '127.0.0.1:5432'}]}\n");
+        let later = file(
+            "z.yaml",
+            "egress: {services: [{endpoint: '127.0.0.1:5432'}]}\n",
+        );
         let p = Policy::layered(&[sys.clone(), later], None).unwrap();
         assert_eq!(p.egress.services.len(), 2);
         assert!(!p.egress.services.iter().any(|s| s.disposable));
-        let ws = file("ws.yaml", "egress: {services: [{endpoint: '127.0.0.1:6379'}]}\n");
+        let ws = file(
+            "ws.yaml",
+            "egress: {services: [{endpoint: '127.0.0.1:6379'}]}\n",
+        );
         let e = Policy::layered(std::slice::from_ref(&sys), Some(&ws)).unwrap_err();
-        assert!(e.to_string().contains("services belong to the system policy"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("services belong to the system policy"),
+            "{e}"
+        );
         for (text, want) in [
-            ("egress: {services: [{endpoint: /var/run/docker.sock}]}\n", "never rehearsable"),
-            ("egress: {services: [{endpoint: '10.0.0.1:5432'}]}\n", "loopback"),
-            ("egress: {services: [{endpoint: '127.0.0.1:1', disposble: true}]}\n", "unknown field"),
+            (
+                "egress: {services: [{endpoint: /var/run/docker.sock}]}\n",
+                "never rehearsable",
+            ),
+            (
+                "egress: {services: [{endpoint: '10.0.0.1:5432'}]}\n",
+                "loopback",
+            ),
+            (
+                "egress: {services: [{endpoint: '127.0.0.1:1', disposble: true}]}\n",
+                "unknown field",
+            ),
         ] {
             let e = Policy::layered(&[file("sys.yaml", text)], None).unwrap_err();
             assert!(e.to_string().contains(want), "{text}: {e}");

@@ -48,7 +48,8 @@ pub(crate) fn delegated_groups(uid: u32, gid: u32) -> Vec<u32> {
 fn delegates(text: &str, name: Option<&str>, uid: u32, group: u32) -> bool {
     text.lines().any(|l| {
         let mut f = l.trim().split(':');
-        let (Some(owner), Some(start), Some(count), None) = (f.next(), f.next(), f.next(), f.next())
+        let (Some(owner), Some(start), Some(count), None) =
+            (f.next(), f.next(), f.next(), f.next())
         else {
             return false;
         };

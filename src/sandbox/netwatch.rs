@@ -289,9 +289,8 @@ impl NetWatch {
         }
         let at = nix::sys::socket::UnixAddr::new(format!("/proc/self/fd/{}", target.file).as_str())
             .map_err(|e| e as i32);
-        let r = at.and_then(|at| {
-            nix::sys::socket::connect(fd.as_raw_fd(), &at).map_err(|e| e as i32)
-        });
+        let r =
+            at.and_then(|at| nix::sys::socket::connect(fd.as_raw_fd(), &at).map_err(|e| e as i32));
         if blocking {
             let _ = fcntl(&fd, FcntlArg::F_SETFL(flags));
         }

@@ -73,6 +73,9 @@ mod tests {
         assert!(line("Gid:").split_whitespace().skip(1).all(|v| v == "4343"));
         assert_eq!(line("Groups:").split_whitespace().nth(1), Some("4444"));
         assert!(line("CapEff:").ends_with("0000000000000000"));
-        assert!(nix::unistd::geteuid().is_root(), "this thread is still root");
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this thread is still root"
+        );
     }
 }

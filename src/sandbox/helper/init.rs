@@ -97,6 +97,8 @@ pub(super) struct CommandPlan {
     /// The declared TCP services' ports: Landlock lets the command connect
     /// to exactly these besides the proxy's.
     pub service_ports: Vec<u16>,
+    /// The command's supplementary groups (root plan: the owner's).
+    pub groups: Vec<u32>,
     pub calls_dir: Option<&'static Path>,
     pub filter: Vec<libc::sock_filter>,
     pub env: Vec<CString>,
@@ -137,6 +139,7 @@ fn init_main(
     give_walk_room(walk_room)?;
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
+    super::ids::name_unmapped_entries(&plan.ids, &lower, &mut report);
     super::evidence::walk_evidence(spec, &plan.ids, &lower, &upper_fd, &mut report)?;
     super::evidence::send_report(report)?;
     super::tell_host_done();
@@ -424,6 +427,11 @@ fn prepare_command(
         .collect::<Result<_, _>>()
         .map_err(prep("env"))?;
     let shell = CString::new(spec.shell.as_os_str().as_bytes()).map_err(prep("shell"))?;
+    let groups = if ids.shifted {
+        spec.reader_groups.clone()
+    } else {
+        Vec::new()
+    };
     Ok(CommandPlan {
         ws: spec.workspace.clone(),
         ids,
@@ -431,6 +439,7 @@ fn prepare_command(
         kernel_abi,
         network_host: spec.network_host,
         egress_port: spec.egress.as_ref().and_then(|e| e.proxy_port),
+        groups,
         service_ports: spec
             .egress
             .iter()

@@ -47,7 +47,9 @@
 //!      process left in the namespace; (memory cgroup) the ceiling raised
 //!      for the walk through the limit files H opened; System V objects
 //!      removed.
-//!  P9. walk the upper layer (evidence.rs), stream blobs and the `R` frame.
+//!  P9. (a user's failed run) name the workspace entries whose ids are not
+//!      mapped (ids.rs); walk the upper layer (evidence.rs), stream blobs and
+//!      the `R` frame.
 //!
 //! CMD, before exec:
 //!  X1. new session (no controlling terminal), stdin /dev/null, stdout and
@@ -68,6 +70,7 @@ mod error;
 mod evidence;
 mod handshake;
 mod host;
+mod ids;
 mod init;
 pub(super) mod services;
 mod stubs;

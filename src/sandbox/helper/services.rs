@@ -31,9 +31,9 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
 use nix::mount::MsFlags;
 use nix::sys::stat::{Mode, SFlag, fstat, mkdirat};
 
+use super::super::spec::SandboxSpec;
 use super::error::HelperError;
 use crate::model::ServiceEndpoint;
-use super::super::spec::SandboxSpec;
 
 /// One Unix service's socket: its listener until P7 hands it over, and
 /// the socket file P1 connects the command to.
