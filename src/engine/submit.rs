@@ -531,7 +531,7 @@ fn describe_ids_of(sspec: &SandboxSpec) -> String {
     match sspec.mapped_groups.as_slice() {
         [] => describe_ids(&sspec.ids),
         g => format!(
-            "{}; and its groups {} (delegated in /etc/subgid, mapped through newgidmap)",
+            "{}; and the groups /etc/subgid delegates to it ({}), through newgidmap (the enforcement list says whether they were mapped)",
             describe_ids(&sspec.ids),
             g.iter()
                 .map(|g| g.to_string())

@@ -55,10 +55,10 @@ fn idmap<E: Into<io::Error>>(op: &'static str, target: &Path) -> impl FnOnce(E) 
 /// H's whole job, step by step.
 pub(super) fn run_host_side() -> Result<(), HelperError> {
     let spec = take_over_process()?;
-    let (mut enforcement, walk_room) = create_run_cgroups(&spec)?;
+    let (enforcement, walk_room) = create_run_cgroups(&spec)?;
     let mut staged = clone_workspace_mount(&spec)?;
     let child = fork_sandbox_child(&spec, &mut staged, walk_room)?;
-    enforcement.extend(write_id_maps(child.pid, &spec.ids, &spec.mapped_groups)?);
+    write_id_maps(child.pid, &spec.ids, &spec.mapped_groups)?;
     attach_idmapped_lower(child.pid, staged)?;
     release_child(&child)?;
     watch_child(&spec, child, enforcement)
@@ -225,13 +225,9 @@ fn fork_sandbox_child(
 
 /// H4: C's id maps (root: the shifted range; a user: itself, and the
 /// supplementary groups `/etc/subgid` delegates to it, through
-/// `newgidmap`). Returns what the record should say of a delegation that
-/// did not take (the run goes on with the user's own group alone).
-fn write_id_maps(
-    child: i32,
-    ids: &IdPlan,
-    mapped_groups: &[u32],
-) -> Result<Option<String>, HelperError> {
+/// `newgidmap`; when that fails, the user's own group alone, and P1
+/// reports which groups are mapped: see `ids.rs`).
+fn write_id_maps(child: i32, ids: &IdPlan, mapped_groups: &[u32]) -> Result<(), HelperError> {
     let base = format!("/proc/{child}");
     let write = |file: &str, text: String| {
         std::fs::write(format!("{base}/{file}"), text)
@@ -253,18 +249,18 @@ fn write_id_maps(
                 )),
             };
             if let Some(Ok(())) = delegated {
-                return Ok(None);
+                return Ok(());
+            }
+            if let Some(Err(e)) = delegated {
+                // P1 names the groups left unmapped in the record; the
+                // reason goes to the helper's stderr.
+                eprintln!("dryrun sandbox helper: {e}");
             }
             write("setgroups", "deny".into())?;
             write("gid_map", format!("{gid} {gid} 1\n"))?;
-            if let Some(Err(e)) = delegated {
-                return Ok(Some(format!(
-                    "groups: mapping the delegated groups failed ({e}); only the caller's own group is mapped"
-                )));
-            }
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// H5 (root): the workspace clone becomes an idmapped mount through C's

@@ -17,6 +17,7 @@ use nix::dir::{Dir, Type};
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{Mode, fstatat};
 
+use super::super::spec::SandboxSpec;
 use super::init::{LowerLayer, RunIds};
 use crate::model::text::escape_for_humans;
 use crate::model::{RehearsalReport, UnmappedEntry, UnmappedIds};
@@ -33,6 +34,32 @@ const EOVERFLOW_TEXTS: &[&[u8]] = &[
     b"[Errno 75]",
     b"(os error 75)",
 ];
+
+/// P7 (self plan with delegated groups): which of them the id map holds,
+/// read from the namespace's own `gid_map` (`newgidmap` may have refused:
+/// not installed setuid, or a caller under `no_new_privs`).
+pub(super) fn describe_mapped_groups(spec: &SandboxSpec) -> Option<String> {
+    if spec.mapped_groups.is_empty() {
+        return None;
+    }
+    let map = std::fs::read_to_string("/proc/self/gid_map").unwrap_or_default();
+    let held = |g: u32| {
+        map.lines().any(|l| {
+            let f: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            f.len() == 3 && (f[1]..f[1] + f[2]).contains(&u64::from(g))
+        })
+    };
+    let (ok, not): (Vec<u32>, Vec<u32>) = spec.mapped_groups.iter().partition(|g| held(**g));
+    let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    Some(if not.is_empty() {
+        format!("groups: {} mapped through newgidmap (delegated in /etc/subgid)", list(&ok))
+    } else {
+        format!(
+            "groups: newgidmap did not map the delegated groups {} (is it installed setuid root, and does the caller run without no_new_privs?); only the caller's own group is mapped",
+            list(&not)
+        )
+    })
+}
 
 /// Fill `report.unmapped` when the run is a user's and failed.
 pub(super) fn name_unmapped_entries(
@@ -79,7 +106,7 @@ fn scan(root: &OwnedFd) -> UnmappedIds {
     if let Ok(fd) = nix::fcntl::openat(root, ".", dir_flags(), Mode::empty()) {
         stack.push((fd, Vec::new(), root_listed));
     }
-    while let Some((fd, path, listed_in)) = stack.pop() {
+    'dirs: while let Some((fd, path, listed_in)) = stack.pop() {
         let Ok(mut dir) = Dir::from_fd(fd) else {
             continue;
         };
@@ -93,7 +120,7 @@ fn scan(root: &OwnedFd) -> UnmappedIds {
             visited += 1;
             if visited > BUDGET {
                 out.cut = true;
-                return out;
+                break 'dirs;
             }
             let Ok(st) = fstatat(dir.as_fd(), name.as_slice(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
                 continue;
@@ -113,6 +140,7 @@ fn scan(root: &OwnedFd) -> UnmappedIds {
             }
         }
     }
+    out.entries.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
 
