@@ -45,14 +45,20 @@ pub(super) fn describe_mapped_groups(spec: &SandboxSpec) -> Option<String> {
     let map = std::fs::read_to_string("/proc/self/gid_map").unwrap_or_default();
     let held = |g: u32| {
         map.lines().any(|l| {
-            let f: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
             f.len() == 3 && (f[1]..f[1] + f[2]).contains(&u64::from(g))
         })
     };
     let (ok, not): (Vec<u32>, Vec<u32>) = spec.mapped_groups.iter().partition(|g| held(**g));
     let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     Some(if not.is_empty() {
-        format!("groups: {} mapped through newgidmap (delegated in /etc/subgid)", list(&ok))
+        format!(
+            "groups: {} mapped through newgidmap (delegated in /etc/subgid)",
+            list(&ok)
+        )
     } else {
         format!(
             "groups: newgidmap did not map the delegated groups {} (is it installed setuid root, and does the caller run without no_new_privs?); only the caller's own group is mapped",

@@ -134,7 +134,9 @@ fn init_main(
     let plan = prepare_command(spec, ids, &stubs)?;
     let mut report = describe_sandbox(&plan, &masked, &stubs, nested_userns_capped);
     report.enforcement.extend(services_shown);
-    report.enforcement.extend(super::ids::describe_mapped_groups(spec));
+    report
+        .enforcement
+        .extend(super::ids::describe_mapped_groups(spec));
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
     // Every process of the command is gone (run_steps emptied the namespace).
     give_walk_room(walk_room)?;
