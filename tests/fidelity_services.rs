@@ -419,8 +419,10 @@ fn an_undeclared_connection_to_a_listed_service_is_cut_and_named() {
 
 /// The command races its own `connect()`: one thread flips the address
 /// buffer between the declared socket's path and a host socket the sandbox
-/// shows (in the workspace) while another connects in a loop. Whatever the
-/// init read, the connection goes to the declared service or nowhere.
+/// shows (in `/opt`, which the image binds read-only: a bind, not an
+/// overlay, so the socket there is connectable) while another connects in
+/// a loop. Whatever the init read, the connection goes to the declared
+/// service or nowhere.
 #[test]
 fn a_connect_racing_its_own_address_never_reaches_another_socket() {
     const RACE: &str = r#"
@@ -454,8 +456,12 @@ print("connected", ok)
     for who in identities() {
         let ws = workspace(who);
         ws.write("race.py", RACE);
-        // A host socket inside the workspace: the sandbox shows its file.
-        let other: PathBuf = ws.dir.join("other.sock");
+        let opt = tempfile::Builder::new()
+            .prefix("dryrun-test-canary-")
+            .tempdir_in("/opt")
+            .unwrap();
+        std::fs::set_permissions(opt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let other: PathBuf = opt.path().join("other.sock");
         let canary = unix_service(&other);
         let r = execute(
             &ws,
@@ -477,7 +483,6 @@ print("connected", ok)
         // Positive control: the race did reach the declared service.
         assert!(ok > 0, "{who:?}: no connect succeeded: {r:?}");
         assert_eq!(canary.count(), 0, "{who:?}: the other socket was reached");
-        let _ = std::fs::remove_file(&other);
     }
     assert!(service.count() > 0);
 }
