@@ -381,6 +381,14 @@ fn an_undeclared_connection_to_a_listed_service_is_cut_and_named() {
             );
             assert_eq!(r.exit_code(), Some(3), "{who:?} {target}: {r:?}");
             assert_eq!(r.decision(), "blocked", "{who:?} {target}");
+            // Named, with how to declare it.
+            let endpoint = target.split_once(':').unwrap().1;
+            assert!(
+                r.notes().iter().any(|n| n.contains("lists as rehearsable")
+                    && n.contains(&format!("--service {endpoint}"))),
+                "{who:?} {target}: {:?}",
+                r.notes()
+            );
         }
         // Declared with --allow-net instead: still not a service.
         let r = execute(

@@ -168,7 +168,11 @@ pub fn never_reason(e: &ServiceEndpoint) -> Option<&'static str> {
 /// rehearsable: it is one of the known dangerous sockets under another
 /// name.
 pub fn never_by_inode(dev: u64, ino: u64) -> Option<String> {
-    NEVER_PATHS.iter().find_map(|p| {
+    never_by_inode_among(NEVER_PATHS, dev, ino)
+}
+
+fn never_by_inode_among(paths: &[&str], dev: u64, ino: u64) -> Option<String> {
+    paths.iter().find_map(|p| {
         let m = std::fs::metadata(p).ok()?;
         ((m.dev(), m.ino()) == (dev, ino)).then(|| {
             let why = never_reason(&ServiceEndpoint::Unix(Path::new(p).to_path_buf()))
@@ -259,6 +263,23 @@ mod tests {
         ] {
             assert!(never_reason(&ep(s)).is_none(), "{s}");
         }
+    }
+
+    #[test]
+    fn a_dangerous_socket_under_another_name_is_known_by_its_inode() {
+        let d = tempfile::tempdir().unwrap();
+        let docker = d.path().join("docker.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&docker).unwrap();
+        let other = d.path().join("app.sock");
+        std::fs::hard_link(&docker, &other).unwrap();
+        let m = std::fs::metadata(&other).unwrap();
+        let known = [docker.to_str().unwrap()];
+        let why = never_by_inode_among(&known, m.dev(), m.ino()).unwrap();
+        assert!(why.contains("under another name") && why.contains("Docker"), "{why}");
+        let unrelated = d.path().join("x");
+        std::fs::write(&unrelated, b"").unwrap();
+        let m = std::fs::metadata(&unrelated).unwrap();
+        assert!(never_by_inode_among(&known, m.dev(), m.ino()).is_none());
     }
 
     #[test]

@@ -104,6 +104,44 @@ pub(super) fn start_egress(
     Ok(Some(proxy))
 }
 
+/// A note for each service the system policy lists that the command tried
+/// to reach without declaring it (the attempt itself is already named as
+/// a blocked network attempt): how to declare it.
+pub(super) fn hint_undeclared_services(
+    system: &EgressSystem,
+    report: &RehearsalReport,
+    notes: &mut Vec<String>,
+) {
+    use crate::model::ServiceEndpoint;
+    for rule in &system.services {
+        let e = &rule.endpoint;
+        let declared = report
+            .egress
+            .iter()
+            .any(|x| x.how == EgressHow::Service && (x.name.clone(), x.port) == e.report_name());
+        let tried = match e {
+            ServiceEndpoint::Tcp(a) => report
+                .direct
+                .iter()
+                .any(|d| (d.addr, d.port) == (a.ip(), a.port())),
+            ServiceEndpoint::Unix(p) => {
+                let shown = format!("unix socket {}", p.display());
+                report.blocked.iter().any(|b| {
+                    b.detail
+                        .split(" to ")
+                        .nth(1)
+                        .is_some_and(|d| d.trim_end_matches(" (refused)") == shown)
+                })
+            }
+        };
+        if tried && !declared {
+            notes.push(format!(
+                "the command tried to reach {e}, a host service the system policy lists as rehearsable; declare it (intent.network.services, or --service {e}) to reach it in the rehearsal"
+            ));
+        }
+    }
+}
+
 /// Fill `report.egress` from the proxy's log and, with an allowlist, the
 /// direct attempts; name the provided variables under `stripped`. A direct
 /// attempt becomes one egress entry, by name where the sandbox's DNS

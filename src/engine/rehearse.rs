@@ -65,7 +65,7 @@ impl Engine {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
-                let verdict = verdict::judge_with(
+                let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
                     &host,
@@ -75,6 +75,7 @@ impl Engine {
                         path_dirs: &path_dirs,
                     },
                 );
+                super::egress::hint_undeclared_services(&egress, &report, &mut verdict.notes);
                 record.state = RunState::after_verdict(verdict.decision);
                 record.override_required =
                     crate::model::run_state::override_required(verdict.decision);
