@@ -213,9 +213,8 @@ pub(crate) struct EnvelopeSpec {
     pub expected_writes: PathMatcher,
     pub forbidden: PathMatcher,
     pub reviewer_note: Option<String>,
-    /// `intent.network.allow`, validated (empty: no network, as `none`).
+    /// `intent.network.allow` and `.services` (the system admits these later).
     pub network: Vec<crate::egress::HostPattern>,
-    /// `intent.network.services`, parsed (the system policy decides later).
     pub services: Vec<crate::model::ServiceEndpoint>,
     pub limits: LimitsSpec,
     pub env: BTreeMap<String, String>,
@@ -500,11 +499,8 @@ impl Envelope {
             .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
         let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
             .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
-        let (network, services) = self
-            .intent
-            .network
-            .validated()
-            .map_err(|(f, m)| field(&f, m))?;
+        let (network, services) =
+            (self.intent.network.validated()).map_err(|(f, m)| field(&f, m))?;
         if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
             return Err(field(
                 "intent.expected_writes",

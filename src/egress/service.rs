@@ -275,7 +275,10 @@ mod tests {
         let m = std::fs::metadata(&other).unwrap();
         let known = [docker.to_str().unwrap()];
         let why = never_by_inode_among(&known, m.dev(), m.ino()).unwrap();
-        assert!(why.contains("under another name") && why.contains("Docker"), "{why}");
+        assert!(
+            why.contains("under another name") && why.contains("Docker"),
+            "{why}"
+        );
         let unrelated = d.path().join("x");
         std::fs::write(&unrelated, b"").unwrap();
         let m = std::fs::metadata(&unrelated).unwrap();
