@@ -25,6 +25,9 @@ pub struct IntentRecord {
     /// `intent.require_success`: a non-zero exit blocks this run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_success: bool,
+    /// `intent.network.services` as validated (absent: none declared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
 }
 
 /// How the sandbox was built for this run.

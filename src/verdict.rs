@@ -19,6 +19,7 @@ use crate::policy::Level;
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
 mod exit;
+mod fidelity;
 mod files;
 use files::{
     is_gitdir_pointer, newly_executable, world_writable_introduced, written_into_path_dir,
@@ -332,6 +333,15 @@ pub(crate) fn judge_with(
                 }
             ));
         }
+    }
+
+    // 5a, continued: declared host services (real effects) and what an ordinary
+    // user's rehearsal could not change (unmapped ids).
+    for f in fidelity::services(&r.egress, spec.live.mode, &mut notes)
+        .into_iter()
+        .chain(fidelity::unmapped(&r.unmapped))
+    {
+        add(&f.rule, f.decision, f.message);
     }
 
     // 5b. the classifier's judgement of the command itself.

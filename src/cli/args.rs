@@ -351,6 +351,12 @@ pub(super) struct ExecuteArgs {
     /// only; repeatable; adds to intent.network.allow).
     #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
     pub(super) allow_net: Vec<String>,
+    /// A host service the command talks to, forwarded into the sandbox:
+    /// 127.0.0.1:PORT, [::1]:PORT or a Unix socket's absolute path; only
+    /// endpoints the system policy lists (egress.services) are accepted
+    /// (repeatable; adds to intent.network.services; see docs/services.md).
+    #[arg(long = "service", value_name = "HOST:PORT|PATH")]
+    pub(super) service: Vec<String>,
     /// Pin a name the egress proxy resolves to an address, exempt from its
     /// address refusals (private ranges, the host's own addresses) for that
     /// name and port (in-process runs; curl's --resolve syntax).

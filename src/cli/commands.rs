@@ -621,6 +621,7 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         }
     }
     env.intent.network.add(&a.allow_net);
+    env.intent.network.add_services(&a.service);
     if d.is_daemon() && a.allow_degraded_sandbox {
         return usage_error(
             "--allow-degraded-sandbox applies to in-process runs; a daemon decides for itself (dryrun daemon --allow-degraded-sandbox), or pass --local",

@@ -332,6 +332,9 @@ pub struct Prepared {
     /// Directories inside the workspace on the owner's or the run's `PATH`
     /// (workspace-relative, `""`: the root).
     path_dirs: Vec<String>,
+    /// The workspace owner's uid, gid and supplementary groups: whose
+    /// credentials reach the run's declared services.
+    owner: (u32, u32, Vec<u32>),
 }
 
 impl Prepared {

@@ -30,6 +30,7 @@ impl Engine {
             redactor,
             egress,
             path_dirs,
+            owner,
         } = p;
         // Time spent queued is not the rehearsal's.
         sspec.t0_ns = sandbox::helper::monotonic_ns();
@@ -40,12 +41,12 @@ impl Engine {
             record.state = RunState::Running;
             self.save_relaxed(&record)?;
         }
-        let proxy = match start_egress(&egress, &spec, &mut sspec) {
+        let proxy = match start_egress(&egress, &spec, &mut sspec, &owner) {
             Ok(p) => p,
             Err(e) => {
                 record.state = RunState::Failed;
                 record.error = Some(format!(
-                    "the rehearsal's egress proxy could not start, so nothing ran: {e}"
+                    "the rehearsal's egress (proxy, DNS responder, declared services) could not start, so nothing ran: {e}"
                 ));
                 let _ = std::fs::remove_dir_all(&blobs);
                 return self.commit_outcome(record, &envelope, false);
@@ -74,6 +75,7 @@ impl Engine {
                         path_dirs: &path_dirs,
                     },
                 );
+                super::egress::hint_undeclared_services(&egress, &report, &mut verdict.notes);
                 record.state = RunState::after_verdict(verdict.decision, &verdict.findings);
                 if verdict.decision != verdict::Decision::Promote
                     && record.state == RunState::Rehearsed
@@ -244,15 +246,8 @@ impl Engine {
                 enforcement,
                 network: if ev.sspec.network_host {
                     "host (the live lane's rerun, as live.network: host grants)".into()
-                } else if ev
-                    .sspec
-                    .egress
-                    .as_ref()
-                    .is_some_and(|e| e.proxy_port.is_some())
-                {
-                    "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)".into()
                 } else {
-                    "none (new network namespace, loopback only)".into()
+                    describe_network(ev.sspec.egress.as_ref())
                 },
             },
             evidence_hash: String::new(),
@@ -261,6 +256,25 @@ impl Engine {
             egress: report.egress,
             redactions: ev.redactions,
         }
+    }
+}
+
+/// The record's `sandbox.network`: what the command could reach.
+fn describe_network(plan: Option<&sandbox::spec::EgressPlan>) -> String {
+    let base = if plan.is_some_and(|e| e.proxy_port.is_some()) {
+        "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)"
+    } else {
+        "none (new network namespace, loopback only)"
+    };
+    match plan.map(|e| &e.services[..]).unwrap_or_default() {
+        [] => base.into(),
+        s => format!(
+            "{base}; declared host services forwarded: {}",
+            s.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

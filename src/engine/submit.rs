@@ -116,6 +116,11 @@ impl Engine {
         }
         let t0_ns = sandbox::helper::monotonic_ns();
         let c = classify(spec, &self.state_dir, requester)?;
+        let egress = self.opts.egress.with_policy(&c.policy.egress);
+        // Declared services the system does not list refuse the run before
+        // anything is allocated (the rehearsal's egress asks again).
+        crate::egress::service::admit(&egress.services, &spec.services, &spec.workspace)
+            .map_err(|(f, m)| EngineError::invalid(Input::Request, format!("{f}: {m}")))?;
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
@@ -138,7 +143,7 @@ impl Engine {
         if live.is_none() {
             self.supersede_waiting(&record);
         }
-        let (ids_desc, risk) = (describe_ids(&sspec.ids), c.risk);
+        let (ids_desc, risk) = (describe_ids_of(&sspec), c.risk);
         Ok(Prepared {
             record,
             sspec,
@@ -148,7 +153,7 @@ impl Engine {
             ids_desc,
             max_blobs,
             blobs,
-            egress: self.opts.egress.with_policy(&c.policy.egress),
+            egress,
             redactor: crate::redact::Redactor::new(
                 spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 live.iter()
@@ -156,6 +161,7 @@ impl Engine {
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             ),
             path_dirs,
+            owner: (ws.uid, c.owner_gid, c.owner_groups),
         })
     }
 
@@ -290,7 +296,6 @@ impl Engine {
                 disk_bytes: spec.limits.disk_mb << 20,
                 tmp_bytes: self.opts.image.tmp_size_mb << 20,
             },
-            ids,
             image: self.opts.image.clone(),
             landlock: LandlockPlan {
                 min_abi: MIN_LANDLOCK_ABI,
@@ -316,6 +321,11 @@ impl Engine {
                 StubPlan::new(&StubTable { rules, replay })
             },
             egress: None,
+            mapped_groups: match &ids {
+                IdPlan::SelfOnly { uid, gid } => sandbox::ids::delegated_groups(*uid, *gid),
+                IdPlan::Shifted { .. } => Vec::new(),
+            },
+            ids,
         })
     }
 
@@ -482,6 +492,7 @@ fn new_record(
             reviewer_note: spec.reviewer_note.clone(),
             network: spec.network.iter().map(|p| p.to_string()).collect(),
             require_success: spec.envelope.intent.require_success,
+            services: spec.services.iter().map(|s| s.to_string()).collect(),
         },
         risk: Some(risk.clone()),
         rehearsal: None,
@@ -526,6 +537,22 @@ fn describe_ids(ids: &IdPlan) -> String {
         IdPlan::SelfOnly { uid, gid } => {
             format!("self: the only id inside is the caller's own ({uid}:{gid})")
         }
+    }
+}
+
+/// [`describe_ids`], with the groups a self plan maps besides the caller's
+/// own.
+fn describe_ids_of(sspec: &SandboxSpec) -> String {
+    match sspec.mapped_groups.as_slice() {
+        [] => describe_ids(&sspec.ids),
+        g => format!(
+            "{}; and the groups /etc/subgid delegates to it ({}), through newgidmap (the enforcement list says whether they were mapped)",
+            describe_ids(&sspec.ids),
+            g.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
