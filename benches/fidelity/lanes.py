@@ -61,7 +61,7 @@ class Context:
             d = Path(tempfile.mkdtemp(prefix="policy-", dir=self.scratch))
             os.chmod(d, 0o755)
             (d / "fidelity-services.yaml").write_text(
-                f"services:\n  - {{endpoint: \"{self.service.endpoint}\", disposable: true}}\n"
+                f"egress:\n  services:\n    - {{endpoint: \"{self.service.endpoint}\", disposable: true}}\n"
             )
             os.chmod(d / "fidelity-services.yaml", 0o644)
             self.policy_dirs["service"] = d
