@@ -443,6 +443,7 @@ pub fn hook_envelope(host: Host, command: &str, cwd: &Path, hi: Option<&HookInte
             mode,
             expected_writes: expected,
             forbidden_paths: forbidden,
+            require_success: hi.require_success,
             ..Default::default()
         },
         limits: hi.limits(hi.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
@@ -507,6 +508,15 @@ fn answer_for(
     {
         return Ok(Answer::Deny {
             reason: format!("dryrun: {}", refusal.message(&r.run_id)),
+        });
+    }
+    // Not promoted and not waiting: only the agent can act on it.
+    if v.decision != Decision::Promote && r.state == RunState::Rehearsed {
+        return Ok(Answer::Deny {
+            reason: evidence_summary(
+                r,
+                "was stopped, and nothing in it is for a person to decide; change the command and run it again",
+            ),
         });
     }
     Ok(match v.decision {

@@ -44,7 +44,7 @@ pub(crate) enum Mode {
     Mutating,
 }
 
-/// `intent.network`: `none` or `{allow: [...]}` (see `crate::egress`).
+/// `intent.network`: `none` or `{allow: [...], services: [...]}` (see `crate::egress`).
 pub(crate) use crate::egress::intent::NetworkIntent as Network;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -62,6 +62,8 @@ pub(crate) struct Intent {
     pub network: Network,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer_note: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_success: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -156,6 +158,9 @@ pub(crate) struct HookIntent {
     /// that needs approval waits for a reviewer (default 300 s).
     #[serde(default)]
     pub await_approval_s: Option<u64>,
+    /// A non-zero exit blocks (default: a failure inside the intent is a result).
+    #[serde(default)]
+    pub require_success: bool,
 }
 
 impl HookIntent {
@@ -259,8 +264,9 @@ pub(crate) struct EnvelopeSpec {
     pub expected_writes: PathMatcher,
     pub forbidden: PathMatcher,
     pub reviewer_note: Option<String>,
-    /// `intent.network.allow`, validated (empty: no network, as `none`).
+    /// `intent.network.allow` and `.services` (the system admits these later).
     pub network: Vec<crate::egress::HostPattern>,
+    pub services: Vec<crate::model::ServiceEndpoint>,
     /// As asked, the rest [`DEFAULT_LIMITS`] until the engine fits them to
     /// its machine ([`EnvelopeSpec::fit_limits`]).
     pub limits: LimitsSpec,
@@ -540,7 +546,8 @@ impl Envelope {
             .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
         let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
             .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
-        let network = (self.intent.network.patterns()).map_err(|(f, m)| field(&f, m))?;
+        let (network, services) =
+            (self.intent.network.validated()).map_err(|(f, m)| field(&f, m))?;
         if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
             return Err(field(
                 "intent.expected_writes",
@@ -642,6 +649,7 @@ impl Envelope {
             forbidden,
             reviewer_note: self.intent.reviewer_note.clone(),
             network,
+            services,
             limits,
             env: self.env.clone(),
             caller_env,
