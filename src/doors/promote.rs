@@ -105,6 +105,21 @@ fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(),
     }
 }
 
+/// The rehearsal's stdout and stderr on this process's own, in the order
+/// the command wrote them (`rehearsal.output_order`).
+pub fn write_output_in_order(h: &crate::record::Rehearsal) {
+    use crate::model::output::OutputStream;
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    for (stream, piece) in h.output_pieces() {
+        // Each piece reaches its stream before the next is written, so a
+        // reader of both (a terminal, `2>&1`) sees them in this order.
+        let _ = match stream {
+            OutputStream::Stdout => out.write_all(piece.as_bytes()).and_then(|_| out.flush()),
+            OutputStream::Stderr => err.write_all(piece.as_bytes()).and_then(|_| err.flush()),
+        };
+    }
+}
+
 /// Print the rehearsal's output as the command printed it, and exit as it
 /// exited (128 + signal for a signal).
 fn replay_output(r: &RunRecord) -> i32 {
@@ -152,9 +167,7 @@ fn replay_output(r: &RunRecord) -> i32 {
     if let Some(n) = &not_made {
         eprintln!("{n}");
     }
-    let _ = std::io::stdout().write_all(h.stdout.as_bytes());
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().write_all(h.stderr.as_bytes());
+    write_output_in_order(h);
     if h.output_truncated {
         eprintln!("\ndryrun: the output was cut to the run's output limit");
     }

@@ -5,6 +5,7 @@ use super::egress::start_egress;
 use super::store::fit_record;
 use super::{Engine, EngineError, Prepared, entries};
 use crate::envelope::EnvelopeSpec;
+use crate::model::output::{ChunkEnds, lossy_with_offsets};
 use crate::model::{HostReport, RehearsalReport};
 use crate::record::{Rehearsal, RunRecord, RunState, SandboxRecord};
 use crate::sandbox::{self, SandboxError};
@@ -208,13 +209,23 @@ impl Engine {
             (sandbox::helper::monotonic_ns() - ev.sspec.t0_ns) / 1000,
         ));
         let incomplete = incomplete_evidence(&report);
+        // As text, with the order of the streams moved along.
+        let mut ends = ChunkEnds::of(
+            &report.output_order,
+            report.stdout.len(),
+            report.stderr.len(),
+        );
+        let stdout = lossy_with_offsets(&report.stdout, &mut ends.stdout);
+        let stderr = lossy_with_offsets(&report.stderr, &mut ends.stderr);
+        let output_order = ends.into_order(stdout.len(), stderr.len());
         Rehearsal {
             exit_code: report.exit_code,
             signal: report.signal,
             timed_out: report.timed_out,
             duration_ms: report.duration_ms,
-            stdout: String::from_utf8_lossy(&report.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&report.stderr).into_owned(),
+            stdout,
+            stderr,
+            output_order,
             output_truncated: report.output_truncated,
             changes: report.changes,
             blocked: report.blocked,

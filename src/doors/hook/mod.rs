@@ -21,6 +21,7 @@
 
 mod claude;
 mod codex;
+mod replay;
 mod rewrite;
 mod summary;
 
@@ -28,7 +29,7 @@ pub use rewrite::{Rewrite, invokes_dryrun, quote};
 use rewrite::{own_exe, rewritten_input};
 use summary::changes_line;
 pub(crate) use summary::esc;
-pub use summary::evidence_summary;
+pub use summary::{evidence_summary, output_and_advice};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -236,6 +237,9 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     let backend = Backend::connect(target)?;
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
     // PermissionRequest after the PreToolUse rewrite): judged again.
+    if let Some(run_id) = replay::run_of(&command) {
+        return judge_replay(&backend, &run_id, &command, tool_input);
+    }
     if let Some(form) = Rewrite::parse(&command) {
         return judge_rewrite(host, target, &backend, event, &form, tool_input);
     }
@@ -403,7 +407,22 @@ fn answer_for(
             crate::model::promotion::check_stubbed_calls(mode, actions.unwrap_or_default(), false)
     {
         return Ok(Answer::Deny {
-            reason: format!("dryrun: {}", refusal.message(&r.run_id)),
+            reason: format!(
+                "dryrun: {}\n{}",
+                refusal.message(&r.run_id),
+                output_and_advice(r)
+            ),
+        });
+    }
+    // Nothing to apply: the output is the answer, replayed by the shell's
+    // builtins (no promotion, no receipt, no second process).
+    if let Some(command) = replay::render(r) {
+        return Ok(Answer::Allow {
+            input: rewritten_input(tool_input, command),
+            reason: format!(
+                "dryrun rehearsed it (run {}): no files changed, nothing to apply; what runs now prints its output and exits with its status",
+                r.run_id
+            ),
         });
     }
     Ok(match v.decision {
@@ -421,7 +440,7 @@ fn answer_for(
                     rw.token = Some(token);
                     Answer::Ask {
                         input: rewritten_input(tool_input, rw.render()),
-                        reason: evidence_summary(r, "needs your approval"),
+                        reason: with_output(r, evidence_summary(r, "needs your approval")),
                     }
                 }
                 // The daemon keeps approvals with its reviewers: the
@@ -435,11 +454,14 @@ fn answer_for(
                     input["timeout"] = Value::from(((await_s + 60) * 1000).min(600_000));
                     Answer::Ask {
                         input,
-                        reason: evidence_summary(
+                        reason: with_output(
                             r,
-                            &format!(
-                                "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits up to {await_s} s for it, then applies the reviewed change set",
-                                r.run_id
+                            evidence_summary(
+                                r,
+                                &format!(
+                                    "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits up to {await_s} s for it, then applies the reviewed change set",
+                                    r.run_id
+                                ),
                             ),
                         ),
                     }
@@ -454,8 +476,36 @@ fn answer_for(
             }
         },
         Decision::Blocked => Answer::Deny {
-            reason: evidence_summary(r, "was blocked; change the command"),
+            reason: with_output(r, evidence_summary(r, "was blocked; change the command")),
         },
+    })
+}
+
+/// A reason with the run's output and what to change after the summary.
+fn with_output(r: &RunRecord, summary: String) -> String {
+    format!("{summary}\n{}", output_and_advice(r))
+}
+
+/// A replay this hook issued, presented again: allowed only when it is
+/// exactly what the hook renders for that run now.
+fn judge_replay(
+    backend: &Backend,
+    run_id: &str,
+    command: &str,
+    tool_input: &serde_json::Map<String, Value>,
+) -> Result<Answer, HookError> {
+    let r = backend.run(run_id)?;
+    Ok(if replay::render(&r).as_deref() == Some(command) {
+        Answer::Allow {
+            input: Value::Object(tool_input.clone()),
+            reason: format!("dryrun: replays the output of run {run_id}, which changed nothing"),
+        }
+    } else {
+        Answer::Deny {
+            reason: format!(
+                "dryrun: this replay is not the one dryrun's hook issues for run {run_id}; run the command itself and dryrun rehearses it"
+            ),
+        }
     })
 }
 
@@ -502,7 +552,7 @@ fn judge_rewrite(
         {
             Answer::Ask {
                 input: same,
-                reason: evidence_summary(&r, "needs your approval"),
+                reason: with_output(&r, evidence_summary(&r, "needs your approval")),
             }
         }
         // Claude Code's person said yes to the wait once; the same
@@ -515,11 +565,14 @@ fn judge_rewrite(
         {
             Answer::Ask {
                 input: same,
-                reason: evidence_summary(
+                reason: with_output(
                     &r,
-                    &format!(
-                        "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
-                        r.run_id
+                    evidence_summary(
+                        &r,
+                        &format!(
+                            "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
+                            r.run_id
+                        ),
                     ),
                 ),
             }
