@@ -83,6 +83,7 @@ fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(),
                         format!(" ({note})")
                     }
                 );
+                show_unapplied(&r);
                 return Err(EXIT_REFUSED);
             }
             _ => return Ok(()),
@@ -92,6 +93,7 @@ fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(),
                 "dryrun: no reviewer approved run {run_id} within {} s; nothing was applied (a reviewer runs `dryrun approve {run_id}`)",
                 wait.as_secs()
             );
+            show_unapplied(&r);
             return Err(EXIT_REFUSED);
         }
         if !told {
@@ -103,6 +105,21 @@ fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(),
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// A run that was not applied: what its rehearsal printed, so the agent
+/// sees what its command did all the same.
+fn show_unapplied(r: &RunRecord) {
+    let Some(h) = &r.rehearsal else { return };
+    eprintln!(
+        "dryrun: what the command printed in its rehearsal ({}), not applied:",
+        match (h.exit_code, h.signal) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(s)) => format!("signal {s}"),
+            _ => "no exit status".into(),
+        }
+    );
+    write_output_in_order(h);
 }
 
 /// The rehearsal's stdout and stderr on this process's own, in the order

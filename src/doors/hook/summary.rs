@@ -159,12 +159,7 @@ const OUTPUT_SHOWN: usize = 24 << 10;
 pub fn output_and_advice(r: &RunRecord) -> String {
     let mut lines = Vec::new();
     if let Some(v) = &r.verdict {
-        let hints = if v.to_change.is_empty() {
-            crate::model::advice::to_change(&v.findings)
-        } else {
-            v.to_change.clone()
-        };
-        for h in hints {
+        for h in crate::model::advice::to_change(&v.findings) {
             lines.push(format!("what to change: {}", Shown::message(&h)));
         }
     }
