@@ -126,15 +126,45 @@ fn show_unapplied(r: &RunRecord) {
 /// the command wrote them (`rehearsal.output_order`).
 pub fn write_output_in_order(h: &crate::record::Rehearsal) {
     use crate::model::output::OutputStream;
+    use std::os::fd::AsFd;
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    // dryrun's own line before the output went to stderr.
+    let mut last = Some(OutputStream::Stderr);
+    let mut budget = Duration::from_secs(1);
     for (stream, piece) in h.output_pieces() {
-        // Each piece reaches its stream before the next is written, so a
-        // reader of both (a terminal, `2>&1`) sees them in this order.
+        // One stream (a terminal, `2>&1`, a file) keeps this order as it
+        // is written. A host that reads the two pipes apart (Codex) sees
+        // pieces written microseconds apart in either order: before the
+        // other stream gets the next piece, wait (briefly, at most) until
+        // the reader has taken the last one.
+        if last.is_some_and(|l| l != stream) {
+            match last {
+                Some(OutputStream::Stdout) => drained(out.as_fd(), &mut budget),
+                _ => drained(err.as_fd(), &mut budget),
+            }
+        }
+        last = Some(stream);
         let _ = match stream {
             OutputStream::Stdout => out.write_all(piece.as_bytes()).and_then(|_| out.flush()),
             OutputStream::Stderr => err.write_all(piece.as_bytes()).and_then(|_| err.flush()),
         };
     }
+    // And before dryrun's notes after it, on stderr.
+    if last == Some(OutputStream::Stdout) {
+        drained(out.as_fd(), &mut budget);
+    }
+}
+
+/// Until what was written to `fd` has been read, for at most 100 ms and
+/// what is left of `budget` (a replay's 1 s in all): a reader that is slow
+/// or gone costs the order, never more time.
+fn drained(fd: std::os::fd::BorrowedFd<'_>, budget: &mut Duration) {
+    let start = Instant::now();
+    let limit = (*budget).min(Duration::from_millis(100));
+    while crate::engine::unread_bytes(fd).is_ok_and(|n| n > 0) && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    *budget = budget.saturating_sub(start.elapsed());
 }
 
 /// Print the rehearsal's output as the command printed it, and exit as it

@@ -238,7 +238,7 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
     // PermissionRequest after the PreToolUse rewrite): judged again.
     if let Some(run_id) = replay::run_of(&command) {
-        return judge_replay(&backend, &run_id, &command, tool_input);
+        return judge_replay(host, &backend, &run_id, &command, tool_input);
     }
     if let Some(form) = Rewrite::parse(&command) {
         return judge_rewrite(host, target, &backend, event, &form, tool_input);
@@ -416,7 +416,7 @@ fn answer_for(
     }
     // Nothing to apply: the output is the answer, replayed by the shell's
     // builtins (no promotion, no receipt, no second process).
-    if let Some(command) = replay::render(r) {
+    if let Some(command) = replay::render(r, replay_streams(host)) {
         return Ok(Answer::Allow {
             input: rewritten_input(tool_input, command),
             reason: format!(
@@ -481,6 +481,14 @@ fn answer_for(
     })
 }
 
+/// How a host's replay writes the two streams (see [`replay::Streams`]).
+fn replay_streams(host: Host) -> replay::Streams {
+    match host {
+        Host::ClaudeCode => replay::Streams::Apart,
+        Host::Codex => replay::Streams::OnStdout,
+    }
+}
+
 /// A reason with the run's output and what to change after the summary.
 fn with_output(r: &RunRecord, summary: String) -> String {
     format!("{summary}\n{}", output_and_advice(r))
@@ -489,24 +497,29 @@ fn with_output(r: &RunRecord, summary: String) -> String {
 /// A replay this hook issued, presented again: allowed only when it is
 /// exactly what the hook renders for that run now.
 fn judge_replay(
+    host: Host,
     backend: &Backend,
     run_id: &str,
     command: &str,
     tool_input: &serde_json::Map<String, Value>,
 ) -> Result<Answer, HookError> {
     let r = backend.run(run_id)?;
-    Ok(if replay::render(&r).as_deref() == Some(command) {
-        Answer::Allow {
-            input: Value::Object(tool_input.clone()),
-            reason: format!("dryrun: replays the output of run {run_id}, which changed nothing"),
-        }
-    } else {
-        Answer::Deny {
-            reason: format!(
-                "dryrun: this replay is not the one dryrun's hook issues for run {run_id}; run the command itself and dryrun rehearses it"
-            ),
-        }
-    })
+    Ok(
+        if replay::render(&r, replay_streams(host)).as_deref() == Some(command) {
+            Answer::Allow {
+                input: Value::Object(tool_input.clone()),
+                reason: format!(
+                    "dryrun: replays the output of run {run_id}, which changed nothing"
+                ),
+            }
+        } else {
+            Answer::Deny {
+                reason: format!(
+                    "dryrun: this replay is not the one dryrun's hook issues for run {run_id}; run the command itself and dryrun rehearses it"
+                ),
+            }
+        },
+    )
 }
 
 /// A rewrite this hook issued, presented again.

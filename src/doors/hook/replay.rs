@@ -53,9 +53,21 @@ pub(super) fn nothing_to_apply(r: &RunRecord) -> bool {
             .is_none_or(|l| l.mode == crate::model::LiveMode::Apply)
 }
 
+/// Where a replay writes stderr's pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Streams {
+    /// To stderr (Claude Code captures both streams in one file, in the
+    /// order written).
+    Apart,
+    /// To stdout too: a host that reads the two pipes apart (Codex) shows
+    /// pieces written microseconds apart in either order, and shows the
+    /// two as one text anyway.
+    OnStdout,
+}
+
 /// The replay command for `r`, or `None` when `r` needs a promotion or
 /// the rendering does not read back exactly.
-pub(super) fn render(r: &RunRecord) -> Option<String> {
+pub(super) fn render(r: &RunRecord, streams: Streams) -> Option<String> {
     if !nothing_to_apply(r) || !crate::engine::valid_run_id(&r.run_id) {
         return None;
     }
@@ -65,22 +77,26 @@ pub(super) fn render(r: &RunRecord) -> Option<String> {
         (None, Some(s)) => 128 + s,
         _ => 1,
     };
+    let stream = |s| match streams {
+        Streams::Apart => s,
+        Streams::OnStdout => OutputStream::Stdout,
+    };
     let mut pieces: Vec<(OutputStream, String)> = h
         .output_pieces()
         .into_iter()
         // A terminal shows nothing for a NUL; no shell word can hold one.
-        .map(|(s, p)| (s, p.replace('\0', "")))
+        .map(|(s, p)| (stream(s), p.replace('\0', "")))
         .filter(|(_, p)| !p.is_empty())
         .collect();
     if h.output_truncated {
         pieces.push((
-            OutputStream::Stderr,
+            stream(OutputStream::Stderr),
             "\n[dryrun: the output was cut to the run's output limit]\n".into(),
         ));
     }
     let mut keep = KEEP_BYTES;
     loop {
-        let shown = cut_middle(&pieces, keep, &r.run_id);
+        let shown = cut_middle(&pieces, keep, &r.run_id, stream(OutputStream::Stderr));
         let command = compose(&r.run_id, &shown, exit);
         if command.len() <= MAX_COMMAND {
             // Offered only if it reads back as exactly what it carries.
@@ -124,6 +140,7 @@ fn cut_middle(
     pieces: &[(OutputStream, String)],
     keep: usize,
     run_id: &str,
+    note_on: OutputStream,
 ) -> Vec<(OutputStream, String)> {
     let total: usize = pieces.iter().map(|(_, p)| p.len()).sum();
     if total <= keep {
@@ -148,7 +165,7 @@ fn cut_middle(
         if !marked && b > head {
             marked = true;
             out.push((
-                OutputStream::Stderr,
+                note_on,
                 format!(
                     "\n[dryrun: {} bytes of output left out here; run {run_id}'s record keeps them]\n",
                     tail_from - head
@@ -275,7 +292,7 @@ mod tests {
     fn a_replay_reads_back_as_exactly_its_output() {
         let hostile = "it's $(touch /tmp/x) `id` \\' '\\'' ; exit 0\n\"q\" ⟦ESC⟧ \u{1b}[31m\r\n";
         let r = run(hostile, "warn: 'x'\n", 3);
-        let c = render(&r).expect("rendered");
+        let c = render(&r, Streams::Apart).expect("rendered");
         assert!(
             c.starts_with(": dryrun replay r1234-abcd; printf %s '"),
             "{c}"
@@ -292,7 +309,14 @@ mod tests {
         );
         assert_eq!(run_of(&c).as_deref(), Some("r1234-abcd"));
         // Success exits as the last printf does.
-        assert!(!render(&run("ok\n", "", 0)).unwrap().contains("exit"));
+        assert!(
+            !render(&run("ok\n", "", 0), Streams::Apart)
+                .unwrap()
+                .contains("exit")
+        );
+        // One stream: everything on stdout, in order.
+        let one = render(&r, Streams::OnStdout).unwrap();
+        assert!(!one.contains(">&2"), "{one}");
     }
 
     #[test]
@@ -307,19 +331,19 @@ mod tests {
                 crate::model::ChangeKind::Created,
                 crate::model::FileType::File,
             ));
-        assert_eq!(render(&r), None);
+        assert_eq!(render(&r, Streams::Apart), None);
         let mut r = run("x", "", 0);
         r.verdict.as_mut().unwrap().decision = Decision::NeedsApproval;
-        assert_eq!(render(&r), None);
+        assert_eq!(render(&r, Streams::Apart), None);
         let mut r = run("x", "", 0);
         r.state = RunState::Promoted;
-        assert_eq!(render(&r), None);
+        assert_eq!(render(&r, Streams::Apart), None);
     }
 
     #[test]
     fn a_long_output_keeps_its_head_and_tail() {
         let out: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
-        let c = render(&run(&out, "", 1)).unwrap();
+        let c = render(&run(&out, "", 1), Streams::Apart).unwrap();
         assert!(c.len() <= MAX_COMMAND);
         let (_, pieces, _) = read(&c).unwrap();
         let text: String = pieces.iter().map(|(_, p)| p.as_str()).collect();
@@ -328,7 +352,7 @@ mod tests {
         assert!(text.contains("bytes of output left out here"));
         // Quotes everywhere: cut further until it fits.
         let quotes = "'".repeat(200_000);
-        let c = render(&run(&quotes, "", 0)).unwrap();
+        let c = render(&run(&quotes, "", 0), Streams::Apart).unwrap();
         assert!(c.len() <= MAX_COMMAND);
     }
 
