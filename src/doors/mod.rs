@@ -64,6 +64,20 @@ pub enum Target {
     Local(PathBuf),
 }
 
+impl Target {
+    /// Where this process may keep the system policy's parsed cache: the
+    /// in-process engine's state directory, or (over a daemon) the
+    /// caller's own default state directory when it exists already. The
+    /// cache is checked as the engine checks it (`policy::cache`); without
+    /// one the policy is parsed from its YAML.
+    pub fn policy_cache_dir(&self) -> Option<PathBuf> {
+        match self {
+            Target::Local(d) => Some(d.clone()),
+            Target::Daemon(_) => Some(crate::engine::default_state_dir()).filter(|d| d.is_dir()),
+        }
+    }
+}
+
 /// The doors' one way to the engine: the verbs they use, each one typed
 /// request sent through [`Door::send`], the same client function the CLI
 /// uses.

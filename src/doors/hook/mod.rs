@@ -248,7 +248,8 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
             reason: "dryrun: only a command rewritten by dryrun's PreToolUse hook may run; this one was not rehearsed".into(),
         });
     }
-    if invokes_dryrun(&command) {
+    let cache_dir = target.policy_cache_dir();
+    if invokes_dryrun(&command, cache_dir.as_deref()) {
         return Ok(Answer::Deny {
             reason: "dryrun: an agent may not run dryrun through its shell (approving, promoting or changing runs is for people); run the command itself and dryrun's hook rehearses it".into(),
         });
@@ -275,7 +276,8 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     let cwd = real(&cwd);
     // The engine's workspace bound, before anything of the workspace is
     // read (the engine applies it again to the run itself).
-    crate::engine::bound::check_here(&cwd).map_err(|e| HookError::Workspace(e.to_string()))?;
+    crate::engine::bound::check_here(&cwd, cache_dir.as_deref())
+        .map_err(|e| HookError::Workspace(e.to_string()))?;
     let hook_intent = crate::envelope::read_task_file(&project, "hook")
         .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
