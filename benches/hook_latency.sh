@@ -59,12 +59,18 @@ PY
 # The rewritten command of a hook answer (stdin), or nothing.
 REWRITE='import json, sys; a = json.load(sys.stdin)["hookSpecificOutput"]; print(a.get("updatedInput", {}).get("command", "exit 99"))'
 
-median() { # hyperfine JSON -> median ms
-    python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["results"][0]["median"]*1000))' "$1"
+median() { # hyperfine JSON -> "median min" ms
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print("%.1f %.1f" % (r["median"]*1000, min(r["times"])*1000))' "$1"
 }
-measure() { # name, [hyperfine options...], command -> median ms
-    local json=$WORK/h-$1.json; shift
-    hyperfine -N --style none --warmup 3 --runs "$RUNS" --export-json "$json" "$@" >/dev/null 2>&1
+measure() { # name, shell command, [prepare command] -> median ms
+    local json=$WORK/h-$1.json cmd
+    cmd=$(printf 'bash -c %q' "$2")
+    if [ -n "${3:-}" ]; then
+        hyperfine -N --style none --warmup 3 --runs "$RUNS" --export-json "$json" \
+            --prepare "$(printf 'bash -c %q' "$3")" "$cmd" >/dev/null
+    else
+        hyperfine -N --style none --warmup 3 --runs "$RUNS" --export-json "$json" "$cmd" >/dev/null
+    fi
     median "$json"
 }
 cpu() { # command -> CPU ms of its process tree (perf), or -
@@ -76,26 +82,24 @@ cpu() { # command -> CPU ms of its process tree (perf), or -
 rows=$WORK/rows.tsv
 : >"$rows"
 bench() { # engine label, command
-    local engine=$1 cmd=$2 ev=$WORK/ev.json direct hook rw sum
+    local engine=$1 cmd=$2 ev=$WORK/ev.json direct hook rw
     event "$cmd" "$ev"
     local hook_cmd="$DRYRUN hook claude-code < $ev > $WORK/answer.json"
-    direct=$(measure direct bash -c "cd $WS && { $cmd; } >/dev/null 2>&1")
-    hook=$(measure hook bash -c "cd $WS && $hook_cmd")
+    direct=$(measure direct "cd $WS && { $cmd; } >/dev/null 2>&1")
+    hook=$(measure hook "cd $WS && $hook_cmd")
     # A fresh hook answer's rewritten command in rw.sh.
     printf 'cd %q && %s && python3 -c %q < %q > %q\n' "$WS" "$hook_cmd" "$REWRITE" \
         "$WORK/answer.json" "$WORK/rw.sh" >"$WORK/fresh.sh"
     bash "$WORK/fresh.sh"
     if grep -q ' promote ' "$WORK/rw.sh"; then
         # Single use: each timed run promotes a fresh rehearsal.
-        rw=$(measure rw --prepare "bash $WORK/fresh.sh" \
-            bash -c "cd $WS && bash $WORK/rw.sh >/dev/null 2>&1")
+        rw=$(measure rw "cd $WS && bash $WORK/rw.sh >/dev/null 2>&1" "bash $WORK/fresh.sh")
         kind=promote
     else
-        rw=$(measure rw bash -c "cd $WS && bash $WORK/rw.sh >/dev/null 2>&1")
+        rw=$(measure rw "cd $WS && bash $WORK/rw.sh >/dev/null 2>&1")
         kind=replay
     fi
-    sum=$(python3 -c "print('%.1f' % ($hook + $rw))")
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$engine" "$cmd" "$kind" "$direct" "$hook" "$rw" "$sum" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$engine" "$cmd" "$kind" "$direct" "$hook" "$rw" \
         "$(cpu "cd $WS && $hook_cmd")" >>"$rows"
 }
 
@@ -115,7 +119,13 @@ import sys
 print("| engine | command | after the hook | direct | hook | rewrite | hook + rewrite | overhead | ratio | hook CPU |")
 print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for line in open(sys.argv[1]):
-    e, c, k, d, h, r, s, cpu = line.rstrip("\n").split("\t")
-    d, s = float(d), float(s)
-    print(f"| {e} | `{c}` | {k} | {d:.1f} | {h} | {r} | {s:.1f} | {s - d:+.1f} | {s / d:.1f}x | {cpu} |")
+    e, c, k, d, h, r, cpu = line.rstrip("\n").split("\t")
+    (d, dmin), (h, hmin), (r, rmin) = [tuple(map(float, x.split())) for x in (d, h, r)]
+    s, smin = h + r, hmin + rmin
+    print(f"| {e} | `{c}` | {k} | {d:.1f} | {h:.1f} ({hmin:.1f}) | {r:.1f} ({rmin:.1f}) "
+          f"| {s:.1f} ({smin:.1f}) | {s - d:+.1f} ({smin - dmin:+.1f}) | {s / d:.1f}x | {cpu} |")
+print()
+print("Medians in ms, the fastest run in parentheses; hook CPU: ms of CPU time of the hook's")
+print("process tree per hook (perf task-clock: the sandbox's processes in-process, the client alone")
+print("with a daemon).")
 PY

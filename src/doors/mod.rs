@@ -65,15 +65,34 @@ pub enum Target {
 }
 
 impl Target {
-    /// Where this process may keep the system policy's parsed cache: the
-    /// in-process engine's state directory, or (over a daemon) the
-    /// caller's own default state directory when it exists already. The
-    /// cache is checked as the engine checks it (`policy::cache`); without
-    /// one the policy is parsed from its YAML.
+    /// Where this process keeps the system policy's parsed cache (what a
+    /// hook reads of the policy before it submits): the in-process
+    /// engine's state directory, or (over a daemon, which keeps its own)
+    /// the caller's `$XDG_CACHE_HOME/dryrun` (`~/.cache/dryrun`), made
+    /// private if missing. The cache is trusted only as the engine trusts
+    /// it (`policy::cache`: owned by this uid, written by nobody else);
+    /// without one the policy is parsed from its YAML, about 10 ms.
     pub fn policy_cache_dir(&self) -> Option<PathBuf> {
         match self {
             Target::Local(d) => Some(d.clone()),
-            Target::Daemon(_) => Some(crate::engine::default_state_dir()).filter(|d| d.is_dir()),
+            Target::Daemon(_) => {
+                use std::os::unix::fs::DirBuilderExt;
+                let base = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .or_else(|| {
+                        std::env::var_os("HOME")
+                            .map(PathBuf::from)
+                            .filter(|p| p.is_absolute())
+                            .map(|h| h.join(".cache"))
+                    })?;
+                let dir = base.join("dryrun");
+                let _ = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir);
+                dir.is_dir().then_some(dir)
+            }
         }
     }
 }

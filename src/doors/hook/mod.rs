@@ -473,7 +473,10 @@ fn answer_for(
                 rw.await_s = Some(await_s);
                 Answer::Allow {
                     input: rewritten_input(tool_input, rw.render()),
-                    reason: evidence_summary(r, "waits for a dryrun reviewer's approval"),
+                    reason: with_output(
+                        r,
+                        evidence_summary(r, "waits for a dryrun reviewer's approval"),
+                    ),
                 }
             }
         },

@@ -87,7 +87,14 @@ pub(super) fn render(r: &RunRecord, streams: Streams) -> Option<String> {
         // A terminal shows nothing for a NUL; no shell word can hold one.
         .map(|(s, p)| (stream(s), p.replace('\0', "")))
         .filter(|(_, p)| !p.is_empty())
-        .collect();
+        .fold(Vec::new(), |mut v: Vec<(OutputStream, String)>, (s, p)| {
+            // Adjacent pieces of one stream are one.
+            match v.last_mut() {
+                Some((ls, lp)) if *ls == s => lp.push_str(&p),
+                _ => v.push((s, p)),
+            }
+            v
+        });
     if h.output_truncated {
         pieces.push((
             stream(OutputStream::Stderr),
@@ -317,6 +324,7 @@ mod tests {
         // One stream: everything on stdout, in order.
         let one = render(&r, Streams::OnStdout).unwrap();
         assert!(!one.contains(">&2"), "{one}");
+        assert_eq!(one.matches("printf").count(), 1, "{one}");
     }
 
     #[test]
