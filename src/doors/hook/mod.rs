@@ -5,7 +5,10 @@
 //!
 //! - decision `promote` → allow, the command rewritten to a `dryrun promote`
 //!   of that run, which applies exactly the reviewed change set and then
-//!   replays the rehearsal's output and exit status;
+//!   replays the rehearsal's output (in the order written) and exit
+//!   status; a run with nothing to apply is rewritten to a replay of its
+//!   output by shell builtins alone (`replay.rs`): no promotion, no
+//!   receipt, no second process;
 //! - `needs_approval` → ask (Claude Code) with an evidence summary, the
 //!   rewrite carrying a single-use token bound to the run; Codex has no
 //!   ask: its rewrite waits for a dryrun reviewer's approval;
@@ -14,6 +17,10 @@
 //!   timeout, a failed rehearsal) → exit 2 with the reason on stderr:
 //!   both hosts block the call on exit 2, and fail open on malformed JSON,
 //!   so nothing but one well-formed answer is ever printed.
+//!
+//! Every reason that reaches the model or the person carries what the
+//! command printed, in the order it was written, and what to change
+//! (`summary.rs`).
 //!
 //! The agent's own `dryrun` invocations are denied: only the rewrites this
 //! hook issues may carry a run out (and a rewrite seen again is judged
