@@ -23,6 +23,12 @@ pub struct IntentRecord {
     /// `intent.network.allow` as validated (absent: `network: none`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<String>,
+    /// `intent.require_success`: a non-zero exit blocks this run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_success: bool,
+    /// `intent.network.services` as validated (absent: none declared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
 }
 
 /// How the sandbox was built for this run.
@@ -227,6 +233,11 @@ pub struct RunRecord {
     /// were replayed, and the novel-call policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<ReplayLink>,
+    /// A waiting run its submitter's next run in the same workspace
+    /// superseded (that run's id): it stays `awaiting_approval` (approvable,
+    /// it still expires) but leaves the review queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
 }
 
 /// The run record's `receipt` as records have always held it: the receipt

@@ -119,6 +119,21 @@ pub(super) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Fit the state directory into its size budget: the kept content,
+    /// then the records, of the oldest runs nothing pending needs (never the
+    /// journal, receipts, or a run waiting for a person or approved).
+    Gc {
+        /// The budget for this collection in MiB (default:
+        /// DRYRUN_STATE_BUDGET_MB, else 512; 0 collects everything nothing
+        /// pending needs).
+        #[arg(long, value_name = "MIB")]
+        budget_mb: Option<u64>,
+        /// Say what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// The hash-chained journal.
     Journal {
         #[command(subcommand)]
@@ -254,6 +269,11 @@ pub(super) struct DaemonArgs {
     /// directory; past it, submissions are refused (507). 0: no quota.
     #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_QUOTA_PER_UID_BYTES >> 20)]
     pub(super) quota_per_uid_mb: u64,
+    /// The state directory's size budget in MiB: each hourly housekeeping
+    /// removes the kept content, then the records, of the oldest runs
+    /// nothing pending needs until it fits (0: no budget; see `dryrun gc`).
+    #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_STATE_BUDGET_BYTES >> 20)]
+    pub(super) state_budget_mb: u64,
     /// Days the kept content of runs not awaiting approval is kept.
     #[arg(long, value_name = "DAYS")]
     pub(super) blob_retention_days: Option<u64>,
@@ -266,7 +286,7 @@ pub(super) struct DaemonArgs {
     #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
     pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
     /// Seconds a run waits for a person before it expires (rejected,
-    /// `rejected_because: expired`; default 7 days).
+    /// `rejected_because: expired`; default 24 hours).
     #[arg(long, value_name = "S", default_value_t = crate::engine::DEFAULT_APPROVAL_EXPIRY.as_secs())]
     pub(super) approval_expiry: u64,
     /// Run this executable (no shell) when a run starts waiting for a
@@ -306,6 +326,10 @@ pub(super) struct ExecuteArgs {
     /// Declare the run read-only: any write blocks it.
     #[arg(long)]
     pub(super) read_only: bool,
+    /// A non-zero exit blocks the run (intent.require_success); by default
+    /// a failure inside the intent is a result, promoted as it would land.
+    #[arg(long)]
+    pub(super) require_success: bool,
     /// Wall-clock limit in seconds.
     #[arg(long, value_name = "S")]
     pub(super) timeout: Option<u64>,
@@ -327,6 +351,12 @@ pub(super) struct ExecuteArgs {
     /// only; repeatable; adds to intent.network.allow).
     #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
     pub(super) allow_net: Vec<String>,
+    /// A host service the command talks to, forwarded into the sandbox:
+    /// 127.0.0.1:PORT, [::1]:PORT or a Unix socket's absolute path; only
+    /// endpoints the system policy lists (egress.services) are accepted
+    /// (repeatable; adds to intent.network.services; see docs/services.md).
+    #[arg(long = "service", value_name = "HOST:PORT|PATH")]
+    pub(super) service: Vec<String>,
     /// Pin a name the egress proxy resolves to an address, exempt from its
     /// address refusals (private ranges, the host's own addresses) for that
     /// name and port (in-process runs; curl's --resolve syntax).
@@ -350,6 +380,7 @@ impl Cmd {
             | Cmd::Rollback { json, .. }
             | Cmd::Cancel { json, .. }
             | Cmd::Replay { json, .. }
+            | Cmd::Gc { json, .. }
             | Cmd::Receipt {
                 cmd: ReceiptCmd::Show { json, .. },
             }

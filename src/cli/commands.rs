@@ -164,6 +164,11 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             }
         }
         Cmd::Review => super::tui::review(&g),
+        Cmd::Gc {
+            budget_mb,
+            dry_run,
+            json,
+        } => super::gc::gc(&g, budget_mb, dry_run, json),
         Cmd::Rollback { receipt_id, json } => {
             with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
                 Ok(rc) => {
@@ -458,6 +463,8 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     }
     cfg.retention.quota_per_uid_bytes =
         (a.quota_per_uid_mb > 0).then_some(a.quota_per_uid_mb.saturating_mul(1 << 20));
+    cfg.retention.state_budget_bytes =
+        (a.state_budget_mb > 0).then_some(a.state_budget_mb.saturating_mul(1 << 20));
     if let Some(d) = a.blob_retention_days {
         cfg.retention.blob_days = d;
     }
@@ -601,6 +608,7 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
     if a.read_only {
         env.intent.mode = Mode::ReadOnly;
     }
+    env.intent.require_success |= a.require_success;
     if let Some(t) = a.timeout {
         env.limits.timeout_s = Some(t);
     }
@@ -613,6 +621,7 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         }
     }
     env.intent.network.add(&a.allow_net);
+    env.intent.network.add_services(&a.service);
     if d.is_daemon() && a.allow_degraded_sandbox {
         return usage_error(
             "--allow-degraded-sandbox applies to in-process runs; a daemon decides for itself (dryrun daemon --allow-degraded-sandbox), or pass --local",

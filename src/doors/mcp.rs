@@ -205,9 +205,12 @@ fn run_out(r: &RunRecord) -> RunOut {
     let decision = v.map(|v| v.decision.as_str().to_string());
     let next = match (r.state, v.map(|v| v.decision)) {
         (RunState::Queued | RunState::Running, _) => "wait for the verdict (tool wait)".into(),
-        (RunState::Rehearsed, Some(crate::verdict::Decision::Promote)) => {
-            "promote it (tool promote) to apply exactly this change set".into()
-        }
+        (RunState::Rehearsed, Some(crate::verdict::Decision::Promote)) => match h.exit_code {
+            Some(c) if c != 0 => format!(
+                "the command failed (exit status {c}) inside its intent: promote it (tool promote) to leave the workspace as the failed command would live, then fix the failure"
+            ),
+            _ => "promote it (tool promote) to apply exactly this change set".into(),
+        },
         (RunState::AwaitingApproval, _) if r.override_required => format!(
             "blocked: change the command or its intent and execute again (only a reviewer's explicit override, `dryrun approve --override {}`, lets it through)",
             r.run_id
@@ -217,8 +220,10 @@ fn run_out(r: &RunRecord) -> RunOut {
             r.run_id
         ),
         (RunState::Approved, _) => "promote it (tool promote)".into(),
+        // Nothing here a person can decide (`model::waiting`): never an
+        // override, the agent runs again.
         (RunState::Rehearsed, _) => {
-            "blocked: change the command or its intent and execute again".into()
+            "not promoted, and nothing for a person to decide: change the command, its intent or its limits and execute again (see reasons)".into()
         }
         (RunState::Promoted, _) => "done: the change set is live".into(),
         (RunState::Rejected, _) => format!(

@@ -31,6 +31,7 @@ impl Engine {
             redactor,
             egress,
             path_dirs,
+            owner,
         } = p;
         // Time spent queued is not the rehearsal's.
         sspec.t0_ns = sandbox::helper::monotonic_ns();
@@ -41,12 +42,12 @@ impl Engine {
             record.state = RunState::Running;
             self.save_relaxed(&record)?;
         }
-        let proxy = match start_egress(&egress, &spec, &mut sspec) {
+        let proxy = match start_egress(&egress, &spec, &mut sspec, &owner) {
             Ok(p) => p,
             Err(e) => {
                 record.state = RunState::Failed;
                 record.error = Some(format!(
-                    "the rehearsal's egress proxy could not start, so nothing ran: {e}"
+                    "the rehearsal's egress (proxy, DNS responder, declared services) could not start, so nothing ran: {e}"
                 ));
                 let _ = std::fs::remove_dir_all(&blobs);
                 return self.commit_outcome(record, &envelope, false);
@@ -66,7 +67,7 @@ impl Engine {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
-                let verdict = verdict::judge_with(
+                let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
                     &host,
@@ -76,7 +77,15 @@ impl Engine {
                         path_dirs: &path_dirs,
                     },
                 );
-                record.state = RunState::after_verdict(verdict.decision);
+                super::egress::hint_undeclared_services(&egress, &report, &mut verdict.notes);
+                record.state = RunState::after_verdict(verdict.decision, &verdict.findings);
+                if verdict.decision != verdict::Decision::Promote
+                    && record.state == RunState::Rehearsed
+                {
+                    verdict
+                        .notes
+                        .insert(0, super::queue::NOT_FOR_A_PERSON.into());
+                }
                 record.override_required =
                     crate::model::run_state::override_required(verdict.decision);
                 let evidence = Evidence {
@@ -135,6 +144,9 @@ impl Engine {
             sandbox::limits::reap_run_cgroups(&run_id);
         }
         self.save_with(&record, &[("envelope.json", envelope)])?;
+        if record.state == RunState::AwaitingApproval {
+            self.mark_waiting(&run_id);
+        }
         self.clear_inflight(&run_id);
         self.count_usage(&record);
         tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");
@@ -246,15 +258,8 @@ impl Engine {
                 enforcement,
                 network: if ev.sspec.network_host {
                     "host (the live lane's rerun, as live.network: host grants)".into()
-                } else if ev
-                    .sspec
-                    .egress
-                    .as_ref()
-                    .is_some_and(|e| e.proxy_port.is_some())
-                {
-                    "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)".into()
                 } else {
-                    "none (new network namespace, loopback only)".into()
+                    describe_network(ev.sspec.egress.as_ref())
                 },
             },
             evidence_hash: String::new(),
@@ -280,6 +285,25 @@ fn prepare_redaction() {
                 let _ = crate::redact::detectors();
             });
     });
+}
+
+/// The record's `sandbox.network`: what the command could reach.
+fn describe_network(plan: Option<&sandbox::spec::EgressPlan>) -> String {
+    let base = if plan.is_some_and(|e| e.proxy_port.is_some()) {
+        "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)"
+    } else {
+        "none (new network namespace, loopback only)"
+    };
+    match plan.map(|e| &e.services[..]).unwrap_or_default() {
+        [] => base.into(),
+        s => format!(
+            "{base}; declared host services forwarded: {}",
+            s.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// What the record of a rehearsal needs besides the reports.

@@ -39,7 +39,8 @@ impl Engine {
             ));
         };
         let p = self.run_dir(baseline).join("envelope.json");
-        let bytes = std::fs::read(&p).map_err(|source| EngineError::storage(&p, source))?;
+        let bytes =
+            crate::state_file::read(&p).map_err(|source| EngineError::storage(&p, source))?;
         let mut env: crate::envelope::Envelope =
             serde_json::from_slice(&bytes).map_err(|e| EngineError::corrupt(&p, e))?;
         if let Some(new) = &req.envelope {

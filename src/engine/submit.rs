@@ -116,6 +116,11 @@ impl Engine {
         }
         let t0_ns = sandbox::helper::monotonic_ns();
         let c = classify(spec, &self.state_dir, requester)?;
+        let egress = self.opts.egress.with_policy(&c.policy.egress);
+        // Declared services the system does not list refuse the run before
+        // anything is allocated (the rehearsal's egress asks again).
+        crate::egress::service::admit(&egress.services, &spec.services, &spec.workspace)
+            .map_err(|(f, m)| EngineError::invalid(Input::Request, format!("{f}: {m}")))?;
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
@@ -134,7 +139,11 @@ impl Engine {
         // plus a little for "before" copies (see `kept_content_budget`).
         let max_blobs = sandbox::spec::kept_content_budget(sspec.limits.disk_bytes);
         self.persist_submission(&record, actor, &c.risk, &dir)?;
-        let (ids_desc, risk) = (describe_ids(&sspec.ids), c.risk);
+        // The agent moved on: what it left waiting here leaves the queue.
+        if live.is_none() {
+            self.supersede_waiting(&record);
+        }
+        let (ids_desc, risk) = (describe_ids_of(&sspec), c.risk);
         Ok(Prepared {
             record,
             sspec,
@@ -144,7 +153,7 @@ impl Engine {
             ids_desc,
             max_blobs,
             blobs,
-            egress: self.opts.egress.with_policy(&c.policy.egress),
+            egress,
             redactor: crate::redact::Redactor::new(
                 spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 live.iter()
@@ -152,6 +161,7 @@ impl Engine {
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             ),
             path_dirs,
+            owner: (ws.uid, c.owner_gid, c.owner_groups),
         })
     }
 
@@ -286,7 +296,6 @@ impl Engine {
                 disk_bytes: spec.limits.disk_mb << 20,
                 tmp_bytes: self.opts.image.tmp_size_mb << 20,
             },
-            ids,
             image: self.opts.image.clone(),
             landlock: LandlockPlan {
                 min_abi: MIN_LANDLOCK_ABI,
@@ -312,6 +321,11 @@ impl Engine {
                 StubPlan::new(&StubTable { rules, replay })
             },
             egress: None,
+            mapped_groups: match &ids {
+                IdPlan::SelfOnly { uid, gid } => sandbox::ids::delegated_groups(*uid, *gid),
+                IdPlan::Shifted { .. } => Vec::new(),
+            },
+            ids,
         })
     }
 
@@ -415,6 +429,10 @@ fn classify(
     .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
     let ws_policy =
         crate::policy::read_workspace_policy(&owner, &spec.workspace, &spec.workspace_identity)?;
+    // Where the root repository's pointer and config put its hooks and
+    // config: protected for this run like `.git/hooks/` and `.git/config`.
+    let repository =
+        super::gitdir::repository_patterns(&owner, &spec.workspace, &spec.workspace_identity);
     // The same ids and groups are the evidence walk's reader's.
     let owner_groups = owner.creds().groups.clone();
     let owner_gid = owner.creds().gid;
@@ -430,7 +448,12 @@ fn classify(
             is_step: spec.uses_steps,
         },
     );
-    let protected = policy.protected_matcher();
+    let protected = match repository.is_empty() {
+        true => policy.protected_matcher(),
+        false => Arc::new(PathMatcher::deferred_any_depth(
+            &[policy.protected_matcher().patterns.clone(), repository].concat(),
+        )),
+    };
     Ok(Classified {
         policy,
         risk,
@@ -468,6 +491,8 @@ fn new_record(
             forbidden_paths: spec.forbidden.patterns.clone(),
             reviewer_note: spec.reviewer_note.clone(),
             network: spec.network.iter().map(|p| p.to_string()).collect(),
+            require_success: spec.envelope.intent.require_success,
+            services: spec.services.iter().map(|s| s.to_string()).collect(),
         },
         risk: Some(risk.clone()),
         rehearsal: None,
@@ -490,6 +515,7 @@ fn new_record(
             novel: r.novel.as_str().into(),
         }),
         workspace_identity: Some(spec.workspace_identity),
+        superseded_by: None,
     }
 }
 
@@ -511,6 +537,22 @@ fn describe_ids(ids: &IdPlan) -> String {
         IdPlan::SelfOnly { uid, gid } => {
             format!("self: the only id inside is the caller's own ({uid}:{gid})")
         }
+    }
+}
+
+/// [`describe_ids`], with the groups a self plan maps besides the caller's
+/// own.
+fn describe_ids_of(sspec: &SandboxSpec) -> String {
+    match sspec.mapped_groups.as_slice() {
+        [] => describe_ids(&sspec.ids),
+        g => format!(
+            "{}; and the groups /etc/subgid delegates to it ({}), through newgidmap (the enforcement list says whether they were mapped)",
+            describe_ids(&sspec.ids),
+            g.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

@@ -4,6 +4,7 @@
 //! in the daemon through a fork of the resident helper (`resident`).
 
 pub(crate) mod helper;
+pub(crate) mod ids;
 mod landlock;
 pub(crate) mod limits;
 mod mounts;
@@ -12,6 +13,7 @@ pub(crate) mod probe;
 mod reader;
 mod resident;
 mod seccomp;
+pub(crate) mod service;
 pub(crate) mod spec;
 pub(crate) mod stubs;
 mod sys;

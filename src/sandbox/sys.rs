@@ -352,7 +352,8 @@ pub(super) fn recv_fds(sock: RawFd) -> io::Result<Vec<OwnedFd>> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut buf = [0u8; 16];
     let mut iov = [io::IoSliceMut::new(&mut buf)];
-    let mut space = nix::cmsg_space!([RawFd; 4]);
+    // The proxy's listener, the DNS socket and one listener per service.
+    let mut space = nix::cmsg_space!([RawFd; 24]);
     let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
         .map_err(io::Error::from)?;
     let mut out = Vec::new();
@@ -477,4 +478,19 @@ pub(super) fn reset_ignored_signals() -> io::Result<()> {
     nix::sys::signal::SigSet::empty()
         .thread_set_mask()
         .map_err(io::Error::from)
+}
+
+/// This thread's supplementary groups, group and user ids, in that order
+/// (raw `setgroups`, `setresgid`, `setresuid`: the C library's wrappers
+/// change every thread of the process, these only the calling one). The
+/// thread cannot change back: a thread that calls this is one that ends.
+pub(super) fn become_on_this_thread(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    let list: Vec<libc::gid_t> = groups.to_vec();
+    // SAFETY: `list` outlives the call and holds `list.len()` gids.
+    check(unsafe { libc::syscall(libc::SYS_setgroups, list.len(), list.as_ptr()) })?;
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    Ok(())
 }

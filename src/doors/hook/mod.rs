@@ -366,6 +366,7 @@ pub fn hook_envelope(host: Host, command: &str, cwd: &Path, hi: Option<&HookInte
             mode,
             expected_writes: expected,
             forbidden_paths: forbidden,
+            require_success: hi.require_success,
             ..Default::default()
         },
         limits: Limits {
@@ -431,6 +432,15 @@ fn answer_for(
             reason: format!(
                 "dryrun rehearsed it (run {}): no files changed, nothing to apply; what runs now prints its output and exits with its status",
                 r.run_id
+            ),
+        });
+    }
+    // Not promoted and not waiting: only the agent can act on it.
+    if v.decision != Decision::Promote && r.state == RunState::Rehearsed {
+        return Ok(Answer::Deny {
+            reason: evidence_summary(
+                r,
+                "was stopped, and nothing in it is for a person to decide; change the command and run it again",
             ),
         });
     }

@@ -175,7 +175,9 @@ fn take_hello(
     }
     let fd = sys::pidfd_getfd(running.pidfd.as_raw_fd(), hello.listener)
         .map_err(supervise("listener"))?;
-    running.watch = Some(NetWatch::new(fd, spec.egress.as_ref()));
+    let mut watch = NetWatch::new(fd, spec.egress.as_ref());
+    watch.unix_services = super::services::unix_targets();
+    running.watch = Some(watch);
     nix::unistd::write(&ack_w, &[ACK]).map_err(supervise("handshake"))?;
     Ok(Some(hello.landlock))
 }

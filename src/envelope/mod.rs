@@ -39,7 +39,7 @@ pub(crate) enum Mode {
     Mutating,
 }
 
-/// `intent.network`: `none` or `{allow: [...]}` (see `crate::egress`).
+/// `intent.network`: `none` or `{allow: [...], services: [...]}` (see `crate::egress`).
 pub(crate) use crate::egress::intent::NetworkIntent as Network;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -57,6 +57,8 @@ pub(crate) struct Intent {
     pub network: Network,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer_note: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_success: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -123,6 +125,9 @@ pub(crate) struct HookIntent {
     /// that needs approval waits for a reviewer (default 300 s).
     #[serde(default)]
     pub await_approval_s: Option<u64>,
+    /// A non-zero exit blocks (default: a failure inside the intent is a result).
+    #[serde(default)]
+    pub require_success: bool,
 }
 
 /// Validated limits in plain units.
@@ -213,8 +218,9 @@ pub(crate) struct EnvelopeSpec {
     pub expected_writes: PathMatcher,
     pub forbidden: PathMatcher,
     pub reviewer_note: Option<String>,
-    /// `intent.network.allow`, validated (empty: no network, as `none`).
+    /// `intent.network.allow` and `.services` (the system admits these later).
     pub network: Vec<crate::egress::HostPattern>,
+    pub services: Vec<crate::model::ServiceEndpoint>,
     pub limits: LimitsSpec,
     pub env: BTreeMap<String, String>,
     pub live: Live,
@@ -498,7 +504,8 @@ impl Envelope {
             .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
         let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
             .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
-        let network = (self.intent.network.patterns()).map_err(|(f, m)| field(&f, m))?;
+        let (network, services) =
+            (self.intent.network.validated()).map_err(|(f, m)| field(&f, m))?;
         if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
             return Err(field(
                 "intent.expected_writes",
@@ -613,6 +620,7 @@ impl Envelope {
             forbidden,
             reviewer_note: self.intent.reviewer_note.clone(),
             network,
+            services,
             limits,
             env: self.env.clone(),
             live,
@@ -623,8 +631,6 @@ impl Envelope {
 }
 
 impl EnvelopeSpec {
-    /// The validated envelope (working_dir absolute and canonical), as sent
-    /// to a daemon.
     /// Hold the limits to `ceiling`: a limit the envelope asked for above
     /// its ceiling is an error (nothing runs); a default above it is
     /// lowered to the ceiling.
@@ -665,133 +671,4 @@ impl EnvelopeSpec {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v(yaml: &str) -> Result<EnvelopeSpec, EnvelopeError> {
-        parse_envelope("test", yaml)?.validate(
-            Some(Path::new("/tmp")),
-            &crate::workspace::owner::OwnerSession::start(
-                &crate::workspace::owner::Creds::current(),
-            )
-            .unwrap(),
-        )
-    }
-
-    #[test]
-    fn unknown_fields_are_errors_with_their_path() {
-        let e = v("command: ls\nintent: {summary: x, expected_write: [a]}\n").unwrap_err();
-        let s = e.to_string();
-        assert!(s.contains("unknown field `expected_write`"), "{s}");
-        assert!(s.contains("intent"), "{s}");
-        let e = parse_envelope("t", r#"{"command":"ls","limts":{}}"#).unwrap_err();
-        assert!(e.to_string().contains("unknown field `limts`"), "{e}");
-    }
-
-    #[test]
-    fn command_rules() {
-        assert!(
-            v("command: ''\n")
-                .unwrap_err()
-                .to_string()
-                .starts_with("command: is empty")
-        );
-        assert!(
-            v("intent: {summary: x}\n")
-                .unwrap_err()
-                .to_string()
-                .starts_with("command: missing")
-        );
-        assert!(
-            v("command: ls\nsteps: [ls]\n")
-                .unwrap_err()
-                .to_string()
-                .contains("not both")
-        );
-        let s = v("steps: [make, 'make test']\n").unwrap();
-        assert_eq!(s.command, "make && make test");
-        assert_eq!(s.steps.len(), 2);
-    }
-
-    #[test]
-    fn working_dir_rules() {
-        let e = v("command: ls\nworking_dir: rel/dir\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("working_dir:") && e.contains("relative"),
-            "{e}"
-        );
-        let e = v("command: ls\nworking_dir: /definitely/missing/dir\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("working_dir:"), "{e}");
-        let e = v("command: ls\nworking_dir: /\n").unwrap_err().to_string();
-        assert!(e.contains("root directory"), "{e}");
-    }
-
-    #[test]
-    fn limits_asked_above_a_ceiling_are_refused_and_defaults_are_lowered() {
-        let ceiling = LimitsSpec {
-            disk_mb: 64,
-            timeout_s: 30,
-            ..DEFAULT_CEILINGS
-        };
-        let mut s = v("command: ls\nlimits: {disk_mb: 1048576}\n").unwrap();
-        assert_eq!(
-            s.fit_to_ceilings(&ceiling),
-            Err(AboveCeiling {
-                field: "disk_mb",
-                asked: 1 << 20,
-                ceiling: 64
-            })
-        );
-        let mut s = v("command: ls\nlimits: {disk_mb: 64, timeout_s: 30}\n").unwrap();
-        assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
-        // Defaults (disk 1024, timeout 60) above the ceilings are lowered.
-        let mut s = v("command: ls\n").unwrap();
-        assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
-        assert_eq!((s.limits.disk_mb, s.limits.timeout_s), (64, 30));
-        assert_eq!(s.limits.memory_mb, DEFAULT_LIMITS.memory_mb);
-    }
-
-    #[test]
-    fn globs_and_limits() {
-        let e = v("command: ls\nintent: {expected_writes: ['../x']}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("intent.expected_writes:") && e.contains(".."),
-            "{e}"
-        );
-        let e = v("command: ls\nintent: {forbidden_paths: ['/etc']}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("intent.forbidden_paths:"), "{e}");
-        let e = v("command: ls\nlimits: {timeout_s: 0}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("limits.timeout_s:"), "{e}");
-        let e = v("command: ls\nlimits: {memory_mb: 99999999}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("limits.memory_mb:"), "{e}");
-        let e = v("command: ls\nintent: {network: host}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("network"), "{e}");
-        let e = v("command: ls\nenv: {'A-B': x}\n").unwrap_err().to_string();
-        assert!(e.starts_with("env.A-B:"), "{e}");
-        let e = v("command: ls\nintent: {mode: read_only, expected_writes: [a]}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("read_only"), "{e}");
-    }
-
-    #[test]
-    fn hash_is_stable() {
-        let a = v("command: ls\n").unwrap().envelope_hash();
-        let b = v("{\"command\": \"ls\"}").unwrap().envelope_hash();
-        assert_eq!(a, b);
-    }
-}
+mod tests;
