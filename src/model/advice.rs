@@ -12,7 +12,7 @@ pub(crate) fn to_change(findings: &[Finding]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for f in findings.iter().filter(|f| f.decision > Decision::Promote) {
         let hint = hint(&f.rule);
-        if !out.iter().any(|h| *h == hint) {
+        if !out.contains(&hint) {
             out.push(hint);
         }
     }

@@ -200,10 +200,13 @@ fn ceil_char(t: &str, mut i: usize) -> usize {
     i
 }
 
+/// A replay command's run, its pieces of output and its exit status.
+type Replayed = (String, Vec<(OutputStream, String)>, i32);
+
 /// What a replay command says: its run, its pieces of output and its exit
 /// status; `None` for anything not exactly of the shape [`compose`]
 /// makes. Outside single quotes only the words it writes are accepted.
-fn read(command: &str) -> Option<(String, Vec<(OutputStream, String)>, i32)> {
+fn read(command: &str) -> Option<Replayed> {
     let mut statements = Vec::new();
     let mut words: Vec<String> = Vec::new();
     let mut word: Option<String> = None;
