@@ -49,6 +49,9 @@ pub use crate::record::Receipt;
 /// What the daemon needs of the sandbox, handed on by the engine: the
 /// sandbox is a leaf that only the engine imports.
 pub(crate) use crate::sandbox::CancelHandle;
+/// What a replay of recorded output needs (`doors::promote`): whether the
+/// reader of a pipe has taken what was written to it.
+pub(crate) use crate::sandbox::unread_bytes;
 
 /// Start the resident sandbox helper for this process's rehearsals (the
 /// daemon at its start, the CLI at the start of an in-process command;

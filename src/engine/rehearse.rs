@@ -5,6 +5,7 @@ use super::egress::start_egress;
 use super::store::fit_record;
 use super::{Engine, EngineError, Prepared, entries};
 use crate::envelope::EnvelopeSpec;
+use crate::model::output::{ChunkEnds, lossy_with_offsets};
 use crate::model::{HostReport, RehearsalReport};
 use crate::record::{Rehearsal, RunRecord, RunState, SandboxRecord};
 use crate::sandbox::{self, SandboxError};
@@ -53,6 +54,7 @@ impl Engine {
                 return self.commit_outcome(record, &envelope, false);
             }
         };
+        prepare_redaction();
         let t_sandbox = std::time::Instant::now();
         let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
         let egress_log = proxy.map(|p| p.finish());
@@ -203,13 +205,23 @@ impl Engine {
             (sandbox::helper::monotonic_ns() - ev.sspec.t0_ns) / 1000,
         ));
         let incomplete = incomplete_evidence(&report);
+        // As text, with the order of the streams moved along.
+        let mut ends = ChunkEnds::of(
+            &report.output_order,
+            report.stdout.len(),
+            report.stderr.len(),
+        );
+        let stdout = lossy_with_offsets(&report.stdout, &mut ends.stdout);
+        let stderr = lossy_with_offsets(&report.stderr, &mut ends.stderr);
+        let output_order = ends.into_order(stdout.len(), stderr.len());
         Rehearsal {
             exit_code: report.exit_code,
             signal: report.signal,
             timed_out: report.timed_out,
             duration_ms: report.duration_ms,
-            stdout: String::from_utf8_lossy(&report.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&report.stderr).into_owned(),
+            stdout,
+            stderr,
+            output_order,
             output_truncated: report.output_truncated,
             changes: report.changes,
             blocked: report.blocked,
@@ -241,6 +253,22 @@ impl Engine {
             redactions: ev.redactions,
         }
     }
+}
+
+/// Compile the output's secret detectors (`redact::detectors`) while the
+/// first rehearsal of this process runs, instead of after it: a short-lived
+/// process (a hook, a CLI run) otherwise compiles them on the way from the
+/// sandbox's report to the verdict, about 1.5 ms of a hook's answer. Once
+/// per process; a thread that cannot start costs nothing but that.
+fn prepare_redaction() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("dryrun-redact-prep".into())
+            .spawn(|| {
+                let _ = crate::redact::detectors();
+            });
+    });
 }
 
 /// The record's `sandbox.network`: what the command could reach.

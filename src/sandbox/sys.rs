@@ -121,6 +121,18 @@ pub(super) fn move_mount_to(mount_fd: RawFd, target: &Path) -> io::Result<()> {
 }
 
 /// `pidfd_open(pid, 0)`.
+/// How many bytes written to `fd` its reader has not taken yet
+/// (`FIONREAD`: a pipe's contents; 0 for a terminal's output or a file
+/// written at its end).
+pub(super) fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at
+    // `n`, alive for the call; `fd` is open for the call's duration.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) } as libc::c_long)?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 pub(super) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: plain integer arguments; returns a new fd or -1.
     let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;

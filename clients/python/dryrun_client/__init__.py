@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional
 
 __all__ = [
     "Client", "Envelope", "Intent", "Limits", "Run", "Change", "DryrunError",
-    "default_socket",
+    "default_socket", "interleave",
 ]
 
 
@@ -104,10 +104,38 @@ class Change:
     after: Optional[str]
 
 
+def interleave(stdout: str, stderr: str, order: Optional[List[Dict[str, Any]]]) -> str:
+    """stdout and stderr in the order the command wrote them, from the
+    record's `rehearsal.output_order` (chunks of each stream, in turn,
+    lengths in UTF-8 bytes). Every byte of both streams appears exactly
+    once: a chunk is cut at the end of its stream, and what the order does
+    not cover follows it, stdout first; an order that splits a character
+    (not one dryrun writes) reads as stdout, then stderr."""
+    streams = {"stdout": stdout.encode(), "stderr": stderr.encode()}
+    pos = {"stdout": 0, "stderr": 0}
+    pieces: List[bytes] = []
+    for chunk in order or []:
+        s = chunk.get("stream")
+        if s not in streams:
+            continue
+        text, start = streams[s], pos[s]
+        end = min(len(text), start + max(0, int(chunk.get("bytes", 0))))
+        pieces.append(text[start:end])
+        pos[s] = end
+    pieces.append(streams["stdout"][pos["stdout"]:])
+    pieces.append(streams["stderr"][pos["stderr"]:])
+    try:
+        return "".join(p.decode() for p in pieces)
+    except UnicodeDecodeError:
+        return stdout + stderr
+
+
 @dataclass
 class Run:
     """The parts of a `dryrun.run/v1` record an agent acts on; `record`
-    keeps the whole thing."""
+    keeps the whole thing. `output` is stdout and stderr as a terminal
+    showed them (in the order written); `to_change` says what to change so
+    the run goes through."""
     run_id: str
     state: str
     decision: Optional[str]
@@ -122,6 +150,10 @@ class Run:
     risk_level: Optional[str]
     receipt_id: Optional[str]
     record: Dict[str, Any]
+    output: str = ""
+    signal: Optional[int] = None
+    output_truncated: bool = False
+    to_change: List[str] = field(default_factory=list)
 
     @classmethod
     def from_record(cls, r: Dict[str, Any]) -> "Run":
@@ -138,6 +170,9 @@ class Run:
             forbidden_paths_touched=v.get("forbidden_paths_touched", []),
             reasons=v.get("reasons", []), risk_level=risk.get("level"),
             receipt_id=(r.get("receipt") or {}).get("receipt_id"), record=r,
+            output=interleave(reh.get("stdout", ""), reh.get("stderr", ""), reh.get("output_order")),
+            signal=reh.get("signal"), output_truncated=bool(reh.get("output_truncated", False)),
+            to_change=v.get("to_change", []),
         )
 
     @property

@@ -5,7 +5,10 @@
 //!
 //! - decision `promote` → allow, the command rewritten to a `dryrun promote`
 //!   of that run, which applies exactly the reviewed change set and then
-//!   replays the rehearsal's output and exit status;
+//!   replays the rehearsal's output (in the order written) and exit
+//!   status; a run with nothing to apply is rewritten to a replay of its
+//!   output by shell builtins alone (`replay.rs`): no promotion, no
+//!   receipt, no second process;
 //! - `needs_approval` → ask (Claude Code) with an evidence summary, the
 //!   rewrite carrying a single-use token bound to the run; Codex has no
 //!   ask: its rewrite waits for a dryrun reviewer's approval;
@@ -15,12 +18,17 @@
 //!   both hosts block the call on exit 2, and fail open on malformed JSON,
 //!   so nothing but one well-formed answer is ever printed.
 //!
+//! Every reason that reaches the model or the person carries what the
+//! command printed, in the order it was written, and what to change
+//! (`summary.rs`).
+//!
 //! The agent's own `dryrun` invocations are denied: only the rewrites this
 //! hook issues may carry a run out (and a rewrite seen again is judged
 //! again, never waved through on its own say-so).
 
 mod claude;
 mod codex;
+mod replay;
 mod rewrite;
 mod summary;
 
@@ -28,7 +36,7 @@ pub use rewrite::{Rewrite, invokes_dryrun, quote};
 use rewrite::{own_exe, rewritten_input};
 use summary::changes_line;
 pub(crate) use summary::esc;
-pub use summary::evidence_summary;
+pub use summary::{evidence_summary, output_and_advice};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -319,6 +327,9 @@ pub fn decide(
     let backend = Backend::connect(target)?;
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
     // PermissionRequest after the PreToolUse rewrite): judged again.
+    if let Some(run_id) = replay::run_of(&command) {
+        return judge_replay(host, &backend, &run_id, &command, tool_input);
+    }
     if let Some(form) = Rewrite::parse(&command) {
         return judge_rewrite(host, target, &backend, event, &form, tool_input);
     }
@@ -327,7 +338,8 @@ pub fn decide(
             reason: "dryrun: only a command rewritten by dryrun's PreToolUse hook may run; this one was not rehearsed".into(),
         });
     }
-    if invokes_dryrun(&command) {
+    let cache_dir = target.policy_cache_dir();
+    if invokes_dryrun(&command, cache_dir.as_deref()) {
         return Ok(Answer::Deny {
             reason: "dryrun: an agent may not run dryrun through its shell (approving, promoting or changing runs is for people); run the command itself and dryrun's hook rehearses it".into(),
         });
@@ -354,7 +366,8 @@ pub fn decide(
     let cwd = real(&cwd);
     // The engine's workspace bound, before anything of the workspace is
     // read (the engine applies it again to the run itself).
-    crate::engine::bound::check_here(&cwd).map_err(|e| HookError::Workspace(e.to_string()))?;
+    crate::engine::bound::check_here(&cwd, cache_dir.as_deref())
+        .map_err(|e| HookError::Workspace(e.to_string()))?;
     let hook_intent = crate::envelope::read_task_file(&project, "hook")
         .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
@@ -507,7 +520,22 @@ fn answer_for(
             crate::model::promotion::check_stubbed_calls(mode, actions.unwrap_or_default(), false)
     {
         return Ok(Answer::Deny {
-            reason: format!("dryrun: {}", refusal.message(&r.run_id)),
+            reason: format!(
+                "dryrun: {}\n{}",
+                refusal.message(&r.run_id),
+                output_and_advice(r)
+            ),
+        });
+    }
+    // Nothing to apply: the output is the answer, replayed by the shell's
+    // builtins (no promotion, no receipt, no second process).
+    if let Some(command) = replay::render(r, replay_streams(host)) {
+        return Ok(Answer::Allow {
+            input: rewritten_input(tool_input, command),
+            reason: format!(
+                "dryrun rehearsed it (run {}): no files changed, nothing to apply; what runs now prints its output and exits with its status",
+                r.run_id
+            ),
         });
     }
     // Not promoted and not waiting: only the agent can act on it.
@@ -534,7 +562,7 @@ fn answer_for(
                     rw.token = Some(token);
                     Answer::Ask {
                         input: rewritten_input(tool_input, rw.render()),
-                        reason: evidence_summary(r, "needs your approval"),
+                        reason: with_output(r, evidence_summary(r, "needs your approval")),
                     }
                 }
                 // The daemon keeps approvals with its reviewers: the
@@ -548,11 +576,14 @@ fn answer_for(
                     input["timeout"] = Value::from(((await_s + 60) * 1000).min(600_000));
                     Answer::Ask {
                         input,
-                        reason: evidence_summary(
+                        reason: with_output(
                             r,
-                            &format!(
-                                "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits up to {await_s} s for it, then applies the reviewed change set",
-                                r.run_id
+                            evidence_summary(
+                                r,
+                                &format!(
+                                    "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits up to {await_s} s for it, then applies the reviewed change set",
+                                    r.run_id
+                                ),
                             ),
                         ),
                     }
@@ -562,14 +593,58 @@ fn answer_for(
                 rw.await_s = Some(await_s);
                 Answer::Allow {
                     input: rewritten_input(tool_input, rw.render()),
-                    reason: evidence_summary(r, "waits for a dryrun reviewer's approval"),
+                    reason: with_output(
+                        r,
+                        evidence_summary(r, "waits for a dryrun reviewer's approval"),
+                    ),
                 }
             }
         },
         Decision::Blocked => Answer::Deny {
-            reason: evidence_summary(r, "was blocked; change the command"),
+            reason: with_output(r, evidence_summary(r, "was blocked; change the command")),
         },
     })
+}
+
+/// How a host's replay writes the two streams (see [`replay::Streams`]).
+fn replay_streams(host: Host) -> replay::Streams {
+    match host {
+        Host::ClaudeCode => replay::Streams::Apart,
+        Host::Codex => replay::Streams::OnStdout,
+    }
+}
+
+/// A reason with the run's output and what to change after the summary.
+fn with_output(r: &RunRecord, summary: String) -> String {
+    format!("{summary}\n{}", output_and_advice(r))
+}
+
+/// A replay this hook issued, presented again: allowed only when it is
+/// exactly what the hook renders for that run now.
+fn judge_replay(
+    host: Host,
+    backend: &Backend,
+    run_id: &str,
+    command: &str,
+    tool_input: &serde_json::Map<String, Value>,
+) -> Result<Answer, HookError> {
+    let r = backend.run(run_id)?;
+    Ok(
+        if replay::render(&r, replay_streams(host)).as_deref() == Some(command) {
+            Answer::Allow {
+                input: Value::Object(tool_input.clone()),
+                reason: format!(
+                    "dryrun: replays the output of run {run_id}, which changed nothing"
+                ),
+            }
+        } else {
+            Answer::Deny {
+                reason: format!(
+                    "dryrun: this replay is not the one dryrun's hook issues for run {run_id}; run the command itself and dryrun rehearses it"
+                ),
+            }
+        },
+    )
 }
 
 /// A rewrite this hook issued, presented again.
@@ -615,7 +690,7 @@ fn judge_rewrite(
         {
             Answer::Ask {
                 input: same,
-                reason: evidence_summary(&r, "needs your approval"),
+                reason: with_output(&r, evidence_summary(&r, "needs your approval")),
             }
         }
         // Claude Code's person said yes to the wait once; the same
@@ -628,11 +703,14 @@ fn judge_rewrite(
         {
             Answer::Ask {
                 input: same,
-                reason: evidence_summary(
+                reason: with_output(
                     &r,
-                    &format!(
-                        "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
-                        r.run_id
+                    evidence_summary(
+                        &r,
+                        &format!(
+                            "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
+                            r.run_id
+                        ),
                     ),
                 ),
             }
