@@ -111,7 +111,7 @@ pub(super) enum Cmd {
         cmd: ReceiptCmd,
     },
     /// Reviewers' terminal UI: the queue of runs waiting for a person, each
-    /// run's evidence, approve / reject / override with a note (see README).
+    /// run's evidence, approve / reject / override with a note (see docs/user-guide.md).
     Review,
     /// Cancel a queued or running rehearsal (daemon only).
     Cancel {
@@ -140,13 +140,13 @@ pub(super) enum Cmd {
         cmd: JournalCmd,
     },
     /// Agent-host hook: a tool-call event as JSON on stdin, the answer as
-    /// JSON on stdout (exit 2 blocks). See README, Doors.
+    /// JSON on stdout (exit 2 blocks). See docs/doors.md.
     Hook {
         #[arg(value_enum)]
         host: HookHost,
     },
     /// MCP server on stdio: execute, classify, show, diff, list_runs, wait,
-    /// promote (no approvals). See README, Doors.
+    /// promote (no approvals). See docs/doors.md.
     Mcp {
         /// Serve Streamable HTTP at this loopback address instead (e.g.
         /// 127.0.0.1:8765; port 0 picks one), to this uid's clients only.
@@ -345,7 +345,7 @@ pub(super) struct ExecuteArgs {
     #[arg(long)]
     pub(super) allow_degraded_sandbox: bool,
     /// Replace a tool's answer for this run, e.g. 'gh pr merge=exit 1' or
-    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see README, stubs).
+    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see docs/user-guide.md, stubs).
     #[arg(
         long = "stub",
         value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"

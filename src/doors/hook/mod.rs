@@ -75,7 +75,7 @@ const INPUT_MAX: u64 = 4 << 20;
 
 /// Default wall-clock limit of a hook rehearsal, seconds (`hook.timeout_s`
 /// sets it). Its deadline, this plus [`DEADLINE_MARGIN_S`], must stay
-/// below the host's own hook timeout (README: 120 s), so it is not the
+/// below the host's own hook timeout (docs/doors.md), so it is not the
 /// engine's larger default.
 pub const DEFAULT_TIMEOUT_S: u64 = 60;
 
@@ -210,7 +210,7 @@ pub fn run_hook(host: Host, target: Target) -> i32 {
         let _ = tx.send(Progress::Done(r));
     });
     // A host that times its hook out lets the call through: answer (a
-    // block) before any host would. See README, Doors. Until the
+    // block) before any host would. See docs/doors.md. Until the
     // workspace's `hook.timeout_s` is read, the default's deadline.
     let mut deadline =
         Deadline::for_timeout(DEFAULT_TIMEOUT_S, deadline_from_env()).unwrap_or(Deadline {
