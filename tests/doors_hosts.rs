@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Value, bin};
+use common::{Value, bin, tool};
 
 fn npm_dir() -> PathBuf {
     std::env::var_os("DRYRUN_TEST_NPM_DIR")
@@ -30,7 +30,7 @@ fn hosts() -> &'static PathBuf {
         let bins = dir.join("node_modules/.bin");
         if !bins.join("claude").exists() || !bins.join("codex").exists() {
             std::fs::create_dir_all(&dir).unwrap();
-            let st = Command::new("npm")
+            let st = Command::new(tool("npm", "npm"))
                 .args([
                     "install",
                     "--no-audit",

@@ -129,13 +129,30 @@ pub fn require_tool(tool: &str, debian_package: &str) -> bool {
     found
 }
 
+/// `tool` for `Command::new` where a test cannot go on without it: the
+/// program's name when it is installed, else a failure naming the Debian
+/// package that provides it (`tests/run.sh` installs them all), never a
+/// bare "No such file or directory" from deep inside a helper.
+pub fn tool(tool: &'static str, debian_package: &str) -> &'static str {
+    let found = if tool.contains('/') {
+        Path::new(tool).exists()
+    } else {
+        TOOL_PATH.iter().any(|d| Path::new(d).join(tool).exists())
+    };
+    assert!(
+        found,
+        "{tool} is not installed: install the Debian package {debian_package} (tests/run.sh does)"
+    );
+    tool
+}
+
 /// A program a test needs is missing or not as the test needs it: a failure
 /// under `DRYRUN_TEST_REQUIRE_TOOLS=1`, else a skip, each naming the Debian
 /// package that provides it.
 pub fn tool_missing(what: &str, debian_package: &str) {
     if pinned("DRYRUN_TEST_REQUIRE_TOOLS") {
         panic!(
-            "DRYRUN_TEST_REQUIRE_TOOLS=1 but {what}: install the Debian package {debian_package} (.ci/run does)"
+            "DRYRUN_TEST_REQUIRE_TOOLS=1 but {what}: install the Debian package {debian_package} (tests/run.sh does)"
         );
     }
     eprintln!("SKIP: {what} (the Debian package {debian_package} provides it)");
