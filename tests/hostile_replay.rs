@@ -119,7 +119,10 @@ fn the_agent_cannot_replay_or_confirm_another_uids_run() {
         for (host, event) in [
             ("claude-code", claude_event(&ws.dir, presented)),
             ("codex", codex_event("PreToolUse", &ws.dir, presented)),
-            ("codex", codex_event("PermissionRequest", &ws.dir, presented)),
+            (
+                "codex",
+                codex_event("PermissionRequest", &ws.dir, presented),
+            ),
         ] {
             let o = hook_as(&d, Who::User, &ws.dir, host, &event);
             assert!(
@@ -136,7 +139,11 @@ fn the_agent_cannot_replay_or_confirm_another_uids_run() {
             }
         }
     }
-    let o = d.cli_user().args(["show", &root_run, "--json"]).output().unwrap();
+    let o = d
+        .cli_user()
+        .args(["show", &root_run, "--json"])
+        .output()
+        .unwrap();
     assert!(!o.status.success(), "the agent sees root's run");
     assert!(!said(&o).contains(ROOT_OUTPUT));
 }
@@ -202,7 +209,10 @@ fn terminal_control_in_output_reaches_no_reason_and_the_replay_runs_nothing() {
         let out = &a["hookSpecificOutput"];
         assert_eq!(out["permissionDecision"], "deny", "{host}: {a}");
         let reason = out["permissionDecisionReason"].as_str().unwrap();
-        assert!(reason.contains("hi $(touch"), "{host}: the output: {reason}");
+        assert!(
+            reason.contains("hi $(touch"),
+            "{host}: the output: {reason}"
+        );
         assert!(!control(reason), "{host}: {reason:?}");
     }
     assert!(!canary.exists());
