@@ -103,7 +103,7 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const NOTIFY_MARKER: u32 = libc::SECCOMP_RET_TRACE | 0x4e4f;
 
 // Classic BPF opcodes (linux/bpf_common.h) and seccomp_data offsets.
-const LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JMP_JA: u16 = 0x05;
 const JMP_JEQ_K: u16 = 0x05 | 0x10;
 const JMP_JGE_K: u16 = 0x05 | 0x30;

@@ -15,7 +15,7 @@ fn run(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
             8 | 12 => 0,
             16..=63 => {
                 let a = args[((off - 16) / 8) as usize];
-                if (off - 16) % 8 == 0 {
+                if (off - 16).is_multiple_of(8) {
                     a as u32
                 } else {
                     (a >> 32) as u32
