@@ -13,11 +13,6 @@ stale() {
         -newer "$bin" -print 2>/dev/null | head -n 1)" ]
 }
 if stale; then
-    if ! pkg-config --exists libseccomp 2>/dev/null; then
-        echo "dryrun needs libseccomp's development files; installing them (Debian/Ubuntu)..." >&2
-        SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-        $SUDO apt-get install -y -q libseccomp-dev pkg-config >&2
-    fi
     cargo build --release --quiet
 fi
 if [ "$#" -eq 0 ]; then set -- --task normalize-blog-frontmatter; fi

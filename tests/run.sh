@@ -15,7 +15,6 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
 need=()
-pkg-config --exists libseccomp 2>/dev/null || need+=(libseccomp-dev pkg-config)
 command -v setpriv >/dev/null || need+=(util-linux)
 # Debian's python3 (/usr/bin/python3 -> python3.X): the tests run it by that
 # path, inside the sandbox and as the test user (a python3 earlier on root's

@@ -204,6 +204,46 @@ pub(super) fn seccomp_set_filter_with_listener(prog: &[libc::sock_filter]) -> io
     Ok(fd as RawFd)
 }
 
+/// `SECCOMP_IOCTL_NOTIF_RECV`: wait for the next user notification.
+pub(super) fn notif_receive(listener: RawFd) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: seccomp_notif is plain data; the kernel wants it zeroed.
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: `req` is a valid, writable seccomp_notif for the call.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut req) }.into())?;
+    Ok(req)
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ID_VALID`: is the notification still pending (its
+/// caller alive and waiting)?
+pub(super) fn notif_id_valid(listener: RawFd, id: u64) -> bool {
+    // SAFETY: the kernel reads one u64 from `id`.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+}
+
+/// `SECCOMP_IOCTL_NOTIF_SEND`: answer notification `id` with a return value,
+/// an errno (negative, or 0), or `continue_call` (let the kernel run it).
+pub(super) fn notif_respond(
+    listener: RawFd,
+    id: u64,
+    val: i64,
+    error: i32,
+    continue_call: bool,
+) -> io::Result<()> {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error,
+        flags: if continue_call {
+            libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
+        } else {
+            0
+        },
+    };
+    // SAFETY: `resp` is a valid seccomp_notif_resp for the call.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) }.into())?;
+    Ok(())
+}
+
 /// `close_range(first, ~0, 0)`: close every fd from `first` up.
 pub(super) fn close_fds_from(first: u32) -> io::Result<()> {
     // SAFETY: closes descriptors only; the caller owns no Rust handle to them
