@@ -18,6 +18,7 @@ use crate::policy::Level;
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
 mod files;
+mod view;
 use files::{
     is_gitdir_pointer, newly_executable, world_writable_introduced, written_into_path_dir,
 };
@@ -332,6 +333,14 @@ pub(crate) fn judge_with(
         }
     }
 
+    // 5a'. the view: writes outside the workspace, what the sandbox hid.
+    for f in view::outside_writes(r, &mut notes)
+        .into_iter()
+        .chain(view::hidden(r))
+    {
+        add(&f.rule, f.decision, f.message);
+    }
+
     // 5b. the classifier's judgement of the command itself.
     if let Some(risk) = cx.risk {
         if risk.decision == Decision::Blocked
@@ -394,7 +403,10 @@ pub(crate) fn judge_with(
         (Some(code), _) => add(
             "evidence.exit_status",
             Decision::Blocked,
-            format!("the command exited with status {code}"),
+            format!(
+                "the command exited with status {code}{}",
+                view::exit_status_explained(code, r)
+            ),
         ),
         (None, Some(sig)) => add(
             "evidence.exit_status",

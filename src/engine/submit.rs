@@ -271,6 +271,14 @@ impl Engine {
             env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
             env.extend(l.extra_env.iter().cloned());
         }
+        let view = sandbox::view::plan_view(&sandbox::view::ViewRequest {
+            user: &view_user(&ids, c),
+            env: &env,
+            workspace: &spec.workspace,
+            state_dir: &self.state_dir,
+            image: &self.opts.image,
+            policy_masks: &c.policy.view_masks,
+        });
         Ok(SandboxSpec {
             run_id: run_id.to_string(),
             parent_pid: std::process::id() as i32,
@@ -312,6 +320,7 @@ impl Engine {
                 StubPlan::new(&StubTable { rules, replay })
             },
             egress: None,
+            view,
         })
     }
 
@@ -490,6 +499,28 @@ fn new_record(
             novel: r.novel.as_str().into(),
         }),
         workspace_identity: Some(spec.workspace_identity),
+    }
+}
+
+/// The host user whose world the rehearsal shows: the one the command
+/// runs as (the workspace's owner as root's sandbox, else this process's
+/// own user), with its groups.
+fn view_user(ids: &IdPlan, c: &Classified) -> sandbox::view::access::HostUser {
+    match *ids {
+        IdPlan::Shifted {
+            run_uid, run_gid, ..
+        } => sandbox::view::access::HostUser {
+            uid: run_uid,
+            gid: run_gid,
+            groups: c.owner_groups.clone(),
+        },
+        IdPlan::SelfOnly { uid, gid } => sandbox::view::access::HostUser {
+            uid,
+            gid,
+            groups: nix::unistd::getgroups()
+                .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+                .unwrap_or_default(),
+        },
     }
 }
 

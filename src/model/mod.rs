@@ -14,6 +14,7 @@
 //! - [`run_state`]: the states of a run and which verbs each allows.
 //! - [`promotion`]: what may never be promoted, the one rule the verdict and
 //!   the live lane's planner both call.
+//! - [`view`]: writes outside the workspace and what the sandbox hid.
 
 pub(crate) mod change;
 pub(crate) mod decision;
@@ -26,6 +27,7 @@ pub(crate) mod report;
 pub(crate) mod run_state;
 pub(crate) mod stubs;
 pub(crate) mod text;
+pub(crate) mod view;
 
 pub(crate) use change::{Change, ChangeKind, FileType};
 pub(crate) use decision::{Decision, Finding};
@@ -35,3 +37,4 @@ pub(crate) use live::{LiveMode, LiveNetwork};
 pub(crate) use promotion::Refusal;
 pub(crate) use report::{HostReport, RehearsalReport};
 pub(crate) use run_state::RunState;
+pub(crate) use view::{Hidden, HiddenKind, OutsideWrite};

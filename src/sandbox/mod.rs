@@ -15,6 +15,7 @@ mod seccomp;
 pub(crate) mod spec;
 pub(crate) mod stubs;
 mod sys;
+pub(crate) mod view;
 mod walk;
 pub(crate) mod wire;
 

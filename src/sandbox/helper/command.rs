@@ -153,6 +153,7 @@ fn apply_landlock(plan: &CommandPlan) -> io::Result<LandlockOutcome> {
         plan.network_host,
         plan.egress_port,
         plan.calls_dir,
+        &plan.writable,
     )
     .map_err(|e| io::Error::other(e.to_string()))
 }

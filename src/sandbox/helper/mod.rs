@@ -70,6 +70,7 @@ mod host;
 mod init;
 mod stubs;
 mod supervise;
+mod view;
 
 use std::io::Write;
 use std::os::fd::RawFd;
