@@ -53,6 +53,7 @@ impl Engine {
         };
         let t_sandbox = std::time::Instant::now();
         let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
+        eprintln!("TIMING sandbox {:?}", t_sandbox.elapsed());
         let egress_log = proxy.map(|p| p.finish());
         tracing::debug!(run = %run_id, elapsed = ?t_sandbox.elapsed(), "sandbox returned");
         match outcome {

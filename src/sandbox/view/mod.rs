@@ -48,6 +48,13 @@ pub struct ViewPath {
     pub path: PathBuf,
 }
 
+impl ViewPath {
+    /// The mask over dryrun's own state directory.
+    pub(crate) fn is_state_dir(&self) -> bool {
+        self.rule == RULE_STATE
+    }
+}
+
 /// The view of one run, as the helper carries it out.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ViewSpec {

@@ -144,3 +144,44 @@ fn a_plan_masks_the_state_directory_and_hides_other_homes_on_path() {
         assert_eq!(v.make_home.as_deref(), Some(Path::new("/tmp/home")));
     }
 }
+
+/// The hostile test plants a canary at every home path of the mask table
+/// and attacks it: its list must name each of them.
+#[test]
+fn the_hostile_test_attacks_every_home_mask() {
+    let attacks = include_str!("../../../tests/hostile_view.rs");
+    for e in table::MASKS {
+        for p in e.paths.iter().filter(|p| p.starts_with("~/")) {
+            assert!(
+                attacks.contains(&format!("(\"{p}\", ")),
+                "tests/hostile_view.rs does not attack {p} (mask:{})",
+                e.id
+            );
+        }
+    }
+}
+
+/// What the helper shows of a planned directory: only the directory the
+/// plan saw (device and inode), reached without a symlink. A path swapped
+/// for a symlink, or for another directory, between the plan and the
+/// mount is not shown.
+#[test]
+fn a_planned_directory_swapped_since_is_not_opened() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("bin");
+    std::fs::create_dir(&dir).unwrap();
+    let m = std::fs::metadata(&dir).unwrap();
+    let id = Some((m.dev(), m.ino()));
+    let open = |p: &Path, id| super::super::mounts::open_dir_no_symlinks(p, id).unwrap();
+    assert!(open(&dir, id).is_some());
+    // Swapped for another directory.
+    std::fs::rename(&dir, d.path().join("old")).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    assert!(open(&dir, id).is_none());
+    // Swapped for a symlink to the directory the plan saw.
+    std::fs::remove_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(d.path().join("old"), &dir).unwrap();
+    assert!(open(&dir, id).is_none());
+    assert!(open(&dir, None).is_none(), "a symlink is never followed");
+}
