@@ -3,8 +3,8 @@
 //! Modules follow the pipeline, and imports point down it: `model` (pure
 //! data and rules, at the bottom) → `errtext`, `workspace` (host-side file
 //! access), `policy`, `envelope` → `classify` → `sandbox` (a leaf only the
-//! engine uses) → `verdict`, `redact`, `journal`, `record` → `engine` →
-//! `daemon` → `cli`. Only `sandbox` may use `unsafe`. `tests/structure.rs`
+//! engine uses) → `verdict`, `redact`, `state_file`, `journal`, `record` →
+//! `engine` → `daemon` → `cli`. Only `sandbox` may use `unsafe`. `tests/structure.rs`
 //! keeps the graph free of cycles; `docs/design.md` has the module map.
 //!
 //! Visibility: modules and items are `pub(crate)` unless the binary
@@ -23,6 +23,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // Public: the classifier tests and benches call it.
 pub mod classify;
 // Public: the binary's `main`; the daemon tests use `cli::client::Client`.
+pub(crate) mod caller_env;
 #[allow(unreachable_pub)]
 pub mod cli;
 // Public: the daemon tests check `daemon::ROUTES` against docs/openapi.yaml.
@@ -44,6 +45,7 @@ pub(crate) mod record;
 pub(crate) mod redact;
 #[allow(unreachable_pub)]
 pub(crate) mod request;
+pub(crate) mod state_file;
 // Public: the binary's edge dispatches to the helper and stub programs.
 #[allow(unsafe_code)]
 pub mod sandbox;

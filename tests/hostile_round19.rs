@@ -475,8 +475,17 @@ fn a_stubbed_tool_run_from_the_real_root_still_shows_its_network_attempt() {
     let r = submit_user(&d, &ws, "./deploy.sh", &["--expect-write", "*"]);
     assert_eq!(r.out(), "finished\n", "{}", r.json);
     assert_ne!(r.decision(), "promote", "{}", r.json);
+    // The push's lookup of its host is the attempt: recorded by name (the
+    // sandbox's DNS responder serves runs without network too).
+    let egress = r.json["rehearsal"]["egress"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
-        r.blocked().iter().any(|b| b["kind"] == "network"),
+        egress
+            .iter()
+            .any(|e| e["name"] == "github.com" && e["allowed"] == false)
+            || r.blocked().iter().any(|b| b["kind"] == "network"),
         "the real push left no trace: {}",
         r.json
     );

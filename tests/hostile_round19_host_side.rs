@@ -31,7 +31,8 @@ fn verify(state: &Path) -> (Option<i32>, String) {
 
 /// As root: the daemon SIGKILLed while runs are being appended, again and
 /// again, and the anchor torn, zeroed, cut or left stale between restarts.
-/// Every run a client got an answer for is in the journal after each
+/// A damaged anchor stops the daemon (named) until it is moved aside; then
+/// every run a client got an answer for is in the journal after each
 /// restart, the chain verifies, the daemon serves; a journal cut short under
 /// a valid anchor, or an anchor forged past the end, is named by `verify`
 /// and the daemon refuses to extend it.
@@ -82,6 +83,23 @@ fn crashes_and_torn_or_stale_anchors_lose_no_acknowledged_record() {
             1 => std::fs::write(&head, vec![0u8; 256]).unwrap(),
             2 => std::fs::write(&head, &bytes[..bytes.len() / 2]).unwrap(),
             _ => {}
+        }
+        if round < 3 {
+            // A damaged anchor is never rebuilt over (it could hide records
+            // cut from the end): the daemon refuses to start and names it,
+            // and verification fails with its own code, until the operator
+            // moves it aside, keeping it as evidence.
+            let out = d.start_again_in_foreground();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "round {round}: {err}");
+            assert!(err.contains("journal.head"), "round {round}: {err}");
+            let (code, text) = verify(&d.state);
+            assert_eq!(code, Some(6), "round {round}: {text}");
+            std::fs::rename(
+                &head,
+                d.state.join(format!("journal.head.evidence.{round}")),
+            )
+            .unwrap();
         }
         d.restart(&[]);
         let (code, text) = verify(&d.state);

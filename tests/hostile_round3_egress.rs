@@ -23,16 +23,11 @@
 
 mod common;
 use common::daemon::{Daemon, require_root, user_workspace};
-use common::net::{accepted, egress};
+use common::net::{
+    HOST_V4, HOST_V6, HostNet, accepted, connect_each, egress, proxy_entry, status_of,
+};
 use common::*;
-use std::net::TcpListener;
-use std::process::Command;
 
-/// The host's public-looking IPv4 address (outside every refused range:
-/// only the kernel's route says it is the host's).
-const HOST_V4: &str = "11.7.7.7";
-/// The host's global IPv6 address.
-const HOST_V6: &str = "2a0b:4e07:7::7";
 /// The host service's port.
 const PORT: u16 = 7070;
 
@@ -77,146 +72,6 @@ const ATTACKS: &[(&str, &[&str])] = &[
     ("compat.x.test", &["IPv4-compatible"]),
 ];
 
-/// A network namespace standing in for the host, and the `/etc/hosts` its
-/// processes see.
-struct HostNet {
-    name: String,
-    dir: tempfile::TempDir,
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl HostNet {
-    fn new() -> HostNet {
-        let name = format!("dryrun-r3-{}", random_hex());
-        ip(&["netns", "add", &name]);
-        let net = HostNet {
-            name,
-            dir: tempfile::Builder::new()
-                .prefix("dryrun-r3-hosts-")
-                .tempdir_in("/tmp")
-                .unwrap(),
-        };
-        let n = |args: &[&str]| ip(&[&["-n", net.name.as_str()], args].concat());
-        n(&["link", "set", "lo", "up"]);
-        n(&["link", "add", "dr0", "type", "veth", "peer", "name", "dr1"]);
-        n(&["addr", "add", &format!("{HOST_V4}/24"), "dev", "dr0"]);
-        n(&[
-            "-6",
-            "addr",
-            "add",
-            &format!("{HOST_V6}/64"),
-            "dev",
-            "dr0",
-            "nodad",
-        ]);
-        n(&["link", "set", "dr0", "up"]);
-        n(&["link", "set", "dr1", "up"]);
-        n(&["route", "add", "default", "via", "11.7.7.1"]);
-        n(&["-6", "route", "add", "default", "via", "2a0b:4e07:7::1"]);
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(net.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let hosts = net.dir.path().join("hosts");
-        std::fs::write(&hosts, HOSTS).unwrap();
-        std::fs::set_permissions(&hosts, std::fs::Permissions::from_mode(0o644)).unwrap();
-        net
-    }
-
-    /// Runs the program after it in the namespace, with the test's
-    /// `/etc/hosts` (as root; a switch to the test user may follow).
-    fn wrapper(&self) -> Vec<String> {
-        [
-            "nsenter",
-            &format!("--net=/run/netns/{}", self.name),
-            "--",
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-            "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
-            self.dir.path().join("hosts").to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    }
-
-    /// A host service: a listener on `[::]:port` (every address of the
-    /// namespace, IPv4 too), made by a thread that entered the namespace.
-    fn listen(&self, port: u16) -> TcpListener {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&path).unwrap();
-            nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-            let l = TcpListener::bind(("::", port)).unwrap();
-            l.set_nonblocking(true).unwrap();
-            l
-        })
-        .join()
-        .unwrap()
-    }
-}
-
-impl Drop for HostNet {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
-
-/// Python in the sandbox: `CONNECT` each target through the proxy and
-/// print the proxy's status line.
-fn connect_each(targets: &[String]) -> String {
-    let list: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
-    let script = format!(
-        r#"
-import socket
-def connect(target):
-    s = socket.create_connection(('127.0.0.1', 3128), 30)
-    s.sendall(('CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n' % (target, target)).encode())
-    got = b''
-    while b'\r\n\r\n' not in got:
-        b = s.recv(4096)
-        if not b: break
-        got += b
-    s.close()
-    return got.split(b'\r\n', 1)[0].decode('latin1')
-for t in [{}]:
-    print(t, '->', connect(t))
-"#,
-        list.join(", ")
-    );
-    format!("python3 -c {}", sq(&script))
-}
-
-/// The status line the sandbox printed for `target`.
-fn status_of<'a>(r: &'a Run, target: &str) -> &'a str {
-    let prefix = format!("{target} -> ");
-    r.out()
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no answer for {target}: {}\n{}", r.out(), r.err()))
-}
-
-/// The proxy entry for `name` on `port`.
-fn proxy_entry(r: &Run, name: &str, port: u16) -> Value {
-    egress(r)
-        .into_iter()
-        .find(|e| e["name"] == name && e["how"] == "proxy" && e["port"] == port)
-        .unwrap_or_else(|| panic!("no proxy entry for {name}:{port}: {:?}", egress(r)))
-}
-
 /// Every attack was refused by the proxy, for the reason expected, and
 /// the pinned names (the controls) got through.
 fn assert_refused_for_the_host(label: &str, r: &Run, attacks: &[(&str, &[&str])]) {
@@ -242,7 +97,7 @@ fn the_proxy_of_a_root_daemon_never_reaches_the_hosts_own_addresses() {
     if !require_root() {
         return;
     }
-    let net = HostNet::new();
+    let net = HostNet::new(HOSTS);
     let service = net.listen(PORT);
     let pins = [
         format!("pinned.test:{PORT}:{HOST_V4}"),
@@ -311,7 +166,7 @@ fn an_in_process_proxy_never_reaches_the_hosts_own_addresses_as_root_or_user() {
         .copied()
         .collect();
     for who in identities() {
-        let net = HostNet::new();
+        let net = HostNet::new(HOSTS);
         let service = net.listen(PORT);
         let ws = Ws::new(who);
         let mut targets: Vec<String> = attacks.iter().map(|(n, _)| format!("{n}:{PORT}")).collect();
@@ -347,7 +202,7 @@ fn a_tunnel_to_a_port_an_entry_does_not_name_is_refused() {
     if !require_root() {
         return;
     }
-    let net = HostNet::new();
+    let net = HostNet::new(HOSTS);
     let ssh = net.listen(22);
     let https = net.listen(443);
     let d = Daemon::start_wrapped(

@@ -147,7 +147,7 @@ impl Engine {
                 "no valid host-prompt grant for run {run_id}: the token is wrong, spent or expired (a grant is single-use and bound to the run it was issued for)"
             ))
         };
-        let grant: Grant = match std::fs::read(&path) {
+        let grant: Grant = match crate::state_file::read(&path) {
             Ok(b) => serde_json::from_slice(&b).map_err(|_| refused())?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(refused()),
             Err(source) => return Err(EngineError::storage(path, source)),

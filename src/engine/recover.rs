@@ -124,7 +124,7 @@ pub(super) fn process_identity(pid: u32) -> Option<String> {
 fn marker_owner(marker: &Path) -> (Option<u32>, bool) {
     let owner = std::fs::read_link(marker)
         .map(|t| t.to_string_lossy().into_owned())
-        .or_else(|_| std::fs::read_to_string(marker))
+        .or_else(|_| crate::state_file::read_to_string(marker))
         .unwrap_or_default();
     let pid: Option<u32> = owner.split(' ').next().and_then(|p| p.parse().ok());
     let alive = pid.is_some_and(|p| process_identity(p).as_deref() == Some(owner.as_str()));
@@ -309,7 +309,7 @@ impl Engine {
             let Some(_g) = self.lock_if_free(&run_id)? else {
                 continue; // a live process is committing it
             };
-            let Ok(bytes) = std::fs::read(&path) else {
+            let Ok(bytes) = crate::state_file::read(&path) else {
                 continue;
             };
             if let Ok(t) = serde_json::from_slice::<Transition>(&bytes)
@@ -335,7 +335,7 @@ impl Engine {
         let path = self.state_dir.join(BOOT_FILE);
         let now = boot_id();
         let read = || {
-            std::fs::read(&path)
+            crate::state_file::read(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<BootMark>(&b).ok())
         };
@@ -432,15 +432,15 @@ impl Engine {
             };
             // Read under the lock: a promotion that finished meanwhile
             // removed it.
-            let Ok(text) = std::fs::read_to_string(e.path()) else {
+            let Ok(text) = crate::state_file::read_to_string(&e.path()) else {
                 continue;
             };
             let (rid, _owner) = text.split_once('\n').unwrap_or((text.as_str(), ""));
             let rdir = self.receipt_dir(rid);
-            let plan: Option<Plan> = std::fs::read(rdir.join("plan.json"))
+            let plan: Option<Plan> = crate::state_file::read(&rdir.join("plan.json"))
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
-            let receipt: Option<Receipt> = std::fs::read(rdir.join("receipt.json"))
+            let receipt: Option<Receipt> = crate::state_file::read(&rdir.join("receipt.json"))
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
             let journaled = valid_receipt_id(rid)

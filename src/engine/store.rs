@@ -34,7 +34,6 @@
 //! docs/design.md ("What survives a crash, step by step") walks a run
 //! through these points.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -88,7 +87,7 @@ pub fn default_state_dir() -> PathBuf {
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("json.partial");
-    let mut f = std::fs::File::create(&tmp)?;
+    let mut f = open_for_writing(&tmp, true)?;
     f.write_all(bytes)?;
     f.sync_data()?;
     std::fs::rename(&tmp, path)?;
@@ -159,24 +158,17 @@ fn replace_record(dir: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
 }
 
 /// A file of the state directory opened for writing (created if missing,
-/// emptied when `truncate`): never through a link, never blocking on a
-/// fifo put in its place (a local state directory is its owner's to fill:
-/// root's `dryrun runs` there once hung on a fifo forever), and only a
-/// regular file.
+/// emptied when `truncate`), as [`crate::state_file`] opens every one:
+/// never through a link, never blocking on a fifo put in its place, and
+/// only a regular file.
 fn open_for_writing(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(truncate)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        return Err(std::io::Error::other(format!(
-            "{name} is not a regular file"
-        )));
-    }
-    Ok(f)
+    crate::state_file::open(
+        path,
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(truncate),
+    )
 }
 
 /// A run's record, parsed. A record read while its file was being
@@ -185,7 +177,7 @@ fn open_for_writing(path: &Path, truncate: bool) -> std::io::Result<std::fs::Fil
 fn read_record(path: &Path) -> Result<Option<RunRecord>, EngineError> {
     let mut last = None;
     for _ in 0..2 {
-        let text = match std::fs::read(path) {
+        let text = match crate::state_file::read(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(EngineError::storage(path, source)),
@@ -404,6 +396,9 @@ impl Engine {
             }
         }
         *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Err(e) = self.gc(None, false) {
+            tracing::warn!("fitting the state directory into its budget: {e}");
+        }
     }
 
     /// Refuse a daemon client that keeps its quota's worth or more.
@@ -473,7 +468,8 @@ fn run_owner(dir: &Path) -> Option<u32> {
     struct Owner {
         submitted_by: Option<Submitter>,
     }
-    let f = std::fs::File::open(dir.join("record.json")).ok()?;
+    let f = crate::state_file::open_read(&dir.join("record.json")).ok()?;
+    let f = std::io::Read::take(f, crate::state_file::READ_MAX);
     let o: Owner = serde_json::from_reader(std::io::BufReader::new(f)).ok()?;
     o.submitted_by.map(|s| s.uid)
 }
@@ -586,6 +582,7 @@ pub(super) fn fit_record(record: &mut RunRecord) {
                 message,
             },
         );
+        v.to_change = crate::model::advice::to_change(&v.findings);
         record.state = RunState::Rehearsed;
     }
 }
@@ -602,6 +599,7 @@ mod tests {
                 blob_days: 7,
                 record_days: 30,
                 quota_per_uid_bytes: quota,
+                state_budget_bytes: None,
             },
             ..EngineOptions::default()
         };
@@ -728,6 +726,7 @@ mod tests {
             reasons: Vec::new(),
             findings: Vec::new(),
             notes: Vec::new(),
+            to_change: Vec::new(),
         });
         assert!(serde_json::to_vec_pretty(&r).unwrap().len() > RECORD_MAX_BYTES);
         fit_record(&mut r);

@@ -32,11 +32,13 @@ fn load_text(engine: &Engine, run_id: &str, hash: Option<&str>) -> Result<String
         return Ok(String::new());
     };
     let p = engine.blob_path(run_id, h);
-    let meta = std::fs::metadata(&p).map_err(|_| "content not kept")?;
-    if meta.len() > MAX_TEXT_DIFF {
-        return Err("too large for a text diff");
-    }
-    let bytes = std::fs::read(&p).map_err(|_| "content not kept")?;
+    let bytes = crate::state_file::read_capped(&p, MAX_TEXT_DIFF).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::FileTooLarge {
+            "too large for a text diff"
+        } else {
+            "content not kept"
+        }
+    })?;
     if bytes.contains(&0) {
         return Err("binary");
     }

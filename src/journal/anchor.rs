@@ -91,13 +91,14 @@ impl Anchor {
 impl Journal {
     pub(super) fn read_head(&self) -> Anchor {
         use std::io::Read as _;
-        let mut f = match File::open(&self.head_path) {
+        // Never through a link, never waiting on a fifo, a regular file
+        // only: anything else in its place is damage.
+        let mut f = match crate::state_file::open_read(&self.head_path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Anchor::Absent,
             Err(e) => return Anchor::Damaged(format!("it cannot be read ({e})")),
         };
         match f.metadata() {
-            Ok(m) if !m.is_file() => return Anchor::Damaged("it is not a regular file".into()),
             Ok(m) if m.len() > 4 * HEAD_BYTES as u64 => {
                 return Anchor::Damaged(format!(
                     "it is {} bytes; an anchor is {HEAD_BYTES}",
@@ -137,19 +138,18 @@ impl Journal {
     pub(super) fn write_head(&self, head: &Head) -> Result<(), JournalError> {
         use std::os::unix::fs::FileExt;
         let bytes = head.to_stored_bytes();
-        let in_place = File::options()
-            .write(true)
-            .open(&self.head_path)
+        let in_place = crate::state_file::open(&self.head_path, File::options().write(true))
             .ok()
-            .filter(|f| {
-                f.metadata()
-                    .is_ok_and(|m| m.is_file() && m.len() == HEAD_BYTES as u64)
-            });
+            .filter(|f| f.metadata().is_ok_and(|m| m.len() == HEAD_BYTES as u64));
         if let Some(f) = in_place {
             return f.write_all_at(&bytes, 0).map_err(io(&self.head_path));
         }
         let tmp = self.dir.join(format!("{HEAD_FILE}.partial"));
-        let mut f = File::create(&tmp).map_err(io(&tmp))?;
+        let mut f = crate::state_file::open(
+            &tmp,
+            File::options().write(true).create(true).truncate(true),
+        )
+        .map_err(io(&tmp))?;
         f.write_all(&bytes).map_err(io(&tmp))?;
         // Once per journal: synced before it takes the anchor's name, so
         // that a crash leaves no anchor, the old one or this one, never a

@@ -85,13 +85,15 @@ fn write_batch(j: &Journal, batch: &[(u64, Entry)]) -> Vec<(u64, Result<Appended
 type BatchResult = Vec<(u64, Result<Appended, JournalError>)>;
 
 fn write_locked(j: &Journal, batch: &[(u64, Entry)]) -> Result<BatchResult, JournalError> {
-    let f = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(&j.path)
-        .map_err(io(&j.path))?;
+    let f = crate::state_file::open(
+        &j.path,
+        OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600),
+    )
+    .map_err(io(&j.path))?;
     // Other processes (a local CLI on the same state directory) append too.
     let mut locked =
         nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| {

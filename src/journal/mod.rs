@@ -387,7 +387,7 @@ impl Journal {
 
     /// Walk the whole chain; name the first bad record.
     pub(crate) fn verify(&self) -> Result<VerifyReport, JournalError> {
-        let buf = match std::fs::read(&self.path) {
+        let buf = match crate::state_file::read_capped(&self.path, u64::MAX) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io(&self.path)(e)),
@@ -524,7 +524,7 @@ impl Journal {
     /// starts at the next one. Used after a restart of the machine to find
     /// the runs its last boot left unsettled.
     pub(crate) fn records_from(&self, from: u64) -> Result<Vec<Body>, JournalError> {
-        let mut f = match File::open(&self.path) {
+        let mut f = match crate::state_file::open_read(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(io(&self.path)(e)),
@@ -556,7 +556,7 @@ impl Journal {
     /// Records whose text contains `needle`, among the last `window` bytes.
     /// (Used at recovery to find a transition's nonce near the end.)
     pub(crate) fn tail_contains(&self, needle: &str, window: u64) -> Result<bool, JournalError> {
-        let mut f = match File::open(&self.path) {
+        let mut f = match crate::state_file::open_read(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io(&self.path)(e)),

@@ -8,8 +8,10 @@
 //!
 //! - C0 controls and DEL by their ASCII names: `⟦ESC⟧`, `⟦TAB⟧`, `⟦CR⟧`,
 //!   `⟦LF⟧`, `⟦NUL⟧`, `⟦BEL⟧`, `⟦BS⟧`, `⟦DEL⟧`, ...;
-//! - C1 controls and invisible or bidirectional format characters by code
-//!   point: `⟦U+009B⟧`, `⟦U+202E⟧`, `⟦U+200B⟧`, `⟦U+FEFF⟧`;
+//! - C1 controls, bidirectional format characters and everything that
+//!   draws nothing (Unicode's default-ignorable characters: zero-width
+//!   ones, variation selectors, tags) by code point: `⟦U+009B⟧`,
+//!   `⟦U+202E⟧`, `⟦U+200B⟧`, `⟦U+FE0F⟧`;
 //! - a byte that is not UTF-8 by value: `⟦0xFF⟧`;
 //! - the opening bracket itself, when the text has one: `⟦U+27E6⟧`. So
 //!   every `⟦` on the screen starts an escape, and no text can pass for one.
@@ -118,18 +120,22 @@ fn write_escape(out: &mut fmt::Formatter<'_>, c: char) -> fmt::Result {
     }
 }
 
-/// What a terminal acts on or does not show: C0, DEL and C1 controls, and
-/// the invisible and bidirectional format characters (zero-width spaces and
-/// joiners, marks, embeddings, overrides and isolates, line and paragraph
-/// separators, the BOM, interlinear annotations, soft hyphen, fillers that
-/// draw nothing, and the tag characters that can spell text no one sees).
+/// What a terminal acts on or does not show: C0, DEL and C1 controls, the
+/// line and paragraph separators and interlinear annotations, and every
+/// character Unicode says draws nothing (`Default_Ignorable_Code_Point`):
+/// zero-width spaces and joiners, marks, embeddings, overrides and
+/// isolates, the BOM, soft hyphen, fillers, variation selectors (which can
+/// make two names that differ look the same, or carry hidden text), the
+/// deprecated format characters, and the tag characters that can spell
+/// text no one sees.
 pub(crate) fn is_dangerous_char(c: char) -> bool {
     let u = c as u32;
     c.is_control()
         || matches!(u,
-            0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x180E | 0x200B..=0x200F
-            | 0x2028..=0x202E | 0x2060..=0x2069 | 0x3164 | 0xFEFF | 0xFFA0
-            | 0xFFF9..=0xFFFB | 0xE0000..=0xE007F)
+            0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
+            | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x3164
+            | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
 }
 
 /// Bytes shown on one line (see the module docs), as a `String`: for a
@@ -190,6 +196,11 @@ mod tests {
         assert_eq!(raw("x\u{202e}y\u{2066}z"), "x⟦U+202E⟧y⟦U+2066⟧z");
         assert_eq!(raw("\u{feff}a\u{200b}b"), "⟦U+FEFF⟧a⟦U+200B⟧b");
         assert_eq!(raw("tag\u{e0041}"), "tag⟦U+E0041⟧");
+        // Variation selectors and the rest of what draws nothing.
+        assert_eq!(
+            raw("a\u{fe0f}b\u{e0100}c\u{206a}d\u{1d173}e\u{180b}f\u{17b4}"),
+            "a⟦U+FE0F⟧b⟦U+E0100⟧c⟦U+206A⟧d⟦U+1D173⟧e⟦U+180B⟧f⟦U+17B4⟧"
+        );
         assert_eq!(escape_for_humans(b"bad\xff\xfe"), "bad⟦0xFF⟧⟦0xFE⟧");
         assert_eq!(raw("blog/ok-é.md 日本"), "blog/ok-é.md 日本");
     }

@@ -66,7 +66,8 @@ pub(super) fn world_writable_introduced(c: &Change) -> Option<(&'static str, &'s
 }
 
 /// A file, link or other non-directory created or changed directly in a
-/// directory on a `PATH` (or such a directory replaced by one): the next
+/// directory on a `PATH` (one a counted `PATH` names, or one a tool puts
+/// there: [`TOOL_PATH_DIRS`]), or such a directory replaced by one: the next
 /// shell that looks its name up runs it, outside any rehearsal. Deleting
 /// one only lets the next `PATH` entry answer, and a directory in it is
 /// never run: neither is flagged.
@@ -75,13 +76,17 @@ pub(super) fn written_into_path_dir(c: &Change, path_dirs: &[String]) -> Option<
         return None;
     }
     let parent = c.path.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-    let (dir, what) = if let Some(d) = path_dirs.iter().find(|d| **d == c.path) {
+    fn on_path<'a>(dir: &'a str, path_dirs: &'a [String]) -> Option<&'a str> {
+        path_dirs
+            .iter()
+            .find(|d| **d == dir)
+            .map(String::as_str)
+            .or_else(|| is_tool_path_dir(dir).then_some(dir))
+    }
+    let (dir, what) = if let Some(d) = on_path(&c.path, path_dirs) {
         (d, "replaced a directory on a PATH with something else")
     } else {
-        (
-            path_dirs.iter().find(|d| **d == parent)?,
-            "is in a directory on a PATH",
-        )
+        (on_path(parent, path_dirs)?, "is in a directory on a PATH")
     };
     let dir = if dir.is_empty() {
         "the workspace root (named by a relative PATH entry)".to_string()
@@ -93,6 +98,24 @@ pub(super) fn written_into_path_dir(c: &Change, path_dirs: &[String]) -> Option<
         verb(c),
         show(c)
     ))
+}
+
+/// Directories (at any depth, workspace-relative) that a tool puts on the
+/// `PATH` of everything it runs, whatever the caller's own `PATH` says:
+/// npm, yarn, pnpm and bun run every package script (`test`, `build`,
+/// `postinstall`) with the package's `node_modules/.bin` (and its
+/// ancestors') first, and `npx` looks there first, so a file there named
+/// `node` or `git` is what the project's next script runs.
+const TOOL_PATH_DIRS: &[&str] = &["node_modules/.bin"];
+
+/// Whether `dir` (workspace-relative) is one of [`TOOL_PATH_DIRS`].
+fn is_tool_path_dir(dir: &str) -> bool {
+    TOOL_PATH_DIRS.iter().any(|d| {
+        dir == *d
+            || dir
+                .strip_suffix(d)
+                .is_some_and(|above| above.ends_with('/'))
+    })
 }
 
 /// Directories (at any depth) whose files are build or install output:
@@ -256,6 +279,31 @@ mod tests {
             (".local/bin", ChangeKind::Created, FileType::Symlink, true),
             // The root is on the PATH (a relative entry).
             ("tool", ChangeKind::Created, FileType::File, true),
+            // On the PATH of every package script, at any depth.
+            (
+                "node_modules/.bin/node",
+                ChangeKind::Created,
+                FileType::Symlink,
+                true,
+            ),
+            (
+                "web/node_modules/.bin/git",
+                ChangeKind::Modified,
+                FileType::File,
+                true,
+            ),
+            (
+                "node_modules/pkg/bin/cli.js",
+                ChangeKind::Created,
+                FileType::File,
+                false,
+            ),
+            (
+                "x_node_modules/.bin/y",
+                ChangeKind::Created,
+                FileType::File,
+                false,
+            ),
             ("src/main.rs", ChangeKind::Created, FileType::File, false),
         ] {
             let v = judge_with(

@@ -98,7 +98,7 @@ impl Engine {
             });
         }
         let p = self.receipt_dir(id).join("receipt.json");
-        match std::fs::read(&p) {
+        match crate::state_file::read(&p) {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| EngineError::corrupt(p, e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(EngineError::not_found(What::Receipt, id))
@@ -153,7 +153,7 @@ impl Engine {
         let mut r = self.get(run_id)?;
         authz::authorize(Verb::Promote, &r, actor, auth)?;
         check_promotable(&r)?;
-        if let Ok(left) = std::fs::read_to_string(self.promoting_marker(run_id)) {
+        if let Ok(left) = crate::state_file::read_to_string(&self.promoting_marker(run_id)) {
             // An earlier promotion whose undo failed (see
             // `undo_failed_promotion`): its plan and backups wait for the
             // start-up recovery, and are never stacked up by retries.

@@ -37,7 +37,7 @@ impl Engine {
         run_id: &str,
     ) -> Result<Option<crate::envelope::EnvelopeSpec>, EngineError> {
         let p = self.run_dir(run_id).join("envelope.json");
-        let Ok(bytes) = std::fs::read(&p) else {
+        let Ok(bytes) = crate::state_file::read(&p) else {
             return Ok(None);
         };
         let env: crate::envelope::Envelope =

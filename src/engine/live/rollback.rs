@@ -70,7 +70,7 @@ impl Engine {
             ));
         }
         let rdir = self.receipt_dir(receipt_id);
-        let plan: Plan = std::fs::read(rdir.join("plan.json"))
+        let plan: Plan = crate::state_file::read(&rdir.join("plan.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .ok_or_else(|| EngineError::corrupt(rdir.join("plan.json"), "missing or unreadable"))?;

@@ -147,6 +147,61 @@ impl OwnerSession {
     }
 }
 
+impl OwnerSession {
+    /// The targets of the symbolic links among `rels` below a pinned
+    /// workspace, in order: `None` for a path that is absent or not a link
+    /// (or below a link: no link is followed to get there).
+    pub fn symlink_targets(
+        &self,
+        workspace: &Path,
+        identity: &Identity,
+        rels: &[Vec<u8>],
+    ) -> Result<Vec<Option<Vec<u8>>>, AccessError> {
+        let target = |b: Backup| b.symlink_target_hex.and_then(|h| hex::decode(h).ok());
+        match &self.agent {
+            None => {
+                let ws = LocalWorkspace::open(workspace, identity, 0).map_err(|e| {
+                    AccessError::Other {
+                        path: workspace.display().to_string(),
+                        message: e.to_string(),
+                    }
+                })?;
+                Ok(rels
+                    .iter()
+                    .map(|r| ws.backup_symlink(r).ok().and_then(target))
+                    .collect())
+            }
+            Some(a) => {
+                let mut a = a.lock().unwrap_or_else(|p| p.into_inner());
+                match a.call(&Request::Open {
+                    path: workspace.to_path_buf(),
+                    identity: *identity,
+                    max_file: 0,
+                })? {
+                    Reply::Ok => {}
+                    Reply::ApplyError { path, message } => {
+                        return Err(AccessError::Other { path, message });
+                    }
+                    r => return Err(unexpected(a.uid, r)),
+                }
+                let mut out = Vec::with_capacity(rels.len());
+                for r in rels {
+                    out.push(
+                        match a.call(&Request::BackupSymlink {
+                            rel_hex: hex::encode(r),
+                        })? {
+                            Reply::Backup { backup } => target(backup),
+                            Reply::ApplyError { .. } => None,
+                            r => return Err(unexpected(a.uid, r)),
+                        },
+                    );
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
 /// The real workspace, opened once, acting as its owner: the live lane's
 /// every read and write goes through this.
 pub(crate) enum Workspace {
