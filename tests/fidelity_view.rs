@@ -23,7 +23,7 @@ fn home_of(user: &str) -> PathBuf {
     if !home.exists() && is_root() {
         std::fs::create_dir_all(&home).unwrap();
         let (u, g) = test_user();
-        std::os::unix::chown(&home, Some(u), Some(g)).unwrap();
+        std::os::unix::fs::chown(&home, Some(u), Some(g)).unwrap();
     }
     home
 }
@@ -78,7 +78,7 @@ fn roots_toolchains_in_its_home_run_in_its_rehearsal() {
         return;
     }
     let path = "/root/.cargo/bin:/root/.pyenv/shims:/usr/local/bin:/usr/bin:/bin";
-    let cmd = "cargo --version; rustc --version; python --version; command -v cargo python";
+    let cmd = "cargo --version; rustc --version; python --version; command -v rustc python";
     let host = std::process::Command::new("bash")
         .args(["-c", cmd])
         .env_clear()
@@ -90,8 +90,8 @@ fn roots_toolchains_in_its_home_run_in_its_rehearsal() {
     let ws = Ws::new(Who::Root);
     let r = run_with_env(&ws, cmd, env_for(Who::Root, path), serde_json::json!({}));
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
-    assert_eq!(r.out(), String::from_utf8_lossy(&host.stdout).trim_end(), "{r:?}");
-    assert!(r.out().contains("/root/.cargo/bin/cargo"), "{}", r.out());
+    assert_eq!(r.out().trim_end(), String::from_utf8_lossy(&host.stdout).trim_end(), "{r:?}");
+    assert!(r.out().contains("/root/.cargo/bin/rustc"), "{}", r.out());
 }
 
 /// A toolchain-like program in the test user's own `~/.local/bin`, on its
@@ -115,7 +115,7 @@ fn a_program_in_the_users_local_bin_runs_in_its_rehearsal() {
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
     let (u, g) = test_user();
     for p in [home.join(".local"), bin.clone(), tool.clone(), private.clone()] {
-        std::os::unix::chown(&p, Some(u), Some(g)).unwrap();
+        std::os::unix::fs::chown(&p, Some(u), Some(g)).unwrap();
     }
     let path = format!("{}:/usr/bin:/bin", bin.display());
     let cmd = format!("dryrun-view-tool-{tag} ran; cat {}", private.display());
@@ -124,7 +124,7 @@ fn a_program_in_the_users_local_bin_runs_in_its_rehearsal() {
     let ws = Ws::new(Who::User);
     let r = run_with_env(&ws, &cmd, env_for(Who::User, &path), serde_json::json!({}));
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
-    assert_eq!(r.out(), want);
+    assert_eq!(r.out().trim_end(), want);
     // Through a root daemon.
     let d = Daemon::start(&[]);
     let ws = user_workspace();
@@ -140,7 +140,7 @@ fn a_program_in_the_users_local_bin_runs_in_its_rehearsal() {
         .unwrap();
     let r = run_json(out);
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
-    assert_eq!(r.out(), want);
+    assert_eq!(r.out().trim_end(), want);
     assert!(
         r.json["rehearsal"]["sandbox"]["ids"]
             .as_str()
@@ -212,7 +212,7 @@ fn a_gitconfig_write_is_a_finding_and_needs_approval() {
         );
         let r = run_with_env(&ws, "./setup.sh", env_for(who, "/usr/bin:/bin"), serde_json::json!({}));
         assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
-        assert_eq!(r.out(), "yes");
+        assert_eq!(r.out().trim_end(), "yes");
         let rows = outside(&r);
         let row = rows
             .iter()
@@ -251,7 +251,7 @@ fn tmp_and_var_tmp_writes_are_listed_and_dropped() {
         );
         let r = run_with_env(&ws, "./scratch.sh", env_for(who, "/usr/bin:/bin"), serde_json::json!({}));
         assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
-        assert_eq!(r.out(), format!("host-{tag}a\nb"));
+        assert_eq!(r.out().trim_end(), format!("host-{tag}a\nb"));
         let rows = outside(&r);
         for dir in ["/tmp", "/var/tmp"] {
             let row = rows

@@ -133,7 +133,7 @@ fn view_user() -> (u32, u32, PathBuf) {
         }
         let (u, g, home): (u32, u32, PathBuf) = lookup().expect("the view tests' account exists");
         std::fs::create_dir_all(&home).unwrap();
-        std::os::unix::chown(&home, Some(u), Some(g)).unwrap();
+        std::os::unix::fs::chown(&home, Some(u), Some(g)).unwrap();
         std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
         (u, g, home)
     })
@@ -304,7 +304,7 @@ fn a_hard_link_to_a_masked_file_fails_the_run_closed() {
         format!("registry=https://registry.invalid/\n//registry.invalid/:_authToken=NPMTOKEN-{tag}\n"),
     )
     .unwrap();
-    std::os::unix::chown(&npmrc, Some(u), Some(g)).unwrap();
+    std::os::unix::fs::chown(&npmrc, Some(u), Some(g)).unwrap();
     for (target, linked) in [(home.join(".ssh/key"), ".ssh"), (npmrc.clone(), ".npmrc")] {
         for mode in MODES {
             let (ws, wrapper) = account_ws(mode);
@@ -339,7 +339,7 @@ fn a_filtered_file_keeps_its_settings_and_loses_its_tokens() {
     )
     .unwrap();
     std::fs::set_permissions(&npmrc, std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::os::unix::chown(&npmrc, Some(u), Some(g)).unwrap();
+    std::os::unix::fs::chown(&npmrc, Some(u), Some(g)).unwrap();
     for mode in MODES {
         let (ws, wrapper) = account_ws(mode);
         let r = attack(&ws, &wrapper, "cat ~/.npmrc; stat -c %a ~/.npmrc", "/usr/bin:/bin");
@@ -375,7 +375,7 @@ fn links_in_a_home_to_roots_files_show_nothing() {
     std::os::unix::fs::symlink(&canary, links.join("to-root")).unwrap();
     std::os::unix::fs::symlink("/etc/shadow", links.join("to-shadow")).unwrap();
     std::fs::hard_link(&canary, links.join("hard-root")).unwrap();
-    std::os::unix::chown(&links, Some(u), Some(g)).unwrap();
+    std::os::unix::fs::chown(&links, Some(u), Some(g)).unwrap();
     for mode in MODES {
         let (ws, wrapper) = account_ws(mode);
         let d = links.display();
@@ -387,7 +387,7 @@ fn links_in_a_home_to_roots_files_show_nothing() {
         );
         assert_eq!(r.exit_code(), Some(0), "{mode:?}: {r:?}");
         assert!(!reported(&r).contains(&format!("ROOT-{tag}")), "{mode:?}: {r:?}");
-        assert_eq!(r.out(), "0", "{mode:?}: /etc/shadow through the link: {r:?}");
+        assert_eq!(r.out().trim_end(), "0", "{mode:?}: /etc/shadow through the link: {r:?}");
         assert!(r.err().contains("Permission denied"), "{mode:?}: {}", r.err());
     }
     std::fs::remove_dir_all(&links).unwrap();
@@ -417,7 +417,7 @@ fn a_root_daemon_shows_each_user_its_own_home_only() {
     std::fs::write(&other_canary, format!("OTHER-{tag}\n")).unwrap();
     std::fs::set_permissions(&other_canary, std::fs::Permissions::from_mode(0o644)).unwrap();
     chown_r(&bin, vu, vg);
-    std::os::unix::chown(&other_canary, Some(vu), Some(vg)).unwrap();
+    std::os::unix::fs::chown(&other_canary, Some(vu), Some(vg)).unwrap();
     // Live, the test user could read the other account's canary and run
     // its tool: only the view keeps them out.
     let live = as_test_user("cat").arg(&other_canary).output().unwrap();

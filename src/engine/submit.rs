@@ -292,7 +292,6 @@ impl Engine {
             env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
             env.extend(l.extra_env.iter().cloned());
         }
-        let tv = std::time::Instant::now();
         let view = sandbox::view::plan_view(&sandbox::view::ViewRequest {
             user: &view_user(&ids, c),
             env: &env,
@@ -301,7 +300,6 @@ impl Engine {
             image: &self.opts.image,
             policy_masks: &c.policy.view_masks,
         });
-        eprintln!("TIMING plan_view {:?}", tv.elapsed());
         Ok(SandboxSpec {
             run_id: run_id.to_string(),
             parent_pid: std::process::id() as i32,

@@ -92,16 +92,26 @@ pub(crate) fn other_homes(uid: u32) -> Vec<(u32, PathBuf)> {
     if read.is_err() {
         return Vec::new();
     }
-    parse_other_homes(&text, uid)
+    // A system account (uid below 1000) whose home is a directory it owns
+    // is a user's home too (a test or service user with a real home).
+    let owns = |u: u32, home: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(home).is_ok_and(|m| m.is_dir() && m.uid() == u)
+    };
+    parse_other_homes(&text, uid, owns)
 }
 
-fn parse_other_homes(passwd: &str, uid: u32) -> Vec<(u32, PathBuf)> {
+fn parse_other_homes(
+    passwd: &str,
+    uid: u32,
+    owns: impl Fn(u32, &Path) -> bool,
+) -> Vec<(u32, PathBuf)> {
     passwd
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
             let (u, home) = (f.get(2)?.parse::<u32>().ok()?, PathBuf::from(f.get(5)?));
-            let login = u == 0 || (1000..65534).contains(&u);
+            let login = u == 0 || (1000..65534).contains(&u) || (u != 65534 && owns(u, &home));
             (u != uid && login && home.is_absolute() && home != Path::new("/")).then_some((u, home))
         })
         .collect()
@@ -121,7 +131,8 @@ mod tests {
         let p = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n\
                  a:x:1000:1000::/home/a:/bin/bash\nb:x:1001:1001::/home/b:/bin/bash\n\
                  nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\nweird:x:1002:1:::/bin/sh\n";
-        let h = parse_other_homes(p, 1000);
+        let none = |_: u32, _: &Path| false;
+        let h = parse_other_homes(p, 1000, none);
         assert_eq!(
             h,
             vec![
@@ -129,7 +140,10 @@ mod tests {
                 (1001, PathBuf::from("/home/b"))
             ]
         );
-        assert_eq!(parse_other_homes(p, 0).len(), 2);
+        assert_eq!(parse_other_homes(p, 0, none).len(), 2);
+        // A system account owning its home directory counts.
+        let sys = |u: u32, h: &Path| u == 1 && h == Path::new("/usr/sbin");
+        assert_eq!(parse_other_homes(p, 1000, sys).len(), 3);
     }
 
     #[test]
