@@ -296,9 +296,17 @@ fn exit_127_names_a_program_the_host_has_but_the_sandbox_hid() {
     let shown = tool.display().to_string();
     assert!(
         reasons.contains(&format!(
-            "the command exited with status 127 (command not found: {shown} is on the host, but the sandbox hid it: rule view.other_home"
+            "[view.hidden] the rehearsal differs from the live run: the program {shown} exists on the host but the sandbox hid it (rule view.other_home"
         )),
         "{reasons}"
+    );
+    // The exit status (a result, not a block by itself) says why too.
+    let notes = r.notes().join("\n");
+    assert!(
+        notes.contains(&format!(
+            "the command exited with status 127 (command not found: {shown} is on the host, but the sandbox hid it: rule view.other_home"
+        )),
+        "{notes}"
     );
     let hidden = &r.json["rehearsal"]["hidden"][0];
     assert_eq!(hidden["kind"], "program", "{hidden}");
