@@ -43,7 +43,10 @@ fn run_with_env(ws: &Ws, cmd: &str, env: serde_json::Value, extra: serde_json::V
     for (k, v) in extra.as_object().into_iter().flatten() {
         body[k] = v.clone();
     }
-    let p = ws.root.path().join(format!("envelope-{}.json", random_hex()));
+    let p = ws
+        .root
+        .path()
+        .join(format!("envelope-{}.json", random_hex()));
     std::fs::write(&p, body.to_string()).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     ws.execute(&["--file", p.to_str().unwrap()])
@@ -90,7 +93,11 @@ fn roots_toolchains_in_its_home_run_in_its_rehearsal() {
     let ws = Ws::new(Who::Root);
     let r = run_with_env(&ws, cmd, env_for(Who::Root, path), serde_json::json!({}));
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
-    assert_eq!(r.out().trim_end(), String::from_utf8_lossy(&host.stdout).trim_end(), "{r:?}");
+    assert_eq!(
+        r.out().trim_end(),
+        String::from_utf8_lossy(&host.stdout).trim_end(),
+        "{r:?}"
+    );
     assert!(r.out().contains("/root/.cargo/bin/rustc"), "{}", r.out());
 }
 
@@ -114,7 +121,12 @@ fn a_program_in_the_users_local_bin_runs_in_its_rehearsal() {
     std::fs::write(&private, format!("private-{tag}\n")).unwrap();
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
     let (u, g) = test_user();
-    for p in [home.join(".local"), bin.clone(), tool.clone(), private.clone()] {
+    for p in [
+        home.join(".local"),
+        bin.clone(),
+        tool.clone(),
+        private.clone(),
+    ] {
         std::os::unix::fs::chown(&p, Some(u), Some(g)).unwrap();
     }
     let path = format!("{}:/usr/bin:/bin", bin.display());
@@ -186,9 +198,16 @@ fn a_cache_write_is_listed_and_the_run_promotes() {
         assert_eq!(row["count"], 2, "{row}");
         assert_eq!(r.decision(), "promote", "{who:?}: {:?}", r.reasons());
         let id = run_id(&r);
-        let out = ws.command().args(["promote", &id, "--json"]).output().unwrap();
+        let out = ws
+            .command()
+            .args(["promote", &id, "--json"])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{who:?}: {out:?}");
-        assert_eq!(std::fs::read_to_string(ws.dir.join("out.txt")).unwrap(), "built\n");
+        assert_eq!(
+            std::fs::read_to_string(ws.dir.join("out.txt")).unwrap(),
+            "built\n"
+        );
         assert!(!home.join(format!(".cache/dryrun-view-{tag}")).exists());
     }
 }
@@ -210,7 +229,12 @@ fn a_gitconfig_write_is_a_finding_and_needs_approval() {
             "setup.sh",
             "git config --global dryrun.viewtest yes\ngit config --global --get dryrun.viewtest",
         );
-        let r = run_with_env(&ws, "./setup.sh", env_for(who, "/usr/bin:/bin"), serde_json::json!({}));
+        let r = run_with_env(
+            &ws,
+            "./setup.sh",
+            env_for(who, "/usr/bin:/bin"),
+            serde_json::json!({}),
+        );
         assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
         assert_eq!(r.out().trim_end(), "yes");
         let rows = outside(&r);
@@ -219,7 +243,10 @@ fn a_gitconfig_write_is_a_finding_and_needs_approval() {
             .find(|w| w["path"] == home.display().to_string().as_str())
             .unwrap_or_else(|| panic!("{who:?}: {rows:?}"));
         assert_eq!(row["cache"], false, "{row}");
-        assert!(strings(&row["examples"]).contains(&".gitconfig".to_string()), "{row}");
+        assert!(
+            strings(&row["examples"]).contains(&".gitconfig".to_string()),
+            "{row}"
+        );
         assert_eq!(r.decision(), "needs_approval", "{who:?}: {:?}", r.reasons());
         assert_eq!(r.code, 3);
         let reason = r
@@ -227,8 +254,15 @@ fn a_gitconfig_write_is_a_finding_and_needs_approval() {
             .into_iter()
             .find(|m| m.starts_with("[view.outside_writes]"))
             .unwrap_or_else(|| panic!("{who:?}: {:?}", r.reasons()));
-        assert!(reason.contains(".gitconfig") && reason.contains("will not happen live"), "{reason}");
-        assert_eq!(std::fs::read(home.join(".gitconfig")).ok(), before, "{who:?}");
+        assert!(
+            reason.contains(".gitconfig") && reason.contains("will not happen live"),
+            "{reason}"
+        );
+        assert_eq!(
+            std::fs::read(home.join(".gitconfig")).ok(),
+            before,
+            "{who:?}"
+        );
     }
 }
 
@@ -249,7 +283,12 @@ fn tmp_and_var_tmp_writes_are_listed_and_dropped() {
                 canary.display()
             ),
         );
-        let r = run_with_env(&ws, "./scratch.sh", env_for(who, "/usr/bin:/bin"), serde_json::json!({}));
+        let r = run_with_env(
+            &ws,
+            "./scratch.sh",
+            env_for(who, "/usr/bin:/bin"),
+            serde_json::json!({}),
+        );
         assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
         assert_eq!(r.out().trim_end(), format!("host-{tag}a\nb"));
         let rows = outside(&r);
@@ -319,10 +358,17 @@ fn exit_127_names_a_program_the_host_has_but_the_sandbox_hid() {
             .to_string(),
     )
     .unwrap();
-    let out = ws.command().args(["execute", "--file"]).arg(&p).output().unwrap();
+    let out = ws
+        .command()
+        .args(["execute", "--file"])
+        .arg(&p)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("command not found") && text.contains(&shown) && text.contains("view.other_home"),
+        text.contains("command not found")
+            && text.contains(&shown)
+            && text.contains("view.other_home"),
         "{text}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

@@ -160,7 +160,11 @@ fn tmp_is_the_hosts_read_through_a_throwaway_layer() {
         assert!(out.contains(&format!("host tmp {tag}")), "{who:?}: {out}");
         // Root's private file: the root engine's own run is root's; the
         // test user's run may not read it, as on the host.
-        assert_eq!(out.contains(&format!("private {tag}")), who == Who::Root, "{who:?}: {out}");
+        assert_eq!(
+            out.contains(&format!("private {tag}")),
+            who == Who::Root,
+            "{who:?}: {out}"
+        );
         assert!(out.contains("hi"), "{who:?}: {out}");
         assert!(out.contains("home-ok"), "{who:?}: {out}");
         assert!(r.changes().is_empty());
@@ -170,9 +174,13 @@ fn tmp_is_the_hosts_read_through_a_throwaway_layer() {
             "{who:?}: the host's /tmp was written"
         );
         assert!(!std::path::Path::new(&format!("/tmp/x-{tag}")).exists());
-        let rows = r.json["rehearsal"]["outside_writes"].as_array().cloned().unwrap_or_default();
+        let rows = r.json["rehearsal"]["outside_writes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert!(
-            rows.iter().any(|w| w["path"] == "/tmp" && w["cache"] == true),
+            rows.iter()
+                .any(|w| w["path"] == "/tmp" && w["cache"] == true),
             "{who:?}: {rows:?}"
         );
     }

@@ -20,6 +20,10 @@ use std::sync::OnceLock;
 use common::daemon::*;
 use common::*;
 
+/// The tests share one view user's home (a hard link one test makes
+/// would fail another's run): one test at a time.
+static HOME_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const VIEW_USER: &str = "dryrun-view";
 
 /// Every path of the view's built-in mask table that lies in a home
@@ -121,14 +125,28 @@ fn view_user() -> (u32, u32, PathBuf) {
     static U: OnceLock<(u32, u32, PathBuf)> = OnceLock::new();
     U.get_or_init(|| {
         let lookup = || {
-            let out = Command::new("getent").args(["passwd", VIEW_USER]).output().ok()?;
+            let out = Command::new("getent")
+                .args(["passwd", VIEW_USER])
+                .output()
+                .ok()?;
             let line = String::from_utf8_lossy(&out.stdout).into_owned();
             let f: Vec<&str> = line.trim().split(':').collect();
-            Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?, PathBuf::from(f.get(5)?)))
+            Some((
+                f.get(2)?.parse().ok()?,
+                f.get(3)?.parse().ok()?,
+                PathBuf::from(f.get(5)?),
+            ))
         };
         if lookup().is_none() {
             let _ = Command::new("useradd")
-                .args(["--system", "--home-dir", "/home/dryrun-view", "--shell", "/bin/bash", VIEW_USER])
+                .args([
+                    "--system",
+                    "--home-dir",
+                    "/home/dryrun-view",
+                    "--shell",
+                    "/bin/bash",
+                    VIEW_USER,
+                ])
                 .status();
         }
         let (u, g, home): (u32, u32, PathBuf) = lookup().expect("the view tests' account exists");
@@ -233,6 +251,7 @@ fn plant_masks(tag: &str) -> Vec<PathBuf> {
 /// comes back, as root's engine runs the account and as its own.
 #[test]
 fn every_masked_path_of_a_home_is_unreadable() {
+    let _home = HOME_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if !require_root() {
         return;
     }
@@ -249,7 +268,7 @@ fn every_masked_path_of_a_home_is_unreadable() {
             ));
         }
         script.push_str(&format!(
-            "grep -rs CANARY-{tag} \"$HOME\" /tmp /var/tmp /proc/self/root\"$HOME\"\n\
+            "grep -rs \"CANARY\"\"-{tag}\" \"$HOME\" /tmp /var/tmp /proc/self/root\"$HOME\"\n\
              (cd \"$HOME/.ssh\" && sleep 3) & sleep 1; cat /proc/$!/cwd/key; ls /proc/$!/cwd/\n\
              cat ws-link-ssh ws-link-aws ws-link-dir/key\nexit 0\n"
         ));
@@ -273,7 +292,10 @@ fn every_masked_path_of_a_home_is_unreadable() {
         let stripped = r.stripped();
         for p in &planted {
             let want = format!("masked:{}", p.display());
-            assert!(stripped.contains(&want), "{mode:?}: {want} not in {stripped:?}");
+            assert!(
+                stripped.contains(&want),
+                "{mode:?}: {want} not in {stripped:?}"
+            );
         }
         // The reads of masked paths are named as what the sandbox hid.
         assert!(
@@ -292,6 +314,7 @@ fn every_masked_path_of_a_home_is_unreadable() {
 /// comes back.
 #[test]
 fn a_hard_link_to_a_masked_file_fails_the_run_closed() {
+    let _home = HOME_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if !require_root() {
         return;
     }
@@ -301,7 +324,9 @@ fn a_hard_link_to_a_masked_file_fails_the_run_closed() {
     let npmrc = home.join(".npmrc");
     std::fs::write(
         &npmrc,
-        format!("registry=https://registry.invalid/\n//registry.invalid/:_authToken=NPMTOKEN-{tag}\n"),
+        format!(
+            "registry=https://registry.invalid/\n//registry.invalid/:_authToken=NPMTOKEN-{tag}\n"
+        ),
     )
     .unwrap();
     std::os::unix::fs::chown(&npmrc, Some(u), Some(g)).unwrap();
@@ -311,7 +336,10 @@ fn a_hard_link_to_a_masked_file_fails_the_run_closed() {
             std::fs::hard_link(&target, ws.dir.join("innocent.txt")).unwrap();
             let r = attack(&ws, &wrapper, "cat innocent.txt; exit 0", "/usr/bin:/bin");
             let all = reported(&r);
-            assert!(!all.contains(&tag), "{mode:?} {linked}: the linked file came back:\n{all}");
+            assert!(
+                !all.contains(&tag),
+                "{mode:?} {linked}: the linked file came back:\n{all}"
+            );
             assert_eq!(r.json["state"], "failed", "{mode:?} {linked}: {r:?}");
             let err = r.json["error"].as_str().unwrap_or_default();
             assert!(
@@ -327,6 +355,7 @@ fn a_hard_link_to_a_masked_file_fails_the_run_closed() {
 /// A filtered file shows its settings and none of its credential lines.
 #[test]
 fn a_filtered_file_keeps_its_settings_and_loses_its_tokens() {
+    let _home = HOME_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if !require_root() {
         return;
     }
@@ -342,15 +371,23 @@ fn a_filtered_file_keeps_its_settings_and_loses_its_tokens() {
     std::os::unix::fs::chown(&npmrc, Some(u), Some(g)).unwrap();
     for mode in MODES {
         let (ws, wrapper) = account_ws(mode);
-        let r = attack(&ws, &wrapper, "cat ~/.npmrc; stat -c %a ~/.npmrc", "/usr/bin:/bin");
+        let r = attack(
+            &ws,
+            &wrapper,
+            "cat ~/.npmrc; stat -c %a ~/.npmrc",
+            "/usr/bin:/bin",
+        );
         assert_eq!(r.exit_code(), Some(0), "{mode:?}: {r:?}");
         assert_eq!(
-            r.out(),
+            r.out().trim_end(),
             "registry=https://registry.invalid/\nsave-exact=true\n600",
             "{mode:?}"
         );
         assert!(!reported(&r).contains(&tag), "{mode:?}");
-        let want = format!("filtered:{} (1 line with credentials removed)", npmrc.display());
+        let want = format!(
+            "filtered:{} (1 line with credentials removed)",
+            npmrc.display()
+        );
         assert!(r.stripped().contains(&want), "{mode:?}: {:?}", r.stripped());
     }
     std::fs::remove_file(&npmrc).unwrap();
@@ -362,6 +399,7 @@ fn a_filtered_file_keeps_its_settings_and_loses_its_tokens() {
 /// is root's file, which the command's ids may not read.
 #[test]
 fn links_in_a_home_to_roots_files_show_nothing() {
+    let _home = HOME_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if !require_root() {
         return;
     }
@@ -386,9 +424,20 @@ fn links_in_a_home_to_roots_files_show_nothing() {
             "/usr/bin:/bin",
         );
         assert_eq!(r.exit_code(), Some(0), "{mode:?}: {r:?}");
-        assert!(!reported(&r).contains(&format!("ROOT-{tag}")), "{mode:?}: {r:?}");
-        assert_eq!(r.out().trim_end(), "0", "{mode:?}: /etc/shadow through the link: {r:?}");
-        assert!(r.err().contains("Permission denied"), "{mode:?}: {}", r.err());
+        assert!(
+            !reported(&r).contains(&format!("ROOT-{tag}")),
+            "{mode:?}: {r:?}"
+        );
+        assert_eq!(
+            r.out().trim_end(),
+            "0",
+            "{mode:?}: /etc/shadow through the link: {r:?}"
+        );
+        assert!(
+            r.err().contains("Permission denied"),
+            "{mode:?}: {}",
+            r.err()
+        );
     }
     std::fs::remove_dir_all(&links).unwrap();
     std::fs::remove_file(&canary).unwrap();
@@ -401,6 +450,7 @@ fn links_in_a_home_to_roots_files_show_nothing() {
 /// workspace) sees its own home and not the test user's.
 #[test]
 fn a_root_daemon_shows_each_user_its_own_home_only() {
+    let _home = HOME_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if !require_root() {
         return;
     }
@@ -421,16 +471,25 @@ fn a_root_daemon_shows_each_user_its_own_home_only() {
     // Live, the test user could read the other account's canary and run
     // its tool: only the view keeps them out.
     let live = as_test_user("cat").arg(&other_canary).output().unwrap();
-    assert!(String::from_utf8_lossy(&live.stdout).contains("OTHER-"), "{live:?}");
+    assert!(
+        String::from_utf8_lossy(&live.stdout).contains("OTHER-"),
+        "{live:?}"
+    );
 
     let d = Daemon::start(&[]);
     let ws = user_workspace();
     let test_home = PathBuf::from(
-        String::from_utf8_lossy(&Command::new("getent").args(["passwd", TEST_USER]).output().unwrap().stdout)
-            .trim()
-            .split(':')
-            .nth(5)
-            .unwrap(),
+        String::from_utf8_lossy(
+            &Command::new("getent")
+                .args(["passwd", TEST_USER])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .trim()
+        .split(':')
+        .nth(5)
+        .unwrap(),
     );
     let cmd = format!(
         "ls -d /root 2>&1; cat {} 2>&1; ls -A /home; cat {} 2>&1; other-tool-{tag} 2>&1; exit 0",
@@ -451,16 +510,33 @@ fn a_root_daemon_shows_each_user_its_own_home_only() {
     );
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
     let all = reported(&r);
-    assert!(!all.contains(&format!("ROOT-{tag}")) && !all.contains(&format!("OTHER-{tag}")), "{all}");
+    assert!(
+        !all.contains(&format!("ROOT-{tag}")) && !all.contains(&format!("OTHER-{tag}")),
+        "{all}"
+    );
     let out = r.out();
-    assert!(out.contains("ls: cannot access '/root': No such file or directory"), "{out}");
-    assert!(!out.contains("Permission denied"), "absent, not denied: {out}");
+    assert!(
+        out.contains("ls: cannot access '/root': No such file or directory"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("Permission denied"),
+        "absent, not denied: {out}"
+    );
     let homes: Vec<&str> = out
         .lines()
         .filter(|l| !l.contains(' ') && !l.is_empty())
         .collect();
-    let own = test_home.file_name().unwrap().to_string_lossy().into_owned();
-    assert_eq!(homes, vec![own.as_str()], "/home holds only the user's own home: {out}");
+    let own = test_home
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        homes,
+        vec![own.as_str()],
+        "/home holds only the user's own home: {out}"
+    );
     let hidden = strings(&r.json["rehearsal"]["stripped"]);
     assert!(
         hidden.contains(&format!("hidden:{} (view.other_home)", bin.display()))
@@ -470,7 +546,11 @@ fn a_root_daemon_shows_each_user_its_own_home_only() {
 
     // The other account's run, through the same daemon.
     let (ws2, _) = account_ws(Mode::RootEngine);
-    let cmd2 = format!("cat {}; ls -A {} 2>&1; exit 0", other_canary.display(), test_home.display());
+    let cmd2 = format!(
+        "cat {}; ls -A {} 2>&1; exit 0",
+        other_canary.display(),
+        test_home.display()
+    );
     let body = serde_json::json!({"command": cmd2, "working_dir": ws2.dir,
                                   "env": {"HOME": vhome, "PATH": "/usr/bin:/bin"}});
     let (_keep2, file2) = agent_envelope_file(&body.to_string());
@@ -483,8 +563,15 @@ fn a_root_daemon_shows_each_user_its_own_home_only() {
             .unwrap(),
     );
     assert_eq!(r2.exit_code(), Some(0), "{r2:?}");
-    assert!(r2.out().contains(&format!("OTHER-{tag}")), "its own home: {r2:?}");
-    assert!(r2.out().contains("No such file or directory"), "{}", r2.out());
+    assert!(
+        r2.out().contains(&format!("OTHER-{tag}")),
+        "its own home: {r2:?}"
+    );
+    assert!(
+        r2.out().contains("No such file or directory"),
+        "{}",
+        r2.out()
+    );
     std::fs::remove_dir_all(&bin).unwrap();
     std::fs::remove_file(&other_canary).unwrap();
     std::fs::remove_file(&root_canary).unwrap();

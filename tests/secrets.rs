@@ -93,7 +93,11 @@ fn canaries_in_host_home_directories_are_invisible() {
         );
         let listed = |what: &str| r.out().lines().any(|l| l == format!("ls-{what}=0"));
         assert_eq!(listed("root"), who == Who::Root, "{who:?}: {}", r.out());
-        assert!(!listed("home"), "{who:?}: another home is listable: {}", r.out());
+        assert!(
+            !listed("home"),
+            "{who:?}: another home is listable: {}",
+            r.out()
+        );
         assert!(
             r.err().contains("No such file or directory") && !r.err().contains("Permission denied"),
             "{who:?}: absent, not denied: {}",

@@ -38,8 +38,8 @@ pub(crate) mod run_state;
 pub(crate) mod service;
 pub(crate) mod stubs;
 pub(crate) mod text;
-pub(crate) mod view;
 pub(crate) mod variables;
+pub(crate) mod view;
 pub(crate) mod waiting;
 
 pub(crate) use change::{Change, ChangeKind, FileType};
@@ -50,5 +50,5 @@ pub(crate) use live::{LiveMode, LiveNetwork};
 pub(crate) use promotion::Refusal;
 pub(crate) use report::{HostReport, RehearsalReport, UnmappedEntry, UnmappedIds};
 pub(crate) use run_state::RunState;
-pub(crate) use view::{Hidden, HiddenKind, OutsideWrite};
 pub(crate) use service::ServiceEndpoint;
+pub(crate) use view::{Hidden, HiddenKind, OutsideWrite};
