@@ -7,10 +7,10 @@
 
 use super::paths::write_targets;
 use super::tables::{
-    PAGER_VARS, WRITES_ITS_LAST_OPERAND, WRITES_ITS_OPERANDS, harmless_pager,
     AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, DOWNLOADERS,
     HARMLESS_GENERATORS, HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS,
-    SHELLS, SUBSCRIPT_BUILTINS,
+    PAGER_VARS, SHELLS, SUBSCRIPT_BUILTINS, WRITES_ITS_LAST_OPERAND, WRITES_ITS_OPERANDS,
+    harmless_pager,
 };
 use super::{Ctx, RedirectKind, SimpleCommand, Word, base_name, is_flag};
 
@@ -98,9 +98,32 @@ fn handles_files_as_data(base: &str) -> bool {
         || WRITES_ITS_LAST_OPERAND.contains(&base)
         || matches!(
             base,
-            "git" | "tar" | "zip" | "unzip" | "gzip" | "gunzip" | "xz" | "bzip2" | "zstd" | "7z"
-                | "patch" | "sed" | "gsed" | "split" | "csplit" | "iconv" | "dos2unix" | "cmp"
-                | "file" | "stat" | "wc" | "md5sum" | "sha256sum" | "b2sum" | "gpg" | "scp"
+            "git"
+                | "tar"
+                | "zip"
+                | "unzip"
+                | "gzip"
+                | "gunzip"
+                | "xz"
+                | "bzip2"
+                | "zstd"
+                | "7z"
+                | "patch"
+                | "sed"
+                | "gsed"
+                | "split"
+                | "csplit"
+                | "iconv"
+                | "dos2unix"
+                | "cmp"
+                | "file"
+                | "stat"
+                | "wc"
+                | "md5sum"
+                | "sha256sum"
+                | "b2sum"
+                | "gpg"
+                | "scp"
         )
 }
 
@@ -116,7 +139,9 @@ fn file_key(w: &Word) -> String {
 /// `LESS=-R` holds options, not a program; other pager variables a
 /// harmless pager.
 fn harmless_pager_or_less_flags(v: &str) -> bool {
-    harmless_pager(v) || v.split_whitespace().all(|w| w.starts_with('-') && !w.contains(['`', '$', ';', '|']))
+    harmless_pager(v)
+        || v.split_whitespace()
+            .all(|w| w.starts_with('-') && !w.contains(['`', '$', ';', '|']))
 }
 
 /// `PATH=$PATH:dir` only appends: names found before still win.
@@ -172,7 +197,10 @@ impl Ctx<'_> {
     pub(super) fn assignment(&mut self, name: &str, w: &Word, shown: &str, before: Option<&str>) {
         let ifs_for_reader = (name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c)))
             || (name == "PATH" && appends_to_path(w))
-            || (PAGER_VARS.contains(&name) && w.literal.as_deref().is_some_and(harmless_pager_or_less_flags));
+            || (PAGER_VARS.contains(&name)
+                && w.literal
+                    .as_deref()
+                    .is_some_and(harmless_pager_or_less_flags));
         let hijack =
             HIJACK_VARS.contains(&name) || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p));
         if hijack && !ifs_for_reader {
@@ -368,7 +396,7 @@ impl Ctx<'_> {
     /// wrote: its code was never seen.
     pub(super) fn ran_written_file(&mut self, path: &str, shown: &str) {
         let key = same_file_key(path.trim_matches('"'));
-        if self.written.contains(&key) {
+        if self.written[..self.written_before].contains(&key) {
             self.add(
                 "exec.written_code",
                 format!(
@@ -384,7 +412,8 @@ impl Ctx<'_> {
     /// the same shape as `echo '...' > $TF; tool --config=$TF`): a config
     /// or script it may run, whose code nobody reviewed.
     pub(super) fn passes_written_file(&mut self, base: &str, args: &[Word], shown: &str) {
-        if self.written.is_empty() || handles_files_as_data(base) {
+        let written = &self.written[..self.written_before];
+        if written.is_empty() || handles_files_as_data(base) {
             return;
         }
         for w in args {
@@ -395,7 +424,7 @@ impl Ctx<'_> {
                 .unwrap_or_default();
             let hit = [key.as_str(), value.as_str()]
                 .into_iter()
-                .find(|k| !k.is_empty() && self.written.iter().any(|x| x == k));
+                .find(|k| !k.is_empty() && written.iter().any(|x| x == k));
             if let Some(file) = hit {
                 self.add(
                     "exec.written_code",

@@ -113,6 +113,9 @@ struct Ctx<'a> {
     /// the variable that names them (`$TF`): code read back from one of
     /// them later in the same string was never seen by anyone.
     written: Vec<String>,
+    /// How many of `written` came from commands before the current one (a
+    /// command's own outputs, `docker build -t app`, are not code it runs).
+    written_before: usize,
     /// The simple command being analysed has something we can read on its
     /// stdin (a heredoc, a here-string, a redirect, a pipe).
     stdin_fed: bool,
@@ -149,6 +152,7 @@ pub fn classify(src: &str, policy: &Policy, opts: &Options) -> Classification {
         aliases: BTreeMap::new(),
         downloaded: Vec::new(),
         written: Vec::new(),
+        written_before: 0,
         stdin_fed: false,
         targets_from: None,
         read_vars: Vec::new(),
@@ -335,9 +339,7 @@ impl Ctx<'_> {
                 .and_then(|w| w.literal.as_deref())
                 .map(base_name)
                 .is_some_and(|n| SHELLS.contains(&n) || matches!(n, "source" | "."));
-            if !is_shell
-                && let Some(name) = inner.first().and_then(|w| w.literal.as_deref())
-            {
+            if !is_shell && let Some(name) = inner.first().and_then(|w| w.literal.as_deref()) {
                 // An interpreter's program on stdin is matched by the
                 // policy's inline-code rules as if it were given with `-c`.
                 let mut with_code: Vec<Word> = inner[1..].to_vec();
@@ -349,10 +351,7 @@ impl Ctx<'_> {
             if !is_shell
                 && c.stdin_text.is_empty()
                 && c.position == 0
-                && !c
-                    .redirects
-                    .iter()
-                    .any(|r| r.kind == RedirectKind::Read)
+                && !c.redirects.iter().any(|r| r.kind == RedirectKind::Read)
             {
                 self.stdin_unseen(inner, &shown);
             }
@@ -422,6 +421,16 @@ impl Ctx<'_> {
         if matches!(base_name(name), "source" | ".") {
             return;
         }
+        // `python3 -V`, `node --version`: prints and exits, reads nothing.
+        let prints_and_exits = argv[1..].iter().any(|w| {
+            matches!(
+                w.literal.as_deref(),
+                Some("-V" | "--version" | "-version" | "-h" | "--help")
+            ) || (base_name(name) == "node" && w.literal.as_deref() == Some("-v"))
+        });
+        if prints_and_exits {
+            return;
+        }
         self.add(
             "exec.stdin_shell",
             format!(
@@ -480,6 +489,7 @@ impl Ctx<'_> {
             self.subscript_code(w, &shown, depth, counter);
         }
         self.record_downloads(c);
+        self.written_before = self.written.len();
         self.record_written(c);
         if c.argv.is_empty() {
             return;

@@ -630,7 +630,15 @@ impl Ctx<'_> {
 
 /// Programs whose operands are files they delete.
 const DELETERS: &[&str] = &[
-    "rm", "unlink", "shred", "rmdir", "srm", "wipe", "trash", "trash-put", "gio",
+    "rm",
+    "unlink",
+    "shred",
+    "rmdir",
+    "srm",
+    "wipe",
+    "trash",
+    "trash-put",
+    "gio",
 ];
 
 impl Ctx<'_> {
@@ -643,8 +651,10 @@ impl Ctx<'_> {
         let mut i = 0;
         while i < args.len() {
             let a = args[i].text();
-            if matches!(a, "-d" | "-n" | "-N" | "-p" | "-t" | "-u" | "-a" | "-C" | "-c" | "-O" | "-s")
-                && base != "mapfile"
+            if matches!(
+                a,
+                "-d" | "-n" | "-N" | "-p" | "-t" | "-u" | "-a" | "-C" | "-c" | "-O" | "-s"
+            ) && base != "mapfile"
                 && base != "readarray"
                 && a != "-a"
             {
@@ -670,12 +680,17 @@ impl Ctx<'_> {
         let operands: Vec<&Word> = args.iter().filter(|w| !is_flag(w.text())).collect();
         let why: Option<String> = if let Some(from) = self.targets_from {
             Some(from.to_string())
-        } else if let Some(w) = operands.iter().find(|w| w.raw.contains("$(") || w.raw.contains('`')) {
+        } else if let Some(w) = operands
+            .iter()
+            .find(|w| w.raw.contains("$(") || w.raw.contains('`'))
+        {
             Some(format!("the output of a command ({})", w.raw))
         } else if let Some(w) = operands.iter().find(|w| {
-            w.params
-                .iter()
-                .any(|p| p.chars().all(|c| c.is_ascii_digit() || matches!(c, '@' | '*' | '#')) || self.read_vars.contains(p))
+            w.params.iter().any(|p| {
+                p.chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, '@' | '*' | '#'))
+                    || self.read_vars.contains(p)
+            })
         }) {
             Some(format!("values read or passed in from outside ({})", w.raw))
         } else if self.cwd_unknown() {
@@ -695,4 +710,3 @@ impl Ctx<'_> {
         }
     }
 }
-

@@ -15,7 +15,8 @@ fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
         let harmless = texts[i] == "-c"
             && texts[i + 1].split_once('=').is_some_and(|(k, v)| {
                 let k = k.to_ascii_lowercase();
-                ((k == "core.pager" || k.starts_with("pager.")) && (harmless_pager(v) || matches!(v, "true" | "false")))
+                ((k == "core.pager" || k.starts_with("pager."))
+                    && (harmless_pager(v) || matches!(v, "true" | "false")))
                     || k.starts_with("color.")
                     || k == "core.quotepath"
                     || k == "log.showsignature"
@@ -42,7 +43,13 @@ fn plan_flag(base: &str, positionals: &[&str], texts: &[&str]) -> Option<String>
         }
         if matches!(
             flag,
-            "--dry-run" | "--dryrun" | "--dry_run" | "--what-if" | "--whatif" | "--noop" | "--simulate"
+            "--dry-run"
+                | "--dryrun"
+                | "--dry_run"
+                | "--what-if"
+                | "--whatif"
+                | "--noop"
+                | "--simulate"
         ) {
             return Some(flag.to_string());
         }
@@ -54,10 +61,15 @@ fn plan_flag(base: &str, positionals: &[&str], texts: &[&str]) -> Option<String>
                     && !a.starts_with("--")
                     && a.len() == 2
                     && short_n
-                    && matches!(positionals.first(), Some(&("clean" | "add" | "rm" | "mv" | "push" | "prune" | "gc")))
+                    && matches!(
+                        positionals.first(),
+                        Some(&("clean" | "add" | "rm" | "mv" | "push" | "prune" | "gc"))
+                    )
             }
             "apt-get" | "apt" => matches!(*a, "-s" | "--simulate" | "--just-print" | "--recon"),
-            "ansible-playbook" | "ansible" | "salt" | "chef-client" => matches!(*a, "--check" | "-C"),
+            "ansible-playbook" | "ansible" | "salt" | "chef-client" => {
+                matches!(*a, "--check" | "-C")
+            }
             "helm" => *a == "--dry-run",
             _ => false,
         };

@@ -387,9 +387,16 @@ pub(super) fn is_shell_or_interpreter(base: &str) -> bool {
 /// workspace), the home, or a temporary directory.
 pub(super) fn lookalike_location(path: &str) -> bool {
     !path.starts_with('/')
-        || ["/tmp/", "/var/tmp/", "/dev/shm/", "/home/", "/root/", "/run/user/"]
-            .iter()
-            .any(|d| path.starts_with(d))
+        || [
+            "/tmp/",
+            "/var/tmp/",
+            "/dev/shm/",
+            "/home/",
+            "/root/",
+            "/run/user/",
+        ]
+        .iter()
+        .any(|d| path.starts_with(d))
 }
 
 /// Toolchains a project environment holds its own copy of: a virtualenv's
@@ -406,33 +413,115 @@ pub(super) fn project_toolchain(path: &str, base: &str) -> bool {
         "bin/",
     ];
     const TOOLCHAIN: &[&str] = &[
-        "python", "pip", "pip3", "pypy", "pypy3", "node", "npm", "npx", "yarn", "pnpm", "bun",
-        "deno", "ruby", "gem", "bundle", "bundler", "rake", "rails", "rspec", "rubocop", "php",
-        "composer", "phpunit", "artisan", "perl", "cpanm", "eslint", "prettier", "tsc", "jest",
-        "vitest", "mocha", "playwright", "pytest", "ruff", "black", "mypy", "flake8", "isort",
-        "pylint", "uv", "poetry", "tox", "nox", "pre-commit", "django-admin", "alembic", "flask",
-        "uvicorn", "gunicorn", "celery", "cargo", "rustc", "go", "java", "mvn", "gradle",
-        "webpack", "vite", "next", "nuxt", "ng", "tsx", "ts-node", "esbuild", "rollup", "lerna",
-        "nx", "turbo", "prisma", "sequelize", "knex", "typeorm", "drizzle-kit", "jupyter",
-        "ipython", "coverage", "sphinx-build", "mkdocs",
+        "python",
+        "pip",
+        "pip3",
+        "pypy",
+        "pypy3",
+        "node",
+        "npm",
+        "npx",
+        "yarn",
+        "pnpm",
+        "bun",
+        "deno",
+        "ruby",
+        "gem",
+        "bundle",
+        "bundler",
+        "rake",
+        "rails",
+        "rspec",
+        "rubocop",
+        "php",
+        "composer",
+        "phpunit",
+        "artisan",
+        "perl",
+        "cpanm",
+        "eslint",
+        "prettier",
+        "tsc",
+        "jest",
+        "vitest",
+        "mocha",
+        "playwright",
+        "pytest",
+        "ruff",
+        "black",
+        "mypy",
+        "flake8",
+        "isort",
+        "pylint",
+        "uv",
+        "poetry",
+        "tox",
+        "nox",
+        "pre-commit",
+        "django-admin",
+        "alembic",
+        "flask",
+        "uvicorn",
+        "gunicorn",
+        "celery",
+        "cargo",
+        "rustc",
+        "go",
+        "java",
+        "mvn",
+        "gradle",
+        "webpack",
+        "vite",
+        "next",
+        "nuxt",
+        "ng",
+        "tsx",
+        "ts-node",
+        "esbuild",
+        "rollup",
+        "lerna",
+        "nx",
+        "turbo",
+        "prisma",
+        "sequelize",
+        "knex",
+        "typeorm",
+        "drizzle-kit",
+        "jupyter",
+        "ipython",
+        "coverage",
+        "sphinx-build",
+        "mkdocs",
     ];
     let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     (TOOLCHAIN.contains(&base) || TOOLCHAIN.contains(&trimmed))
-        && ENV_DIRS.iter().any(|d| path.contains(d) || path.starts_with(d))
+        && ENV_DIRS
+            .iter()
+            .any(|d| path.contains(d) || path.starts_with(d))
 }
 
 /// A pager or editor setting that runs nothing but a pager: `cat`,
 /// `less -R`, `more`, an empty value (no pager). `PAGER=cat`,
 /// `git -c core.pager=cat`, `GIT_PAGER='less -FRX'` are everyday.
 pub(super) fn harmless_pager(value: &str) -> bool {
-    let mut words = value.trim_matches(|c| c == '"' || c == '\'').split_whitespace();
+    let mut words = value
+        .trim_matches(|c| c == '"' || c == '\'')
+        .split_whitespace();
     match words.next() {
         None => true,
         Some(p) => {
             matches!(
                 p,
-                "cat" | "less" | "more" | "most" | "/usr/bin/cat" | "/usr/bin/less" | "/bin/cat"
-                    | "/bin/less" | "/usr/bin/more" | "/bin/more"
+                "cat"
+                    | "less"
+                    | "more"
+                    | "most"
+                    | "/usr/bin/cat"
+                    | "/usr/bin/less"
+                    | "/bin/cat"
+                    | "/bin/less"
+                    | "/usr/bin/more"
+                    | "/bin/more"
             ) && words.all(|w| {
                 w.starts_with('-')
                     && w[1..]
