@@ -4,7 +4,8 @@
 //! read-only run, writes outside `expected_writes`, protected paths and
 //! other files that run code later (a directory on a `PATH`, a new
 //! executable), unsafe file kinds, network attempts, limits and exit
-//! status. Every finding carries the id of the rule
+//! status (a result, not a block by itself: `exit.rs`). Every finding
+//! carries the id of the rule
 //! that produced it; the decision is the maximum over findings.
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,8 @@ use crate::model::{HostReport, RehearsalReport};
 use crate::policy::Level;
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
+mod exit;
+mod fidelity;
 mod files;
 use files::{
     is_gitdir_pointer, newly_executable, world_writable_introduced, written_into_path_dir,
@@ -34,6 +37,10 @@ pub struct Verdict {
     /// Context that explains the decision without changing it.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// What to change so the run goes through (`model::advice`), one hint
+    /// per kind of finding that held it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to_change: Vec<String>,
 }
 
 fn show(c: &Change) -> String {
@@ -332,6 +339,15 @@ pub(crate) fn judge_with(
         }
     }
 
+    // 5a, continued: declared host services (real effects) and what an ordinary
+    // user's rehearsal could not change (unmapped ids).
+    for f in fidelity::services(&r.egress, spec.live.mode, &mut notes)
+        .into_iter()
+        .chain(fidelity::unmapped(&r.unmapped))
+    {
+        add(&f.rule, f.decision, f.message);
+    }
+
     // 5b. the classifier's judgement of the command itself.
     if let Some(risk) = cx.risk {
         if risk.decision == Decision::Blocked
@@ -389,23 +405,9 @@ pub(crate) fn judge_with(
             "the rehearsal was killed by the watchdog".into(),
         );
     }
-    match (r.exit_code, r.signal) {
-        (Some(0), _) => {}
-        (Some(code), _) => add(
-            "evidence.exit_status",
-            Decision::Blocked,
-            format!("the command exited with status {code}"),
-        ),
-        (None, Some(sig)) => add(
-            "evidence.exit_status",
-            Decision::Blocked,
-            format!("the command was killed by signal {sig}"),
-        ),
-        (None, None) => add(
-            "evidence.exit_status",
-            Decision::Blocked,
-            "the command did not finish".into(),
-        ),
+    match exit::exit_status_finding(r, spec.envelope.intent.require_success) {
+        Ok(note) => notes.extend(note),
+        Err(f) => add(&f.rule, f.decision, f.message),
     }
     if r.leftover_processes_killed > 0 {
         add(
@@ -467,6 +469,7 @@ pub(crate) fn judge_with(
             .iter()
             .map(|f| format!("[{}] {}", f.rule, f.message))
             .collect(),
+        to_change: crate::model::advice::to_change(&findings),
         findings,
         notes,
     }
@@ -732,10 +735,34 @@ mod tests {
         assert_eq!(v.forbidden_paths_touched, vec![".git/config"]);
         let joined = v.reasons.join("\n");
         assert!(joined.contains("[intent.forbidden_paths]"), "{joined}");
-        assert!(
-            joined.contains("[evidence.exit_status] the command exited with status 2"),
-            "{joined}"
-        );
+        assert!(!joined.contains("[evidence.exit_status]"), "{joined}");
         assert!(joined.contains("[limits.timeout]"), "{joined}");
+        // The exit status is reported, as a result.
+        assert!(
+            v.notes.iter().any(|n| n.contains("exited with status 2")),
+            "{:?}",
+            v.notes
+        );
+    }
+
+    #[test]
+    fn a_failure_inside_the_intent_promotes_unless_success_is_required() {
+        let mut r = ok_report(vec![change(
+            "src/a.py",
+            ChangeKind::Modified,
+            FileType::File,
+        )]);
+        r.exit_code = Some(1);
+        let s = spec("command: x\nintent: {expected_writes: ['src/**']}\n");
+        let v = judge(&s, &r, &HostReport::default());
+        assert_eq!(v.decision, Decision::Promote, "{:?}", v.reasons);
+        let s = spec("command: x\nintent: {expected_writes: ['src/**'], require_success: true}\n");
+        let v = judge(&s, &r, &HostReport::default());
+        assert_eq!(v.decision, Decision::Blocked);
+        assert!(
+            v.reasons[0].starts_with("[evidence.exit_status] the command exited with status 1"),
+            "{:?}",
+            v.reasons
+        );
     }
 }

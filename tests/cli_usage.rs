@@ -481,16 +481,31 @@ fn json_output_is_exactly_one_object() {
         assert_eq!(o.status.code(), Some(4), "{who:?}: {}", stderr(&o));
         let v = assert_one_json_object(who, &o, "blocked run");
         assert_eq!(v["verdict"]["decision"], "blocked", "{who:?}");
+        // A failing command is a result: promote (exit 0), the status kept.
         let o = dryrun(&ws, &["execute", "--json", "--command", "echo out; exit 7"]);
-        assert_eq!(o.status.code(), Some(4), "{who:?}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
         let v = assert_one_json_object(who, &o, "failing command");
         assert_eq!(v["rehearsal"]["exit_code"], 7, "{who:?}");
+        assert_eq!(v["verdict"]["decision"], "promote", "{who:?}: {v}");
+        // Unless it asks for success: blocked, and it waits for nobody.
+        let o = dryrun(
+            &ws,
+            &[
+                "execute",
+                "--json",
+                "--require-success",
+                "--command",
+                "echo out; exit 7",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(4), "{who:?}: {}", stderr(&o));
+        let v = assert_one_json_object(who, &o, "failing command");
+        assert_eq!(v["state"], "rehearsed", "{who:?}: {v}");
         assert!(
-            v["verdict"]["reasons"]
-                .as_array()
+            v["verdict"]["reasons"].as_array().unwrap().iter().any(|r| r
+                .as_str()
                 .unwrap()
-                .iter()
-                .any(|r| r == "[evidence.exit_status] the command exited with status 7"),
+                .starts_with("[evidence.exit_status] the command exited with status 7")),
             "{who:?}: {v}"
         );
 

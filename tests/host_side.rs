@@ -369,7 +369,8 @@ fn a_full_disk_inside_the_sandbox_is_the_disk_limit_with_the_evidence_so_far() {
         ] {
             let (_d, env) = envelope_file(&ws, cmd, "limits: {disk_mb: 16}\n");
             let r = ws.execute(&["--file", env.to_str().unwrap()]);
-            assert_eq!(r.json["state"], "awaiting_approval", "{who:?} {cmd}: {r:?}");
+            // A limit is for the agent to fix: judged, not waiting for a person.
+            assert_eq!(r.json["state"], "rehearsed", "{who:?} {cmd}: {r:?}");
             assert_eq!(r.json["override_required"], true, "{who:?} {cmd}: {r:?}");
             assert!(
                 r.limits_hit().contains(&"disk".to_string()),
@@ -388,8 +389,9 @@ fn paths_deeper_than_path_max_are_a_named_limit_not_a_failed_run() {
         let ws = Ws::new(who);
         let cmd = "echo top > top.txt; for i in $(seq 300); do mkdir d0123456789abcdef && cd d0123456789abcdef || break; done; echo deep > deep.txt; echo done";
         let r = ws.rehearse(cmd, &["--expect-write", "**"]);
-        // Judged (blocked by the limit), waiting for a person: not failed.
-        assert_eq!(r.json["state"], "awaiting_approval", "{who:?}: {r:?}");
+        // Judged (blocked by the limit), not failed; a limit is for the
+        // agent to fix, so it does not wait for a person.
+        assert_eq!(r.json["state"], "rehearsed", "{who:?}: {r:?}");
         assert_eq!(r.json["override_required"], true, "{who:?}: {r:?}");
         assert!(r.out().contains("done"), "{who:?}: {r:?}");
         assert!(

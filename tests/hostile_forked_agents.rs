@@ -116,9 +116,16 @@ fn a_forked_workspace_agent_is_opaque_holds_nothing_and_fails_closed() {
     assert_eq!(status_field(pid, "Uid"), vec![uid; 4]);
     assert_eq!(status_field(pid, "Gid"), vec![gid; 4]);
     let groups = status_field(pid, "Groups");
+    // The owner's groups as the group database lists them (the fidelity
+    // tests make the test user a member of team groups).
+    let listed = Command::new("id").args(["-G", TEST_USER]).output().unwrap();
+    let listed: Vec<u32> = String::from_utf8_lossy(&listed.stdout)
+        .split_whitespace()
+        .filter_map(|g| g.parse().ok())
+        .collect();
     assert!(
-        groups.iter().all(|g| *g == gid) && !groups.contains(&0),
-        "groups {groups:?}"
+        groups.iter().all(|g| *g == gid || listed.contains(g)) && !groups.contains(&0),
+        "groups {groups:?} (the owner's: {listed:?})"
     );
     for cap in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

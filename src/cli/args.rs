@@ -116,11 +116,26 @@ pub(super) enum Cmd {
         cmd: ReceiptCmd,
     },
     /// Reviewers' terminal UI: the queue of runs waiting for a person, each
-    /// run's evidence, approve / reject / override with a note (see README).
+    /// run's evidence, approve / reject / override with a note (see docs/user-guide.md).
     Review,
     /// Cancel a queued or running rehearsal (daemon only).
     Cancel {
         run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fit the state directory into its size budget: the kept content,
+    /// then the records, of the oldest runs nothing pending needs (never the
+    /// journal, receipts, or a run waiting for a person or approved).
+    Gc {
+        /// The budget for this collection in MiB (default:
+        /// DRYRUN_STATE_BUDGET_MB, else 512; 0 collects everything nothing
+        /// pending needs).
+        #[arg(long, value_name = "MIB")]
+        budget_mb: Option<u64>,
+        /// Say what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(long)]
         json: bool,
     },
@@ -130,13 +145,13 @@ pub(super) enum Cmd {
         cmd: JournalCmd,
     },
     /// Agent-host hook: a tool-call event as JSON on stdin, the answer as
-    /// JSON on stdout (exit 2 blocks). See README, Doors.
+    /// JSON on stdout (exit 2 blocks). See docs/doors.md.
     Hook {
         #[arg(value_enum)]
         host: HookHost,
     },
     /// MCP server on stdio: execute, classify, show, diff, list_runs, wait,
-    /// promote (no approvals). See README, Doors.
+    /// promote (no approvals). See docs/doors.md.
     Mcp {
         /// Serve Streamable HTTP at this loopback address instead (e.g.
         /// 127.0.0.1:8765; port 0 picks one), to this uid's clients only.
@@ -241,24 +256,34 @@ pub(super) struct DaemonArgs {
     #[arg(long)]
     pub(super) host_prompt_approvals: bool,
     /// Ceiling of limits.timeout_s; a run asking for more is refused (400).
-    #[arg(long, value_name = "S", default_value_t = crate::envelope::DEFAULT_CEILINGS.timeout_s)]
-    pub(super) max_timeout_s: u64,
-    /// Ceiling of limits.memory_mb.
-    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.memory_mb)]
-    pub(super) max_memory_mb: u64,
-    /// Ceiling of limits.pids.
-    #[arg(long, value_name = "N", default_value_t = crate::envelope::DEFAULT_CEILINGS.pids)]
-    pub(super) max_pids: u64,
-    /// Ceiling of limits.output_kb.
-    #[arg(long, value_name = "KIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.output_kb)]
-    pub(super) max_output_kb: u64,
-    /// Ceiling of limits.disk_mb (also bounds what one run keeps).
-    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.disk_mb)]
-    pub(super) max_disk_mb: u64,
+    /// Default: 3600.
+    #[arg(long, value_name = "S")]
+    pub(super) max_timeout_s: Option<u64>,
+    /// Ceiling of limits.memory_mb. Default: three quarters of the RAM.
+    #[arg(long, value_name = "MIB")]
+    pub(super) max_memory_mb: Option<u64>,
+    /// Ceiling of limits.pids. Default: 16384.
+    #[arg(long, value_name = "N")]
+    pub(super) max_pids: Option<u64>,
+    /// Ceiling of limits.output_kb. Default: 4096.
+    #[arg(long, value_name = "KIB")]
+    pub(super) max_output_kb: Option<u64>,
+    /// Ceiling of limits.disk_mb (also bounds what one run keeps). Default:
+    /// half the RAM (the upper layer is memory).
+    #[arg(long, value_name = "MIB")]
+    pub(super) max_disk_mb: Option<u64>,
+    /// Ceiling of limits.cpus. Default: every CPU the daemon may use.
+    #[arg(long, value_name = "N")]
+    pub(super) max_cpus: Option<u64>,
     /// Records and kept content each client uid may keep in the state
     /// directory; past it, submissions are refused (507). 0: no quota.
     #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_QUOTA_PER_UID_BYTES >> 20)]
     pub(super) quota_per_uid_mb: u64,
+    /// The state directory's size budget in MiB: each hourly housekeeping
+    /// removes the kept content, then the records, of the oldest runs
+    /// nothing pending needs until it fits (0: no budget; see `dryrun gc`).
+    #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_STATE_BUDGET_BYTES >> 20)]
+    pub(super) state_budget_mb: u64,
     /// Days the kept content of runs not awaiting approval is kept.
     #[arg(long, value_name = "DAYS")]
     pub(super) blob_retention_days: Option<u64>,
@@ -271,7 +296,7 @@ pub(super) struct DaemonArgs {
     #[arg(long = "egress-resolve", value_name = "HOST:PORT:ADDR")]
     pub(super) egress_resolve: Vec<crate::egress::ResolvePin>,
     /// Seconds a run waits for a person before it expires (rejected,
-    /// `rejected_because: expired`; default 7 days).
+    /// `rejected_because: expired`; default 24 hours).
     #[arg(long, value_name = "S", default_value_t = crate::engine::DEFAULT_APPROVAL_EXPIRY.as_secs())]
     pub(super) approval_expiry: u64,
     /// Run this executable (no shell) when a run starts waiting for a
@@ -311,6 +336,10 @@ pub(super) struct ExecuteArgs {
     /// Declare the run read-only: any write blocks it.
     #[arg(long)]
     pub(super) read_only: bool,
+    /// A non-zero exit blocks the run (intent.require_success); by default
+    /// a failure inside the intent is a result, promoted as it would land.
+    #[arg(long)]
+    pub(super) require_success: bool,
     /// Wall-clock limit in seconds.
     #[arg(long, value_name = "S")]
     pub(super) timeout: Option<u64>,
@@ -321,7 +350,7 @@ pub(super) struct ExecuteArgs {
     #[arg(long)]
     pub(super) allow_degraded_sandbox: bool,
     /// Replace a tool's answer for this run, e.g. 'gh pr merge=exit 1' or
-    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see README, stubs).
+    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see docs/user-guide.md, stubs).
     #[arg(
         long = "stub",
         value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"
@@ -332,6 +361,12 @@ pub(super) struct ExecuteArgs {
     /// only; repeatable; adds to intent.network.allow).
     #[arg(long = "allow-net", value_name = "HOST[:PORT]")]
     pub(super) allow_net: Vec<String>,
+    /// A host service the command talks to, forwarded into the sandbox:
+    /// 127.0.0.1:PORT, [::1]:PORT or a Unix socket's absolute path; only
+    /// endpoints the system policy lists (egress.services) are accepted
+    /// (repeatable; adds to intent.network.services; see docs/services.md).
+    #[arg(long = "service", value_name = "HOST:PORT|PATH")]
+    pub(super) service: Vec<String>,
     /// Pin a name the egress proxy resolves to an address, exempt from its
     /// address refusals (private ranges, the host's own addresses) for that
     /// name and port (in-process runs; curl's --resolve syntax).
@@ -355,6 +390,7 @@ impl Cmd {
             | Cmd::Rollback { json, .. }
             | Cmd::Cancel { json, .. }
             | Cmd::Replay { json, .. }
+            | Cmd::Gc { json, .. }
             | Cmd::Receipt {
                 cmd: ReceiptCmd::Show { json, .. },
             }

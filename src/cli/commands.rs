@@ -165,6 +165,11 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             }
         }
         Cmd::Review => super::tui::review(&g),
+        Cmd::Gc {
+            budget_mb,
+            dry_run,
+            json,
+        } => super::gc::gc(&g, budget_mb, dry_run, json),
         Cmd::Rollback { receipt_id, json } => {
             with_receipt_id(&receipt_id, |id| match door(&g).send(&Rollback { id }) {
                 Ok(rc) => {
@@ -438,13 +443,19 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     cfg.allow_degraded = a.allow_degraded_sandbox;
     cfg.host_prompt_approvals = a.host_prompt_approvals;
     cfg.egress_resolve = a.egress_resolve;
-    cfg.ceilings = crate::envelope::LimitsSpec {
-        timeout_s: a.max_timeout_s,
-        memory_mb: a.max_memory_mb,
-        pids: a.max_pids,
-        output_kb: a.max_output_kb,
-        disk_mb: a.max_disk_mb,
-    };
+    // Each ceiling not given stays the machine's (`engine::machine`).
+    for (field, given) in [
+        ("timeout_s", a.max_timeout_s),
+        ("memory_mb", a.max_memory_mb),
+        ("pids", a.max_pids),
+        ("output_kb", a.max_output_kb),
+        ("disk_mb", a.max_disk_mb),
+        ("cpus", a.max_cpus),
+    ] {
+        if let Some(v) = given {
+            *cfg.ceilings.field_mut(field) = v;
+        }
+    }
     let lowest = crate::envelope::LIMIT_MINIMA.fields();
     let highest = crate::envelope::LIMIT_MAXIMA.fields();
     for (((field, v), (_, lo)), (_, hi)) in
@@ -459,6 +470,8 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     }
     cfg.retention.quota_per_uid_bytes =
         (a.quota_per_uid_mb > 0).then_some(a.quota_per_uid_mb.saturating_mul(1 << 20));
+    cfg.retention.state_budget_bytes =
+        (a.state_budget_mb > 0).then_some(a.state_budget_mb.saturating_mul(1 << 20));
     if let Some(d) = a.blob_retention_days {
         cfg.retention.blob_days = d;
     }
@@ -602,6 +615,10 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
     if env.working_dir.is_none() {
         env.working_dir = Some(workspace);
     }
+    // The command's environment is this process's (the caller's), filtered
+    // by the engine, unless the envelope carries one.
+    env.caller_env
+        .get_or_insert_with(crate::caller_env::of_this_process);
     env.intent
         .expected_writes
         .extend(a.expect_write.iter().cloned());
@@ -609,6 +626,7 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
     if a.read_only {
         env.intent.mode = Mode::ReadOnly;
     }
+    env.intent.require_success |= a.require_success;
     if let Some(t) = a.timeout {
         env.limits.timeout_s = Some(t);
     }
@@ -621,6 +639,7 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
         }
     }
     env.intent.network.add(&a.allow_net);
+    env.intent.network.add_services(&a.service);
     if d.is_daemon() && a.allow_degraded_sandbox {
         return usage_error(
             "--allow-degraded-sandbox applies to in-process runs; a daemon decides for itself (dryrun daemon --allow-degraded-sandbox), or pass --local",

@@ -15,8 +15,10 @@ macro_rules! print {
 
 mod args;
 mod commands;
+mod gc;
 mod ids;
 mod output;
+mod presence;
 mod render;
 mod review;
 mod screen;

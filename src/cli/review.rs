@@ -44,6 +44,7 @@ pub(super) fn review(
         Ok(id) => id,
         Err(code) => return code,
     };
+    let mut caller = crate::request::serve::Caller::local();
     if action == ReviewAction::Approve {
         // The evidence before the question, through either door.
         let r = match send(
@@ -57,13 +58,11 @@ pub(super) fn review(
             Err(code) => return code,
         };
         if let Door::Local(_) = d {
-            // Refused before any prompt: the same uid never approves.
-            if let Err(e) = crate::engine::refuse_self_approval(
-                &r,
-                &crate::journal::Actor::local(),
-                &ReviewerAuth::LocalTtyConfirmed,
-            ) {
-                return super::output::error("forbidden", &e.to_string(), EXIT_INVALID);
+            // Refused before any prompt: the same uid never approves, but
+            // where there is one user (root) a person proves presence.
+            match local_reviewer(&r) {
+                Ok(auth) => caller.auth = auth,
+                Err(e) => return super::output::error("forbidden", &e, EXIT_INVALID),
             }
         }
         if !json {
@@ -81,7 +80,7 @@ pub(super) fn review(
         note,
         override_block,
     };
-    match send(&d, &op) {
+    match d.send_as(&op, &caller).map_err(super::failed) {
         Ok(record) => {
             if json {
                 print_json(&record);
@@ -118,13 +117,36 @@ pub(super) fn act_as_state_dir_owner(dir: &std::path::Path) -> Result<(), String
         .map_err(|e| format!("state directory {}: {e}", dir.display()))
 }
 
+/// How a local approval of `r` is authenticated: another uid's run, by
+/// the typed-back code; root's own run, only with the proof that a person
+/// is at a terminal no process here made (`presence.rs`); anyone else's
+/// own run never (`sudo` gives a second identity).
+pub(super) fn local_reviewer(r: &crate::record::RunRecord) -> Result<ReviewerAuth, String> {
+    let me = crate::journal::Actor::local();
+    if crate::engine::authz::is_submitter(r, &me)
+        && crate::engine::authz::single_user_approval(&me, &ReviewerAuth::LocalPresence)
+    {
+        return super::presence::prove_presence()
+            .map(|_| ReviewerAuth::LocalPresence)
+            .map_err(|e| {
+                format!(
+                    "uid 0 submitted run {}; where root is the only user, root approves its own run only as a person at a terminal no process on this machine made, and this is not one: {e}",
+                    r.run_id
+                )
+            });
+    }
+    crate::engine::refuse_self_approval(r, &me, &ReviewerAuth::LocalTtyConfirmed)
+        .map(|()| ReviewerAuth::LocalTtyConfirmed)
+        .map_err(|e| e.to_string())
+}
+
 /// Local mode has no second identity: the person proves they are at the
 /// terminal by typing back a code printed on it. An agent that pipes `yes`
 /// (or anything) into stdin has no terminal to read the code from.
 fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Result<(), String> {
     use std::io::{BufRead, IsTerminal, Write};
     const NO_TTY: &str = "a local approval must be typed at an interactive terminal (stdin and /dev/tty), \
-        by a user other than the submitter (`sudo dryrun approve`, or the daemon with an approver group; see README, Approvals)";
+        by a user other than the submitter (`sudo dryrun approve`, or the daemon with an approver group; see docs/approvals.md)";
     if !std::io::stdin().is_terminal() {
         return Err(NO_TTY.into());
     }
@@ -140,6 +162,8 @@ fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Re
         .iter()
         .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
         .collect();
+    // Input typed before the code was shown answers nothing.
+    let _ = nix::sys::termios::tcflush(&tty, nix::sys::termios::FlushArg::TCIFLUSH);
     let mut w = &tty;
     let decision = r
         .verdict

@@ -139,8 +139,18 @@ pub struct RunOut {
     /// Attempts refused in the rehearsal (network, writes, limits).
     pub blocked: Vec<String>,
     pub reasons: Vec<String>,
+    /// What to change so the run goes through, one hint per kind of
+    /// finding that held it back.
+    pub to_change: Vec<String>,
+    /// stdout and stderr as a terminal showed them: in the order the
+    /// command wrote them (redacted like every output dryrun keeps).
+    pub output: String,
     pub stdout: String,
     pub stderr: String,
+    /// The output was cut at the run's output limit.
+    pub output_truncated: bool,
+    /// The signal that ended the command, when one did.
+    pub signal: Option<i32>,
     /// Set once promoted.
     pub receipt_id: Option<String>,
     pub error: Option<String>,
@@ -195,9 +205,12 @@ fn run_out(r: &RunRecord) -> RunOut {
     let decision = v.map(|v| v.decision.as_str().to_string());
     let next = match (r.state, v.map(|v| v.decision)) {
         (RunState::Queued | RunState::Running, _) => "wait for the verdict (tool wait)".into(),
-        (RunState::Rehearsed, Some(crate::verdict::Decision::Promote)) => {
-            "promote it (tool promote) to apply exactly this change set".into()
-        }
+        (RunState::Rehearsed, Some(crate::verdict::Decision::Promote)) => match h.exit_code {
+            Some(c) if c != 0 => format!(
+                "the command failed (exit status {c}) inside its intent: promote it (tool promote) to leave the workspace as the failed command would live, then fix the failure"
+            ),
+            _ => "promote it (tool promote) to apply exactly this change set".into(),
+        },
         (RunState::AwaitingApproval, _) if r.override_required => format!(
             "blocked: change the command or its intent and execute again (only a reviewer's explicit override, `dryrun approve --override {}`, lets it through)",
             r.run_id
@@ -207,8 +220,10 @@ fn run_out(r: &RunRecord) -> RunOut {
             r.run_id
         ),
         (RunState::Approved, _) => "promote it (tool promote)".into(),
+        // Nothing here a person can decide (`model::waiting`): never an
+        // override, the agent runs again.
         (RunState::Rehearsed, _) => {
-            "blocked: change the command or its intent and execute again".into()
+            "not promoted, and nothing for a person to decide: change the command, its intent or its limits and execute again (see reasons)".into()
         }
         (RunState::Promoted, _) => "done: the change set is live".into(),
         (RunState::Rejected, _) => format!(
@@ -271,8 +286,14 @@ fn run_out(r: &RunRecord) -> RunOut {
             .map(|b| format!("{}: {}", b.kind.as_str(), b.detail))
             .collect(),
         reasons: v.map(|v| v.reasons.clone()).unwrap_or_default(),
+        to_change: v
+            .map(|v| crate::model::advice::to_change(&v.findings))
+            .unwrap_or_default(),
+        output: h.output_text(),
         stdout: h.stdout.clone(),
         stderr: h.stderr.clone(),
+        output_truncated: h.output_truncated,
+        signal: h.signal,
         receipt_id: r.receipt.as_ref().map(|rc| rc.receipt_id.clone()),
         error: r.error.clone(),
         next,

@@ -10,7 +10,10 @@
 //!   kernel ([`route`]) whether an address is this host's own;
 //! - [`proxy`]: the per-run proxy (HTTP CONNECT and plain HTTP, hyper) and
 //!   the sandbox's DNS responder ([`dns`]), both serving sockets the
-//!   sandbox's init created inside the sandbox's network namespace.
+//!   sandbox's init created inside the sandbox's network namespace;
+//! - [`service`]: which host services (`intent.network.services`) a run
+//!   may talk to, and [`forward`]: serving them (the same hand-over, a
+//!   connection to the real endpoint with the owner's credentials).
 //!
 //! The envelope controls only the allowlist; pins, always-allowed and
 //! never-allowed names come from the system (the daemon's or `execute`'s
@@ -18,9 +21,11 @@
 
 pub(crate) mod addr;
 mod dns;
+pub(crate) mod forward;
 pub(crate) mod intent;
 pub(crate) mod proxy;
 pub(crate) mod route;
+pub(crate) mod service;
 mod tls;
 mod tunnel;
 mod upstream;
@@ -299,6 +304,8 @@ pub struct EgressSystem {
     pub pins: Vec<ResolvePin>,
     pub always_allow: Vec<HostPattern>,
     pub never_allow: Vec<HostPattern>,
+    /// Host services rehearsals may talk to (system policy only).
+    pub services: Vec<service::ServiceRule>,
 }
 
 impl EgressSystem {
@@ -309,6 +316,7 @@ impl EgressSystem {
         s.pins.extend(policy.pins.iter().cloned());
         s.always_allow.extend(policy.always_allow.iter().cloned());
         s.never_allow.extend(policy.never_allow.iter().cloned());
+        s.services.extend(policy.services.iter().cloned());
         s
     }
 

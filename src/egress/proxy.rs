@@ -40,7 +40,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::dns::{self, FakeAddrs};
+use super::forward::{ServiceListener, ServiceSet, adopt, serve_service};
 use super::route::Kernel;
+use super::service::ServiceRule;
 use super::upstream::{Attempt, address_refusal, connect_checked};
 use super::{Admission, EgressConfig, addr, normalize_name};
 use crate::model::{EgressEntry, EgressHow};
@@ -113,8 +115,13 @@ pub struct EgressProxy {
     shared: Arc<Shared>,
 }
 
-/// Start a proxy for one run (fail closed: an error means no rehearsal).
-pub fn start(what: Serve, receive: ReceiveFds) -> Result<EgressProxy, EgressError> {
+/// Start a proxy for one run (fail closed: an error means no rehearsal),
+/// serving `services` too (see `forward.rs`).
+pub fn start(
+    what: Serve,
+    services: Option<ServiceSet>,
+    receive: ReceiveFds,
+) -> Result<EgressProxy, EgressError> {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).expect("the kernel's random source works");
     let dir = std::env::temp_dir().join(format!("dryrun-egress-{}", hex::encode(b)));
@@ -147,6 +154,7 @@ pub fn start(what: Serve, receive: ReceiveFds) -> Result<EgressProxy, EgressErro
     };
     let shared = Arc::new(Shared {
         serve: what,
+        services: services.map(Arc::new),
         log: Mutex::new(Log::default()),
     });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
@@ -249,6 +257,7 @@ struct Log {
 
 pub(super) struct Shared {
     serve: Serve,
+    services: Option<Arc<ServiceSet>>,
     log: Mutex<Log>,
 }
 
@@ -299,11 +308,24 @@ impl Shared {
                 reason,
                 bytes_out: 0,
                 bytes_in: 0,
+                disposable: false,
             },
             counters.clone(),
         ));
         log.index.insert(key, i);
         counters
+    }
+
+    /// Note a connection to a declared service (`how: service`, with the
+    /// service's disposability); returns its byte counters.
+    pub(super) fn record_service(&self, rule: &ServiceRule) -> Arc<Counters> {
+        let (name, port) = rule.endpoint.report_name();
+        let c = self.record(&name, port, EgressHow::Service, true, None);
+        let mut log = self.lock();
+        if let Some(&i) = log.index.get(&(name, port, EgressHow::Service)) {
+            log.entries[i].0.disposable = rule.disposable;
+        }
+        c
     }
 
     /// Admit, resolve, check the addresses, connect. `Err` is the reason
@@ -394,11 +416,16 @@ async fn serve(
     receive: ReceiveFds,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
+    let rules = shared
+        .services
+        .as_ref()
+        .map_or(Vec::new(), |s| s.rules.clone());
+    let listener = matches!(shared.serve, Serve::Allowlist(_));
     let sockets = tokio::select! {
         _ = &mut stop => return,
-        s = take_sockets(control, receive, matches!(shared.serve, Serve::Allowlist(_))) => s,
+        s = take_sockets(control, receive, listener, rules) => s,
     };
-    let (tcp, udp) = match sockets {
+    let (tcp, udp, service_listeners) = match sockets {
         Ok(s) => s,
         Err(e) => {
             shared.problem(format!(
@@ -408,10 +435,16 @@ async fn serve(
             return;
         }
     };
-    let dns_task = tokio::spawn(serve_dns(udp, shared.clone()));
+    let mut tasks = vec![tokio::spawn(serve_dns(udp, shared.clone()))];
+    if let Some(set) = &shared.services {
+        for (l, rule) in service_listeners.into_iter().zip(&set.rules) {
+            let (rule, shared, set) = (rule.clone(), shared.clone(), set.clone());
+            tasks.push(tokio::spawn(serve_service(l, rule, shared, set)));
+        }
+    }
     let Some(tcp) = tcp else {
         let _ = stop.await;
-        dns_task.abort();
+        tasks.iter().for_each(|t| t.abort());
         return;
     };
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
@@ -434,16 +467,18 @@ async fn serve(
             }
         }
     }
-    dns_task.abort();
+    tasks.iter().for_each(|t| t.abort());
 }
 
 /// Accept the helper's connection (same uid only) and take its sockets:
-/// the TCP listener (only with `listener`), then the UDP socket.
+/// the TCP listener (only with `listener`), then the UDP socket, then one
+/// listener per declared service, in the plan's order.
 async fn take_sockets(
     control: std::os::unix::net::UnixListener,
     receive: ReceiveFds,
     listener: bool,
-) -> io::Result<(Option<tokio::net::TcpListener>, tokio::net::UdpSocket)> {
+    rules: Vec<ServiceRule>,
+) -> io::Result<HandedOver> {
     let control = tokio::net::UnixListener::from_std(control)?;
     let (conn, _) = control.accept().await?;
     let cred = conn.peer_cred()?;
@@ -459,18 +494,19 @@ async fn take_sockets(
     let fds = tokio::task::spawn_blocking(move || receive(&conn))
         .await
         .map_err(io::Error::other)??;
+    let expected = usize::from(listener) + 1 + rules.len();
+    if fds.len() != expected {
+        return Err(io::Error::other(format!(
+            "expected {expected} sockets, got {}",
+            fds.len()
+        )));
+    }
     let mut fds = fds.into_iter();
-    let (t, u) = match (listener, fds.next(), fds.next(), fds.next()) {
-        (true, Some(t), Some(u), None) => (Some(t), u),
-        (false, Some(u), None, None) => (None, u),
-        _ => {
-            return Err(io::Error::other(if listener {
-                "expected two sockets"
-            } else {
-                "expected one socket"
-            }));
-        }
-    };
+    let t = if listener { fds.next() } else { None };
+    let u = fds
+        .next()
+        .ok_or_else(|| io::Error::other("no DNS socket"))?;
+    let service_fds: Vec<OwnedFd> = fds.collect();
     let t = t.map(std::net::TcpListener::from);
     let u = std::net::UdpSocket::from(u);
     // Served only if they are what the sandbox's init makes: a listener
@@ -499,11 +535,25 @@ async fn take_sockets(
         t.set_nonblocking(true)?;
     }
     u.set_nonblocking(true)?;
+    let services = service_fds
+        .into_iter()
+        .zip(&rules)
+        .map(|(fd, rule)| adopt(fd, rule))
+        .collect::<io::Result<Vec<_>>>()?;
     Ok((
         t.map(tokio::net::TcpListener::from_std).transpose()?,
         tokio::net::UdpSocket::from_std(u)?,
+        services,
     ))
 }
+
+/// What the sandbox handed over: the proxy's listener (with an
+/// allowlist), the DNS socket, the services' listeners.
+type HandedOver = (
+    Option<tokio::net::TcpListener>,
+    tokio::net::UdpSocket,
+    Vec<ServiceListener>,
+);
 
 async fn serve_dns(udp: tokio::net::UdpSocket, shared: Arc<Shared>) {
     let mut buf = [0u8; 1500];

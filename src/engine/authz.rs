@@ -34,7 +34,7 @@ pub fn authorize(
 ) -> Result<(), EngineError> {
     let group = match auth {
         ReviewerAuth::PeerCredentials { approver_group } => Some(approver_group.as_str()),
-        ReviewerAuth::LocalTtyConfirmed => None,
+        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => None,
     };
     let submitter = is_submitter(r, actor);
     let reviewer = group.is_none_or(|g| is_approver(actor.uid, g));
@@ -99,7 +99,7 @@ pub fn authorize(
 /// reviewers and the engine's own user over the daemon; anyone locally.
 pub fn sees_all(actor: &Actor, auth: &ReviewerAuth) -> bool {
     match auth {
-        ReviewerAuth::LocalTtyConfirmed => true,
+        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => true,
         ReviewerAuth::PeerCredentials { approver_group } => {
             actor.uid == 0
                 || actor.uid == nix::unistd::geteuid().as_raw()
@@ -135,22 +135,32 @@ pub(super) fn may_submit_for(
     Ok(())
 }
 
-/// The submitter never approves its own run, through either door. Over
-/// the daemon the uid comes from the socket; locally it is this process's
-/// uid: typing back the terminal code proves a terminal, not a second
-/// person (an agent can allocate a pseudo-terminal, read the code and type
-/// it), so a local approval must come from another uid (`sudo`).
+/// The submitter never approves its own run, through either door, with
+/// one exception. Over the daemon the uid comes from the socket; locally
+/// it is this process's uid: typing back the terminal code proves a
+/// terminal, not a second person (an agent can allocate a pseudo-terminal,
+/// read the code and type it), so a local approval must come from another
+/// uid (`sudo`). The exception: where there is one user, root, no other
+/// identity exists (`sudo` is root again); root's own run is approved
+/// locally by a person at a terminal no process here made
+/// ([`ReviewerAuth::LocalPresence`]; docs/approvals.md).
 pub fn refuse_self_approval(
     r: &RunRecord,
     actor: &Actor,
     auth: &ReviewerAuth,
 ) -> Result<(), EngineError> {
-    if !is_submitter(r, actor) {
+    if !is_submitter(r, actor) || single_user_approval(actor, auth) {
         return Ok(());
     }
     let how = match auth {
         ReviewerAuth::PeerCredentials { .. } => "a different reviewer must".to_string(),
-        ReviewerAuth::LocalTtyConfirmed => format!(
+        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence if actor.uid == 0 => {
+            "root is the only identity here (sudo is root again): approve as a person at a terminal no process on this machine made, \
+             a console, an ssh login or one from outside the container (`docker exec -it ... dryrun review`), with `dryrun review` or `dryrun approve`; \
+             or say yes in the agent host's own prompt (docs/approvals.md)"
+                .to_string()
+        }
+        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => format!(
             "approve it as another user, e.g. `sudo dryrun --local --state-dir DIR approve {}` with this state directory, \
              or run the daemon, where reviewers are root and the approver group",
             r.run_id
@@ -160,6 +170,14 @@ pub fn refuse_self_approval(
         "uid {} submitted run {}; the submitter can never approve its own run: {how}",
         actor.uid, r.run_id
     )))
+}
+
+/// The one-user exception to the two-identity rule: root approving its own
+/// run, locally, with the terminal proof. Never over the daemon (it may
+/// serve several users), never another uid (`sudo` gives it a second
+/// identity).
+pub fn single_user_approval(actor: &Actor, auth: &ReviewerAuth) -> bool {
+    *auth == ReviewerAuth::LocalPresence && actor.uid == 0 && actor.via == "local"
 }
 
 /// Is `uid` root or a member of `group` (by /etc/group membership or as

@@ -7,7 +7,14 @@
 //! resolver the host's configuration names. Afterwards the proxy's log
 //! (and, with an allowlist, the direct attempts the sandbox saw) becomes
 //! `rehearsal.egress`, one entry per destination.
+//!
+//! The run's declared services (`intent.network.services`), admitted again
+//! here by the one rule (`egress::service::admit`) against the same system
+//! configuration the submission was checked with, are served by the same
+//! egress; their connections are made with the workspace owner's
+//! credentials (`sandbox::service`).
 
+use crate::egress::forward::ServiceSet;
 use crate::egress::proxy::{self, EgressError, EgressLog, EgressProxy, PROXY_PORT, Serve};
 use crate::envelope::EnvelopeSpec;
 use crate::model::{EgressEntry, EgressHow, RehearsalReport};
@@ -28,30 +35,59 @@ const NO_PROXY_VARS: [&str; 2] = ["NO_PROXY", "no_proxy"];
 /// Loopback inside the sandbox stays direct.
 const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 
+/// Why a run's egress did not start (nothing ran).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    #[error(transparent)]
+    Proxy(#[from] EgressError),
+    #[error("{0}: {1}")]
+    Service(String, String),
+}
+
 /// Start the run's egress (not for the live lane's rerun on the host's
 /// network): the proxy if its intent allows names, the DNS responder
-/// alone otherwise.
+/// alone otherwise; and the declared services. `owner`: the workspace
+/// owner's uid, gid and groups.
 pub(super) fn start_egress(
     system: &EgressSystem,
     spec: &EnvelopeSpec,
     sspec: &mut SandboxSpec,
-) -> Result<Option<EgressProxy>, EgressError> {
+    owner: &(u32, u32, Vec<u32>),
+) -> Result<Option<EgressProxy>, StartError> {
     if sspec.network_host {
         return Ok(None);
     }
+    let rules = crate::egress::service::admit(&system.services, &spec.services, &spec.workspace)
+        .map_err(|(f, m)| StartError::Service(f, m))?;
+    let services = (!rules.is_empty()).then(|| ServiceSet {
+        rules: rules.clone(),
+        owner: owner.clone(),
+        connect_as: sandbox::service::connect_as_owner,
+    });
+    let endpoints = rules.into_iter().map(|r| r.endpoint).collect();
     if spec.network.is_empty() {
-        let proxy = proxy::start(Serve::LookupsOnly, sandbox::receive_egress_sockets)?;
+        let proxy = proxy::start(
+            Serve::LookupsOnly,
+            services,
+            sandbox::receive_egress_sockets,
+        )?;
         sspec.egress = Some(EgressPlan {
             control: proxy.control_path().to_path_buf(),
             proxy_port: None,
+            services: endpoints,
         });
         return Ok(Some(proxy));
     }
     let cfg = system.for_run(&spec.network);
-    let proxy = proxy::start(Serve::Allowlist(cfg), sandbox::receive_egress_sockets)?;
+    let proxy = proxy::start(
+        Serve::Allowlist(cfg),
+        services,
+        sandbox::receive_egress_sockets,
+    )?;
     sspec.egress = Some(EgressPlan {
         control: proxy.control_path().to_path_buf(),
         proxy_port: Some(PROXY_PORT),
+        services: endpoints,
     });
     let url = format!("http://127.0.0.1:{PROXY_PORT}");
     let given: Vec<(&str, &str)> = PROXY_VARS
@@ -66,6 +102,44 @@ pub(super) fn start_egress(
         .env
         .extend(given.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Ok(Some(proxy))
+}
+
+/// A note for each service the system policy lists that the command tried
+/// to reach without declaring it (the attempt itself is already named as
+/// a blocked network attempt): how to declare it.
+pub(super) fn hint_undeclared_services(
+    system: &EgressSystem,
+    report: &RehearsalReport,
+    notes: &mut Vec<String>,
+) {
+    use crate::model::ServiceEndpoint;
+    for rule in &system.services {
+        let e = &rule.endpoint;
+        let declared = report
+            .egress
+            .iter()
+            .any(|x| x.how == EgressHow::Service && (x.name.clone(), x.port) == e.report_name());
+        let tried = match e {
+            ServiceEndpoint::Tcp(a) => report
+                .direct
+                .iter()
+                .any(|d| (d.addr, d.port) == (a.ip(), a.port())),
+            ServiceEndpoint::Unix(p) => {
+                let shown = format!("unix socket {}", p.display());
+                report.blocked.iter().any(|b| {
+                    b.detail
+                        .split(" to ")
+                        .nth(1)
+                        .is_some_and(|d| d.trim_end_matches(" (refused)") == shown)
+                })
+            }
+        };
+        if tried && !declared {
+            notes.push(format!(
+                "the command tried to reach {e}, a host service the system policy lists as rehearsable; declare it (intent.network.services, or --service {e}) to reach it in the rehearsal"
+            ));
+        }
+    }
 }
 
 /// Fill `report.egress` from the proxy's log and, with an allowlist, the
@@ -118,6 +192,7 @@ pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
             )),
             bytes_out: 0,
             bytes_in: 0,
+            disposable: false,
         };
         match entries
             .iter_mut()

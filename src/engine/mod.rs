@@ -8,13 +8,15 @@
 //! `queue.rs` (the review queue: oldest first, expiry),
 //! `recover.rs` (what a dead process left in flight), `store.rs` (the run
 //! store, quota and retention), `entries.rs` (journal entries), `authz.rs`
-//! (who may do what), `error.rs`.
+//! (who may do what), `machine.rs` (the limits' defaults and ceilings,
+//! sized to the machine), `error.rs`.
 //!
 //! Scratch policy: [`Engine::collect_garbage`] (at an engine start, at most
 //! hourly, and hourly in a running daemon) deletes the `blobs/` of runs past
 //! [`Retention::blob_days`] (default 7) and whole runs past
 //! [`Retention::record_days`] (default 30), unless they are awaiting approval
-//! or approved. Daemon clients have a per-uid quota of what they keep here;
+//! or approved, then fits the state directory into its size budget
+//! ([`Retention::state_budget_bytes`], `gc.rs`, also `dryrun gc`). Daemon clients have a per-uid quota of what they keep here;
 //! a run keeps at most `kept_content_budget(disk_mb)` of content (apparent
 //! size) and a record of at most [`RECORD_MAX_BYTES`]. The sandbox's own
 //! upper layer and mounts live in its mount namespace and vanish with it.
@@ -28,9 +30,11 @@ mod compare;
 mod egress;
 mod entries;
 mod error;
+mod gc;
 mod gitdir;
 mod host_prompt;
 mod live;
+pub mod machine;
 mod queue;
 mod recover;
 mod rehearse;
@@ -45,6 +49,9 @@ pub use crate::record::Receipt;
 /// What the daemon needs of the sandbox, handed on by the engine: the
 /// sandbox is a leaf that only the engine imports.
 pub(crate) use crate::sandbox::CancelHandle;
+/// What a replay of recorded output needs (`doors::promote`): whether the
+/// reader of a pipe has taken what was written to it.
+pub(crate) use crate::sandbox::unread_bytes;
 
 /// Start the resident sandbox helper for this process's rehearsals (the
 /// daemon at its start, the CLI at the start of an in-process command;
@@ -80,9 +87,10 @@ pub use authz::refuse_self_approval;
 pub use compare::{RunComparison, compare_runs};
 pub use entries::shown_actions;
 pub use error::{EngineError, Input, What};
+pub use gc::DEFAULT_STATE_BUDGET_BYTES;
 pub use host_prompt::GRANT_TTL_S;
 pub use live::valid_receipt_id;
-pub use queue::DEFAULT_APPROVAL_EXPIRY;
+pub use queue::{DEFAULT_APPROVAL_EXPIRY, in_review_queue};
 pub use replay::ReplayRequest;
 pub use store::{default_state_dir, valid_run_id};
 pub use submit::access_as;
@@ -175,6 +183,9 @@ pub struct EngineOptions {
     pub allow_degraded: bool,
     pub image: ImageProfile,
     pub id_base: u32,
+    /// What a run gets for a limit it does not ask for (sized to the
+    /// machine: [`machine`]).
+    pub defaults: crate::envelope::LimitsSpec,
     /// The most a run may ask for (`dryrun daemon --max-*`).
     pub ceilings: crate::envelope::LimitsSpec,
     /// Who set the ceilings, for error messages: "this daemon's".
@@ -227,6 +238,8 @@ pub struct Retention {
     /// Bytes of records and kept content per submitting uid (daemon
     /// clients); `None`: no quota.
     pub quota_per_uid_bytes: Option<u64>,
+    /// The whole state directory's size budget (`gc.rs`); `None`: none.
+    pub state_budget_bytes: Option<u64>,
 }
 
 impl Default for Retention {
@@ -244,6 +257,15 @@ impl Default for Retention {
                 DEFAULT_RECORD_RETENTION_DAYS,
             ),
             quota_per_uid_bytes: Some(DEFAULT_QUOTA_PER_UID_BYTES),
+            state_budget_bytes: match std::env::var("DRYRUN_STATE_BUDGET_MB") {
+                // 0 (or anything unreadable): no budget.
+                Ok(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|mb| *mb > 0)
+                    .map(|mb| mb << 20),
+                Err(_) => Some(gc::DEFAULT_STATE_BUDGET_BYTES),
+            },
         }
     }
 }
@@ -258,7 +280,8 @@ impl Default for EngineOptions {
                 .and_then(|v| v.parse().ok())
                 .filter(|b: &u32| *b >= 65_536)
                 .unwrap_or(DEFAULT_ID_BASE),
-            ceilings: crate::envelope::DEFAULT_CEILINGS,
+            defaults: machine::Machine::this().default_limits(),
+            ceilings: machine::Machine::this().default_ceilings(),
             ceilings_of: "this engine's",
             retention: Retention::default(),
             host_prompt_approvals: true,
@@ -318,6 +341,11 @@ pub struct Prepared {
     /// Directories inside the workspace on the owner's or the run's `PATH`
     /// (workspace-relative, `""`: the root).
     path_dirs: Vec<String>,
+    /// Where the command's environment came from and what dryrun added.
+    command_env: submit::CommandEnvNotes,
+    /// The workspace owner's uid, gid and supplementary groups: whose
+    /// credentials reach the run's declared services.
+    owner: (u32, u32, Vec<u32>),
 }
 
 impl Prepared {
@@ -344,6 +372,11 @@ pub enum ReviewerAuth {
     /// Local mode: the person typed back a code shown on the controlling
     /// terminal. Proves a human at a terminal, not a different identity.
     LocalTtyConfirmed,
+    /// Local mode where there is one user (root): on top of the typed-back
+    /// code, the terminal is one no process on this machine made (a
+    /// console, a pseudo-terminal from outside this pid namespace, an ssh
+    /// login; `cli/presence.rs`). Lets root approve root's own run.
+    LocalPresence,
 }
 
 pub(crate) fn unix_now() -> u64 {

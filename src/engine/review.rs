@@ -76,6 +76,7 @@ impl Engine {
         let authenticated_by = match auth {
             ReviewerAuth::PeerCredentials { .. } => "peer_credentials",
             ReviewerAuth::LocalTtyConfirmed => "local_tty_confirmation",
+            ReviewerAuth::LocalPresence => "local_terminal_presence",
         };
         r.approvals.push(ApprovalRecord {
             action: match action {

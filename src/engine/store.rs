@@ -396,6 +396,9 @@ impl Engine {
             }
         }
         *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Err(e) = self.gc(None, false) {
+            tracing::warn!("fitting the state directory into its budget: {e}");
+        }
     }
 
     /// Refuse a daemon client that keeps its quota's worth or more.
@@ -579,6 +582,7 @@ pub(super) fn fit_record(record: &mut RunRecord) {
                 message,
             },
         );
+        v.to_change = crate::model::advice::to_change(&v.findings);
         record.state = RunState::Rehearsed;
     }
 }
@@ -595,6 +599,7 @@ mod tests {
                 blob_days: 7,
                 record_days: 30,
                 quota_per_uid_bytes: quota,
+                state_budget_bytes: None,
             },
             ..EngineOptions::default()
         };
@@ -721,6 +726,7 @@ mod tests {
             reasons: Vec::new(),
             findings: Vec::new(),
             notes: Vec::new(),
+            to_change: Vec::new(),
         });
         assert!(serde_json::to_vec_pretty(&r).unwrap().len() > RECORD_MAX_BYTES);
         fit_record(&mut r);

@@ -116,6 +116,11 @@ impl Engine {
         }
         let t0_ns = sandbox::helper::monotonic_ns();
         let c = classify(spec, &self.state_dir, requester)?;
+        let egress = self.opts.egress.with_policy(&c.policy.egress);
+        // Declared services the system does not list refuse the run before
+        // anything is allocated (the rehearsal's egress asks again).
+        crate::egress::service::admit(&egress.services, &spec.services, &spec.workspace)
+            .map_err(|(f, m)| EngineError::invalid(Input::Request, format!("{f}: {m}")))?;
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
@@ -124,7 +129,13 @@ impl Engine {
         let blobs = dir.join("blobs");
         std::fs::create_dir_all(&dir).map_err(|source| EngineError::storage(&dir, source))?;
 
-        let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone())?;
+        let command_env = crate::caller_env::command_env(
+            spec.caller_env.as_ref(),
+            spec.workspace_identity.uid,
+            &spec.env,
+            &spec.workspace,
+        );
+        let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone(), &command_env)?;
         sspec.t0_ns = t0_ns;
         let path_dirs = self.path_dirs(spec, &sspec);
         let mut record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
@@ -134,7 +145,11 @@ impl Engine {
         // plus a little for "before" copies (see `kept_content_budget`).
         let max_blobs = sandbox::spec::kept_content_budget(sspec.limits.disk_bytes);
         self.persist_submission(&record, actor, &c.risk, &dir)?;
-        let (ids_desc, risk) = (describe_ids(&sspec.ids), c.risk);
+        // The agent moved on: what it left waiting here leaves the queue.
+        if live.is_none() {
+            self.supersede_waiting(&record);
+        }
+        let (ids_desc, risk) = (describe_ids_of(&sspec), c.risk);
         Ok(Prepared {
             record,
             sspec,
@@ -144,7 +159,7 @@ impl Engine {
             ids_desc,
             max_blobs,
             blobs,
-            egress: self.opts.egress.with_policy(&c.policy.egress),
+            egress,
             redactor: crate::redact::Redactor::new(
                 spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 live.iter()
@@ -152,6 +167,11 @@ impl Engine {
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             ),
             path_dirs,
+            command_env: CommandEnvNotes {
+                provided: command_env.provided,
+                source: command_env.source,
+            },
+            owner: (ws.uid, c.owner_gid, c.owner_groups),
         })
     }
 
@@ -195,7 +215,7 @@ impl Engine {
         // The configured ceilings first: a run asking for more never starts.
         let mut fitted = spec.clone();
         fitted
-            .fit_to_ceilings(&self.opts.ceilings)
+            .fit_limits(&self.opts.defaults, &self.opts.ceilings)
             .map_err(|e| EngineError::AboveCeiling {
                 field: e.field,
                 asked: e.asked,
@@ -263,10 +283,11 @@ impl Engine {
         c: &Classified,
         live: Option<&LiveRun>,
         replay: Option<ReplaySet>,
+        command_env: &crate::caller_env::CommandEnv,
     ) -> Result<SandboxSpec, EngineError> {
         let ws = spec.workspace_identity;
         let ids = self.plan_ids(ws.uid, c.owner_gid)?;
-        let mut env = sandbox_env(spec);
+        let mut env = command_env.vars.clone();
         if let Some(l) = live {
             env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
             env.extend(l.extra_env.iter().cloned());
@@ -285,8 +306,8 @@ impl Engine {
                 output_bytes: spec.limits.output_kb << 10,
                 disk_bytes: spec.limits.disk_mb << 20,
                 tmp_bytes: self.opts.image.tmp_size_mb << 20,
+                cpus: spec.limits.cpus,
             },
-            ids,
             image: self.opts.image.clone(),
             landlock: LandlockPlan {
                 min_abi: MIN_LANDLOCK_ABI,
@@ -312,6 +333,11 @@ impl Engine {
                 StubPlan::new(&StubTable { rules, replay })
             },
             egress: None,
+            mapped_groups: match &ids {
+                IdPlan::SelfOnly { uid, gid } => sandbox::ids::delegated_groups(*uid, *gid),
+                IdPlan::Shifted { .. } => Vec::new(),
+            },
+            ids,
         })
     }
 
@@ -477,6 +503,8 @@ fn new_record(
             forbidden_paths: spec.forbidden.patterns.clone(),
             reviewer_note: spec.reviewer_note.clone(),
             network: spec.network.iter().map(|p| p.to_string()).collect(),
+            require_success: spec.envelope.intent.require_success,
+            services: spec.services.iter().map(|s| s.to_string()).collect(),
         },
         risk: Some(risk.clone()),
         rehearsal: None,
@@ -499,6 +527,7 @@ fn new_record(
             novel: r.novel.as_str().into(),
         }),
         workspace_identity: Some(spec.workspace_identity),
+        superseded_by: None,
     }
 }
 
@@ -523,36 +552,26 @@ fn describe_ids(ids: &IdPlan) -> String {
     }
 }
 
-/// The command's environment: a fixed base, then the envelope's `env`.
-/// Nothing is inherited from the caller.
-pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
-    let mut env: std::collections::BTreeMap<String, String> = [
-        (
-            "PATH",
-            "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin",
+/// What the record says of a command's environment besides what the
+/// client's filter removed (`spec.caller_env`).
+pub(super) struct CommandEnvNotes {
+    /// Set by dryrun, not the caller: `provided:env:NAME`.
+    pub provided: Vec<String>,
+    pub source: crate::caller_env::EnvSource,
+}
+
+/// [`describe_ids`], with the groups a self plan maps besides the caller's
+/// own.
+fn describe_ids_of(sspec: &SandboxSpec) -> String {
+    match sspec.mapped_groups.as_slice() {
+        [] => describe_ids(&sspec.ids),
+        g => format!(
+            "{}; and the groups /etc/subgid delegates to it ({}), through newgidmap (the enforcement list says whether they were mapped)",
+            describe_ids(&sspec.ids),
+            g.iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
-        ("HOME", "/tmp/home"),
-        ("TMPDIR", "/tmp"),
-        ("LANG", "C.UTF-8"),
-        ("TZ", "UTC"),
-        // Reproducible builds' convention: tools that honour it stamp this
-        // instead of the clock, so reruns give the same bytes.
-        ("SOURCE_DATE_EPOCH", "0"),
-        ("USER", "dryrun"),
-        ("LOGNAME", "dryrun"),
-        ("SHELL", "/bin/bash"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    env.insert("PWD".into(), spec.workspace.display().to_string());
-    // Validation refused any other name; the one rule holds here as well.
-    for (k, v) in spec
-        .env
-        .iter()
-        .filter(|(k, _)| crate::model::text::is_shell_identifier(k))
-    {
-        env.insert(k.clone(), v.clone());
     }
-    env.into_iter().collect()
 }

@@ -14,6 +14,9 @@ pub enum EgressHow {
     Direct,
     /// Only a name lookup, answered by the sandbox's own DNS responder.
     Dns,
+    /// A host service the intent declared (`intent.network.services`) and
+    /// the system policy lists: forwarded to the real endpoint.
+    Service,
 }
 
 impl EgressHow {
@@ -22,6 +25,7 @@ impl EgressHow {
             EgressHow::Proxy => "proxy",
             EgressHow::Direct => "direct",
             EgressHow::Dns => "dns",
+            EgressHow::Service => "service",
         }
     }
 }
@@ -45,10 +49,14 @@ pub struct EgressEntry {
     /// Bytes it sent back to the command (through the proxy).
     #[serde(default)]
     pub bytes_in: u64,
+    /// A host service the system policy marks disposable (a throwaway
+    /// test database): talking to it does not need approval.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disposable: bool,
 }
 
 impl EgressEntry {
-    /// `name:port`, or the name alone for a lookup.
+    /// `name:port`, or the name alone for a lookup (or a Unix socket).
     pub fn destination(&self) -> String {
         match self.port {
             Some(p) => format!("{}:{p}", self.name),

@@ -22,6 +22,9 @@ pub struct RehearsalReport {
     pub duration_ms: u64,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// The order stdout's and stderr's bytes were written in.
+    #[serde(default)]
+    pub output_order: Vec<super::output::OutputChunk>,
     pub output_truncated: bool,
     pub changes: Vec<Change>,
     pub blocked: Vec<Blocked>,
@@ -58,6 +61,40 @@ pub struct RehearsalReport {
     /// before the verdict judges the run.
     #[serde(default)]
     pub egress: Vec<super::egress::EgressEntry>,
+    /// An ordinary user's rehearsal that failed: the workspace entries it
+    /// could not change because their owner or group is not mapped into
+    /// the sandbox (see `sandbox::ids`).
+    #[serde(default)]
+    pub unmapped: UnmappedIds,
+}
+
+/// Workspace entries whose owner or group an ordinary user's rehearsal
+/// could not map: the sandbox shows them as the overflow ids and cannot
+/// change them (EOVERFLOW), where the live command may.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct UnmappedIds {
+    /// The topmost such entries (one whose directory is listed is counted
+    /// there), at most [`UnmappedIds::MAX_LISTED`].
+    pub entries: Vec<UnmappedEntry>,
+    /// Topmost entries past the first [`UnmappedIds::MAX_LISTED`].
+    pub more: u64,
+    /// The scan stopped at its entry budget: there may be more.
+    pub cut: bool,
+}
+
+impl UnmappedIds {
+    pub const MAX_LISTED: usize = 20;
+}
+
+/// One entry of [`UnmappedIds`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UnmappedEntry {
+    /// Workspace-relative (`.` for the workspace itself).
+    pub path: String,
+    pub owner_unmapped: bool,
+    pub group_unmapped: bool,
+    /// Entries below it that are unmapped too.
+    pub beneath: u64,
 }
 
 /// What the outer helper saw from the host side.

@@ -2,9 +2,10 @@
 //!
 //! ```text
 //! queued ─▶ running ─▶ rehearsed (decision promote) ─────────▶ promoted
-//!                  │
+//!                  │   (or a decision only the agent can act on:
+//!                  │    it does not wait; see `waiting`)
 //!                  ├─▶ awaiting_approval ─▶ approved ─▶ promoted
-//!                  │   (needs_approval;        ▲
+//!                  │   (a person can decide it: needs_approval;  ▲
 //!                  │    blocked: override_required, approve --override)
 //!                  │        │
 //!                  ▼        ▼
@@ -13,11 +14,13 @@
 //! ```
 //!
 //! Records written before the review queue existed hold blocked runs in
-//! `rehearsed`; they keep working (approvable with the override, rejectable).
+//! `rehearsed`, as do runs that did not wait because only their agent can
+//! act on what stopped them; they stay approvable with the override and
+//! rejectable, but never enter the queue or expire.
 
 use serde::{Deserialize, Serialize};
 
-use super::Decision;
+use super::{Decision, Finding};
 
 /// Does a run with this decision need an explicit override to be approved
 /// (the record's `override_required`)?
@@ -127,13 +130,17 @@ impl RunState {
         Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// The state a rehearsal ends in, given its verdict: every run whose
-    /// decision is not promote waits for a person (a blocked one approvable
-    /// only with an override, see [`override_required`]).
-    pub fn after_verdict(decision: Decision) -> Self {
-        match decision {
-            Decision::NeedsApproval | Decision::Blocked => RunState::AwaitingApproval,
-            Decision::Promote => RunState::Rehearsed,
+    /// The state a rehearsal ends in, given its verdict: a run waits for a
+    /// person only when a person can usefully decide it
+    /// ([`super::waiting::waits_for_person`]; a blocked one approvable only
+    /// with an override, see [`override_required`]); every other run ends
+    /// `rehearsed` with its decision (promote, or what the agent must fix
+    /// by running again).
+    pub fn after_verdict(decision: Decision, findings: &[Finding]) -> Self {
+        if super::waiting::waits_for_person(decision, findings) {
+            RunState::AwaitingApproval
+        } else {
+            RunState::Rehearsed
         }
     }
 
@@ -260,16 +267,32 @@ mod tests {
 
     #[test]
     fn verdicts_lead_to_states_and_pending_states_are_kept() {
+        let person = |d| {
+            vec![Finding {
+                rule: "protected.path".into(),
+                decision: d,
+                message: String::new(),
+            }]
+        };
+        let failure = vec![Finding {
+            rule: "evidence.exit_status".into(),
+            decision: Decision::Blocked,
+            message: String::new(),
+        }];
         assert_eq!(
-            RunState::after_verdict(Decision::NeedsApproval),
+            RunState::after_verdict(Decision::NeedsApproval, &person(Decision::NeedsApproval)),
             RunState::AwaitingApproval
         );
         assert_eq!(
-            RunState::after_verdict(Decision::Blocked),
+            RunState::after_verdict(Decision::Blocked, &person(Decision::Blocked)),
             RunState::AwaitingApproval
         );
         assert_eq!(
-            RunState::after_verdict(Decision::Promote),
+            RunState::after_verdict(Decision::Blocked, &failure),
+            RunState::Rehearsed
+        );
+        assert_eq!(
+            RunState::after_verdict(Decision::Promote, &[]),
             RunState::Rehearsed
         );
         let pending: Vec<RunState> = RunState::ALL

@@ -222,21 +222,34 @@ fn is_flag(s: &str) -> bool {
 }
 
 impl StubRule {
-    /// Does a call of this rule's tool with `args` match? Same semantics as
-    /// the classifier's rules: subcommand words among the first positionals
-    /// (global options' values may come first), flags in any position.
+    /// Does a call of this rule's tool with `args` match? Subcommand words
+    /// start at the first positional, or later only past words that may be
+    /// global options' values (each right after an option, `-C dir`); a
+    /// positional no option precedes is where the subcommand starts, so
+    /// `git stash push` is `stash`, never `push`. Flags in any position.
     pub fn matches(&self, args: &[String]) -> bool {
         let positionals: Vec<&str> = args
             .iter()
             .map(String::as_str)
             .filter(|a| !is_flag(a))
             .collect();
+        // How many leading positionals may be option values: each one
+        // directly after an option (without `=`).
+        let may_be_values = args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| !is_flag(a))
+            .take_while(|(i, _)| {
+                *i > 0 && is_flag(&args[i - 1]) && !args[i - 1].contains('=') && args[i - 1] != "--"
+            })
+            .count();
         if !self.subcommands.is_empty()
             && !self.subcommands.iter().any(|sub| {
-                positionals
-                    .windows(sub.len())
-                    .take(3)
-                    .any(|w| w.iter().zip(sub).all(|(a, b)| a == b))
+                (0..=may_be_values.min(2)).any(|start| {
+                    positionals
+                        .get(start..start + sub.len())
+                        .is_some_and(|w| w.iter().zip(sub).all(|(a, b)| a == b))
+                })
             })
         {
             return false;
@@ -500,4 +513,54 @@ pub(crate) fn kept_argv(tool: &str, args: &[String]) -> (Vec<String>, bool) {
         kept.push(c);
     }
     (kept, truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(sub: &[&str]) -> StubRule {
+        StubRule {
+            id: "git.push".into(),
+            origin: "policy".into(),
+            tool: "git".into(),
+            subcommands: vec![sub.iter().map(|s| s.to_string()).collect()],
+            flags_any: vec![],
+            flags_all: vec![],
+            arg_regex: None,
+            answer: Answer::default(),
+            stdin: StdinMode::default(),
+        }
+    }
+
+    fn args(a: &str) -> Vec<String> {
+        a.split_whitespace().map(str::to_string).collect()
+    }
+
+    /// A subcommand starts at the first positional, or past option values
+    /// only: `git stash push` is a stash, not a push (it was answered by
+    /// the push stub, and the stash never made).
+    #[test]
+    fn a_subcommand_starts_where_no_option_value_can_stand() {
+        let push = rule(&["push"]);
+        for yes in [
+            "push origin main",
+            "--no-pager push",
+            "-C dir push",
+            "-C dir -c a=b push -f",
+            "--git-dir .git push",
+        ] {
+            assert!(push.matches(&args(yes)), "{yes}");
+        }
+        for no in [
+            "stash push",
+            "stash push -m x",
+            "-c a=b stash push",
+            "log push",
+        ] {
+            assert!(!push.matches(&args(no)), "{no}");
+        }
+        assert!(rule(&["pr", "merge"]).matches(&args("--repo o/r pr merge 4")));
+        assert!(!rule(&["pr", "merge"]).matches(&args("api pr merge")));
+    }
 }

@@ -45,7 +45,7 @@ use std::sync::{Arc, OnceLock};
 
 /// The largest cache file read (the default policy's is ~70 KiB).
 pub(crate) const CACHE_MAX_BYTES: u64 = 4 << 20;
-const MAGIC: &[u8] = b"dryrun-policy-cache/3 merged postcard\n";
+const MAGIC: &[u8] = b"dryrun-policy-cache/4 merged postcard\n";
 const FILE_NAME: &str = "policy-system.bin";
 /// The previous format's file (parsed layers as JSON), removed when the
 /// new one is written.

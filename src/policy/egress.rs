@@ -1,13 +1,16 @@
 //! `egress:` in a policy file: names every run with a network allowlist may
-//! reach (a company mirror), names no run may reach, and pins
-//! (`HOST:PORT:ADDR`, as `--egress-resolve`). A system policy file may set
-//! all three; a workspace policy may only add `never_allow` (it can only
-//! tighten).
+//! reach (a company mirror), names no run may reach, pins
+//! (`HOST:PORT:ADDR`, as `--egress-resolve`), and the host services a run
+//! may declare (`services`, see `crate::egress::service`). A system policy
+//! file may set all four; a workspace policy may only add `never_allow`
+//! (it can only tighten).
 
 use serde::{Deserialize, Serialize};
 
 use super::PolicyError;
+use crate::egress::service::{self, ServiceRule};
 use crate::egress::{EgressSystem, ResolvePin, parse_patterns};
+use crate::model::ServiceEndpoint;
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +24,20 @@ pub struct EgressPolicyConfig {
     /// Pins, `HOST:PORT:ADDR`, exempt from the private-range refusal.
     #[serde(default)]
     pub resolve: Vec<String>,
+    /// Host services a run may declare in `intent.network.services`.
+    #[serde(default)]
+    pub services: Vec<ServiceConfig>,
+}
+
+/// One entry of `egress.services`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// `127.0.0.1:PORT`, `[::1]:PORT` or a Unix socket's absolute path.
+    pub endpoint: String,
+    /// A throwaway service: talking to it needs no approval.
+    #[serde(default)]
+    pub disposable: bool,
 }
 
 fn err(file: &str, message: String) -> PolicyError {
@@ -47,6 +64,18 @@ pub(super) fn merge_system(
             .map_err(|m| err(file, format!("egress.resolve[{i}]: {m}")))?;
         into.pins.push(pin);
     }
+    for (i, sc) in c.services.iter().enumerate() {
+        let at = |m: String| err(file, format!("egress.services[{i}].endpoint: {m}"));
+        let endpoint = ServiceEndpoint::parse(&sc.endpoint).map_err(at)?;
+        if let Some(why) = service::never_reason(&endpoint) {
+            return Err(at(format!("{endpoint} is never rehearsable: {why}")));
+        }
+        into.services.retain(|r| r.endpoint != endpoint);
+        into.services.push(ServiceRule {
+            endpoint,
+            disposable: sc.disposable,
+        });
+    }
     Ok(())
 }
 
@@ -56,10 +85,10 @@ pub(super) fn merge_workspace(
     file: &str,
     c: &EgressPolicyConfig,
 ) -> Result<(), PolicyError> {
-    if !c.always_allow.is_empty() || !c.resolve.is_empty() {
+    if !c.always_allow.is_empty() || !c.resolve.is_empty() || !c.services.is_empty() {
         return Err(err(
             file,
-            "egress: a workspace policy may only add never_allow (always_allow and resolve belong to the system policy)".into(),
+            "egress: a workspace policy may only add never_allow (always_allow, resolve and services belong to the system policy)".into(),
         ));
     }
     merge_system(into, file, c)
@@ -93,5 +122,51 @@ mod tests {
         let bad = file("sys.yaml", "egress: {always_allow: ['*']}\n");
         let e = Policy::layered(&[bad], None).unwrap_err();
         assert!(e.to_string().contains("egress.always_allow[0]"), "{e}");
+    }
+
+    #[test]
+    fn services_come_from_system_files_and_never_the_dangerous_sockets() {
+        let sys = file(
+            "sys.yaml",
+            "egress: {services: [{endpoint: '127.0.0.1:5432', disposable: true}, {endpoint: /run/app/app.sock}]}\n",
+        );
+        let p = Policy::layered(std::slice::from_ref(&sys), None).unwrap();
+        assert_eq!(p.egress.services.len(), 2);
+        assert!(p.egress.services[0].disposable && !p.egress.services[1].disposable);
+        // A later file's entry for the same endpoint replaces the earlier.
+        let later = file(
+            "z.yaml",
+            "egress: {services: [{endpoint: '127.0.0.1:5432'}]}\n",
+        );
+        let p = Policy::layered(&[sys.clone(), later], None).unwrap();
+        assert_eq!(p.egress.services.len(), 2);
+        assert!(!p.egress.services.iter().any(|s| s.disposable));
+        let ws = file(
+            "ws.yaml",
+            "egress: {services: [{endpoint: '127.0.0.1:6379'}]}\n",
+        );
+        let e = Policy::layered(std::slice::from_ref(&sys), Some(&ws)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("services belong to the system policy"),
+            "{e}"
+        );
+        for (text, want) in [
+            (
+                "egress: {services: [{endpoint: /var/run/docker.sock}]}\n",
+                "never rehearsable",
+            ),
+            (
+                "egress: {services: [{endpoint: '10.0.0.1:5432'}]}\n",
+                "loopback",
+            ),
+            (
+                "egress: {services: [{endpoint: '127.0.0.1:1', disposble: true}]}\n",
+                "unknown field",
+            ),
+        ] {
+            let e = Policy::layered(&[file("sys.yaml", text)], None).unwrap_err();
+            assert!(e.to_string().contains(want), "{text}: {e}");
+        }
     }
 }

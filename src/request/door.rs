@@ -103,6 +103,13 @@ impl Door {
 
     /// Carry out `op`: its reply, or why not.
     pub fn send<O: Serve>(&self, op: &O) -> Result<O::Reply, DoorError> {
+        self.send_as(op, &Caller::local())
+    }
+
+    /// [`Door::send`], in-process as `caller` (a local review that proved
+    /// a person at the terminal: `ReviewerAuth::LocalPresence`); a daemon
+    /// knows its caller from the socket and ignores it.
+    pub fn send_as<O: Serve>(&self, op: &O, caller: &Caller) -> Result<O::Reply, DoorError> {
         match self {
             Door::Daemon(c) => Ok(c.send(op)?),
             Door::Local(l) => {
@@ -112,7 +119,7 @@ impl Door {
                     return Ok(r?);
                 }
                 let engine = Engine::open(&l.state_dir, l.options.clone())?;
-                Ok(op.serve(&engine, &Caller::local())?)
+                Ok(op.serve(&engine, caller)?)
             }
         }
     }

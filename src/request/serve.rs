@@ -110,10 +110,12 @@ impl Submit {
         EngineError,
     > {
         let access = match caller.auth {
-            ReviewerAuth::LocalTtyConfirmed => crate::workspace::owner::OwnerSession::start(
-                &crate::workspace::owner::Creds::current(),
-            )
-            .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?,
+            ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => {
+                crate::workspace::owner::OwnerSession::start(
+                    &crate::workspace::owner::Creds::current(),
+                )
+                .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?
+            }
             ReviewerAuth::PeerCredentials { .. } => crate::engine::access_as(&caller.actor)?,
         };
         let spec = self

@@ -1,7 +1,8 @@
 //! Landlock for the command: reads anywhere in the (already minimal) root,
 //! writes only beneath the workspace and /tmp, and on newer ABIs no TCP bind or
 //! connect (but connect to the egress proxy's port, in a run with a network
-//! allowlist), no abstract unix sockets or signals leaving the sandbox.
+//! allowlist, and to the declared TCP services' ports), no abstract unix
+//! sockets or signals leaving the sandbox.
 //!
 //! The command applies the ruleset (X5) and reports what `restrict_self`
 //! returned ([`LandlockOutcome`]) to the sandbox's init, which checks it
@@ -145,6 +146,7 @@ pub(super) fn apply_landlock_on_current_thread(
     workspace: &Path,
     network_host: bool,
     egress_port: Option<u16>,
+    service_ports: &[u16],
     stub_calls: Option<&Path>,
 ) -> Result<LandlockOutcome, LandlockError> {
     let requested = kernel_abi.min(NEWEST_KNOWN_ABI);
@@ -166,6 +168,13 @@ pub(super) fn apply_landlock_on_current_thread(
         // The egress proxy's listener (the only TCP port anything listens
         // on in the sandbox's loopback-only namespace).
         created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+    }
+    if kernel_abi >= 4 && !network_host {
+        // The declared services' listeners on the sandbox's own loopback
+        // (its namespace has nothing else, so a port is the service).
+        for port in service_ports {
+            created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
+        }
     }
     let status = created
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?

@@ -4,6 +4,7 @@
 //! in the daemon through a fork of the resident helper (`resident`).
 
 pub(crate) mod helper;
+pub(crate) mod ids;
 mod landlock;
 pub(crate) mod limits;
 mod mounts;
@@ -12,6 +13,7 @@ pub(crate) mod probe;
 mod reader;
 mod resident;
 mod seccomp;
+pub(crate) mod service;
 pub(crate) mod spec;
 pub(crate) mod stubs;
 mod sys;
@@ -217,6 +219,12 @@ fn start_helper() -> Result<(HelperProcess, [std::fs::File; 3], i32), SandboxErr
 
 /// Run one rehearsal. Blobs land in `blob_dir`; at most `max_blob_bytes` of
 /// them are accepted.
+/// How many bytes written to `fd` (a pipe) its reader has not taken yet;
+/// an error where the question does not apply.
+pub fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<usize> {
+    sys::unread_bytes(fd)
+}
+
 pub fn rehearse(
     spec: &spec::SandboxSpec,
     blob_dir: &Path,

@@ -6,8 +6,11 @@
 //! the evidence a reviewer sees (what the command *would* have reached).
 //!
 //! Answers: pathname unix sockets get EACCES (a socket file in the workspace
-//! could belong to a host service); everything else continues into the
-//! kernel, which refuses it (no route, or Landlock).
+//! could belong to a host service), but a `connect()` to a declared Unix
+//! service's path, which the init carries out itself
+//! ([`NetWatch::connect_service`]); everything else continues into the
+//! kernel, which refuses it (no route, or Landlock) unless it is a declared
+//! TCP service's listener.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -37,6 +40,11 @@ pub(super) struct NetWatch {
     /// port (in a run with an allowlist).
     dns_responder: bool,
     proxy_port: Option<u16>,
+    /// The declared TCP services' listeners (not attempts: the engine
+    /// records their connections, with bytes).
+    tcp_services: Vec<std::net::SocketAddr>,
+    /// The declared Unix services (set by the init after [`NetWatch::new`]).
+    pub unix_services: Vec<super::helper::services::UnixTarget>,
     /// The listener reported that no process is left under the filter:
     /// nothing more can arrive, so the supervisor stops polling it.
     pub hung_up: bool,
@@ -46,6 +54,8 @@ pub(super) struct NetWatch {
 enum Answer {
     Continue,
     Refuse,
+    /// Connect the caller's socket to the Unix service with this index.
+    ConnectService(usize),
 }
 
 impl NetWatch {
@@ -64,6 +74,18 @@ impl NetWatch {
             direct: Vec::new(),
             dns_responder: egress.is_some(),
             proxy_port: egress.and_then(|e| e.proxy_port),
+            tcp_services: egress
+                .map(|e| {
+                    e.services
+                        .iter()
+                        .filter_map(|s| match s {
+                            crate::model::ServiceEndpoint::Tcp(a) => Some(*a),
+                            crate::model::ServiceEndpoint::Unix(_) => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            unix_services: Vec::new(),
             hung_up: false,
         }
     }
@@ -126,7 +148,12 @@ impl NetWatch {
             None => (Answer::Refuse, addrs.iter().collect()),
             Some((libc::AF_UNIX, ty)) => {
                 let names_a_destination = verb != "sendto" || a[5] != 0;
-                if verb == "connect" || (ty == libc::SOCK_DGRAM && names_a_destination) {
+                let service = (verb == "connect")
+                    .then(|| self.unix_service(addrs.first().and_then(|x| x.as_deref())))
+                    .flatten();
+                if let Some(i) = service {
+                    (Answer::ConnectService(i), Vec::new())
+                } else if verb == "connect" || (ty == libc::SOCK_DGRAM && names_a_destination) {
                     (Answer::Refuse, addrs.iter().collect())
                 } else {
                     (Answer::Continue, Vec::new())
@@ -153,6 +180,10 @@ impl NetWatch {
                 ScmpNotifResp::new_error(req.id, -libc::EACCES, ScmpNotifRespFlags::empty())
             }
             Answer::Continue => ScmpNotifResp::new_continue(req.id, ScmpNotifRespFlags::CONTINUE),
+            Answer::ConnectService(i) => match self.connect_service(pid, a[0] as i32, i) {
+                Ok(()) => ScmpNotifResp::new_val(req.id, 0, ScmpNotifRespFlags::empty()),
+                Err(e) => ScmpNotifResp::new_error(req.id, -e, ScmpNotifRespFlags::empty()),
+            },
         };
         let _ = resp.respond(raw);
         let refused = matches!(answer, Answer::Refuse);
@@ -203,15 +234,67 @@ impl NetWatch {
 }
 
 impl NetWatch {
-    /// `127.0.0.1:53` when the engine serves the DNS responder, or
-    /// `127.0.0.1:proxy_port` in a run with an allowlist.
+    /// `127.0.0.1:53` when the engine serves the DNS responder,
+    /// `127.0.0.1:proxy_port` in a run with an allowlist, or a declared
+    /// TCP service's own address and port.
     fn is_egress_service(&self, addr: Option<&[u8]>) -> bool {
+        let Some(d) = addr.and_then(inet_destination) else {
+            return false;
+        };
+        if self
+            .tcp_services
+            .contains(&std::net::SocketAddr::new(d.addr, d.port))
+        {
+            return true;
+        }
         matches!(
-            addr.and_then(inet_destination),
-            Some(DirectAttempt { addr: std::net::IpAddr::V4(ip), port: p })
+            d,
+            DirectAttempt { addr: std::net::IpAddr::V4(ip), port: p }
                 if ip == std::net::Ipv4Addr::LOCALHOST
                     && ((self.dns_responder && p == 53) || Some(p) == self.proxy_port)
         )
+    }
+
+    /// The declared Unix service a `connect()` destination names, by its
+    /// exact absolute path (as read from the caller's memory: only used to
+    /// choose, never read again).
+    fn unix_service(&self, addr: Option<&[u8]>) -> Option<usize> {
+        let a = addr?;
+        if a.len() < 3 || u16::from_ne_bytes([a[0], a[1]]) as i32 != libc::AF_UNIX {
+            return None;
+        }
+        let path: Vec<u8> = a[2..].iter().copied().take_while(|b| *b != 0).collect();
+        self.unix_services.iter().position(|u| u.path == path)
+    }
+
+    /// Connect the caller's socket `sockfd` to Unix service `i`'s socket
+    /// file, as the caller asked (the init holds that inode: see
+    /// `helper/services.rs`); the errno to answer on failure. The socket
+    /// is made non-blocking for the call, so the init never waits on a
+    /// full listen queue (the caller gets EAGAIN then, as a non-blocking
+    /// caller would).
+    fn connect_service(&self, pid: i32, sockfd: i32, i: usize) -> Result<(), i32> {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EACCES);
+        let target = self.unix_services.get(i).ok_or(libc::EACCES)?;
+        let pidfd = sys::pidfd_open_thread(pid)
+            .or_else(|_| sys::pidfd_open(pid))
+            .map_err(errno)?;
+        let fd = sys::pidfd_getfd(pidfd.as_raw_fd(), sockfd).map_err(errno)?;
+        let flags = fcntl(&fd, FcntlArg::F_GETFL).map_err(|e| e as i32)?;
+        let flags = OFlag::from_bits_truncate(flags);
+        let blocking = !flags.contains(OFlag::O_NONBLOCK);
+        if blocking {
+            fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map_err(|e| e as i32)?;
+        }
+        let at = nix::sys::socket::UnixAddr::new(format!("/proc/self/fd/{}", target.file).as_str())
+            .map_err(|e| e as i32);
+        let r =
+            at.and_then(|at| nix::sys::socket::connect(fd.as_raw_fd(), &at).map_err(|e| e as i32));
+        if blocking {
+            let _ = fcntl(&fd, FcntlArg::F_SETFL(flags));
+        }
+        r
     }
 }
 

@@ -126,6 +126,14 @@ pub struct SandboxLimits {
     pub output_bytes: u64,
     pub disk_bytes: u64,
     pub tmp_bytes: u64,
+    /// CPUs' worth of time per period (the cgroup's CPU quota), and the
+    /// factor of the CPU-time rlimit over the wall-clock timeout.
+    #[serde(default = "one_cpu")]
+    pub cpus: u64,
+}
+
+fn one_cpu() -> u64 {
+    1
 }
 
 /// Bytes of file content one run may keep (blobs), counted at apparent
@@ -183,9 +191,15 @@ pub struct SandboxSpec {
     #[serde(default)]
     pub network_host: bool,
     /// The workspace owner's supplementary groups (ids inside the sandbox's
-    /// range), held by the evidence walk's reader (shifted plan only).
+    /// range), held by the evidence walk's reader and by the command, as
+    /// the live command holds them (shifted plan only).
     #[serde(default)]
     pub reader_groups: Vec<u32>,
+    /// Self plan only: the caller's supplementary groups that `/etc/subgid`
+    /// delegates to it, mapped 1:1 into the sandbox through `newgidmap` so
+    /// that files of those groups can be changed (see `sandbox::ids`).
+    #[serde(default)]
+    pub mapped_groups: Vec<u32>,
     /// Shadow stubs for this run (no tools: none installed).
     #[serde(default)]
     pub stubs: StubPlan,
@@ -254,6 +268,13 @@ pub struct EgressPlan {
     /// `network: none` (the DNS responder alone: no listener, and Landlock
     /// lets the command connect to no TCP port).
     pub proxy_port: Option<u16>,
+    /// The run's admitted host services (`intent.network.services`), in
+    /// the order their listeners are handed over: each gets a listener
+    /// inside the sandbox at its own address or path (see
+    /// `helper/services.rs`), and Landlock lets the command connect to
+    /// exactly their TCP ports.
+    #[serde(default)]
+    pub services: Vec<crate::model::ServiceEndpoint>,
 }
 
 #[cfg(test)]

@@ -121,6 +121,18 @@ pub(super) fn move_mount_to(mount_fd: RawFd, target: &Path) -> io::Result<()> {
 }
 
 /// `pidfd_open(pid, 0)`.
+/// How many bytes written to `fd` its reader has not taken yet
+/// (`FIONREAD`: a pipe's contents; 0 for a terminal's output or a file
+/// written at its end).
+pub(super) fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at
+    // `n`, alive for the call; `fd` is open for the call's duration.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) } as libc::c_long)?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 pub(super) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: plain integer arguments; returns a new fd or -1.
     let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
@@ -340,7 +352,8 @@ pub(super) fn recv_fds(sock: RawFd) -> io::Result<Vec<OwnedFd>> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut buf = [0u8; 16];
     let mut iov = [io::IoSliceMut::new(&mut buf)];
-    let mut space = nix::cmsg_space!([RawFd; 4]);
+    // The proxy's listener, the DNS socket and one listener per service.
+    let mut space = nix::cmsg_space!([RawFd; 24]);
     let msg = recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
         .map_err(io::Error::from)?;
     let mut out = Vec::new();
@@ -465,4 +478,19 @@ pub(super) fn reset_ignored_signals() -> io::Result<()> {
     nix::sys::signal::SigSet::empty()
         .thread_set_mask()
         .map_err(io::Error::from)
+}
+
+/// This thread's supplementary groups, group and user ids, in that order
+/// (raw `setgroups`, `setresgid`, `setresuid`: the C library's wrappers
+/// change every thread of the process, these only the calling one). The
+/// thread cannot change back: a thread that calls this is one that ends.
+pub(super) fn become_on_this_thread(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    let list: Vec<libc::gid_t> = groups.to_vec();
+    // SAFETY: `list` outlives the call and holds `list.len()` gids.
+    check(unsafe { libc::syscall(libc::SYS_setgroups, list.len(), list.as_ptr()) })?;
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    Ok(())
 }

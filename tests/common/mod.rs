@@ -305,6 +305,24 @@ impl Ws {
         self.dryrun_env(c)
     }
 
+    /// [`Ws::command`], for a user workspace as the test user with its
+    /// supplementary groups from the group database (`setpriv
+    /// --init-groups`, as a login gives them) instead of none.
+    pub fn command_with_groups(&self) -> Command {
+        if self.who != Who::User || !is_root() {
+            return self.command();
+        }
+        let mut argv = as_test_user_argv();
+        for a in argv.iter_mut() {
+            if a == "--clear-groups" {
+                *a = "--init-groups".into();
+            }
+        }
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]).arg(bin());
+        self.dryrun_env(c)
+    }
+
     /// [`Ws::command`] with `dryrun` started through `prefix`: a program and
     /// its arguments that end by exec'ing the rest of their argv (the
     /// dryrun binary first), as the same identity (the test user's, for a

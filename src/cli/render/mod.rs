@@ -263,6 +263,7 @@ pub fn print_evidence(r: &RunRecord) {
             .findings
             .first()
             .map(|f| format!(" — {}", Shown::message(&f.message)))
+            .or_else(|| failed_line(reh))
             .unwrap_or_default();
         decision_line("decision: ", v.decision, &first);
         say!("approval: {}", approval_line(r));
@@ -276,6 +277,19 @@ pub fn print_evidence(r: &RunRecord) {
     }
     print_approvals(r);
     say!("state: {}", state_line(r));
+}
+
+/// A failed command whose run is promoted: said on the decision line, so
+/// nobody takes the promotion for a success.
+fn failed_line(reh: &crate::record::Rehearsal) -> Option<String> {
+    let status = match (reh.exit_code, reh.signal) {
+        (Some(0), _) | (None, None) => return None,
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+    };
+    Some(format!(
+        " — the command FAILED ({status}); promoting applies what it left, as the live run would have"
+    ))
 }
 
 /// What the intent declared beyond its summary: the globs the verdict
@@ -320,6 +334,12 @@ fn state_line(r: &RunRecord) -> String {
     }
     if let Some(c) = r.rejected_because {
         s.push_str(&format!(" ({})", c.as_str()));
+    }
+    if let Some(by) = &r.superseded_by {
+        s.push_str(&format!(
+            " (superseded by run {}: out of the review queue)",
+            Shown::raw(by)
+        ));
     }
     s
 }

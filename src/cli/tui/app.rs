@@ -5,7 +5,7 @@
 
 use crate::engine::textdiff::RunDiff;
 use crate::model::Decision;
-use crate::record::{RunRecord, RunState};
+use crate::record::RunRecord;
 use crate::request::{ReviewAction, RunId};
 
 /// The longest note the input line takes.
@@ -77,9 +77,13 @@ pub struct Detail {
 
 /// Who is looking: the reviewer's uid (the daemon knows them by the same
 /// uid through the socket; locally it is this process's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Viewer {
     pub uid: u32,
+    /// Where root is the only user: a person proved presence at this
+    /// terminal (`cli/presence.rs`), so root may approve root's own runs,
+    /// each after typing back a code shown in the note line.
+    pub approves_own: bool,
 }
 
 pub struct App {
@@ -106,16 +110,16 @@ pub struct App {
     pub pinned: Option<String>,
     /// The run this reviewer just decided (it leaves the queue as expected).
     pub decided: Option<String>,
+    /// The code the note line must start with (root approving its own
+    /// run where it is the only user).
+    pub confirm_code: Option<String>,
 }
 
-/// Would the queue hold this run? Waiting for a reviewer, or (before every
-/// non-promote run waits in `awaiting_approval`) rehearsed and not promotable.
+/// Would the queue hold this run? The queue's one rule
+/// ([`crate::engine::in_review_queue`]): waiting for a person and not
+/// superseded by its submitter's next run.
 pub fn waits_for_a_person(r: &RunRecord) -> bool {
-    match r.state {
-        RunState::AwaitingApproval => true,
-        RunState::Rehearsed => decision(r).is_some_and(|d| d != Decision::Promote),
-        _ => false,
-    }
+    crate::engine::in_review_queue(r)
 }
 
 pub fn decision(r: &RunRecord) -> Option<Decision> {
@@ -145,6 +149,7 @@ impl App {
             door_label,
             pinned: None,
             decided: None,
+            confirm_code: None,
         }
     }
 
@@ -164,6 +169,27 @@ impl App {
     /// Did the viewer submit the selected run (as far as the record tells)?
     pub fn viewer_submitted(&self, r: &RunRecord) -> bool {
         r.submitted_by.as_ref().map(|a| a.uid) == Some(self.viewer.uid)
+    }
+
+    /// Is approving `r` refused because the viewer submitted it (no
+    /// single-user proof)?
+    pub fn own_run_refused(&self, r: &RunRecord) -> bool {
+        self.viewer_submitted(r) && !self.viewer.approves_own
+    }
+
+    /// A code to type back for approving the viewer's own run, or `None`.
+    fn code_for(&self, r: &RunRecord) -> Option<String> {
+        if !self.viewer_submitted(r) || !self.viewer.approves_own {
+            return None;
+        }
+        const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+        let mut raw = [0u8; 6];
+        getrandom::fill(&mut raw).ok()?;
+        Some(
+            raw.iter()
+                .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+                .collect(),
+        )
     }
 
     fn error(&mut self, text: impl Into<String>) {
@@ -262,11 +288,14 @@ impl App {
             return Vec::new();
         };
         let id = r.run_id.clone();
-        if self.viewer_submitted(r) {
+        if self.own_run_refused(r) {
             // The engine decides; its refusal is what the status line shows.
             return self.review_now(&id, ReviewAction::Approve, String::new(), false);
         }
-        if override_required(r) {
+        let code = self.code_for(r);
+        let blocked = override_required(r);
+        self.confirm_code = code;
+        if blocked {
             self.error(format!(
                 "run {id} was blocked: approving it is an override; press o to read what that means"
             ));
@@ -287,6 +316,7 @@ impl App {
             return Vec::new();
         };
         self.pinned = Some(r.run_id.clone());
+        self.confirm_code = None;
         self.mode = Mode::Note {
             action: ReviewAction::Reject,
             override_block: false,
@@ -301,10 +331,13 @@ impl App {
             return Vec::new();
         };
         let id = r.run_id.clone();
-        if self.viewer_submitted(r) {
+        if self.own_run_refused(r) {
             return self.review_now(&id, ReviewAction::Approve, String::new(), true);
         }
-        if !override_required(r) {
+        let code = self.code_for(r);
+        let blocked = override_required(r);
+        self.confirm_code = code;
+        if !blocked {
             self.error(format!(
                 "run {id} was not blocked: there is nothing to override; approve it with a"
             ));
@@ -384,6 +417,7 @@ impl App {
         match key {
             Key::Esc => {
                 self.mode = Mode::Browse;
+                self.confirm_code = None;
                 self.info("cancelled; nothing was sent");
                 return Vec::new();
             }
@@ -395,6 +429,17 @@ impl App {
                 };
                 if !self.still_pinned() {
                     return Vec::new();
+                }
+                if action == ReviewAction::Approve
+                    && let Some(code) = self.confirm_code.take()
+                {
+                    // Root's own run: the code shown, typed back, first.
+                    let Some(note) = text.trim().strip_prefix(code.as_str()) else {
+                        self.error("the confirmation code did not match; nothing was approved");
+                        return Vec::new();
+                    };
+                    let note = note.trim().to_string();
+                    return self.review_now(&id, action, note, override_block);
                 }
                 return self.review_now(&id, action, text, override_block);
             }

@@ -77,9 +77,12 @@ fn run(g: &GlobalOpts) -> Result<(), ReviewTuiError> {
             label
         }
     };
-    let viewer = Viewer {
-        uid: nix::unistd::geteuid().as_raw(),
-    };
+    let uid = nix::unistd::geteuid().as_raw();
+    // Where root is the only user, a person at a terminal no process here
+    // made may approve root's own runs (`cli/presence.rs`).
+    let approves_own =
+        matches!(door, Door::Local(_)) && uid == 0 && super::presence::prove_presence().is_ok();
+    let viewer = Viewer { uid, approves_own };
     let mut app = App::new(viewer, label);
     // Restores the terminal on a panic too (the hook try_init installs).
     let mut terminal = ratatui::try_init()?;
@@ -188,34 +191,35 @@ fn perform(door: &Door, app: &mut App, a: Action) -> Vec<Action> {
             note,
             override_block,
         } => {
+            let mut caller = crate::request::serve::Caller::local();
+            if app.viewer.approves_own {
+                caller.auth = crate::engine::ReviewerAuth::LocalPresence;
+            }
             let answer = door
-                .send(&Review {
-                    id,
-                    action,
-                    note,
-                    override_block,
-                })
+                .send_as(
+                    &Review {
+                        id,
+                        action,
+                        note,
+                        override_block,
+                    },
+                    &caller,
+                )
                 .map_err(|e| e.to_string());
             app.on_review(action, override_block, answer)
         }
     }
 }
 
-/// The queue: runs awaiting approval, and rehearsed runs whose decision is
-/// not promote (blocked runs, until every such run waits in
-/// `awaiting_approval` itself).
+/// The queue: runs awaiting approval (a run that did not wait, because
+/// only its agent can act on what stopped it, is never in it).
 fn list_queue(door: &Door) -> Result<Vec<crate::record::RunRecord>, String> {
-    let mut all = Vec::new();
-    for state in [RunState::AwaitingApproval, RunState::Rehearsed] {
-        let l = door
-            .send(&List {
-                state: Some(state),
-                limit: None,
-            })
-            .map_err(|e| e.to_string())?;
-        all.extend(l.runs);
-    }
-    Ok(all)
+    door.send(&List {
+        state: Some(RunState::AwaitingApproval),
+        limit: None,
+    })
+    .map(|l| l.runs)
+    .map_err(|e| e.to_string())
 }
 
 fn name_of(uid: u32) -> String {
@@ -243,7 +247,13 @@ pub fn render_records_for_test(
         .iter()
         .map(|t| serde_json::from_str(t).expect("a run record"))
         .collect();
-    let mut app = App::new(Viewer { uid: viewer_uid }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: viewer_uid,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     let pending = app.on_queue(Ok(records.clone()), crate::engine::unix_now());
     let apply = |app: &mut App, pending: Vec<Action>| {
         for a in pending {

@@ -33,11 +33,8 @@ fn formatted_changes() -> Vec<Change> {
 fn record(id_suffix: &str, submitter_uid: u32, decision: Decision) -> RunRecord {
     let mut r: RunRecord = serde_json::from_str(FIXTURE).unwrap();
     r.run_id = format!("r6b053099-03248ae84f21a6{id_suffix}");
-    r.state = if decision == Decision::Blocked {
-        RunState::Rehearsed
-    } else {
-        RunState::AwaitingApproval
-    };
+    r.state = RunState::AwaitingApproval;
+    r.override_required = decision == Decision::Blocked;
     if let Some(a) = r.submitted_by.as_mut() {
         a.uid = submitter_uid;
     } else {
@@ -164,7 +161,13 @@ fn loaded(app: &mut App, records: Vec<RunRecord>) {
 
 #[test]
 fn the_screen_shows_the_forbidden_path_first_and_one_collapsed_line() {
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![record("f4", 1000, Decision::Blocked)]);
     let screen = draw(&app, 200, 60);
     let at = |s: &str| {
@@ -191,7 +194,13 @@ fn hostile_names_never_reach_the_terminal_raw() {
     r.command = "echo \u{1b}]0;pwned\u{7} \u{202e}txt".into();
     r.rehearsal.as_mut().unwrap().changes[0] = change("fmt/\u{1b}[2Jx", ChangeKind::Created);
     r.intent.reviewer_note = Some("fine\u{1b}[31m".into());
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     app.expand_all = true;
     loaded(&mut app, vec![r]);
     let screen = draw(&app, 200, 50);
@@ -208,7 +217,13 @@ fn hostile_names_never_reach_the_terminal_raw() {
 fn a_command_is_drawn_as_it_runs() {
     let mut r = record("f5", 1000, Decision::NeedsApproval);
     r.command = r"printf 'a\\b\n'".into();
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![r]);
     let screen = draw(&app, 200, 50);
     // In the queue and in the evidence, as written: no backslash doubled.
@@ -218,7 +233,13 @@ fn a_command_is_drawn_as_it_runs() {
 
 #[test]
 fn approve_reject_and_override_go_out_as_review_requests() {
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(
         &mut app,
         vec![
@@ -276,7 +297,13 @@ fn approve_reject_and_override_go_out_as_review_requests() {
 
 #[test]
 fn the_submitters_own_run_is_greyed_and_the_engine_answers() {
-    let mut app = App::new(Viewer { uid: 1000 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 1000,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![record("a1", 1000, Decision::NeedsApproval)]);
     assert!(draw(&app, 200, 50).contains("approve (your run)"));
     // No note is asked for: the request goes to the engine, which refuses,
@@ -303,7 +330,13 @@ fn the_queue_holds_waiting_runs_oldest_first() {
     promotable.state = RunState::Rehearsed;
     let mut done = record("d4", 1000, Decision::NeedsApproval);
     done.state = RunState::Approved;
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![a, b, promotable, done]);
     let ids: Vec<&str> = app.queue.iter().map(|r| r.run_id.as_str()).collect();
     assert_eq!(
@@ -320,7 +353,13 @@ fn a_note_begun_for_one_run_is_never_sent_for_another_after_the_queue_moves() {
     // not override b2.
     let x = record("a1", 1000, Decision::Blocked);
     let y = record("b2", 1000, Decision::Blocked);
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![x.clone(), y.clone()]);
     assert_eq!(app.current().unwrap().run_id, x.run_id);
     assert!(app.handle_key(Key::Char('o')).is_empty());
@@ -343,7 +382,13 @@ fn a_note_begun_for_one_run_is_never_sent_for_another_after_the_queue_moves() {
     );
 
     // The same at the override question, and for a plain approval.
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![x.clone(), y.clone()]);
     app.handle_key(Key::Char('o'));
     loaded(&mut app, vec![y.clone()]);
@@ -351,7 +396,13 @@ fn a_note_begun_for_one_run_is_never_sent_for_another_after_the_queue_moves() {
     assert!(matches!(app.mode, Mode::Browse));
     let a = record("a1", 1000, Decision::NeedsApproval);
     let b = record("b2", 1000, Decision::NeedsApproval);
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![a.clone(), b.clone()]);
     app.handle_key(Key::Char('a'));
     loaded(&mut app, vec![b.clone()]);
@@ -361,7 +412,13 @@ fn a_note_begun_for_one_run_is_never_sent_for_another_after_the_queue_moves() {
         "{acts:?}"
     );
     // Undisturbed, the decision goes out for the run it was begun for.
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![a.clone(), b.clone()]);
     app.handle_key(Key::Char('a'));
     loaded(&mut app, vec![a.clone(), b.clone()]);
@@ -377,7 +434,13 @@ fn a_note_begun_for_one_run_is_never_sent_for_another_after_the_queue_moves() {
 fn a_selection_that_moves_because_its_run_left_the_queue_is_announced() {
     let a = record("a1", 1000, Decision::NeedsApproval);
     let b = record("b2", 1000, Decision::NeedsApproval);
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![a.clone(), b.clone()]);
     loaded(&mut app, vec![b.clone()]);
     let st = app.status.clone().unwrap();
@@ -391,7 +454,13 @@ fn a_selection_that_moves_because_its_run_left_the_queue_is_announced() {
 fn the_run_just_decided_leaves_the_queue_without_a_warning() {
     let a = record("a1", 1000, Decision::NeedsApproval);
     let b = record("b2", 1000, Decision::NeedsApproval);
-    let mut app = App::new(Viewer { uid: 0 }, "test".into());
+    let mut app = App::new(
+        Viewer {
+            uid: 0,
+            approves_own: false,
+        },
+        "test".into(),
+    );
     loaded(&mut app, vec![a.clone(), b.clone()]);
     let mut approved = a.clone();
     approved.state = RunState::Approved;

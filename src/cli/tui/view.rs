@@ -217,7 +217,7 @@ fn render_status(app: &App, f: &mut Frame, area: Rect) {
 
 fn render_footer(app: &App, f: &mut Frame, area: Rect) {
     let cur = app.current();
-    let own = cur.is_some_and(|r| app.viewer_submitted(r));
+    let own = cur.is_some_and(|r| app.own_run_refused(r));
     let blocked = cur.is_some_and(override_required);
     let key = |k: &str, what: &str, enabled: bool| {
         let st = if enabled {
@@ -399,10 +399,19 @@ fn render_note(
         (ReviewAction::Reject, _) => "Reject",
         (ReviewAction::Withdraw, _) => "Withdraw",
     };
-    let lines = vec![
-        Line::from(format!(
-            "{what} run {id}. Note (journaled with your identity):"
-        )),
+    let mut lines = vec![Line::from(format!(
+        "{what} run {id}. Note (journaled with your identity):"
+    ))];
+    if let (ReviewAction::Approve, Some(code)) = (action, &app.confirm_code) {
+        lines.insert(
+            0,
+            Line::from(Span::styled(
+                format!("Your own run: type this code first to confirm: {code}"),
+                Style::default().fg(Color::Yellow),
+            )),
+        );
+    }
+    lines.extend([
         Line::from(vec![
             Span::styled("> ", Style::default().fg(Color::Cyan)),
             Span::raw(Shown::raw(text).to_string()),
@@ -412,6 +421,6 @@ fn render_note(
             "Enter sends · Esc cancels",
             Style::default().fg(Color::DarkGray),
         )),
-    ];
+    ]);
     popup(f, area, " note ", lines, 100);
 }

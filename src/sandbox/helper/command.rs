@@ -89,13 +89,15 @@ fn apply_rlimits(plan: &CommandPlan) -> io::Result<()> {
     Ok(())
 }
 
-/// X3: supplementary groups cleared, bounding set emptied, securebits set
-/// and locked, the run's ids, every capability set cleared; then the
-/// command becomes the OOM killer's first choice
-/// ([`limits::offer_to_oom_killer`]).
+/// X3: supplementary groups set (root plan: the workspace owner's, as the
+/// live command holds them; a user's rehearsal keeps the user's own),
+/// bounding set emptied, securebits set and locked, the run's ids, every
+/// capability set cleared; then the command becomes the OOM killer's
+/// first choice ([`limits::offer_to_oom_killer`]).
 fn drop_privileges(plan: &CommandPlan) -> io::Result<()> {
     if plan.ids.shifted {
-        nix::unistd::setgroups(&[]).map_err(errno("setgroups"))?;
+        let groups: Vec<Gid> = plan.groups.iter().map(|g| Gid::from_raw(*g)).collect();
+        nix::unistd::setgroups(&groups).map_err(errno("setgroups"))?;
     }
     for cap in 0..=63u64 {
         match sys::capbset_drop(cap as libc::c_ulong) {
@@ -152,6 +154,7 @@ fn apply_landlock(plan: &CommandPlan) -> io::Result<LandlockOutcome> {
         &plan.ws,
         plan.network_host,
         plan.egress_port,
+        &plan.service_ports,
         plan.calls_dir,
     )
     .map_err(|e| io::Error::other(e.to_string()))

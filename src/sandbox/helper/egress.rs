@@ -103,7 +103,8 @@ pub(super) fn point_resolver_at_sandbox(
 
 /// P7: the DNS socket and (with an allowlist) the proxy's listener,
 /// created in the sandbox's network namespace and handed to the engine:
-/// the listener first, as the engine expects.
+/// the listener first, as the engine expects; then the declared services'
+/// listeners (`services.rs`).
 pub(super) fn hand_sockets_to_proxy(spec: &SandboxSpec) -> Result<(), HelperError> {
     let Some(plan) = &spec.egress else {
         return Ok(());
@@ -120,10 +121,12 @@ pub(super) fn hand_sockets_to_proxy(spec: &SandboxSpec) -> Result<(), HelperErro
         .transpose()
         .map_err(prep("egress proxy listener"))?;
     let udp = std::net::UdpSocket::bind(DNS_ADDR).map_err(prep("egress dns socket"))?;
+    let services = super::services::listeners(spec)?;
     let fds: Vec<_> = tcp
         .iter()
         .map(|t| t.as_raw_fd())
         .chain([udp.as_raw_fd()])
+        .chain(services.iter().map(|s| s.as_raw_fd()))
         .collect();
     let cmsg = [ControlMessage::ScmRights(&fds)];
     sendmsg::<()>(

@@ -58,7 +58,7 @@ pub(super) fn run_host_side() -> Result<(), HelperError> {
     let (enforcement, walk_room) = create_run_cgroups(&spec)?;
     let mut staged = clone_workspace_mount(&spec)?;
     let child = fork_sandbox_child(&spec, &mut staged, walk_room)?;
-    write_id_maps(child.pid, &spec.ids)?;
+    write_id_maps(child.pid, &spec.ids, &spec.mapped_groups)?;
     attach_idmapped_lower(child.pid, staged)?;
     release_child(&child)?;
     watch_child(&spec, child, enforcement)
@@ -223,8 +223,11 @@ fn fork_sandbox_child(
     })
 }
 
-/// H4: C's id maps (root: the shifted range; a user: itself only).
-fn write_id_maps(child: i32, ids: &IdPlan) -> Result<(), HelperError> {
+/// H4: C's id maps (root: the shifted range; a user: itself, and the
+/// supplementary groups `/etc/subgid` delegates to it, through
+/// `newgidmap`; when that fails, the user's own group alone, and P1
+/// reports which groups are mapped: see `ids.rs`).
+fn write_id_maps(child: i32, ids: &IdPlan, mapped_groups: &[u32]) -> Result<(), HelperError> {
     let base = format!("/proc/{child}");
     let write = |file: &str, text: String| {
         std::fs::write(format!("{base}/{file}"), text)
@@ -238,8 +241,22 @@ fn write_id_maps(child: i32, ids: &IdPlan) -> Result<(), HelperError> {
             write("gid_map", format!("0 {host_base} {count}\n"))?;
         }
         IdPlan::SelfOnly { uid, gid } => {
-            write("setgroups", "deny".into())?;
             write("uid_map", format!("{uid} {uid} 1\n"))?;
+            let delegated = match mapped_groups {
+                [] => None,
+                groups => Some(super::super::ids::map_groups_with_newgidmap(
+                    child, *gid, groups,
+                )),
+            };
+            if let Some(Ok(())) = delegated {
+                return Ok(());
+            }
+            if let Some(Err(e)) = delegated {
+                // P1 names the groups left unmapped in the record; the
+                // reason goes to the helper's stderr.
+                eprintln!("dryrun sandbox helper: {e}");
+            }
+            write("setgroups", "deny".into())?;
             write("gid_map", format!("{gid} {gid} 1\n"))?;
         }
     }

@@ -94,6 +94,11 @@ pub(super) struct CommandPlan {
     /// The egress proxy's port inside the sandbox: the one TCP port
     /// Landlock lets the command connect to.
     pub egress_port: Option<u16>,
+    /// The declared TCP services' ports: Landlock lets the command connect
+    /// to exactly these besides the proxy's.
+    pub service_ports: Vec<u16>,
+    /// The command's supplementary groups (root plan: the owner's).
+    pub groups: Vec<u32>,
     pub calls_dir: Option<&'static Path>,
     pub filter: Vec<libc::sock_filter>,
     pub env: Vec<CString>,
@@ -122,16 +127,22 @@ fn init_main(
     let root = Path::new(BASE).join("root");
     let masked = build_image_root(spec, &root, &scratch, &mut stubs, &ids)?;
     let upper_fd = mount_tmp_and_overlay(spec, &root, &ids, &lower, &scratch)?;
+    let services_shown = super::services::place_unix_services(spec, &root, Path::new(BASE))?;
     mount_dev_and_proc(&root)?;
     pivot_into_root(&root)?;
     let nested_userns_capped = name_host_and_cut_network(spec)?;
     let plan = prepare_command(spec, ids, &stubs)?;
     let mut report = describe_sandbox(&plan, &masked, &stubs, nested_userns_capped);
+    report.enforcement.extend(services_shown);
+    report
+        .enforcement
+        .extend(super::ids::describe_mapped_groups(spec));
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
     // Every process of the command is gone (run_steps emptied the namespace).
     give_walk_room(walk_room)?;
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
+    super::ids::name_unmapped_entries(&plan.ids, &lower, &mut report);
     super::evidence::walk_evidence(spec, &plan.ids, &lower, &upper_fd, &mut report)?;
     super::evidence::send_report(report)?;
     super::tell_host_done();
@@ -419,6 +430,11 @@ fn prepare_command(
         .collect::<Result<_, _>>()
         .map_err(prep("env"))?;
     let shell = CString::new(spec.shell.as_os_str().as_bytes()).map_err(prep("shell"))?;
+    let groups = if ids.shifted {
+        spec.reader_groups.clone()
+    } else {
+        Vec::new()
+    };
     Ok(CommandPlan {
         ws: spec.workspace.clone(),
         ids,
@@ -426,6 +442,12 @@ fn prepare_command(
         kernel_abi,
         network_host: spec.network_host,
         egress_port: spec.egress.as_ref().and_then(|e| e.proxy_port),
+        groups,
+        service_ports: spec
+            .egress
+            .iter()
+            .flat_map(|e| e.services.iter().filter_map(|s| s.tcp_port()))
+            .collect(),
         calls_dir: stubs.calls_dir(),
         filter,
         env,

@@ -35,18 +35,21 @@
 //!      (owner, mode and user.* attributes of the workspace root copied onto it).
 //!  P3. new root tmpfs; image binds (ro, nosuid, nodev, submounts too); masks;
 //!      the shadow stubs (stubs.rs gathers every stub step); (egress) resolv.conf.
-//!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path.
+//!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path;
+//!      (services) each Unix service's socket shown at its path (services.rs).
 //!  P5. minimal /dev; new /proc with kernel knobs read-only.
 //!  P6. pivot_root, detach the old root, remount / read-only.
-//!  P7. hostname, loopback up, (egress) the proxy's sockets created here and
-//!      handed to the engine, nested user namespaces capped to 0, seccomp
+//!  P7. hostname, loopback up, (egress) the proxy's sockets and the declared
+//!      services' listeners created here and handed to the engine, nested user namespaces capped to 0, seccomp
 //!      compiled, the command's environment.
 //!  P8. per step (supervise.rs): fork CMD, take its hello (seccomp listener,
 //!      Landlock outcome), supervise (output cap, timeout), then kill every
 //!      process left in the namespace; (memory cgroup) the ceiling raised
 //!      for the walk through the limit files H opened; System V objects
 //!      removed.
-//!  P9. walk the upper layer (evidence.rs), stream blobs and the `R` frame.
+//!  P9. (a user's failed run) name the workspace entries whose ids are not
+//!      mapped (ids.rs); walk the upper layer (evidence.rs), stream blobs and
+//!      the `R` frame.
 //!
 //! CMD, before exec:
 //!  X1. new session (no controlling terminal), stdin /dev/null, stdout and
@@ -67,7 +70,9 @@ mod error;
 mod evidence;
 mod handshake;
 mod host;
+mod ids;
 mod init;
+pub(super) mod services;
 mod stubs;
 mod supervise;
 
