@@ -657,13 +657,41 @@ fn every_finding_is_explained_with_its_principle() {
             .principle
     };
     for (cmd, rule, principle) in [
-        ("git push --force origin main", "vcs.git.push.force", Principle::ChangesRemoteState),
-        ("./cat README.md", "exec.lookalike", Principle::HidesWhatRuns),
-        ("find . -type f | xargs rm -f", "delete.unknown_targets", Principle::Deletes),
-        ("kubectl apply -f app.yaml --dry-run=client", "read.plan", Principle::OnlyReads),
-        ("frobnicate --all", "exec.unknown", Principle::UnknownProgram),
-        ("claude --dangerously-skip-permissions", "agent.approvals_off", Principle::ChangesAgentControls),
-        ("tar -xf a.tar --to-command='sh -c x'", "exec.option.tar", Principle::RunsPrograms),
+        (
+            "git push --force origin main",
+            "vcs.git.push.force",
+            Principle::ChangesRemoteState,
+        ),
+        (
+            "./cat README.md",
+            "exec.lookalike",
+            Principle::HidesWhatRuns,
+        ),
+        (
+            "find . -type f | xargs rm -f",
+            "delete.unknown_targets",
+            Principle::Deletes,
+        ),
+        (
+            "kubectl apply -f app.yaml --dry-run=client",
+            "read.plan",
+            Principle::OnlyReads,
+        ),
+        (
+            "frobnicate --all",
+            "exec.unknown",
+            Principle::UnknownProgram,
+        ),
+        (
+            "claude --dangerously-skip-permissions",
+            "agent.approvals_off",
+            Principle::ChangesAgentControls,
+        ),
+        (
+            "tar -xf a.tar --to-command='sh -c x'",
+            "exec.option.tar",
+            Principle::RunsPrograms,
+        ),
         ("ls 'a", "parse.error", Principle::FailClosed),
     ] {
         assert_eq!(principle_of(cmd, rule), principle, "{cmd:?}");

@@ -161,7 +161,13 @@ pub fn print_explanation(c: &crate::classify::Classification) {
             Shown::raw(&e.rule),
             e.level,
             e.score,
-            Shown::raw(&serde_json::to_value(e.principle).expect("serializes").as_str().unwrap_or_default().to_string()),
+            Shown::raw(
+                &serde_json::to_value(e.principle)
+                    .expect("serializes")
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            ),
             Shown::raw(e.principle_text)
         );
         say!("      {}", msg(&e.reason));
