@@ -692,6 +692,11 @@ fn every_finding_is_explained_with_its_principle() {
             "exec.option.tar",
             Principle::RunsPrograms,
         ),
+        (
+            "git -c core.pager='sh -c id' log",
+            "vcs.git.config.exec",
+            Principle::RunsPrograms,
+        ),
         ("ls 'a", "parse.error", Principle::FailClosed),
     ] {
         assert_eq!(principle_of(cmd, rule), principle, "{cmd:?}");

@@ -64,6 +64,8 @@ impl Principle {
             "redirect.device" => return UsesPrivilege,
             "chain.opaque" | "redirect.write" => return ChangesWorkspace,
             "read.plan" => return OnlyReads,
+            // Configuration and options that make a tool run a program.
+            "vcs.git.config.exec" | "exec.sed.script" | "exec.awk.system" => return RunsPrograms,
             _ => {}
         }
         if level == Level::Read {
