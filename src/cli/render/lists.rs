@@ -162,11 +162,10 @@ pub fn print_explanation(c: &crate::classify::Classification) {
             e.level,
             e.score,
             Shown::raw(
-                &serde_json::to_value(e.principle)
+                serde_json::to_value(e.principle)
                     .expect("serializes")
                     .as_str()
                     .unwrap_or_default()
-                    .to_string()
             ),
             Shown::raw(e.principle_text)
         );
