@@ -105,7 +105,7 @@ pub struct Rehearsal {
     /// What the command wrote outside the workspace (the throwaway layers
     /// over the home, `/tmp` and `/var/tmp`), by directory; caches listed,
     /// the rest a finding: the live lane applies the workspace only.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside_writes: Vec<crate::model::OutsideWrite>,
     /// Entries written outside the workspace past the summary's cap.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -250,6 +250,9 @@ mod tests {
         let lower = tempfile::tempdir().unwrap();
         let u = upper.path();
         std::fs::create_dir_all(lower.path().join(".local/lib")).unwrap();
+        // The home's cache directory exists already (as it does for a user
+        // who ran anything); the run adds a tool's tree under it.
+        std::fs::create_dir_all(lower.path().join(".cache")).unwrap();
         std::fs::create_dir_all(u.join(".cache/tool")).unwrap();
         std::fs::write(u.join(".cache/tool/state.json"), "12345").unwrap();
         std::fs::write(u.join(".gitconfig"), "[user]\n").unwrap();
