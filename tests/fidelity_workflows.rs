@@ -143,13 +143,13 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "git-commit",
         until: VIEW_AND_ENV,
-        root: Refused("Author identity unknown"),
+        root: Same,
         user: Same,
     },
     Row {
         workflow: "git-branch",
         until: VIEW_AND_ENV,
-        root: Refused("Author identity unknown"),
+        root: Same,
         user: Same,
     },
     Row {
@@ -183,9 +183,9 @@ const TABLE: &[Row] = &[
     // after part V (no part of issue 30 owns it).
     Row {
         workflow: "npm-ci",
-        until: "part V, then protected paths inside node_modules/ (no part owns it)",
-        root: Different("mkdir '/root/.npm'"),
-        user: Different("mkdir '/home/dryrun-test/.npm'"),
+        until: "dependency installs judged as one change per package (issue 31, item 4)",
+        root: Refused("protected.path"),
+        user: Refused("protected.path"),
     },
     // SAME before part E (HOME=/tmp/home existed); ~/.npm as npm-ci.
     Row {
