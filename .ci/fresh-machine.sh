@@ -8,7 +8,7 @@
 #
 # Makes the rootfs with mmdebstrap (minbase + ca-certificates) from the same
 # mirror as the host's apt sources, copies the host's Rust toolchain
-# (/root/.rustup, /root/.cargo/bin) in, bind-mounts the host's cargo registry
+# (/root/.cargo/bin copied, /root/.rustup bind-mounted read-only) in, bind-mounts the host's cargo registry
 # (to save downloads), copies HEAD in with `git archive`, enters it with
 # chroot (/proc, /sys, /dev, /sys/fs/cgroup mounted; the host's resolv.conf)
 # and runs `./examples/run.sh` (must exit 4 with the documented sample) then
@@ -43,7 +43,6 @@ mmdebstrap --variant=minbase --include=ca-certificates stable "$root" "$mirror"
 
 step "Rust toolchain, repository"
 mkdir -p "$root/root/.cargo"
-cp -a /root/.rustup "$root/root/.rustup"
 cp -a /root/.cargo/bin "$root/root/.cargo/bin"
 mkdir -p "$root/root/.cargo/registry"
 mkdir -p "$root/src/dryrun"
@@ -55,6 +54,8 @@ bind /sys /sys --rbind; mount --make-rslave "$root/sys"
 bind /dev /dev --rbind; mount --make-rslave "$root/dev"
 # /sys/fs/cgroup comes with the recursive /sys bind; make sure it is there.
 mountpoint -q "$root/sys/fs/cgroup" || bind /sys/fs/cgroup /sys/fs/cgroup --rbind
+# The host's toolchain read-only (disk is tight: no 3 GB copy).
+bind /root/.rustup /root/.rustup; mount -o remount,bind,ro "$root/root/.rustup"
 [ -d /root/.cargo/registry ] && bind /root/.cargo/registry /root/.cargo/registry
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
