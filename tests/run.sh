@@ -15,6 +15,8 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
 need=()
+# A C linker for cargo (a fresh machine with only a Rust toolchain has none).
+command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v setpriv >/dev/null || need+=(util-linux)
 # Debian's python3 (/usr/bin/python3 -> python3.X): the tests run it by that
 # path, inside the sandbox and as the test user (a python3 earlier on root's
