@@ -237,13 +237,30 @@ impl ViewSetup {
             self.stripped
                 .push(format!("hidden:{} ({})", h.path.display(), h.rule));
         }
-        for l in &self.layers {
+        let mut kept = Vec::with_capacity(self.layers.len());
+        for l in std::mem::take(&mut self.layers) {
             let target = in_root(root, &l.target);
             std::fs::create_dir_all(&target)
                 .map_err(|e| view_err("layer mount point")(MountError::from_io(&target, e)))?;
-            mounts::mount_overlay(&target, &proc_fd(&l.lower), &l.upper, &l.work)
-                .map_err(view_err("layer"))?;
+            // The kernel refuses some real trees as a lower layer (one that
+            // holds a mount of another layer's tree, for instance a home
+            // bind-mounted under /tmp). The run goes on without that layer,
+            // and the record says so: /tmp is then a fresh, empty one (P4),
+            // another tree an empty directory the command cannot write.
+            match mounts::mount_overlay(&target, &proc_fd(&l.lower), &l.upper, &l.work) {
+                Ok(()) => kept.push(l),
+                Err(e) => self.stripped.push(format!(
+                    "hidden:{} (the host's tree could not be layered: {e}; the command sees {} instead)",
+                    l.target.display(),
+                    if l.target == Path::new("/tmp") {
+                        "a fresh, empty /tmp"
+                    } else {
+                        "an empty directory it cannot write"
+                    }
+                )),
+            }
         }
+        self.layers = kept;
         if let Some(h) = &spec.view.make_home {
             let target = in_root(root, h);
             if std::fs::symlink_metadata(&target).is_err() {
