@@ -18,7 +18,6 @@
 //! - [`run_state`]: the states of a run and which verbs each allows.
 //! - [`promotion`]: what may never be promoted, the one rule the verdict and
 //!   the live lane's planner both call.
-//! - [`view`]: writes outside the workspace and what the sandbox hid.
 //! - [`waiting`]: who can act on a finding, and whether a run waits for a
 //!   person (the one rule of the review queue).
 //! - [`variables`]: which environment variables are credentials and which
@@ -39,7 +38,6 @@ pub(crate) mod service;
 pub(crate) mod stubs;
 pub(crate) mod text;
 pub(crate) mod variables;
-pub(crate) mod view;
 pub(crate) mod waiting;
 
 pub(crate) use change::{Change, ChangeKind, FileType};
@@ -51,4 +49,3 @@ pub(crate) use promotion::Refusal;
 pub(crate) use report::{HostReport, RehearsalReport, UnmappedEntry, UnmappedIds};
 pub(crate) use run_state::RunState;
 pub(crate) use service::ServiceEndpoint;
-pub(crate) use view::{Hidden, HiddenKind, OutsideWrite};
