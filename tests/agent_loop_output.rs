@@ -15,11 +15,10 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::hook::{claude_event, codex_event};
+use common::hook::{answer, claude_event, codex_event};
 use common::*;
 
 /// Writes its pieces in this order, each read by the sandbox before the
@@ -98,24 +97,8 @@ fn workspace(who: Who) -> Ws {
 /// `dryrun hook HOST` as the workspace's identity, on `event`.
 fn hook(ws: &Ws, host: &str, event: &Value) -> Value {
     let mut c = ws.command();
-    c.args(["hook", host])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut ch = c.spawn().unwrap();
-    ch.stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    let o = ch.wait_with_output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("one JSON answer")
+    c.args(["hook", host]);
+    answer(&output_with_stdin(&mut c, event.to_string().as_bytes()))
 }
 
 /// The host running a rewritten command (as the workspace's identity),

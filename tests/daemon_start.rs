@@ -52,6 +52,13 @@ fn start_and_stop(dir: &std::path::Path, args: &[&str]) -> (String, std::process
     (std::fs::read_to_string(&log).unwrap(), st)
 }
 
+/// The daemon's start line in its log.
+fn start_line(log: &str) -> &str {
+    log.lines()
+        .find(|l| l.starts_with("dryrun daemon: serving"))
+        .unwrap_or_else(|| panic!("no start line: {log}"))
+}
+
 fn leftovers(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir.join("run"))
         .unwrap()
@@ -75,10 +82,7 @@ fn a_missing_approver_group_and_an_unreachable_socket_are_said_and_a_clean_stop_
     );
     let (log, st) = start_and_stop(dir.path(), &["--approver-group", missing]);
     assert!(st.success(), "{st}: {log}");
-    let line = log
-        .lines()
-        .find(|l| l.starts_with("dryrun daemon: serving"))
-        .unwrap_or_else(|| panic!("no start line: {log}"));
+    let line = start_line(&log);
     assert!(
         line.contains(&format!("root only: group {missing} does not exist")),
         "the start line names the missing approver group: {line}"
@@ -105,10 +109,7 @@ fn a_missing_approver_group_and_an_unreachable_socket_are_said_and_a_clean_stop_
         &["--socket-group", &group, "--approver-group", &group],
     );
     assert!(st.success(), "{st}: {log}");
-    let line = log
-        .lines()
-        .find(|l| l.starts_with("dryrun daemon: serving"))
-        .unwrap_or_else(|| panic!("no start line: {log}"));
+    let line = start_line(&log);
     assert!(
         line.contains(&format!("its owner and group {group} may connect"))
             && line.contains(&format!("approvers: root and group {group}")),

@@ -190,18 +190,8 @@ fn hook_sample(host: &str, event: &str, command: &str) -> String {
         .env("NO_COLOR", "1")
         .env_remove("DRYRUN_SOCKET")
         .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("DRYRUN_HOOK_WORKSPACE")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut ch = c.spawn().unwrap();
-    use std::io::Write;
-    ch.stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = ch.wait_with_output().unwrap();
+        .env_remove("DRYRUN_HOOK_WORKSPACE");
+    let out = output_with_stdin(&mut c, input.to_string().as_bytes());
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -390,17 +390,11 @@ fn hook_over_daemon(
 ) -> serde_json::Value {
     let event = claude_event(&ws.dir, command);
     let mut c = d.cli_user();
-    c.args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut ch = c.spawn().unwrap();
-    ch.stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    answer(&ch.wait_with_output().unwrap())
+    c.args(["hook", "claude-code"]);
+    answer(&common::output_with_stdin(
+        &mut c,
+        event.to_string().as_bytes(),
+    ))
 }
 
 /// A daemon keeps approvals with its reviewers by default: the hook asks

@@ -323,17 +323,8 @@ fn hook_as(who: Who, ws: &Ws, event: &Value, extra: &[(&str, &str)]) -> Output {
         .env("DRYRUN_LOCAL", "1")
         .envs(extra.iter().copied())
         .current_dir(&ws.dir)
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut ch = c.spawn().unwrap();
-    ch.stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    ch.wait_with_output().unwrap()
+        .args(["hook", "claude-code"]);
+    output_with_stdin(&mut c, event.to_string().as_bytes())
 }
 
 /// The one run in `ws`'s state directory.
@@ -566,17 +557,8 @@ fn the_hook_deadline_follows_hook_timeout_s() {
         .env("PATH", "/usr/bin:/bin")
         .env("DRYRUN_SOCKET", &sock)
         .current_dir(&ws.dir)
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut ch = c.spawn().unwrap();
-    ch.stdin
-        .take()
-        .unwrap()
-        .write_all(claude_event(&ws.dir, "true").to_string().as_bytes())
-        .unwrap();
-    let o = ch.wait_with_output().unwrap();
+        .args(["hook", "claude-code"]);
+    let o = output_with_stdin(&mut c, claude_event(&ws.dir, "true").to_string().as_bytes());
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(o.stdout.is_empty(), "{o:?}");

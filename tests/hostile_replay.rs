@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -33,17 +32,8 @@ fn hook_as(d: &Daemon, who: Who, cwd: &Path, host: &str, event: &Value) -> Outpu
         .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
         .env("DRYRUN_SOCKET", &d.socket)
         .env("CLAUDE_PROJECT_DIR", cwd)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut ch = c.spawn().unwrap();
-    ch.stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    ch.wait_with_output().unwrap()
+        .current_dir(cwd);
+    output_with_stdin(&mut c, event.to_string().as_bytes())
 }
 
 /// Everything the hook said, answer and stderr.

@@ -46,6 +46,17 @@ static void write_file(const char *path, const char *text)
     close(fd);
 }
 
+/* In a new user namespace: `uid`:`gid` outside is 0:0 inside. */
+static void map_to_root(uid_t uid, gid_t gid)
+{
+    char map[64];
+    write_file("/proc/self/setgroups", "deny");
+    snprintf(map, sizeof map, "0 %u 1", uid);
+    write_file("/proc/self/uid_map", map);
+    snprintf(map, sizeof map, "0 %u 1", gid);
+    write_file("/proc/self/gid_map", map);
+}
+
 static long entries;
 
 static int count(const char *path, const struct stat *st, int type, struct FTW *f)
@@ -78,14 +89,9 @@ int main(int argc, char **argv)
         if (unshare(CLONE_NEWNS))
             die("unshare");
     } else {
-        char map[64];
         if (unshare(CLONE_NEWUSER | CLONE_NEWNS))
             die("unshare");
-        write_file("/proc/self/setgroups", "deny");
-        snprintf(map, sizeof map, "0 %u 1", uid);
-        write_file("/proc/self/uid_map", map);
-        snprintf(map, sizeof map, "0 %u 1", gid);
-        write_file("/proc/self/gid_map", map);
+        map_to_root(uid, gid);
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
         die("make / private");
@@ -154,16 +160,9 @@ int main(int argc, char **argv)
             /* Root drops to the owner above, so it needs a user namespace
              * of its own for the network namespace, as `unshare -Urn`. */
             if (root) {
-                char map[64];
-                uid_t ou = wst.st_uid;
-                gid_t og = wst.st_gid;
                 if (unshare(CLONE_NEWUSER))
                     die("unshare user");
-                write_file("/proc/self/setgroups", "deny");
-                snprintf(map, sizeof map, "0 %u 1", ou);
-                write_file("/proc/self/uid_map", map);
-                snprintf(map, sizeof map, "0 %u 1", og);
-                write_file("/proc/self/gid_map", map);
+                map_to_root(wst.st_uid, wst.st_gid);
             }
             if (unshare(CLONE_NEWNET))
                 die("unshare net");

@@ -536,6 +536,19 @@ pub fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
     to_run(c.output().unwrap())
 }
 
+/// Run `c` with `input` on its stdin (the whole of it written, or the test
+/// fails) and its stdout and stderr captured.
+pub fn output_with_stdin(c: &mut Command, input: &[u8]) -> Output {
+    let mut ch = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ch.stdin.take().unwrap().write_all(input).unwrap();
+    ch.wait_with_output().unwrap()
+}
+
 /// `dryrun execute --json --file -` by `c` (its user, environment and
 /// directory set by the caller) with `envelope` on its stdin, answered in
 /// the background: the command's text is not among the CLI's arguments.
