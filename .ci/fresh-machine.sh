@@ -4,7 +4,7 @@
 # As root:
 #
 #   .ci/fresh-machine.sh [CARGO TEST ARGS for ./tests/run.sh...]
-#   e.g. .ci/fresh-machine.sh --test example_site --test daemon_start --test readme_sample
+#   e.g. .ci/fresh-machine.sh --test example_site --test daemon_start --test docs_samples
 #
 # Makes the rootfs with mmdebstrap (minbase + ca-certificates) from the same
 # mirror as the host's apt sources, copies the host's Rust toolchain

@@ -5,8 +5,8 @@
 //! compares it with the committed sample in docs/samples/; it also
 //! rehearses the README's tour (execute, diff, promote on a copy of the
 //! example) and feeds the hooks the agent hosts' events. The README's
-//! quotes of the tour and of a hook's event and answer must be these samples
-//! (the quick start's own sample is tests/readme_sample.rs's).
+//! quotes of the quick start's run, the tour and a hook's event and answer
+//! must be these samples.
 //!
 //! `docs/samples/make.sh` (or `DRYRUN_UPDATE_SAMPLES=1` on this test)
 //! rewrites the samples from a fresh run.
@@ -240,6 +240,7 @@ fn committed_samples_match_a_fresh_run() {
 /// and the sample (whose lines follow it; for the tour the sample's own
 /// first line is the block's).
 const QUOTED: &[(&str, &str)] = &[
+    ("", "execute-normalize-blog-frontmatter.txt"),
     ("", "tour-1-execute.txt"),
     ("", "tour-3-diff.txt"),
     ("", "tour-4-promote.txt"),

@@ -8,7 +8,7 @@ import os, re, sys
 root = os.path.join(os.path.dirname(__file__), "..", "..")
 readme = os.path.join(root, "README.md")
 text = open(readme).read()
-for f in ["tour-1-execute.txt", "tour-3-diff.txt", "tour-4-promote.txt", "hook-claude-code-promote.json"]:
+for f in ["execute-normalize-blog-frontmatter.txt", "tour-1-execute.txt", "tour-3-diff.txt", "tour-4-promote.txt", "hook-claude-code-promote.json"]:
     sample = open(os.path.join(root, "docs/samples", f)).read().rstrip("\n")
     lines = sample.split("\n")
     if f == "tour-3-diff.txt":

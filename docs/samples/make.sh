@@ -4,10 +4,8 @@
 # the hooks fed the agent hosts' events, normalised as
 # tests/docs_samples.rs checks them (run ids, timestamps, durations, the
 # workspace's and state directory's paths). Run as root: the samples show
-# a root rehearsal. Then the README's quotes are refreshed from them, and
-# the quick start's sample (tests/readme_sample.rs) is blessed.
+# a root rehearsal. Then the README's quotes are refreshed from them.
 set -eu
 cd "$(dirname "$0")/../.."
 DRYRUN_UPDATE_SAMPLES=1 cargo test --test docs_samples committed_samples_match_a_fresh_run "$@"
 docs/samples/fill-readme.py
-DRYRUN_BLESS=1 cargo test --test readme_sample "$@"
