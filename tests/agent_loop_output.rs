@@ -513,31 +513,5 @@ print(json.dumps({"decision": r.decision, "exit_code": r.exit_code, "output": r.
 /// The MCP Python SDK's interpreter (`target/py-mcp`, installed by
 /// `.ci/run` or here, cached).
 fn py_mcp() -> std::path::PathBuf {
-    let venv = std::env::var_os("DRYRUN_TEST_PY_MCP")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-mcp"));
-    let py = venv.join("bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .unwrap()
-                .success()
-        );
-        assert!(
-            Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", "mcp==2.3.0"])
-                .status()
-                .unwrap()
-                .success(),
-            "pip install mcp failed (.ci/run installs it)"
-        );
-    }
-    py
+    py_venv_with("mcp", "mcp==2.3.0")
 }

@@ -12,28 +12,7 @@ use std::process::Command;
 use common::{Value, bin, tool};
 
 fn python() -> PathBuf {
-    let venv = std::env::var_os("DRYRUN_TEST_PY_MCP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-mcp"));
-    let py = venv.join("bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        let st = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .unwrap();
-        assert!(st.success(), "python3 -m venv failed");
-        let st = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "mcp==2.3.0"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "pip install mcp failed (.ci/run installs it)");
-    }
-    py
+    common::py_venv_with("mcp", "mcp==2.3.0")
 }
 
 #[test]

@@ -536,6 +536,39 @@ pub fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
     to_run(c.output().unwrap())
 }
 
+/// The Python interpreter of the tests' virtualenv (`target/py-mcp`, or
+/// `DRYRUN_TEST_PY_MCP`; `tests/run.sh` fills it), with `module`
+/// importable: made and `pip install`ed (`spec`) here when it is not.
+pub fn py_venv_with(module: &str, spec: &str) -> PathBuf {
+    let venv = std::env::var_os("DRYRUN_TEST_PY_MCP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-mcp"));
+    let py = venv.join("bin/python");
+    let ok = Command::new(&py)
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        if !py.exists() {
+            let st = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .unwrap();
+            assert!(st.success(), "python3 -m venv failed");
+        }
+        let st = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", spec])
+            .status()
+            .unwrap();
+        assert!(
+            st.success(),
+            "pip install {spec} failed (tests/run.sh installs it)"
+        );
+    }
+    py
+}
+
 /// Run `c` with `input` on its stdin (the whole of it written, or the test
 /// fails) and its stdout and stderr captured.
 pub fn output_with_stdin(c: &mut Command, input: &[u8]) -> Output {
