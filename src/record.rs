@@ -102,6 +102,22 @@ pub struct Rehearsal {
     /// intent allows names; empty otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<crate::model::EgressEntry>,
+    /// What the command wrote outside the workspace (the throwaway layers
+    /// over the home, `/tmp` and `/var/tmp`), by directory; caches listed,
+    /// the rest a finding: the live lane applies the workspace only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_writes: Vec<crate::model::OutsideWrite>,
+    /// Entries written outside the workspace past the summary's cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outside_writes_unlisted: u64,
+    /// What the sandbox hid that the command tried to use (a program or a
+    /// path the host has, a masked path), each with the rule that hid it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<crate::model::Hidden>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Rehearsal {
@@ -164,6 +180,24 @@ pub(crate) fn evidence_hash(r: &Rehearsal) -> String {
         "leftover_processes_killed": r.leftover_processes_killed,
         "incomplete": incomplete,
     });
+    if !r.outside_writes.is_empty() || !r.hidden.is_empty() {
+        // Where and whether a cache, not counts or bytes (a cache's
+        // content may carry a date); what was hidden, by rule.
+        let mut outside: Vec<String> = r
+            .outside_writes
+            .iter()
+            .map(|w| format!("{} {}", w.path, w.cache))
+            .collect();
+        outside.sort();
+        let mut hidden: Vec<String> = r
+            .hidden
+            .iter()
+            .map(|h| format!("{} {} {}", h.kind.as_str(), h.path, h.rule))
+            .collect();
+        hidden.sort();
+        canonical["outside_writes"] = serde_json::json!(outside);
+        canonical["hidden"] = serde_json::json!(hidden);
+    }
     if !r.egress.is_empty() {
         // Destinations and decisions, not byte counts (an upstream's
         // answer may carry a date).

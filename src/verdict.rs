@@ -21,6 +21,7 @@ use crate::workspace::paths::{PathMatcher, escape_for_humans};
 mod exit;
 mod fidelity;
 mod files;
+mod view;
 use files::{
     is_gitdir_pointer, newly_executable, world_writable_introduced, written_into_path_dir,
 };
@@ -339,11 +340,14 @@ pub(crate) fn judge_with(
         }
     }
 
-    // 5a, continued: declared host services (real effects) and what an ordinary
-    // user's rehearsal could not change (unmapped ids).
+    // 5a, continued: declared host services (real effects), what an ordinary
+    // user's rehearsal could not change (unmapped ids), writes outside the
+    // workspace and what the sandbox hid (the view).
     for f in fidelity::services(&r.egress, spec.live.mode, &mut notes)
         .into_iter()
         .chain(fidelity::unmapped(&r.unmapped))
+        .chain(view::outside_writes(r, &mut notes))
+        .chain(view::hidden(r))
     {
         add(&f.rule, f.decision, f.message);
     }

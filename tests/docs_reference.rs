@@ -232,6 +232,8 @@ fn every_policy_image_task_and_envelope_key_is_documented() {
                 "BuiltinConfig",
                 "RuleConfig",
                 "MatchConfig",
+                "ViewPolicyConfig",
+                "ViewMaskConfig",
             ],
         ),
         (

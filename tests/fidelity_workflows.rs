@@ -84,33 +84,33 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "cargo-build",
         until: VIEW_AND_ENV,
-        root: Different("cargo: command not found"),
-        user: Different("cargo: command not found"),
+        root: Same,
+        user: Same,
     },
     Row {
         workflow: "cargo-test",
         until: VIEW_AND_ENV,
-        root: Different("cargo: command not found"),
-        user: Different("cargo: command not found"),
+        root: Same,
+        user: Same,
     },
     Row {
         workflow: "cargo-fmt",
         until: VIEW_AND_ENV,
-        root: Different("cargo: command not found"),
-        user: Different("cargo: command not found"),
+        root: Same,
+        user: Same,
     },
     Row {
         workflow: "cargo-clippy",
         until: VIEW_AND_ENV,
-        root: Different("cargo: command not found"),
-        user: Different("cargo: command not found"),
+        root: Same,
+        user: Same,
     },
     // python from the activated venv (root's made from pyenv's Python).
     Row {
         workflow: "pytest",
         until: VIEW_AND_ENV,
-        root: Different("python: command not found"),
-        user: Different("python: command not found"),
+        root: Same,
+        user: Same,
     },
     // A failing test suite: a failure is a result (promoted as the live
     // run leaves the workspace, with its exit status), so once V and E let
@@ -118,8 +118,8 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "pytest-fails",
         until: VIEW_AND_ENV,
-        root: Different("python: command not found"),
-        user: Different("python: command not found"),
+        root: Same,
+        user: Same,
     },
     // The project's venv: root's links to pyenv's Python in /root (not in
     // the sandbox); the user's to Debian's, so it runs, and with the
@@ -128,14 +128,14 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "pip-install",
         until: VIEW_AND_ENV,
-        root: Different(".venv/bin/pip: cannot execute: required file not found"),
+        root: Same,
         user: Same,
     },
     Row {
         workflow: "make",
         until: VIEW_AND_ENV,
-        root: Different("make: python: No such file or directory"),
-        user: Different("make: python: No such file or directory"),
+        root: Same,
+        user: Same,
     },
     // ~/.gitconfig is not there (HOME is the caller's, which the sandbox
     // does not show yet): git asks the host name for an identity (a DNS
@@ -143,36 +143,36 @@ const TABLE: &[Row] = &[
     Row {
         workflow: "git-commit",
         until: VIEW_AND_ENV,
-        root: Refused("Author identity unknown"),
-        user: Refused("Author identity unknown"),
+        root: Same,
+        user: Same,
     },
     Row {
         workflow: "git-branch",
         until: VIEW_AND_ENV,
-        root: Refused("Author identity unknown"),
-        user: Refused("Author identity unknown"),
+        root: Same,
+        user: Same,
     },
     Row {
         workflow: "git-rebase",
         until: VIEW_AND_ENV,
-        root: Refused("Committer identity unknown"),
-        user: Refused("Committer identity unknown"),
+        root: Same,
+        user: Same,
     },
     // git stash falls back to its own identity ("git stash <git@stash>")
     // where the user's ~/.gitconfig is hidden: a silent difference.
     Row {
         workflow: "git-stash",
         until: VIEW_AND_ENV,
-        root: Different("git stash <git@stash>"),
-        user: Different("git stash <git@stash>"),
+        root: Same,
+        user: Same,
     },
     // npm's update check looks up registry.npmjs.org: with the home's
     // ~/.npm (its last-checked stamp) and ~/.npmrc visible it would not.
     Row {
         workflow: "npm-test",
         until: VIEW_AND_ENV,
-        root: Refused("registry.npmjs.org"),
-        user: Refused("registry.npmjs.org"),
+        root: Same,
+        user: Same,
     },
     // npm makes its cache in ~/.npm: HOME is the caller's (part E), which
     // does not exist in the sandbox until part V, so the install fails
@@ -183,16 +183,16 @@ const TABLE: &[Row] = &[
     // after part V (no part of issue 30 owns it).
     Row {
         workflow: "npm-ci",
-        until: "part V, then protected paths inside node_modules/ (no part owns it)",
-        root: Different("mkdir '/root/.npm'"),
-        user: Different("mkdir '/home/dryrun-test/.npm'"),
+        until: "dependency installs judged as one change per package (issue 31, item 4)",
+        root: Refused("protected.path"),
+        user: Refused("protected.path"),
     },
     // SAME before part E (HOME=/tmp/home existed); ~/.npm as npm-ci.
     Row {
         workflow: "npx",
         until: VIEW,
-        root: Different("mkdir '/root/.npm'"),
-        user: Different("mkdir '/home/dryrun-test/.npm'"),
+        root: Same,
+        user: Same,
     },
     // Part S merged: the envelope declares the service and is accepted,
     // but the command (`python -c` opening a socket) raises

@@ -132,19 +132,61 @@ fn the_workspace_is_mounted_at_its_own_absolute_path() {
     }
 }
 
+/// `/tmp` is the host's, seen through a throwaway layer: the command
+/// reads what the host's permissions let its user read there (a
+/// world-readable file, not root's private one), writes land in the layer
+/// (listed in `outside_writes`, never on the host), and `HOME` is writable.
 #[test]
-fn tmp_is_fresh_and_writable_and_host_tmp_is_invisible() {
+fn tmp_is_the_hosts_read_through_a_throwaway_layer() {
     for who in identities() {
-        let (_d, canary) = host_canary("secret.txt", "host tmp secret");
+        let tag = random_hex();
+        let (d, canary) = host_canary("shared.txt", &format!("host tmp {tag}"));
+        let private = d.path().join("private.txt");
+        std::fs::write(&private, format!("private {tag}")).unwrap();
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
         let ws = Ws::new(who);
         let r = ws.rehearse_untouched(
-            &format!("cat {} ; ls -A /tmp; echo hi > /tmp/x && cat /tmp/x; test -d \"$HOME\" && test -w \"$HOME\" && echo home-ok", canary.display()),
+            &format!(
+                "cat {}; echo; cat {} 2>&1; echo; echo hi > {}; cat {}; echo hi > /tmp/x-{tag} && cat /tmp/x-{tag}; test -d \"$HOME\" && test -w \"$HOME\" && echo home-ok; exit 0",
+                canary.display(),
+                private.display(),
+                canary.display(),
+                canary.display()
+            ),
             &[],
         );
-        assert!(!r.out().contains("host tmp secret"), "{who:?}");
-        assert!(r.out().contains("hi"), "{who:?}: {}", r.out());
-        assert!(r.out().contains("home-ok"), "{who:?}: {}", r.out());
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        let out = r.out();
+        assert!(out.contains(&format!("host tmp {tag}")), "{who:?}: {out}");
+        // Root's private file: the root engine's own run is root's; the
+        // test user's run may not read it, as on the host.
+        assert_eq!(
+            out.contains(&format!("private {tag}")),
+            who == Who::Root,
+            "{who:?}: {out}"
+        );
+        assert!(out.contains("hi"), "{who:?}: {out}");
+        // HOME is the caller's: the harness gives each run its workspace's
+        // scratch directory, which root can write through the /tmp layer;
+        // the test user's is root's private temporary directory, which it
+        // could not write live either.
+        assert_eq!(out.contains("home-ok"), who == Who::Root, "{who:?}: {out}");
         assert!(r.changes().is_empty());
+        assert_eq!(
+            std::fs::read_to_string(&canary).unwrap(),
+            format!("host tmp {tag}"),
+            "{who:?}: the host's /tmp was written"
+        );
+        assert!(!std::path::Path::new(&format!("/tmp/x-{tag}")).exists());
+        let rows = r.json["rehearsal"]["outside_writes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            rows.iter()
+                .any(|w| w["path"] == "/tmp" && w["cache"] == true),
+            "{who:?}: {rows:?}"
+        );
     }
 }
 

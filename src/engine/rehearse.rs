@@ -68,6 +68,16 @@ impl Engine {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
+                // From the scrubbed error output: what the view hid that
+                // the command tried to use.
+                report.hidden.extend(sandbox::view::explain_hidden(
+                    &sspec.view,
+                    &sandbox::view::Shown {
+                        image: &sspec.image,
+                        workspace: &sspec.workspace,
+                    },
+                    &report.stderr,
+                ));
                 let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
@@ -251,6 +261,9 @@ impl Engine {
             would_be_actions: report.would_be_actions,
             egress: report.egress,
             redactions: ev.redactions,
+            outside_writes: report.outside_writes,
+            outside_writes_unlisted: report.outside_writes_unlisted,
+            hidden: report.hidden,
         }
     }
 }

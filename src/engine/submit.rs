@@ -292,6 +292,14 @@ impl Engine {
             env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
             env.extend(l.extra_env.iter().cloned());
         }
+        let view = sandbox::view::plan_view(&sandbox::view::ViewRequest {
+            user: &view_user(&ids, c),
+            env: &env,
+            workspace: &spec.workspace,
+            state_dir: &self.state_dir,
+            image: &self.opts.image,
+            policy_masks: &c.policy.view_masks,
+        });
         Ok(SandboxSpec {
             run_id: run_id.to_string(),
             parent_pid: std::process::id() as i32,
@@ -333,6 +341,7 @@ impl Engine {
                 StubPlan::new(&StubTable { rules, replay })
             },
             egress: None,
+            view,
             mapped_groups: match &ids {
                 IdPlan::SelfOnly { uid, gid } => sandbox::ids::delegated_groups(*uid, *gid),
                 IdPlan::Shifted { .. } => Vec::new(),
@@ -528,6 +537,28 @@ fn new_record(
         }),
         workspace_identity: Some(spec.workspace_identity),
         superseded_by: None,
+    }
+}
+
+/// The host user whose world the rehearsal shows: the one the command
+/// runs as (the workspace's owner as root's sandbox, else this process's
+/// own user), with its groups.
+fn view_user(ids: &IdPlan, c: &Classified) -> sandbox::view::access::HostUser {
+    match *ids {
+        IdPlan::Shifted {
+            run_uid, run_gid, ..
+        } => sandbox::view::access::HostUser {
+            uid: run_uid,
+            gid: run_gid,
+            groups: c.owner_groups.clone(),
+        },
+        IdPlan::SelfOnly { uid, gid } => sandbox::view::access::HostUser {
+            uid,
+            gid,
+            groups: nix::unistd::getgroups()
+                .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+                .unwrap_or_default(),
+        },
     }
 }
 

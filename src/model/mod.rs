@@ -18,6 +18,7 @@
 //! - [`run_state`]: the states of a run and which verbs each allows.
 //! - [`promotion`]: what may never be promoted, the one rule the verdict and
 //!   the live lane's planner both call.
+//! - [`view`]: writes outside the workspace and what the sandbox hid.
 //! - [`waiting`]: who can act on a finding, and whether a run waits for a
 //!   person (the one rule of the review queue).
 //! - [`variables`]: which environment variables are credentials and which
@@ -38,6 +39,7 @@ pub(crate) mod service;
 pub(crate) mod stubs;
 pub(crate) mod text;
 pub(crate) mod variables;
+pub(crate) mod view;
 pub(crate) mod waiting;
 
 pub(crate) use change::{Change, ChangeKind, FileType};
@@ -49,3 +51,4 @@ pub(crate) use promotion::Refusal;
 pub(crate) use report::{HostReport, RehearsalReport, UnmappedEntry, UnmappedIds};
 pub(crate) use run_state::RunState;
 pub(crate) use service::ServiceEndpoint;
+pub(crate) use view::{Hidden, HiddenKind, OutsideWrite};

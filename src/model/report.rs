@@ -61,6 +61,19 @@ pub struct RehearsalReport {
     /// before the verdict judges the run.
     #[serde(default)]
     pub egress: Vec<super::egress::EgressEntry>,
+    /// Writes outside the workspace (the throwaway layers over the home,
+    /// `/tmp` and `/var/tmp`), summarised by directory.
+    #[serde(default)]
+    pub outside_writes: Vec<super::view::OutsideWrite>,
+    /// Entries written outside the workspace past the summary's cap (not
+    /// listed).
+    #[serde(default)]
+    pub outside_writes_unlisted: u64,
+    /// What the sandbox hid that the command tried to use: masked paths it
+    /// opened (seen by the sandbox's init), then programs and paths named
+    /// in its errors (filled in by the engine after the run).
+    #[serde(default)]
+    pub hidden: Vec<super::view::Hidden>,
     /// An ordinary user's rehearsal that failed: the workspace entries it
     /// could not change because their owner or group is not mapped into
     /// the sandbox (see `sandbox::ids`).

@@ -41,6 +41,9 @@ pub(super) struct Merged {
     index: Option<(CommandIndex, usize)>,
     /// `workspace_bound.allow_homes` as the system layers set it.
     allow_homes: bool,
+    /// `view.mask` of every layer so far: (path, reason).
+    #[serde(default)]
+    view_masks: Vec<(String, String)>,
 }
 
 impl Merged {
@@ -69,6 +72,7 @@ impl Merged {
             egress: crate::egress::EgressSystem::default(),
             index: None,
             allow_homes: false,
+            view_masks: Vec::new(),
         }
     }
 
@@ -120,6 +124,7 @@ impl Merged {
         if let Some(b) = f.workspace_bound {
             self.allow_homes = b.allow_homes;
         }
+        self.add_view_masks(name, f)?;
         self.sources.push(name.into());
         Ok(())
     }
@@ -198,7 +203,20 @@ impl Merged {
                 "only a system policy file (/etc/dryrun/policy.d) may let a home directory be a workspace",
             ));
         }
+        // Masks only hide more: a workspace may add them as a system file may.
+        self.add_view_masks(name, f)?;
         self.sources.push(name.into());
+        Ok(())
+    }
+
+    fn add_view_masks(&mut self, file: &str, f: &PolicyFile) -> Result<(), PolicyError> {
+        for m in f.view.iter().flat_map(|v| v.mask.iter()) {
+            super::validate_view_mask(file, m)?;
+            let entry = (m.path.clone(), m.reason.clone());
+            if !self.view_masks.contains(&entry) {
+                self.view_masks.push(entry);
+            }
+        }
         Ok(())
     }
 
@@ -267,6 +285,7 @@ impl Merged {
             stubs: self.stubs.into_values().collect(),
             egress: self.egress,
             allow_home_workspaces: self.allow_homes,
+            view_masks: self.view_masks,
         }
     }
 }

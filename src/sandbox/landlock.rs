@@ -1,5 +1,6 @@
 //! Landlock for the command: reads anywhere in the (already minimal) root,
-//! writes only beneath the workspace and /tmp, and on newer ABIs no TCP bind or
+//! writes only beneath the workspace, /tmp and the view's other throwaway
+//! layers (the home, /var/tmp), and on newer ABIs no TCP bind or
 //! connect (but connect to the egress proxy's port, in a run with a network
 //! allowlist, and to the declared TCP services' ports), no abstract unix
 //! sockets or signals leaving the sandbox.
@@ -148,6 +149,7 @@ pub(super) fn apply_landlock_on_current_thread(
     egress_port: Option<u16>,
     service_ports: &[u16],
     stub_calls: Option<&Path>,
+    throwaway: &[std::path::PathBuf],
 ) -> Result<LandlockOutcome, LandlockError> {
     let requested = kernel_abi.min(NEWEST_KNOWN_ABI);
     let abi = abi_from(requested);
@@ -179,7 +181,9 @@ pub(super) fn apply_landlock_on_current_thread(
     let status = created
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
         .add_rules(path_beneath_rules(
-            [workspace, Path::new("/tmp")],
+            [workspace, Path::new("/tmp")]
+                .into_iter()
+                .chain(throwaway.iter().map(|p| p.as_path())),
             AccessFs::from_all(abi),
         ))?
         .add_rules(path_beneath_rules(

@@ -17,6 +17,7 @@ pub(crate) mod service;
 pub(crate) mod spec;
 pub(crate) mod stubs;
 mod sys;
+pub(crate) mod view;
 mod walk;
 pub(crate) mod wire;
 

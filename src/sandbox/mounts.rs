@@ -20,6 +20,13 @@ pub(crate) enum MountError {
     Prepare { path: PathBuf, source: io::Error },
 }
 
+impl MountError {
+    /// An error preparing `path` (not a mount call's).
+    pub(super) fn from_io(path: &Path, e: io::Error) -> MountError {
+        perr(path, e)
+    }
+}
+
 fn merr(what: &str, target: &Path, e: impl Into<io::Error>) -> MountError {
     MountError::Mount {
         what: what.into(),
@@ -162,6 +169,74 @@ pub(super) fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountEr
     .map_err(|e| merr("read-only", src, e))?;
     super::sys::move_mount_to(tree.as_raw_fd(), &target).map_err(|e| merr("attach", &target, e))?;
     Ok(true)
+}
+
+/// Bind the host directory `src` (with every mount below it) at
+/// `root/src`, read-only, nosuid, nodev, as [`bind_ro_from_host`] does,
+/// but only if `src` is reached without a symlink and is still the
+/// directory `identity` names: a path swapped since the view was planned
+/// is not shown. Returns false when it is not there (or swapped).
+pub(super) fn bind_checked_dir_ro(
+    root: &Path,
+    src: &Path,
+    identity: Option<(u64, u64)>,
+) -> Result<bool, MountError> {
+    let Some(fd) = open_dir_no_symlinks(src, identity).map_err(|e| merr("open", src, e))? else {
+        return Ok(false);
+    };
+    let tree = super::sys::open_tree_clone_at(fd.as_raw_fd(), super::sys::Reach::Tree)
+        .map_err(|e| merr("clone", src, e))?;
+    super::sys::mount_setattr(
+        tree.as_raw_fd(),
+        super::sys::Reach::Tree,
+        super::sys::MOUNT_ATTR_RDONLY
+            | super::sys::MOUNT_ATTR_NOSUID
+            | super::sys::MOUNT_ATTR_NODEV,
+        None,
+    )
+    .map_err(|e| merr("read-only", src, e))?;
+    let target = root.join(src.strip_prefix("/").unwrap_or(src));
+    std::fs::create_dir_all(&target).map_err(|e| perr(&target, e))?;
+    super::sys::move_mount_to(tree.as_raw_fd(), &target).map_err(|e| merr("attach", &target, e))?;
+    Ok(true)
+}
+
+/// `path` opened `O_PATH` as a directory with no symlink among its
+/// components; `None` when it is missing or no longer the directory
+/// `identity` (device, inode) names.
+pub(super) fn open_dir_no_symlinks(
+    path: &Path,
+    identity: Option<(u64, u64)>,
+) -> io::Result<Option<std::os::fd::OwnedFd>> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR | nix::errno::Errno::ELOOP) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let st = nix::sys::stat::fstat(&fd)?;
+    if identity.is_some_and(|id| id != (st.st_dev, st.st_ino)) {
+        return Ok(None);
+    }
+    Ok(Some(fd))
+}
+
+/// Bind `src` onto `target` (which may be a `/proc/self/fd/N` link to an
+/// object opened earlier): the bind takes the flags of `src`'s mount.
+pub(super) fn bind_onto(src: &Path, target: &Path) -> Result<(), MountError> {
+    mount(
+        Some(src),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| merr("bind", target, e))
 }
 
 /// A file or a directory on a mount of its own that is read-only, nosuid

@@ -56,6 +56,31 @@ pub(super) fn open_tree_clone(path: &Path, reach: Reach) -> io::Result<OwnedFd> 
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `open_tree(fd, "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`
+/// (with `AT_RECURSIVE` for [`Reach::Tree`]): a detached copy of the
+/// mount at the directory `fd` (an `O_PATH` descriptor) refers to, so the
+/// tree cloned is the one that was opened and checked, whatever its path
+/// leads to now.
+pub(super) fn open_tree_clone_at(fd: RawFd, reach: Reach) -> io::Result<OwnedFd> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    let empty = c"";
+    // SAFETY: `empty` is a valid NUL-terminated string; `fd` is an open
+    // descriptor the caller owns; the kernel returns a new fd or -1.
+    let out = check(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd,
+            empty.as_ptr(),
+            OPEN_TREE_CLONE
+                | libc::AT_EMPTY_PATH as libc::c_uint
+                | reach.flag()
+                | libc::O_CLOEXEC as libc::c_uint,
+        )
+    })?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(out as RawFd) })
+}
+
 #[repr(C)]
 struct MountAttr {
     attr_set: u64,

@@ -121,7 +121,10 @@ pub(super) fn exit_status_finding(
     }
     let failed = match (r.exit_code, r.signal) {
         (Some(0), _) => return Ok(None),
-        (Some(code), _) => format!("the command exited with status {code}"),
+        (Some(code), _) => format!(
+            "the command exited with status {code}{}",
+            super::view::exit_status_explained(code, r)
+        ),
         (None, Some(SIGSYS)) => {
             return Err(block(
                 "the command was killed by signal 31 (SIGSYS), the sandbox's system call filter; live it would not have died so".into(),

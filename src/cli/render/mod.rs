@@ -189,6 +189,32 @@ pub fn print_evidence(r: &RunRecord) {
             .map(|b| format!("{}: {}", b.kind, Shown::message(&b.detail)))
             .collect::<Vec<_>>(),
     );
+    list(
+        "written outside the workspace (not applied live)",
+        &reh.outside_writes
+            .iter()
+            .map(|w| {
+                format!(
+                    "{} ({} entr{}, {} B{})",
+                    raw(&w.path),
+                    w.count,
+                    if w.count == 1 { "y" } else { "ies" },
+                    w.bytes,
+                    match &w.cache_rule {
+                        Some(rule) => format!(", {rule}: listed only"),
+                        None => ", a finding".into(),
+                    }
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    list(
+        "hidden by the sandbox",
+        &reh.hidden
+            .iter()
+            .map(|h| msg(&h.describe()))
+            .collect::<Vec<_>>(),
+    );
     let egress = |allowed: bool| -> Vec<String> {
         reh.egress
             .iter()

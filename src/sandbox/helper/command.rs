@@ -156,6 +156,7 @@ fn apply_landlock(plan: &CommandPlan) -> io::Result<LandlockOutcome> {
         plan.egress_port,
         &plan.service_ports,
         plan.calls_dir,
+        &plan.writable,
     )
     .map_err(|e| io::Error::other(e.to_string()))
 }

@@ -88,6 +88,12 @@ pub(crate) enum HelperError {
         got: (u64, u64),
         expected: (u64, u64),
     },
+    #[error("{op} {path}: {source}")]
+    StageView {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
     // ---- H4: fork C, id maps
     #[error("{op}: {source}")]
     ForkChild { op: &'static str, source: io::Error },
@@ -124,6 +130,12 @@ pub(crate) enum HelperError {
         path: PathBuf,
         source: io::Error,
     },
+    #[error("{op} {path}: {source}")]
+    OpenView {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
     // ---- P2: upper layer
     #[error("{source}")]
     UpperLayer { op: &'static str, source: FsError },
@@ -137,9 +149,23 @@ pub(crate) enum HelperError {
     StubTable(#[source] serde_json::Error),
     #[error("{0}")]
     Stubs(#[source] StubInstallError),
+    // ---- P3: the view (PATH directories, throwaway layers)
+    #[error("{source}")]
+    View { op: &'static str, source: FsError },
     // ---- P4: /tmp and the workspace overlay
     #[error("{source}")]
     TmpAndOverlay { op: &'static str, source: FsError },
+    // ---- P4: masks and filtered files over the view
+    #[error("{source}")]
+    Masks { op: &'static str, source: FsError },
+    #[error(
+        "{path} is masked ({rule}) but has {links} names (hard links): the sandbox hides it by its path, so another name would show its content; nothing ran. Remove the other names (find / -xdev -samefile {path}) or keep the file elsewhere"
+    )]
+    MaskLinked {
+        path: PathBuf,
+        rule: String,
+        links: u64,
+    },
     // ---- P5: /dev and /proc
     #[error("{source}")]
     DevAndProc { op: &'static str, source: FsError },
@@ -175,17 +201,17 @@ impl HelperError {
         match self {
             TakeOver { .. } | Spec(_) | EngineGone => Step::H1,
             Cgroups(_) => Step::H2,
-            CloneWorkspace { .. } => Step::H3,
+            CloneWorkspace { .. } | StageView { .. } => Step::H3,
             WorkspaceSwapped { step, .. } => *step,
             ForkChild { .. } | ChildDiedEarly | IdMaps { .. } => Step::H4,
             IdmapLower { .. } => Step::H5,
             Watch { .. } => Step::H6,
             Namespaces { .. } | HostGone | HostGaveUp | CgroupsNotJoined(_) => Step::C,
             BecomeInit { .. } => Step::P,
-            OpenLower { .. } | StubInterpreter { .. } => Step::P1,
+            OpenLower { .. } | StubInterpreter { .. } | OpenView { .. } => Step::P1,
             UpperLayer { .. } => Step::P2,
-            ImageRoot { .. } | StubTable(_) | Stubs(_) => Step::P3,
-            TmpAndOverlay { .. } => Step::P4,
+            ImageRoot { .. } | StubTable(_) | Stubs(_) | View { .. } => Step::P3,
+            TmpAndOverlay { .. } | Masks { .. } | MaskLinked { .. } => Step::P4,
             DevAndProc { .. } => Step::P5,
             Pivot { .. } => Step::P6,
             Prepare { .. } | LandlockTooOld { .. } | Seccomp(_) => Step::P7,
@@ -201,6 +227,10 @@ impl HelperError {
         match self {
             TakeOver { op, .. }
             | CloneWorkspace { op, .. }
+            | StageView { op, .. }
+            | OpenView { op, .. }
+            | View { op, .. }
+            | Masks { op, .. }
             | ForkChild { op, .. }
             | IdmapLower { op, .. }
             | Watch { op, .. }
@@ -225,6 +255,7 @@ impl HelperError {
             EvidenceReader(_) => Some("evidence reader"),
             Evidence(_) => Some("evidence"),
             Answer(_) => Some("answer"),
+            MaskLinked { .. } => Some("masks"),
             EngineGone | WorkspaceSwapped { .. } | ChildDiedEarly | HostGone | HostGaveUp => None,
         }
     }

@@ -55,11 +55,11 @@ fn idmap<E: Into<io::Error>>(op: &'static str, target: &Path) -> impl FnOnce(E) 
 /// H's whole job, step by step.
 pub(super) fn run_host_side() -> Result<(), HelperError> {
     let spec = take_over_process()?;
-    let (enforcement, walk_room) = create_run_cgroups(&spec)?;
+    let (mut enforcement, walk_room) = create_run_cgroups(&spec)?;
     let mut staged = clone_workspace_mount(&spec)?;
     let child = fork_sandbox_child(&spec, &mut staged, walk_room)?;
     write_id_maps(child.pid, &spec.ids, &spec.mapped_groups)?;
-    attach_idmapped_lower(child.pid, staged)?;
+    enforcement.extend(attach_idmapped_lower(child.pid, staged)?);
     release_child(&child)?;
     watch_child(&spec, child, enforcement)
 }
@@ -111,6 +111,9 @@ struct StagedMounts {
     /// The stubs' interpreter (this binary), staged for P1 beside the
     /// lower layer: a mount of H's namespace P1 can open by path.
     exe: Option<OwnedFd>,
+    /// Detached clones of the view's throwaway layers' real trees, by
+    /// their index in the plan (a tree that moved since is left out).
+    view: Vec<(usize, PathBuf, OwnedFd)>,
 }
 
 /// H3 (root): a private mount namespace and a detached clone of the
@@ -137,6 +140,7 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
     let mut staged = StagedMounts {
         workspace: Some(fd),
         exe: None,
+        view: clone_view_layers(spec)?,
     };
     if !spec.stubs.tools.is_empty() {
         let exe_link = Path::new("/proc/self/exe");
@@ -147,6 +151,28 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
         );
     }
     Ok(staged)
+}
+
+/// H3 (root): detached clones of the view's throwaway layers' real trees
+/// (the home, `/tmp`, `/var/tmp`), each reached without a symlink and
+/// checked to be the directory the plan saw; one that is not is left out
+/// (P1 names it).
+fn clone_view_layers(spec: &SandboxSpec) -> Result<Vec<(usize, PathBuf, OwnedFd)>, HelperError> {
+    let mut out = Vec::new();
+    for (i, l) in spec.view.layers.iter().enumerate() {
+        let err = |op| {
+            let path = l.path.clone();
+            move |source: io::Error| HelperError::StageView { op, path, source }
+        };
+        let Some(dir) = mounts::open_dir_no_symlinks(&l.path, l.identity).map_err(err("open"))?
+        else {
+            continue;
+        };
+        let tree =
+            sys::open_tree_clone_at(dir.as_raw_fd(), sys::Reach::Mount).map_err(err("clone"))?;
+        out.push((i, l.path.clone(), tree));
+    }
+    Ok(out)
 }
 
 /// The directory about to become the lower layer must be the one the engine
@@ -202,6 +228,7 @@ fn fork_sandbox_child(
         drop(go_w);
         drop(done_r);
         drop(staged.workspace.take());
+        staged.view.clear();
         super::child::run_child(spec, ready_w, go_r, h_pid, walk_room);
     }
     drop(walk_room);
@@ -266,10 +293,10 @@ fn write_id_maps(child: i32, ids: &IdPlan, mapped_groups: &[u32]) -> Result<(), 
 /// H5 (root): the workspace clone becomes an idmapped mount through C's
 /// user namespace, attached at [`STAGE_LOWER`] (and the stubs' interpreter
 /// at [`STAGE_EXE`]) in H's private namespace.
-fn attach_idmapped_lower(child: i32, mut staged: StagedMounts) -> Result<(), HelperError> {
+fn attach_idmapped_lower(child: i32, mut staged: StagedMounts) -> Result<Vec<String>, HelperError> {
     mark("H5 idmapped lower");
     let Some(fd) = staged.workspace.take() else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let userns_path = PathBuf::from(format!("/proc/{child}/ns/user"));
     let userns = std::fs::File::open(&userns_path).map_err(idmap("userns fd", &userns_path))?;
@@ -294,7 +321,31 @@ fn attach_idmapped_lower(child: i32, mut staged: StagedMounts) -> Result<(), Hel
         std::fs::write(exe, b"").map_err(idmap("stage exe", exe))?;
         sys::move_mount_to(e.as_raw_fd(), exe).map_err(idmap("attach exe", exe))?;
     }
-    Ok(())
+    let mut notes = Vec::new();
+    for (i, path, tree) in staged.view {
+        let stage = super::view::view_stage(i);
+        let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+        let mapped = sys::mount_setattr(
+            tree.as_raw_fd(),
+            sys::Reach::Mount,
+            sys::MOUNT_ATTR_IDMAP | ro,
+            Some(userns.as_raw_fd()),
+        );
+        if let Err(e) = mapped {
+            // A filesystem that cannot idmap: shown with the host's ids,
+            // which the sandbox does not map (files only their owner may
+            // read stay unreadable; nothing more is shown).
+            sys::mount_setattr(tree.as_raw_fd(), sys::Reach::Mount, ro, None)
+                .map_err(idmap("read-only view layer", &path))?;
+            notes.push(format!(
+                "view: {} shown without id mapping ({e}): files only their owner may read stay unreadable",
+                path.display()
+            ));
+        }
+        std::fs::create_dir(&stage).map_err(idmap("stage", &stage))?;
+        sys::move_mount_to(tree.as_raw_fd(), &stage).map_err(idmap("attach view layer", &stage))?;
+    }
+    Ok(notes)
 }
 
 /// H6: let C go on (it joined the run's cgroups itself, right after the

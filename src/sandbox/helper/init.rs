@@ -21,6 +21,7 @@ use super::super::wire::RehearsalReport;
 use super::super::{landlock, probe, seccomp, sys};
 use super::error::{FsError, HelperError, Step};
 use super::stubs::StubSetup;
+use super::view::ViewSetup;
 use super::{STAGE_LOWER, mark};
 
 /// P1's scratch base (a tmpfs over /tmp in the sandbox's mount namespace).
@@ -100,6 +101,9 @@ pub(super) struct CommandPlan {
     /// The command's supplementary groups (root plan: the owner's).
     pub groups: Vec<u32>,
     pub calls_dir: Option<&'static Path>,
+    /// The throwaway layers outside the workspace (the home, `/tmp`,
+    /// `/var/tmp`): Landlock lets the command write beneath them.
+    pub writable: Vec<PathBuf>,
     pub filter: Vec<libc::sock_filter>,
     pub env: Vec<CString>,
     pub shell: CString,
@@ -122,17 +126,19 @@ fn init_main(
     become_init(parent_alive)?;
     let ids = RunIds::of(&spec.ids);
     let lower = open_lower_layer(spec, &ids)?;
+    let mut view = ViewSetup::open_lowers(spec, &ids)?;
     let mut stubs = StubSetup::open_interpreter(spec, &ids)?;
-    let scratch = mount_upper_layer(spec, &lower)?;
+    let scratch = mount_upper_layer(spec, &lower, &mut view)?;
     let root = Path::new(BASE).join("root");
-    let masked = build_image_root(spec, &root, &scratch, &mut stubs, &ids)?;
-    let upper_fd = mount_tmp_and_overlay(spec, &root, &ids, &lower, &scratch)?;
+    let masked = build_image_root(spec, &root, &scratch, &mut stubs, &mut view, &ids)?;
+    let upper_fd = mount_tmp_and_overlay(spec, &root, &ids, &lower, &scratch, &mut view)?;
     let services_shown = super::services::place_unix_services(spec, &root, Path::new(BASE))?;
     mount_dev_and_proc(&root)?;
     pivot_into_root(&root)?;
     let nested_userns_capped = name_host_and_cut_network(spec)?;
-    let plan = prepare_command(spec, ids, &stubs)?;
+    let plan = prepare_command(spec, ids, &stubs, &view)?;
     let mut report = describe_sandbox(&plan, &masked, &stubs, nested_userns_capped);
+    view.describe(&mut report);
     report.enforcement.extend(services_shown);
     report
         .enforcement
@@ -140,9 +146,11 @@ fn init_main(
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
     // Every process of the command is gone (run_steps emptied the namespace).
     give_walk_room(walk_room)?;
+    view.collect_opened_masks(spec, &mut report);
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
     super::ids::name_unmapped_entries(&plan.ids, &lower, &mut report);
+    view.walk_outside(spec, &mut report);
     super::evidence::walk_evidence(spec, &plan.ids, &lower, &upper_fd, &mut report)?;
     super::evidence::send_report(report)?;
     super::tell_host_done();
@@ -219,8 +227,13 @@ fn open_lower_layer(spec: &SandboxSpec, ids: &RunIds) -> Result<LowerLayer, Help
 
 /// P2: a base tmpfs over /tmp (in the sandbox's namespace only) and the
 /// size- and inode-capped tmpfs for the overlay's upper and work dirs; the
-/// workspace root's mode and owner copied onto the upper root.
-fn mount_upper_layer(spec: &SandboxSpec, lower: &LowerLayer) -> Result<Scratch, HelperError> {
+/// workspace root's mode and owner copied onto the upper root; the view's
+/// throwaway layers' upper layers in a tmpfs of their own.
+fn mount_upper_layer(
+    spec: &SandboxSpec,
+    lower: &LowerLayer,
+    view: &mut ViewSetup,
+) -> Result<Scratch, HelperError> {
     use std::os::unix::fs::MetadataExt;
     mark("P2 upper");
     let step = |op| {
@@ -246,6 +259,7 @@ fn mount_upper_layer(spec: &SandboxSpec, lower: &LowerLayer) -> Result<Scratch, 
         Some(Gid::from_raw(lower.meta.gid())),
     );
     copy_root_user_xattrs(lower, &upper);
+    view.mount_uppers(base, spec.limits.tmp_bytes, MAX_INODES)?;
     let empty_file = base.join("empty");
     std::fs::write(&empty_file, b"").map_err(|e| HelperError::UpperLayer {
         op: "empty file",
@@ -281,12 +295,15 @@ fn copy_root_user_xattrs(lower: &LowerLayer, upper: &Path) {
 }
 
 /// P3: the new root tmpfs, the image profile's trees bound read-only
-/// (masked paths covered), then the stubs. Returns the masked paths.
+/// (its own masked paths covered), the view (`PATH` directories, the
+/// throwaway layers), then the stubs (over every copy of a tool the view
+/// shows). Returns the image's masked paths.
 fn build_image_root(
     spec: &SandboxSpec,
     root: &Path,
     scratch: &Scratch,
     stubs: &mut StubSetup,
+    view: &mut ViewSetup,
     ids: &RunIds,
 ) -> Result<Vec<PathBuf>, HelperError> {
     mark("P3 image");
@@ -306,35 +323,47 @@ fn build_image_root(
     .map_err(step("root"))?;
     let masked =
         mounts::build_image(root, &spec.image, &scratch.empty_file).map_err(step("image"))?;
+    view.mount_view(spec, root, ids)?;
     stubs.install(spec, root, ids)?;
     let scratch_dir = scratch.empty_file.parent().unwrap_or(Path::new(BASE));
     super::egress::point_resolver_at_sandbox(spec, root, scratch_dir)?;
     Ok(masked)
 }
 
-/// P4: a fresh size-capped /tmp (1777) with an empty `HOME` at /tmp/home,
-/// and the workspace overlay at the workspace's own absolute path. Returns
-/// the upper dir's fd (for P9).
+/// P4: the workspace overlay at the workspace's own absolute path (and,
+/// on a host without a `/tmp` to layer over, a fresh size-capped one,
+/// 1777, with the `HOME` the view makes); then the view's masks and
+/// filtered files over everything. Returns the upper dir's fd (for P9).
 fn mount_tmp_and_overlay(
     spec: &SandboxSpec,
     root: &Path,
     ids: &RunIds,
     lower: &LowerLayer,
     scratch: &Scratch,
+    view: &mut ViewSetup,
 ) -> Result<OwnedFd, HelperError> {
     mark("P4 tmp + overlay");
     let step = |op| move |e: FsError| HelperError::TmpAndOverlay { op, source: e };
-    let tmp = root.join("tmp");
-    mounts::mkdir_p(&tmp, 0o1777).map_err(|e| step("")(e.into()))?;
-    mounts::mount_tmpfs_capped(&tmp, spec.limits.tmp_bytes, MAX_INODES, 0o1777)
-        .map_err(|e| step("/tmp")(e.into()))?;
-    let home = tmp.join("home");
-    mounts::mkdir_p(&home, 0o700).map_err(|e| step("home")(e.into()))?;
-    let _ = nix::unistd::chown(
-        &home,
-        Some(Uid::from_raw(ids.uid)),
-        Some(Gid::from_raw(ids.gid)),
-    );
+    if !view.covers_tmp() {
+        let tmp = root.join("tmp");
+        mounts::mkdir_p(&tmp, 0o1777).map_err(|e| step("")(e.into()))?;
+        mounts::mount_tmpfs_capped(&tmp, spec.limits.tmp_bytes, MAX_INODES, 0o1777)
+            .map_err(|e| step("/tmp")(e.into()))?;
+        if let Some(h) = spec
+            .view
+            .make_home
+            .as_ref()
+            .filter(|h| h.starts_with("/tmp"))
+        {
+            let home = root.join(h.strip_prefix("/").unwrap_or(h));
+            mounts::mkdir_p(&home, 0o700).map_err(|e| step("home")(e.into()))?;
+            let _ = nix::unistd::chown(
+                &home,
+                Some(Uid::from_raw(ids.uid)),
+                Some(Gid::from_raw(ids.gid)),
+            );
+        }
+    }
     let ws = spec.workspace.as_path();
     let ws_in_root = root.join(ws.strip_prefix("/").unwrap_or(ws));
     std::fs::create_dir_all(&ws_in_root)
@@ -346,12 +375,15 @@ fn mount_tmp_and_overlay(
         &scratch.work,
     )
     .map_err(|e| step("overlay")(e.into()))?;
-    open(
+    let upper = open(
         &scratch.upper,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| step("upper fd")(FsError::io(&scratch.upper)(e.into())))
+    .map_err(|e| step("upper fd")(FsError::io(&scratch.upper)(e.into())))?;
+    let scratch_dir = scratch.empty_file.parent().unwrap_or(Path::new(BASE));
+    view.cover_secrets(spec, root, scratch_dir)?;
+    Ok(upper)
 }
 
 /// P5: a minimal /dev and a new /proc with the kernel knobs read-only.
@@ -401,6 +433,7 @@ fn prepare_command(
     spec: &SandboxSpec,
     ids: RunIds,
     stubs: &StubSetup,
+    view: &ViewSetup,
 ) -> Result<CommandPlan, HelperError> {
     let prep = |op| {
         move |e: std::ffi::NulError| HelperError::Prepare {
@@ -449,6 +482,7 @@ fn prepare_command(
             .flat_map(|e| e.services.iter().filter_map(|s| s.tcp_port()))
             .collect(),
         calls_dir: stubs.calls_dir(),
+        writable: view.writable(),
         filter,
         env,
         shell,

@@ -14,11 +14,13 @@
 //!  H1. die with the engine (PDEATHSIG), read the spec from stdin, stdin := /dev/null,
 //!      close every fd but 0-2; (egress) connect to the run's proxy (egress.rs).
 //!  H2. (root) create the run's cgroups and set their limits.
-//!  H3. (root) private mount namespace; detached clone of the workspace mount.
+//!  H3. (root) private mount namespace; detached clone of the workspace mount,
+//!      and of the real trees under the view's throwaway layers.
 //!  H4. fork C; C unshares a user namespace; H writes its id maps
 //!      (root: a shifted unprivileged range, never host 0; user: itself only).
 //!  H5. (root) make the clone an idmapped mount through C's user namespace and
-//!      attach it at /tmp/dryrun-lower of H's private namespace.
+//!      attach it at /tmp/dryrun-lower of H's private namespace (the view's
+//!      layers at /tmp/dryrun-view-N).
 //!  H6. release C; watch it with a pidfd
 //!      and a watchdog deadline; afterwards read which cgroup limits were hit,
 //!      kill leftovers, remove the cgroups, send the `H` frame.
@@ -30,12 +32,17 @@
 //!
 //! P1, pid 1 of the new pid namespace, still holding its namespace
 //! capabilities:
-//!  P1. open the lower layer (O_PATH) before anything is mounted over it.
+//!  P1. open the lower layer (O_PATH) before anything is mounted over it, and
+//!      the view's layers' real trees (view.rs gathers every view step).
 //!  P2. base tmpfs over /tmp; a size-capped tmpfs for the overlay upper layer
-//!      (owner, mode and user.* attributes of the workspace root copied onto it).
-//!  P3. new root tmpfs; image binds (ro, nosuid, nodev, submounts too); masks;
-//!      the shadow stubs (stubs.rs gathers every stub step); (egress) resolv.conf.
-//!  P4. fresh size-capped /tmp; the workspace overlay at its absolute path;
+//!      (owner, mode and user.* attributes of the workspace root copied onto it);
+//!      the view's layers' upper layers in a tmpfs of their own.
+//!  P3. new root tmpfs; image binds (ro, nosuid, nodev, submounts too); the
+//!      image's masks; the view: PATH directories bound read-only, the home,
+//!      /tmp and /var/tmp as throwaway layers; the shadow stubs (stubs.rs
+//!      gathers every stub step); (egress) resolv.conf.
+//!  P4. the workspace overlay at its absolute path; the view's masks and
+//!      filtered files over everything, each mask watched.
 //!      (services) each Unix service's socket shown at its path (services.rs).
 //!  P5. minimal /dev; new /proc with kernel knobs read-only.
 //!  P6. pivot_root, detach the old root, remount / read-only.
@@ -47,9 +54,10 @@
 //!      process left in the namespace; (memory cgroup) the ceiling raised
 //!      for the walk through the limit files H opened; System V objects
 //!      removed.
-//!  P9. (a user's failed run) name the workspace entries whose ids are not
-//!      mapped (ids.rs); walk the upper layer (evidence.rs), stream blobs and
-//!      the `R` frame.
+//!  P9. the masks the command opened; (a user's failed run) name the workspace
+//!      entries whose ids are not mapped (ids.rs); the view's upper layers
+//!      summarised (outside_writes); walk the upper layer (evidence.rs),
+//!      stream blobs and the `R` frame.
 //!
 //! CMD, before exec:
 //!  X1. new session (no controlling terminal), stdin /dev/null, stdout and
@@ -59,7 +67,8 @@
 //!      setresgid/setresuid to the run ids, ambient/effective/permitted/
 //!      inheritable capabilities cleared.
 //!  X4. no_new_privs.
-//!  X5. Landlock (what `restrict_self` returned goes to P1 in the hello).
+//!  X5. Landlock: writes beneath the workspace and the view's throwaway layers
+//!      only (what `restrict_self` returned goes to P1 in the hello).
 //!  X6. seccomp (last); hello to P1, wait for its acknowledgement.
 //!  X7. execve(bash -c STEP) with the prepared environment only.
 
@@ -75,6 +84,7 @@ mod init;
 pub(super) mod services;
 mod stubs;
 mod supervise;
+mod view;
 
 use std::io::Write;
 use std::os::fd::RawFd;

@@ -10,6 +10,7 @@ mod content;
 mod deleted;
 mod layers;
 mod links;
+pub(super) mod outside;
 
 pub(super) use links::{LinkLookup, link_leaves_workspace};
 
