@@ -256,7 +256,7 @@ fn probe_sandbox(d: &Daemon, forked: bool) -> (String, String, String) {
         "daemon-execd"
     };
     let ch = background_run(d, &ws, &probe_tagged(tag));
-    probed(ch, &wd, tag, || {
+    probed(ch, &wd, &d.state.display().to_string(), tag, || {
         if forked {
             children_of(the_resident(d), "")
         } else {
@@ -278,7 +278,7 @@ fn probe_cli_sandbox(forked: bool) -> (String, String, String) {
     let body = serde_json::json!({ "command": probe_tagged(tag) }).to_string();
     let ch = execute_envelope_in_background(&mut c, &body);
     let cli = ch.id();
-    probed(ch, &wd, tag, || {
+    probed(ch, &wd, &ws.state.display().to_string(), tag, || {
         if forked {
             children_of(cli, "__sandbox-resident")
                 .into_iter()
@@ -295,6 +295,7 @@ fn probe_cli_sandbox(forked: bool) -> (String, String, String) {
 fn probed(
     ch: Child,
     wd: &str,
+    state: &str,
     tag: &str,
     hosts: impl Fn() -> Vec<u32>,
 ) -> (String, String, String) {
@@ -308,7 +309,9 @@ fn probed(
     let out = ch.wait_with_output().unwrap();
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
-    // The workspaces differ by name only. The command's environment is its
+    // The workspaces differ by name only, and so do the state directories
+    // (each caller has its own; the view masks it where it shows it, under
+    // /tmp here, so its path is in the mount table). The command's environment is its
     // caller's (each probe's client names its own socket, state directory,
     // home and helper setting): those lines are the callers', not the
     // sandbox's.
@@ -316,6 +319,7 @@ fn probed(
         .as_str()
         .unwrap()
         .replace(wd, "WS")
+        .replace(state, "STATE")
         .lines()
         .filter(|l| !l.starts_with("DRYRUN_") && !l.starts_with("HOME="))
         .collect::<Vec<_>>()
@@ -325,7 +329,10 @@ fn probed(
     if let Some(e) = sandbox["enforcement"].as_array_mut() {
         e.retain(|l| !l.as_str().is_some_and(|l| l.starts_with("environment: ")));
     }
-    let sandbox = sandbox.to_string().replace(wd, "WS");
+    let sandbox = sandbox
+        .to_string()
+        .replace(wd, "WS")
+        .replace(state, "STATE");
     (host, seen, sandbox)
 }
 

@@ -42,50 +42,133 @@ fn everything(r: &Run) -> String {
     format!("{}\n{}\n{}", r.out(), r.err(), r.stdout)
 }
 
-/// Homes that are not the run's own are not there: for the test user's
-/// run, root's home and every other directory under `/home` are absent
-/// (not merely unreadable); root's own run sees root's home (its own
-/// world, docs/sandbox-view.md) and still nothing else under `/home`.
+/// The passwd home of `uid`, when it is a directory on the host.
+fn home_of(uid: u32) -> Option<PathBuf> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 5 && f[2] == uid.to_string())
+        .map(|f| PathBuf::from(f[5]))
+        .filter(|h| h.is_dir())
+}
+
+/// A host file `path` holding `content`, owned by `uid` (removed with the
+/// guard, with any directory it made for it).
+fn plant(path: &Path, content: &str, uid: u32) -> Vec<Cleanup> {
+    let mut guards = Vec::new();
+    let dir = path.parent().unwrap();
+    if !dir.exists() {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(dir, Some(uid), None).unwrap();
+        guards.push(Cleanup(dir.to_path_buf()));
+    }
+    assert!(!path.exists(), "{} exists on the host already", path.display());
+    std::fs::write(path, content).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(path, Some(uid), None).unwrap();
+    guards.insert(0, Cleanup(path.to_path_buf()));
+    guards
+}
+
+/// Homes that are not the run's own are not there, and the masked places
+/// of its own home hold nothing. Canaries: in root's home (shown to root's
+/// own runs only: its own world, docs/sandbox-view.md), in a directory
+/// under `/home` that is no account's home, in the *other* identity's home
+/// (the test user's for root's run, root's for the test user's), and in
+/// two masked places of the submitter's own home (`~/.ssh/`, a masked
+/// directory, and `~/.netrc`, a masked file). Another home is absent (not
+/// merely unreadable); a masked directory lists empty, a masked file reads
+/// empty; no other secret appears anywhere in the run's output.
 #[test]
 fn canaries_in_host_home_directories_are_invisible() {
     if !require_root() {
         return;
     }
+    let (test_uid, _) = test_user();
     for who in identities() {
+        let mut guards = Vec::new();
+        let mut never: Vec<String> = Vec::new();
+        let mut secret = |what: &str| {
+            let s = format!("dryrun-{what}-secret-{}", random_hex());
+            never.push(s.clone());
+            s
+        };
+        // Root's home: shown to root's own runs only.
         let root_secret = format!("dryrun-root-secret-{}", random_hex());
-        let home_secret = format!("dryrun-home-secret-{}", random_hex());
         let root_canary = PathBuf::from(format!("/root/.dryrun-canary-{}", random_hex()));
-        std::fs::write(&root_canary, &root_secret).unwrap();
+        guards.extend(plant(&root_canary, &root_secret, 0));
         std::fs::set_permissions(&root_canary, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let _c1 = Cleanup(root_canary.clone());
+        // A directory under /home that is no account's home.
         std::fs::create_dir_all("/home").unwrap();
         let home_dir = PathBuf::from(format!("/home/dryrun-canary-{}", random_hex()));
         std::fs::create_dir(&home_dir).unwrap();
-        let _c2 = Cleanup(home_dir.clone());
         std::fs::set_permissions(&home_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        guards.push(Cleanup(home_dir.clone()));
         let home_canary = home_dir.join(".netrc");
-        std::fs::write(&home_canary, &home_secret).unwrap();
+        guards.extend(plant(&home_canary, &secret("home"), 0));
         std::fs::set_permissions(&home_canary, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // The submitter's own home, and the other identity's.
+        let (own_uid, other_uid) = match who {
+            Who::Root => (0, test_uid),
+            Who::User => (test_uid, 0),
+        };
+        let own_home = home_of(own_uid);
+        let mut other_canary = None;
+        if let Some(h) = home_of(other_uid).filter(|_| other_uid != 0) {
+            let p = h.join(format!(".dryrun-canary-{}", random_hex()));
+            guards.extend(plant(&p, &secret("other"), other_uid));
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+            other_canary = Some(p);
+        }
+        let mut masked = Vec::new();
+        if let Some(h) = &own_home {
+            let ssh = h.join(".ssh").join(format!("dryrun-canary-{}", random_hex()));
+            guards.extend(plant(&ssh, &secret("ssh"), own_uid));
+            masked.push(ssh);
+            let netrc = h.join(".netrc");
+            if !netrc.exists() {
+                guards.extend(plant(&netrc, &secret("netrc"), own_uid));
+                masked.push(netrc);
+            }
+        }
 
         let ws = Ws::new(who);
         let (rc, hc) = (
             root_canary.display().to_string(),
             home_canary.display().to_string(),
         );
-        let script = format!(
+        let mut script = format!(
             "ls -a /root; echo \"ls-root=$?\"; ls -a {hd}; echo \"ls-home=$?\"; \
              cat {rc} {hc}; cat /proc/1/root{rc} /proc/self/root{hc}; \
-             cat /root/../root/$(basename {rc}); cd / && cat .{hc}; \
-             exit 0",
+             cat /root/../root/$(basename {rc}); cd / && cat .{hc}; ",
             hd = home_dir.display()
         );
+        if let Some(o) = &other_canary {
+            script += &format!(
+                "ls -a {d}; echo \"ls-other=$?\"; cat {o}; ",
+                d = o.parent().unwrap().display(),
+                o = o.display()
+            );
+        }
+        for m in &masked {
+            script += &format!(
+                "echo \"masked {p}: $(ls -A {d} | wc -l) $(cat {p} 2>&1 | wc -c)\"; ",
+                p = m.display(),
+                d = m.parent().unwrap().display()
+            );
+        }
+        script += "exit 0";
         let r = ws.rehearse_untouched(&script, &[]);
         assert_ran(who, &r);
         let all = everything(&r);
-        assert!(
-            !all.contains(&home_secret),
-            "{who:?}: a home-directory canary was read inside: {all}"
-        );
+        for s in &never {
+            assert!(
+                !all.contains(s.as_str()),
+                "{who:?}: a canary of another home or of a masked place was read inside: {all}"
+            );
+        }
         assert_eq!(
             all.contains(&root_secret),
             who == Who::Root,
@@ -99,11 +182,64 @@ fn canaries_in_host_home_directories_are_invisible() {
             r.out()
         );
         assert!(
-            r.err().contains("No such file or directory") && !r.err().contains("Permission denied"),
+            !listed("other"),
+            "{who:?}: the other identity's home is listable: {}",
+            r.out()
+        );
+        // Absent, not denied: only /proc/1/root (the sandbox's init, not
+        // the command's to inspect) may answer "Permission denied".
+        let denied: Vec<&str> = r
+            .err()
+            .lines()
+            .filter(|l| l.contains("Permission denied") && !l.contains("/proc/1/root"))
+            .collect();
+        assert!(
+            r.err().contains(&format!("{hc}: No such file or directory")) && denied.is_empty(),
             "{who:?}: absent, not denied: {}",
             r.err()
         );
+        if let Some(o) = &other_canary {
+            assert!(
+                r.err()
+                    .contains(&format!("{}: No such file or directory", o.display())),
+                "{who:?}: the other identity's home is not absent: {}",
+                r.err()
+            );
+        }
+        for m in &masked {
+            // A masked directory lists empty; a masked file is there and
+            // empty (its mask), the file in a masked directory is absent.
+            let line = r
+                .out()
+                .lines()
+                .find(|l| l.starts_with(&format!("masked {}:", m.display())))
+                .unwrap_or_else(|| panic!("{who:?}: no line for {}: {}", m.display(), r.out()))
+                .to_string();
+            let masked_dir = m.parent().unwrap().ends_with(".ssh");
+            let ok = if masked_dir {
+                line.starts_with(&format!("masked {}: 0 ", m.display()))
+            } else {
+                line.ends_with(" 0")
+            };
+            assert!(ok, "{who:?}: a masked place is not empty: {line}");
+            let rule_path = if masked_dir {
+                m.parent().unwrap()
+            } else {
+                m.as_path()
+            };
+            assert!(
+                r.stripped()
+                    .contains(&format!("masked:{}", rule_path.display())),
+                "{who:?}: {} not named as masked: {:?}",
+                rule_path.display(),
+                r.stripped()
+            );
+        }
+        if who == Who::Root {
+            assert!(!masked.is_empty(), "root's home is a directory");
+        }
         assert!(r.changes().is_empty(), "{who:?}: {:?}", r.changes());
+        drop(guards);
     }
 }
 

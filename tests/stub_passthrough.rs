@@ -314,10 +314,19 @@ fn finding_a_forged_truncated_record_cannot_carry_a_made_up_answer() {
 // ---------------------------------------------------------------------------
 // Defended attacks (must stay defended).
 
-/// `/.dryrun/stubs/real-root` from inside: the masks are there, nothing is
-/// writable, the host's /tmp and the workspace overlay are not in it, the
-/// interpreter is an empty file, and the calls directory in it is empty
-/// and read-only.
+/// `/.dryrun/stubs/real-root` from inside. It is the command's own view
+/// without the stubs, so at every path it shows what the command sees
+/// there and nothing more: the masks are there (`/etc/shadow` empty,
+/// `/etc/ssh` empty), the interpreter is an empty file, the calls
+/// directory in it is empty, its own top and the image's trees are
+/// read-only and nothing can be mounted or unmounted. `/tmp`, `/var/tmp`,
+/// the home and the workspace are the command's own: the view shows the
+/// host's `/tmp` read-through (a host canary there is readable, as it is
+/// to a live run), and a write through the real root lands where the same
+/// write at the normal path does: in the throwaway layer (listed in
+/// `outside_writes`) or the rehearsal's overlay (the change set). Host
+/// side, nothing was written: the canary is intact, no file appeared next
+/// to it or in the workspace.
 #[test]
 fn the_real_root_view_adds_nothing_readable_or_writable() {
     let shadow_on_host = std::fs::metadata("/etc/shadow").map_or(0, |m| m.len());
@@ -325,46 +334,95 @@ fn the_real_root_view_adds_nothing_readable_or_writable() {
         let ws = Ws::new(who);
         ws.write("ws-file.txt", "in the workspace\n");
         let (canary_dir, canary) = host_canary("untouched", "host\n");
+        let new_name = format!("dryrun-from-rr-{}", random_hex());
+        let new = Path::new("/tmp").join(&new_name);
         let rr = "/.dryrun/stubs/real-root";
-        let ws_in_rr = format!("{rr}{}", ws.dir.display());
         write_script(
             &ws,
             "probe.sh",
             &format!(
                 r#"R={rr}
+WS={ws}
+C={canary}
 echo "shadow=$(wc -c < $R/etc/shadow 2>/dev/null || echo none)"
 echo "ssh=$(ls -A $R/etc/ssh 2>/dev/null | wc -l)"
 echo "interp=$(wc -c < $R/.dryrun/bin/dryrun)"
 echo "calls=$(ls -A $R/.dryrun/calls | wc -l)"
-echo "tmp=$(ls -A $R/tmp | wc -l)"
 echo "proc=$(ls -A $R/proc | wc -l)"
-echo "ws=$(ls -A {ws_in_rr} 2>/dev/null | wc -l)"
-ls {canary_in_rr} 2>/dev/null && echo CANARY-SEEN
-for t in $R/x $R/etc/x $R/usr/x $R/tmp/x $R/.dryrun/calls/x.json $R/.dryrun/stubs/table.json {ws_in_rr}/x {canary_in_rr}; do
+for d in /tmp /var/tmp "$HOME" "$WS" /etc /usr/bin; do
+  [ "$(ls -A "$R$d" 2>&1)" = "$(ls -A "$d" 2>&1)" ] || echo "DIFFERS $d"
+done
+echo "canary=$(cat $R$C)"
+for t in $R/x $R/etc/x $R/usr/x $R/.dryrun/calls/x.json $R/.dryrun/stubs/table.json; do
   (echo x > "$t") 2>/dev/null && echo "WROTE $t"
 done
 mkdir $R/d 2>/dev/null && echo MKDIR
 mount -t tmpfs t $R/tmp 2>/dev/null && echo MOUNTED
 umount $R/etc/shadow 2>/dev/null && echo UNMASKED
+(echo rr > $R$C) 2>/dev/null
+echo new > $R{new}
+echo rr > $R$WS/from-rr.txt
+echo "canary-now=$(cat $C) new=$(cat {new}) ws-now=$(cat $WS/from-rr.txt)"
 exit 0
 "#,
-                canary_in_rr = format!("{rr}{}", canary.display()),
+                ws = ws.dir.display(),
+                canary = canary.display(),
+                new = new.display(),
             ),
         );
         let r = ws.rehearse("bash probe.sh", &[]);
         assert_ran(who, &r);
+        // The canary is root's: the test user's run cannot copy it up into
+        // the layer (its owner is not mapped in that run), through the real
+        // root or at /tmp alike; root's run can.
+        let canary_now = if who == Who::Root { "rr" } else { "host" };
         assert_eq!(
             r.out(),
-            "shadow=0\nssh=0\ninterp=0\ncalls=0\ntmp=0\nproc=0\nws=0\n",
-            "{who:?}: the view shows or accepts more than the image (host /etc/shadow is {shadow_on_host} bytes)"
+            format!(
+                "shadow=0\nssh=0\ninterp=0\ncalls=0\nproc=0\ncanary=host\n\
+                 canary-now={canary_now} new=new ws-now=rr\n"
+            ),
+            "{who:?}: the real root shows or accepts more than the command's own view \
+             (host /etc/shadow is {shadow_on_host} bytes): {}",
+            r.err()
         );
+        // The writes through the real root landed where the same writes at
+        // the normal paths land: the throwaway layer over /tmp, the
+        // rehearsal's overlay of the workspace.
+        // (/tmp is a cache: one row, /tmp, naming what was written there:
+        // the new file, and the canary's directory in root's run.)
+        let rows = r.json["rehearsal"]["outside_writes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let canary_name = canary_dir.path().file_name().unwrap().to_str().unwrap();
+        let mut want = vec![new_name.as_str()];
+        if who == Who::Root {
+            want.push(canary_name);
+        }
+        assert!(
+            rows.iter().any(|w| w["path"] == "/tmp"
+                && w["count"] == want.len()
+                && want
+                    .iter()
+                    .all(|n| strings(&w["examples"]).iter().any(|e| e == n))),
+            "{who:?}: the writes through the real root are not in outside_writes: {rows:?}"
+        );
+        assert!(
+            r.change("from-rr.txt").is_some(),
+            "{who:?}: the workspace write through the real root is not in the change set: {:?}",
+            r.changes()
+        );
+        // Host side: nothing written.
         assert_eq!(std::fs::read_to_string(&canary).unwrap(), "host\n");
         assert_eq!(std::fs::read_dir(canary_dir.path()).unwrap().count(), 1);
         assert_eq!(
             std::fs::read_to_string(ws.dir.join("ws-file.txt")).unwrap(),
             "in the workspace\n"
         );
-        assert!(!ws.dir.join("x").exists());
+        assert!(!ws.dir.join("from-rr.txt").exists());
+        assert!(!new.exists(), "{who:?}: a write reached the host's /tmp");
+        assert!(!Path::new("/x").exists());
     }
 }
 

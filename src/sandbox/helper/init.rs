@@ -130,9 +130,13 @@ fn init_main(
     let mut stubs = StubSetup::open_interpreter(spec, &ids)?;
     let scratch = mount_upper_layer(spec, &lower, &mut view)?;
     let root = Path::new(BASE).join("root");
-    let masked = build_image_root(spec, &root, &scratch, &mut stubs, &mut view, &ids)?;
+    let masked = build_image_root(spec, &root, &scratch, &stubs, &mut view, &ids)?;
     let upper_fd = mount_tmp_and_overlay(spec, &root, &ids, &lower, &scratch, &mut view)?;
     let services_shown = super::services::place_unix_services(spec, &root, Path::new(BASE))?;
+    // The stubs last: their view of the real tools is a recursive bind of
+    // the root as the command will see it (masks, filtered files, layers,
+    // workspace), so it shows nothing the command's own paths do not.
+    stubs.install(spec, &root, &ids)?;
     mount_dev_and_proc(&root)?;
     pivot_into_root(&root)?;
     let nested_userns_capped = name_host_and_cut_network(spec)?;
@@ -294,15 +298,15 @@ fn copy_root_user_xattrs(lower: &LowerLayer, upper: &Path) {
     }
 }
 
-/// P3: the new root tmpfs, the image profile's trees bound read-only
-/// (its own masked paths covered), the view (`PATH` directories, the
-/// throwaway layers), then the stubs (over every copy of a tool the view
-/// shows). Returns the image's masked paths.
+/// P3: the new root tmpfs (with room for the stubs, installed after P4),
+/// the image profile's trees bound read-only (its own masked paths
+/// covered), the view (`PATH` directories, the throwaway layers). Returns
+/// the image's masked paths.
 fn build_image_root(
     spec: &SandboxSpec,
     root: &Path,
     scratch: &Scratch,
-    stubs: &mut StubSetup,
+    stubs: &StubSetup,
     view: &mut ViewSetup,
     ids: &RunIds,
 ) -> Result<Vec<PathBuf>, HelperError> {
@@ -324,7 +328,6 @@ fn build_image_root(
     let masked =
         mounts::build_image(root, &spec.image, &scratch.empty_file).map_err(step("image"))?;
     view.mount_view(spec, root, ids)?;
-    stubs.install(spec, root, ids)?;
     let scratch_dir = scratch.empty_file.parent().unwrap_or(Path::new(BASE));
     super::egress::point_resolver_at_sandbox(spec, root, scratch_dir)?;
     Ok(masked)

@@ -71,8 +71,9 @@ impl StubSetup {
         spec.stubs.table_json().len() as u64 + spec.stubs.tools.len() as u64 * 4096 + 4096
     }
 
-    /// P3: install the stubs under `root` (after the image, before anything
-    /// else covers a tool).
+    /// After P4 (and the services): install the stubs under `root`, whose
+    /// recursive bind of the real tools then carries every mask, filtered
+    /// file and layer the command's own paths show, and nothing else.
     pub(super) fn install(
         &mut self,
         spec: &SandboxSpec,
