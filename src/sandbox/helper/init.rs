@@ -136,6 +136,7 @@ fn init_main(
     // The stubs last: their view of the real tools is a recursive bind of
     // the root as the command will see it (masks, filtered files, layers,
     // workspace), so it shows nothing the command's own paths do not.
+    mark("P4 stubs");
     stubs.install(spec, &root, &ids)?;
     mount_dev_and_proc(&root)?;
     pivot_into_root(&root)?;
@@ -385,6 +386,7 @@ fn mount_tmp_and_overlay(
     )
     .map_err(|e| step("upper fd")(FsError::io(&scratch.upper)(e.into())))?;
     let scratch_dir = scratch.empty_file.parent().unwrap_or(Path::new(BASE));
+    mark("P4 masks");
     view.cover_secrets(spec, root, scratch_dir)?;
     Ok(upper)
 }
