@@ -373,3 +373,74 @@ fn exit_127_names_a_program_the_host_has_but_the_sandbox_hid() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A host tree holding a mount (a chroot's `/proc` under `/var/tmp`, a
+/// bind under `/tmp`) cannot be a lower layer for the test user's run (the
+/// kernel refuses it): the run goes on without that layer and the record
+/// names it. `/tmp` is then a fresh one (the command writes there, the
+/// host's `/tmp` stays as it was); `/var/tmp` an empty directory the
+/// command cannot write. The mounts are made in a private mount namespace
+/// the run starts in, so no other process on the host ever sees them.
+#[test]
+fn a_scratch_tree_holding_a_mount_is_left_out_and_named() {
+    if !require_root() {
+        return;
+    }
+    let ws = Ws::new(Who::User);
+    let tmp_tree = tempfile::Builder::new()
+        .prefix("dryrun-held-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let var_tree = tempfile::Builder::new()
+        .prefix("dryrun-held-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let name = format!("dryrun-fallback-{}", random_hex());
+    let wrapper: Vec<String> = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mkdir \"$0/proc\" \"$1/proc\" && mount -t proc proc \"$0/proc\" && \
+         mount -t proc proc \"$1/proc\" && shift && exec \"$@\"",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        tmp_tree.path().display().to_string(),
+        var_tree.path().display().to_string(),
+    ])
+    .collect();
+    let mut c = ws.command_via(&wrapper);
+    c.args([
+        "execute",
+        "--json",
+        "--command",
+        &format!(
+            "echo t > /tmp/{name} && echo tmp-ok; echo v > /var/tmp/{name} 2>/dev/null || echo var-refused; \
+             ls /tmp | grep -c dryrun-held-; exit 0"
+        ),
+    ]);
+    let r = to_run(c.output().unwrap());
+    assert_ran(Who::User, &r);
+    assert_eq!(r.out(), "tmp-ok\nvar-refused\n0\n", "{}", r.err());
+    let stripped = r.stripped();
+    for (tree, instead) in [
+        ("/tmp", "a fresh, empty /tmp"),
+        ("/var/tmp", "an empty directory it cannot write"),
+    ] {
+        assert!(
+            stripped.iter().any(|s| s.starts_with(&format!(
+                "hidden:{tree} (the host's tree could not be layered:"
+            )) && s.ends_with(&format!("the command sees {instead} instead)"))),
+            "{tree} not named: {stripped:?}"
+        );
+    }
+    // Host side: nothing written, and the mounts were never the host's.
+    assert!(!Path::new("/tmp").join(&name).exists());
+    assert!(!Path::new("/var/tmp").join(&name).exists());
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mountinfo.contains("dryrun-held-"), "{mountinfo}");
+}
