@@ -432,9 +432,11 @@ fn a_scratch_tree_holding_a_mount_is_left_out_and_named() {
         ("/var/tmp", "an empty directory it cannot write"),
     ] {
         assert!(
-            stripped.iter().any(|s| s.starts_with(&format!(
-                "hidden:{tree} (the host's tree could not be layered:"
-            )) && s.ends_with(&format!("the command sees {instead} instead)"))),
+            stripped
+                .iter()
+                .any(|s| s.starts_with(&format!(
+                    "hidden:{tree} (the host's tree could not be layered:"
+                )) && s.ends_with(&format!("the command sees {instead} instead)"))),
             "{tree} not named: {stripped:?}"
         );
     }

@@ -64,7 +64,11 @@ fn plant(path: &Path, content: &str, uid: u32) -> Vec<Cleanup> {
         std::os::unix::fs::chown(dir, Some(uid), None).unwrap();
         guards.push(Cleanup(dir.to_path_buf()));
     }
-    assert!(!path.exists(), "{} exists on the host already", path.display());
+    assert!(
+        !path.exists(),
+        "{} exists on the host already",
+        path.display()
+    );
     std::fs::write(path, content).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::os::unix::fs::chown(path, Some(uid), None).unwrap();
@@ -124,7 +128,9 @@ fn canaries_in_host_home_directories_are_invisible() {
         }
         let mut masked = Vec::new();
         if let Some(h) = &own_home {
-            let ssh = h.join(".ssh").join(format!("dryrun-canary-{}", random_hex()));
+            let ssh = h
+                .join(".ssh")
+                .join(format!("dryrun-canary-{}", random_hex()));
             guards.extend(plant(&ssh, &secret("ssh"), own_uid));
             masked.push(ssh);
             let netrc = h.join(".netrc");
@@ -194,7 +200,9 @@ fn canaries_in_host_home_directories_are_invisible() {
             .filter(|l| l.contains("Permission denied") && !l.contains("/proc/1/root"))
             .collect();
         assert!(
-            r.err().contains(&format!("{hc}: No such file or directory")) && denied.is_empty(),
+            r.err()
+                .contains(&format!("{hc}: No such file or directory"))
+                && denied.is_empty(),
             "{who:?}: absent, not denied: {}",
             r.err()
         );
