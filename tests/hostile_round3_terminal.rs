@@ -548,7 +548,7 @@ fn evidence_pane_joined(screen: &str) -> String {
     screen
         .lines()
         .filter_map(|l| l.split_once("││").map(|(_, r)| r))
-        .map(|r| r.trim_end_matches(|c: char| c == '│' || c == ' '))
+        .map(|r| r.trim_end_matches(['│', ' ']))
         .collect::<Vec<_>>()
         .join(" ")
 }
