@@ -355,13 +355,8 @@ fn mount_tmp_and_overlay(
             .as_ref()
             .filter(|h| h.starts_with("/tmp"))
         {
-            let home = root.join(h.strip_prefix("/").unwrap_or(h));
-            mounts::mkdir_p(&home, 0o700).map_err(|e| step("home")(e.into()))?;
-            let _ = nix::unistd::chown(
-                &home,
-                Some(Uid::from_raw(ids.uid)),
-                Some(Gid::from_raw(ids.gid)),
-            );
+            super::view::make_dir_in_root(root, h, ids.uid, ids.gid)
+                .map_err(|e| step("home")(FsError::io(h)(e.into())))?;
         }
     }
     let ws = spec.workspace.as_path();
