@@ -125,6 +125,23 @@ fn put(p: &Path, content: &str, mode: u32) {
     }
 }
 
+/// The state of `paths` (type, content hash, mode, owner, size, mtime;
+/// "absent" for a missing one): what an attack must leave as it was.
+fn state_of(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            let snap = snapshot_tree(p.parent().unwrap());
+            let rel = p.strip_prefix(p.parent().unwrap()).unwrap();
+            format!(
+                "{}: {}",
+                p.display(),
+                snap.get(rel).cloned().unwrap_or_else(|| "absent".into())
+            )
+        })
+        .collect()
+}
+
 /// How the attack runs: root's engine over a workspace the account owns
 /// (the command runs as the account), or the account's own engine.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -584,8 +601,24 @@ cat /proc/self/mountinfo | grep -c .
 tar cf - -C ~ . 2>/dev/null | tr -c '[:print:]\n' '.' | grep -ao 'SECRET-[0-9a-f]*'
 exit 0
 "#;
+    let mut watched = secrets.clone();
+    for n in [
+        "ssh-moved",
+        "aws-moved",
+        "gh-link",
+        "kube-sym",
+        "cfg-copy",
+        "cfg-moved",
+        "k2",
+        ".ssh",
+        ".aws",
+        ".kube",
+        ".config",
+    ] {
+        watched.push(home.join(n));
+    }
     for mode in MODES {
-        let before = snapshot_tree(&home);
+        let before = state_of(&watched);
         let (ws, wrapper) = account_ws(mode);
         write_script(&ws, "attack.sh", script);
         let r = attack(&ws, &wrapper, "./attack.sh");
@@ -598,7 +631,7 @@ exit 0
         );
         assert_eq!(
             before,
-            snapshot_tree(&home),
+            state_of(&watched),
             "{mode:?}: the real home changed"
         );
     }
@@ -670,7 +703,11 @@ fn a_home_write_dressed_as_a_cache_write_is_still_a_finding() {
             "rm -rf ~/.cache && ln -s ~/.config ~/.cache && echo evil > ~/.cache/autostart-evil",
         ),
     ];
-    let before = snapshot_tree(&home);
+    let mut watched = files.clone();
+    for n in [".cache", ".config", ".cache/g", ".cache/b", ".cache/bashrc"] {
+        watched.push(home.join(n));
+    }
+    let before = state_of(&watched);
     let mut passed_unseen = Vec::new();
     for mode in MODES {
         for (what, cmd) in attacks {
@@ -698,7 +735,7 @@ fn a_home_write_dressed_as_a_cache_write_is_still_a_finding() {
             }
             assert_eq!(
                 before,
-                snapshot_tree(&home),
+                state_of(&watched),
                 "{mode:?} {what}: the real home changed"
             );
         }
@@ -1161,14 +1198,15 @@ for i in $(seq 1 100); do
 done
 ls -la ~ | grep -a moved
 for i in $(seq 1 100); do
-  ls -A ~/.config/gh | grep -q hosts.yml.old && break
+  ls -A ~/.config/gh | grep -q hosts.yml.moved && break
   sleep 0.1
 done
 ls -la ~/.config/gh | grep -a hosts
-cat ~/ssh-moved/id_ed25519 ~/aws-moved/credentials ~/.config/gh/hosts.yml.old
+cat ~/ssh-moved/id_ed25519 ~/aws-moved/credentials ~/.config/gh/hosts.yml.moved
 ls -la ~/ssh-moved ~/aws-moved
 exit 0
 "#;
+    let mut leaks = Vec::new();
     for mode in MODES {
         let (ws, wrapper) = account_ws(mode);
         write_script(&ws, "attack.sh", script);
@@ -1211,25 +1249,38 @@ exit 0
         };
         mv(".ssh", "ssh-moved");
         mv(".aws", "aws-moved");
-        mv(".config/gh/hosts.yml", ".config/gh/hosts.yml.old");
+        mv(".config/gh/hosts.yml", ".config/gh/hosts.yml.moved");
         let r = run_json(child.wait_with_output().unwrap());
         mv("ssh-moved", ".ssh");
         mv("aws-moved", ".aws");
-        mv(".config/gh/hosts.yml.old", ".config/gh/hosts.yml");
-        assert_eq!(r.exit_code(), Some(0), "{mode:?}: {r:?}");
+        mv(".config/gh/hosts.yml.moved", ".config/gh/hosts.yml");
+        // The renames landed while the command ran (it polls for them and
+        // they are made before it can finish), so the run is refused after
+        // the command, its output and changes withheld: a mask stayed on an
+        // old name.
+        let error = r.json["error"].as_str().unwrap_or_default();
         assert!(
-            r.out().contains("ssh-moved") && r.out().contains("hosts.yml.old"),
-            "{mode:?}: the command never saw the host's renames: {}",
-            r.out()
+            error.contains("is masked")
+                && error.contains("renamed, removed or given another name on the host")
+                && error.contains("withheld"),
+            "{mode:?}: the host's renames during the run went unnoticed: {r:?}"
         );
-        assert_nowhere(
-            &format!("{mode:?}: after the host renamed the masked directories"),
-            &r,
-            &ws.state,
-            &format!("SECRET-{tag}"),
+        assert_eq!(
+            r.json["rehearsal"],
+            serde_json::Value::Null,
+            "{mode:?}: {r:?}"
         );
+        if leaked(&reported(&r), &format!("SECRET-{tag}"))
+            || !files_holding(&ws.state, &format!("SECRET-{tag}")).is_empty()
+        {
+            leaks.push(format!("{mode:?}: {}", r.out()));
+        }
     }
     remove_secrets(&secrets);
+    assert!(
+        leaks.is_empty(),
+        "a masked file read after the host renamed it: {leaks:#?}"
+    );
 }
 
 /// A second name of the homes on the host (a bind mount of `/home` under
@@ -1366,4 +1417,61 @@ fn a_home_that_climbs_out_of_tmp_is_not_made_on_the_host() {
         }
     }
     assert!(made.is_empty(), "made on the host: {made:#?}");
+}
+
+/// The Claude Code hook door: the agent host's own environment is the
+/// command's, so a `HOME` that climbs out of `/var/tmp` with `..` reaches
+/// the view through the hook as well (its in-process engine, as the
+/// account). A mutating command is rehearsed; nothing may be made on the
+/// host.
+#[test]
+fn the_hook_door_makes_no_home_on_the_host_either() {
+    let _l = lock();
+    if !require_root() {
+        return;
+    }
+    let (u, g, _) = hv_user();
+    let tag = random_hex();
+    let w = common::hook::hook_ws("dryrun-hv-hook-");
+    std::fs::set_permissions(w.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    chown_r(w.root.path(), u, g);
+    let up = "/..".repeat(12);
+    let home = format!("/var/tmp{up}/var/tmp/hv-esc-{tag}-hook");
+    let event = common::hook::claude_event(&w.ws, "echo changed > a.txt");
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={u}"),
+        &format!("--regid={g}"),
+        "--clear-groups",
+        "--",
+    ])
+    .arg(bin())
+    .args(["hook", "claude-code"])
+    .env_clear()
+    .env("PATH", "/usr/bin:/bin")
+    .env("HOME", &home)
+    .env("DRYRUN_LOCAL", "1")
+    .env("DRYRUN_STATE_DIR", &w.state)
+    .current_dir(&w.ws)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut ch = c.spawn().unwrap();
+    use std::io::Write;
+    ch.stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    let out = ch.wait_with_output().unwrap();
+    let left = host_files_named(&format!("hv-esc-{tag}"));
+    for l in &left {
+        let _ = std::fs::remove_dir_all(l);
+    }
+    assert!(
+        left.is_empty(),
+        "made on the host through the hook: {left:?} (hook: {} / {})",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

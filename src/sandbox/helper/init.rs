@@ -146,6 +146,9 @@ fn init_main(
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
     // Every process of the command is gone (run_steps emptied the namespace).
     give_walk_room(walk_room)?;
+    if let Some((path, rule)) = view.moved_mask() {
+        return Err(HelperError::MaskMoved { path, rule });
+    }
     view.collect_opened_masks(spec, &mut report);
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);

@@ -70,6 +70,11 @@ pub(super) struct ViewSetup {
     watched: Vec<(WatchDescriptor, PathBuf, String)>,
     stripped: Vec<String>,
     shown: Vec<String>,
+    /// Masked and filtered files inside a throwaway layer, as the host's
+    /// tree held them when the masks went on: (layer, path in the layer,
+    /// inode, link count, path, rule). A host rename would leave the
+    /// mask on the old name ([`ViewSetup::moved_mask`]).
+    layered_files: Vec<(usize, PathBuf, u64, u64, PathBuf, String)>,
 }
 
 fn view_err(op: &'static str) -> impl Fn(MountError) -> HelperError {
@@ -108,6 +113,7 @@ impl ViewSetup {
             watched: Vec::new(),
             stripped: Vec::new(),
             shown: Vec::new(),
+            layered_files: Vec::new(),
         };
         for (i, l) in spec.view.layers.iter().enumerate() {
             let opened = if ids.shifted {
@@ -393,6 +399,21 @@ impl ViewSetup {
         if targets.is_empty() {
             return Ok(());
         }
+        for t in targets
+            .iter()
+            .filter(|t| !matches!(t.content, Content::Dir))
+        {
+            if let Some(found) = self.in_layer(&t.path) {
+                self.layered_files.push((
+                    found.0,
+                    found.1,
+                    found.2,
+                    found.3,
+                    t.path.clone(),
+                    t.rule.clone(),
+                ));
+            }
+        }
         let dir = scratch.join("view");
         mounts::mkdir_p(&dir, 0o755).map_err(masks_mount("scratch"))?;
         mounts::mount_tmpfs(
@@ -429,6 +450,33 @@ impl ViewSetup {
         }
         self.watches = watches;
         Ok(())
+    }
+
+    /// The file at `path` in the host's tree of the throwaway layer that
+    /// shows it: (layer, path in the layer, inode, link count).
+    fn in_layer(&self, path: &Path) -> Option<(usize, PathBuf, u64, u64)> {
+        let (i, l) = self
+            .layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| path.starts_with(&l.target))
+            .max_by_key(|(_, l)| l.target.components().count())?;
+        let rel = path.strip_prefix(&l.target).ok()?.to_path_buf();
+        let st = lower_stat(&l.lower, &rel)?;
+        Some((i, rel, st.st_ino, st.st_nlink as u64))
+    }
+
+    /// After the command: a masked or filtered file of a throwaway layer
+    /// that the host renamed, removed or linked while the run went on
+    /// (its mask stayed on the old name; the new one was not masked).
+    pub(super) fn moved_mask(&self) -> Option<(PathBuf, String)> {
+        self.layered_files
+            .iter()
+            .find(|(layer, rel, ino, links, _, _)| {
+                lower_stat(&self.layers[*layer].lower, rel)
+                    .is_none_or(|st| st.st_ino != *ino || st.st_nlink as u64 != *links)
+            })
+            .map(|(_, _, _, _, path, rule)| (path.clone(), rule.clone()))
     }
 
     /// What the record says of the view (before P8).
@@ -600,6 +648,19 @@ pub(super) fn make_dir_in_root(
         };
     }
     Ok(made)
+}
+
+/// `rel` in a host tree opened as `dir`, not following links.
+fn lower_stat(dir: &OwnedFd, rel: &Path) -> Option<nix::sys::stat::FileStat> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+    let fd = nix::fcntl::openat2(dir, rel, how).ok()?;
+    nix::sys::stat::fstat(&fd).ok()
 }
 
 /// `path` opened inside the new root (`RESOLVE_IN_ROOT`: a symlink, a
