@@ -463,7 +463,7 @@ impl ViewSetup {
             .max_by_key(|(_, l)| l.target.components().count())?;
         let rel = path.strip_prefix(&l.target).ok()?.to_path_buf();
         let st = lower_stat(&l.lower, &rel)?;
-        Some((i, rel, st.st_ino, st.st_nlink as u64))
+        Some((i, rel, st.st_ino, st.st_nlink))
     }
 
     /// After the command: a masked or filtered file of a throwaway layer
@@ -474,7 +474,7 @@ impl ViewSetup {
             .iter()
             .find(|(layer, rel, ino, links, _, _)| {
                 lower_stat(&self.layers[*layer].lower, rel)
-                    .is_none_or(|st| st.st_ino != *ino || st.st_nlink as u64 != *links)
+                    .is_none_or(|st| st.st_ino != *ino || st.st_nlink != *links)
             })
             .map(|(_, _, _, _, path, rule)| (path.clone(), rule.clone()))
     }
