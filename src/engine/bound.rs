@@ -390,6 +390,41 @@ fn home_within<'h>(
     None
 }
 
+/// Does `dir` (absolute, resolved) reach one of `homes` under another
+/// name than the home's own path: is it one (a bind mount of a home has
+/// the home's identity), hold one (a mount at or below it of a home or of
+/// a directory above one), or lie inside one on the same filesystem? What
+/// the rehearsal's view binds read-only (a `PATH` directory) must not
+/// show a home past the masks that apply at the home's own path. Fails
+/// closed: when `dir` or the mount table cannot be read, it counts as
+/// reaching one.
+pub(crate) fn reaches_a_home_by_another_name(dir: &Path, homes: &[PathBuf]) -> bool {
+    let (Some(identity), Ok(mounts)) = (dev_ino(dir), Mounts::read()) else {
+        return true;
+    };
+    let homes: Vec<Home> = homes
+        .iter()
+        .map(|p| Home {
+            account: String::new(),
+            path: p.clone(),
+        })
+        .collect();
+    if home_within(dir, identity, &homes, &mounts).is_some() {
+        return true;
+    }
+    let Some(here) = mounts.locate(dir) else {
+        return true;
+    };
+    homes.iter().any(|h| {
+        let at = place(&h.path);
+        at != Path::new("/")
+            && !dir.starts_with(&at)
+            && mounts
+                .locate(&at)
+                .is_some_and(|home| home.dev == here.dev && here.path.starts_with(&home.path))
+    })
+}
+
 /// The workspace bound for a run: `workspace` (resolved, with its
 /// identity) must be neither `/` nor a home nor hold one, unless the
 /// system policy (read from `system_policy_dir()`, cached under

@@ -166,6 +166,10 @@ pub(crate) enum HelperError {
         rule: String,
         links: u64,
     },
+    #[error(
+        "{path} is masked ({rule}) but was renamed, removed or given another name on the host while the run went on: a new name is not masked, so the command may have read it; the run's output and changes are withheld. Run it again"
+    )]
+    MaskMoved { path: PathBuf, rule: String },
     // ---- P5: /dev and /proc
     #[error("{source}")]
     DevAndProc { op: &'static str, source: FsError },
@@ -215,7 +219,7 @@ impl HelperError {
             DevAndProc { .. } => Step::P5,
             Pivot { .. } => Step::P6,
             Prepare { .. } | LandlockTooOld { .. } | Seccomp(_) => Step::P7,
-            Supervise { .. } => Step::P8,
+            Supervise { .. } | MaskMoved { .. } => Step::P8,
             Landlock(_) => Step::X5,
             EvidenceReader(_) | Evidence(_) | Answer(_) => Step::P9,
         }
@@ -255,7 +259,7 @@ impl HelperError {
             EvidenceReader(_) => Some("evidence reader"),
             Evidence(_) => Some("evidence"),
             Answer(_) => Some("answer"),
-            MaskLinked { .. } => Some("masks"),
+            MaskLinked { .. } | MaskMoved { .. } => Some("masks"),
             EngineGone | WorkspaceSwapped { .. } | ChildDiedEarly | HostGone | HostGaveUp => None,
         }
     }

@@ -151,6 +151,9 @@ fn init_main(
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
     // Every process of the command is gone (run_steps emptied the namespace).
     give_walk_room(walk_room)?;
+    if let Some((path, rule)) = view.moved_mask() {
+        return Err(HelperError::MaskMoved { path, rule });
+    }
     view.collect_opened_masks(spec, &mut report);
     stubs.collect_calls(spec, &mut report);
     super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
@@ -359,13 +362,8 @@ fn mount_tmp_and_overlay(
             .as_ref()
             .filter(|h| h.starts_with("/tmp"))
         {
-            let home = root.join(h.strip_prefix("/").unwrap_or(h));
-            mounts::mkdir_p(&home, 0o700).map_err(|e| step("home")(e.into()))?;
-            let _ = nix::unistd::chown(
-                &home,
-                Some(Uid::from_raw(ids.uid)),
-                Some(Gid::from_raw(ids.gid)),
-            );
+            super::view::make_dir_in_root(root, h, ids.uid, ids.gid)
+                .map_err(|e| step("home")(FsError::io(h)(e.into())))?;
         }
     }
     let ws = spec.workspace.as_path();

@@ -16,7 +16,7 @@ use nix::sys::stat::Mode;
 
 use super::super::mounts::{self, MountError};
 use super::super::spec::SandboxSpec;
-use super::super::view::filter::filter_credentials;
+use super::super::view::filter::{filter_credentials, git_include_paths};
 use super::super::walk::outside::{OutsideLayer, summarise_outside_writes};
 use super::super::wire::RehearsalReport;
 use super::error::{FsError, HelperError};
@@ -25,6 +25,11 @@ use crate::model::{Hidden, HiddenKind};
 
 /// The largest file served filtered; a larger one is masked instead.
 const FILTER_MAX_BYTES: u64 = 256 * 1024;
+/// How deep git includes are followed, and how many files they add.
+const GIT_INCLUDE_DEPTH: usize = 4;
+const GIT_INCLUDES_MAX: usize = 16;
+/// The filter rule of the user's git configuration.
+const GIT_FILTER_RULE: &str = "filter:gitconfig";
 /// Entries of masked directories whose link counts are checked per run.
 const LINK_SCAN_BUDGET: usize = 4096;
 /// The view's own scratch tmpfs (empty files and directories for the
@@ -65,6 +70,11 @@ pub(super) struct ViewSetup {
     watched: Vec<(WatchDescriptor, PathBuf, String)>,
     stripped: Vec<String>,
     shown: Vec<String>,
+    /// Masked and filtered files inside a throwaway layer, as the host's
+    /// tree held them when the masks went on: (layer, path in the layer,
+    /// inode, link count, path, rule). A host rename would leave the
+    /// mask on the old name ([`ViewSetup::moved_mask`]).
+    layered_files: Vec<(usize, PathBuf, u64, u64, PathBuf, String)>,
 }
 
 fn view_err(op: &'static str) -> impl Fn(MountError) -> HelperError {
@@ -103,6 +113,7 @@ impl ViewSetup {
             watched: Vec::new(),
             stripped: Vec::new(),
             shown: Vec::new(),
+            layered_files: Vec::new(),
         };
         for (i, l) in spec.view.layers.iter().enumerate() {
             let opened = if ids.shifted {
@@ -261,19 +272,11 @@ impl ViewSetup {
             }
         }
         self.layers = kept;
-        if let Some(h) = &spec.view.make_home {
-            let target = in_root(root, h);
-            if std::fs::symlink_metadata(&target).is_err() {
-                std::fs::create_dir_all(&target)
-                    .map_err(|e| view_err("home")(MountError::from_io(&target, e)))?;
-                let _ = nix::unistd::chown(
-                    &target,
-                    Some(nix::unistd::Uid::from_raw(ids.uid)),
-                    Some(nix::unistd::Gid::from_raw(ids.gid)),
-                );
-                mounts::mkdir_p(&target, 0o700).map_err(view_err("home"))?;
-                self.made.push(h.clone());
-            }
+        if let Some(h) = &spec.view.make_home
+            && make_dir_in_root(root, h, ids.uid, ids.gid)
+                .map_err(|e| view_err("home")(MountError::from_io(h, e.into())))?
+        {
+            self.made.push(h.clone());
         }
         let layers: Vec<String> = self
             .layers
@@ -339,16 +342,77 @@ impl ViewSetup {
                 "masked directories: link counts checked for their first {LINK_SCAN_BUDGET} entries only"
             ));
         }
-        for f in &spec.view.filters {
+        // Backups an editor left beside a masked file hold what it holds.
+        let masked_files: Vec<(PathBuf, String)> = targets
+            .iter()
+            .filter(|t| matches!(t.content, Content::Empty))
+            .map(|t| (t.path.clone(), t.rule.clone()))
+            .collect();
+        for (path, rule) in &masked_files {
+            mask_backups(&root_fd, path, rule, &mut targets)?;
+        }
+        // The filtered files, and the files a filtered git configuration
+        // includes (git reads them as it reads the file itself).
+        let mut queue: std::collections::VecDeque<(super::super::view::ViewPath, usize)> =
+            spec.view.filters.iter().map(|f| (f.clone(), 0)).collect();
+        let mut includes_left = GIT_INCLUDES_MAX;
+        while let Some((f, depth)) = queue.pop_front() {
             if spec.view.mask_of(&f.path).is_some() {
                 continue;
             }
-            if let Some(t) = filtered_copy(&root_fd, f)? {
+            let copy = filtered_copy(&root_fd, &f)?;
+            if copy.exists {
+                mask_backups(&root_fd, &f.path, &f.rule, &mut targets)?;
+            }
+            if let Some(t) = copy.target
+                && !targets.iter().any(|x| x.id == t.id)
+            {
                 targets.push(t);
+            }
+            if depth >= GIT_INCLUDE_DEPTH {
+                continue;
+            }
+            for inc in copy.includes {
+                let path = if let Some(rest) = inc.strip_prefix("~/") {
+                    match &spec.view.home {
+                        Some(h) => h.join(rest),
+                        None => continue,
+                    }
+                } else if Path::new(&inc).is_absolute() {
+                    PathBuf::from(inc)
+                } else {
+                    f.path.parent().unwrap_or(Path::new("/")).join(inc)
+                };
+                if includes_left == 0 {
+                    break;
+                }
+                includes_left -= 1;
+                queue.push_back((
+                    super::super::view::ViewPath {
+                        rule: f.rule.clone(),
+                        path,
+                    },
+                    depth + 1,
+                ));
             }
         }
         if targets.is_empty() {
             return Ok(());
+        }
+        for t in targets
+            .iter()
+            .filter(|t| !matches!(t.content, Content::Dir))
+        {
+            if let Some(found) = self.in_layer(&t.path) {
+                self.layered_files.push((
+                    found.0,
+                    found.1,
+                    found.2,
+                    found.3,
+                    t.path.clone(),
+                    t.rule.clone(),
+                ));
+            }
         }
         let dir = scratch.join("view");
         mounts::mkdir_p(&dir, 0o755).map_err(masks_mount("scratch"))?;
@@ -386,6 +450,33 @@ impl ViewSetup {
         }
         self.watches = watches;
         Ok(())
+    }
+
+    /// The file at `path` in the host's tree of the throwaway layer that
+    /// shows it: (layer, path in the layer, inode, link count).
+    fn in_layer(&self, path: &Path) -> Option<(usize, PathBuf, u64, u64)> {
+        let (i, l) = self
+            .layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| path.starts_with(&l.target))
+            .max_by_key(|(_, l)| l.target.components().count())?;
+        let rel = path.strip_prefix(&l.target).ok()?.to_path_buf();
+        let st = lower_stat(&l.lower, &rel)?;
+        Some((i, rel, st.st_ino, st.st_nlink))
+    }
+
+    /// After the command: a masked or filtered file of a throwaway layer
+    /// that the host renamed, removed or linked while the run went on
+    /// (its mask stayed on the old name; the new one was not masked).
+    pub(super) fn moved_mask(&self) -> Option<(PathBuf, String)> {
+        self.layered_files
+            .iter()
+            .find(|(layer, rel, ino, links, _, _)| {
+                lower_stat(&self.layers[*layer].lower, rel)
+                    .is_none_or(|st| st.st_ino != *ino || st.st_nlink != *links)
+            })
+            .map(|(_, _, _, _, path, rule)| (path.clone(), rule.clone()))
     }
 
     /// What the record says of the view (before P8).
@@ -499,6 +590,79 @@ fn set_mode(p: &Path, mode: u32) -> std::io::Result<()> {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
 }
 
+/// Makes the directory `path` (absolute, `.`/`..`-free) inside the new
+/// root at `root`, one component at a time from the root's descriptor,
+/// following no symlink and leaving no component's tree (a planted link
+/// in the host's /tmp, seen through its layer, leads nowhere); what it
+/// makes belongs to `uid`/`gid`, the last one `0700`. `true` when it made
+/// the last component.
+pub(super) fn make_dir_in_root(
+    root: &Path,
+    path: &Path,
+    uid: u32,
+    gid: u32,
+) -> Result<bool, nix::Error> {
+    use nix::unistd::{Gid, Uid, fchownat};
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let how = || {
+        OpenHow::new().flags(dir_flags).resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        )
+    };
+    let mut dir = open(root, dir_flags, Mode::empty())?;
+    let names: Vec<&std::ffi::OsStr> = path
+        .components()
+        .map(|c| match c {
+            std::path::Component::RootDir => Ok(None),
+            std::path::Component::Normal(n) => Ok(Some(n)),
+            _ => Err(nix::Error::EINVAL),
+        })
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut made = false;
+    for (i, name) in names.iter().enumerate() {
+        let last = i + 1 == names.len();
+        dir = match nix::fcntl::openat2(&dir, *name, how()) {
+            Ok(fd) => {
+                made = false;
+                fd
+            }
+            Err(nix::Error::ENOENT) => {
+                let mode = if last { 0o700 } else { 0o755 };
+                nix::sys::stat::mkdirat(&dir, *name, Mode::from_bits_truncate(mode))?;
+                fchownat(
+                    &dir,
+                    *name,
+                    Some(Uid::from_raw(uid)),
+                    Some(Gid::from_raw(gid)),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )?;
+                made = true;
+                nix::fcntl::openat2(&dir, *name, how())?
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(made)
+}
+
+/// `rel` in a host tree opened as `dir`, not following links.
+fn lower_stat(dir: &OwnedFd, rel: &Path) -> Option<nix::sys::stat::FileStat> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+    let fd = nix::fcntl::openat2(dir, rel, how).ok()?;
+    nix::sys::stat::fstat(&fd).ok()
+}
+
 /// `path` opened inside the new root (`RESOLVE_IN_ROOT`: a symlink, a
 /// dotfile manager's, resolves within the view, never to the host), with
 /// `flags`; `None` when the view holds nothing there.
@@ -510,21 +674,37 @@ fn resolve(root: &OwnedFd, path: &Path, flags: OFlag) -> Option<OwnedFd> {
     nix::fcntl::openat2(root, rel, how).ok()
 }
 
-/// A filtered copy of `f`, when the view holds it as a regular file with
-/// credential lines in it (one without any is served as it is).
+/// What the view found at a filtered path.
+struct FilteredCopy {
+    /// The path holds a regular file.
+    exists: bool,
+    /// Its filtered copy, when it has credential lines (one without any is
+    /// served as it is).
+    target: Option<Target>,
+    /// For a git configuration, the files it includes, as written.
+    includes: Vec<String>,
+}
+
+/// A filtered copy of `f`, when the view holds it as a regular file.
 fn filtered_copy(
     root: &OwnedFd,
     f: &super::super::view::ViewPath,
-) -> Result<Option<Target>, HelperError> {
+) -> Result<FilteredCopy, HelperError> {
     use std::io::Read;
+    let mut found = FilteredCopy {
+        exists: false,
+        target: None,
+        includes: Vec::new(),
+    };
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
     let Some(fd) = resolve(root, &f.path, flags) else {
-        return Ok(None);
+        return Ok(found);
     };
     let st = nix::sys::stat::fstat(&fd).map_err(|e| mask_err("stat", &f.path)(e.into()))?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Ok(None);
+        return Ok(found);
     }
+    found.exists = true;
     if st.st_nlink > 1 {
         return Err(linked(&f.path, &f.rule, st.st_nlink as u64));
     }
@@ -534,28 +714,75 @@ fn filtered_copy(
         .take(FILTER_MAX_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(mask_err("read", &f.path))?;
-    let (content, id) = if bytes.len() as u64 > FILTER_MAX_BYTES {
+    let content = if bytes.len() as u64 > FILTER_MAX_BYTES {
         // Too large to go through line by line: masked whole.
-        (Content::Empty, (st.st_dev, st.st_ino))
+        Content::Empty
     } else {
+        if f.rule == GIT_FILTER_RULE {
+            found.includes = git_include_paths(&bytes);
+        }
         let (out, removed) = filter_credentials(&bytes);
         if removed == 0 {
-            return Ok(None);
+            return Ok(found);
         }
-        let content = Content::Filtered {
+        Content::Filtered {
             bytes: out,
             removed,
             meta: st,
-        };
-        (content, (st.st_dev, st.st_ino))
+        }
     };
-    Ok(Some(Target {
+    found.target = Some(Target {
         path: f.path.clone(),
         rule: f.rule.clone(),
         fd: OwnedFd::from(file),
-        id,
+        id: (st.st_dev, st.st_ino),
         content,
-    }))
+    });
+    Ok(found)
+}
+
+/// The names an editor or a hand-made copy gives a file's backup.
+fn backup_names(path: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Vec::new();
+    };
+    let name = name.to_string_lossy();
+    ["{}~", "{}.bak", "{}.orig", "{}.old", ".{}.swp", "#{}#"]
+        .iter()
+        .map(|f| dir.join(f.replace("{}", &name)))
+        .collect()
+}
+
+/// Masks the backups of `path` (a masked or filtered file) the view holds,
+/// under the same rule.
+fn mask_backups(
+    root: &OwnedFd,
+    path: &Path,
+    rule: &str,
+    targets: &mut Vec<Target>,
+) -> Result<(), HelperError> {
+    for b in backup_names(path) {
+        let Some(fd) = resolve(root, &b, OFlag::O_PATH) else {
+            continue;
+        };
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| mask_err("stat", &b)(e.into()))?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG
+            || targets.iter().any(|t| t.id == (st.st_dev, st.st_ino))
+        {
+            continue;
+        }
+        if st.st_nlink > 1 {
+            return Err(linked(&b, rule, st.st_nlink as u64));
+        }
+        targets.push(Target {
+            path: b,
+            rule: rule.into(),
+            fd,
+            id: (st.st_dev, st.st_ino),
+            content: Content::Empty,
+        });
+    }
+    Ok(())
 }
 
 fn linked(path: &Path, rule: &str, links: u64) -> HelperError {

@@ -18,7 +18,7 @@ pub(crate) mod table;
 
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use self::access::{HostUser, overlaps};
 use super::spec::ImageProfile;
@@ -94,6 +94,7 @@ pub(crate) const RULE_ROOT_HOME: &str = "view.root_home";
 pub(crate) const RULE_OTHER_HOME: &str = "view.other_home";
 pub(crate) const RULE_TOO_WIDE: &str = "view.too_wide";
 pub(crate) const RULE_SYMLINKED: &str = "view.symlinked";
+pub(crate) const RULE_HOME_ALIAS: &str = "view.home_alias";
 pub(crate) const RULE_OUTSIDE: &str = "view.outside";
 const RULE_STATE: &str = "mask:dryrun-state";
 const RULE_POLICY: &str = "mask:policy";
@@ -106,6 +107,9 @@ fn builtin_reason(rule: &str) -> Option<&'static str> {
             "a directory that holds the workspace, a home or dryrun's state is never bound whole"
         }
         RULE_SYMLINKED => "reached through a symlink the view does not show",
+        RULE_HOME_ALIAS => {
+            "another name of a home (a bind or mount of it, or of a directory above it): a home is shown at its own path only, with its masks"
+        }
         RULE_OUTSIDE => {
             "the sandbox shows the system trees, the user's home, the directories on the command's PATH, /tmp, /var/tmp and the workspace, nothing else"
         }
@@ -255,6 +259,9 @@ pub(crate) fn plan_view(r: &ViewRequest) -> ViewSpec {
     }
     if let Some(h) = env("HOME").map(PathBuf::from)
         && h.is_absolute()
+        && h.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && h.as_os_str().len() < 4096
         && Some(&h) != home.as_ref()
         && !home.as_ref().is_some_and(|s| h.starts_with(s))
         && !h.starts_with(r.workspace)
@@ -325,6 +332,15 @@ fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str) {
             Some(RULE_TOO_WIDE)
         } else if real != d {
             Some(RULE_SYMLINKED)
+        } else if crate::engine::bound::reaches_a_home_by_another_name(
+            &real,
+            &others
+                .iter()
+                .map(|(_, h)| h.clone())
+                .chain(v.home.clone())
+                .collect::<Vec<_>>(),
+        ) {
+            Some(RULE_HOME_ALIAS)
         } else {
             None
         };

@@ -168,8 +168,26 @@ pub(crate) const MASKS: &[Entry] = &[
             "~/.terraform.d/credentials.tfrc.json",
             "~/.vault-token",
             "~/.config/flyctl",
+            "~/.terraformrc",
+            "~/.s3cfg",
+            "~/.config/rclone/rclone.conf",
         ],
-        "other cloud and infrastructure CLIs' API keys and tokens (OCI, DigitalOcean, Hetzner, Terraform Cloud, Vault, Fly.io)",
+        "other cloud and infrastructure CLIs' API keys and tokens (OCI, DigitalOcean, Hetzner, Terraform Cloud, Vault, Fly.io, s3cmd, rclone)",
+    ),
+    e(
+        "ml-hubs",
+        &[
+            "~/.cache/huggingface/token",
+            "~/.cache/huggingface/stored_tokens",
+            "~/.huggingface/token",
+            "~/.kaggle/kaggle.json",
+        ],
+        "model and dataset hubs' access tokens (Hugging Face, Kaggle), some kept inside a cache directory",
+    ),
+    e(
+        "encryption-keys",
+        &["~/.config/sops/age", "~/.age", "~/.config/age"],
+        "age and SOPS private keys, which decrypt the secrets a repository keeps encrypted",
     ),
     e(
         "kube",
