@@ -612,7 +612,8 @@ fn system_policy_may_loosen() {
 
 /// A developer's aid: `CLASSIFY_EXPLAIN=$'cmd1\ncmd2' cargo test --test
 /// classifier explain -- --ignored --nocapture` prints each command's
-/// score, approval and reasons.
+/// score, approval and every finding with its rule and principle (what
+/// `dryrun classify --explain` prints).
 #[test]
 #[ignore]
 fn explain() {
@@ -620,11 +621,84 @@ fn explain() {
     for cmd in cmds.lines().filter(|l| !l.trim().is_empty()) {
         let c = run(cmd);
         println!(
-            "{cmd}\n  -> {:?} score {} approval {}\n     {}",
-            c.permission,
-            c.score,
-            c.requires_approval,
-            c.reasons.join("\n     ")
+            "{cmd}\n  -> {:?} score {} approval {}",
+            c.permission, c.score, c.requires_approval
         );
+        for e in c.explain() {
+            println!(
+                "     [{}] {:?} {} ({:?}): {}",
+                e.rule, e.level, e.score, e.principle, e.reason
+            );
+        }
+    }
+}
+
+/// Every decision is explained: each finding of every corpus line has a
+/// principle, and the principles of typical commands are the ones their
+/// rules come from.
+#[test]
+fn every_finding_is_explained_with_its_principle() {
+    use dryrun::classify::principles::Principle;
+    for (_, _, cmd) in corpus() {
+        let c = run(&cmd);
+        let e = c.explain();
+        assert_eq!(e.len(), c.findings.len(), "{cmd:?}");
+        for (x, f) in e.iter().zip(&c.findings) {
+            assert_eq!(x.rule, f.rule);
+            assert!(!x.principle_text.is_empty());
+        }
+    }
+    let principle_of = |cmd: &str, rule: &str| -> Principle {
+        let c = run(cmd);
+        c.explain()
+            .into_iter()
+            .find(|e| e.rule == rule)
+            .unwrap_or_else(|| panic!("{cmd:?} has no {rule}: {:?}", c.reasons))
+            .principle
+    };
+    for (cmd, rule, principle) in [
+        (
+            "git push --force origin main",
+            "vcs.git.push.force",
+            Principle::ChangesRemoteState,
+        ),
+        (
+            "./cat README.md",
+            "exec.lookalike",
+            Principle::HidesWhatRuns,
+        ),
+        (
+            "find . -type f | xargs rm -f",
+            "delete.unknown_targets",
+            Principle::Deletes,
+        ),
+        (
+            "kubectl apply -f app.yaml --dry-run=client",
+            "read.plan",
+            Principle::OnlyReads,
+        ),
+        (
+            "frobnicate --all",
+            "exec.unknown",
+            Principle::UnknownProgram,
+        ),
+        (
+            "claude --dangerously-skip-permissions",
+            "agent.approvals_off",
+            Principle::ChangesAgentControls,
+        ),
+        (
+            "tar -xf a.tar --to-command='sh -c x'",
+            "exec.option.tar",
+            Principle::RunsPrograms,
+        ),
+        (
+            "git -c core.pager='sh -c id' log",
+            "vcs.git.config.exec",
+            Principle::RunsPrograms,
+        ),
+        ("ls 'a", "parse.error", Principle::FailClosed),
+    ] {
+        assert_eq!(principle_of(cmd, rule), principle, "{cmd:?}");
     }
 }

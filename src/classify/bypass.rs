@@ -9,7 +9,8 @@ use super::paths::write_targets;
 use super::tables::{
     AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, DOWNLOADERS,
     HARMLESS_GENERATORS, HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS,
-    SHELLS, SUBSCRIPT_BUILTINS,
+    PAGER_VARS, SHELLS, SUBSCRIPT_BUILTINS, WRITES_ITS_LAST_OPERAND, WRITES_ITS_OPERANDS,
+    harmless_pager,
 };
 use super::{Ctx, RedirectKind, SimpleCommand, Word, base_name, is_flag};
 
@@ -90,6 +91,59 @@ fn same_file_key(t: &str) -> String {
     t.to_string()
 }
 
+/// Tools that copy, move, pack, compare, commit or change the mode of a
+/// file without running what is in it.
+fn handles_files_as_data(base: &str) -> bool {
+    WRITES_ITS_OPERANDS.contains(&base)
+        || WRITES_ITS_LAST_OPERAND.contains(&base)
+        || matches!(
+            base,
+            "git"
+                | "tar"
+                | "zip"
+                | "unzip"
+                | "gzip"
+                | "gunzip"
+                | "xz"
+                | "bzip2"
+                | "zstd"
+                | "7z"
+                | "patch"
+                | "sed"
+                | "gsed"
+                | "split"
+                | "csplit"
+                | "iconv"
+                | "dos2unix"
+                | "cmp"
+                | "file"
+                | "stat"
+                | "wc"
+                | "md5sum"
+                | "sha256sum"
+                | "b2sum"
+                | "gpg"
+                | "scp"
+        )
+}
+
+/// A file as compared between a write and a run: its path, or the
+/// variable that holds it (`"$TF"` is `$TF`).
+fn file_key(w: &Word) -> String {
+    match &w.literal {
+        Some(t) => same_file_key(t),
+        None => w.raw.trim_matches('"').to_string(),
+    }
+}
+
+/// `LESS=-R` holds options, not a program; other pager variables a
+/// harmless pager.
+fn harmless_pager_or_less_flags(v: &str) -> bool {
+    harmless_pager(v)
+        || v.split_whitespace()
+            .all(|w| w.starts_with('-') && !w.contains(['`', '$', ';', '|']))
+}
+
 /// `PATH=$PATH:dir` only appends: names found before still win.
 fn appends_to_path(w: &Word) -> bool {
     let raw = w.raw.strip_prefix("PATH=").unwrap_or(&w.raw);
@@ -142,7 +196,11 @@ impl Ctx<'_> {
     /// `IFS=` in front of `read`/`mapfile` is ordinary field splitting.
     pub(super) fn assignment(&mut self, name: &str, w: &Word, shown: &str, before: Option<&str>) {
         let ifs_for_reader = (name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c)))
-            || (name == "PATH" && appends_to_path(w));
+            || (name == "PATH" && appends_to_path(w))
+            || (PAGER_VARS.contains(&name)
+                && w.literal
+                    .as_deref()
+                    .is_some_and(harmless_pager_or_less_flags));
         let hijack =
             HIJACK_VARS.contains(&name) || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p));
         if hijack && !ifs_for_reader {
@@ -305,6 +363,77 @@ impl Ctx<'_> {
         for f in files {
             if self.downloaded.len() < 64 {
                 self.downloaded.push(same_file_key(&f));
+            }
+        }
+    }
+
+    /// Remember every file this command writes, by path or by the variable
+    /// naming it, so that running one later in the same string is seen.
+    pub(super) fn record_written(&mut self, c: &SimpleCommand) {
+        let mut keys: Vec<String> = Vec::new();
+        for r in &c.redirects {
+            if matches!(
+                r.kind,
+                RedirectKind::Write | RedirectKind::Append | RedirectKind::Clobber
+            ) {
+                keys.push(file_key(&r.target));
+            }
+        }
+        if let Some(first) = c.argv.first().and_then(|w| w.literal.as_deref()) {
+            let base = base_name(first);
+            for w in write_targets(base, &c.argv[1..]) {
+                keys.push(file_key(&w));
+            }
+        }
+        for k in keys {
+            if !k.is_empty() && !k.starts_with("/dev/") && self.written.len() < 64 {
+                self.written.push(k);
+            }
+        }
+    }
+
+    /// The program, script or stdin about to run is a file this string
+    /// wrote: its code was never seen.
+    pub(super) fn ran_written_file(&mut self, path: &str, shown: &str) {
+        let key = same_file_key(path.trim_matches('"'));
+        if self.written[..self.written_before].contains(&key) {
+            self.add(
+                "exec.written_code",
+                format!(
+                    "runs {path}, which this same command wrote: code that nobody has reviewed"
+                ),
+                shown,
+            );
+        }
+    }
+
+    /// A file this string wrote, handed to a program that does more than
+    /// read it (`echo 'execute_process(...)' > CMakeLists.txt; cmake .` is
+    /// the same shape as `echo '...' > $TF; tool --config=$TF`): a config
+    /// or script it may run, whose code nobody reviewed.
+    pub(super) fn passes_written_file(&mut self, base: &str, args: &[Word], shown: &str) {
+        let written = &self.written[..self.written_before];
+        if written.is_empty() || handles_files_as_data(base) {
+            return;
+        }
+        for w in args {
+            let key = file_key(w);
+            let value = key
+                .split_once('=')
+                .map(|(_, v)| same_file_key(v.trim_matches('"')))
+                .unwrap_or_default();
+            let hit = [key.as_str(), value.as_str()]
+                .into_iter()
+                .find(|k| !k.is_empty() && written.iter().any(|x| x == k));
+            if let Some(file) = hit {
+                self.add(
+                    "exec.written_code",
+                    format!(
+                        "{base} is given {file}, which this same command wrote: a script or config it may run, never reviewed"
+                    ),
+                    shown,
+                );
+                return;
             }
         }
     }
@@ -530,6 +659,8 @@ impl Ctx<'_> {
             let t = t.to_string();
             self.runs_download(&t, shown);
         }
+        let key = file_key(first);
+        self.ran_written_file(&key, shown);
         let process_sub = first.literal.is_none() && first.raw == "<(...)";
         let stream = first.literal.as_deref().is_some_and(is_stream_path);
         if process_sub || (stream && matches!(base, "source" | ".")) {

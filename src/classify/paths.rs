@@ -7,7 +7,7 @@ use super::tables::{
     CREDENTIAL_PATHS, OUTPUT_FLAGS, SECRET_MARKERS, WRITES_ITS_LAST_OPERAND, WRITES_ITS_OPERANDS,
     is_secret_file_name,
 };
-use super::{Ctx, RedirectKind, Word, is_flag};
+use super::{Ctx, Cwd, RedirectKind, Word, is_flag};
 use std::borrow::Cow;
 use std::path::Path;
 
@@ -332,38 +332,33 @@ impl Ctx<'_> {
     /// `cd DIR`: remember where relative paths now point.
     pub(super) fn change_dir(&mut self, args: &[Word]) {
         let target = args.iter().find(|w| !is_flag(w.text()));
-        let dir = match target {
-            None => "~".to_string(),
-            Some(w) if w.literal.is_none() && !w.params.iter().any(|p| p == "HOME") => {
-                // Computed at run time: assume the worst, the root.
-                "/".to_string()
-            }
-            Some(w) if w.params.iter().any(|p| p == "HOME") || w.tilde => {
-                format!(
-                    "~{}",
-                    w.text()
-                        .trim_start_matches('~')
-                        .trim_start_matches("$HOME")
-                        .trim_start_matches("${HOME}")
-                )
-            }
-            Some(w) => {
-                let t = w.text();
-                if t == "-" {
-                    "/".to_string()
-                } else {
-                    self.rebase_on_cwd(w).text().to_string()
-                }
-            }
+        self.cwd = match target {
+            None => Cwd::Known("~".to_string()),
+            Some(w) if w.params.iter().any(|p| p == "HOME") || w.tilde => Cwd::Known(format!(
+                "~{}",
+                w.text()
+                    .trim_start_matches('~')
+                    .trim_start_matches("$HOME")
+                    .trim_start_matches("${HOME}")
+            )),
+            // Computed at run time, or the previous directory.
+            Some(w) if w.literal.is_none() || w.text() == "-" => Cwd::Unknown,
+            // Relative to a directory only known when it runs.
+            Some(w) if self.cwd == Cwd::Unknown && !w.text().starts_with('/') => Cwd::Unknown,
+            Some(w) => Cwd::Known(self.rebase_on_cwd(w).text().to_string()),
         };
-        self.cwd = Some(dir);
+    }
+
+    /// Relative paths now point at a directory only known when it runs.
+    pub(super) fn cwd_unknown(&self) -> bool {
+        self.cwd == Cwd::Unknown
     }
 
     /// A word as a path relative to the last `cd`.
     pub(super) fn rebase_on_cwd<'w>(&self, w: &'w Word) -> Cow<'w, Word> {
         let t = w.text();
         match &self.cwd {
-            Some(dir)
+            Cwd::Known(dir)
                 if !t.starts_with('/')
                     && !t.starts_with('~')
                     && !w.tilde
@@ -629,6 +624,89 @@ impl Ctx<'_> {
                     shown,
                 );
             }
+        }
+    }
+}
+
+/// Programs whose operands are files they delete.
+const DELETERS: &[&str] = &[
+    "rm",
+    "unlink",
+    "shred",
+    "rmdir",
+    "srm",
+    "wipe",
+    "trash",
+    "trash-put",
+    "gio",
+];
+
+impl Ctx<'_> {
+    /// `read f`, `mapfile -t files`: these variables hold input, not
+    /// anything written in the command.
+    pub(super) fn remember_read_vars(&mut self, base: &str, args: &[Word]) {
+        if !matches!(base, "read" | "mapfile" | "readarray") {
+            return;
+        }
+        let mut i = 0;
+        while i < args.len() {
+            let a = args[i].text();
+            if matches!(
+                a,
+                "-d" | "-n" | "-N" | "-p" | "-t" | "-u" | "-a" | "-C" | "-c" | "-O" | "-s"
+            ) && base != "mapfile"
+                && base != "readarray"
+                && a != "-a"
+            {
+                i += 2;
+                continue;
+            }
+            if !is_flag(a) && self.read_vars.len() < 32 {
+                self.read_vars.push(a.to_string());
+            }
+            i += 1;
+        }
+    }
+
+    /// A delete whose targets come from elsewhere: a file list (xargs, a
+    /// variable filled by `read`), a command substitution, the positional
+    /// parameters of a string run by `-exec sh -c`, or a relative path
+    /// after a `cd` to a directory only known when it runs. What it
+    /// deletes is not in the command.
+    pub(super) fn delete_targets(&mut self, base: &str, args: &[Word], shown: &str) {
+        if !DELETERS.contains(&base) {
+            return;
+        }
+        let operands: Vec<&Word> = args.iter().filter(|w| !is_flag(w.text())).collect();
+        let why: Option<String> = if let Some(from) = self.targets_from {
+            Some(from.to_string())
+        } else if let Some(w) = operands
+            .iter()
+            .find(|w| w.raw.contains("$(") || w.raw.contains('`'))
+        {
+            Some(format!("the output of a command ({})", w.raw))
+        } else if let Some(w) = operands.iter().find(|w| {
+            w.params.iter().any(|p| {
+                p.chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, '@' | '*' | '#'))
+                    || self.read_vars.contains(p)
+            })
+        }) {
+            Some(format!("values read or passed in from outside ({})", w.raw))
+        } else if self.cwd_unknown() {
+            operands
+                .iter()
+                .find(|w| !w.text().starts_with('/') && !w.text().starts_with('~') && !w.tilde)
+                .map(|w| format!("{} in a directory only known when it runs", w.raw))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.add(
+                "delete.unknown_targets",
+                format!("{base} deletes targets that come from elsewhere: {why}"),
+                shown,
+            );
         }
     }
 }

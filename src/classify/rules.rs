@@ -2,7 +2,83 @@
 //! position (per tool, after its global options), flags in any position,
 //! argument patterns.
 
+use super::principles::Principle;
+use super::tables::harmless_pager;
 use super::{Ctx, Word, has_flag, is_flag};
+
+/// `git -c core.pager=cat`, `-c pager.log=less -c color.ui=always`:
+/// settings that run nothing but a pager, or only change colours, are
+/// dropped before matching (the rest of the command is judged as usual).
+fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
+    let mut i = 0;
+    while i + 1 < texts.len() {
+        let harmless = texts[i] == "-c"
+            && texts[i + 1].split_once('=').is_some_and(|(k, v)| {
+                let k = k.to_ascii_lowercase();
+                ((k == "core.pager" || k.starts_with("pager."))
+                    && (harmless_pager(v) || matches!(v, "true" | "false")))
+                    || k.starts_with("color.")
+                    || k == "core.quotepath"
+                    || k == "log.showsignature"
+            });
+        if harmless {
+            texts.drain(i..i + 2);
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// A flag that makes the command only show what it would do (`--dry-run`,
+/// `--check`, `-n` where it means that), or `None`. `--dry-run=none` (a
+/// real run in kubectl) is not one.
+fn plan_flag(base: &str, positionals: &[&str], texts: &[&str]) -> Option<String> {
+    for a in texts {
+        let (flag, value) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (*a, None),
+        };
+        if matches!(value, Some("none" | "false" | "0" | "no")) {
+            continue;
+        }
+        if matches!(
+            flag,
+            "--dry-run"
+                | "--dryrun"
+                | "--dry_run"
+                | "--what-if"
+                | "--whatif"
+                | "--noop"
+                | "--simulate"
+        ) {
+            return Some(flag.to_string());
+        }
+        let short_n = a.starts_with('-') && !a.starts_with("--") && a[1..].contains('n');
+        let means_no_op = match base {
+            "make" | "gmake" | "rsync" => short_n,
+            "git" => {
+                a.starts_with('-')
+                    && !a.starts_with("--")
+                    && a.len() == 2
+                    && short_n
+                    && matches!(
+                        positionals.first(),
+                        Some(&("clean" | "add" | "rm" | "mv" | "push" | "prune" | "gc"))
+                    )
+            }
+            "apt-get" | "apt" => matches!(*a, "-s" | "--simulate" | "--just-print" | "--recon"),
+            "ansible-playbook" | "ansible" | "salt" | "chef-client" => {
+                matches!(*a, "--check" | "-C")
+            }
+            "helm" => *a == "--dry-run",
+            _ => false,
+        };
+        if means_no_op {
+            return Some(a.to_string());
+        }
+    }
+    None
+}
 use crate::policy::Level;
 
 /// Global options that take a value, per tool whose subcommands are
@@ -123,8 +199,13 @@ fn subcommand_matches(positionals: &[&str], sub: &[String], strict: bool) -> boo
 }
 
 impl Ctx<'_> {
-    pub(super) fn match_rules(&mut self, base: &str, args: &[Word], shown: &str) {
-        let texts: Vec<&str> = args.iter().map(|w| w.text()).collect();
+    /// Returns the level the system policy gives this use (READ when it
+    /// only plans; `exec.unknown`'s when no rule covers it).
+    pub(super) fn match_rules(&mut self, base: &str, args: &[Word], shown: &str) -> Level {
+        let mut texts: Vec<&str> = args.iter().map(|w| w.text()).collect();
+        if base == "git" {
+            drop_harmless_git_settings(&mut texts);
+        }
         let (positionals, strict) = subcommand_words(base, &texts);
         let policy = self.policy;
         // The other layers' conclusion and the workspace's additions are
@@ -181,12 +262,39 @@ impl Ctx<'_> {
                 self.blast_radius(base, args, shown);
             }
         }
+        if let Some(r) = best
+            && r.level > Level::Read
+            && let Some(flag) = plan_flag(base, &positionals, &texts)
+            && matches!(
+                Principle::of(&r.id, r.level),
+                Principle::ChangesRemoteState
+                    | Principle::Deletes
+                    | Principle::ChangesWorkspace
+                    | Principle::WritesOutside
+                    | Principle::UnknownProgram
+            )
+        {
+            let (level, score) = self.policy.builtin("read.plan");
+            self.push(
+                "read.plan",
+                level,
+                score,
+                format!(
+                    "{flag} only shows what {base} would do ({} applies to the real run)",
+                    r.id
+                ),
+                shown,
+                false,
+            );
+            return level;
+        }
         match best {
             Some(r) => {
                 self.push(&r.id, r.level, r.score, r.reason.clone(), shown, r.approval);
                 if r.level >= Level::Write {
                     self.blast_radius(base, args, shown);
                 }
+                r.level
             }
             None => {
                 // No rule at all, or rules for other uses of this command
@@ -199,9 +307,11 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
-                if self.policy.builtin("exec.unknown").0 >= Level::Write {
+                let level = self.policy.builtin("exec.unknown").0;
+                if level >= Level::Write {
                     self.blast_radius(base, args, shown);
                 }
+                level
             }
         }
     }

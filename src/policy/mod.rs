@@ -272,6 +272,12 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exfil.dev_tcp", Level::Admin, 90),
     ("protected.write", Level::Admin, 40),
     ("blast.empty_variable", Level::Irreversible, 80),
+    // Principles over lists (issue 32; docs/classifier.md).
+    ("exec.lookalike", Level::Admin, 60),
+    ("exec.written_code", Level::Admin, 60),
+    ("exec.stdin_shell", Level::Admin, 60),
+    ("delete.unknown_targets", Level::Admin, 60),
+    ("read.plan", Level::Read, 0),
 ];
 
 /// Protected paths no policy file can take away (files only add to the
