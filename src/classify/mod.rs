@@ -3,6 +3,7 @@
 //! policy. Pure: no I/O, nothing the caller says about risk is consulted.
 
 mod bypass;
+mod inline;
 pub mod parse;
 mod paths;
 pub mod principles;
@@ -347,6 +348,14 @@ impl Ctx<'_> {
                 if with_code.len() > inner.len() - 1 {
                     self.match_rules(base_name(name), &with_code, &shown);
                 }
+                let code: Vec<&str> = c
+                    .stdin_text
+                    .iter()
+                    .filter_map(|w| w.literal.as_deref())
+                    .collect();
+                if !code.is_empty() {
+                    self.inline_code(base_name(name), &code.join("\n"), &shown);
+                }
             }
             if !is_shell
                 && c.stdin_text.is_empty()
@@ -579,6 +588,7 @@ impl Ctx<'_> {
             }
             // Policy rules for this name (wrappers included: sudo is ADMIN).
             let level = self.match_rules(&base, shell_args_for_rules(&base, args), &shown);
+            self.inline_code_args(&base, args, &shown);
             if level > Level::Read {
                 self.passes_written_file(&base, args, &shown);
             }
@@ -633,6 +643,7 @@ impl Ctx<'_> {
         if known {
             // At least what the program it is named like does.
             self.match_rules(base, shell_args_for_rules(base, args), shown);
+            self.inline_code_args(base, args, shown);
         }
         self.passes_written_file(base, args, shown);
         self.bypass_checks(base, args, shown, depth, counter);

@@ -56,7 +56,16 @@ impl Principle {
         let first = rule.split('.').next().unwrap_or(rule);
         match rule {
             "exec.unknown" | "exec.path" => return UnknownProgram,
-            "exec.lookalike" | "exec.written_code" | "exec.opaque_code" => return HidesWhatRuns,
+            "exec.lookalike"
+            | "exec.written_code"
+            | "exec.opaque_code"
+            | "exec.inline_code.process"
+            | "exec.inline_code.native"
+            | "exec.inline_code.payload"
+            | "exec.inline_code.written" => return HidesWhatRuns,
+            "exec.inline_code.delete" => return Deletes,
+            "exec.inline_code.write_outside" => return WritesOutside,
+            "exec.inline_code.network" => return ReachesNetwork,
             "blast.empty_variable" | "delete.unknown_targets" => return Deletes,
             "blast.root" | "blast.home" | "blast.outside" | "redirect.outside" => {
                 return WritesOutside;

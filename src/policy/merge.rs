@@ -41,6 +41,9 @@ pub(super) struct Merged {
     index: Option<(CommandIndex, usize)>,
     /// `workspace_bound.allow_homes` as the system layers set it.
     allow_homes: bool,
+    /// `inline_code.trust` as the system layers set it (a later layer's
+    /// list replaces an earlier one's).
+    trusted_inline_code: Vec<String>,
 }
 
 impl Merged {
@@ -69,6 +72,7 @@ impl Merged {
             egress: crate::egress::EgressSystem::default(),
             index: None,
             allow_homes: false,
+            trusted_inline_code: Vec::new(),
         }
     }
 
@@ -119,6 +123,9 @@ impl Merged {
         }
         if let Some(b) = f.workspace_bound {
             self.allow_homes = b.allow_homes;
+        }
+        if let Some(c) = &f.inline_code {
+            self.trusted_inline_code = c.trust.clone();
         }
         self.sources.push(name.into());
         Ok(())
@@ -198,6 +205,14 @@ impl Merged {
                 "only a system policy file (/etc/dryrun/policy.d) may let a home directory be a workspace",
             ));
         }
+        if f.inline_code.as_ref().is_some_and(|c| !c.trust.is_empty()) {
+            return Err(rule_err(
+                name,
+                "inline_code",
+                "trust",
+                "only a system policy file (/etc/dryrun/policy.d) may trust an interpreter's inline code",
+            ));
+        }
         self.sources.push(name.into());
         Ok(())
     }
@@ -267,6 +282,7 @@ impl Merged {
             stubs: self.stubs.into_values().collect(),
             egress: self.egress,
             allow_home_workspaces: self.allow_homes,
+            trusted_inline_code: self.trusted_inline_code,
         }
     }
 }

@@ -74,6 +74,22 @@ pub struct PolicyFile {
     /// `engine::bound`).
     #[serde(default)]
     pub workspace_bound: Option<WorkspaceBoundConfig>,
+    /// Interpreters whose inline code is trusted (system policy only).
+    #[serde(default)]
+    pub inline_code: Option<InlineCodeConfig>,
+}
+
+/// `inline_code:` in a system policy file.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InlineCodeConfig {
+    /// Interpreters (`python3`, `node`, ...) whose inline code
+    /// (`python3 -c`, `node -e`, a heredoc) is trusted: what it does is
+    /// left to the rehearsal, as for a script file, instead of asking
+    /// before it runs (`exec.inline_code.*`). A workspace policy may not
+    /// set it.
+    #[serde(default)]
+    pub trust: Vec<String>,
 }
 
 /// `workspace_bound:` in a system policy file.
@@ -206,6 +222,9 @@ pub struct Policy {
     /// one) be a workspace (`workspace_bound.allow_homes`; a workspace
     /// policy cannot set it).
     pub allow_home_workspaces: bool,
+    /// Interpreters whose inline code the system policy trusts
+    /// (`inline_code.trust`; a workspace policy cannot set it).
+    pub trusted_inline_code: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -278,6 +297,15 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exec.stdin_shell", Level::Admin, 60),
     ("delete.unknown_targets", Level::Admin, 60),
     ("read.plan", Level::Read, 0),
+    // Inline interpreter code (docs/classifier.md, "Inline code"): what it
+    // does that cannot be seen before it runs, or that no rehearsal shows.
+    ("exec.inline_code.process", Level::Admin, 60),
+    ("exec.inline_code.native", Level::Admin, 60),
+    ("exec.inline_code.delete", Level::Admin, 60),
+    ("exec.inline_code.write_outside", Level::Admin, 60),
+    ("exec.inline_code.network", Level::Admin, 60),
+    ("exec.inline_code.payload", Level::Admin, 70),
+    ("exec.inline_code.written", Level::Admin, 60),
 ];
 
 /// Protected paths no policy file can take away (files only add to the
