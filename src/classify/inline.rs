@@ -139,7 +139,7 @@ fn patterns() -> &'static Patterns {
             // paths).
             write: re(concat!(
                 r"\bopen\s*\([^)]*,\s*(mode\s*=\s*)?[\x22'][rb]?[wax+]|\.write_(text|bytes)\s*\(",
-                r"|\.(touch|mkdir|rename|replace|symlink_to|hardlink_to|chmod)\s*\(",
+                r"|\.(touch|mkdir|rename|replace|symlink_to|hardlink_to|chmod)\s*\(|\bO_(WRONLY|RDWR|CREAT|APPEND|TRUNC)\b",
                 r"|\bos\s*\.\s*(rename|replace|chmod|chown|mkdir|makedirs|symlink|link|truncate|utime|setxattr|removexattr|mkfifo|mknod)\b",
                 r"|\bshutil\s*\.\s*(copy\w*|move|chown)\b",
                 r"|\b(writeFile|appendFile|copyFile|createWriteStream|mkdir|symlink|rename|chmod|cp)(Sync)?\s*\(",

@@ -1,10 +1,11 @@
 //! Matching a command against the policy's rules: subcommands by
-//! position (per tool, after its global options), flags in any position,
+//! position (where `model::subcommand` says one starts, the same rule as the shadow stubs'), flags in any position,
 //! argument patterns.
 
 use super::principles::Principle;
 use super::tables::harmless_pager;
-use super::{Ctx, Word, has_flag, is_flag};
+use super::{Ctx, Word, has_flag};
+use crate::model::subcommand::Positionals;
 
 /// `git -c core.pager=cat`, `-c pager.log=less -c color.ui=always`:
 /// settings that run nothing but a pager, or only change colours, are
@@ -32,7 +33,7 @@ fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
 /// A flag that makes the command only show what it would do (`--dry-run`,
 /// `--check`, `-n` where it means that), or `None`. `--dry-run=none` (a
 /// real run in kubectl) is not one.
-fn plan_flag(base: &str, positionals: &[&str], texts: &[&str]) -> Option<String> {
+fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<String> {
     for a in texts {
         let (flag, value) = match a.split_once('=') {
             Some((f, v)) => (f, Some(v)),
@@ -62,8 +63,8 @@ fn plan_flag(base: &str, positionals: &[&str], texts: &[&str]) -> Option<String>
                     && a.len() == 2
                     && short_n
                     && matches!(
-                        positionals.first(),
-                        Some(&("clean" | "add" | "rm" | "mv" | "push" | "prune" | "gc"))
+                        subcommand,
+                        Some("clean" | "add" | "rm" | "mv" | "push" | "prune" | "gc")
                     )
             }
             "apt-get" | "apt" => matches!(*a, "-s" | "--simulate" | "--just-print" | "--recon"),
@@ -81,123 +82,6 @@ fn plan_flag(base: &str, positionals: &[&str], texts: &[&str]) -> Option<String>
 }
 use crate::policy::Level;
 
-/// Global options that take a value, per tool whose subcommands are
-/// matched strictly by position (`git -C dir stash push`: the subcommand
-/// is `stash push`, never `push`).
-fn global_options_with_value(base: &str) -> Option<&'static [&'static str]> {
-    Some(match base {
-        "git" => &[
-            "-C",
-            "-c",
-            "--git-dir",
-            "--work-tree",
-            "--namespace",
-            "--super-prefix",
-            "--config-env",
-            "--exec-path",
-            "--list-cmds",
-            "--attr-source",
-        ],
-        "gh" => &["-R", "--repo", "--hostname"],
-        "helm" => &[
-            "-n",
-            "--namespace",
-            "--kube-context",
-            "--kubeconfig",
-            "--registry-config",
-            "--repository-config",
-            "--repository-cache",
-        ],
-        "pulumi" => &["-C", "--cwd", "-s", "--stack", "--color", "--logflow", "-v"],
-        "aws" => &[
-            "--region",
-            "--profile",
-            "--output",
-            "--endpoint-url",
-            "--query",
-            "--ca-bundle",
-            "--cli-read-timeout",
-            "--cli-connect-timeout",
-            "--color",
-        ],
-        "npm" | "pnpm" | "yarn" | "bun" => &[
-            "--prefix",
-            "-C",
-            "--dir",
-            "--cwd",
-            "-w",
-            "--workspace",
-            "--filter",
-            "-F",
-            "--loglevel",
-        ],
-        "cargo" | "rustup" => &["-C", "-Z", "--config", "--color", "--toolchain"],
-        "go" | "terraform" | "tofu" | "terragrunt" | "openssl" | "brew" | "etcdctl" | "deno"
-        | "pip" | "pip3" | "uv" | "pipx" | "gem" | "docker" | "podman" | "kubectl" => &[
-            "-C",
-            "--endpoints",
-            "-H",
-            "--host",
-            "--context",
-            "--config",
-            "-n",
-            "--namespace",
-            "--kubeconfig",
-            "--cluster",
-            "--user",
-            "-s",
-            "--server",
-        ],
-        _ => return None,
-    })
-}
-
-/// The words a rule's `subcommand` is matched against, and whether it must
-/// match at their start (tools we know the global options of) or anywhere
-/// among the first three (others).
-fn subcommand_words<'a>(base: &str, texts: &[&'a str]) -> (Vec<&'a str>, bool) {
-    let Some(with_value) = global_options_with_value(base) else {
-        return (
-            texts.iter().copied().filter(|a| !is_flag(a)).collect(),
-            false,
-        );
-    };
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut in_globals = true;
-    while i < texts.len() {
-        let a = texts[i];
-        if in_globals && with_value.contains(&a) {
-            i += 2;
-            continue;
-        }
-        // `cargo +nightly build`: a toolchain, not the subcommand.
-        if in_globals && a.starts_with('+') && matches!(base, "cargo" | "rustup") {
-            i += 1;
-            continue;
-        }
-        if a == "--" && in_globals {
-            i += 1;
-            continue;
-        }
-        if !is_flag(a) {
-            in_globals = false;
-            out.push(a);
-        }
-        i += 1;
-    }
-    (out, true)
-}
-
-fn subcommand_matches(positionals: &[&str], sub: &[String], strict: bool) -> bool {
-    let matches_at = |w: &[&str]| w.len() == sub.len() && w.iter().zip(sub).all(|(a, b)| a == b);
-    if strict {
-        positionals.len() >= sub.len() && matches_at(&positionals[..sub.len()])
-    } else {
-        positionals.windows(sub.len()).take(3).any(matches_at)
-    }
-}
-
 impl Ctx<'_> {
     /// Returns the level the system policy gives this use (READ when it
     /// only plans; `exec.unknown`'s when no rule covers it).
@@ -206,7 +90,8 @@ impl Ctx<'_> {
         if base == "git" {
             drop_harmless_git_settings(&mut texts);
         }
-        let (positionals, strict) = subcommand_words(base, &texts);
+        // Where the subcommand starts: one rule with the shadow stubs'.
+        let at = Positionals::of(base, &texts);
         let policy = self.policy;
         // The other layers' conclusion and the workspace's additions are
         // found separately and BOTH scored: a workspace rule can add a
@@ -218,12 +103,7 @@ impl Ctx<'_> {
         let mut any_rule = false;
         for r in policy.rules_for(base) {
             any_rule |= !r.from_workspace;
-            if !r.subcommands.is_empty()
-                && !r
-                    .subcommands
-                    .iter()
-                    .any(|sub| subcommand_matches(&positionals, sub, strict))
-            {
+            if !r.subcommands.is_empty() && !r.subcommands.iter().any(|sub| at.starts_with(sub)) {
                 continue;
             }
             if !r.flags_any.is_empty()
@@ -264,7 +144,7 @@ impl Ctx<'_> {
         }
         if let Some(r) = best
             && r.level > Level::Read
-            && let Some(flag) = plan_flag(base, &positionals, &texts)
+            && let Some(flag) = plan_flag(base, at.first(), &texts)
             && matches!(
                 Principle::of(&r.id, r.level),
                 Principle::ChangesRemoteState

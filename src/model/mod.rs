@@ -36,6 +36,7 @@ pub(crate) mod report;
 pub(crate) mod run_state;
 pub(crate) mod service;
 pub(crate) mod stubs;
+pub(crate) mod subcommand;
 pub(crate) mod text;
 pub(crate) mod variables;
 pub(crate) mod waiting;
