@@ -179,7 +179,7 @@ fn patterns() -> &'static Patterns {
             evaluates_python: re(r"(^|[^.\w])(exec|eval|compile|__import__)\s*\("),
             // Code read from the input or the environment.
             code_from_input: re(concat!(
-                r"(exec|eval|compile|Function|loadstring|load)\s*\(\s*(input\s*\(|raw_input|sys\s*\.\s*stdin|process\s*\.\s*(stdin|env|argv)",
+                r"(^|[^.\w])(exec|eval|compile|Function|loadstring|load)\s*\(\s*(input\s*\(|raw_input|sys\s*\.\s*stdin|process\s*\.\s*(stdin|env|argv)",
                 r"|os\s*\.\s*(environ|getenv)|STDIN|\$ENV|ENV\s*\[|\$_(GET|POST|REQUEST|COOKIE|SERVER)|\$argv|sys\s*\.\s*argv|ARGV)",
                 r"|\beval\s*\(?\s*\$(ENV|ARGV|_)",
             )),
