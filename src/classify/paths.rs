@@ -674,6 +674,16 @@ impl Ctx<'_> {
     /// after a `cd` to a directory only known when it runs. What it
     /// deletes is not in the command.
     pub(super) fn delete_targets(&mut self, base: &str, args: &[Word], shown: &str) {
+        // `ps ... | xargs kill`: processes named by a list from elsewhere.
+        if matches!(base, "kill" | "pkill" | "killall" | "skill")
+            && let Some(from) = self.targets_from
+        {
+            self.add(
+                "system.kill.unknown_targets",
+                format!("{base} signals processes named by {from}: processes this command did not start, on the live machine"),
+                shown,
+            );
+        }
         if !DELETERS.contains(&base) {
             return;
         }

@@ -66,6 +66,7 @@ impl Principle {
             "exec.inline_code.delete" => return Deletes,
             "exec.inline_code.write_outside" => return WritesOutside,
             "exec.inline_code.network" => return ReachesNetwork,
+            "exec.unknown.verb" => return ChangesRemoteState,
             "blast.empty_variable" | "delete.unknown_targets" => return Deletes,
             "blast.root" | "blast.home" | "blast.outside" | "redirect.outside" => {
                 return WritesOutside;

@@ -51,6 +51,8 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
                 | "--whatif"
                 | "--noop"
                 | "--simulate"
+                | "--help"
+                | "--version"
         ) {
             return Some(flag.to_string());
         }
@@ -81,6 +83,180 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
     None
 }
 use crate::policy::Level;
+
+/// Subcommand verbs that only read or show (`glab mr list`, `doctl apps
+/// get`, `consul kv get`, `cdk diff`, `hub ci-status`).
+const READ_VERBS: &[&str] = &[
+    "list", "ls", "get", "describe", "show", "status", "info", "logs", "log", "diff", "plan",
+    "view", "whoami", "inspect", "search", "cat", "tree", "history", "version", "help", "validate",
+    "check", "top", "events", "explain", "print", "preview", "outputs", "output", "read", "query",
+    "find", "browse", "ps", "stats", "synth", "doctor", "lint", "lookup", "members", "whois",
+    "usage",
+];
+
+/// Subcommand verbs that change something, wherever they stand among the
+/// first words (`glab mr merge`, `consul kv delete`).
+const CHANGE_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "rm",
+    "remove",
+    "del",
+    "destroy",
+    "drop",
+    "purge",
+    "update",
+    "set",
+    "put",
+    "post",
+    "patch",
+    "apply",
+    "deploy",
+    "push",
+    "publish",
+    "merge",
+    "close",
+    "reopen",
+    "approve",
+    "revoke",
+    "add",
+    "edit",
+    "rename",
+    "move",
+    "mv",
+    "cp",
+    "copy",
+    "start",
+    "stop",
+    "restart",
+    "reboot",
+    "kill",
+    "scale",
+    "upgrade",
+    "install",
+    "uninstall",
+    "rollback",
+    "restore",
+    "reset",
+    "run",
+    "exec",
+    "ssh",
+    "login",
+    "logout",
+    "enable",
+    "disable",
+    "attach",
+    "detach",
+    "import",
+    "upload",
+    "sync",
+    "tag",
+    "lock",
+    "unlock",
+    "cancel",
+    "retry",
+    "trigger",
+    "transfer",
+    "archive",
+    "fork",
+    "prune",
+    "clean",
+    "wipe",
+    "terminate",
+    "suspend",
+    "resume",
+    "promote",
+    "rotate",
+    "grant",
+    "assign",
+    "invite",
+    "accept",
+    "reject",
+    "submit",
+    "comment",
+    "note",
+    "write",
+    "release",
+    "unregister",
+    "deregister",
+    "erase",
+    "truncate",
+    "flush",
+    "format",
+    "token",
+    "new",
+    "init",
+    "mount",
+    "unmount",
+    "connect",
+    "send",
+];
+
+/// Verbs that, as an unknown program's subcommand, delete or change state
+/// the rehearsal cannot show (a package manager, a cloud, a device).
+const UNKNOWN_CHANGE_VERBS: &[&str] = &[
+    "delete",
+    "remove",
+    "rm",
+    "del",
+    "uninstall",
+    "destroy",
+    "drop",
+    "purge",
+    "wipe",
+    "erase",
+    "truncate",
+    "deploy",
+    "publish",
+    "upload",
+    "push",
+    "kill",
+    "terminate",
+    "revoke",
+    "unregister",
+    "deregister",
+    "format",
+    "flush",
+    "rrdelete",
+];
+
+/// The words of a subcommand word (`admin-delete-user`, `db:drop`,
+/// `ci-status`).
+fn verb_parts(w: &str) -> impl Iterator<Item = &str> {
+    w.split(['-', '_', ':', '.'])
+}
+
+/// The read verb among the first subcommand words, when none of them
+/// changes anything.
+fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
+    let first = &words[..words.len().min(3)];
+    if first
+        .iter()
+        .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+    {
+        return None;
+    }
+    first
+        .iter()
+        .find(|w| verb_parts(w).any(|p| READ_VERBS.contains(&p)))
+        .copied()
+}
+
+/// A verb among an unknown program's first subcommand words (or a flag
+/// named like one, `--delete`) that deletes or changes remote state.
+fn unknown_change_verb<'a>(words: &[&'a str], texts: &[&'a str]) -> Option<&'a str> {
+    words[..words.len().min(2)]
+        .iter()
+        .find(|w| verb_parts(w).any(|p| UNKNOWN_CHANGE_VERBS.contains(&p)))
+        .or_else(|| {
+            texts.iter().find(|a| {
+                a.strip_prefix("--")
+                    .or_else(|| a.strip_prefix('-').filter(|r| r.len() > 2))
+                    .is_some_and(|f| UNKNOWN_CHANGE_VERBS.contains(&f))
+            })
+        })
+        .copied()
+}
 
 impl Ctx<'_> {
     /// Returns the level the system policy gives this use (READ when it
@@ -168,6 +344,31 @@ impl Ctx<'_> {
             );
             return level;
         }
+        if let Some(r) = best
+            && r.level > Level::Read
+            && r.subcommands.is_empty()
+            && r.flags_any.is_empty()
+            && r.flags_all.is_empty()
+            && r.arg_regex.is_none()
+            && Principle::of(&r.id, r.level) == Principle::ChangesRemoteState
+            && let Some(verb) = read_subcommand(&at.words)
+        {
+            // A rule about the tool in general, and a subcommand that only
+            // reads: the subcommand says more about this use.
+            let (level, score) = self.policy.builtin("read.subcommand");
+            self.push(
+                "read.subcommand",
+                level,
+                score,
+                format!(
+                    "`{verb}` only reads or shows ({} applies to {base}'s other subcommands)",
+                    r.id
+                ),
+                shown,
+                false,
+            );
+            return level;
+        }
         match best {
             Some(r) => {
                 self.push(&r.id, r.level, r.score, r.reason.clone(), shown, r.approval);
@@ -187,6 +388,15 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
+                if let Some(verb) = unknown_change_verb(&at.words, &texts) {
+                    self.add(
+                        "exec.unknown.verb",
+                        format!(
+                            "{base} is asked to `{verb}`: a program no rule knows is judged at least by what its subcommand says, and a delete, an uninstall or a publish is not in the workspace"
+                        ),
+                        shown,
+                    );
+                }
                 let level = self.policy.builtin("exec.unknown").0;
                 if level >= Level::Write {
                     self.blast_radius(base, args, shown);

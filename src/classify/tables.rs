@@ -14,11 +14,29 @@ pub(super) const SYSTEM_DIRS: &[&str] = &[
     "/usr/local/sbin/",
 ];
 pub(super) const SHELLS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh",
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "rbash", "posh",
+    "yash", "oksh", "loksh", "sash", "elvish", "xonsh",
 ];
 pub(super) const INTERPRETERS: &[&str] = &[
-    "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "deno", "bun",
+    "python",
+    "python2",
+    "python3",
+    "perl",
+    "ruby",
+    "node",
+    "nodejs",
+    "php",
+    "lua",
+    "deno",
+    "bun",
     "Rscript",
+    "tclsh",
+    "wish",
+    "pwsh",
+    "powershell",
+    "irb",
+    "jshell",
+    "julia",
 ];
 /// Variables that make a later program run or load something else: the
 /// shell's own hooks, loaders, interpreters' start-up options, and the

@@ -306,6 +306,12 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exec.inline_code.network", Level::Admin, 60),
     ("exec.inline_code.payload", Level::Admin, 70),
     ("exec.inline_code.written", Level::Admin, 60),
+    // A read subcommand of a tool whose rule covers it in general; a
+    // verb of an unknown program that deletes or changes remote state.
+    ("read.subcommand", Level::Read, 0),
+    ("exec.unknown.verb", Level::Admin, 50),
+    ("exec.option.command", Level::Admin, 60),
+    ("system.kill.unknown_targets", Level::Admin, 60),
 ];
 
 /// Protected paths no policy file can take away (files only add to the
