@@ -134,9 +134,106 @@ fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
                 }
             }
         }
+        // Copies read their sources and write the last operand (or the
+        // `-t DIR`). (A link's target is judged where it points: a link in
+        // the workspace to a file outside is a way out.)
+        "cp" | "install" | "rsync" | "scp" => {
+            if base == "rsync"
+                && args
+                    .iter()
+                    .any(|w| w.text().starts_with("--remove-source-files"))
+            {
+                return out;
+            }
+            let with_value = [
+                "-t",
+                "--target-directory",
+                "-S",
+                "--suffix",
+                "-m",
+                "--mode",
+                "-o",
+                "-g",
+                "-e",
+                "--exclude",
+                "--include",
+                "--filter",
+                "-f",
+                "--rsh",
+                "--chmod",
+                "--chown",
+            ];
+            let mut pos = Vec::new();
+            let mut target_dir = false;
+            let mut i = 0;
+            while i < args.len() {
+                let a = args[i].text();
+                if matches!(a, "-t" | "--target-directory") || a.starts_with("--target-directory=")
+                {
+                    target_dir = true;
+                }
+                if with_value.contains(&a) {
+                    i += 2;
+                    continue;
+                }
+                if a == "--" {
+                    pos.extend(i + 1..args.len());
+                    break;
+                }
+                if !is_flag(a) {
+                    pos.push(i);
+                }
+                i += 1;
+            }
+            let sources = if target_dir {
+                &pos[..]
+            } else {
+                &pos[..pos.len().saturating_sub(1)]
+            };
+            out.extend_from_slice(sources);
+        }
+        // Creating an archive reads its inputs; only the archive (`-f A`,
+        // zip's first operand) is written.
+        "tar" | "gtar" | "bsdtar" => {
+            let mut skip_next = false;
+            for (i, w) in args.iter().enumerate() {
+                let a = w.text();
+                if skip_next {
+                    skip_next = false;
+                    continue;
+                }
+                let archive_flag = a == "-f"
+                    || a == "--file"
+                    || a == "-C"
+                    || a == "--directory"
+                    || (is_short_cluster(a) && a.ends_with('f'))
+                    || (i == 0 && !a.starts_with('-') && a.ends_with('f'));
+                if archive_flag {
+                    skip_next = true;
+                    continue;
+                }
+                if !is_flag(a) && !(i == 0 && !a.starts_with('-')) {
+                    out.push(i);
+                }
+            }
+        }
+        "zip" => {
+            let pos: Vec<usize> = (0..args.len())
+                .filter(|i| !is_flag(args[*i].text()))
+                .collect();
+            out.extend(pos.iter().skip(1));
+        }
         _ => {}
     }
     out
+}
+
+/// `-rf`, `-sv`: single-dash letters.
+fn is_short_cluster(a: &str) -> bool {
+    a.len() > 1
+        && a.starts_with('-')
+        && !a.starts_with("--")
+        && a[1..].chars().all(|c| c.is_ascii_alphabetic())
 }
 
 /// `ln -s TARGET LINK`: (index of TARGET, the directory the link is

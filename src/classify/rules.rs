@@ -215,9 +215,20 @@ const UNKNOWN_CHANGE_VERBS: &[&str] = &[
     "revoke",
     "unregister",
     "deregister",
-    "format",
     "flush",
     "rrdelete",
+];
+
+/// Flags named like those verbs (`--delete`, `--purge`).
+const UNKNOWN_CHANGE_FLAGS: &[&str] = &[
+    "delete",
+    "remove",
+    "purge",
+    "uninstall",
+    "destroy",
+    "drop",
+    "wipe",
+    "erase",
 ];
 
 /// The words of a subcommand word (`admin-delete-user`, `db:drop`,
@@ -252,7 +263,7 @@ fn unknown_change_verb<'a>(words: &[&'a str], texts: &[&'a str]) -> Option<&'a s
             texts.iter().find(|a| {
                 a.strip_prefix("--")
                     .or_else(|| a.strip_prefix('-').filter(|r| r.len() > 2))
-                    .is_some_and(|f| UNKNOWN_CHANGE_VERBS.contains(&f))
+                    .is_some_and(|f| UNKNOWN_CHANGE_FLAGS.contains(&f))
             })
         })
         .copied()
@@ -388,7 +399,9 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
-                if let Some(verb) = unknown_change_verb(&at.words, &texts) {
+                if let Some(verb) = unknown_change_verb(&at.words, &texts)
+                    && plan_flag(base, at.first(), &texts).is_none()
+                {
                     self.add(
                         "exec.unknown.verb",
                         format!(
