@@ -125,6 +125,9 @@ struct Ctx<'a> {
     targets_from: Option<&'static str>,
     /// Variables `read`/`mapfile` fill from input in this string.
     read_vars: Vec<String>,
+    /// Variables this string sets (`X=...`, `for X in`, `read X`): any
+    /// other comes from the caller's environment.
+    set_vars: Vec<String>,
 }
 
 /// Where relative paths point, after the `cd`s seen so far.
@@ -157,6 +160,7 @@ pub fn classify(src: &str, policy: &Policy, opts: &Options) -> Classification {
         stdin_fed: false,
         targets_from: None,
         read_vars: Vec::new(),
+        set_vars: Vec::new(),
     };
     let mut pipeline_counter = 0;
     cx.analyse_source(src, 0, &mut pipeline_counter);
@@ -291,6 +295,7 @@ impl Ctx<'_> {
             );
             return;
         }
+        self.set_vars.extend(ex.loop_vars.iter().cloned());
         for u in ex.unhandled.clone() {
             self.add("parse.unhandled", u, "");
         }
@@ -488,6 +493,19 @@ impl Ctx<'_> {
         let first = c.argv.first().and_then(|w| w.literal.as_deref());
         for (name, w) in &c.assignments {
             self.assignment(name, w, &shown, first);
+            if c.argv.is_empty() {
+                self.set_vars.push(name.clone());
+            }
+        }
+        if matches!(
+            first,
+            Some("export" | "local" | "declare" | "typeset" | "readonly")
+        ) {
+            for w in &c.argv[1..] {
+                if let Some((n, _)) = w.raw.split_once('=') {
+                    self.set_vars.push(n.to_string());
+                }
+            }
         }
         for r in &c.redirects {
             self.redirect(r.kind, &r.target, &shown);

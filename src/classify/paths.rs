@@ -800,6 +800,21 @@ impl Ctx<'_> {
             })
         }) {
             Some(format!("values read or passed in from outside ({})", w.raw))
+        } else if let Some(w) = operands.iter().find(|w| {
+            // `${OUT:?}` fails when unset or empty: the documented safe form.
+            !w.raw.contains(":?")
+                && w.params.iter().any(|p| {
+                    !self.set_vars.contains(p)
+                        && !self.read_vars.contains(p)
+                        && !matches!(p.as_str(), "HOME" | "PWD" | "!" | "?" | "$")
+                        && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && !p.chars().all(|c| c.is_ascii_digit())
+                })
+        }) {
+            Some(format!(
+                "a value from the caller's environment ({}), which this command does not set",
+                w.raw
+            ))
         } else if self.cwd_unknown() {
             operands
                 .iter()
