@@ -212,7 +212,7 @@ fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
                     skip_next = true;
                     continue;
                 }
-                if !is_flag(a) && !(i == 0 && !a.starts_with('-')) {
+                if !is_flag(a) && (i != 0 || a.starts_with('-')) {
                     out.push(i);
                 }
             }
