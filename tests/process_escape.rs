@@ -27,7 +27,10 @@ fn py(script: &str) -> String {
 /// allowed to hold the run back: the sandbox's answers are what is tested.
 fn probe_ran(r: &Run, who: impl std::fmt::Debug) {
     assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
-    let reasons = r.json["verdict"]["reasons"].as_array().cloned().unwrap_or_default();
+    let reasons = r.json["verdict"]["reasons"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
         reasons
             .iter()

@@ -3,6 +3,7 @@
 //! policy. Pure: no I/O, nothing the caller says about risk is consulted.
 
 mod bypass;
+mod carriers;
 mod inline;
 pub mod parse;
 mod paths;
