@@ -5,6 +5,7 @@
 mod bypass;
 mod carriers;
 mod inline;
+mod operands;
 pub mod parse;
 mod paths;
 pub mod principles;
