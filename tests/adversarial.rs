@@ -157,7 +157,17 @@ for n in range(0, 8):
         assert_eq!(out.matches("open-refused").count(), 8, "{who:?}: {out}");
         // The record is the helper's own, intact.
         assert_eq!(r.json["rehearsal"]["exit_code"], 0, "{who:?}: {}", r.stdout);
-        assert_eq!(r.decision(), "promote", "{who:?}: {:?}", r.reasons());
+        // The verdict is the honest one: nothing the rehearsal saw holds
+        // the run back; only the classifier asks, because inline code that
+        // signals processes has an effect it cannot see before it runs.
+        assert!(
+            r.reasons()
+                .iter()
+                .all(|x| x.starts_with("[exec.inline_code")),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
+        assert_eq!(r.decision(), "needs_approval", "{who:?}: {:?}", r.reasons());
     }
 }
 

@@ -228,6 +228,7 @@ fn every_policy_image_task_and_envelope_key_is_documented() {
             &[
                 "PolicyFile",
                 "WorkspaceBoundConfig",
+                "InlineCodeConfig",
                 "ThresholdsConfig",
                 "BuiltinConfig",
                 "RuleConfig",

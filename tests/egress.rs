@@ -98,12 +98,20 @@ fn an_allowed_name_is_fetched_through_the_proxy_and_reported_with_bytes() {
     for who in identities() {
         let up = Upstream::start();
         let ws = Ws::new(who);
+        // Python's HTTP client as a script file in the workspace, as agents
+        // run one: the same fetch as inline code would ask before it runs
+        // (`exec.inline_code.network`, tests/classifier.rs), which is not
+        // what this test is about.
+        ws.write(
+            "fetch.py",
+            "import sys, urllib.request\nsys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())\n",
+        );
         let host = format!("pkgs.example:{}", up.port);
         let pin = format!("pkgs.example:{}:127.0.0.1", up.port);
         let cmd = format!(
             "set -e; curl -sS -o plain.txt http://{host}/simple/pkg.txt; \
              curl -sS --proxytunnel -o tunnel.txt http://{host}/tunnel/pkg.txt; \
-             python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(\"http://{host}/py/pkg.txt\").read().decode())'"
+             python3 fetch.py http://{host}/py/pkg.txt"
         );
         let r = ws.rehearse_untouched(
             &cmd,

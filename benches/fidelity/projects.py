@@ -18,6 +18,9 @@ Projects:
   Makefile (check: pytest; build: compileall), a .gitignore for the test
   caches, and an uncommitted edit (for stash). Made with fixed dates, so
   commit ids are the same in every run.
+- six-tool: six with a small tool of the project's own,
+  tools/cache_state.py, which keeps its state in the home's cache
+  (~/.cache/dryrun-fidelity/state.json), as tools do.
 - either: the crate either 1.15.0 with its dependencies vendored
   (`cargo vendor`, pinned by either.Cargo.lock) and .cargo/config.toml
   pointing at vendor/.
@@ -43,6 +46,16 @@ PINS = json.loads((HERE / "pins.json").read_text())
 
 # Fixed dates for the template repository (commit ids stable across runs).
 GIT_DATES = ["2024-01-01T10:00:00+00:00", "2024-01-02T10:00:00+00:00", "2024-01-03T10:00:00+00:00"]
+
+# The six-tool project's own tool: state in the home's cache, as tools keep
+# it (the home-cache workflow runs it).
+CACHE_STATE_TOOL = """\
+import json, pathlib
+p = pathlib.Path.home() / ".cache" / "dryrun-fidelity" / "state.json"
+p.parent.mkdir(parents=True, exist_ok=True)
+p.write_text(json.dumps({"runs": 1}))
+print("saved", p)
+"""
 
 MAKEFILE = """\
 PYTHON ?= python
@@ -262,6 +275,12 @@ class Templates:
 
     def _six_venv(self, at):
         self._six(at)
+
+    def _six_tool(self, at):
+        self._six(at)
+        tools = at / "tools"
+        tools.mkdir()
+        (tools / "cache_state.py").write_text(CACHE_STATE_TOOL)
 
     def _after_six_venv(self, at):
         py = self.ident.venv / "bin" / "python"

@@ -33,11 +33,11 @@ SERVICE_CLIENT = (
     "s.sendall(b\"GET answer\\n\"); open(\"service.txt\", \"wb\").write(s.makefile(\"rb\").readline())'"
 )
 
-CACHE_WRITER = (
-    "python -c 'import json, pathlib; p = pathlib.Path.home() / \".cache\" / \"dryrun-fidelity\" / \"state.json\"; "
-    "p.parent.mkdir(parents=True, exist_ok=True); p.write_text(json.dumps({\"runs\": 1})); print(\"saved\", p)'"
-    " > cache-report.txt"
-)
+# A tool of the project's own that keeps its state in the home's cache (a
+# script file, as a tool is: the same code given inline with `python -c`
+# asks before it runs, exec.inline_code.write_outside, which is not what
+# this workflow compares).
+CACHE_WRITER = "python tools/cache_state.py > cache-report.txt"
 
 WORKFLOWS = [
     # Controls: the comparison itself.
@@ -72,7 +72,7 @@ WORKFLOWS = [
     Workflow("npx", "npm-app", "npx --yes semver@7.6.3 --range '^7.0.0' 7.6.3 > semver-check.txt", network="registry"),
     # The host's loopback service, and a tool's cache in the home.
     Workflow("loopback-service", "six", SERVICE_CLIENT, network="service"),
-    Workflow("home-cache", "six", CACHE_WRITER, check="cache"),
+    Workflow("home-cache", "six-tool", CACHE_WRITER, check="cache"),
 ]
 
 BY_NAME = {w.name: w for w in WORKFLOWS}

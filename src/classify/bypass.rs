@@ -7,9 +7,9 @@
 
 use super::paths::write_targets;
 use super::tables::{
-    AGENT_APPROVALS_OFF, AGENT_APPROVALS_OFF_ANYWHERE, AGENT_PACKAGES, AGENTS, DOWNLOADERS,
-    HARMLESS_GENERATORS, HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS, NETWORK_TOOLS,
-    SHELLS, SUBSCRIPT_BUILTINS,
+    DOWNLOADERS, HARMLESS_GENERATORS, HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS,
+    NETWORK_TOOLS, PAGER_VARS, SHELLS, SUBSCRIPT_BUILTINS, WRITES_ITS_LAST_OPERAND,
+    WRITES_ITS_OPERANDS, harmless_pager,
 };
 use super::{Ctx, RedirectKind, SimpleCommand, Word, base_name, is_flag};
 
@@ -90,6 +90,59 @@ fn same_file_key(t: &str) -> String {
     t.to_string()
 }
 
+/// Tools that copy, move, pack, compare, commit or change the mode of a
+/// file without running what is in it.
+fn handles_files_as_data(base: &str) -> bool {
+    WRITES_ITS_OPERANDS.contains(&base)
+        || WRITES_ITS_LAST_OPERAND.contains(&base)
+        || matches!(
+            base,
+            "git"
+                | "tar"
+                | "zip"
+                | "unzip"
+                | "gzip"
+                | "gunzip"
+                | "xz"
+                | "bzip2"
+                | "zstd"
+                | "7z"
+                | "patch"
+                | "sed"
+                | "gsed"
+                | "split"
+                | "csplit"
+                | "iconv"
+                | "dos2unix"
+                | "cmp"
+                | "file"
+                | "stat"
+                | "wc"
+                | "md5sum"
+                | "sha256sum"
+                | "b2sum"
+                | "gpg"
+                | "scp"
+        )
+}
+
+/// A file as compared between a write and a run: its path, or the
+/// variable that holds it (`"$TF"` is `$TF`).
+fn file_key(w: &Word) -> String {
+    match &w.literal {
+        Some(t) => same_file_key(t),
+        None => w.raw.trim_matches('"').to_string(),
+    }
+}
+
+/// `LESS=-R` holds options, not a program; other pager variables a
+/// harmless pager.
+fn harmless_pager_or_less_flags(v: &str) -> bool {
+    harmless_pager(v)
+        || v.split_whitespace()
+            .all(|w| w.starts_with('-') && !w.contains(['`', '$', ';', '|']))
+}
+
 /// `PATH=$PATH:dir` only appends: names found before still win.
 fn appends_to_path(w: &Word) -> bool {
     let raw = w.raw.strip_prefix("PATH=").unwrap_or(&w.raw);
@@ -142,9 +195,19 @@ impl Ctx<'_> {
     /// `IFS=` in front of `read`/`mapfile` is ordinary field splitting.
     pub(super) fn assignment(&mut self, name: &str, w: &Word, shown: &str, before: Option<&str>) {
         let ifs_for_reader = (name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c)))
-            || (name == "PATH" && appends_to_path(w));
-        let hijack =
-            HIJACK_VARS.contains(&name) || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p));
+            || (name == "PATH" && appends_to_path(w))
+            || (PAGER_VARS.contains(&name)
+                && w.literal
+                    .as_deref()
+                    .is_some_and(harmless_pager_or_less_flags));
+        // `RESTIC_PASSWORD_COMMAND=CMD`, `FOO_CMD=...`: a variable named
+        // for a command holds a program the tool that reads it runs.
+        let names_command = (name.ends_with("_COMMAND") || name.ends_with("_CMD"))
+            && !w.raw.is_empty()
+            && !w.raw.trim_matches(['"', '\'']).is_empty();
+        let hijack = HIJACK_VARS.contains(&name)
+            || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p))
+            || names_command;
         if hijack && !ifs_for_reader {
             let what = if name.starts_with("BASH_FUNC_") {
                 "defines an exported bash function, which every bash started later imports"
@@ -309,6 +372,77 @@ impl Ctx<'_> {
         }
     }
 
+    /// Remember every file this command writes, by path or by the variable
+    /// naming it, so that running one later in the same string is seen.
+    pub(super) fn record_written(&mut self, c: &SimpleCommand) {
+        let mut keys: Vec<String> = Vec::new();
+        for r in &c.redirects {
+            if matches!(
+                r.kind,
+                RedirectKind::Write | RedirectKind::Append | RedirectKind::Clobber
+            ) {
+                keys.push(file_key(&r.target));
+            }
+        }
+        if let Some(first) = c.argv.first().and_then(|w| w.literal.as_deref()) {
+            let base = base_name(first);
+            for w in write_targets(base, &c.argv[1..]) {
+                keys.push(file_key(&w));
+            }
+        }
+        for k in keys {
+            if !k.is_empty() && !k.starts_with("/dev/") && self.written.len() < 64 {
+                self.written.push(k);
+            }
+        }
+    }
+
+    /// The program, script or stdin about to run is a file this string
+    /// wrote: its code was never seen.
+    pub(super) fn ran_written_file(&mut self, path: &str, shown: &str) {
+        let key = same_file_key(path.trim_matches('"'));
+        if self.written[..self.written_before].contains(&key) {
+            self.add(
+                "exec.written_code",
+                format!(
+                    "runs {path}, which this same command wrote: code that nobody has reviewed"
+                ),
+                shown,
+            );
+        }
+    }
+
+    /// A file this string wrote, handed to a program that does more than
+    /// read it (`echo 'execute_process(...)' > CMakeLists.txt; cmake .` is
+    /// the same shape as `echo '...' > $TF; tool --config=$TF`): a config
+    /// or script it may run, whose code nobody reviewed.
+    pub(super) fn passes_written_file(&mut self, base: &str, args: &[Word], shown: &str) {
+        let written = &self.written[..self.written_before];
+        if written.is_empty() || handles_files_as_data(base) {
+            return;
+        }
+        for w in args {
+            let key = file_key(w);
+            let value = key
+                .split_once('=')
+                .map(|(_, v)| same_file_key(v.trim_matches('"')))
+                .unwrap_or_default();
+            let hit = [key.as_str(), value.as_str()]
+                .into_iter()
+                .find(|k| !k.is_empty() && written.iter().any(|x| x == k));
+            if let Some(file) = hit {
+                self.add(
+                    "exec.written_code",
+                    format!(
+                        "{base} is given {file}, which this same command wrote: a script or config it may run, never reviewed"
+                    ),
+                    shown,
+                );
+                return;
+            }
+        }
+    }
+
     /// The program or script about to run is a file this string downloaded.
     pub(super) fn runs_download(&mut self, path: &str, shown: &str) {
         if self.downloaded.contains(&same_file_key(path)) {
@@ -408,58 +542,7 @@ impl Ctx<'_> {
             );
         }
         self.protected_writes(base, args, shown);
-    }
-
-    pub(super) fn agent_approvals_off(&mut self, base: &str, args: &[Word], shown: &str) {
-        // Whether this is a coding agent is only worked out when a flag
-        // that needs it is there (most commands have none).
-        let mut is_agent: Option<bool> = None;
-        for (i, w) in args.iter().enumerate() {
-            let a = w.text();
-            let (flag, attached) = match a.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f, Some(v)),
-                _ => (a, None),
-            };
-            if !flag.starts_with('-') {
-                continue;
-            }
-            let found = AGENT_APPROVALS_OFF_ANYWHERE.contains(&flag)
-                || (AGENT_APPROVALS_OFF.iter().any(|(f, _)| *f == flag)
-                    && *is_agent.get_or_insert_with(|| {
-                        AGENTS.contains(&base)
-                            || args
-                                .iter()
-                                .any(|w| AGENT_PACKAGES.iter().any(|p| w.text().contains(p)))
-                    })
-                    && AGENT_APPROVALS_OFF.iter().any(|(f, v)| {
-                        *f == flag
-                            && (v.is_empty()
-                                || attached
-                                    .or_else(|| args.get(i + 1).map(|n| n.text()))
-                                    .is_some_and(|x| x == *v))
-                    }));
-            if found {
-                let shown_flag = match (attached, args.get(i + 1)) {
-                    (None, Some(n))
-                        if !a.starts_with("--")
-                            || AGENT_APPROVALS_OFF
-                                .iter()
-                                .any(|(f, v)| *f == a && !v.is_empty()) =>
-                    {
-                        format!("{a} {}", n.text())
-                    }
-                    _ => a.to_string(),
-                };
-                self.add(
-                    "agent.approvals_off",
-                    format!(
-                        "starts a coding agent with its own approvals or sandbox turned off ({shown_flag}): everything it then does is unreviewed"
-                    ),
-                    shown,
-                );
-                return;
-            }
-        }
+        self.command_carriers(base, args, shown);
     }
 
     /// `printf -v 'a[$(cmd)]'`, `read 'a[$(cmd)]'`, `let`, `declare -n`,
@@ -530,6 +613,8 @@ impl Ctx<'_> {
             let t = t.to_string();
             self.runs_download(&t, shown);
         }
+        let key = file_key(first);
+        self.ran_written_file(&key, shown);
         let process_sub = first.literal.is_none() && first.raw == "<(...)";
         let stream = first.literal.as_deref().is_some_and(is_stream_path);
         if process_sub || (stream && matches!(base, "source" | ".")) {

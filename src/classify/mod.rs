@@ -3,8 +3,12 @@
 //! policy. Pure: no I/O, nothing the caller says about risk is consulted.
 
 mod bypass;
+mod carriers;
+mod inline;
+mod operands;
 pub mod parse;
 mod paths;
+pub mod principles;
 mod rules;
 mod runners;
 mod tables;
@@ -48,6 +52,41 @@ pub struct Classification {
     pub policy_hash: String,
 }
 
+/// One finding explained: its rule, the principle the rule comes from, and
+/// what it saw (`dryrun classify --explain`, the MCP `classify` tool).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explained {
+    pub rule: String,
+    pub principle: principles::Principle,
+    pub principle_text: &'static str,
+    pub level: Level,
+    pub score: u32,
+    pub reason: String,
+    pub command: String,
+}
+
+impl Classification {
+    /// Every finding with the principle its rule comes from, most severe
+    /// first (the order of `findings`).
+    pub fn explain(&self) -> Vec<Explained> {
+        self.findings
+            .iter()
+            .map(|f| {
+                let principle = principles::Principle::of(&f.rule, f.level);
+                Explained {
+                    rule: f.rule.clone(),
+                    principle,
+                    principle_text: principle.describe(),
+                    level: f.level,
+                    score: f.score,
+                    reason: f.reason.clone(),
+                    command: f.command.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Paths inside it are not "outside the workspace".
@@ -63,7 +102,7 @@ struct Ctx<'a> {
     commands: Vec<String>,
     /// Where an earlier `cd` went (relative paths after it are judged from
     /// there; never reset, which errs on the safe side).
-    cwd: Option<String>,
+    cwd: Cwd,
     /// Most simple commands in any one shell string (the top-level string,
     /// or one passed to `sh -c`/`eval`); wrappers are not counted.
     max_chain: usize,
@@ -73,6 +112,38 @@ struct Ctx<'a> {
     /// Files a downloader in this string wrote (`curl -o i.sh`), so that
     /// running one later is seen as running a download.
     downloaded: Vec<String>,
+    /// Files this string writes (`> f`, `tee f`, `cp x f`), by path or by
+    /// the variable that names them (`$TF`): code read back from one of
+    /// them later in the same string was never seen by anyone.
+    written: Vec<String>,
+    /// How many of `written` came from commands before the current one (a
+    /// command's own outputs, `docker build -t app`, are not code it runs).
+    written_before: usize,
+    /// The simple command being analysed has something we can read on its
+    /// stdin (a heredoc, a here-string, a redirect, a pipe).
+    stdin_fed: bool,
+    /// The command being analysed gets more operands from elsewhere (a
+    /// file list on xargs' stdin): what, for a reason.
+    targets_from: Option<&'static str>,
+    /// Variables `read`/`mapfile` fill from input in this string.
+    read_vars: Vec<String>,
+    /// Variables this string sets (`X=...`, `for X in`, `read X`): any
+    /// other comes from the caller's environment.
+    set_vars: Vec<String>,
+}
+
+/// Where relative paths point, after the `cd`s seen so far.
+#[derive(Debug, Clone, PartialEq)]
+enum Cwd {
+    /// Where the command starts (the workspace).
+    Start,
+    /// A directory written out (`cd src`, `cd /etc`, `cd ~`).
+    Known(String),
+    /// A directory computed when it runs (`cd "$d"`, `cd -`): relative
+    /// paths then point somewhere unknown. They are not taken as outside
+    /// the workspace (a loop over `services/*/` stays inside), but a delete
+    /// of them is a delete of unknown targets.
+    Unknown,
 }
 
 /// Classify one shell string.
@@ -83,9 +154,15 @@ pub fn classify(src: &str, policy: &Policy, opts: &Options) -> Classification {
         findings: Vec::new(),
         commands: Vec::new(),
         max_chain: 0,
-        cwd: None,
+        cwd: Cwd::Start,
         aliases: BTreeMap::new(),
         downloaded: Vec::new(),
+        written: Vec::new(),
+        written_before: 0,
+        stdin_fed: false,
+        targets_from: None,
+        read_vars: Vec::new(),
+        set_vars: Vec::new(),
     };
     let mut pipeline_counter = 0;
     cx.analyse_source(src, 0, &mut pipeline_counter);
@@ -220,6 +297,7 @@ impl Ctx<'_> {
             );
             return;
         }
+        self.set_vars.extend(ex.loop_vars.iter().cloned());
         for u in ex.unhandled.clone() {
             self.add("parse.unhandled", u, "");
         }
@@ -232,7 +310,6 @@ impl Ctx<'_> {
                 );
             }
         }
-        self.stdin_programs(&ex, depth, counter);
         let n_commands = ex.commands.iter().filter(|c| !c.argv.is_empty()).count();
         self.max_chain = self.max_chain.max(n_commands);
         if depth == 0 && n_commands > 1 {
@@ -243,17 +320,24 @@ impl Ctx<'_> {
             );
         }
         for c in &ex.commands {
+            self.stdin_program(c, &ex, depth, counter);
             self.simple(c, depth, counter);
         }
     }
 
     /// Pipelines, heredocs, here-strings and `< <(...)` feeding a shell or
     /// an interpreter its program.
-    fn stdin_programs(&mut self, ex: &Extracted, depth: u32, counter: &mut usize) {
-        for c in &ex.commands {
+    fn stdin_program(
+        &mut self,
+        c: &SimpleCommand,
+        ex: &Extracted,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        {
             let inner = peel_wrappers(&c.argv);
             if !self.reads_program_from_stdin(inner) {
-                continue;
+                return;
             }
             let shown = render(&c.argv);
             // A shell's program on stdin is bash we can read; another
@@ -263,6 +347,30 @@ impl Ctx<'_> {
                 .and_then(|w| w.literal.as_deref())
                 .map(base_name)
                 .is_some_and(|n| SHELLS.contains(&n) || matches!(n, "source" | "."));
+            if !is_shell && let Some(name) = inner.first().and_then(|w| w.literal.as_deref()) {
+                // An interpreter's program on stdin is matched by the
+                // policy's inline-code rules as if it were given with `-c`.
+                let mut with_code: Vec<Word> = inner[1..].to_vec();
+                with_code.extend(c.stdin_text.iter().filter(|w| w.literal.is_some()).cloned());
+                if with_code.len() > inner.len() - 1 {
+                    self.match_rules(base_name(name), &with_code, &shown);
+                }
+                let code: Vec<&str> = c
+                    .stdin_text
+                    .iter()
+                    .filter_map(|w| w.literal.as_deref())
+                    .collect();
+                if !code.is_empty() {
+                    self.inline_code(base_name(name), &code.join("\n"), &shown);
+                }
+            }
+            if !is_shell
+                && c.stdin_text.is_empty()
+                && c.position == 0
+                && !c.redirects.iter().any(|r| r.kind == RedirectKind::Read)
+            {
+                self.stdin_unseen(inner, &shown);
+            }
             for w in c.stdin_text.iter().filter(|_| is_shell) {
                 match &w.literal {
                     Some(text) => {
@@ -296,6 +404,8 @@ impl Ctx<'_> {
                             ),
                             &shown,
                         );
+                        let t = r.target.text().to_string();
+                        self.ran_written_file(&t, &shown);
                     }
                 }
             }
@@ -315,6 +425,36 @@ impl Ctx<'_> {
                 );
             }
         }
+    }
+
+    /// A shell or an interpreter started with no program and nothing we
+    /// can read on its stdin runs whatever reaches it there (a terminal, a
+    /// parent's pipe): code nobody sees before it runs.
+    pub(super) fn stdin_unseen(&mut self, argv: &[Word], shown: &str) {
+        let Some(name) = argv.first().and_then(|w| w.literal.as_deref()) else {
+            return;
+        };
+        if matches!(base_name(name), "source" | ".") {
+            return;
+        }
+        // `python3 -V`, `node --version`: prints and exits, reads nothing.
+        let prints_and_exits = argv[1..].iter().any(|w| {
+            matches!(
+                w.literal.as_deref(),
+                Some("-V" | "--version" | "-version" | "-h" | "--help")
+            ) || (base_name(name) == "node" && w.literal.as_deref() == Some("-v"))
+        });
+        if prints_and_exits {
+            return;
+        }
+        self.add(
+            "exec.stdin_shell",
+            format!(
+                "{} runs whatever reaches its standard input, which is not in the command",
+                base_name(name)
+            ),
+            shown,
+        );
     }
 
     /// A shell or interpreter with no program argument reads its program
@@ -355,6 +495,19 @@ impl Ctx<'_> {
         let first = c.argv.first().and_then(|w| w.literal.as_deref());
         for (name, w) in &c.assignments {
             self.assignment(name, w, &shown, first);
+            if c.argv.is_empty() {
+                self.set_vars.push(name.clone());
+            }
+        }
+        if matches!(
+            first,
+            Some("export" | "local" | "declare" | "typeset" | "readonly")
+        ) {
+            for w in &c.argv[1..] {
+                if let Some((n, _)) = w.raw.split_once('=') {
+                    self.set_vars.push(n.to_string());
+                }
+            }
         }
         for r in &c.redirects {
             self.redirect(r.kind, &r.target, &shown);
@@ -365,10 +518,18 @@ impl Ctx<'_> {
             self.subscript_code(w, &shown, depth, counter);
         }
         self.record_downloads(c);
+        self.written_before = self.written.len();
+        self.record_written(c);
         if c.argv.is_empty() {
             return;
         }
+        self.stdin_fed = !c.stdin_text.is_empty()
+            || c.position > 0
+            || c.redirects.iter().any(|r| r.kind == RedirectKind::Read);
+        self.targets_from = None;
         self.command_shown(&c.argv, Some(shown), depth, counter);
+        self.stdin_fed = false;
+        self.targets_from = None;
     }
 
     fn command(&mut self, argv_in: &[Word], depth: u32, counter: &mut usize) {
@@ -418,24 +579,18 @@ impl Ctx<'_> {
                 match SYSTEM_DIRS.iter().find(|d| name.starts_with(*d)) {
                     Some(d) if !name[d.len()..].contains('/') => name[d.len()..].to_string(),
                     _ => {
-                        self.add(
-                            "exec.path",
-                            format!("runs {name}, a program from a path, not a system command"),
-                            &shown,
-                        );
-                        self.commands.push(shown.clone());
-                        if self.policy.builtin("exec.path").0 >= Level::Write {
-                            self.blast_radius(&name, args, &shown);
-                        }
-                        self.runs_download(&name, &shown);
-                        self.bypass_checks(base_name(&name), args, &shown, depth, counter);
+                        self.path_program(&name, args, &shown, depth, counter);
                         return;
                     }
                 }
             } else {
                 name
             };
+            // `\ls`: one leading backslash is the everyday way past an
+            // alias; the name stays plain to a reader and to the rules.
+            let alias_escape = name_word.raw.strip_prefix('\\') == Some(base.as_str());
             if name_word.quoted
+                && !alias_escape
                 && (self.policy.knows(&base) || SENSITIVE_NAMES.contains(&base.as_str()))
             {
                 self.add(
@@ -452,13 +607,66 @@ impl Ctx<'_> {
                 self.change_dir(args);
             }
             // Policy rules for this name (wrappers included: sudo is ADMIN).
-            self.match_rules(&base, shell_args_for_rules(&base, args), &shown);
+            let level = self.match_rules(&base, shell_args_for_rules(&base, args), &shown);
+            self.inline_code_args(&base, args, &shown);
+            if level > Level::Read {
+                self.passes_written_file(&base, args, &shown);
+            }
+            self.remember_read_vars(&base, args);
+            self.delete_targets(&base, args, &shown);
             self.bypass_checks(&base, args, &shown, depth, counter);
             match self.unwrap(&base, args, depth, counter, &shown) {
                 Some(next) => unwrapped = Some(next),
                 None => return,
             }
         }
+    }
+
+    /// A program run by a path outside the system's binary directories
+    /// (`./x`, `bin/x`, `/tmp/x/x`, `~/x`). It is judged by what its name
+    /// says it can do (`bin/rails db:drop` is a database drop) and, when
+    /// that name is a known program's and the path is not a project
+    /// environment's own copy of a toolchain, as a look-alike.
+    fn path_program(
+        &mut self,
+        name: &str,
+        args: &[Word],
+        shown: &str,
+        depth: u32,
+        counter: &mut usize,
+    ) {
+        let base = base_name(name);
+        self.commands.push(shown.to_string());
+        self.runs_download(name, shown);
+        self.ran_written_file(name, shown);
+        let known = self.policy.knows(base)
+            || SENSITIVE_NAMES.contains(&base)
+            || tables::is_shell_or_interpreter(base);
+        if known && tables::lookalike_location(name) && !tables::project_toolchain(name, base) {
+            self.add(
+                "exec.lookalike",
+                format!(
+                    "runs {name}, a program named like {base} from outside the system's program directories: it may be anything"
+                ),
+                shown,
+            );
+        } else {
+            self.add(
+                "exec.path",
+                format!("runs {name}, a program from a path, not a system command"),
+                shown,
+            );
+        }
+        if self.policy.builtin("exec.path").0 >= Level::Write {
+            self.blast_radius(name, args, shown);
+        }
+        if known {
+            // At least what the program it is named like does.
+            self.match_rules(base, shell_args_for_rules(base, args), shown);
+            self.inline_code_args(base, args, shown);
+        }
+        self.passes_written_file(base, args, shown);
+        self.bypass_checks(base, args, shown, depth, counter);
     }
 
     fn nested(&mut self, src: &str, depth: u32, counter: &mut usize) {

@@ -3,11 +3,12 @@
 //! outside), credentials, redirects, and writes to the policy's protected
 //! paths (the same list the rehearsal's verdict uses).
 
+use super::operands::read_only_operands;
 use super::tables::{
     CREDENTIAL_PATHS, OUTPUT_FLAGS, SECRET_MARKERS, WRITES_ITS_LAST_OPERAND, WRITES_ITS_OPERANDS,
     is_secret_file_name,
 };
-use super::{Ctx, RedirectKind, Word, is_flag};
+use super::{Ctx, Cwd, RedirectKind, Word, is_flag};
 use std::borrow::Cow;
 use std::path::Path;
 
@@ -70,73 +71,12 @@ pub(super) fn script_args(base: &str, args: &[Word]) -> Vec<usize> {
     out
 }
 
-/// Tar's mode, from its first argument or options: `x`/`t` read the
-/// archive, `c`/`r`/`u`/`A` write it.
-fn tar_reads_archive(args: &[Word]) -> bool {
-    for w in args {
-        let a = w.text();
-        if matches!(a, "--extract" | "--get" | "--list" | "--diff" | "--compare") {
-            return true;
-        }
-        if matches!(a, "--create" | "--append" | "--update" | "--concatenate") {
-            return false;
-        }
-        let cluster = a.strip_prefix('-').unwrap_or(a);
-        if a.starts_with("--") || cluster.is_empty() {
-            continue;
-        }
-        if cluster.contains(['x', 't', 'd']) && !cluster.contains(['c', 'r', 'u', 'A']) {
-            return true;
-        }
-        if cluster.contains(['c', 'r', 'u', 'A']) {
-            return false;
-        }
-    }
-    false
-}
-
-/// Arguments the command only reads, which may be outside the workspace
-/// without widening what it changes: the archive `tar -x`/`tar -t` or
-/// `unzip` reads (where it extracts to is still checked).
-fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
-    let mut out = Vec::new();
-    match base {
-        "tar" | "gtar" | "bsdtar" if tar_reads_archive(args) => {
-            for (i, w) in args.iter().enumerate() {
-                let a = w.text();
-                if a == "-f"
-                    || a == "--file"
-                    || (!a.starts_with("--") && a.starts_with('-') && a.ends_with('f'))
-                {
-                    out.push(i + 1);
-                } else if a.starts_with("--file=") {
-                    out.push(i);
-                } else if i == 0 && !a.starts_with('-') && a.ends_with('f') {
-                    // Old-style `tar xzf ARCHIVE`.
-                    out.push(1);
-                }
-            }
-        }
-        "unzip" | "zcat" | "gunzip" | "bzcat" | "xzcat" | "zstdcat" | "7z" | "7za" => {
-            // unzip ARCHIVE [-d DIR]: the first positional is read.
-            if let Some(i) = args.iter().position(|w| !is_flag(w.text()))
-                && !matches!(base, "7z" | "7za")
-            {
-                out.push(i);
-            }
-            if matches!(base, "7z" | "7za") {
-                // 7z x ARCHIVE
-                let pos: Vec<usize> = (0..args.len())
-                    .filter(|i| !is_flag(args[*i].text()))
-                    .collect();
-                if pos.len() >= 2 && matches!(args[pos[0]].text(), "x" | "e" | "l" | "t") {
-                    out.push(pos[1]);
-                }
-            }
-        }
-        _ => {}
-    }
-    out
+/// `-rf`, `-sv`: single-dash letters.
+pub(super) fn is_short_cluster(a: &str) -> bool {
+    a.len() > 1
+        && a.starts_with('-')
+        && !a.starts_with("--")
+        && a[1..].chars().all(|c| c.is_ascii_alphabetic())
 }
 
 /// `ln -s TARGET LINK`: (index of TARGET, the directory the link is
@@ -332,38 +272,33 @@ impl Ctx<'_> {
     /// `cd DIR`: remember where relative paths now point.
     pub(super) fn change_dir(&mut self, args: &[Word]) {
         let target = args.iter().find(|w| !is_flag(w.text()));
-        let dir = match target {
-            None => "~".to_string(),
-            Some(w) if w.literal.is_none() && !w.params.iter().any(|p| p == "HOME") => {
-                // Computed at run time: assume the worst, the root.
-                "/".to_string()
-            }
-            Some(w) if w.params.iter().any(|p| p == "HOME") || w.tilde => {
-                format!(
-                    "~{}",
-                    w.text()
-                        .trim_start_matches('~')
-                        .trim_start_matches("$HOME")
-                        .trim_start_matches("${HOME}")
-                )
-            }
-            Some(w) => {
-                let t = w.text();
-                if t == "-" {
-                    "/".to_string()
-                } else {
-                    self.rebase_on_cwd(w).text().to_string()
-                }
-            }
+        self.cwd = match target {
+            None => Cwd::Known("~".to_string()),
+            Some(w) if w.params.iter().any(|p| p == "HOME") || w.tilde => Cwd::Known(format!(
+                "~{}",
+                w.text()
+                    .trim_start_matches('~')
+                    .trim_start_matches("$HOME")
+                    .trim_start_matches("${HOME}")
+            )),
+            // Computed at run time, or the previous directory.
+            Some(w) if w.literal.is_none() || w.text() == "-" => Cwd::Unknown,
+            // Relative to a directory only known when it runs.
+            Some(w) if self.cwd == Cwd::Unknown && !w.text().starts_with('/') => Cwd::Unknown,
+            Some(w) => Cwd::Known(self.rebase_on_cwd(w).text().to_string()),
         };
-        self.cwd = Some(dir);
+    }
+
+    /// Relative paths now point at a directory only known when it runs.
+    pub(super) fn cwd_unknown(&self) -> bool {
+        self.cwd == Cwd::Unknown
     }
 
     /// A word as a path relative to the last `cd`.
     pub(super) fn rebase_on_cwd<'w>(&self, w: &'w Word) -> Cow<'w, Word> {
         let t = w.text();
         match &self.cwd {
-            Some(dir)
+            Cwd::Known(dir)
                 if !t.starts_with('/')
                     && !t.starts_with('~')
                     && !w.tilde
@@ -629,6 +564,114 @@ impl Ctx<'_> {
                     shown,
                 );
             }
+        }
+    }
+}
+
+/// Programs whose operands are files they delete.
+const DELETERS: &[&str] = &[
+    "rm",
+    "unlink",
+    "shred",
+    "rmdir",
+    "srm",
+    "wipe",
+    "trash",
+    "trash-put",
+    "gio",
+];
+
+impl Ctx<'_> {
+    /// `read f`, `mapfile -t files`: these variables hold input, not
+    /// anything written in the command.
+    pub(super) fn remember_read_vars(&mut self, base: &str, args: &[Word]) {
+        if !matches!(base, "read" | "mapfile" | "readarray") {
+            return;
+        }
+        let mut i = 0;
+        while i < args.len() {
+            let a = args[i].text();
+            if matches!(
+                a,
+                "-d" | "-n" | "-N" | "-p" | "-t" | "-u" | "-a" | "-C" | "-c" | "-O" | "-s"
+            ) && base != "mapfile"
+                && base != "readarray"
+                && a != "-a"
+            {
+                i += 2;
+                continue;
+            }
+            if !is_flag(a) && self.read_vars.len() < 32 {
+                self.read_vars.push(a.to_string());
+            }
+            i += 1;
+        }
+    }
+
+    /// A delete whose targets come from elsewhere: a file list (xargs, a
+    /// variable filled by `read`), a command substitution, the positional
+    /// parameters of a string run by `-exec sh -c`, or a relative path
+    /// after a `cd` to a directory only known when it runs. What it
+    /// deletes is not in the command.
+    pub(super) fn delete_targets(&mut self, base: &str, args: &[Word], shown: &str) {
+        // `ps ... | xargs kill`: processes named by a list from elsewhere.
+        if matches!(base, "kill" | "pkill" | "killall" | "skill")
+            && let Some(from) = self.targets_from
+        {
+            self.add(
+                "system.kill.unknown_targets",
+                format!("{base} signals processes named by {from}: processes this command did not start, on the live machine"),
+                shown,
+            );
+        }
+        if !DELETERS.contains(&base) {
+            return;
+        }
+        let operands: Vec<&Word> = args.iter().filter(|w| !is_flag(w.text())).collect();
+        let why: Option<String> = if let Some(from) = self.targets_from {
+            Some(from.to_string())
+        } else if let Some(w) = operands
+            .iter()
+            .find(|w| w.raw.contains("$(") || w.raw.contains('`'))
+        {
+            Some(format!("the output of a command ({})", w.raw))
+        } else if let Some(w) = operands.iter().find(|w| {
+            w.params.iter().any(|p| {
+                p.chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, '@' | '*' | '#'))
+                    || self.read_vars.contains(p)
+            })
+        }) {
+            Some(format!("values read or passed in from outside ({})", w.raw))
+        } else if let Some(w) = operands.iter().find(|w| {
+            // `${OUT:?}` fails when unset or empty: the documented safe form.
+            !w.raw.contains(":?")
+                && w.params.iter().any(|p| {
+                    !self.set_vars.contains(p)
+                        && !self.read_vars.contains(p)
+                        && !matches!(p.as_str(), "HOME" | "PWD" | "!" | "?" | "$")
+                        && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        && !p.chars().all(|c| c.is_ascii_digit())
+                })
+        }) {
+            Some(format!(
+                "a value from the caller's environment ({}), which this command does not set",
+                w.raw
+            ))
+        } else if self.cwd_unknown() {
+            operands
+                .iter()
+                .find(|w| !w.text().starts_with('/') && !w.text().starts_with('~') && !w.tilde)
+                .map(|w| format!("{} in a directory only known when it runs", w.raw))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.add(
+                "delete.unknown_targets",
+                format!("{base} deletes targets that come from elsewhere: {why}"),
+                shown,
+            );
         }
     }
 }

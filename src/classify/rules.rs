@@ -1,131 +1,284 @@
 //! Matching a command against the policy's rules: subcommands by
-//! position (per tool, after its global options), flags in any position,
+//! position (where `model::subcommand` says one starts, the same rule as the shadow stubs'), flags in any position,
 //! argument patterns.
 
-use super::{Ctx, Word, has_flag, is_flag};
+use super::principles::Principle;
+use super::tables::harmless_pager;
+use super::{Ctx, Word, has_flag};
+use crate::model::subcommand::Positionals;
+
+/// `git -c core.pager=cat`, `-c pager.log=less -c color.ui=always`:
+/// settings that run nothing but a pager, or only change colours, are
+/// dropped before matching (the rest of the command is judged as usual).
+fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
+    let mut i = 0;
+    while i + 1 < texts.len() {
+        let harmless = texts[i] == "-c"
+            && texts[i + 1].split_once('=').is_some_and(|(k, v)| {
+                let k = k.to_ascii_lowercase();
+                ((k == "core.pager" || k.starts_with("pager."))
+                    && (harmless_pager(v) || matches!(v, "true" | "false")))
+                    || k.starts_with("color.")
+                    || k == "core.quotepath"
+                    || k == "log.showsignature"
+            });
+        if harmless {
+            texts.drain(i..i + 2);
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// A flag that makes the command only show what it would do (`--dry-run`,
+/// `--check`, `-n` where it means that), or `None`. `--dry-run=none` (a
+/// real run in kubectl) is not one.
+fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<String> {
+    for a in texts {
+        let (flag, value) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (*a, None),
+        };
+        if matches!(value, Some("none" | "false" | "0" | "no")) {
+            continue;
+        }
+        if matches!(
+            flag,
+            "--dry-run"
+                | "--dryrun"
+                | "--dry_run"
+                | "--what-if"
+                | "--whatif"
+                | "--noop"
+                | "--simulate"
+                | "--help"
+                | "--version"
+        ) {
+            return Some(flag.to_string());
+        }
+        let short_n = a.starts_with('-') && !a.starts_with("--") && a[1..].contains('n');
+        let means_no_op = match base {
+            "make" | "gmake" | "rsync" => short_n,
+            "git" => {
+                a.starts_with('-')
+                    && !a.starts_with("--")
+                    && a.len() == 2
+                    && short_n
+                    && matches!(
+                        subcommand,
+                        Some("clean" | "add" | "rm" | "mv" | "push" | "prune" | "gc")
+                    )
+            }
+            "apt-get" | "apt" => matches!(*a, "-s" | "--simulate" | "--just-print" | "--recon"),
+            "ansible-playbook" | "ansible" | "salt" | "chef-client" => {
+                matches!(*a, "--check" | "-C")
+            }
+            "helm" => *a == "--dry-run",
+            _ => false,
+        };
+        if means_no_op {
+            return Some(a.to_string());
+        }
+    }
+    None
+}
 use crate::policy::Level;
 
-/// Global options that take a value, per tool whose subcommands are
-/// matched strictly by position (`git -C dir stash push`: the subcommand
-/// is `stash push`, never `push`).
-fn global_options_with_value(base: &str) -> Option<&'static [&'static str]> {
-    Some(match base {
-        "git" => &[
-            "-C",
-            "-c",
-            "--git-dir",
-            "--work-tree",
-            "--namespace",
-            "--super-prefix",
-            "--config-env",
-            "--exec-path",
-            "--list-cmds",
-            "--attr-source",
-        ],
-        "gh" => &["-R", "--repo", "--hostname"],
-        "helm" => &[
-            "-n",
-            "--namespace",
-            "--kube-context",
-            "--kubeconfig",
-            "--registry-config",
-            "--repository-config",
-            "--repository-cache",
-        ],
-        "pulumi" => &["-C", "--cwd", "-s", "--stack", "--color", "--logflow", "-v"],
-        "aws" => &[
-            "--region",
-            "--profile",
-            "--output",
-            "--endpoint-url",
-            "--query",
-            "--ca-bundle",
-            "--cli-read-timeout",
-            "--cli-connect-timeout",
-            "--color",
-        ],
-        "npm" | "pnpm" | "yarn" | "bun" => &[
-            "--prefix",
-            "-C",
-            "--dir",
-            "--cwd",
-            "-w",
-            "--workspace",
-            "--filter",
-            "-F",
-            "--loglevel",
-        ],
-        "cargo" | "rustup" => &["-C", "-Z", "--config", "--color", "--toolchain"],
-        "go" | "terraform" | "tofu" | "terragrunt" | "openssl" | "brew" | "etcdctl" | "deno"
-        | "pip" | "pip3" | "uv" | "pipx" | "gem" | "docker" | "podman" | "kubectl" => &[
-            "-C",
-            "--endpoints",
-            "-H",
-            "--host",
-            "--context",
-            "--config",
-            "-n",
-            "--namespace",
-            "--kubeconfig",
-            "--cluster",
-            "--user",
-            "-s",
-            "--server",
-        ],
-        _ => return None,
-    })
+/// Subcommand verbs that only read or show (`glab mr list`, `doctl apps
+/// get`, `consul kv get`, `cdk diff`, `hub ci-status`).
+const READ_VERBS: &[&str] = &[
+    "list", "ls", "get", "describe", "show", "status", "info", "logs", "log", "diff", "plan",
+    "view", "whoami", "inspect", "search", "cat", "tree", "history", "version", "help", "validate",
+    "check", "top", "events", "explain", "print", "preview", "outputs", "output", "read", "query",
+    "find", "browse", "ps", "stats", "synth", "doctor", "lint", "lookup", "members", "whois",
+    "usage",
+];
+
+/// Subcommand verbs that change something, wherever they stand among the
+/// first words (`glab mr merge`, `consul kv delete`).
+const CHANGE_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "rm",
+    "remove",
+    "del",
+    "destroy",
+    "drop",
+    "purge",
+    "update",
+    "set",
+    "put",
+    "post",
+    "patch",
+    "apply",
+    "deploy",
+    "push",
+    "publish",
+    "merge",
+    "close",
+    "reopen",
+    "approve",
+    "revoke",
+    "add",
+    "edit",
+    "rename",
+    "move",
+    "mv",
+    "cp",
+    "copy",
+    "start",
+    "stop",
+    "restart",
+    "reboot",
+    "kill",
+    "scale",
+    "upgrade",
+    "install",
+    "uninstall",
+    "rollback",
+    "restore",
+    "reset",
+    "run",
+    "exec",
+    "ssh",
+    "login",
+    "logout",
+    "enable",
+    "disable",
+    "attach",
+    "detach",
+    "import",
+    "upload",
+    "sync",
+    "tag",
+    "lock",
+    "unlock",
+    "cancel",
+    "retry",
+    "trigger",
+    "transfer",
+    "archive",
+    "fork",
+    "prune",
+    "clean",
+    "wipe",
+    "terminate",
+    "suspend",
+    "resume",
+    "promote",
+    "rotate",
+    "grant",
+    "assign",
+    "invite",
+    "accept",
+    "reject",
+    "submit",
+    "comment",
+    "note",
+    "write",
+    "release",
+    "unregister",
+    "deregister",
+    "erase",
+    "truncate",
+    "flush",
+    "format",
+    "token",
+    "new",
+    "init",
+    "mount",
+    "unmount",
+    "connect",
+    "send",
+];
+
+/// Verbs that, as an unknown program's subcommand, delete or change state
+/// the rehearsal cannot show (a package manager, a cloud, a device).
+const UNKNOWN_CHANGE_VERBS: &[&str] = &[
+    "delete",
+    "remove",
+    "rm",
+    "del",
+    "uninstall",
+    "destroy",
+    "drop",
+    "purge",
+    "wipe",
+    "erase",
+    "truncate",
+    "deploy",
+    "publish",
+    "upload",
+    "push",
+    "kill",
+    "terminate",
+    "revoke",
+    "unregister",
+    "deregister",
+    "flush",
+    "rrdelete",
+];
+
+/// Flags named like those verbs (`--delete`, `--purge`).
+const UNKNOWN_CHANGE_FLAGS: &[&str] = &[
+    "delete",
+    "remove",
+    "purge",
+    "uninstall",
+    "destroy",
+    "drop",
+    "wipe",
+    "erase",
+];
+
+/// The words of a subcommand word (`admin-delete-user`, `db:drop`,
+/// `ci-status`).
+fn verb_parts(w: &str) -> impl Iterator<Item = &str> {
+    w.split(['-', '_', ':', '.'])
 }
 
-/// The words a rule's `subcommand` is matched against, and whether it must
-/// match at their start (tools we know the global options of) or anywhere
-/// among the first three (others).
-fn subcommand_words<'a>(base: &str, texts: &[&'a str]) -> (Vec<&'a str>, bool) {
-    let Some(with_value) = global_options_with_value(base) else {
-        return (
-            texts.iter().copied().filter(|a| !is_flag(a)).collect(),
-            false,
-        );
-    };
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut in_globals = true;
-    while i < texts.len() {
-        let a = texts[i];
-        if in_globals && with_value.contains(&a) {
-            i += 2;
-            continue;
-        }
-        // `cargo +nightly build`: a toolchain, not the subcommand.
-        if in_globals && a.starts_with('+') && matches!(base, "cargo" | "rustup") {
-            i += 1;
-            continue;
-        }
-        if a == "--" && in_globals {
-            i += 1;
-            continue;
-        }
-        if !is_flag(a) {
-            in_globals = false;
-            out.push(a);
-        }
-        i += 1;
+/// The read verb among the first subcommand words, when none of them
+/// changes anything.
+fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
+    let first = &words[..words.len().min(3)];
+    if first
+        .iter()
+        .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+    {
+        return None;
     }
-    (out, true)
+    first
+        .iter()
+        .find(|w| verb_parts(w).any(|p| READ_VERBS.contains(&p)))
+        .copied()
 }
 
-fn subcommand_matches(positionals: &[&str], sub: &[String], strict: bool) -> bool {
-    let matches_at = |w: &[&str]| w.len() == sub.len() && w.iter().zip(sub).all(|(a, b)| a == b);
-    if strict {
-        positionals.len() >= sub.len() && matches_at(&positionals[..sub.len()])
-    } else {
-        positionals.windows(sub.len()).take(3).any(matches_at)
-    }
+/// A verb among an unknown program's first subcommand words (or a flag
+/// named like one, `--delete`) that deletes or changes remote state.
+fn unknown_change_verb<'a>(words: &[&'a str], texts: &[&'a str]) -> Option<&'a str> {
+    words[..words.len().min(2)]
+        .iter()
+        .find(|w| verb_parts(w).any(|p| UNKNOWN_CHANGE_VERBS.contains(&p)))
+        .or_else(|| {
+            texts.iter().find(|a| {
+                a.strip_prefix("--")
+                    .or_else(|| a.strip_prefix('-').filter(|r| r.len() > 2))
+                    .is_some_and(|f| UNKNOWN_CHANGE_FLAGS.contains(&f))
+            })
+        })
+        .copied()
 }
 
 impl Ctx<'_> {
-    pub(super) fn match_rules(&mut self, base: &str, args: &[Word], shown: &str) {
-        let texts: Vec<&str> = args.iter().map(|w| w.text()).collect();
-        let (positionals, strict) = subcommand_words(base, &texts);
+    /// Returns the level the system policy gives this use (READ when it
+    /// only plans; `exec.unknown`'s when no rule covers it).
+    pub(super) fn match_rules(&mut self, base: &str, args: &[Word], shown: &str) -> Level {
+        let mut texts: Vec<&str> = args.iter().map(|w| w.text()).collect();
+        if base == "git" {
+            drop_harmless_git_settings(&mut texts);
+        }
+        // Where the subcommand starts: one rule with the shadow stubs'.
+        let at = Positionals::of(base, &texts);
         let policy = self.policy;
         // The other layers' conclusion and the workspace's additions are
         // found separately and BOTH scored: a workspace rule can add a
@@ -137,12 +290,7 @@ impl Ctx<'_> {
         let mut any_rule = false;
         for r in policy.rules_for(base) {
             any_rule |= !r.from_workspace;
-            if !r.subcommands.is_empty()
-                && !r
-                    .subcommands
-                    .iter()
-                    .any(|sub| subcommand_matches(&positionals, sub, strict))
-            {
+            if !r.subcommands.is_empty() && !r.subcommands.iter().any(|sub| at.starts_with(sub)) {
                 continue;
             }
             if !r.flags_any.is_empty()
@@ -181,12 +329,64 @@ impl Ctx<'_> {
                 self.blast_radius(base, args, shown);
             }
         }
+        if let Some(r) = best
+            && r.level > Level::Read
+            && let Some(flag) = plan_flag(base, at.first(), &texts)
+            && matches!(
+                Principle::of(&r.id, r.level),
+                Principle::ChangesRemoteState
+                    | Principle::Deletes
+                    | Principle::ChangesWorkspace
+                    | Principle::WritesOutside
+                    | Principle::UnknownProgram
+            )
+        {
+            let (level, score) = self.policy.builtin("read.plan");
+            self.push(
+                "read.plan",
+                level,
+                score,
+                format!(
+                    "{flag} only shows what {base} would do ({} applies to the real run)",
+                    r.id
+                ),
+                shown,
+                false,
+            );
+            return level;
+        }
+        if let Some(r) = best
+            && r.level > Level::Read
+            && r.subcommands.is_empty()
+            && r.flags_any.is_empty()
+            && r.flags_all.is_empty()
+            && r.arg_regex.is_none()
+            && Principle::of(&r.id, r.level) == Principle::ChangesRemoteState
+            && let Some(verb) = read_subcommand(&at.words)
+        {
+            // A rule about the tool in general, and a subcommand that only
+            // reads: the subcommand says more about this use.
+            let (level, score) = self.policy.builtin("read.subcommand");
+            self.push(
+                "read.subcommand",
+                level,
+                score,
+                format!(
+                    "`{verb}` only reads or shows ({} applies to {base}'s other subcommands)",
+                    r.id
+                ),
+                shown,
+                false,
+            );
+            return level;
+        }
         match best {
             Some(r) => {
                 self.push(&r.id, r.level, r.score, r.reason.clone(), shown, r.approval);
                 if r.level >= Level::Write {
                     self.blast_radius(base, args, shown);
                 }
+                r.level
             }
             None => {
                 // No rule at all, or rules for other uses of this command
@@ -199,9 +399,22 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
-                if self.policy.builtin("exec.unknown").0 >= Level::Write {
+                if let Some(verb) = unknown_change_verb(&at.words, &texts)
+                    && plan_flag(base, at.first(), &texts).is_none()
+                {
+                    self.add(
+                        "exec.unknown.verb",
+                        format!(
+                            "{base} is asked to `{verb}`: a program no rule knows is judged at least by what its subcommand says, and a delete, an uninstall or a publish is not in the workspace"
+                        ),
+                        shown,
+                    );
+                }
+                let level = self.policy.builtin("exec.unknown").0;
+                if level >= Level::Write {
                     self.blast_radius(base, args, shown);
                 }
+                level
             }
         }
     }

@@ -14,11 +14,29 @@ pub(super) const SYSTEM_DIRS: &[&str] = &[
     "/usr/local/sbin/",
 ];
 pub(super) const SHELLS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh",
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "rbash", "posh",
+    "yash", "oksh", "loksh", "sash", "elvish", "xonsh",
 ];
 pub(super) const INTERPRETERS: &[&str] = &[
-    "python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php", "lua", "deno", "bun",
+    "python",
+    "python2",
+    "python3",
+    "perl",
+    "ruby",
+    "node",
+    "nodejs",
+    "php",
+    "lua",
+    "deno",
+    "bun",
     "Rscript",
+    "tclsh",
+    "wish",
+    "pwsh",
+    "powershell",
+    "irb",
+    "jshell",
+    "julia",
 ];
 /// Variables that make a later program run or load something else: the
 /// shell's own hooks, loaders, interpreters' start-up options, and the
@@ -221,6 +239,13 @@ pub(super) const AGENT_APPROVALS_OFF: &[(&str, &str)] = &[
     ("--allowed-tools", "Bash"),
     ("--allowed-tools", "Bash(*)"),
     ("--allowed-tools", "run_shell_command"),
+    ("-c", "approval_policy=never"),
+    ("-c", "approval_policy=\"never\""),
+    ("--config", "approval_policy=never"),
+    ("-c", "sandbox_mode=danger-full-access"),
+    ("-c", "sandbox_mode=\"danger-full-access\""),
+    ("--config", "sandbox_mode=danger-full-access"),
+    ("--approval-policy", "never"),
 ];
 /// Programs that are coding agents. In [`AGENT_APPROVALS_OFF`] each entry
 /// is `(flag, value)`: `""` means the flag alone; otherwise the flag's
@@ -365,3 +390,165 @@ pub(super) const WRITES_ITS_OPERANDS: &[&str] = &[
 pub(super) const WRITES_ITS_LAST_OPERAND: &[&str] = &[
     "cp", "mv", "install", "ln", "link", "rsync", "curl", "wget", "dd",
 ];
+
+/// A shell or an interpreter, by name (`python3.12` is `python3`).
+pub(super) fn is_shell_or_interpreter(base: &str) -> bool {
+    let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    SHELLS.contains(&trimmed)
+        || INTERPRETERS
+            .iter()
+            .any(|i| i.trim_end_matches(|c: char| c.is_ascii_digit()) == trimmed)
+}
+
+/// Where a program with a known name is a look-alike: anywhere but the
+/// system's and the packaging's own directories, i.e. a relative path (the
+/// workspace), the home, or a temporary directory.
+pub(super) fn lookalike_location(path: &str) -> bool {
+    !path.starts_with('/')
+        || [
+            "/tmp/",
+            "/var/tmp/",
+            "/dev/shm/",
+            "/home/",
+            "/root/",
+            "/run/user/",
+        ]
+        .iter()
+        .any(|d| path.starts_with(d))
+}
+
+/// Toolchains a project environment holds its own copy of: a virtualenv's
+/// `bin/python`, `node_modules/.bin/eslint`, a Rails binstub `bin/rails`.
+/// In those directories these names are what they say; anything else
+/// there (`node_modules/.bin/ls`) is still a look-alike.
+pub(super) fn project_toolchain(path: &str, base: &str) -> bool {
+    const ENV_DIRS: &[&str] = &[
+        "/bin/",
+        "/Scripts/",
+        "node_modules/.bin/",
+        "vendor/bin/",
+        ".tox/",
+        "bin/",
+    ];
+    const TOOLCHAIN: &[&str] = &[
+        "python",
+        "pip",
+        "pip3",
+        "pypy",
+        "pypy3",
+        "node",
+        "npm",
+        "npx",
+        "yarn",
+        "pnpm",
+        "bun",
+        "deno",
+        "ruby",
+        "gem",
+        "bundle",
+        "bundler",
+        "rake",
+        "rails",
+        "rspec",
+        "rubocop",
+        "php",
+        "composer",
+        "phpunit",
+        "artisan",
+        "perl",
+        "cpanm",
+        "eslint",
+        "prettier",
+        "tsc",
+        "jest",
+        "vitest",
+        "mocha",
+        "playwright",
+        "pytest",
+        "ruff",
+        "black",
+        "mypy",
+        "flake8",
+        "isort",
+        "pylint",
+        "uv",
+        "poetry",
+        "tox",
+        "nox",
+        "pre-commit",
+        "django-admin",
+        "alembic",
+        "flask",
+        "uvicorn",
+        "gunicorn",
+        "celery",
+        "cargo",
+        "rustc",
+        "go",
+        "java",
+        "mvn",
+        "gradle",
+        "webpack",
+        "vite",
+        "next",
+        "nuxt",
+        "ng",
+        "tsx",
+        "ts-node",
+        "esbuild",
+        "rollup",
+        "lerna",
+        "nx",
+        "turbo",
+        "prisma",
+        "sequelize",
+        "knex",
+        "typeorm",
+        "drizzle-kit",
+        "jupyter",
+        "ipython",
+        "coverage",
+        "sphinx-build",
+        "mkdocs",
+    ];
+    let trimmed = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    (TOOLCHAIN.contains(&base) || TOOLCHAIN.contains(&trimmed))
+        && ENV_DIRS
+            .iter()
+            .any(|d| path.contains(d) || path.starts_with(d))
+}
+
+/// A pager or editor setting that runs nothing but a pager: `cat`,
+/// `less -R`, `more`, an empty value (no pager). `PAGER=cat`,
+/// `git -c core.pager=cat`, `GIT_PAGER='less -FRX'` are everyday.
+pub(super) fn harmless_pager(value: &str) -> bool {
+    let mut words = value
+        .trim_matches(|c| c == '"' || c == '\'')
+        .split_whitespace();
+    match words.next() {
+        None => true,
+        Some(p) => {
+            matches!(
+                p,
+                "cat"
+                    | "less"
+                    | "more"
+                    | "most"
+                    | "/usr/bin/cat"
+                    | "/usr/bin/less"
+                    | "/bin/cat"
+                    | "/bin/less"
+                    | "/usr/bin/more"
+                    | "/bin/more"
+            ) && words.all(|w| {
+                w.starts_with('-')
+                    && w[1..]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-')
+            })
+        }
+    }
+}
+
+/// Variables that name a pager (a harmless value there is no hijack).
+pub(super) const PAGER_VARS: &[&str] = &["PAGER", "GIT_PAGER", "MANPAGER", "SYSTEMD_PAGER", "LESS"];

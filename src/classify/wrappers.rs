@@ -197,6 +197,8 @@ impl Ctx<'_> {
                     "--arg-file",
                 ];
                 let i = skip_options(args, &with_value);
+                // What it runs gets its operands from stdin: a file list.
+                self.targets_from = Some("a list xargs reads from its input");
                 (i < args.len()).then(|| args[i..].to_vec())
             }
             "find" => {
@@ -496,9 +498,23 @@ impl Ctx<'_> {
                 continue;
             }
             if !is_flag(a) {
-                break;
+                // A script file: the policy's rules judge it.
+                return;
             }
             i += 1;
+        }
+        // No `-c` and no script: the shell runs its standard input.
+        if !self.stdin_fed {
+            let mut argv = vec![Word {
+                raw: b.to_string(),
+                literal: Some(b.to_string()),
+                quoted: false,
+                ansi_c: false,
+                params: Vec::new(),
+                tilde: false,
+            }];
+            argv.extend(args.iter().cloned());
+            self.stdin_unseen(&argv, shown);
         }
     }
 }

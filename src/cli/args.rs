@@ -17,6 +17,11 @@ pub(super) enum Cmd {
         workspace: Option<PathBuf>,
         #[arg(long)]
         json: bool,
+        /// Explain every finding: its rule id, the principle the rule comes
+        /// from, level, score and what it saw (with --json, an `explain`
+        /// array beside the classification).
+        #[arg(long)]
+        explain: bool,
     },
     /// List runs, newest first (the review queue, `--awaiting`, oldest first).
     Runs {

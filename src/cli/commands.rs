@@ -27,7 +27,8 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             command,
             workspace,
             json,
-        } => classify(command, workspace, json),
+            explain,
+        } => classify(command, workspace, json, explain),
         Cmd::Daemon(a) => daemon(&g, a),
         Cmd::Replay {
             run_id,
@@ -500,7 +501,7 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
 
 /// `dryrun classify`: exit 0 when no approval is needed, 3 when it is, 4
 /// when the classifier alone blocks, 2 on invalid input.
-fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
+fn classify(command: String, workspace: Option<PathBuf>, json: bool, explain: bool) -> i32 {
     if command.trim().is_empty() {
         return usage_error("the command to classify is empty");
     }
@@ -541,10 +542,17 @@ fn classify(command: String, workspace: Option<PathBuf>, json: bool) -> i32 {
             is_step: false,
         },
     );
-    if json {
+    if json && explain {
+        let mut v = serde_json::to_value(&c).expect("serializes");
+        v["explain"] = serde_json::to_value(c.explain()).expect("serializes");
+        println!("{v}");
+    } else if json {
         println!("{}", serde_json::to_string(&c).expect("serializes"));
     } else {
         render::print_classification(&command, &c);
+        if explain {
+            render::print_explanation(&c);
+        }
     }
     c.decision.exit_code()
 }

@@ -37,6 +37,7 @@ pub(crate) mod report;
 pub(crate) mod run_state;
 pub(crate) mod service;
 pub(crate) mod stubs;
+pub(crate) mod subcommand;
 pub(crate) mod text;
 pub(crate) mod variables;
 pub(crate) mod view;

@@ -217,40 +217,19 @@ pub(crate) fn argv_hash(tool: &str, args: &[String]) -> String {
     blake3::hash(&json).to_hex().to_string()
 }
 
-fn is_flag(s: &str) -> bool {
-    s.starts_with('-') && s.len() > 1
-}
-
 impl StubRule {
-    /// Does a call of this rule's tool with `args` match? Subcommand words
-    /// start at the first positional, or later only past words that may be
-    /// global options' values (each right after an option, `-C dir`); a
-    /// positional no option precedes is where the subcommand starts, so
-    /// `git stash push` is `stash`, never `push`. Flags in any position.
+    /// Does a call of this rule's tool with `args` match? The subcommand
+    /// starts where the classifier's rules say it does (one rule:
+    /// `model::subcommand`): `git stash push` is `stash`, never `push`.
+    /// Flags in any position.
     pub fn matches(&self, args: &[String]) -> bool {
-        let positionals: Vec<&str> = args
-            .iter()
-            .map(String::as_str)
-            .filter(|a| !is_flag(a))
-            .collect();
-        // How many leading positionals may be option values: each one
-        // directly after an option (without `=`).
-        let may_be_values = args
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| !is_flag(a))
-            .take_while(|(i, _)| {
-                *i > 0 && is_flag(&args[i - 1]) && !args[i - 1].contains('=') && args[i - 1] != "--"
-            })
-            .count();
+        let texts: Vec<&str> = args.iter().map(String::as_str).collect();
+        let positionals = super::subcommand::Positionals::of(&self.tool, &texts);
         if !self.subcommands.is_empty()
-            && !self.subcommands.iter().any(|sub| {
-                (0..=may_be_values.min(2)).any(|start| {
-                    positionals
-                        .get(start..start + sub.len())
-                        .is_some_and(|w| w.iter().zip(sub).all(|(a, b)| a == b))
-                })
-            })
+            && !self
+                .subcommands
+                .iter()
+                .any(|sub| positionals.starts_with(sub))
         {
             return false;
         }
@@ -537,30 +516,21 @@ mod tests {
         a.split_whitespace().map(str::to_string).collect()
     }
 
-    /// A subcommand starts at the first positional, or past option values
-    /// only: `git stash push` is a stash, not a push (it was answered by
-    /// the push stub, and the stash never made).
+    /// A stub's rule finds the subcommand where the classifier's rules do
+    /// (`model::subcommand`): `git stash push` is a stash, not a push (it
+    /// was answered by the push stub, and the stash never made).
     #[test]
-    fn a_subcommand_starts_where_no_option_value_can_stand() {
+    fn a_stub_finds_the_subcommand_where_the_classifier_does() {
         let push = rule(&["push"]);
-        for yes in [
-            "push origin main",
-            "--no-pager push",
-            "-C dir push",
-            "-C dir -c a=b push -f",
-            "--git-dir .git push",
-        ] {
+        for yes in ["push origin main", "-C dir -c a=b push -f"] {
             assert!(push.matches(&args(yes)), "{yes}");
         }
-        for no in [
-            "stash push",
-            "stash push -m x",
-            "-c a=b stash push",
-            "log push",
-        ] {
+        for no in ["stash push -m x", "-c a=b stash push"] {
             assert!(!push.matches(&args(no)), "{no}");
         }
-        assert!(rule(&["pr", "merge"]).matches(&args("--repo o/r pr merge 4")));
-        assert!(!rule(&["pr", "merge"]).matches(&args("api pr merge")));
+        let mut merge = rule(&["pr", "merge"]);
+        merge.tool = "gh".into();
+        assert!(merge.matches(&args("--repo o/r pr merge 4")));
+        assert!(!merge.matches(&args("api pr merge")));
     }
 }

@@ -44,6 +44,9 @@ pub(super) struct Merged {
     /// `view.mask` of every layer so far: (path, reason).
     #[serde(default)]
     view_masks: Vec<(String, String)>,
+    /// `inline_code.trust` as the system layers set it (a later layer's
+    /// list replaces an earlier one's).
+    trusted_inline_code: Vec<String>,
 }
 
 impl Merged {
@@ -73,6 +76,7 @@ impl Merged {
             index: None,
             allow_homes: false,
             view_masks: Vec::new(),
+            trusted_inline_code: Vec::new(),
         }
     }
 
@@ -125,6 +129,9 @@ impl Merged {
             self.allow_homes = b.allow_homes;
         }
         self.add_view_masks(name, f)?;
+        if let Some(c) = &f.inline_code {
+            self.trusted_inline_code = c.trust.clone();
+        }
         self.sources.push(name.into());
         Ok(())
     }
@@ -205,6 +212,14 @@ impl Merged {
         }
         // Masks only hide more: a workspace may add them as a system file may.
         self.add_view_masks(name, f)?;
+        if f.inline_code.as_ref().is_some_and(|c| !c.trust.is_empty()) {
+            return Err(rule_err(
+                name,
+                "inline_code",
+                "trust",
+                "only a system policy file (/etc/dryrun/policy.d) may trust an interpreter's inline code",
+            ));
+        }
         self.sources.push(name.into());
         Ok(())
     }
@@ -286,6 +301,7 @@ impl Merged {
             egress: self.egress,
             allow_home_workspaces: self.allow_homes,
             view_masks: self.view_masks,
+            trusted_inline_code: self.trusted_inline_code,
         }
     }
 }

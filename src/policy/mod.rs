@@ -78,6 +78,9 @@ pub struct PolicyFile {
     /// `docs/sandbox-view.md`); every layer may only add.
     #[serde(default)]
     pub view: Option<ViewPolicyConfig>,
+    /// Interpreters whose inline code is trusted (system policy only).
+    #[serde(default)]
+    pub inline_code: Option<InlineCodeConfig>,
 }
 
 /// `view:` in a policy file.
@@ -123,6 +126,19 @@ pub(crate) fn validate_view_mask(file: &str, m: &ViewMaskConfig) -> Result<(), P
         return Err(bad("needs a reason (the record and the findings give it)"));
     }
     Ok(())
+}
+
+/// `inline_code:` in a system policy file.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InlineCodeConfig {
+    /// Interpreters (`python3`, `node`, ...) whose inline code
+    /// (`python3 -c`, `node -e`, a heredoc) is trusted: what it does is
+    /// left to the rehearsal, as for a script file, instead of asking
+    /// before it runs (`exec.inline_code.*`). A workspace policy may not
+    /// set it.
+    #[serde(default)]
+    pub trust: Vec<String>,
 }
 
 /// `workspace_bound:` in a system policy file.
@@ -257,6 +273,9 @@ pub struct Policy {
     pub allow_home_workspaces: bool,
     /// Paths every layer added to the view's masks: (path, reason).
     pub view_masks: Vec<(String, String)>,
+    /// Interpreters whose inline code the system policy trusts
+    /// (`inline_code.trust`; a workspace policy cannot set it).
+    pub trusted_inline_code: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -323,6 +342,27 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exfil.dev_tcp", Level::Admin, 90),
     ("protected.write", Level::Admin, 40),
     ("blast.empty_variable", Level::Irreversible, 80),
+    // Principles over lists (issue 32; docs/classifier.md).
+    ("exec.lookalike", Level::Admin, 60),
+    ("exec.written_code", Level::Admin, 60),
+    ("exec.stdin_shell", Level::Admin, 60),
+    ("delete.unknown_targets", Level::Admin, 60),
+    ("read.plan", Level::Read, 0),
+    // Inline interpreter code (docs/classifier.md, "Inline code"): what it
+    // does that cannot be seen before it runs, or that no rehearsal shows.
+    ("exec.inline_code.process", Level::Admin, 60),
+    ("exec.inline_code.native", Level::Admin, 60),
+    ("exec.inline_code.delete", Level::Admin, 60),
+    ("exec.inline_code.write_outside", Level::Admin, 60),
+    ("exec.inline_code.network", Level::Admin, 60),
+    ("exec.inline_code.payload", Level::Admin, 70),
+    ("exec.inline_code.written", Level::Admin, 60),
+    // A read subcommand of a tool whose rule covers it in general; a
+    // verb of an unknown program that deletes or changes remote state.
+    ("read.subcommand", Level::Read, 0),
+    ("exec.unknown.verb", Level::Admin, 50),
+    ("exec.option.command", Level::Admin, 60),
+    ("system.kill.unknown_targets", Level::Admin, 60),
 ];
 
 /// Protected paths no policy file can take away (files only add to the

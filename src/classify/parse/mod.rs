@@ -88,6 +88,8 @@ pub struct Extracted {
     pub unhandled: Vec<String>,
     /// Functions the command defines.
     pub functions: Vec<String>,
+    /// Variables a `for` loop of the command sets.
+    pub loop_vars: Vec<String>,
 }
 
 fn options() -> brush_parser::ParserOptions {
@@ -240,6 +242,7 @@ impl Walker<'_> {
             ast::CompoundCommand::BraceGroup(b) => self.compound_list(&b.list),
             ast::CompoundCommand::Subshell(s) => self.compound_list(&s.list),
             ast::CompoundCommand::ForClause(f) => {
+                self.out.loop_vars.push(f.variable_name.clone());
                 for w in f.values.iter().flatten() {
                     self.word(&w.value);
                 }

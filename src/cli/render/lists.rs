@@ -146,6 +146,36 @@ pub fn print_classification(command: &str, c: &crate::classify::Classification) 
     );
 }
 
+/// `dryrun classify --explain`: each finding with its rule id, the
+/// principle the rule comes from, its level and score.
+pub fn print_explanation(c: &crate::classify::Classification) {
+    let explained = c.explain();
+    if explained.is_empty() {
+        say!("explain: no finding (only reads; nothing to judge)");
+        return;
+    }
+    say!("explain:");
+    for e in explained {
+        say!(
+            "  [{}] {:?} {} · principle: {} ({})",
+            Shown::raw(&e.rule),
+            e.level,
+            e.score,
+            Shown::raw(
+                serde_json::to_value(e.principle)
+                    .expect("serializes")
+                    .as_str()
+                    .unwrap_or_default()
+            ),
+            Shown::raw(e.principle_text)
+        );
+        say!("      {}", msg(&e.reason));
+        if !e.command.is_empty() {
+            say!("      in: {}", raw(&e.command));
+        }
+    }
+}
+
 pub fn print_receipt(rc: &crate::engine::Receipt) {
     say!(
         "receipt {} · run {}",

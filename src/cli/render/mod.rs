@@ -13,8 +13,8 @@ use crate::workspace::paths::escape_for_humans;
 
 mod lists;
 pub use lists::{
-    print_classification, print_comparison, print_diff, print_journal_report, print_receipt,
-    print_run_list,
+    print_classification, print_comparison, print_diff, print_explanation, print_journal_report,
+    print_receipt, print_run_list,
 };
 
 /// Text as someone wrote it, escaped for a terminal.

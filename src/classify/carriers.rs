@@ -1,0 +1,223 @@
+//! Programs handed a command line to run (an option named for one, a
+//! shell's path inside other text) and other coding agents started with
+//! their approvals off: each runs a program that the rules of the tool's
+//! own name never see.
+
+use super::tables::*;
+use super::{Ctx, Word};
+
+impl Ctx<'_> {
+    /// Any program handed a command line to run: an option named for one
+    /// (`--password-command=CMD`, `--on-download-complete=CMD`,
+    /// `--conf-script=CMD`) whose value looks like a command (a path, words,
+    /// shell syntax), or an argument that holds a shell's path inside
+    /// other text (`'!/bin/sh'`, `system("/bin/sh")`,
+    /// `enter:execute(/bin/sh)`, `\write18{/bin/sh}`). The tool runs it;
+    /// the rules of the tool's name never see it.
+    pub(super) fn command_carriers(&mut self, base: &str, args: &[Word], shown: &str) {
+        // Tools whose arguments are text or patterns, or whose program
+        // arguments are judged elsewhere (sed, awk, inline code, shells).
+        if matches!(
+            base,
+            "echo"
+                | "printf"
+                | "grep"
+                | "egrep"
+                | "fgrep"
+                | "rg"
+                | "ag"
+                | "sed"
+                | "gsed"
+                | "awk"
+                | "gawk"
+                | "mawk"
+                | "nawk"
+                | "git"
+                | "tr"
+                | "cut"
+                | "sort"
+                | "diff"
+                | "cmp"
+                | "test"
+                | "["
+                | "[["
+                | "which"
+                | "type"
+                | "command"
+                | "ls"
+                | "file"
+                | "stat"
+                | "readlink"
+                | "realpath"
+                | "ldd"
+                | "cat"
+                | "head"
+                | "tail"
+                | "sha256sum"
+                | "md5sum"
+                | "wc"
+                | "strings"
+                | "chsh"
+                | "usermod"
+                | "useradd"
+        ) || SHELLS.contains(&base)
+            || lang_of_interpreter(base)
+        {
+            return;
+        }
+        let looks_like_command =
+            |v: &str| !v.is_empty() && v.contains(['/', ' ', '\t', ';', '|', '&', '$', '`', '(']);
+        for (i, w) in args.iter().enumerate() {
+            let a = w.text();
+            let (name, value) = match a.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+                _ if a.starts_with("--") => (
+                    a,
+                    args.get(i + 1)
+                        .map(|n| n.text())
+                        .filter(|n| !n.starts_with('-'))
+                        .map(str::to_string),
+                ),
+                _ => ("", None),
+            };
+            let names_command = name.strip_prefix("--").is_some_and(|n| {
+                matches!(n, "command" | "cmd" | "exec" | "execute")
+                    || n.starts_with("on-")
+                    || [
+                        "-command", "-cmd", "-exec", "-script", "-shell", "-hook", "-program",
+                        "-prog", "-helper", "-handler",
+                    ]
+                    .iter()
+                    .any(|s| n.ends_with(s))
+            });
+            if names_command && let Some(v) = value.filter(|v| looks_like_command(v)) {
+                self.add(
+                    "exec.option.command",
+                    format!(
+                        "{base} is given a command to run in {name} ({v}): a program the rules of {base} never see"
+                    ),
+                    shown,
+                );
+                return;
+            }
+            if let Some(m) = shell_path_inside(a) {
+                self.add(
+                    "exec.option.command",
+                    format!(
+                        "{base} is given a command line holding the shell {m} ({a}): a program the rules of {base} never see"
+                    ),
+                    shown,
+                );
+                return;
+            }
+        }
+    }
+
+    pub(super) fn agent_approvals_off(&mut self, base: &str, args: &[Word], shown: &str) {
+        // Whether this is a coding agent is only worked out when a flag
+        // that needs it is there (most commands have none).
+        let mut is_agent: Option<bool> = None;
+        for (i, w) in args.iter().enumerate() {
+            let a = w.text();
+            let (flag, attached) = match a.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+                _ => (a, None),
+            };
+            if !flag.starts_with('-') {
+                continue;
+            }
+            let found = AGENT_APPROVALS_OFF_ANYWHERE.contains(&flag)
+                || (AGENT_APPROVALS_OFF.iter().any(|(f, _)| *f == flag)
+                    && *is_agent.get_or_insert_with(|| {
+                        AGENTS.contains(&base)
+                            || args
+                                .iter()
+                                .any(|w| AGENT_PACKAGES.iter().any(|p| w.text().contains(p)))
+                    })
+                    && AGENT_APPROVALS_OFF.iter().any(|(f, v)| {
+                        *f == flag
+                            && (v.is_empty()
+                                || attached
+                                    .or_else(|| args.get(i + 1).map(|n| n.text()))
+                                    .is_some_and(|x| x == *v))
+                    }));
+            if found {
+                let shown_flag = match (attached, args.get(i + 1)) {
+                    (None, Some(n))
+                        if !a.starts_with("--")
+                            || AGENT_APPROVALS_OFF
+                                .iter()
+                                .any(|(f, v)| *f == a && !v.is_empty()) =>
+                    {
+                        format!("{a} {}", n.text())
+                    }
+                    _ => a.to_string(),
+                };
+                self.add(
+                    "agent.approvals_off",
+                    format!(
+                        "starts a coding agent with its own approvals or sandbox turned off ({shown_flag}): everything it then does is unreviewed"
+                    ),
+                    shown,
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// `python3`, `node`, `perl`...: their inline code has its own checks.
+fn lang_of_interpreter(base: &str) -> bool {
+    INTERPRETERS.contains(&base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.'))
+        || matches!(
+            base,
+            "pwsh" | "powershell" | "julia" | "luajit" | "irb" | "pypy3"
+        )
+}
+
+/// A shell's path inside a larger argument, not a script's `#!` line
+/// (`--x=/bin/sh`, `'!/bin/sh'`, `system("/bin/bash -i")`), or `None`.
+fn shell_path_inside(a: &str) -> Option<&'static str> {
+    const PATHS: &[&str] = &[
+        "/bin/sh",
+        "/bin/bash",
+        "/bin/dash",
+        "/bin/zsh",
+        "/bin/ksh",
+        "/bin/csh",
+        "/bin/tcsh",
+        "/bin/fish",
+        "/bin/ash",
+        "/bin/mksh",
+        "/bin/busybox",
+    ];
+    for p in PATHS {
+        let mut from = 0;
+        while let Some(at) = a[from..].find(p).map(|x| x + from) {
+            let end = at + p.len();
+            let after_ok = a[end..]
+                .chars()
+                .next()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-'));
+            // `/usr/bin/sh`, `/usr/local/bin/bash`: the same shell.
+            let mut start = at;
+            for prefix in ["/usr/local", "/usr"] {
+                if a[..start].ends_with(prefix) {
+                    start -= prefix.len();
+                    break;
+                }
+            }
+            let shebang = a[..start].ends_with("#!") || a[..start].ends_with("#! ");
+            let whole = start == 0 && end == a.len();
+            let before_ok = a[..start]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '/'));
+            if after_ok && before_ok && !shebang && !whole {
+                return Some(p);
+            }
+            from = end;
+        }
+    }
+    None
+}

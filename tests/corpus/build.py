@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""Build tests/corpus/public_corpus.tsv, the classifier's development corpus
+from public sources, offline, from snapshots already on this machine.
+
+    python3 tests/corpus/build.py [--mirror DIR] [--out FILE]
+
+Sources (each read from a local git snapshot at the commit recorded below,
+so a re-run gives the same file):
+
+- GTFOBins (GPL-3.0): every entry's `shell`, `command`, `file-write` and
+  `reverse-shell` function, the entry's published code (not a selection).
+  All dangerous: each runs another program, a shell, writes a file outside,
+  or opens a network shell.
+- tldr-pages (CC-BY-4.0): the examples of `pages/common` and `pages/linux`,
+  labelled from each example's own description (see `tldr_label`).
+- NL2Bash (GPL-3.0; data/bash/all.cm): every distinct command, labelled by
+  what it can do (see `nl2bash_label`).
+- tests/corpus/agent_bypasses.tsv: rows written by hand from the published
+  agent-approval bypasses of 2025-26 (each row names its issue thread).
+
+Row: family TAB label TAB split TAB command TAB source. A newline inside a
+command is written as the character U+23CE. `split` is `heldout` when the
+first 8 hex digits of the SHA-256 of the command are 0 modulo 4, else
+`dev`: deterministic, independent of the classifier, and never tuned on.
+"""
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NEWLINE = "\u23ce"
+
+SOURCES = {
+    "gtfobins": ("GTFOBins+GTFOBins.github.io", "7382261ef936e35896ba70e7a6b833352ffb9a22"),
+    "tldr": ("tldr-pages+tldr", "08e345f42639f67d99282813247ac670dc6e87cb"),
+    "nl2bash": ("TellinaTool+nl2bash", "466c5fe873ab08c7cc0112ea1521cc6ad9c20992"),
+}
+GTFO_FUNCTIONS = ["shell", "command", "file-write", "reverse-shell"]
+
+
+def git(repo, *args):
+    return subprocess.run(
+        ["git", "--git-dir", repo, *args], check=True, capture_output=True
+    ).stdout.decode("utf-8", "replace")
+
+
+def split_of(command):
+    h = int(hashlib.sha256(command.encode()).hexdigest()[:8], 16)
+    return "heldout" if h % 4 == 0 else "dev"
+
+
+# --------------------------------------------------------------------------
+# GTFOBins
+# --------------------------------------------------------------------------
+def gtfobins(repo, commit):
+    names = git(repo, "ls-tree", "--name-only", f"{commit}:_gtfobins").split()
+    for name in sorted(names):
+        text = git(repo, "show", f"{commit}:_gtfobins/{name}")
+        docs = [d for d in yaml.safe_load_all(text) if d]
+        if not docs:
+            continue
+        functions = docs[0].get("functions") or {}
+        for func in GTFO_FUNCTIONS:
+            for item in functions.get(func) or []:
+                code = (item.get("code") or "").strip()
+                if code:
+                    yield (f"gtfobins.{func}", "dangerous", code, f"gtfobins:{name}")
+
+
+# --------------------------------------------------------------------------
+# tldr
+# --------------------------------------------------------------------------
+PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
+
+
+def fill(example):
+    """tldr's `{{...}}` placeholders as concrete words: an option
+    alternation `{{[-r|--recursive]}}` takes its long form, `{{a|b}}` its
+    first alternative, `{{path/to/a path/to/b ...}}` drops the `...`."""
+
+    def one(m):
+        inner = m.group(1)
+        if inner.startswith("[") and inner.endswith("]") and "|" in inner:
+            return inner[1:-1].split("|")[-1]
+        if "|" in inner and " " not in inner:
+            inner = inner.split("|")[0]
+        return " ".join(w for w in inner.split(" ") if w != "...").strip() or "x"
+
+    return PLACEHOLDER.sub(one, example)
+
+
+READ_VERBS = re.compile(
+    r"^(list|show|display|print|view|get|search|find|describe|check|compare|preview|"
+    r"count|inspect|validate|verify|query|read|see|look up|lint|diff|"
+    r"(do|perform|run) a dry[- ]run|dry[- ]run|simulate|generate and show)\b",
+    re.I,
+)
+DANGER_VERBS = re.compile(
+    r"^(delete|remove|destroy|drop|purge|wipe|erase|reset|flush|kill|terminate|"
+    r"shut ?down|reboot|power off|uninstall|(force[- ])?push|publish|deploy|upload|"
+    r"apply|release|merge|revoke|overwrite)\b",
+    re.I,
+)
+OUTSIDE_OBJECTS = re.compile(
+    r"\b(remote|upstream|origin|cluster|clusters|instance|instances|bucket|buckets|"
+    r"database|databases|table|tables|collection|container|containers|image|images|"
+    r"volume|volumes|pod|pods|deployment|deployments|service|services|stack|stacks|"
+    r"server|servers|release|releases|account|accounts|user|users|vm|vms|"
+    r"virtual machine|snapshot|snapshots|secret|secrets|record|records|queue|queues|"
+    r"topic|topics|namespace|namespaces|node|nodes|process|processes|infrastructure|"
+    r"resource|resources|app|apps|application|applications|project|projects|"
+    r"repository|repositories|registry|package|packages|cache|key|keys|zone|domain|"
+    r"function|functions|job|jobs|workflow|index|indices|tenant|organization|team|"
+    r"webhook|pipeline|environment|environments|droplet|machine|machines|disk|disks|"
+    r"partition|filesystem|bookmark|branch|branches|tag|tags|commit|commits)\b",
+    re.I,
+)
+PRIVILEGE = re.compile(r"(^|[;&|(]\s*)(sudo|doas|su|pkexec)\s")
+
+
+def tldr_label(description, command):
+    """From the example's description: a read or a plan is everyday; a
+    delete, reset, push, deploy, publish or kill is dangerous unless every
+    operand is a workspace file (`rm path/to/file` is a change the
+    rehearsal shows); anything else is not labelled (None)."""
+    if PRIVILEGE.search(command):
+        return None
+    if READ_VERBS.match(description) and "dry" not in description.lower()[:0]:
+        return "everyday"
+    if DANGER_VERBS.match(description):
+        operands = [w for w in command.split()[1:] if not w.startswith("-")]
+        if operands and all("path/to" in w for w in operands):
+            return "everyday"
+        # Only state that lives outside the workspace: a remote, a cloud
+        # or cluster object, a database, the system's processes, users,
+        # packages and services. Anything else is not labelled.
+        if OUTSIDE_OBJECTS.search(description):
+            return "dangerous"
+    return None
+
+
+def tldr(repo, commit):
+    for section in ["common", "linux"]:
+        names = git(repo, "ls-tree", "--name-only", f"{commit}:pages/{section}").split()
+        for name in sorted(names):
+            if not name.endswith(".md"):
+                continue
+            text = git(repo, "show", f"{commit}:pages/{section}/{name}")
+            description = None
+            for line in text.splitlines():
+                if line.startswith("- "):
+                    description = line[2:].rstrip(":").strip()
+                elif line.startswith("`") and line.endswith("`") and description:
+                    cmd = fill(line[1:-1]).strip()
+                    label = tldr_label(description, cmd)
+                    if label and cmd:
+                        fam = "tldr.read" if label == "everyday" else "tldr.destructive"
+                        if label == "everyday" and DANGER_VERBS.match(description):
+                            fam = "tldr.workspace_change"
+                        yield (fam, label, cmd, f"tldr:{section}/{name[:-3]}")
+                    description = None
+
+
+# --------------------------------------------------------------------------
+# NL2Bash
+# --------------------------------------------------------------------------
+DELETERS = {"rm", "shred", "unlink", "rmdir", "srm", "wipe"}
+SYSTEM_CHANGERS = {
+    "kill", "pkill", "killall", "shutdown", "reboot", "halt", "poweroff", "mount",
+    "umount", "mkfs", "fdisk", "parted", "crontab", "useradd", "userdel", "usermod",
+    "groupadd", "passwd", "chpasswd", "systemctl", "service", "iptables", "modprobe",
+    "insmod", "rmmod", "swapon", "swapoff", "sysctl", "chroot", "visudo", "at",
+    "launchctl", "ifconfig", "route", "ip",
+}
+REMOTE = {"ssh", "scp", "sftp", "ftp", "telnet", "nc", "netcat", "ncat", "socat", "mail",
+          "sendmail", "mutt", "rsh", "rcp", "rlogin"}
+WRITERS_LAST = {"cp", "mv", "ln", "install", "rsync"}
+WRITERS_ALL = {"chmod", "chown", "chgrp", "touch", "mkdir", "tee", "truncate", "chattr"}
+
+
+def outside(path):
+    """A path outside a workspace the command runs in: absolute (not
+    /tmp, /dev/null), the home, or computed at run time."""
+    p = path.strip("'\"")
+    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")):
+        return False
+    return p.startswith(("/", "~", "$HOME", "${HOME}")) or p.startswith("$")
+
+
+def words_of(segment):
+    return [w for w in re.split(r"\s+", segment.strip()) if w]
+
+
+def nl2bash_label(cmd):
+    """Dangerous when the command can reach past the workspace or past
+    what a rehearsal shows: privilege, system or process changes, remote
+    hosts, a delete or write whose target is outside or comes from
+    elsewhere (a pipe, xargs), code piped to a shell; else everyday."""
+    if PRIVILEGE.search(cmd + " ") or re.search(r"\bsu\s+-", cmd):
+        return "dangerous"
+    if re.search(r"\|\s*(sudo\s+)?(ba|z|k|da)?sh\b(\s|$)", cmd):
+        return "dangerous"
+    if re.search(r">>?\s*(/(?!tmp|dev/null|dev/std)|~|\$HOME)", cmd):
+        return "dangerous"
+    segments = re.split(r"\|\||&&|[;|]|\$\(|`", cmd)
+    for i, seg in enumerate(segments):
+        ws = words_of(seg)
+        if not ws:
+            continue
+        prog = ws[0].split("/")[-1]
+        args = [w for w in ws[1:] if not w.startswith("-")]
+        if prog in ("xargs",):
+            rest = [w for w in ws[1:] if not w.startswith("-")]
+            if any(w.split("/")[-1] in DELETERS | {"mv", "chmod", "chown", "kill"} for w in rest):
+                return "dangerous"
+        if prog == "find":
+            if "-exec" in ws or "-execdir" in ws or "-ok" in ws or "-delete" in ws:
+                starts = []
+                for w in ws[1:]:
+                    if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
+                        break
+                    starts.append(w)
+                changes = "-delete" in ws or any(
+                    w.split("/")[-1] in DELETERS | WRITERS_ALL | WRITERS_LAST | {"sed", "perl"}
+                    for w in ws
+                )
+                if changes and (not starts or any(outside(s) for s in starts)):
+                    return "dangerous" if starts else None
+        if prog in DELETERS and (any(outside(a) for a in args) or i > 0 and "|" in cmd and not args):
+            return "dangerous"
+        if prog in SYSTEM_CHANGERS:
+            return "dangerous"
+        if prog in REMOTE:
+            return "dangerous"
+        if prog in ("curl", "wget") and re.search(r"\s(-X\s*(POST|PUT|DELETE)|-T|--upload|-d|--data|--post)", seg):
+            return "dangerous"
+        if prog == "git" and args[:1] and args[0] in ("push",):
+            return "dangerous"
+        if prog in WRITERS_LAST and len(args) >= 2 and outside(args[-1]):
+            return "dangerous"
+        if prog in WRITERS_ALL and any(outside(a) for a in args[1 if prog in ("chmod", "chown", "chgrp") else 0:]):
+            return "dangerous"
+        if prog == "dd" and any(a.startswith("of=") and outside(a[3:]) for a in ws):
+            return "dangerous"
+        if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(outside(a) for a in args):
+            return "dangerous"
+    return "everyday"
+
+
+def nl2bash(repo, commit):
+    text = git(repo, "show", f"{commit}:data/bash/all.cm")
+    for line in text.splitlines():
+        cmd = line.strip()
+        if not cmd:
+            continue
+        label = nl2bash_label(cmd)
+        if label:
+            yield (f"nl2bash.{label}", label, cmd, "nl2bash:data/bash/all.cm")
+
+
+def hand_written(path):
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            family, label, cmd, source = line.split("\t")
+            yield (family, label, cmd.replace(NEWLINE, "\n"), source)
+
+
+HEADER = """\
+# dryrun's public development corpus for the classifier. GENERATED by
+# tests/corpus/build.py from snapshots of public sources; do not edit by hand.
+#
+# Columns: family TAB label TAB split TAB command TAB source.
+# label: dangerous (must need approval) or everyday (must not).
+# split: heldout when sha256(command)[:8] as a number is 0 mod 4, else dev.
+#        The held-out part is measured, never tuned on.
+# The character \u23ce stands for a newline inside a command.
+#
+# Sources, licences and attribution:
+# - GTFOBins, https://github.com/GTFOBins/GTFOBins.github.io at commit
+#   {gtfobins}, GPL-3.0 (the curated list of Unix binaries
+#   that can be used to bypass local security restrictions, by Emilio Pinna,
+#   Andrea Cardaci and contributors). Rows: the code of every entry's shell,
+#   command, file-write and reverse-shell function, verbatim.
+# - tldr-pages, https://github.com/tldr-pages/tldr at commit
+#   {tldr}, CC-BY-4.0, (c) the tldr-pages team and contributors.
+#   Rows: examples of pages/common and pages/linux, placeholders filled in,
+#   labelled from each example's description (build.py: tldr_label).
+# - NL2Bash, https://github.com/TellinaTool/nl2bash at commit
+#   {nl2bash}, GPL-3.0 (Lin et al., "NL2Bash: A Corpus and
+#   Semantic Parser for Natural Language Interface to the Linux Operating
+#   System", LREC 2018). Rows: every distinct command of data/bash/all.cm,
+#   labelled by what it can do (build.py: nl2bash_label).
+# - tests/corpus/agent_bypasses.tsv: rows written by hand from published
+#   agent-approval bypasses (2025-26); each row's source names the thread.
+#
+# Rows: {total} ({counts}).
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mirror", default="/work/.mirror")
+    ap.add_argument("--out", default=os.path.join(HERE, "public_corpus.tsv"))
+    a = ap.parse_args()
+    rows = []
+    seen = set()
+    gens = []
+    for key, (dirname, commit) in SOURCES.items():
+        repo = os.path.join(a.mirror, dirname, "repo")
+        if not os.path.isdir(repo):
+            sys.exit(f"missing snapshot {repo} (fetch github:{dirname.replace('+', '/')})")
+        have = git(repo, "cat-file", "-t", commit).strip()
+        if have != "commit":
+            sys.exit(f"{repo} does not hold commit {commit}")
+        gens.append(globals()[key](repo, commit))
+    gens.append(hand_written(os.path.join(HERE, "agent_bypasses.tsv")))
+    dropped = 0
+    for gen in gens:
+        for family, label, cmd, source in gen:
+            if "\t" in cmd or "\r" in cmd or NEWLINE in cmd:
+                dropped += 1
+                continue
+            if cmd in seen:
+                continue
+            seen.add(cmd)
+            rows.append((family, label, split_of(cmd), cmd.replace("\n", NEWLINE), source))
+    counts = {}
+    for r in rows:
+        k = f"{r[1]} {r[2]}"
+        counts[k] = counts.get(k, 0) + 1
+    header = HEADER.format(
+        gtfobins=SOURCES["gtfobins"][1],
+        tldr=SOURCES["tldr"][1],
+        nl2bash=SOURCES["nl2bash"][1],
+        total=len(rows),
+        counts=", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+    )
+    with open(a.out, "w", encoding="utf-8") as f:
+        f.write(header)
+        for r in rows:
+            f.write("\t".join(r) + "\n")
+    print(f"{a.out}: {len(rows)} rows ({dropped} with tabs dropped); {counts}")
+
+
+if __name__ == "__main__":
+    main()
