@@ -36,6 +36,8 @@ pub(crate) mod egress;
 pub(crate) mod engine;
 pub(crate) mod envelope;
 pub(crate) mod errtext;
+#[allow(unreachable_pub)]
+pub(crate) mod fleet;
 pub(crate) mod journal;
 pub(crate) mod model;
 // Public: the classifier tests and benches build policies.

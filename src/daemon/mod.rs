@@ -62,6 +62,9 @@ pub struct DaemonConfig {
     pub approval_expiry: Duration,
     /// Run when a run starts waiting for a person (see `notify.rs`).
     pub notify: Option<notify::NotifyConfig>,
+    /// Part of a fleet (`--fleet URL`, docs/fleet.md); `None`: nothing
+    /// changes.
+    pub fleet: Option<crate::fleet::FleetSpec>,
 }
 
 impl DaemonConfig {
@@ -90,6 +93,7 @@ impl DaemonConfig {
             egress_resolve: Vec::new(),
             approval_expiry: crate::engine::DEFAULT_APPROVAL_EXPIRY,
             notify: None,
+            fleet: None,
         }
     }
 }
@@ -119,6 +123,8 @@ pub enum DaemonError {
         "the journal {path} cannot be vouched for: {problem}. The daemon will not append to it"
     )]
     JournalAnchorDamaged { path: String, problem: String },
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::FleetError),
 }
 
 /// The listening socket and, when we bound it ourselves, its lock.
@@ -321,8 +327,14 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         .build()
         .map_err(DaemonError::Runtime)?;
     rt.block_on(async move {
+        let engine = Arc::new(engine);
+        // Part of a fleet: registered, and judging with the fleet policy,
+        // before anything is served (or not started at all).
+        if let Some(spec) = cfg.fleet.clone() {
+            crate::fleet::start(engine.clone(), spec, cfg.state_dir.clone()).await?;
+        }
         let listening = take_listener(&cfg)?;
-        let app = app::App::new(Arc::new(engine), cfg.clone());
+        let app = app::App::new(engine, cfg.clone());
         let router = api::router(app.clone());
         eprintln!(
             "dryrun daemon: serving {} (state {}; {} rehearsals at once, {} queued; approvers: root and group {})",

@@ -267,6 +267,7 @@ impl Merged {
             stubs: self.stubs.into_values().collect(),
             egress: self.egress,
             allow_home_workspaces: self.allow_homes,
+            fleet_version: None,
         }
     }
 }

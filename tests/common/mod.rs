@@ -6,6 +6,7 @@
 pub mod daemon;
 pub mod hook;
 pub mod net;
+pub mod pg;
 pub mod tmux;
 
 use std::collections::BTreeMap;
