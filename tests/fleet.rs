@@ -7,110 +7,14 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use common::daemon::*;
+use common::fleet::*;
 use common::pg::*;
 use common::*;
 use serde_json::Value;
-
-/// The people of every host's fleet config: the test user's runs are
-/// alice's, whose reviewer role is `alice`; `bob` is another reviewer.
-const PEOPLE: &str = "  alice: {roles: [alice], accounts: [dryrun-test]}\n  bob: {roles: [bob]}\n";
-
-pub struct Fleet {
-    pub pg: Pg,
-    pub cfg_dir: tempfile::TempDir,
-}
-
-impl Fleet {
-    fn new() -> Fleet {
-        let pg = Pg::start(None);
-        for h in ["host_a", "host_b"] {
-            pg.add_role(h, "dryrun_host");
-        }
-        for r in ["alice", "bob"] {
-            pg.add_role(r, "dryrun_reviewer");
-        }
-        pg.add_role("admin", "dryrun_admin");
-        let cfg_dir = tempfile::tempdir().unwrap();
-        Fleet { pg, cfg_dir }
-    }
-
-    /// A daemon that is host `role` of this fleet.
-    fn host(&self, role: &str, extra: &[&str]) -> Daemon {
-        let cfg = host_config(self.cfg_dir.path(), role, PEOPLE);
-        let url = self.pg.url_no_password(role, "127.0.0.1");
-        let mut args = vec!["--fleet", &url, "--fleet-config", cfg.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        Daemon::start(&args)
-    }
-
-    /// `dryrun ARGS` as a command-line client of the fleet (no daemon).
-    fn cli(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("DRYRUN_STATE_DIR", "/nonexistent-dryrun-state")
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.cli(args);
-        assert!(out.status.success(), "{args:?}: {}", text(&out));
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Wait (at most a minute: a bound, not a measurement) for `f` to hold.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "never: {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// A run of the test user that waits for a person (a call a stub answered).
-fn waiting_run(d: &Daemon, ws: &Ws) -> String {
-    let r = submit_user(
-        d,
-        ws,
-        "gh pr merge 4 && echo x > a.txt",
-        &["--expect-write", "a.txt"],
-    );
-    assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
-    run_id(&r)
-}
-
-/// The journal's records of `kind` for `run`.
-fn journaled(state: &Path, kind: &str, run: &str) -> Vec<Value> {
-    std::fs::read_to_string(state.join("journal.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|l| l["body"].clone())
-        .filter(|b| b["kind"] == kind && b["run_id"] == run)
-        .collect()
-}
-
-fn record(d: &Daemon, run: &str) -> Value {
-    let p = d.state.join("runs").join(run).join("record.json");
-    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
-}
 
 #[test]
 fn hosts_register_and_publish_runs_and_reviewers_see_every_hosts_queue() {

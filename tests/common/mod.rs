@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod fleet;
 pub mod hook;
 pub mod net;
 pub mod pg;
