@@ -87,7 +87,7 @@ fn hosts_register_and_publish_runs_and_reviewers_see_every_hosts_queue() {
             .contains("gh pr merge 4"),
         "{ra}"
     );
-    assert_eq!(ra["diffs"][0]["path"], "a.txt", "{ra}");
+    assert_eq!(ra["diffs"][0]["path"], "a4.txt", "{ra}");
     let human = f.cli(&["review", "--fleet", &f.pg.role_url("bob")]);
     assert!(
         text(&human).contains(&format!("{waiting_b} on host host_b")),

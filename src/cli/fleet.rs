@@ -41,7 +41,7 @@ fn with_store<T>(
 
 fn fail(e: FleetError) -> i32 {
     let (code, exit) = match &e {
-        FleetError::Db(_) if e.is_refusal() => ("refused", EXIT_REFUSED),
+        FleetError::Db(_) => ("refused", EXIT_REFUSED),
         _ => ("fleet", EXIT_INTERNAL),
     };
     super::output::error(code, &e.to_string(), exit)

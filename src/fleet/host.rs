@@ -210,7 +210,7 @@ impl FleetHost {
             tokio::select! {
                 n = conn.notes.recv() => {
                     let Some(n) = n else {
-                        return Err(FleetError::Db("the connection closed".into()));
+                        return Err(FleetError::Unavailable("the connection closed".into()));
                     };
                     match n.channel() {
                         "dryrun_decision" => {

@@ -37,8 +37,13 @@ pub const STATE_SUBDIR: &str = "fleet";
 pub enum FleetError {
     #[error("fleet config: {0}")]
     Config(String),
+    /// The store said no (a refusal of `dryrun.decide()`, a permission).
     #[error("fleet store: {0}")]
     Db(String),
+    /// The store could not be reached or is not serving now (starting,
+    /// stopping, out of connections): try again.
+    #[error("fleet store unavailable: {0}")]
+    Unavailable(String),
     #[error(
         "the fleet store's schema is version {have} and this dryrun needs {need}: run `dryrun fleet migrate --fleet URL` as the database's owner"
     )]
@@ -62,7 +67,14 @@ impl From<tokio_postgres::Error> for FleetError {
     /// `dryrun.decide()`, a permission), else the client's.
     fn from(e: tokio_postgres::Error) -> Self {
         match e.as_db_error() {
-            Some(db) => FleetError::Db(db.message().to_string()),
+            Some(db) => {
+                let class = &db.code().code()[..2];
+                if matches!(class, "08" | "53" | "57") {
+                    FleetError::Unavailable(db.message().to_string())
+                } else {
+                    FleetError::Db(db.message().to_string())
+                }
+            }
             None => {
                 let mut s = e.to_string();
                 let mut src = std::error::Error::source(&e);
@@ -71,7 +83,7 @@ impl From<tokio_postgres::Error> for FleetError {
                     s.push_str(&c.to_string());
                     src = c.source();
                 }
-                FleetError::Db(s)
+                FleetError::Unavailable(s)
             }
         }
     }
@@ -81,7 +93,7 @@ impl FleetError {
     /// A refusal by the database (`dryrun.decide()` and permissions), as
     /// opposed to a store that could not be reached.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, FleetError::Db(m) if !m.contains("connect") && !m.contains("closed"))
+        matches!(self, FleetError::Db(_))
     }
 }
 

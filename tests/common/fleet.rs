@@ -98,11 +98,17 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 
 /// A run of the test user that waits for a person (a call a stub answered).
 pub fn waiting_run(d: &Daemon, ws: &Ws) -> String {
+    waiting_run_n(d, ws, 4)
+}
+
+/// [`waiting_run`] with its own command (`gh pr merge N`): a run of the
+/// same command in the same workspace supersedes the one before it.
+pub fn waiting_run_n(d: &Daemon, ws: &Ws, n: u32) -> String {
     let r = submit_user(
         d,
         ws,
-        "gh pr merge 4 && echo x > a.txt",
-        &["--expect-write", "a.txt"],
+        &format!("gh pr merge {n} && echo x > a{n}.txt"),
+        &["--expect-write", "a*.txt"],
     );
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
     run_id(&r)
