@@ -58,7 +58,10 @@ CREATE TABLE dryrun.runs (
     policy_version   bigint,
     policy_hash      text,
     created_at       timestamptz NOT NULL,
+    -- When the host's verdict made it wait for a person (the host's clock),
+    -- and when the fleet first showed it waiting (the store's).
     waiting_since    timestamptz,
+    waiting_visible_at timestamptz,
     updated_at       timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX runs_waiting ON dryrun.runs (waiting_since) WHERE state = 'awaiting_approval';

@@ -62,6 +62,8 @@ pub(crate) struct FleetHost {
     pub(super) policy: Arc<HostPolicy>,
     /// Set when the journal disagrees with what was published.
     pub(super) diverged: Option<String>,
+    /// Runs whose verdict made them wait, and when (by the journal).
+    pub(super) waiting_at: HashMap<String, String>,
 }
 
 /// Connect, register and load the fleet policy, then run the fleet task
@@ -94,6 +96,7 @@ pub async fn start(
         processed,
         policy,
         diverged: None,
+        waiting_at: HashMap::new(),
     };
     let mut events = host.engine.subscribe();
     let mut commits = host.engine.journal().subscribe_commits();

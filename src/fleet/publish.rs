@@ -9,7 +9,7 @@
 //! in one transaction per batch. Every statement is idempotent (a batch
 //! cut short by a crash or a lost connection is published again whole).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use serde_json::{Value, json};
 use tokio_postgres::Client;
@@ -142,11 +142,17 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
-    let waiting_at: BTreeMap<String, String> = recs
-        .iter()
-        .filter(|r| r.kind == "verdict" && r.data["state"] == "awaiting_approval")
-        .filter_map(|r| Some((r.run_id.clone()?, r.at.clone())))
-        .collect();
+    // When each run began to wait, by its host's verdict (kept until the
+    // run's record, saved just after, is published waiting).
+    if h.waiting_at.len() > 10_000 {
+        h.waiting_at.clear();
+    }
+    h.waiting_at.extend(
+        recs.iter()
+            .filter(|r| r.kind == "verdict" && r.data["state"] == "awaiting_approval")
+            .filter_map(|r| Some((r.run_id.clone()?, r.at.clone()))),
+    );
+    let waiting_at = &h.waiting_at;
     let rows = {
         let engine = h.engine.clone();
         tokio::task::spawn_blocking(move || {
@@ -261,6 +267,9 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
     }
     for row in &rows {
         h.dirty.remove(&row.record.run_id);
+        if row.record.state == RunState::AwaitingApproval {
+            h.waiting_at.remove(&row.record.run_id);
+        }
     }
     // Runs whose record is gone (collected) are not published again.
     h.dirty
@@ -270,15 +279,16 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
 
 const UPSERT_RUN: &str = "INSERT INTO dryrun.runs (run_id, state, decision, command, task, workspace, intent, reasons, changes,
     risk_level, submitter_uid, submitter_name, submitter_person, submitter_roles, evidence_hash, policy_version,
-    policy_hash, created_at, waiting_since, updated_at)
+    policy_hash, created_at, waiting_since, waiting_visible_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text[]::name[], $15, $16, $17, $18::text::timestamptz,
-    CASE WHEN $2 = 'awaiting_approval' THEN coalesce($19::text::timestamptz, clock_timestamp()) END, clock_timestamp())
+    CASE WHEN $2 = 'awaiting_approval' THEN coalesce($19::text::timestamptz, clock_timestamp()) END,
+    CASE WHEN $2 = 'awaiting_approval' THEN clock_timestamp() END, clock_timestamp())
 ON CONFLICT (run_id) DO UPDATE SET state = EXCLUDED.state, decision = EXCLUDED.decision, reasons = EXCLUDED.reasons,
     changes = EXCLUDED.changes, risk_level = EXCLUDED.risk_level, submitter_person = EXCLUDED.submitter_person,
     submitter_roles = EXCLUDED.submitter_roles, evidence_hash = EXCLUDED.evidence_hash,
     policy_version = EXCLUDED.policy_version, policy_hash = EXCLUDED.policy_hash,
-    waiting_since = CASE WHEN EXCLUDED.state = 'awaiting_approval'
-        THEN coalesce(dryrun.runs.waiting_since, EXCLUDED.waiting_since) END,
+    waiting_since = coalesce(dryrun.runs.waiting_since, EXCLUDED.waiting_since),
+    waiting_visible_at = coalesce(dryrun.runs.waiting_visible_at, EXCLUDED.waiting_visible_at),
     updated_at = clock_timestamp()
 WHERE dryrun.runs.host_id = session_user";
 
