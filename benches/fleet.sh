@@ -117,11 +117,36 @@ start_daemons() {
     sleep 0.5
 }
 
-# CLIENTS per host, PER_CLIENT runs each, all hosts at once; prints runs/s.
+# CLIENTS per host, PER_CLIENT runs each, all hosts at once; prints runs/s
+# and the CPU the daemons (with their helpers) and the store spent per run.
 load() {
-    python3 - "$WORK" "$HOSTS" "$CLIENTS" "$PER_CLIENT" "$1" <<'PY'
-import http.client, json, socket, sys, threading, time
+    python3 - "$WORK" "$HOSTS" "$CLIENTS" "$PER_CLIENT" "$1" "$(head -1 "$WORK/pg/data/postmaster.pid")" "${PIDS[@]}" <<'PY'
+import http.client, json, os, socket, sys, threading, time
 work, hosts, clients, per, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+postmaster, daemons = sys.argv[6], sys.argv[7:]
+def stat(p):
+    try:
+        return open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+def ticks(p):
+    # A process's own CPU and its reaped children's.
+    f = stat(p)
+    return sum(int(x) for x in f[11:15]) if f else 0
+def children(p):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            f = stat(d)
+            if f and f[1] == p:
+                out.append(d)
+    return out
+def cpu():
+    # Each daemon with its children (the resident helper reaps the
+    # rehearsals it forks); the store's postmaster with its backends.
+    d = sum(ticks(p) + sum(ticks(c) for c in children(p)) for p in daemons)
+    s = ticks(postmaster) + sum(ticks(c) for c in children(postmaster))
+    return d, s
 class UnixConn(http.client.HTTPConnection):
     def __init__(self, path):
         super().__init__("dryrun"); self.path = path
@@ -137,12 +162,16 @@ def client(h):
         if r.status != 200 or json.loads(data)["state"] == "failed":
             errors.append(data[:200])
 threads = [threading.Thread(target=client, args=(h,)) for h in range(1, hosts + 1) for _ in range(clients)]
+d0, s0 = cpu()
 t0 = time.perf_counter()
 for t in threads: t.start()
 for t in threads: t.join()
 wall = time.perf_counter() - t0
+time.sleep(0.5)
+d1, s1 = cpu()
 n = hosts * clients * per
-print(f"{mode}: {n} rehearsals in {wall:.2f} s = {n / wall:.1f} rehearsals/s")
+hz = os.sysconf("SC_CLK_TCK")
+print(f"{mode}: {n} rehearsals in {wall:.2f} s = {n / wall:.1f} rehearsals/s; CPU per rehearsal: daemons {(d1 - d0) * 1000 / hz / n:.2f} ms, store {(s1 - s0) * 1000 / hz / n:.2f} ms")
 if errors:
     print(f"errors: {len(errors)}; first: {errors[0]}"); sys.exit(1)
 PY
@@ -150,6 +179,7 @@ PY
 
 echo "fleet of $HOSTS hosts (network namespaces over veths), $CLIENTS clients each, $PER_CLIENT runs of \`true\` per client"
 declare -A SUM=([alone]=0 [fleet]=0)
+declare -A CPU=([alone]=0 [fleet]=0)
 for r in $(seq "$ROUNDS"); do
     for mode in alone fleet; do
         if [ $mode = fleet ]; then
@@ -161,14 +191,19 @@ for r in $(seq "$ROUNDS"); do
         echo "$out"
         rate=$(sed -E 's/.* = ([0-9.]+) rehearsals.*/\1/' <<<"$out")
         SUM[$mode]=$(python3 -c "print(${SUM[$mode]} + $rate)")
+        dcpu=$(sed -E 's/.*daemons ([0-9.]+) ms.*/\1/' <<<"$out")
+        CPU[$mode]=$(python3 -c "print(${CPU[$mode]} + $dcpu)")
         # The last round's fleet daemons go on to the latencies.
         [ "$mode" = fleet ] && [ "$r" = "$ROUNDS" ] || stop_daemons
     done
 done
-python3 - "${SUM[alone]}" "${SUM[fleet]}" "$ROUNDS" <<'PY'
+python3 - "${SUM[alone]}" "${SUM[fleet]}" "$ROUNDS" "${CPU[alone]}" "${CPU[fleet]}" <<'PY'
 import sys
-a, f, n = float(sys.argv[1]) / int(sys.argv[3]), float(sys.argv[2]) / int(sys.argv[3]), int(sys.argv[3])
-print(f"mean of {n} rounds: alone {a:.1f}/s, with the fleet store {f:.1f}/s: the store costs {100 * (a - f) / a:.1f}% of throughput")
+n = int(sys.argv[3])
+a, f = float(sys.argv[1]) / n, float(sys.argv[2]) / n
+ca, cf = float(sys.argv[4]) / n, float(sys.argv[5]) / n
+print(f"mean of {n} rounds: alone {a:.1f}/s, with the fleet store {f:.1f}/s: {100 * (a - f) / a:.1f}% fewer rehearsals/s on this machine (the store's server shares its cores)")
+print(f"a host's own CPU per rehearsal: alone {ca:.2f} ms, in the fleet {cf:.2f} ms: the fleet costs the host {100 * (cf - ca) / ca:.1f}% of its throughput")
 PY
 
 # Latencies, on the fleet daemons of the last round.

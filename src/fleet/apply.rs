@@ -66,20 +66,32 @@ impl Ack {
         id: i64,
     ) -> Result<(), FleetError> {
         c.execute(
-            "UPDATE dryrun.decisions SET outcome = $2, outcome_reason = $3, applied_at = $4::text::timestamptz, journal_seq = $5
-             WHERE id = $1 AND outcome IS NULL",
-            &[&id, &self.outcome, &self.reason, &self.at, &(self.seq as i64)],
+            ACK,
+            &[
+                &id,
+                &self.outcome,
+                &self.reason,
+                &self.at,
+                &(self.seq as i64),
+            ],
         )
         .await?;
         Ok(())
     }
 }
 
+/// A decision's outcome into its row ($1 id, $2 outcome, $3 reason, $4
+/// when, $5 the journal record): only a row without one changes.
+pub(super) const ACK: &str = "UPDATE dryrun.decisions SET outcome = $2, outcome_reason = $3, applied_at = $4::text::timestamptz, journal_seq = $5
+     WHERE id = $1 AND outcome IS NULL";
+
 /// What happened to a decision here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Outcome {
     Applied,
     Refused(String),
+    /// Not about a run of this host: answered in the store only.
+    Ignored(String),
 }
 
 /// The fleet decisions this host's journal shows it applied or refused.
@@ -140,6 +152,14 @@ pub(super) async fn apply_pending(h: &mut FleetHost, c: &Client) -> Result<(), F
         match &outcome {
             Outcome::Applied => tracing::info!(decision = id, "fleet decision applied"),
             Outcome::Refused(why) => tracing::warn!(decision = id, "fleet decision refused: {why}"),
+            Outcome::Ignored(why) => {
+                tracing::warn!(decision = id, "fleet decision ignored: {why}");
+                c.execute(
+                    "UPDATE dryrun.decisions SET outcome = 'refused', outcome_reason = $2 WHERE id = $1 AND outcome IS NULL",
+                    &[&id, why],
+                )
+                .await?;
+            }
         }
         h.processed.insert(id, None);
     }
@@ -160,6 +180,11 @@ pub(super) fn fleet_actor() -> Actor {
 /// journaled is tried again after the next start).
 pub(super) fn apply_one(engine: &Engine, people: &People, host: &str, d: &Pending) -> Outcome {
     let actor = fleet_actor();
+    // Not a run id this host makes: nothing to look up, nothing to journal
+    // it under (the store's answer says why).
+    if !crate::engine::valid_run_id(&d.run_id) {
+        return Outcome::Ignored(format!("{:?} is not a run id", d.run_id));
+    }
     let refuse = |why: String| {
         if let Err(e) = engine.journal_fleet_refusal(&d.run_id, &actor, d.id, &d.role, &why) {
             tracing::warn!(decision = d.id, "could not journal the refusal: {e}");

@@ -25,11 +25,14 @@ use super::policy::HostPolicy;
 use super::{FleetError, STATE_SUBDIR};
 use crate::engine::Engine;
 use crate::journal::Appended;
+use crate::record::RunState;
 
 /// Decisions are polled this often besides their notifications, and the
 /// host's `last_seen` moves.
 const POLL_EVERY: Duration = Duration::from_secs(2);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// After a wake-up, what else arrives within this is published with it.
+const GATHER: Duration = Duration::from_millis(10);
 /// Runs remembered as changed while the store is away; past it, every
 /// waiting run is published again at the reconnection.
 const DIRTY_MAX: usize = 100_000;
@@ -64,6 +67,10 @@ pub(crate) struct FleetHost {
     pub(super) diverged: Option<String>,
     /// Runs whose verdict made them wait, and when (by the journal).
     pub(super) waiting_at: HashMap<String, String>,
+    /// Runs whose evidence row is in the store.
+    pub(super) with_evidence: HashSet<String>,
+    /// This connection's prepared statements.
+    pub(super) statements: Option<super::publish::Statements>,
 }
 
 /// Connect, register and load the fleet policy, then run the fleet task
@@ -97,6 +104,8 @@ pub async fn start(
         policy,
         diverged: None,
         waiting_at: HashMap::new(),
+        with_evidence: HashSet::new(),
+        statements: None,
     };
     let mut events = host.engine.subscribe();
     let mut commits = host.engine.journal().subscribe_commits();
@@ -183,9 +192,25 @@ impl FleetHost {
             ],
         )
         .await?;
-        c.batch_execute("LISTEN dryrun_decision; LISTEN dryrun_policy")
-            .await?;
+        // The journal is the durable copy of what is published here: a
+        // publication the store loses in a crash is published again from
+        // it (the position is the store's last event of this host), so
+        // this session's commits need not wait for the store's disk.
+        c.batch_execute(
+            "SET synchronous_commit = off; LISTEN dryrun_decision; LISTEN dryrun_policy",
+        )
+        .await?;
         self.position = Some(super::publish::find_position(self, c).await?);
+        self.statements = Some(super::publish::prepare(c).await?);
+        self.with_evidence = c
+            .query(
+                "SELECT run_id FROM dryrun.evidence WHERE host_id = session_user",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
         if self.dirty_overflow {
             self.dirty
                 .extend(super::publish::waiting_runs(&self.engine).await);
@@ -217,7 +242,10 @@ impl FleetHost {
                     };
                     match n.channel() {
                         "dryrun_decision" => {
-                            want_decisions |= n.payload().split(' ').next() == Some(self.host_id.as_str());
+                            want_decisions |= n
+                                .payload()
+                                .rsplit_once(' ')
+                                .is_some_and(|(host, _)| host == self.host_id);
                         }
                         "dryrun_policy" => {
                             self.policy.refresh(&conn.client).await?;
@@ -231,8 +259,12 @@ impl FleetHost {
                 h = commits.recv() => self.note_head(h),
                 _ = poll.tick() => {
                     want_decisions = true;
+                    let published = self.position.as_ref().map_or(-1, |p| p.next_seq as i64 - 1);
                     conn.client
-                        .execute("UPDATE dryrun.hosts SET last_seen = now() WHERE host_id = session_user", &[])
+                        .execute(
+                            "UPDATE dryrun.hosts SET last_seen = now(), published_seq = $1 WHERE host_id = session_user",
+                            &[&published],
+                        )
                         .await?;
                 }
             }
@@ -247,8 +279,15 @@ impl FleetHost {
                     Err(_) => break,
                 }
             }
-            while let Ok(h) = commits.try_recv() {
-                self.note_head(Ok(h));
+            // Gather what else comes within a moment, so that a busy host
+            // publishes many runs in one transaction.
+            let until = tokio::time::Instant::now() + GATHER;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => break,
+                    ev = events.recv() => self.note_event(ev),
+                    h = commits.recv() => self.note_head(h),
+                }
             }
         }
     }
@@ -265,6 +304,9 @@ impl FleetHost {
 
     fn note_event(&mut self, ev: Result<crate::model::run_state::RunEvent, RecvError>) {
         match ev {
+            // Queued and running are passing states: the journal's
+            // `run_submitted` publishes a queued run, its outcome the rest.
+            Ok(ev) if matches!(ev.state, RunState::Queued | RunState::Running) => {}
             Ok(ev) if self.dirty.len() < DIRTY_MAX => {
                 self.dirty.insert(ev.run_id);
             }

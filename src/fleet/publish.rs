@@ -13,6 +13,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
 
 use super::FleetError;
 use super::host::{FleetHost, Position};
@@ -165,13 +166,15 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
         .map_err(|e| FleetError::Io(std::io::Error::other(e)))?
     };
     let last = recs.last().cloned();
-    let tx = c.transaction().await?;
-    if !recs.is_empty() {
-        insert_events(&tx, &recs).await?;
-    }
-    let upsert = tx.prepare(UPSERT_RUN).await?;
-    let put_evidence = tx.prepare(UPSERT_EVIDENCE).await?;
-    let mut not_waiting = Vec::new();
+    let st = h
+        .statements
+        .clone()
+        .ok_or_else(|| FleetError::Unavailable("not connected".into()))?;
+    // The batch's parameters first, then one transaction whose statements
+    // are sent together (pipelined): three round trips a batch.
+    let mut run_params: Vec<Vec<Param>> = Vec::with_capacity(rows.len());
+    let mut evidence_params: Vec<Vec<Param>> = Vec::new();
+    let mut not_waiting: Vec<String> = Vec::new();
     for row in &rows {
         let r = &row.record;
         let sub = h
@@ -182,53 +185,55 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
         let reasons: Vec<&String> = verdict
             .map(|v| v.reasons.iter().take(REASONS_MAX).collect())
             .unwrap_or_default();
-        tx.execute(
-            &upsert,
-            &[
-                &r.run_id,
-                &r.state.as_str(),
-                &verdict.map(|v| v.decision.as_str()),
-                &r.command,
-                &r.task,
-                &r.workspace,
-                &serde_json::to_value(&r.intent).unwrap_or(Value::Null),
-                &json!(reasons),
-                &row.summary["changes"],
-                &r.risk.as_ref().map(|k| k.level.clone()),
-                &sub.uid.map(i64::from),
-                &sub.name,
-                &sub.person,
-                &sub.roles,
-                &r.rehearsal.as_ref().map(|x| x.evidence_hash.clone()),
-                &r.fleet_policy_version,
-                &r.risk.as_ref().map(|k| k.policy_hash.clone()),
-                &r.created_at,
-                &waiting_at.get(&r.run_id),
-            ],
-        )
-        .await?;
+        run_params.push(vec![
+            Box::new(r.run_id.clone()),
+            Box::new(r.state.as_str().to_string()),
+            Box::new(verdict.map(|v| v.decision.as_str().to_string())),
+            Box::new(r.command.clone()),
+            Box::new(r.task.clone()),
+            Box::new(r.workspace.clone()),
+            Box::new(serde_json::to_value(&r.intent).unwrap_or(Value::Null)),
+            Box::new(json!(reasons)),
+            Box::new(row.summary["changes"].clone()),
+            Box::new(r.risk.as_ref().map(|k| k.level.clone())),
+            Box::new(sub.uid.map(i64::from)),
+            Box::new(sub.name),
+            Box::new(sub.person),
+            Box::new(sub.roles),
+            Box::new(r.rehearsal.as_ref().map(|x| x.evidence_hash.clone())),
+            Box::new(r.fleet_policy_version),
+            Box::new(r.risk.as_ref().map(|k| k.policy_hash.clone())),
+            Box::new(r.created_at.clone()),
+            Box::new(waiting_at.get(&r.run_id).cloned()),
+        ]);
         match &row.evidence {
-            Some((summary, diffs, egress)) => {
-                tx.execute(&put_evidence, &[&r.run_id, summary, diffs, egress])
-                    .await?;
-            }
-            None => not_waiting.push(r.run_id.clone()),
+            Some((summary, diffs, egress)) => evidence_params.push(vec![
+                Box::new(r.run_id.clone()),
+                Box::new(summary.clone()),
+                Box::new(diffs.clone()),
+                Box::new(egress.clone()),
+            ]),
+            None if h.with_evidence.contains(&r.run_id) => not_waiting.push(r.run_id.clone()),
+            None => {}
         }
-    }
-    if !not_waiting.is_empty() {
-        tx.execute(
-            "DELETE FROM dryrun.evidence WHERE run_id = ANY($1)",
-            &[&not_waiting],
-        )
-        .await?;
     }
     let acks: Vec<(i64, super::apply::Ack)> =
         recs.iter().filter_map(super::apply::Ack::of).collect();
-    for (id, ack) in &acks {
-        ack.record(&tx, *id).await?;
-    }
+    let ack_params: Vec<Vec<Param>> = acks
+        .iter()
+        .map(|(id, a)| -> Vec<Param> {
+            vec![
+                Box::new(*id),
+                Box::new(a.outcome.to_string()),
+                Box::new(a.reason.clone()),
+                Box::new(a.at.clone()),
+                Box::new(a.seq as i64),
+            ]
+        })
+        .collect();
+    let events_params = (!recs.is_empty()).then(|| events_params(&recs));
     let published = last.as_ref().map(|l| l.seq);
-    if let Some(l) = &last {
+    let anchor_params: Option<Vec<Param>> = last.as_ref().map(|l| {
         // The heads of group commits up to here; at least the last record.
         let mut heads: Vec<(i64, String)> = h
             .heads
@@ -240,17 +245,28 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
             heads.push((l.seq as i64, l.hash.clone()));
         }
         let (s, hs): (Vec<i64>, Vec<String>) = heads.into_iter().unzip();
-        tx.execute(
-            "INSERT INTO dryrun.anchors (seq, hash) SELECT * FROM unnest($1::int8[], $2::text[]) ON CONFLICT DO NOTHING",
-            &[&s, &hs],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE dryrun.hosts SET published_seq = $1, last_seen = now() WHERE host_id = session_user",
-            &[&(l.seq as i64)],
-        )
-        .await?;
+        vec![Box::new(s) as Param, Box::new(hs)]
+    });
+    let not_waiting_params: Vec<Param> = vec![Box::new(not_waiting.clone())];
+    let mut work: Vec<(&tokio_postgres::Statement, Vec<&(dyn ToSql + Sync)>)> = Vec::new();
+    if let Some(p) = &events_params {
+        work.push((&st.events, refs(p)));
     }
+    work.extend(run_params.iter().map(|p| (&st.upsert_run, refs(p))));
+    work.extend(
+        evidence_params
+            .iter()
+            .map(|p| (&st.upsert_evidence, refs(p))),
+    );
+    if !not_waiting.is_empty() {
+        work.push((&st.delete_evidence, refs(&not_waiting_params)));
+    }
+    work.extend(ack_params.iter().map(|p| (&st.ack, refs(p))));
+    if let Some(p) = &anchor_params {
+        work.push((&st.anchors, refs(p)));
+    }
+    let tx = c.transaction().await?;
+    futures_util::future::try_join_all(work.iter().map(|(s, p)| tx.execute(*s, p))).await?;
     tx.commit().await?;
     if let Some(l) = last {
         h.position = Some(Position {
@@ -270,6 +286,12 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
         if row.record.state == RunState::AwaitingApproval {
             h.waiting_at.remove(&row.record.run_id);
         }
+        if row.evidence.is_some() {
+            h.with_evidence.insert(row.record.run_id.clone());
+        }
+    }
+    for id in &not_waiting {
+        h.with_evidence.remove(id);
     }
     // Runs whose record is gone (collected) are not published again.
     h.dirty
@@ -295,26 +317,72 @@ WHERE dryrun.runs.host_id = session_user";
 const UPSERT_EVIDENCE: &str = "INSERT INTO dryrun.evidence (run_id, summary, diffs, egress) VALUES ($1, $2, $3, $4)
 ON CONFLICT (run_id) DO UPDATE SET summary = EXCLUDED.summary, diffs = EXCLUDED.diffs, egress = EXCLUDED.egress";
 
-async fn insert_events(
-    tx: &tokio_postgres::Transaction<'_>,
-    recs: &[Published],
-) -> Result<(), FleetError> {
+/// A batch parameter.
+type Param = Box<dyn ToSql + Sync + Send>;
+
+/// Parameters as a statement takes them.
+fn refs(v: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    v.iter()
+        .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// The records as the columns of `dryrun.events` (one `unnest` insert).
+fn events_params(recs: &[Published]) -> Vec<Param> {
     let seq: Vec<i64> = recs.iter().map(|r| r.seq as i64).collect();
-    let hash: Vec<&str> = recs.iter().map(|r| r.hash.as_str()).collect();
-    let prev: Vec<&str> = recs.iter().map(|r| r.prev.as_str()).collect();
-    let kind: Vec<&str> = recs.iter().map(|r| r.kind.as_str()).collect();
-    let run: Vec<Option<&str>> = recs.iter().map(|r| r.run_id.as_deref()).collect();
-    let state: Vec<Option<&str>> = recs.iter().map(|r| r.data["state"].as_str()).collect();
-    let at: Vec<&str> = recs.iter().map(|r| r.at.as_str()).collect();
-    tx.execute(
-        "INSERT INTO dryrun.events (seq, hash, prev, kind, run_id, state, at)
-         SELECT s, h, p, k, r, st, a::timestamptz
-         FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS t(s, h, p, k, r, st, a)
-         ON CONFLICT DO NOTHING",
-        &[&seq, &hash, &prev, &kind, &run, &state, &at],
-    )
-    .await?;
-    Ok(())
+    let hash: Vec<String> = recs.iter().map(|r| r.hash.clone()).collect();
+    let prev: Vec<String> = recs.iter().map(|r| r.prev.clone()).collect();
+    let kind: Vec<String> = recs.iter().map(|r| r.kind.clone()).collect();
+    let run: Vec<Option<String>> = recs.iter().map(|r| r.run_id.clone()).collect();
+    let state: Vec<Option<String>> = recs
+        .iter()
+        .map(|r| r.data["state"].as_str().map(String::from))
+        .collect();
+    let at: Vec<String> = recs.iter().map(|r| r.at.clone()).collect();
+    vec![
+        Box::new(seq),
+        Box::new(hash),
+        Box::new(prev),
+        Box::new(kind),
+        Box::new(run),
+        Box::new(state),
+        Box::new(at),
+    ]
+}
+
+/// The statements a publication uses, prepared once per connection.
+#[derive(Clone)]
+pub(super) struct Statements {
+    events: tokio_postgres::Statement,
+    upsert_run: tokio_postgres::Statement,
+    upsert_evidence: tokio_postgres::Statement,
+    delete_evidence: tokio_postgres::Statement,
+    ack: tokio_postgres::Statement,
+    anchors: tokio_postgres::Statement,
+}
+
+pub(super) async fn prepare(c: &Client) -> Result<Statements, FleetError> {
+    Ok(Statements {
+        events: c
+            .prepare(
+                "INSERT INTO dryrun.events (seq, hash, prev, kind, run_id, state, at)
+                 SELECT s, h, p, k, r, st, a::timestamptz
+                 FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS t(s, h, p, k, r, st, a)
+                 ON CONFLICT DO NOTHING",
+            )
+            .await?,
+        upsert_run: c.prepare(UPSERT_RUN).await?,
+        upsert_evidence: c.prepare(UPSERT_EVIDENCE).await?,
+        delete_evidence: c
+            .prepare("DELETE FROM dryrun.evidence WHERE run_id = ANY($1)")
+            .await?,
+        ack: c.prepare(super::apply::ACK).await?,
+        anchors: c
+            .prepare(
+                "INSERT INTO dryrun.anchors (seq, hash) SELECT * FROM unnest($1::int8[], $2::text[]) ON CONFLICT DO NOTHING",
+            )
+            .await?,
+    })
 }
 
 /// The row of `r` (with evidence while it waits for a person).
