@@ -185,12 +185,13 @@ impl FleetSpec {
     }
 
     /// A spec for a command-line client: the URL alone (its password in
-    /// the URL or `PGPASSWORD`).
+    /// the URL or `PGPASSWORD`; the TLS roots it trusts besides the
+    /// system's in the file `PGSSLROOTCERT` names, as for libpq).
     pub fn client(url: &str) -> FleetSpec {
         FleetSpec {
             url: url.to_string(),
             password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
-            tls_ca: None,
+            tls_ca: std::env::var_os("PGSSLROOTCERT").and_then(|p| std::fs::read(p).ok()),
             people: People::default(),
             config_hash: String::new(),
         }

@@ -31,8 +31,9 @@ use crate::record::RunState;
 /// host's `last_seen` moves.
 const POLL_EVERY: Duration = Duration::from_secs(2);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// After a wake-up, what else arrives within this is published with it.
-const GATHER: Duration = Duration::from_millis(10);
+/// After a wake-up by a run's change, what else arrives within this is
+/// published with it (a decision is applied at once).
+const GATHER: Duration = Duration::from_millis(40);
 /// Runs remembered as changed while the store is away; past it, every
 /// waiting run is published again at the reconnection.
 const DIRTY_MAX: usize = 100_000;
@@ -236,25 +237,7 @@ impl FleetHost {
             }
             while super::publish::publish_once(self, &mut conn.client).await? {}
             tokio::select! {
-                n = conn.notes.recv() => {
-                    let Some(n) = n else {
-                        return Err(FleetError::Unavailable("the connection closed".into()));
-                    };
-                    match n.channel() {
-                        "dryrun_decision" => {
-                            want_decisions |= n
-                                .payload()
-                                .rsplit_once(' ')
-                                .is_some_and(|(host, _)| host == self.host_id);
-                        }
-                        "dryrun_policy" => {
-                            self.policy.refresh(&conn.client).await?;
-                            self.policy.install();
-                            self.registered_policy(&conn.client).await?;
-                        }
-                        _ => {}
-                    }
-                }
+                n = conn.notes.recv() => want_decisions |= self.on_note(n, &conn.client).await?,
                 ev = events.recv() => self.note_event(ev),
                 h = commits.recv() => self.note_head(h),
                 _ = poll.tick() => {
@@ -282,13 +265,39 @@ impl FleetHost {
             // Gather what else comes within a moment, so that a busy host
             // publishes many runs in one transaction.
             let until = tokio::time::Instant::now() + GATHER;
-            loop {
+            while !want_decisions {
                 tokio::select! {
                     _ = tokio::time::sleep_until(until) => break,
+                    n = conn.notes.recv() => want_decisions |= self.on_note(n, &conn.client).await?,
                     ev = events.recv() => self.note_event(ev),
                     h = commits.recv() => self.note_head(h),
                 }
             }
+        }
+    }
+
+    /// A notification: `Ok(true)` when it is a decision for this host (a
+    /// new fleet policy is loaded here and now).
+    async fn on_note(
+        &mut self,
+        n: Option<tokio_postgres::Notification>,
+        c: &tokio_postgres::Client,
+    ) -> Result<bool, FleetError> {
+        let Some(n) = n else {
+            return Err(FleetError::Unavailable("the connection closed".into()));
+        };
+        match n.channel() {
+            "dryrun_decision" => Ok(n
+                .payload()
+                .rsplit_once(' ')
+                .is_some_and(|(host, _)| host == self.host_id)),
+            "dryrun_policy" => {
+                self.policy.refresh(c).await?;
+                self.policy.install();
+                self.registered_policy(c).await?;
+                Ok(false)
+            }
+            _ => Ok(false),
         }
     }
 

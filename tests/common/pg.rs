@@ -68,6 +68,12 @@ impl Pg {
     /// A new cluster with database `dryrun`, schema migrated by `dryrun
     /// fleet migrate`, listening on 127.0.0.1 (and `extra_listen`).
     pub fn start(extra_listen: Option<&str>) -> Pg {
+        Self::start_with(extra_listen, None)
+    }
+
+    /// [`Pg::start`] serving TLS with `tls` (certificate, key: PEM), and
+    /// TCP connections only over TLS.
+    pub fn start_with(extra_listen: Option<&str>, tls: Option<(&Path, &Path)>) -> Pg {
         let pgbin = pg_bin().expect("postgresql installed");
         let dir = tempfile::Builder::new()
             .prefix("dryrun-pg-")
@@ -116,17 +122,41 @@ impl Pg {
         // Loopback and the benchmark's addresses, with passwords.
         let hba = pg.data().join("pg_hba.conf");
         let mut text = std::fs::read_to_string(&hba).unwrap();
-        text.push_str("host all all 0.0.0.0/0 scram-sha-256\n");
+        if let Some((cert, key)) = tls {
+            // Only TLS over TCP: the loopback lines initdb wrote go.
+            text = text
+                .lines()
+                .filter(|l| !l.starts_with("host "))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            text.push_str("hostssl all all 0.0.0.0/0 scram-sha-256\n");
+            for (from, name) in [(cert, "server.crt"), (key, "server.key")] {
+                let to = pg.data().join(name);
+                std::fs::copy(from, &to).unwrap();
+                std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+                nix::unistd::chown(&to, Some(nix::unistd::Uid::from_raw(uid)), None).unwrap();
+            }
+            let conf = pg.data().join("postgresql.conf");
+            let mut c = std::fs::read_to_string(&conf).unwrap();
+            c.push_str("ssl = on\n");
+            std::fs::write(&conf, c).unwrap();
+        } else {
+            text.push_str("host all all 0.0.0.0/0 scram-sha-256\n");
+        }
         std::fs::write(&hba, text).unwrap();
         pg.start_server();
         pg.psql("postgres", "CREATE DATABASE dryrun");
+        let owner = match tls {
+            // Over the socket (no TLS there).
+            Some(_) => format!(
+                "host={} port={} user={OWNER} dbname=dryrun",
+                pg.dir.path().display(),
+                pg.port
+            ),
+            None => pg.url(OWNER, "owner-secret"),
+        };
         let out = Command::new(bin())
-            .args([
-                "fleet",
-                "--fleet",
-                &pg.url(OWNER, "owner-secret"),
-                "migrate",
-            ])
+            .args(["fleet", "--fleet", &owner, "migrate"])
             .output()
             .unwrap();
         assert!(
