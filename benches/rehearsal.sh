@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Rehearsal cost versus workspace size, side by side with bubblewrap over an
-# overlay and with an rsync-copy lane. Prints a Markdown table of medians.
+# Rehearsal cost versus workspace size, side by side with the lean
+# bubblewrap baseline (benches/lean/lean.c) and with an rsync-copy lane. Prints a Markdown table of medians.
 #
 #   benches/rehearsal.sh [SIZES...]      default sizes: 1000 10000 100000
 #
@@ -25,9 +25,11 @@ mkdir -p "$WORK/state-nobody" && chown nobody "$WORK/state-nobody"
 AS_USER="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
 EDIT='for i in 0 1 2 3 4 5 6 7 8 9; do echo changed >> d0/f$i.txt; done'
 
-bwrap_cmd() { # workspace, shell command (see benches/bwrap-overlay.sh)
+LEAN=$WORK/lean
+cc -O2 -o "$LEAN" benches/lean/lean.c
+bwrap_cmd() { # workspace, shell command (see benches/lean/lean.c)
     local ws=$1; shift
-    printf '%q ' "$PWD/benches/bwrap-overlay.sh" "$ws" "$*"
+    printf '%q ' "$LEAN" bwrap "$ws" "$*"
 }
 
 rsync_cmd() { # copy lane: copy, run, list what changed, throw away
@@ -53,8 +55,8 @@ for n in "${SIZES[@]}"; do
     measure "dryrun as root (cgroup v1): 10-file edit" "$n" "$RUNS" "$DRYRUN execute --workspace $ws --expect-write '**' --command '$EDIT'"
     measure "dryrun as a user: true" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $WORK/state-nobody execute --workspace $ws --command true"
     measure "dryrun as a user: 10-file edit" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $WORK/state-nobody execute --workspace $ws --expect-write '**' --command '$EDIT'"
-    measure "bwrap overlay: true" "$n" "$RUNS" "$(bwrap_cmd "$ws" true)"
-    measure "bwrap overlay: 10-file edit" "$n" "$RUNS" "$(bwrap_cmd "$ws" "$EDIT")"
+    measure "lean bwrap baseline: true" "$n" "$RUNS" "$(bwrap_cmd "$ws" true)"
+    measure "lean bwrap baseline: 10-file edit" "$n" "$RUNS" "$(bwrap_cmd "$ws" "$EDIT")"
     rruns=$(( n >= 100000 ? 5 : 10 ))
     measure "rsync copy lane: true" "$n" "$rruns" "bash -c \"$(rsync_cmd "$ws" true)\""
     measure "rsync copy lane: 10-file edit" "$n" "$rruns" "bash -c \"$(rsync_cmd "$ws" "$EDIT")\""

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The whole speed table, side by side in one run: dryrun
-# (`execute --local --command true`, as root and as `nobody`), bubblewrap
-# over a user-namespace overlay (benches/bwrap-overlay.sh), the bare kernel
-# floor (`unshare -Urnm` + overlay + walk, benches/unshare-overlay.sh) and
-# the rsync copy lane, at 1k/10k/100k files: medians and ratios to
-# bubblewrap; and a 10-file edit, dryrun next to bubblewrap. Then the daemon with 8 concurrent clients (benches/daemon.sh),
-# as root and as an ordinary user over their own workspace, next to bare
-# `unshare -Urnm true` run 8-wide.
+# (`execute --local --command true`, as root and as `nobody`) next to the
+# lean baseline (benches/lean/lean.c: one process mounting a tmpfs-backed
+# overlay over the workspace, running `bwrap --unshare-all ... bash -c CMD`
+# in it and walking the upper layer, with no helper processes), the floor
+# of the same shape without bubblewrap (`lean unshare`: new user, network
+# and mount namespaces, the overlay and the walk), bare `bwrap` and bare
+# `unshare -Urnm` rows, and the rsync copy lane, at 1k/10k/100k files:
+# medians and ratios to the lean baseline run as the same user; and a
+# 10-file edit, dryrun next to the lean baseline. Then the daemon with 8
+# concurrent clients (benches/daemon.sh), as root and as an ordinary user
+# over their own workspace, next to bare `unshare -Urnm true` run 8-wide.
 #
 #   benches/speed.sh [SIZES...]      default sizes: 1000 10000 100000
 #   RUNS=30 DAEMON_RUNS=50 benches/speed.sh
 #
 # As root (it runs rows as `nobody`); installs hyperfine, bubblewrap and
-# rsync with apt-get when missing.
+# rsync with apt-get when missing, and builds the lean driver with cc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=("${@:-1000 10000 100000}")
@@ -29,6 +33,9 @@ DRYRUN=$PWD/target/release/dryrun
 WORK=${BENCH_DIR:-/var/tmp/dryrun-bench}
 mkdir -p "$WORK"
 AS_USER="setpriv --reuid=nobody --regid=nogroup --clear-groups --"
+LEAN=$WORK/lean
+cc -O2 -o "$LEAN" benches/lean/lean.c
+BARE_BWRAP="bwrap --unshare-all --die-with-parent --new-session --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --dev /dev --proc /proc --tmpfs /tmp bash -c true"
 
 EDIT='for i in 0 1 2 3 4 5 6 7 8 9; do echo edit >> d0/f$i.txt; done'
 results=$WORK/speed.tsv
@@ -73,12 +80,16 @@ for n in "${SIZES[@]}"; do
     chown nobody "$st-nobody"
     measure "dryrun, root" "$n" "$RUNS" "$DRYRUN --state-dir $st execute --local --workspace $ws --command true"
     measure "dryrun, as nobody" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $st-nobody execute --local --workspace $ws --command true"
-    measure "bubblewrap --unshare-all over an overlay + walk" "$n" "$RUNS" "$PWD/benches/bwrap-overlay.sh $ws true"
+    measure "lean baseline: overlay + bwrap --unshare-all + walk" "$n" "$RUNS" "$LEAN bwrap $ws true"
+    measure "lean baseline, as nobody" "$n" "$RUNS" "$AS_USER $LEAN bwrap $ws true"
     # A 10-file edit: the change list, its hashes and the kept content.
     measure "dryrun, root, 10-file edit" "$n" "$RUNS" "$DRYRUN --state-dir $st execute --local --workspace $ws --expect-write d0/** --command '$EDIT'"
     measure "dryrun, as nobody, 10-file edit" "$n" "$RUNS" "$AS_USER $DRYRUN --state-dir $st-nobody execute --local --workspace $ws --expect-write d0/** --command '$EDIT'"
-    measure "bubblewrap, 10-file edit" "$n" "$RUNS" "$PWD/benches/bwrap-overlay.sh $ws '$EDIT'"
-    measure "unshare -Urnm + overlay + walk (floor)" "$n" "$RUNS" "$PWD/benches/unshare-overlay.sh $ws true"
+    measure "lean baseline, 10-file edit" "$n" "$RUNS" "$LEAN bwrap $ws '$EDIT'"
+    measure "lean baseline, as nobody, 10-file edit" "$n" "$RUNS" "$AS_USER $LEAN bwrap $ws '$EDIT'"
+    measure "floor: overlay + unshare user, net, mount + walk" "$n" "$RUNS" "$LEAN unshare $ws true"
+    measure "bare bwrap --unshare-all bash -c true (no overlay, no walk)" "$n" "$RUNS" "$BARE_BWRAP"
+    measure "bare unshare -Urnm true" "$n" "$RUNS" "unshare -Urnm true"
 done
 
 sync
@@ -129,17 +140,20 @@ for who, arg in (("root clients", sys.argv[2]), ("clients as nobody", sys.argv[3
     daemons[who], spread[who] = median_run(arg)
 total, t0, t1 = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
 sizes = sys.argv[7:]
-base = rows.get("bubblewrap --unshare-all over an overlay + walk", {})
-edit_base = rows.get("bubblewrap, 10-file edit", {})
+base = rows.get("lean baseline: overlay + bwrap --unshare-all + walk", {})
+edit_base = rows.get("lean baseline, 10-file edit", {})
+user_base = rows.get("lean baseline, as nobody", {})
+user_edit_base = rows.get("lean baseline, as nobody, 10-file edit", {})
 def ratio(v, b):
     try:
         return "%.2f×" % (float(v) / float(b))
     except (ValueError, ZeroDivisionError):
         return "-"
-print("| rehearsal of `true`: median ms (× bubblewrap) | " + " | ".join(f"{int(s):,} files" for s in sizes) + " |")
+print("| rehearsal of `true`: median ms (× the lean baseline run as the same user) | " + " | ".join(f"{int(s):,} files" for s in sizes) + " |")
 print("|---|" + "---:|" * len(sizes))
 for label, v in rows.items():
-    b = edit_base if "10-file edit" in label else base
+    edit, user = "10-file edit" in label, "nobody" in label
+    b = {(False, False): base, (True, False): edit_base, (False, True): user_base, (True, True): user_edit_base}[(edit, user)]
     print(f"| {label} | " + " | ".join(f"{v.get(s, '-')} ({ratio(v.get(s), b.get(s))})" for s in sizes) + " |")
 bare = total / (t1 - t0)
 found = {}

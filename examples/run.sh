@@ -12,12 +12,19 @@ stale() {
     [ -n "$(find src policies sandbox-images build.rs Cargo.toml Cargo.lock \
         -newer "$bin" -print 2>/dev/null | head -n 1)" ]
 }
+# What a fresh Debian/Ubuntu machine with only a Rust toolchain lacks: a C
+# linker for cargo, and Debian's python3 that the example task runs.
+need=""
+command -v cc >/dev/null 2>&1 || need="$need gcc libc6-dev"
+[ -x /usr/bin/python3 ] || need="$need python3"
+if [ -n "$need" ]; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -qq $need >/dev/null
+fi
 if stale; then
-    if ! pkg-config --exists libseccomp 2>/dev/null; then
-        echo "dryrun needs libseccomp's development files; installing them (Debian/Ubuntu)..." >&2
-        SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-        $SUDO apt-get install -y -q libseccomp-dev pkg-config >&2
-    fi
     cargo build --release --quiet
 fi
 if [ "$#" -eq 0 ]; then set -- --task normalize-blog-frontmatter; fi

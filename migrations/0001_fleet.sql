@@ -1,4 +1,4 @@
--- dryrun fleet store, version 1 (docs/fleet.md, ADR 0010).
+-- dryrun fleet store, version 1 (docs/fleet.md, ADR 0011).
 -- Applied by `dryrun fleet migrate` as the database's owner (a role that
 -- may create roles), once, inside one transaction.
 

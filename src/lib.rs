@@ -23,6 +23,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // Public: the classifier tests and benches call it.
 pub mod classify;
 // Public: the binary's `main`; the daemon tests use `cli::client::Client`.
+pub(crate) mod caller_env;
 #[allow(unreachable_pub)]
 pub mod cli;
 // Public: the daemon tests check `daemon::ROUTES` against docs/openapi.yaml.

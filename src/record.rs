@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::journal::{Actor, Appended};
 pub(crate) use crate::model::RunState;
+use crate::model::output::{OutputChunk, OutputStream};
 use crate::model::{Blocked, Change, ChangeKind, FileType, LimitHit, StepOutcome};
 pub(crate) use crate::model::{LiveMode, LiveNetwork};
 use crate::verdict::Verdict;
@@ -42,6 +43,10 @@ pub struct SandboxRecord {
     /// How each limit was enforced.
     pub enforcement: Vec<String>,
     pub network: String,
+    /// The limits the run had: what it asked for, the engine's defaults
+    /// (sized to the machine) for the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::envelope::LimitsSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -52,6 +57,10 @@ pub struct Rehearsal {
     pub duration_ms: u64,
     pub stdout: String,
     pub stderr: String,
+    /// The order stdout and stderr were written in: chunks of each, in
+    /// turn (`model::output`). Not part of the evidence hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_order: Vec<OutputChunk>,
     pub output_truncated: bool,
     pub changes: Vec<Change>,
     pub blocked: Vec<Blocked>,
@@ -93,6 +102,19 @@ pub struct Rehearsal {
     /// intent allows names; empty otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<crate::model::EgressEntry>,
+}
+
+impl Rehearsal {
+    /// The output in the order it was written, each piece tagged with its
+    /// stream: what a terminal showed.
+    pub fn output_pieces(&self) -> Vec<(OutputStream, &str)> {
+        crate::model::output::interleave(&self.stdout, &self.stderr, &self.output_order)
+    }
+
+    /// The output as one text, in the order it was written.
+    pub fn output_text(&self) -> String {
+        crate::model::output::interleaved_text(&self.stdout, &self.stderr, &self.output_order)
+    }
 }
 
 /// The evidence hash: exit status, output (as redacted: the hash is computed

@@ -11,9 +11,13 @@
 //!    replaced by `[redacted:env:NAME]`. Values that would destroy ordinary
 //!    output are not looked for: shorter than [`MIN_ENV_VALUE_LEN`] bytes,
 //!    digits only and shorter than [`MIN_NUMERIC_ENV_VALUE_LEN`], one of
-//!    [`COMMON_VALUES`], or (envelope `env` only) a variable in
-//!    [`CONFIG_NAMES`] (`PATH`, `HOME`, `LANG`, `LC_*`, ...). Host values on
+//!    [`COMMON_VALUES`], or (envelope `env` only) a configuration variable
+//!    ([`crate::model::variables::is_configuration_name`]: `PATH`, `HOME`,
+//!    `LANG`, `LC_*`, `GIT_AUTHOR_NAME`, `VIRTUAL_ENV`, ...). Host values on
 //!    the live lane have no name exemption: they are secrets by design.
+//!    The caller's own environment (`crate::caller_env`) is not looked for:
+//!    what of it reaches the command passed the secret filter, and its
+//!    values (paths, names, versions) are the output's ordinary words.
 //! 2. **Known credential shapes** ([`detectors`]): cloud access keys, forge
 //!    and chat tokens, private key blocks, JWTs, `password=` / `token=` /
 //!    `secret=` / `api_key=` assignments, and high-entropy values assigned to
@@ -34,6 +38,7 @@ use regex::bytes::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::model::RehearsalReport;
+use crate::model::output::{ChunkEnds, Edit, move_offsets};
 
 /// Given variables' values shorter than this are not redacted (they would
 /// match ordinary words and numbers all over the output).
@@ -63,25 +68,6 @@ pub(crate) const COMMON_VALUES: &[&str] = &[
     "xterm-256color",
     "warning",
     "critical",
-];
-/// Envelope variables whose values are configuration, not credentials.
-pub(crate) const CONFIG_NAMES: &[&str] = &[
-    "PATH",
-    "HOME",
-    "PWD",
-    "OLDPWD",
-    "SHELL",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LANGUAGE",
-    "TERM",
-    "TZ",
-    "TMPDIR",
-    "EDITOR",
-    "VISUAL",
-    "PAGER",
-    "SOURCE_DATE_EPOCH",
 ];
 /// How much a redacted text may grow over the original before it is cut.
 pub(crate) const MAX_GROWTH: usize = 1024;
@@ -250,9 +236,11 @@ pub(crate) fn is_redactable_value(value: &str) -> bool {
         && !COMMON_VALUES.contains(&value)
 }
 
-/// Is this envelope variable configuration rather than a credential?
+/// Is this envelope variable configuration rather than a credential? The
+/// one rule: [`crate::model::variables::is_configuration_name`] (the
+/// locale, paths, the user's identity, toolchains' settings).
 pub(crate) fn is_config_name(name: &str) -> bool {
-    CONFIG_NAMES.contains(&name) || name.starts_with("LC_")
+    crate::model::variables::is_configuration_name(name)
 }
 
 impl Redactor {
@@ -301,10 +289,24 @@ impl Redactor {
     /// `tally`. Never longer than the input plus [`MAX_GROWTH`] (cut and
     /// marked past that).
     pub(crate) fn redact_bytes(&self, text: &[u8], tally: &mut Redactions) -> Vec<u8> {
+        self.redact_bytes_moving(text, tally, &mut [])
+    }
+
+    /// [`Redactor::redact_bytes`], moving `offsets` (ascending, into
+    /// `text`) to the same places in the result: where the output's chunks
+    /// end (`model::output`). A secret split over two chunks is found all
+    /// the same, and its marker is never split.
+    pub(crate) fn redact_bytes_moving(
+        &self,
+        text: &[u8],
+        tally: &mut Redactions,
+        offsets: &mut [usize],
+    ) -> Vec<u8> {
         if text.is_empty() {
             // Nothing to find, and the detectors are not compiled for it.
             return Vec::new();
         }
+        let mut edits = Vec::new();
         let mut cur: Vec<u8> = match &self.env_values {
             Some(ac) if ac.is_match(text) => {
                 let mut out = Vec::with_capacity(text.len());
@@ -312,7 +314,13 @@ impl Redactor {
                 for m in ac.find_iter(text) {
                     out.extend_from_slice(&text[last..m.start()]);
                     let kind = format!("env:{}", self.env_names[m.pattern().as_usize()]);
+                    let at = out.len();
                     push_marker(&mut out, &kind);
+                    edits.push(Edit {
+                        start: m.start(),
+                        end: m.end(),
+                        new_len: out.len() - at,
+                    });
                     tally.add(&kind);
                     last = m.end();
                 }
@@ -321,13 +329,17 @@ impl Redactor {
             }
             _ => text.to_vec(),
         };
+        move_offsets(offsets, &edits);
         for d in detectors() {
-            if let Some(next) = apply_detector(d, &cur, tally) {
+            edits.clear();
+            if let Some(next) = apply_detector(d, &cur, tally, &mut edits) {
                 cur = next;
+                move_offsets(offsets, &edits);
             }
         }
         if cur.len() > text.len() + MAX_GROWTH {
             cur.truncate(text.len());
+            clamp(offsets, text.len());
             cur.extend_from_slice(CUT_MARKER.as_bytes());
         }
         cur
@@ -335,18 +347,21 @@ impl Redactor {
 
     /// The command's stdout or stderr: redacted, and at most `allowed`
     /// bytes or its own length, whichever is more (cut and marked past
-    /// that). Returns whether it was cut.
+    /// that). Returns whether it was cut. `offsets` move as in
+    /// [`Redactor::redact_bytes_moving`].
     pub(crate) fn redact_output(
         &self,
         text: &[u8],
         allowed: usize,
         tally: &mut Redactions,
+        offsets: &mut [usize],
     ) -> (Vec<u8>, bool) {
-        let mut out = self.redact_bytes(text, tally);
+        let mut out = self.redact_bytes_moving(text, tally, offsets);
         let allowed = allowed.max(text.len());
         if out.len() > allowed {
             let keep = allowed.saturating_sub(CUT_MARKER.len());
             out.truncate(keep);
+            clamp(offsets, keep);
             out.extend_from_slice(CUT_MARKER.as_bytes());
             return (out, true);
         }
@@ -370,8 +385,26 @@ impl Redactor {
             .unwrap_or(usize::MAX)
             .saturating_sub(used)
             / 2;
-        let (out, cut_out) = self.redact_output(&report.stdout, report.stdout.len() + room, &mut t);
-        let (err, cut_err) = self.redact_output(&report.stderr, report.stderr.len() + room, &mut t);
+        // Where the output's chunks end in each stream, moved with the
+        // redactions (`model::output`).
+        let mut ends = ChunkEnds::of(
+            &report.output_order,
+            report.stdout.len(),
+            report.stderr.len(),
+        );
+        let (out, cut_out) = self.redact_output(
+            &report.stdout,
+            report.stdout.len() + room,
+            &mut t,
+            &mut ends.stdout,
+        );
+        let (err, cut_err) = self.redact_output(
+            &report.stderr,
+            report.stderr.len() + room,
+            &mut t,
+            &mut ends.stderr,
+        );
+        report.output_order = ends.into_order(out.len(), err.len());
         report.stdout = out;
         report.stderr = err;
         report.output_truncated |= cut_out || cut_err;
@@ -413,6 +446,12 @@ impl Redactor {
     }
 }
 
+fn clamp(offsets: &mut [usize], max: usize) {
+    for o in offsets {
+        *o = (*o).min(max);
+    }
+}
+
 fn push_marker(out: &mut Vec<u8>, kind: &str) {
     out.extend_from_slice(b"[redacted:");
     out.extend_from_slice(kind.as_bytes());
@@ -420,7 +459,12 @@ fn push_marker(out: &mut Vec<u8>, kind: &str) {
 }
 
 /// `None` when nothing matched (the text is kept as it is).
-fn apply_detector(d: &Detector, text: &[u8], tally: &mut Redactions) -> Option<Vec<u8>> {
+fn apply_detector(
+    d: &Detector,
+    text: &[u8],
+    tally: &mut Redactions,
+    edits: &mut Vec<Edit>,
+) -> Option<Vec<u8>> {
     let mut out: Option<Vec<u8>> = None;
     let mut last = 0;
     for caps in d.re.captures_iter(text) {
@@ -436,7 +480,13 @@ fn apply_detector(d: &Detector, text: &[u8], tally: &mut Redactions) -> Option<V
         }
         let o = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
         o.extend_from_slice(&text[last..span.start()]);
+        let at = o.len();
         push_marker(o, d.kind);
+        edits.push(Edit {
+            start: span.start(),
+            end: span.end(),
+            new_len: o.len() - at,
+        });
         tally.add(d.kind);
         last = span.end();
     }
@@ -702,11 +752,11 @@ mod tests {
     fn output_grows_only_into_the_room_below_the_cap() {
         let r = Redactor::new([("SOME_TOKEN", "abcdef")], []);
         let mut t = Redactions::default();
-        let (out, cut) = r.redact_output(b"x abcdef y", 1024, &mut t);
+        let (out, cut) = r.redact_output(b"x abcdef y", 1024, &mut t, &mut []);
         assert_eq!(out, b"x [redacted:env:SOME_TOKEN] y");
         assert!(!cut);
         let text = "abcdef\n".repeat(100);
-        let (out, cut) = r.redact_output(text.as_bytes(), text.len(), &mut t);
+        let (out, cut) = r.redact_output(text.as_bytes(), text.len(), &mut t, &mut []);
         assert!(cut);
         assert_eq!(out.len(), text.len());
         assert!(out.ends_with(CUT_MARKER.as_bytes()));

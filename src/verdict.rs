@@ -37,6 +37,10 @@ pub struct Verdict {
     /// Context that explains the decision without changing it.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// What to change so the run goes through (`model::advice`), one hint
+    /// per kind of finding that held it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to_change: Vec<String>,
 }
 
 fn show(c: &Change) -> String {
@@ -465,6 +469,7 @@ pub(crate) fn judge_with(
             .iter()
             .map(|f| format!("[{}] {}", f.rule, f.message))
             .collect(),
+        to_change: crate::model::advice::to_change(&findings),
         findings,
         notes,
     }

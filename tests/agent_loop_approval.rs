@@ -48,7 +48,7 @@ fn at_a_terminal(who: Who, shell: &str) -> (Option<i32>, String) {
     let mut c = if who == Who::User {
         as_test_user("script")
     } else {
-        Command::new("script")
+        Command::new(tool("script", "bsdutils"))
     };
     let mut ch = c
         .args(["-qfec", shell, "/dev/null"])

@@ -109,7 +109,7 @@ impl EventStream {
         let mut c = if who == Who::User {
             as_test_user("curl")
         } else {
-            Command::new("curl")
+            Command::new(tool("curl", "curl"))
         };
         c.args(["-sSN", "--max-time", "300", "--unix-socket"])
             .arg(&d.socket)

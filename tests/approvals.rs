@@ -36,7 +36,7 @@ fn approve_at_a_terminal(
     let mut c = if who == Who::User {
         as_test_user("script")
     } else {
-        Command::new("script")
+        Command::new(tool("script", "bsdutils"))
     };
     let mut ch = c
         .args(["-qfec", &cmdline, "/dev/null"])

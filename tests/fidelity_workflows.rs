@@ -50,9 +50,14 @@ struct Row {
 
 const CONTROL: &str = "control";
 /// The view (the user's home and PATH read-only, its ~/.gitconfig, writes
-/// outside the workspace seen) and the caller's environment (PATH, HOME,
-/// VIRTUAL_ENV, no SOURCE_DATE_EPOCH) together.
-const VIEW_AND_ENV: &str = "parts V and E";
+/// outside the workspace seen) with the caller's environment (PATH, HOME,
+/// VIRTUAL_ENV, no SOURCE_DATE_EPOCH: part E, merged): the caller's PATH
+/// and HOME name directories in the home, which the sandbox shows only
+/// once part V lands.
+const VIEW_AND_ENV: &str = "part V (E merged)";
+/// npm's cache directory: HOME is the caller's now (part E), and npm cannot
+/// make `~/.npm` there until the view makes the home exist.
+const VIEW: &str = "part V (the home exists)";
 
 /// Every workflow the test runs, with its result today. One table: the
 /// lead flips rows here as the parts land.
@@ -117,14 +122,14 @@ const TABLE: &[Row] = &[
         user: Different("python: command not found"),
     },
     // The project's venv: root's links to pyenv's Python in /root (not in
-    // the sandbox); the user's to Debian's, so it runs today, and pip
-    // writes hash-based byte code because the sandbox sets
-    // SOURCE_DATE_EPOCH=0.
+    // the sandbox); the user's to Debian's, so it runs, and with the
+    // caller's environment (no SOURCE_DATE_EPOCH=0 any more) pip writes
+    // the same timestamp-based byte code as live.
     Row {
         workflow: "pip-install",
         until: VIEW_AND_ENV,
         root: Different(".venv/bin/pip: cannot execute: required file not found"),
-        user: Different("pyc(hash-based)"),
+        user: Same,
     },
     Row {
         workflow: "make",
@@ -132,8 +137,9 @@ const TABLE: &[Row] = &[
         root: Different("make: python: No such file or directory"),
         user: Different("make: python: No such file or directory"),
     },
-    // ~/.gitconfig is not there: git asks the host name for an identity
-    // (a DNS lookup of `dryrun`, blocked) and gives up.
+    // ~/.gitconfig is not there (HOME is the caller's, which the sandbox
+    // does not show yet): git asks the host name for an identity (a DNS
+    // lookup of `dryrun`, blocked) and gives up.
     Row {
         workflow: "git-commit",
         until: VIEW_AND_ENV,
@@ -168,28 +174,35 @@ const TABLE: &[Row] = &[
         root: Refused("registry.npmjs.org"),
         user: Refused("registry.npmjs.org"),
     },
-    // The install itself is SAME-able today (through the allowlist and the
-    // pinned stand-in), but installed packages' own package.json and
-    // *.config.js match protected paths at any depth, so `npm ci` needs
-    // approval. No part of issue 30 owns it.
+    // npm makes its cache in ~/.npm: HOME is the caller's (part E), which
+    // does not exist in the sandbox until part V, so the install fails
+    // there (ENOENT). Before part E, HOME was an empty /tmp/home and the
+    // install went through the allowlist and the pinned stand-in, but
+    // installed packages' own package.json and *.config.js match protected
+    // paths at any depth, so `npm ci` needed approval; expect that again
+    // after part V (no part of issue 30 owns it).
     Row {
         workflow: "npm-ci",
-        until: "protected paths inside node_modules/ (no part owns it)",
-        root: Refused("[protected.path] created node_modules/"),
-        user: Refused("[protected.path] created node_modules/"),
+        until: "part V, then protected paths inside node_modules/ (no part owns it)",
+        root: Different("mkdir '/root/.npm'"),
+        user: Different("mkdir '/home/dryrun-test/.npm'"),
     },
+    // SAME before part E (HOME=/tmp/home existed); ~/.npm as npm-ci.
     Row {
         workflow: "npx",
-        until: "-",
-        root: Same,
-        user: Same,
+        until: VIEW,
+        root: Different("mkdir '/root/.npm'"),
+        user: Different("mkdir '/home/dryrun-test/.npm'"),
     },
-    // intent.network.services is not a field yet.
+    // Part S merged: the envelope declares the service and is accepted,
+    // but the command (`python -c` opening a socket) raises
+    // [exfil.inline_socket], which waits for a person, and `python` is the
+    // venv's in the home (part V).
     Row {
         workflow: "loopback-service",
-        until: "part S",
-        root: Refused("unknown field"),
-        user: Refused("unknown field"),
+        until: "part V, and an inline socket to a declared service (no part owns it)",
+        root: Refused("[exfil.inline_socket]"),
+        user: Refused("[exfil.inline_socket]"),
     },
     // After V and E the write to ~/.cache must also be named in
     // rehearsal.outside_writes (the harness checks it).

@@ -291,7 +291,7 @@ fn a_file_an_acl_denies_the_agent_is_withheld_after_a_rename() {
     if !require_root() {
         return;
     }
-    if std::process::Command::new("setfacl")
+    if std::process::Command::new(tool("setfacl", "acl"))
         .arg("--version")
         .output()
         .is_err()
@@ -305,7 +305,7 @@ fn a_file_an_acl_denies_the_agent_is_withheld_after_a_rename() {
     std::fs::write(&f, format!("{canary}\n")).unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (u, _) = test_user();
-    let st = std::process::Command::new("setfacl")
+    let st = std::process::Command::new(tool("setfacl", "acl"))
         .args(["-m", &format!("u:{u}:---")])
         .arg(&f)
         .status()

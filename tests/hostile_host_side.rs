@@ -79,7 +79,7 @@ fn curl_timed(
     let mut c = if who == Who::User {
         as_test_user("curl")
     } else {
-        Command::new("curl")
+        Command::new(tool("curl", "curl"))
     };
     c.args([
         "-sS",
@@ -239,7 +239,7 @@ fn renamed_root_files_in_the_workspace_stay_withheld() {
     std::fs::write(&acl, format!("{canary}-acl\n")).unwrap();
     std::fs::set_permissions(&acl, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (uid, _) = test_user();
-    let have_acl = Command::new("setfacl")
+    let have_acl = Command::new(tool("setfacl", "acl"))
         .args(["-m", &format!("u:{uid}:---")])
         .arg(&acl)
         .status()

@@ -260,7 +260,11 @@ fn the_review_tui_draws_hostile_evidence_without_obeying_it() {
     if !require_root() {
         return;
     }
-    if Command::new("tmux").arg("-V").output().is_err() {
+    if Command::new(tool("tmux", "tmux"))
+        .arg("-V")
+        .output()
+        .is_err()
+    {
         panic!("tmux is required");
     }
     let d = Daemon::start(&[]);

@@ -255,7 +255,7 @@ fn files_the_owner_may_not_read_stay_withheld_whatever_the_command_does() {
     std::fs::write(&acl, &canary).unwrap();
     std::fs::set_permissions(&acl, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (uid, _) = test_user();
-    let acl_set = Command::new("setfacl")
+    let acl_set = Command::new(tool("setfacl", "acl"))
         .args(["-m", &format!("u:{uid}:---")])
         .arg(&acl)
         .status()

@@ -300,6 +300,8 @@ fn taint(v: &mut Value, key: Option<&str>, also: &[&str]) {
         "rejected_because",
         "path_hex",
         "workspace_identity",
+        // `rehearsal.output_order`'s streams (an enum, as `kind` is).
+        "stream",
     ];
     if key.is_some_and(|k| KEEP.contains(&k) || also.contains(&k)) {
         return;

@@ -308,12 +308,24 @@ fn probed(
     let out = ch.wait_with_output().unwrap();
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rec["rehearsal"]["exit_code"], 0, "{rec}");
-    // The workspaces differ by name only.
+    // The workspaces differ by name only. The command's environment is its
+    // caller's (each probe's client names its own socket, state directory,
+    // home and helper setting): those lines are the callers', not the
+    // sandbox's.
     let seen = rec["rehearsal"]["stdout"]
         .as_str()
         .unwrap()
-        .replace(wd, "WS");
-    let sandbox = rec["rehearsal"]["sandbox"].to_string().replace(wd, "WS");
+        .replace(wd, "WS")
+        .lines()
+        .filter(|l| !l.starts_with("DRYRUN_") && !l.starts_with("HOME="))
+        .collect::<Vec<_>>()
+        .join("\n");
+    // The environment line counts the caller's variables (see above).
+    let mut sandbox = rec["rehearsal"]["sandbox"].clone();
+    if let Some(e) = sandbox["enforcement"].as_array_mut() {
+        e.retain(|l| !l.as_str().is_some_and(|l| l.starts_with("environment: ")));
+    }
+    let sandbox = sandbox.to_string().replace(wd, "WS");
     (host, seen, sandbox)
 }
 

@@ -223,7 +223,14 @@ fn a_memory_bomb_is_stopped() {
     for who in identities() {
         let ws = Ws::new(who);
         let cmd = "python3 -c 'x = []\nfor i in range(32):\n    x.append(b\"x\" * (64 << 20))\nprint(\"allocated 2 GiB\")'";
-        let env = envelope(&ws, cmd, &[("memory_mb", 128), ("timeout_s", 60)]);
+        // The memory cgroup holds memory_mb + disk_mb + /tmp (files are
+        // tmpfs pages): a small disk_mb, so 2 GiB is past the ceiling
+        // whatever the machine's default disk_mb.
+        let env = envelope(
+            &ws,
+            cmd,
+            &[("memory_mb", 128), ("disk_mb", 256), ("timeout_s", 60)],
+        );
         let r = run_envelope_untouched(&ws, &env);
         assert_ne!(r.exit_code(), Some(0), "{who:?}: {r:?}");
         assert!(!r.out().contains("allocated 2 GiB"), "{who:?}: {}", r.out());

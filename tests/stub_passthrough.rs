@@ -235,7 +235,14 @@ fn finding_a_link_named_like_another_stubbed_tool_is_the_program_it_runs() {
         );
         let host_out = String::from_utf8_lossy(&host.stdout).into_owned();
         assert_ne!(host_out, "rc=0\n", "curl accepted --post-data on the host?");
-        let r = ws.rehearse(cmd, &[]);
+        // The caller's TMPDIR reaches the command, as the host's did.
+        let r = to_run(
+            ws.command()
+                .env("TMPDIR", "/tmp")
+                .args(["execute", "--json", "--command", cmd])
+                .output()
+                .unwrap(),
+        );
         assert_ran(who, &r);
         assert!(
             !actions(&r).iter().any(|a| a["tool"] == "wget"),

@@ -119,7 +119,7 @@ pub(super) enum Cmd {
         cmd: ReceiptCmd,
     },
     /// Reviewers' terminal UI: the queue of runs waiting for a person, each
-    /// run's evidence, approve / reject / override with a note (see README).
+    /// run's evidence, approve / reject / override with a note (see docs/user-guide.md).
     /// With --fleet: the fleet's queue, every host's waiting runs with their
     /// evidence, printed (decide with `approve|reject --fleet`).
     Review {
@@ -165,13 +165,13 @@ pub(super) enum Cmd {
         cmd: JournalCmd,
     },
     /// Agent-host hook: a tool-call event as JSON on stdin, the answer as
-    /// JSON on stdout (exit 2 blocks). See README, Doors.
+    /// JSON on stdout (exit 2 blocks). See docs/doors.md.
     Hook {
         #[arg(value_enum)]
         host: HookHost,
     },
     /// MCP server on stdio: execute, classify, show, diff, list_runs, wait,
-    /// promote (no approvals). See README, Doors.
+    /// promote (no approvals). See docs/doors.md.
     Mcp {
         /// Serve Streamable HTTP at this loopback address instead (e.g.
         /// 127.0.0.1:8765; port 0 picks one), to this uid's clients only.
@@ -330,20 +330,25 @@ pub(super) struct DaemonArgs {
     #[arg(long)]
     pub(super) host_prompt_approvals: bool,
     /// Ceiling of limits.timeout_s; a run asking for more is refused (400).
-    #[arg(long, value_name = "S", default_value_t = crate::envelope::DEFAULT_CEILINGS.timeout_s)]
-    pub(super) max_timeout_s: u64,
-    /// Ceiling of limits.memory_mb.
-    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.memory_mb)]
-    pub(super) max_memory_mb: u64,
-    /// Ceiling of limits.pids.
-    #[arg(long, value_name = "N", default_value_t = crate::envelope::DEFAULT_CEILINGS.pids)]
-    pub(super) max_pids: u64,
-    /// Ceiling of limits.output_kb.
-    #[arg(long, value_name = "KIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.output_kb)]
-    pub(super) max_output_kb: u64,
-    /// Ceiling of limits.disk_mb (also bounds what one run keeps).
-    #[arg(long, value_name = "MIB", default_value_t = crate::envelope::DEFAULT_CEILINGS.disk_mb)]
-    pub(super) max_disk_mb: u64,
+    /// Default: 3600.
+    #[arg(long, value_name = "S")]
+    pub(super) max_timeout_s: Option<u64>,
+    /// Ceiling of limits.memory_mb. Default: three quarters of the RAM.
+    #[arg(long, value_name = "MIB")]
+    pub(super) max_memory_mb: Option<u64>,
+    /// Ceiling of limits.pids. Default: 16384.
+    #[arg(long, value_name = "N")]
+    pub(super) max_pids: Option<u64>,
+    /// Ceiling of limits.output_kb. Default: 4096.
+    #[arg(long, value_name = "KIB")]
+    pub(super) max_output_kb: Option<u64>,
+    /// Ceiling of limits.disk_mb (also bounds what one run keeps). Default:
+    /// half the RAM (the upper layer is memory).
+    #[arg(long, value_name = "MIB")]
+    pub(super) max_disk_mb: Option<u64>,
+    /// Ceiling of limits.cpus. Default: every CPU the daemon may use.
+    #[arg(long, value_name = "N")]
+    pub(super) max_cpus: Option<u64>,
     /// Records and kept content each client uid may keep in the state
     /// directory; past it, submissions are refused (507). 0: no quota.
     #[arg(long, value_name = "MIB", default_value_t = crate::engine::DEFAULT_QUOTA_PER_UID_BYTES >> 20)]
@@ -427,7 +432,7 @@ pub(super) struct ExecuteArgs {
     #[arg(long)]
     pub(super) allow_degraded_sandbox: bool,
     /// Replace a tool's answer for this run, e.g. 'gh pr merge=exit 1' or
-    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see README, stubs).
+    /// 'curl=exit 22; stderr=curl: (22) 500' (repeatable; see docs/user-guide.md, stubs).
     #[arg(
         long = "stub",
         value_name = "TOOL [WORDS]=exit N[; stdout=T][; stderr=T]"

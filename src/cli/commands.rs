@@ -493,13 +493,19 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
     cfg.allow_degraded = a.allow_degraded_sandbox;
     cfg.host_prompt_approvals = a.host_prompt_approvals;
     cfg.egress_resolve = a.egress_resolve;
-    cfg.ceilings = crate::envelope::LimitsSpec {
-        timeout_s: a.max_timeout_s,
-        memory_mb: a.max_memory_mb,
-        pids: a.max_pids,
-        output_kb: a.max_output_kb,
-        disk_mb: a.max_disk_mb,
-    };
+    // Each ceiling not given stays the machine's (`engine::machine`).
+    for (field, given) in [
+        ("timeout_s", a.max_timeout_s),
+        ("memory_mb", a.max_memory_mb),
+        ("pids", a.max_pids),
+        ("output_kb", a.max_output_kb),
+        ("disk_mb", a.max_disk_mb),
+        ("cpus", a.max_cpus),
+    ] {
+        if let Some(v) = given {
+            *cfg.ceilings.field_mut(field) = v;
+        }
+    }
     let lowest = crate::envelope::LIMIT_MINIMA.fields();
     let highest = crate::envelope::LIMIT_MAXIMA.fields();
     for (((field, v), (_, lo)), (_, hi)) in
@@ -662,6 +668,10 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
     if env.working_dir.is_none() {
         env.working_dir = Some(workspace);
     }
+    // The command's environment is this process's (the caller's), filtered
+    // by the engine, unless the envelope carries one.
+    env.caller_env
+        .get_or_insert_with(crate::caller_env::of_this_process);
     env.intent
         .expected_writes
         .extend(a.expect_write.iter().cloned());

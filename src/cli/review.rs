@@ -146,7 +146,7 @@ pub(super) fn local_reviewer(r: &crate::record::RunRecord) -> Result<ReviewerAut
 fn confirm_on_terminal(r: &crate::record::RunRecord, override_block: bool) -> Result<(), String> {
     use std::io::{BufRead, IsTerminal, Write};
     const NO_TTY: &str = "a local approval must be typed at an interactive terminal (stdin and /dev/tty), \
-        by a user other than the submitter (`sudo dryrun approve`, or the daemon with an approver group; see README, Approvals)";
+        by a user other than the submitter (`sudo dryrun approve`, or the daemon with an approver group; see docs/approvals.md)";
     if !std::io::stdin().is_terminal() {
         return Err(NO_TTY.into());
     }

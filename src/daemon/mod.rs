@@ -87,7 +87,7 @@ impl DaemonConfig {
             shutdown_grace: Duration::from_secs(30),
             budget: Some(Default::default()),
             allow_degraded: false,
-            ceilings: crate::envelope::DEFAULT_CEILINGS,
+            ceilings: crate::engine::machine::Machine::this().default_ceilings(),
             retention: crate::engine::Retention::default(),
             host_prompt_approvals: false,
             egress_resolve: Vec::new(),
@@ -134,6 +134,10 @@ struct Listening {
     _lock: Option<nix::fcntl::Flock<std::fs::File>>,
     /// Removed at shutdown when we created it.
     owned_path: Option<PathBuf>,
+    /// The lock's path, removed at a clean stop while the lock is still held.
+    lock_path: Option<PathBuf>,
+    /// Who can connect, in words, for the start line.
+    reach: String,
 }
 
 fn socket_err(path: &Path, message: impl std::fmt::Display) -> DaemonError {
@@ -166,6 +170,8 @@ fn take_listener(cfg: &DaemonConfig) -> Result<Listening, DaemonError> {
             listener,
             _lock: None,
             owned_path: None,
+            lock_path: None,
+            reach: "the socket passed by systemd (its unit's owner, group and mode decide who may connect)".into(),
         });
     }
 
@@ -225,6 +231,23 @@ fn take_listener(cfg: &DaemonConfig) -> Result<Listening, DaemonError> {
                 ),
             )
         })?;
+    // A daemon that stopped cleanly removed the lock file while holding it:
+    // a lock taken on such an unlinked file is no lock at all, so the file
+    // locked must still be the one at the path.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let held = std::fs::File::metadata(&lock).map_err(|e| socket_err(&lock_path, e))?;
+        let at_path = std::fs::symlink_metadata(&lock_path).ok();
+        if at_path.is_none_or(|m| (m.dev(), m.ino()) != (held.dev(), held.ino())) {
+            return Err(socket_err(
+                path,
+                format!(
+                    "its lock {} was replaced while this daemon started (another daemon stopping or starting); start again",
+                    lock_path.display()
+                ),
+            ));
+        }
+    }
     // We hold the lock, so whatever socket file is there is stale.
     match std::fs::symlink_metadata(path) {
         Ok(m) => {
@@ -244,14 +267,30 @@ fn take_listener(cfg: &DaemonConfig) -> Result<Listening, DaemonError> {
     let std_l = std::os::unix::net::UnixListener::bind(path).map_err(|e| socket_err(path, e))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .map_err(|e| socket_err(path, e))?;
-    if let Some(g) = &cfg.socket_group {
-        let grp = nix::unistd::Group::from_name(g)
-            .ok()
-            .flatten()
-            .ok_or_else(|| DaemonError::NoSuchGroup(g.clone()))?;
-        nix::unistd::chown(path, None, Some(grp.gid))
-            .map_err(|e| socket_err(path, format!("chown to group {g}: {e}")))?;
-    }
+    let reach = match &cfg.socket_group {
+        Some(g) => {
+            let grp = nix::unistd::Group::from_name(g)
+                .ok()
+                .flatten()
+                .ok_or_else(|| DaemonError::NoSuchGroup(g.clone()))?;
+            nix::unistd::chown(path, None, Some(grp.gid))
+                .map_err(|e| socket_err(path, format!("chown to group {g}: {e}")))?;
+            format!("its owner and group {g} may connect (mode 0660)")
+        }
+        None => {
+            let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map_or_else(|| format!("uid {}", nix::unistd::geteuid()), |u| u.name);
+            let group = nix::unistd::Group::from_gid(nix::unistd::getegid())
+                .ok()
+                .flatten()
+                .map_or_else(|| format!("gid {}", nix::unistd::getegid()), |g| g.name);
+            format!(
+                "only {me} and group {group} may connect (mode 0660; no --socket-group: agents running as other users cannot reach it)"
+            )
+        }
+    };
     std_l
         .set_nonblocking(true)
         .map_err(|e| socket_err(path, e))?;
@@ -260,6 +299,8 @@ fn take_listener(cfg: &DaemonConfig) -> Result<Listening, DaemonError> {
         listener,
         _lock: Some(lock),
         owned_path: Some(path.clone()),
+        lock_path: Some(lock_path),
+        reach,
     })
 }
 
@@ -337,12 +378,13 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         let app = app::App::new(engine, cfg.clone());
         let router = api::router(app.clone());
         eprintln!(
-            "dryrun daemon: serving {} (state {}; {} rehearsals at once, {} queued; approvers: root and group {})",
+            "dryrun daemon: serving {}: {} (state {}; {} rehearsals at once, {} queued; approvers: {})",
             cfg.socket.display(),
+            listening.reach,
             cfg.state_dir.display(),
             cfg.max_running,
             cfg.max_queued,
-            cfg.approver_group
+            describe_approvers(&cfg.approver_group)
         );
         // Retention applies while the daemon runs, not only at its start.
         let housekeeping_app = app.clone();
@@ -386,9 +428,28 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         if let Some(p) = &listening.owned_path {
             let _ = std::fs::remove_file(p);
         }
+        // Still holding the lock: a daemon starting now either fails to
+        // take it or finds the file gone and makes its own.
+        if let Some(p) = &listening.lock_path {
+            let _ = std::fs::remove_file(p);
+        }
         eprintln!("dryrun daemon: stopped");
         Ok(())
     })
+}
+
+/// Who may approve, as the group database says now: a group that does not
+/// exist is named as such (approval is then root's alone).
+fn describe_approvers(group: &str) -> String {
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(g)) if g.mem.is_empty() => format!(
+            "root and group {group} (no members listed; add reviewers with `usermod -aG {group} NAME`)"
+        ),
+        Ok(Some(g)) => format!("root and group {group} ({})", g.mem.join(", ")),
+        _ => format!(
+            "root only: group {group} does not exist (create it with `groupadd --system {group}` and add reviewers, or name another with --approver-group)"
+        ),
+    }
 }
 
 /// How often a running daemon applies the retention (as each start does).

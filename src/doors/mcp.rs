@@ -139,8 +139,18 @@ pub struct RunOut {
     /// Attempts refused in the rehearsal (network, writes, limits).
     pub blocked: Vec<String>,
     pub reasons: Vec<String>,
+    /// What to change so the run goes through, one hint per kind of
+    /// finding that held it back.
+    pub to_change: Vec<String>,
+    /// stdout and stderr as a terminal showed them: in the order the
+    /// command wrote them (redacted like every output dryrun keeps).
+    pub output: String,
     pub stdout: String,
     pub stderr: String,
+    /// The output was cut at the run's output limit.
+    pub output_truncated: bool,
+    /// The signal that ended the command, when one did.
+    pub signal: Option<i32>,
     /// Set once promoted.
     pub receipt_id: Option<String>,
     pub error: Option<String>,
@@ -276,8 +286,14 @@ fn run_out(r: &RunRecord) -> RunOut {
             .map(|b| format!("{}: {}", b.kind.as_str(), b.detail))
             .collect(),
         reasons: v.map(|v| v.reasons.clone()).unwrap_or_default(),
+        to_change: v
+            .map(|v| crate::model::advice::to_change(&v.findings))
+            .unwrap_or_default(),
+        output: h.output_text(),
         stdout: h.stdout.clone(),
         stderr: h.stderr.clone(),
+        output_truncated: h.output_truncated,
+        signal: h.signal,
         receipt_id: r.receipt.as_ref().map(|rc| rc.receipt_id.clone()),
         error: r.error.clone(),
         next,

@@ -64,6 +64,39 @@ pub enum Target {
     Local(PathBuf),
 }
 
+impl Target {
+    /// Where this process keeps the system policy's parsed cache (what a
+    /// hook reads of the policy before it submits): the in-process
+    /// engine's state directory, or (over a daemon, which keeps its own)
+    /// the caller's `$XDG_CACHE_HOME/dryrun` (`~/.cache/dryrun`), made
+    /// private if missing. The cache is trusted only as the engine trusts
+    /// it (`policy::cache`: owned by this uid, written by nobody else);
+    /// without one the policy is parsed from its YAML, about 10 ms.
+    pub fn policy_cache_dir(&self) -> Option<PathBuf> {
+        match self {
+            Target::Local(d) => Some(d.clone()),
+            Target::Daemon(_) => {
+                use std::os::unix::fs::DirBuilderExt;
+                let base = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .or_else(|| {
+                        std::env::var_os("HOME")
+                            .map(PathBuf::from)
+                            .filter(|p| p.is_absolute())
+                            .map(|h| h.join(".cache"))
+                    })?;
+                let dir = base.join("dryrun");
+                let _ = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir);
+                dir.is_dir().then_some(dir)
+            }
+        }
+    }
+}
+
 /// The doors' one way to the engine: the verbs they use, each one typed
 /// request sent through [`Door::send`], the same client function the CLI
 /// uses.
@@ -97,12 +130,17 @@ impl Backend {
     }
 
     /// Rehearse the envelope in `workspace` (unless it names its own) and
-    /// wait for the verdict.
+    /// wait for the verdict. The command's environment is this process's
+    /// (a hook's or an MCP server's: the agent host's, which started it),
+    /// filtered by the engine, unless the envelope carries one.
     pub fn execute(&self, envelope: &Envelope, workspace: &Path) -> Result<RunRecord, DoorError> {
         let mut envelope = envelope.clone();
         if envelope.working_dir.is_none() {
             envelope.working_dir = Some(workspace.to_path_buf());
         }
+        envelope
+            .caller_env
+            .get_or_insert_with(crate::caller_env::of_this_process);
         let reply = self.door.send(&request::Submit {
             envelope,
             wait: true,

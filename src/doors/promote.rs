@@ -83,6 +83,7 @@ fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(),
                         format!(" ({note})")
                     }
                 );
+                show_unapplied(&r);
                 return Err(EXIT_REFUSED);
             }
             _ => return Ok(()),
@@ -92,6 +93,7 @@ fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(),
                 "dryrun: no reviewer approved run {run_id} within {} s; nothing was applied (a reviewer runs `dryrun approve {run_id}`)",
                 wait.as_secs()
             );
+            show_unapplied(&r);
             return Err(EXIT_REFUSED);
         }
         if !told {
@@ -103,6 +105,66 @@ fn await_approval(backend: &Backend, run_id: &str, wait: Duration) -> Result<(),
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// A run that was not applied: what its rehearsal printed, so the agent
+/// sees what its command did all the same.
+fn show_unapplied(r: &RunRecord) {
+    let Some(h) = &r.rehearsal else { return };
+    eprintln!(
+        "dryrun: what the command printed in its rehearsal ({}), not applied:",
+        match (h.exit_code, h.signal) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(s)) => format!("signal {s}"),
+            _ => "no exit status".into(),
+        }
+    );
+    write_output_in_order(h);
+}
+
+/// The rehearsal's stdout and stderr on this process's own, in the order
+/// the command wrote them (`rehearsal.output_order`).
+pub fn write_output_in_order(h: &crate::record::Rehearsal) {
+    use crate::model::output::OutputStream;
+    use std::os::fd::AsFd;
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+    // dryrun's own line before the output went to stderr.
+    let mut last = Some(OutputStream::Stderr);
+    let mut budget = Duration::from_secs(1);
+    for (stream, piece) in h.output_pieces() {
+        // One stream (a terminal, `2>&1`, a file) keeps this order as it
+        // is written. A host that reads the two pipes apart (Codex) sees
+        // pieces written microseconds apart in either order: before the
+        // other stream gets the next piece, wait (briefly, at most) until
+        // the reader has taken the last one.
+        if last.is_some_and(|l| l != stream) {
+            match last {
+                Some(OutputStream::Stdout) => drained(out.as_fd(), &mut budget),
+                _ => drained(err.as_fd(), &mut budget),
+            }
+        }
+        last = Some(stream);
+        let _ = match stream {
+            OutputStream::Stdout => out.write_all(piece.as_bytes()).and_then(|_| out.flush()),
+            OutputStream::Stderr => err.write_all(piece.as_bytes()).and_then(|_| err.flush()),
+        };
+    }
+    // And before dryrun's notes after it, on stderr.
+    if last == Some(OutputStream::Stdout) {
+        drained(out.as_fd(), &mut budget);
+    }
+}
+
+/// Until what was written to `fd` has been read, for at most 100 ms and
+/// what is left of `budget` (a replay's 1 s in all): a reader that is slow
+/// or gone costs the order, never more time.
+fn drained(fd: std::os::fd::BorrowedFd<'_>, budget: &mut Duration) {
+    let start = Instant::now();
+    let limit = (*budget).min(Duration::from_millis(100));
+    while crate::engine::unread_bytes(fd).is_ok_and(|n| n > 0) && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    *budget = budget.saturating_sub(start.elapsed());
 }
 
 /// Print the rehearsal's output as the command printed it, and exit as it
@@ -152,9 +214,7 @@ fn replay_output(r: &RunRecord) -> i32 {
     if let Some(n) = &not_made {
         eprintln!("{n}");
     }
-    let _ = std::io::stdout().write_all(h.stdout.as_bytes());
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().write_all(h.stderr.as_bytes());
+    write_output_in_order(h);
     if h.output_truncated {
         eprintln!("\ndryrun: the output was cut to the run's output limit");
     }

@@ -418,8 +418,9 @@ pub fn check(
 }
 
 /// [`check`] for `workspace` as this process resolves it, submitted by
-/// this process with its own `$HOME`.
-pub fn check_here(workspace: &Path) -> Result<(), super::EngineError> {
+/// this process with its own `$HOME` (the system policy's cache under
+/// `cache_dir`, a state directory, when there is one).
+pub fn check_here(workspace: &Path, cache_dir: Option<&Path>) -> Result<(), super::EngineError> {
     use crate::workspace::owner::{Creds, OwnerSession};
     let resolved = OwnerSession::start(&Creds::current())
         .and_then(|me| me.resolve(workspace))
@@ -429,7 +430,7 @@ pub fn check_here(workspace: &Path) -> Result<(), super::EngineError> {
         &resolved.identity,
         nix::unistd::geteuid().as_raw(),
         super::CallerEnv::of_this_process().home.as_deref(),
-        None,
+        cache_dir,
     )
 }
 

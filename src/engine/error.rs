@@ -67,8 +67,8 @@ pub enum EngineError {
     Policy(#[from] crate::policy::PolicyError),
     /// A limit above the configured ceiling; nothing runs.
     #[error(
-        "limits.{field}: {asked} is above {ceilings_of} ceiling of {ceiling}; ask for at most {ceiling} (the ceiling is `dryrun daemon --max-{}`)",
-        field.replace('_', "-")
+        "limits.{field}: {asked} is above {ceilings_of} ceiling of {ceiling}; ask for at most {ceiling} ({})",
+        ceiling_source(ceilings_of, field)
     )]
     AboveCeiling {
         field: &'static str,
@@ -220,6 +220,18 @@ impl EngineError {
             self,
             EngineError::Conflict { .. } | EngineError::Drift { .. }
         )
+    }
+}
+
+/// Where a ceiling comes from, for [`EngineError::AboveCeiling`].
+fn ceiling_source(ceilings_of: &str, field: &str) -> String {
+    if ceilings_of.contains("daemon") {
+        format!(
+            "the ceiling is `dryrun daemon --max-{}`",
+            field.replace('_', "-")
+        )
+    } else {
+        "an in-process engine's ceilings are sized to this machine: see docs/environment.md".into()
     }
 }
 

@@ -8,7 +8,8 @@
 //! `queue.rs` (the review queue: oldest first, expiry),
 //! `recover.rs` (what a dead process left in flight), `store.rs` (the run
 //! store, quota and retention), `entries.rs` (journal entries), `authz.rs`
-//! (who may do what), `error.rs`.
+//! (who may do what), `machine.rs` (the limits' defaults and ceilings,
+//! sized to the machine), `error.rs`.
 //!
 //! Scratch policy: [`Engine::collect_garbage`] (at an engine start, at most
 //! hourly, and hourly in a running daemon) deletes the `blobs/` of runs past
@@ -33,6 +34,7 @@ mod gc;
 mod gitdir;
 mod host_prompt;
 mod live;
+pub mod machine;
 mod queue;
 mod recover;
 mod rehearse;
@@ -47,6 +49,9 @@ pub use crate::record::Receipt;
 /// What the daemon needs of the sandbox, handed on by the engine: the
 /// sandbox is a leaf that only the engine imports.
 pub(crate) use crate::sandbox::CancelHandle;
+/// What a replay of recorded output needs (`doors::promote`): whether the
+/// reader of a pipe has taken what was written to it.
+pub(crate) use crate::sandbox::unread_bytes;
 
 /// Start the resident sandbox helper for this process's rehearsals (the
 /// daemon at its start, the CLI at the start of an in-process command;
@@ -178,6 +183,9 @@ pub struct EngineOptions {
     pub allow_degraded: bool,
     pub image: ImageProfile,
     pub id_base: u32,
+    /// What a run gets for a limit it does not ask for (sized to the
+    /// machine: [`machine`]).
+    pub defaults: crate::envelope::LimitsSpec,
     /// The most a run may ask for (`dryrun daemon --max-*`).
     pub ceilings: crate::envelope::LimitsSpec,
     /// Who set the ceilings, for error messages: "this daemon's".
@@ -272,7 +280,8 @@ impl Default for EngineOptions {
                 .and_then(|v| v.parse().ok())
                 .filter(|b: &u32| *b >= 65_536)
                 .unwrap_or(DEFAULT_ID_BASE),
-            ceilings: crate::envelope::DEFAULT_CEILINGS,
+            defaults: machine::Machine::this().default_limits(),
+            ceilings: machine::Machine::this().default_ceilings(),
             ceilings_of: "this engine's",
             retention: Retention::default(),
             host_prompt_approvals: true,
@@ -332,6 +341,8 @@ pub struct Prepared {
     /// Directories inside the workspace on the owner's or the run's `PATH`
     /// (workspace-relative, `""`: the root).
     path_dirs: Vec<String>,
+    /// Where the command's environment came from and what dryrun added.
+    command_env: submit::CommandEnvNotes,
     /// The workspace owner's uid, gid and supplementary groups: whose
     /// credentials reach the run's declared services.
     owner: (u32, u32, Vec<u32>),

@@ -5,6 +5,7 @@ use super::egress::start_egress;
 use super::store::fit_record;
 use super::{Engine, EngineError, Prepared, entries};
 use crate::envelope::EnvelopeSpec;
+use crate::model::output::{ChunkEnds, lossy_with_offsets};
 use crate::model::{HostReport, RehearsalReport};
 use crate::record::{Rehearsal, RunRecord, RunState, SandboxRecord};
 use crate::sandbox::{self, SandboxError};
@@ -30,6 +31,7 @@ impl Engine {
             redactor,
             egress,
             path_dirs,
+            command_env,
             owner,
         } = p;
         // Time spent queued is not the rehearsal's.
@@ -52,6 +54,7 @@ impl Engine {
                 return self.commit_outcome(record, &envelope, false);
             }
         };
+        prepare_redaction();
         let t_sandbox = std::time::Instant::now();
         let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
         let egress_log = proxy.map(|p| p.finish());
@@ -91,10 +94,7 @@ impl Engine {
                     sspec: &sspec,
                     ids_desc,
                     redactions,
-                    local: record
-                        .submitted_by
-                        .as_ref()
-                        .is_none_or(|a| a.via == "local"),
+                    command_env,
                 };
                 record.rehearsal = Some(self.rehearsal_record(report, &host, evidence));
                 record.verdict = Some(verdict);
@@ -176,25 +176,10 @@ impl Engine {
     ) -> Rehearsal {
         let spec = ev.spec;
         let mut stripped = report.stripped.clone();
-        // Only the submitter's own variables are named: in-process, this
-        // process's environment is the submitter's; a daemon's environment
-        // is its own and never named to a client.
-        if ev.local {
-            let caller = caller_env_names();
-            for n in caller.secret_looking {
-                if !spec.env.contains_key(&n) {
-                    stripped.push(format!("env:{n}"));
-                }
-            }
-            // Never named: counted.
-            if caller.not_identifiers > 0 {
-                stripped.push(crate::model::text::unnamed_variables(
-                    caller.not_identifiers,
-                ));
-            }
-        }
+        stripped.extend(env_stripped(spec, &ev.command_env));
         let mut enforcement = host.enforcement.clone();
         enforcement.extend(report.enforcement.iter().cloned());
+        enforcement.push(env_note(spec, &ev.command_env));
         enforcement.push(format!(
             "timeout: {} s wall clock, whole process tree",
             spec.limits.timeout_s
@@ -220,13 +205,23 @@ impl Engine {
             (sandbox::helper::monotonic_ns() - ev.sspec.t0_ns) / 1000,
         ));
         let incomplete = incomplete_evidence(&report);
+        // As text, with the order of the streams moved along.
+        let mut ends = ChunkEnds::of(
+            &report.output_order,
+            report.stdout.len(),
+            report.stderr.len(),
+        );
+        let stdout = lossy_with_offsets(&report.stdout, &mut ends.stdout);
+        let stderr = lossy_with_offsets(&report.stderr, &mut ends.stderr);
+        let output_order = ends.into_order(stdout.len(), stderr.len());
         Rehearsal {
             exit_code: report.exit_code,
             signal: report.signal,
             timed_out: report.timed_out,
             duration_ms: report.duration_ms,
-            stdout: String::from_utf8_lossy(&report.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&report.stderr).into_owned(),
+            stdout,
+            stderr,
+            output_order,
             output_truncated: report.output_truncated,
             changes: report.changes,
             blocked: report.blocked,
@@ -249,6 +244,7 @@ impl Engine {
                 } else {
                     describe_network(ev.sspec.egress.as_ref())
                 },
+                limits: Some(spec.limits),
             },
             evidence_hash: String::new(),
             incomplete,
@@ -257,6 +253,22 @@ impl Engine {
             redactions: ev.redactions,
         }
     }
+}
+
+/// Compile the output's secret detectors (`redact::detectors`) while the
+/// first rehearsal of this process runs, instead of after it: a short-lived
+/// process (a hook, a CLI run) otherwise compiles them on the way from the
+/// sandbox's report to the verdict, about 1.5 ms of a hook's answer. Once
+/// per process; a thread that cannot start costs nothing but that.
+fn prepare_redaction() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("dryrun-redact-prep".into())
+            .spawn(|| {
+                let _ = crate::redact::detectors();
+            });
+    });
 }
 
 /// The record's `sandbox.network`: what the command could reach.
@@ -284,8 +296,46 @@ struct Evidence<'a> {
     sspec: &'a sandbox::spec::SandboxSpec,
     ids_desc: String,
     redactions: crate::redact::Redactions,
-    /// Submitted in-process (this process's environment is the submitter's).
-    local: bool,
+    command_env: super::submit::CommandEnvNotes,
+}
+
+/// What the record names of the command's environment: the client's
+/// variables the filter removed (`env:NAME`; not those the envelope's
+/// `env` gives anyway), those whose names are not shell identifiers
+/// (counted, never named), and what dryrun provided (`provided:env:NAME`).
+fn env_stripped(spec: &EnvelopeSpec, notes: &super::submit::CommandEnvNotes) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(c) = &spec.caller_env {
+        out.extend(
+            c.removed
+                .iter()
+                .filter(|n| !spec.env.contains_key(*n))
+                .map(|n| format!("env:{n}")),
+        );
+        if c.unnamed > 0 {
+            out.push(crate::model::text::unnamed_variables(c.unnamed));
+        }
+    }
+    out.extend(notes.provided.iter().map(|n| format!("provided:env:{n}")));
+    out
+}
+
+/// The enforcement line that says where the environment came from.
+fn env_note(spec: &EnvelopeSpec, notes: &super::submit::CommandEnvNotes) -> String {
+    use crate::caller_env::EnvSource;
+    match (notes.source, &spec.caller_env) {
+        (EnvSource::Client, Some(c)) => format!(
+            "environment: the caller's, filtered ({} kept, {} removed as secret-looking or not passable, {} with names that are not shell identifiers), then the envelope's env ({})",
+            c.vars.len(),
+            c.removed.len(),
+            c.unnamed,
+            spec.env.len()
+        ),
+        _ => format!(
+            "environment: the caller sent none: the login environment of the user the command runs as (HOME, USER, LOGNAME, SHELL, the system PATH), then the envelope's env ({})",
+            spec.env.len()
+        ),
+    }
 }
 
 /// Why the evidence may differ from what the command does live.
@@ -344,59 +394,4 @@ fn report_content_not_kept(report: &mut RehearsalReport, budget: u64) {
     report.limits_hit.push(crate::model::LimitHit::Disk);
     report.limits_hit.sort();
     report.limits_hit.dedup();
-}
-
-/// What a local run's record says of the caller's environment (the
-/// sandbox never inherits it): the names that look like credentials, and
-/// how many variables have a name that is not a shell identifier (never
-/// named: such a name can carry anything, terminal escapes included).
-pub struct CallerEnvNames {
-    pub secret_looking: Vec<String>,
-    pub not_identifiers: usize,
-}
-
-/// See [`CallerEnvNames`].
-pub fn caller_env_names() -> CallerEnvNames {
-    let (names, others): (Vec<_>, Vec<_>) = std::env::vars_os()
-        .map(|(k, _)| k.into_string().ok())
-        .partition(|k| {
-            k.as_deref()
-                .is_some_and(crate::model::text::is_shell_identifier)
-        });
-    CallerEnvNames {
-        secret_looking: secret_looking(names.into_iter().flatten()),
-        not_identifiers: others.len(),
-    }
-}
-
-/// The names among `names` that look like credentials, sorted.
-fn secret_looking(names: impl Iterator<Item = String>) -> Vec<String> {
-    const MORE_MARKERS: &[&str] = &["AUTH", "SESSION", "COOKIE"];
-    const PREFIXES: &[&str] = &[
-        "AWS_",
-        "GH_",
-        "GITHUB_",
-        "GOOGLE_",
-        "AZURE_",
-        "OPENAI_",
-        "ANTHROPIC_",
-        "SSH_AUTH_SOCK",
-        "DOCKER_",
-        "KUBECONFIG",
-        "NPM_",
-        "PYPI_",
-        "VAULT_",
-    ];
-    let mut names: Vec<String> = names
-        .filter(|k| {
-            let up = k.to_ascii_uppercase();
-            crate::classify::SECRET_MARKERS
-                .iter()
-                .chain(MORE_MARKERS)
-                .any(|m| up.contains(m))
-                || PREFIXES.iter().any(|p| up.starts_with(p))
-        })
-        .collect();
-    names.sort();
-    names
 }

@@ -44,10 +44,15 @@ impl Engine {
         let mut env: crate::envelope::Envelope =
             serde_json::from_slice(&bytes).map_err(|e| EngineError::corrupt(&p, e))?;
         if let Some(new) = &req.envelope {
-            let wd = env.working_dir.take();
+            let (wd, caller_env) = (env.working_dir.take(), env.caller_env.take());
             env = new.clone();
             if env.working_dir.is_none() {
                 env.working_dir = wd;
+            }
+            // The recorded run's environment, unless the new envelope
+            // carries one.
+            if env.caller_env.is_none() {
+                env.caller_env = caller_env;
             }
         }
         if let Some(c) = &req.command {

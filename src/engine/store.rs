@@ -582,6 +582,7 @@ pub(super) fn fit_record(record: &mut RunRecord) {
                 message,
             },
         );
+        v.to_change = crate::model::advice::to_change(&v.findings);
         record.state = RunState::Rehearsed;
     }
 }
@@ -725,6 +726,7 @@ mod tests {
             reasons: Vec::new(),
             findings: Vec::new(),
             notes: Vec::new(),
+            to_change: Vec::new(),
         });
         assert!(serde_json::to_vec_pretty(&r).unwrap().len() > RECORD_MAX_BYTES);
         fit_record(&mut r);

@@ -129,7 +129,13 @@ impl Engine {
         let blobs = dir.join("blobs");
         std::fs::create_dir_all(&dir).map_err(|source| EngineError::storage(&dir, source))?;
 
-        let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone())?;
+        let command_env = crate::caller_env::command_env(
+            spec.caller_env.as_ref(),
+            spec.workspace_identity.uid,
+            &spec.env,
+            &spec.workspace,
+        );
+        let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone(), &command_env)?;
         sspec.t0_ns = t0_ns;
         let path_dirs = self.path_dirs(spec, &sspec);
         let mut record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
@@ -162,6 +168,10 @@ impl Engine {
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             ),
             path_dirs,
+            command_env: CommandEnvNotes {
+                provided: command_env.provided,
+                source: command_env.source,
+            },
             owner: (ws.uid, c.owner_gid, c.owner_groups),
         })
     }
@@ -206,7 +216,7 @@ impl Engine {
         // The configured ceilings first: a run asking for more never starts.
         let mut fitted = spec.clone();
         fitted
-            .fit_to_ceilings(&self.opts.ceilings)
+            .fit_limits(&self.opts.defaults, &self.opts.ceilings)
             .map_err(|e| EngineError::AboveCeiling {
                 field: e.field,
                 asked: e.asked,
@@ -274,10 +284,11 @@ impl Engine {
         c: &Classified,
         live: Option<&LiveRun>,
         replay: Option<ReplaySet>,
+        command_env: &crate::caller_env::CommandEnv,
     ) -> Result<SandboxSpec, EngineError> {
         let ws = spec.workspace_identity;
         let ids = self.plan_ids(ws.uid, c.owner_gid)?;
-        let mut env = sandbox_env(spec);
+        let mut env = command_env.vars.clone();
         if let Some(l) = live {
             env.retain(|(k, _)| !l.extra_env.iter().any(|(n, _)| n == k));
             env.extend(l.extra_env.iter().cloned());
@@ -296,6 +307,7 @@ impl Engine {
                 output_bytes: spec.limits.output_kb << 10,
                 disk_bytes: spec.limits.disk_mb << 20,
                 tmp_bytes: self.opts.image.tmp_size_mb << 20,
+                cpus: spec.limits.cpus,
             },
             image: self.opts.image.clone(),
             landlock: LandlockPlan {
@@ -542,6 +554,14 @@ fn describe_ids(ids: &IdPlan) -> String {
     }
 }
 
+/// What the record says of a command's environment besides what the
+/// client's filter removed (`spec.caller_env`).
+pub(super) struct CommandEnvNotes {
+    /// Set by dryrun, not the caller: `provided:env:NAME`.
+    pub provided: Vec<String>,
+    pub source: crate::caller_env::EnvSource,
+}
+
 /// [`describe_ids`], with the groups a self plan maps besides the caller's
 /// own.
 fn describe_ids_of(sspec: &SandboxSpec) -> String {
@@ -556,38 +576,4 @@ fn describe_ids_of(sspec: &SandboxSpec) -> String {
                 .join(", ")
         ),
     }
-}
-
-/// The command's environment: a fixed base, then the envelope's `env`.
-/// Nothing is inherited from the caller.
-pub fn sandbox_env(spec: &EnvelopeSpec) -> Vec<(String, String)> {
-    let mut env: std::collections::BTreeMap<String, String> = [
-        (
-            "PATH",
-            "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin",
-        ),
-        ("HOME", "/tmp/home"),
-        ("TMPDIR", "/tmp"),
-        ("LANG", "C.UTF-8"),
-        ("TZ", "UTC"),
-        // Reproducible builds' convention: tools that honour it stamp this
-        // instead of the clock, so reruns give the same bytes.
-        ("SOURCE_DATE_EPOCH", "0"),
-        ("USER", "dryrun"),
-        ("LOGNAME", "dryrun"),
-        ("SHELL", "/bin/bash"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    env.insert("PWD".into(), spec.workspace.display().to_string());
-    // Validation refused any other name; the one rule holds here as well.
-    for (k, v) in spec
-        .env
-        .iter()
-        .filter(|(k, _)| crate::model::text::is_shell_identifier(k))
-    {
-        env.insert(k.clone(), v.clone());
-    }
-    env.into_iter().collect()
 }

@@ -29,6 +29,11 @@ pub(crate) struct Envelope {
     pub stubs: BTreeMap<String, crate::policy::stubs::StubConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<Live>,
+    /// The submitting client's own environment, filled by dryrun's clients
+    /// (absent: the login default). Only what passes the filter is kept,
+    /// hashed and saved (see `crate::caller_env`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_env: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -74,6 +79,22 @@ pub(crate) struct Limits {
     pub output_kb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u64>,
+}
+
+impl Limits {
+    /// The field named `name` (see [`LimitsSpec::fields`]).
+    fn get(&self, name: &str) -> Option<u64> {
+        match name {
+            "timeout_s" => self.timeout_s,
+            "memory_mb" => self.memory_mb,
+            "pids" => self.pids,
+            "output_kb" => self.output_kb,
+            "disk_mb" => self.disk_mb,
+            _ => self.cpus,
+        }
+    }
 }
 
 pub(crate) use crate::model::{LiveMode, LiveNetwork};
@@ -115,9 +136,21 @@ pub(crate) struct HookIntent {
     /// `read_only` blocks every write.
     #[serde(default)]
     pub mode: Option<Mode>,
-    /// Wall-clock limit of each rehearsal, seconds.
+    /// Each rehearsal's limits (absent: the engine's defaults, sized to
+    /// the machine; at most its ceilings). The hook's own deadline follows
+    /// `timeout_s`.
     #[serde(default)]
     pub timeout_s: Option<u64>,
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    #[serde(default)]
+    pub disk_mb: Option<u64>,
+    #[serde(default)]
+    pub pids: Option<u64>,
+    #[serde(default)]
+    pub cpus: Option<u64>,
+    #[serde(default)]
+    pub output_kb: Option<u64>,
     /// Variables given to every rehearsed command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -130,25 +163,34 @@ pub(crate) struct HookIntent {
     pub require_success: bool,
 }
 
-/// Validated limits in plain units.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+impl HookIntent {
+    /// The `limits` of the hook's envelopes, with `timeout_s` as given.
+    pub(crate) fn limits(&self, timeout_s: u64) -> Limits {
+        Limits {
+            timeout_s: Some(timeout_s),
+            memory_mb: self.memory_mb,
+            pids: self.pids,
+            output_kb: self.output_kb,
+            disk_mb: self.disk_mb,
+            cpus: self.cpus,
+        }
+    }
+}
+
+/// Validated limits in plain units. What a run gets for a field it does
+/// not ask for, and the most it may ask for, are the engine's (sized to the
+/// machine: `engine::machine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitsSpec {
     pub timeout_s: u64,
     pub memory_mb: u64,
     pub pids: u64,
     pub output_kb: u64,
     pub disk_mb: u64,
+    /// CPUs' worth of time per period (a cgroup's CPU quota).
+    #[serde(default)]
+    pub cpus: u64,
 }
-
-/// The most a daemon (or the in-process engine) lets one run ask for: its
-/// configured ceilings. Modest by default; `dryrun daemon --max-*` sets them.
-pub(crate) const DEFAULT_CEILINGS: LimitsSpec = LimitsSpec {
-    timeout_s: 3600,
-    memory_mb: 8192,
-    pids: 4096,
-    output_kb: 4096,
-    disk_mb: 4096,
-};
 
 /// The lowest value each limit field accepts.
 pub(crate) const LIMIT_MINIMA: LimitsSpec = LimitsSpec {
@@ -157,6 +199,7 @@ pub(crate) const LIMIT_MINIMA: LimitsSpec = LimitsSpec {
     pids: 8,
     output_kb: 1,
     disk_mb: 1,
+    cpus: 1,
 };
 
 /// The highest value each limit field accepts, whatever the ceilings say;
@@ -167,6 +210,7 @@ pub(crate) const LIMIT_MAXIMA: LimitsSpec = LimitsSpec {
     pids: 1 << 20,
     output_kb: 1 << 20,
     disk_mb: 1 << 20,
+    cpus: 4096,
 };
 
 /// A limit the envelope asked for above the configured ceiling.
@@ -179,23 +223,25 @@ pub(crate) struct AboveCeiling {
 
 impl LimitsSpec {
     /// `(name, value)` of each field, in envelope order.
-    pub fn fields(&self) -> [(&'static str, u64); 5] {
+    pub fn fields(&self) -> [(&'static str, u64); 6] {
         [
             ("timeout_s", self.timeout_s),
             ("memory_mb", self.memory_mb),
             ("pids", self.pids),
             ("output_kb", self.output_kb),
             ("disk_mb", self.disk_mb),
+            ("cpus", self.cpus),
         ]
     }
 
-    fn field_mut(&mut self, name: &str) -> &mut u64 {
+    pub(crate) fn field_mut(&mut self, name: &str) -> &mut u64 {
         match name {
             "timeout_s" => &mut self.timeout_s,
             "memory_mb" => &mut self.memory_mb,
             "pids" => &mut self.pids,
             "output_kb" => &mut self.output_kb,
-            _ => &mut self.disk_mb,
+            "disk_mb" => &mut self.disk_mb,
+            _ => &mut self.cpus,
         }
     }
 }
@@ -221,8 +267,12 @@ pub(crate) struct EnvelopeSpec {
     /// `intent.network.allow` and `.services` (the system admits these later).
     pub network: Vec<crate::egress::HostPattern>,
     pub services: Vec<crate::model::ServiceEndpoint>,
+    /// As asked, the rest [`DEFAULT_LIMITS`] until the engine fits them to
+    /// its machine ([`EnvelopeSpec::fit_limits`]).
     pub limits: LimitsSpec,
     pub env: BTreeMap<String, String>,
+    /// The client's environment, filtered (`None`: it sent none).
+    pub caller_env: Option<crate::caller_env::FilteredEnv>,
     pub live: Live,
     /// The envelope's stub overrides, validated (they take precedence over
     /// the policy's and over a replay's recording).
@@ -337,6 +387,12 @@ pub(crate) fn load_task(workspace: &Path, name: &str) -> Result<Envelope, Envelo
             "tasks in dryrun.yaml run in the workspace that holds the file; remove working_dir",
         ));
     }
+    if env.caller_env.is_some() {
+        return Err(field(
+            &format!("tasks.{name}.caller_env"),
+            "is the submitting client's own environment, which dryrun sends; set variables in env",
+        ));
+    }
     if let Some(t) = &env.task
         && t != name
     {
@@ -385,30 +441,16 @@ pub(crate) fn read_task_file(
     parse_task_text(&file.display().to_string(), &text).map(Some)
 }
 
+/// What a validated envelope holds for a limit it did not ask for, until
+/// the engine puts its own default there (sized to its machine).
 pub(crate) const DEFAULT_LIMITS: LimitsSpec = LimitsSpec {
     timeout_s: 60,
     memory_mb: 1024,
     pids: 512,
     output_kb: 256,
     disk_mb: 1024,
+    cpus: 1,
 };
-
-fn check_range(
-    name: &str,
-    v: Option<u64>,
-    default: u64,
-    lo: u64,
-    hi: u64,
-) -> Result<u64, EnvelopeError> {
-    let v = v.unwrap_or(default);
-    if v < lo || v > hi {
-        return Err(field(
-            &format!("limits.{name}"),
-            format!("{v} is out of range; use a value from {lo} to {hi}"),
-        ));
-    }
-    Ok(v)
-}
 
 impl Envelope {
     /// Validate into an [`EnvelopeSpec`]. `default_dir` stands in for a
@@ -513,44 +555,31 @@ impl Envelope {
             ));
         }
 
-        let l = &self.limits;
-        let limits = LimitsSpec {
-            timeout_s: check_range(
-                "timeout_s",
-                l.timeout_s,
-                DEFAULT_LIMITS.timeout_s,
-                LIMIT_MINIMA.timeout_s,
-                LIMIT_MAXIMA.timeout_s,
-            )?,
-            memory_mb: check_range(
-                "memory_mb",
-                l.memory_mb,
-                DEFAULT_LIMITS.memory_mb,
-                LIMIT_MINIMA.memory_mb,
-                LIMIT_MAXIMA.memory_mb,
-            )?,
-            pids: check_range(
-                "pids",
-                l.pids,
-                DEFAULT_LIMITS.pids,
-                LIMIT_MINIMA.pids,
-                LIMIT_MAXIMA.pids,
-            )?,
-            output_kb: check_range(
-                "output_kb",
-                l.output_kb,
-                DEFAULT_LIMITS.output_kb,
-                LIMIT_MINIMA.output_kb,
-                LIMIT_MAXIMA.output_kb,
-            )?,
-            disk_mb: check_range(
-                "disk_mb",
-                l.disk_mb,
-                DEFAULT_LIMITS.disk_mb,
-                LIMIT_MINIMA.disk_mb,
-                LIMIT_MAXIMA.disk_mb,
-            )?,
+        let mut limits = DEFAULT_LIMITS;
+        for (((name, _), (_, lo)), (_, hi)) in DEFAULT_LIMITS
+            .fields()
+            .into_iter()
+            .zip(LIMIT_MINIMA.fields())
+            .zip(LIMIT_MAXIMA.fields())
+        {
+            if let Some(v) = self.limits.get(name) {
+                if v < lo || v > hi {
+                    return Err(field(
+                        &format!("limits.{name}"),
+                        format!("{v} is out of range; use a value from {lo} to {hi}"),
+                    ));
+                }
+                *limits.field_mut(name) = v;
+            }
+        }
+        // Only what passes the filter is kept, hashed and saved.
+        let caller_env = match &self.caller_env {
+            Some(raw) => Some(
+                crate::caller_env::filter(raw).map_err(|e| field("caller_env", e.to_string()))?,
+            ),
+            None => None,
         };
+        self.caller_env = caller_env.as_ref().map(|c| c.vars.clone());
 
         for (k, v) in &self.env {
             if !crate::model::text::is_shell_identifier(k) {
@@ -623,6 +652,7 @@ impl Envelope {
             services,
             limits,
             env: self.env.clone(),
+            caller_env,
             live,
             stubs,
             envelope: self,
@@ -631,30 +661,31 @@ impl Envelope {
 }
 
 impl EnvelopeSpec {
-    /// Hold the limits to `ceiling`: a limit the envelope asked for above
-    /// its ceiling is an error (nothing runs); a default above it is
-    /// lowered to the ceiling.
-    pub(crate) fn fit_to_ceilings(&mut self, ceiling: &LimitsSpec) -> Result<(), AboveCeiling> {
-        let asked = &self.envelope.limits;
-        let explicit = |name: &str| match name {
-            "timeout_s" => asked.timeout_s.is_some(),
-            "memory_mb" => asked.memory_mb.is_some(),
-            "pids" => asked.pids.is_some(),
-            "output_kb" => asked.output_kb.is_some(),
-            _ => asked.disk_mb.is_some(),
-        };
-        for ((field, v), (_, max)) in self.limits.fields().into_iter().zip(ceiling.fields()) {
-            if v <= max {
-                continue;
-            }
-            if explicit(field) {
+    /// The limits for this machine: a field the envelope asked for must be
+    /// within `ceiling` (else an error, and nothing runs); the others get
+    /// `default`, held to `ceiling`.
+    pub(crate) fn fit_limits(
+        &mut self,
+        default: &LimitsSpec,
+        ceiling: &LimitsSpec,
+    ) -> Result<(), AboveCeiling> {
+        for ((field, v), ((_, d), (_, max))) in self
+            .limits
+            .fields()
+            .into_iter()
+            .zip(default.fields().into_iter().zip(ceiling.fields()))
+        {
+            let asked = self.envelope.limits.get(field).is_some();
+            if asked && v > max {
                 return Err(AboveCeiling {
                     field,
                     asked: v,
                     ceiling: max,
                 });
             }
-            *self.limits.field_mut(field) = max;
+            if !asked {
+                *self.limits.field_mut(field) = d.min(max);
+            }
         }
         Ok(())
     }

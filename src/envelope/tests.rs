@@ -1,3 +1,6 @@
+//! The envelope's validation: unknown fields, commands, working_dir,
+//! limits and their ceilings, the caller's environment, hashing.
+
 use super::*;
 
 fn v(yaml: &str) -> Result<EnvelopeSpec, EnvelopeError> {
@@ -62,27 +65,54 @@ fn working_dir_rules() {
 
 #[test]
 fn limits_asked_above_a_ceiling_are_refused_and_defaults_are_lowered() {
+    let default = LimitsSpec {
+        disk_mb: 2048,
+        cpus: 8,
+        ..DEFAULT_LIMITS
+    };
     let ceiling = LimitsSpec {
         disk_mb: 64,
         timeout_s: 30,
-        ..DEFAULT_CEILINGS
+        cpus: 8,
+        ..LIMIT_MAXIMA
     };
     let mut s = v("command: ls\nlimits: {disk_mb: 1048576}\n").unwrap();
     assert_eq!(
-        s.fit_to_ceilings(&ceiling),
+        s.fit_limits(&default, &ceiling),
         Err(AboveCeiling {
             field: "disk_mb",
             asked: 1 << 20,
             ceiling: 64
         })
     );
-    let mut s = v("command: ls\nlimits: {disk_mb: 64, timeout_s: 30}\n").unwrap();
-    assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
-    // Defaults (disk 1024, timeout 60) above the ceilings are lowered.
+    let mut s = v("command: ls\nlimits: {cpus: 9}\n").unwrap();
+    assert_eq!(s.fit_limits(&default, &ceiling).unwrap_err().field, "cpus");
+    let mut s = v("command: ls\nlimits: {disk_mb: 64, timeout_s: 30, cpus: 2}\n").unwrap();
+    assert_eq!(s.fit_limits(&default, &ceiling), Ok(()));
+    assert_eq!((s.limits.disk_mb, s.limits.cpus), (64, 2));
+    // Defaults (disk 2048, timeout 60) above the ceilings are lowered;
+    // the others are the engine's.
     let mut s = v("command: ls\n").unwrap();
-    assert_eq!(s.fit_to_ceilings(&ceiling), Ok(()));
+    assert_eq!(s.fit_limits(&default, &ceiling), Ok(()));
     assert_eq!((s.limits.disk_mb, s.limits.timeout_s), (64, 30));
-    assert_eq!(s.limits.memory_mb, DEFAULT_LIMITS.memory_mb);
+    assert_eq!(
+        (s.limits.memory_mb, s.limits.cpus),
+        (DEFAULT_LIMITS.memory_mb, 8)
+    );
+}
+
+#[test]
+fn the_callers_environment_is_filtered_before_it_is_kept() {
+    let s = v("{\"command\": \"ls\", \"caller_env\": {\"HOME\": \"/h\", \"GH_TOKEN\": \"x\"}}")
+        .unwrap();
+    let c = s.caller_env.as_ref().unwrap();
+    assert_eq!(c.removed, ["GH_TOKEN"]);
+    let kept = serde_json::to_string(s.envelope_for_submission()).unwrap();
+    assert!(
+        kept.contains("\"HOME\":\"/h\"") && !kept.contains("GH_TOKEN"),
+        "{kept}"
+    );
+    assert!(v("command: ls\n").unwrap().caller_env.is_none());
 }
 
 #[test]

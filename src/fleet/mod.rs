@@ -1,4 +1,4 @@
-//! The optional fleet store (docs/fleet.md, ADR 0010): many hosts on one
+//! The optional fleet store (docs/fleet.md, ADR 0011): many hosts on one
 //! PostgreSQL database with one review queue, one policy and anchors of
 //! every host's journal. Beside the daemon, used by it and by the command
 //! line's `--fleet` clients; never by the engine's decision rules, which

@@ -3,6 +3,7 @@
 //! module of the crate (a test in `tests/structure.rs` keeps it so).
 //!
 //! - [`decision`]: `Decision` (ordered; combining is `max`) and `Finding`.
+//! - [`advice`]: what to change so a run goes through, by rule.
 //! - [`change`]: one entry of the evidence's change list.
 //! - [`dir_summary`]: a long change list counted by directory.
 //! - [`egress`]: the egress report's entries (`rehearsal.egress`).
@@ -13,24 +14,30 @@
 //!   Unix socket path).
 //! - [`stubs`]: the stub vocabulary and how a call is matched and answered.
 //! - [`live`]: the live lane's mode and network (`apply|rerun`, `none|host`).
+//! - [`output`]: the order the command wrote its stdout and stderr in.
 //! - [`run_state`]: the states of a run and which verbs each allows.
 //! - [`promotion`]: what may never be promoted, the one rule the verdict and
 //!   the live lane's planner both call.
 //! - [`waiting`]: who can act on a finding, and whether a run waits for a
 //!   person (the one rule of the review queue).
+//! - [`variables`]: which environment variables are credentials and which
+//!   are configuration, by name.
 
+pub(crate) mod advice;
 pub(crate) mod change;
 pub(crate) mod decision;
 pub(crate) mod dir_summary;
 pub(crate) mod egress;
 pub(crate) mod evidence;
 pub(crate) mod live;
+pub(crate) mod output;
 pub(crate) mod promotion;
 pub(crate) mod report;
 pub(crate) mod run_state;
 pub(crate) mod service;
 pub(crate) mod stubs;
 pub(crate) mod text;
+pub(crate) mod variables;
 pub(crate) mod waiting;
 
 pub(crate) use change::{Change, ChangeKind, FileType};

@@ -22,6 +22,9 @@ pub struct RehearsalReport {
     pub duration_ms: u64,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// The order stdout's and stderr's bytes were written in.
+    #[serde(default)]
+    pub output_order: Vec<super::output::OutputChunk>,
     pub output_truncated: bool,
     pub changes: Vec<Change>,
     pub blocked: Vec<Blocked>,

@@ -160,7 +160,14 @@ pub(crate) fn prepare_cgroups(
         let memory_max = open_and_write(&dir.join("memory.max"), &ceiling)?;
         let _ = write(&dir.join("memory.swap.max"), "0");
         write(&dir.join("pids.max"), &limits.pids.to_string())?;
-        let _ = write(&dir.join("cpu.max"), "100000 100000");
+        if write(
+            &dir.join("cpu.max"),
+            &format!("{} {CPU_PERIOD_US}", cpu_quota_us(limits)),
+        )
+        .is_ok()
+        {
+            how.push(cpu_note("v2", limits));
+        }
         how.push(ceiling_note("v2", limits));
         how.push(OOM_NOTE.into());
         how.push("pids: cgroup v2".into());
@@ -190,10 +197,15 @@ pub(crate) fn prepare_cgroups(
                 how.push("pids: cgroup v1".into());
             }
             "cpu" => {
-                // One CPU's worth of time per period.
-                let _ = write(&dir.join("cpu.cfs_period_us"), "100000");
-                if write(&dir.join("cpu.cfs_quota_us"), "100000").is_ok() {
-                    how.push("cpu: cgroup v1 (1 core)".into());
+                // `cpus` CPUs' worth of time per period.
+                let _ = write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string());
+                if write(
+                    &dir.join("cpu.cfs_quota_us"),
+                    &cpu_quota_us(limits).to_string(),
+                )
+                .is_ok()
+                {
+                    how.push(cpu_note("v1", limits));
                 }
             }
             _ => {}
@@ -220,6 +232,23 @@ pub(crate) fn join_cgroups_self(plan: &CgroupPlan) -> std::io::Result<()> {
         write(&dir.join("tasks"), "0")?;
     }
     Ok(())
+}
+
+/// The CPU controller's period, µs.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// The run's CPU time per [`CPU_PERIOD_US`]: `cpus` CPUs' worth.
+fn cpu_quota_us(limits: &SandboxLimits) -> u64 {
+    limits.cpus.max(1).saturating_mul(CPU_PERIOD_US)
+}
+
+fn cpu_note(version: &str, limits: &SandboxLimits) -> String {
+    let n = limits.cpus.max(1);
+    format!(
+        "cpu: cgroup {version} ({n} CPU{}: {} µs per {CPU_PERIOD_US} µs period)",
+        if n == 1 { "" } else { "s" },
+        cpu_quota_us(limits)
+    )
 }
 
 const OOM_NOTE: &str = "oom: the command's processes are the OOM killer's first choice (oom_score_adj 1000), the sandbox's init is not";
@@ -453,7 +482,9 @@ pub(crate) fn rlimit_plan(
     cgroup_pids: bool,
 ) -> Vec<(nix::sys::resource::Resource, u64, u64, Option<String>)> {
     use nix::sys::resource::Resource;
-    let cpu = limits.timeout_ms / 1000 + 2;
+    // CPU time adds up over a process's threads: a build's compiler with
+    // one thread per CPU spends `cpus` seconds of it per second.
+    let cpu = (limits.timeout_ms / 1000 + 2).saturating_mul(limits.cpus.max(1));
     let mut plan = vec![
         (Resource::RLIMIT_CORE, 0, 0, None),
         (

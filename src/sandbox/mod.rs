@@ -219,6 +219,12 @@ fn start_helper() -> Result<(HelperProcess, [std::fs::File; 3], i32), SandboxErr
 
 /// Run one rehearsal. Blobs land in `blob_dir`; at most `max_blob_bytes` of
 /// them are accepted.
+/// How many bytes written to `fd` (a pipe) its reader has not taken yet;
+/// an error where the question does not apply.
+pub fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<usize> {
+    sys::unread_bytes(fd)
+}
+
 pub fn rehearse(
     spec: &spec::SandboxSpec,
     blob_dir: &Path,

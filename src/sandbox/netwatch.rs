@@ -14,7 +14,6 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use libseccomp::{ScmpNotifReq, ScmpNotifResp, ScmpNotifRespFlags, ScmpSyscall};
 use nix::sys::socket::{GetSockOpt, SockaddrLike, sockopt};
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 
@@ -26,9 +25,6 @@ pub(super) const MAX_RECORDED: usize = 64;
 
 pub(super) struct NetWatch {
     pub fd: OwnedFd,
-    connect: ScmpSyscall,
-    sendto: ScmpSyscall,
-    sendmsg: ScmpSyscall,
     pub recorded: Vec<Blocked>,
     pub dropped: u64,
     seen: std::collections::HashSet<String>,
@@ -60,14 +56,8 @@ enum Answer {
 
 impl NetWatch {
     pub(super) fn new(fd: OwnedFd, egress: Option<&super::spec::EgressPlan>) -> Self {
-        // The filter admits the native architecture only (anything else is
-        // killed), so notifications carry native numbers: no lookup by name.
-        let sc = |n: libc::c_long| ScmpSyscall::from(n as i32);
         NetWatch {
             fd,
-            connect: sc(libc::SYS_connect),
-            sendto: sc(libc::SYS_sendto),
-            sendmsg: sc(libc::SYS_sendmsg),
             recorded: Vec::new(),
             dropped: 0,
             seen: Default::default(),
@@ -109,20 +99,18 @@ impl NetWatch {
     /// command passed.
     pub(super) fn handle_one(&mut self) {
         let raw = self.fd.as_raw_fd();
-        let Ok(req) = ScmpNotifReq::receive(raw) else {
+        let Ok(req) = sys::notif_receive(raw) else {
             return;
         };
         let pid = req.pid as i32;
         let a = req.data.args;
-        let sc = req.data.syscall;
-        let verb = if sc == self.connect {
-            "connect"
-        } else if sc == self.sendto {
-            "sendto"
-        } else if sc == self.sendmsg {
-            "sendmsg"
-        } else {
-            "sendmmsg"
+        // The filter admits the native architecture only (anything else is
+        // killed), so notifications carry native numbers.
+        let verb = match libc::c_long::from(req.data.nr) {
+            libc::SYS_connect => "connect",
+            libc::SYS_sendto => "sendto",
+            libc::SYS_sendmsg => "sendmsg",
+            _ => "sendmmsg",
         };
         let sock = socket_info(pid, a[0] as i32);
         let mut addrs: Vec<Option<Vec<u8>>> = match verb {
@@ -172,20 +160,18 @@ impl NetWatch {
             ),
         };
         // Still a live request? (Otherwise the caller is gone.)
-        if libseccomp::notify_id_valid(raw, req.id).is_err() {
+        if !sys::notif_id_valid(raw, req.id) {
             return;
         }
-        let resp = match answer {
-            Answer::Refuse => {
-                ScmpNotifResp::new_error(req.id, -libc::EACCES, ScmpNotifRespFlags::empty())
-            }
-            Answer::Continue => ScmpNotifResp::new_continue(req.id, ScmpNotifRespFlags::CONTINUE),
+        let (val, error, continue_call) = match answer {
+            Answer::Refuse => (0, -libc::EACCES, false),
+            Answer::Continue => (0, 0, true),
             Answer::ConnectService(i) => match self.connect_service(pid, a[0] as i32, i) {
-                Ok(()) => ScmpNotifResp::new_val(req.id, 0, ScmpNotifRespFlags::empty()),
-                Err(e) => ScmpNotifResp::new_error(req.id, -e, ScmpNotifRespFlags::empty()),
+                Ok(()) => (0, 0, false),
+                Err(e) => (0, -e, false),
             },
         };
-        let _ = resp.respond(raw);
+        let _ = sys::notif_respond(raw, req.id, val, error, continue_call);
         let refused = matches!(answer, Answer::Refuse);
         for addr in record {
             self.record(verb, sock, refused, addr.as_deref());

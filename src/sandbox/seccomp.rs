@@ -1,64 +1,78 @@
 //! The seccomp filter loaded last, just before exec: everything a shell
-//! command never needs is denied with EPERM. libseccomp validates the
-//! architecture (foreign-arch syscalls such as `int 0x80` kill the process)
-//! and rejects x32 syscall numbers on x86_64.
+//! command never needs is denied with EPERM, `clone3` answers ENOSYS, and
+//! the network calls become user notifications (see `netwatch`).
+//!
+//! The program is classic BPF compiled in Rust (no C library): seccompiler
+//! compiles one rule set per action, and [`link`] joins them behind one
+//! prologue of our own that kills a process calling with a foreign
+//! architecture (`int 0x80` on x86_64) or with an x32 syscall number, which
+//! a deny list keyed on native numbers would otherwise miss. seccompiler
+//! has no user-notification action: that rule set is compiled with a marker
+//! action that [`link`] rewrites (docs/adr/0010-seccomp-filter-in-rust.md).
 
-use libseccomp::{ScmpAction, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
 
-/// Denied outright (EPERM).
-pub const DENIED_SYSCALLS: &[&str] = &[
-    "acct",
-    "add_key",
-    "adjtimex",
-    "bpf",
-    "clock_adjtime",
-    "clock_settime",
-    "delete_module",
-    "fanotify_init",
-    "finit_module",
-    "fsconfig",
-    "fsmount",
-    "fsopen",
-    "fspick",
-    "init_module",
-    "io_uring_enter",
-    "io_uring_register",
-    "io_uring_setup",
-    "ioperm",
-    "iopl",
-    "kcmp",
-    "kexec_file_load",
-    "kexec_load",
-    "keyctl",
-    "lookup_dcookie",
-    "mount",
-    "mount_setattr",
-    "move_mount",
-    "name_to_handle_at",
-    "nfsservctl",
-    "open_by_handle_at",
-    "open_tree",
-    "perf_event_open",
-    "personality",
-    "pidfd_getfd",
-    "pivot_root",
-    "process_vm_readv",
-    "process_vm_writev",
-    "ptrace",
-    "quotactl",
-    "quotactl_fd",
-    "reboot",
-    "request_key",
-    "setns",
-    "settimeofday",
-    "swapoff",
-    "swapon",
-    "syslog",
-    "umount2",
-    "unshare",
-    "uselib",
-    "userfaultfd",
-    "vhangup",
+/// Denied outright (EPERM), by name and native number.
+pub const DENIED_SYSCALLS: &[(&str, libc::c_long)] = &[
+    ("acct", libc::SYS_acct),
+    ("add_key", libc::SYS_add_key),
+    ("adjtimex", libc::SYS_adjtimex),
+    ("bpf", libc::SYS_bpf),
+    ("clock_adjtime", libc::SYS_clock_adjtime),
+    ("clock_settime", libc::SYS_clock_settime),
+    ("delete_module", libc::SYS_delete_module),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    ("finit_module", libc::SYS_finit_module),
+    ("fsconfig", libc::SYS_fsconfig),
+    ("fsmount", libc::SYS_fsmount),
+    ("fsopen", libc::SYS_fsopen),
+    ("fspick", libc::SYS_fspick),
+    ("init_module", libc::SYS_init_module),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    #[cfg(target_arch = "x86_64")]
+    ("ioperm", libc::SYS_ioperm),
+    #[cfg(target_arch = "x86_64")]
+    ("iopl", libc::SYS_iopl),
+    ("kcmp", libc::SYS_kcmp),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("keyctl", libc::SYS_keyctl),
+    ("lookup_dcookie", libc::SYS_lookup_dcookie),
+    ("mount", libc::SYS_mount),
+    ("mount_setattr", libc::SYS_mount_setattr),
+    ("move_mount", libc::SYS_move_mount),
+    ("name_to_handle_at", libc::SYS_name_to_handle_at),
+    #[cfg(target_arch = "x86_64")]
+    ("nfsservctl", libc::SYS_nfsservctl),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("open_tree", libc::SYS_open_tree),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("personality", libc::SYS_personality),
+    ("pidfd_getfd", libc::SYS_pidfd_getfd),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("ptrace", libc::SYS_ptrace),
+    ("quotactl", libc::SYS_quotactl),
+    ("quotactl_fd", libc::SYS_quotactl_fd),
+    ("reboot", libc::SYS_reboot),
+    ("request_key", libc::SYS_request_key),
+    ("setns", libc::SYS_setns),
+    ("settimeofday", libc::SYS_settimeofday),
+    ("swapoff", libc::SYS_swapoff),
+    ("swapon", libc::SYS_swapon),
+    ("syslog", libc::SYS_syslog),
+    ("umount2", libc::SYS_umount2),
+    ("unshare", libc::SYS_unshare),
+    #[cfg(target_arch = "x86_64")]
+    ("uselib", libc::SYS_uselib),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("vhangup", libc::SYS_vhangup),
 ];
 
 const TIOCSTI: u64 = 0x5412;
@@ -74,94 +88,193 @@ const NAMESPACE_FLAGS: &[u64] = &[
     0x80, // CLONE_NEWTIME
 ];
 
+/// The architecture the filter admits (`AUDIT_ARCH_*` of linux/audit.h).
+#[cfg(target_arch = "x86_64")]
+const NATIVE: (TargetArch, u32) = (TargetArch::x86_64, 0xC000_003E);
+#[cfg(target_arch = "aarch64")]
+const NATIVE: (TargetArch, u32) = (TargetArch::aarch64, 0xC000_00B7);
+#[cfg(target_arch = "riscv64")]
+const NATIVE: (TargetArch, u32) = (TargetArch::riscv64, 0xC000_00F3);
+
+/// x32 syscalls are native-arch calls with this bit set in the number.
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+/// The placeholder action the notify rule set is compiled with (TRACE with
+/// this data; nothing else in the program returns TRACE).
+const NOTIFY_MARKER: u32 = libc::SECCOMP_RET_TRACE | 0x4e4f;
+
+// Classic BPF opcodes (linux/bpf_common.h) and seccomp_data offsets.
+const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const JMP_JA: u16 = 0x05;
+const JMP_JEQ_K: u16 = 0x05 | 0x10;
+const JMP_JGE_K: u16 = 0x05 | 0x30;
+const RET_K: u16 = 0x06;
+const DATA_NR: u32 = 0;
+const DATA_ARCH: u32 = 4;
+
 #[derive(Debug, thiserror::Error)]
-#[error("building the seccomp filter ({what}): {source}")]
-pub(crate) struct SeccompError {
-    what: String,
-    source: Box<dyn std::error::Error + Send + Sync>,
+pub(crate) enum SeccompError {
+    #[error("building the seccomp filter ({what}): {source}")]
+    Compile {
+        what: &'static str,
+        source: seccompiler::BackendError,
+    },
+    #[error("building the seccomp filter: {0}")]
+    Link(&'static str),
 }
 
-fn ctx<T, E: std::error::Error + Send + Sync + 'static>(
-    what: &str,
-    r: Result<T, E>,
-) -> Result<T, SeccompError> {
-    r.map_err(|source| SeccompError {
-        what: what.to_string(),
-        source: Box::new(source),
-    })
+fn ctx<T>(what: &'static str, r: Result<T, seccompiler::BackendError>) -> Result<T, SeccompError> {
+    r.map_err(|source| SeccompError::Compile { what, source })
 }
 
-/// Build the filter (not yet loaded).
-pub(super) fn build_filter() -> Result<ScmpFilterContext, SeccompError> {
-    let eperm = ScmpAction::Errno(libc::EPERM);
-    let mut f = ctx("new filter", ScmpFilterContext::new(ScmpAction::Allow))?;
-    // no_new_privs is set explicitly by the helper before this point.
-    ctx("nnp", f.set_ctl_nnp(false))?;
-    ctx("bad arch", f.set_act_badarch(ScmpAction::KillProcess))?;
-    for name in DENIED_SYSCALLS {
-        // A name unknown to this libseccomp/arch (e.g. nfsservctl) is skipped.
-        if let Ok(sc) = ScmpSyscall::from_name(name) {
-            ctx(name, f.add_rule(eperm, sc))?;
-        }
-    }
-    let ioctl = ctx("ioctl", ScmpSyscall::from_name("ioctl"))?;
-    for req in [TIOCSTI, TIOCLINUX] {
-        ctx(
-            "ioctl tty",
-            f.add_rule_conditional(
-                eperm,
-                ioctl,
-                &[ScmpArgCompare::new(
-                    1,
-                    ScmpCompareOp::MaskedEqual(0xffff_ffff),
-                    req,
-                )],
-            ),
-        )?;
-    }
-    let clone = ctx("clone", ScmpSyscall::from_name("clone"))?;
-    for flag in NAMESPACE_FLAGS {
-        ctx(
-            "clone namespaces",
-            f.add_rule_conditional(
-                eperm,
-                clone,
-                &[ScmpArgCompare::new(
-                    0,
-                    ScmpCompareOp::MaskedEqual(*flag),
-                    *flag,
-                )],
-            ),
-        )?;
-    }
-    // Network attempts are observed, not decided, here: the sandbox's init
-    // receives each connect() and each sendto() with an address through a
-    // user-notification listener and records it (see `netwatch`).
-    let connect = ctx("connect", ScmpSyscall::from_name("connect"))?;
-    ctx("connect notify", f.add_rule(ScmpAction::Notify, connect))?;
-    let sendto = ctx("sendto", ScmpSyscall::from_name("sendto"))?;
-    ctx(
-        "sendto notify",
-        f.add_rule_conditional(
-            ScmpAction::Notify,
-            sendto,
-            &[ScmpArgCompare::new(4, ScmpCompareOp::NotEqual, 0)],
-        ),
-    )?;
-    for name in ["sendmsg", "sendmmsg"] {
-        let sc = ctx(name, ScmpSyscall::from_name(name))?;
-        ctx(name, f.add_rule(ScmpAction::Notify, sc))?;
-    }
+/// One rule of one condition.
+fn when(
+    arg: u8,
+    len: SeccompCmpArgLen,
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompRule, SeccompError> {
+    let c = ctx("condition", SeccompCondition::new(arg, len, op, value))?;
+    ctx("rule", SeccompRule::new(vec![c]))
+}
+
+type Rules = std::collections::BTreeMap<i64, Vec<SeccompRule>>;
+
+/// The rule sets, each with the action it returns on a match (everything
+/// unmatched is allowed). An empty rule list matches the call whatever its
+/// arguments; several rules match if any does.
+fn rule_sets() -> Result<Vec<(Rules, SeccompAction)>, SeccompError> {
+    use SeccompCmpArgLen::{Dword, Qword};
+    let mut deny: Rules = DENIED_SYSCALLS
+        .iter()
+        .map(|(_, nr)| (*nr, Vec::new()))
+        .collect();
+    // The ioctl request is compared on its low 32 bits (the kernel's `cmd`
+    // is an unsigned int), so high garbage does not dodge the rule.
+    deny.insert(
+        libc::SYS_ioctl,
+        [TIOCSTI, TIOCLINUX]
+            .iter()
+            .map(|r| when(1, Dword, SeccompCmpOp::Eq, *r))
+            .collect::<Result<_, _>>()?,
+    );
+    deny.insert(
+        libc::SYS_clone,
+        NAMESPACE_FLAGS
+            .iter()
+            .map(|f| when(0, Qword, SeccompCmpOp::MaskedEq(*f), *f))
+            .collect::<Result<_, _>>()?,
+    );
     // clone3 passes its flags in memory where a filter cannot look: make it
     // look unimplemented so libc falls back to clone(2), which is checked.
-    ctx(
-        "clone3",
-        f.add_rule(
-            ScmpAction::Errno(libc::ENOSYS),
-            ctx("clone3", ScmpSyscall::from_name("clone3"))?,
+    let clone3: Rules = [(libc::SYS_clone3, Vec::new())].into();
+    // Network attempts are observed, not decided, here: the sandbox's init
+    // receives each connect(), sendmsg(), sendmmsg() and each sendto() with
+    // an address through the user-notification listener (see `netwatch`).
+    let notify: Rules = [
+        (libc::SYS_connect, Vec::new()),
+        (libc::SYS_sendto, vec![when(4, Qword, SeccompCmpOp::Ne, 0)?]),
+        (libc::SYS_sendmsg, Vec::new()),
+        (libc::SYS_sendmmsg, Vec::new()),
+    ]
+    .into();
+    Ok(vec![
+        (deny, SeccompAction::Errno(libc::EPERM as u32)),
+        (clone3, SeccompAction::Errno(libc::ENOSYS as u32)),
+        (
+            notify,
+            SeccompAction::Trace(NOTIFY_MARKER & libc::SECCOMP_RET_DATA),
         ),
-    )?;
-    Ok(f)
+    ])
+}
+
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// The architecture check: a call made with another architecture's
+/// convention (i386's `int 0x80` on x86_64) or with an x32 number kills
+/// the process.
+fn prologue() -> Vec<libc::sock_filter> {
+    let kill = stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS);
+    let mut p = vec![
+        stmt(LD_W_ABS, DATA_ARCH),
+        jump(JMP_JEQ_K, NATIVE.1, 1, 0),
+        kill,
+    ];
+    if cfg!(target_arch = "x86_64") {
+        p.extend([
+            stmt(LD_W_ABS, DATA_NR),
+            jump(JMP_JGE_K, X32_SYSCALL_BIT, 0, 1),
+            kill,
+        ]);
+    }
+    p
+}
+
+/// Build the whole program: the prologue, then each rule set as compiled by
+/// seccompiler, chained. A set's own architecture check (its first three
+/// instructions) is dropped, the prologue has made it; its "allow" returns
+/// become jumps to the next set (the last one's stay); the notify marker
+/// becomes `SECCOMP_RET_USER_NOTIF`. Rewriting an instruction in place
+/// keeps every relative jump valid.
+pub(super) fn build_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
+    let sets = rule_sets()?;
+    let mut out = prologue();
+    let n = sets.len();
+    for (i, (rules, action)) in sets.into_iter().enumerate() {
+        let f = ctx(
+            "filter",
+            SeccompFilter::new(rules, SeccompAction::Allow, action, NATIVE.0),
+        )?;
+        let prog = ctx("compile", BpfProgram::try_from(f))?;
+        let arch_check = &prologue()[..3];
+        let own: Vec<_> = prog.iter().take(3).map(convert).collect();
+        if prog.len() < 4 || !same(&own, arch_check) {
+            return Err(SeccompError::Link(
+                "unexpected program shape from seccompiler",
+            ));
+        }
+        let body = &prog[3..];
+        let last = i + 1 == n;
+        for (pc, ins) in body.iter().enumerate() {
+            let mut ins = convert(ins);
+            if ins.code == RET_K && ins.k == libc::SECCOMP_RET_ALLOW && !last {
+                ins = stmt(JMP_JA, (body.len() - pc - 1) as u32);
+            } else if ins.code == RET_K && ins.k == NOTIFY_MARKER {
+                ins.k = libc::SECCOMP_RET_USER_NOTIF;
+            }
+            out.push(ins);
+        }
+    }
+    if out.len() > 4096 {
+        return Err(SeccompError::Link("program longer than the kernel's limit"));
+    }
+    Ok(out)
+}
+
+fn convert(i: &seccompiler::sock_filter) -> libc::sock_filter {
+    libc::sock_filter {
+        code: i.code,
+        jt: i.jt,
+        jf: i.jf,
+        k: i.k,
+    }
+}
+
+fn same(a: &[libc::sock_filter], b: &[libc::sock_filter]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x.code, x.jt, x.jf, x.k) == (y.code, y.jt, y.jf, y.k))
 }
 
 /// The filter compiled to classic BPF, once per process: the resident
@@ -173,30 +286,8 @@ pub(super) fn compiled_filter() -> Result<Vec<libc::sock_filter>, SeccompError> 
     if let Some(f) = COMPILED.get() {
         return Ok(f.clone());
     }
-    let f = compile_filter()?;
-    Ok(COMPILED.get_or_init(|| f).clone())
-}
-
-fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
     let f = build_filter()?;
-    let (r, w) = ctx("pipe", nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC))?;
-    ctx("export", f.export_bpf(&w))?;
-    drop(w);
-    let mut bytes = Vec::new();
-    ctx(
-        "read exported filter",
-        std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut bytes),
-    )?;
-    let insn = std::mem::size_of::<libc::sock_filter>();
-    Ok(bytes
-        .chunks_exact(insn)
-        .map(|c| libc::sock_filter {
-            code: u16::from_ne_bytes([c[0], c[1]]),
-            jt: c[2],
-            jf: c[3],
-            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
-        })
-        .collect())
+    Ok(COMPILED.get_or_init(|| f).clone())
 }
 
 /// Load the compiled filter on the calling thread; returns the notification
@@ -204,3 +295,6 @@ fn compile_filter() -> Result<Vec<libc::sock_filter>, SeccompError> {
 pub(super) fn load_seccomp_filter(prog: &[libc::sock_filter]) -> std::io::Result<i32> {
     super::sys::seccomp_set_filter_with_listener(prog)
 }
+
+#[cfg(test)]
+mod tests;

@@ -126,6 +126,14 @@ pub struct SandboxLimits {
     pub output_bytes: u64,
     pub disk_bytes: u64,
     pub tmp_bytes: u64,
+    /// CPUs' worth of time per period (the cgroup's CPU quota), and the
+    /// factor of the CPU-time rlimit over the wall-clock timeout.
+    #[serde(default = "one_cpu")]
+    pub cpus: u64,
+}
+
+fn one_cpu() -> u64 {
+    1
 }
 
 /// Bytes of file content one run may keep (blobs), counted at apparent

@@ -121,6 +121,18 @@ pub(super) fn move_mount_to(mount_fd: RawFd, target: &Path) -> io::Result<()> {
 }
 
 /// `pidfd_open(pid, 0)`.
+/// How many bytes written to `fd` its reader has not taken yet
+/// (`FIONREAD`: a pipe's contents; 0 for a terminal's output or a file
+/// written at its end).
+pub(super) fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at
+    // `n`, alive for the call; `fd` is open for the call's duration.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) } as libc::c_long)?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 pub(super) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: plain integer arguments; returns a new fd or -1.
     let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
@@ -190,6 +202,46 @@ pub(super) fn seccomp_set_filter_with_listener(prog: &[libc::sock_filter]) -> io
         )
     })?;
     Ok(fd as RawFd)
+}
+
+/// `SECCOMP_IOCTL_NOTIF_RECV`: wait for the next user notification.
+pub(super) fn notif_receive(listener: RawFd) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: seccomp_notif is plain data; the kernel wants it zeroed.
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: `req` is a valid, writable seccomp_notif for the call.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut req) }.into())?;
+    Ok(req)
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ID_VALID`: is the notification still pending (its
+/// caller alive and waiting)?
+pub(super) fn notif_id_valid(listener: RawFd, id: u64) -> bool {
+    // SAFETY: the kernel reads one u64 from `id`.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+}
+
+/// `SECCOMP_IOCTL_NOTIF_SEND`: answer notification `id` with a return value,
+/// an errno (negative, or 0), or `continue_call` (let the kernel run it).
+pub(super) fn notif_respond(
+    listener: RawFd,
+    id: u64,
+    val: i64,
+    error: i32,
+    continue_call: bool,
+) -> io::Result<()> {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error,
+        flags: if continue_call {
+            libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
+        } else {
+            0
+        },
+    };
+    // SAFETY: `resp` is a valid seccomp_notif_resp for the call.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) }.into())?;
+    Ok(())
 }
 
 /// `close_range(first, ~0, 0)`: close every fd from `first` up.

@@ -179,7 +179,7 @@ impl Daemon {
         let mut c = if who == Who::User {
             as_test_user("curl")
         } else {
-            Command::new("curl")
+            Command::new(super::tool("curl", "curl"))
         };
         c.args(["-sS", "-o", "-", "-w", "\n%{http_code}", "--unix-socket"])
             .arg(&self.socket)
@@ -203,7 +203,7 @@ impl Daemon {
         let mut c = if who == Who::User {
             as_test_user("curl")
         } else {
-            Command::new("curl")
+            Command::new(super::tool("curl", "curl"))
         };
         c.args(["-sSN", "-o", "-", "-w", "\n%{http_code}", "--max-time"])
             .arg(secs.to_string())

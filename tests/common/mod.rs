@@ -131,13 +131,30 @@ pub fn require_tool(tool: &str, debian_package: &str) -> bool {
     found
 }
 
+/// `tool` for `Command::new` where a test cannot go on without it: the
+/// program's name when it is installed, else a failure naming the Debian
+/// package that provides it (`tests/run.sh` installs them all), never a
+/// bare "No such file or directory" from deep inside a helper.
+pub fn tool(tool: &'static str, debian_package: &str) -> &'static str {
+    let found = if tool.contains('/') {
+        Path::new(tool).exists()
+    } else {
+        TOOL_PATH.iter().any(|d| Path::new(d).join(tool).exists())
+    };
+    assert!(
+        found,
+        "{tool} is not installed: install the Debian package {debian_package} (tests/run.sh does)"
+    );
+    tool
+}
+
 /// A program a test needs is missing or not as the test needs it: a failure
 /// under `DRYRUN_TEST_REQUIRE_TOOLS=1`, else a skip, each naming the Debian
 /// package that provides it.
 pub fn tool_missing(what: &str, debian_package: &str) {
     if pinned("DRYRUN_TEST_REQUIRE_TOOLS") {
         panic!(
-            "DRYRUN_TEST_REQUIRE_TOOLS=1 but {what}: install the Debian package {debian_package} (.ci/run does)"
+            "DRYRUN_TEST_REQUIRE_TOOLS=1 but {what}: install the Debian package {debian_package} (tests/run.sh does)"
         );
     }
     eprintln!("SKIP: {what} (the Debian package {debian_package} provides it)");
@@ -519,6 +536,52 @@ pub fn replay(ws: &Ws, id: &str, args: &[&str]) -> Run {
     let mut c = ws.command();
     c.args(["replay", id, "--json"]).args(args);
     to_run(c.output().unwrap())
+}
+
+/// The Python interpreter of the tests' virtualenv (`target/py-mcp`, or
+/// `DRYRUN_TEST_PY_MCP`; `tests/run.sh` fills it), with `module`
+/// importable: made and `pip install`ed (`spec`) here when it is not.
+pub fn py_venv_with(module: &str, spec: &str) -> PathBuf {
+    let venv = std::env::var_os("DRYRUN_TEST_PY_MCP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-mcp"));
+    let py = venv.join("bin/python");
+    let ok = Command::new(&py)
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        if !py.exists() {
+            let st = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .unwrap();
+            assert!(st.success(), "python3 -m venv failed");
+        }
+        let st = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", spec])
+            .status()
+            .unwrap();
+        assert!(
+            st.success(),
+            "pip install {spec} failed (tests/run.sh installs it)"
+        );
+    }
+    py
+}
+
+/// Run `c` with `input` on its stdin (the whole of it written, or the test
+/// fails) and its stdout and stderr captured.
+pub fn output_with_stdin(c: &mut Command, input: &[u8]) -> Output {
+    let mut ch = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ch.stdin.take().unwrap().write_all(input).unwrap();
+    ch.wait_with_output().unwrap()
 }
 
 /// `dryrun execute --json --file -` by `c` (its user, environment and

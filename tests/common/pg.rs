@@ -2,7 +2,7 @@
 //! into a temporary directory and `pg_ctl` on a loopback port and a Unix
 //! socket of its own, as the `postgres` account (the server refuses to run
 //! as root); no system service. Roles log in with passwords over TCP
-//! (scram-sha-256); the owner over the socket. `.ci/run` installs the
+//! (scram-sha-256); the owner over the socket. `tests/run.sh` installs the
 //! server (Debian's `postgresql`).
 #![allow(dead_code)]
 

@@ -17,14 +17,17 @@ impl Tmux {
     /// sequence that leaks is seen (`title`, `buffer`).
     pub fn start(tag: &str, command: &str) -> Tmux {
         assert!(
-            Command::new("tmux").arg("-V").output().is_ok(),
+            Command::new(super::tool("tmux", "tmux"))
+                .arg("-V")
+                .output()
+                .is_ok(),
             "tmux is required for the review TUI tests (.ci/run installs it)"
         );
         let t = Tmux {
             server: format!("dryrun-test-{}-{tag}", std::process::id()),
             session: "review".into(),
         };
-        let st = Command::new("tmux")
+        let st = Command::new(super::tool("tmux", "tmux"))
             .args(["-L", &t.server, "-f", "/dev/null"])
             .args([
                 "new-session",
@@ -47,7 +50,7 @@ impl Tmux {
     }
 
     pub fn tmux(&self) -> Command {
-        let mut c = Command::new("tmux");
+        let mut c = Command::new(super::tool("tmux", "tmux"));
         c.args(["-L", &self.server]);
         c
     }

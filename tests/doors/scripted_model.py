@@ -4,9 +4,10 @@ hosts offline in tests. Speaks just enough of the Anthropic Messages API
 (POST /v1/messages, streamed) for Claude Code and of the OpenAI Responses
 API (POST /v1/responses, streamed) for Codex.
 
-The script (argv[2], JSON): {"command": "shell string"}. The first request
-whose conversation has no tool result yet gets one shell tool call with
-that command; every later request gets a short text answer. Every request
+The script (argv[2], JSON): {"command": "shell string"} or {"commands":
+[...]}. A request whose conversation holds N tool results gets a shell
+tool call with the (N+1)th command, one after another; once every command
+has its result, a short text answer. Every request
 body is appended to argv[3] (JSON lines) so the test can read what the
 host sent back (the tool result: the replayed output or the hook's
 reason). The chosen port is written to argv[1].
@@ -18,7 +19,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT_FILE, SCRIPT, LOG = sys.argv[1], sys.argv[2], sys.argv[3]
-COMMAND = json.load(open(SCRIPT))["command"]
+_script = json.load(open(SCRIPT))
+COMMANDS = _script.get("commands") or [_script["command"]]
 LOCK = threading.Lock()
 
 
@@ -27,14 +29,13 @@ def log(path, body):
         f.write(json.dumps({"path": path, "body": body}) + "\n")
 
 
-def has_tool_result_anthropic(body):
+def tool_results_anthropic(body):
+    n = 0
     for m in body.get("messages", []):
         c = m.get("content")
-        if isinstance(c, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in c
-        ):
-            return True
-    return False
+        if isinstance(c, list):
+            n += sum(1 for b in c if isinstance(b, dict) and b.get("type") == "tool_result")
+    return n
 
 
 def offers_tool(body, name):
@@ -100,7 +101,9 @@ class Handler(BaseHTTPRequestHandler):
 
     # Anthropic Messages API, streamed.
     def anthropic(self, body):
-        call = offers_tool(body, "Bash") and not has_tool_result_anthropic(body)
+        done = tool_results_anthropic(body)
+        call = offers_tool(body, "Bash") and done < len(COMMANDS)
+        command = COMMANDS[done] if call else None
         mid = "msg_" + uuid.uuid4().hex[:12]
         usage = {"input_tokens": 10, "output_tokens": 5}
         start = {
@@ -115,7 +118,7 @@ class Handler(BaseHTTPRequestHandler):
             block = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:12],
                      "name": "Bash", "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(
-                {"command": COMMAND, "description": "scripted command"})}
+                {"command": command, "description": "scripted command"})}
             stop = "tool_use"
         else:
             block = {"type": "text", "text": ""}
@@ -142,19 +145,20 @@ class Handler(BaseHTTPRequestHandler):
     # OpenAI Responses API, streamed.
     def openai_responses(self, body):
         items = body.get("input", []) or []
-        done = any(isinstance(i, dict) and i.get("type") in (
-            "function_call_output", "custom_tool_call_output", "local_shell_call_output")
-            for i in items)
+        results = sum(1 for i in items if isinstance(i, dict) and i.get("type") in (
+            "function_call_output", "custom_tool_call_output", "local_shell_call_output"))
+        done = results >= len(COMMANDS)
         rid = "resp_" + uuid.uuid4().hex[:12]
         tool_names = [t.get("name") for t in body.get("tools", []) or []]
         events = [("response.created", {"type": "response.created",
                                          "response": {"id": rid, "object": "response", "status": "in_progress", "output": []}})]
         if not done:
             name = "exec_command" if "exec_command" in tool_names else "shell"
+            command = COMMANDS[results]
             if name == "exec_command":
-                args = {"cmd": COMMAND}
+                args = {"cmd": command}
             else:
-                args = {"command": ["bash", "-lc", COMMAND]}
+                args = {"command": ["bash", "-lc", command]}
             item = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:8],
                     "call_id": "call_" + uuid.uuid4().hex[:8], "name": name,
                     "arguments": json.dumps(args), "status": "completed"}

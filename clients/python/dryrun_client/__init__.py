@@ -10,6 +10,12 @@ socket, standard library only.
 
 The caller's identity is the socket's peer credentials: the daemon records
 who submitted, and only reviewers (another uid) approve.
+
+The rehearsed command's environment is this process's (`os.environ`), sent
+as the envelope's `caller_env` and filtered by the daemon (secret-looking
+names and values are removed and named in the record); pass
+`Client(send_environment=False)` to send none (the daemon then uses the
+login environment of the workspace's owner), or set `Envelope.caller_env`.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from typing import Any, Dict, List, Optional
 
 __all__ = [
     "Client", "Envelope", "Intent", "Limits", "Run", "Change", "DryrunError",
-    "default_socket",
+    "default_socket", "interleave",
 ]
 
 
@@ -54,6 +60,7 @@ class Limits:
     pids: Optional[int] = None
     output_kb: Optional[int] = None
     disk_mb: Optional[int] = None
+    cpus: Optional[int] = None
 
 
 @dataclass
@@ -76,6 +83,9 @@ class Envelope:
     intent: Intent = field(default_factory=Intent)
     limits: Limits = field(default_factory=Limits)
     env: Dict[str, str] = field(default_factory=dict)
+    # The client's environment (None: the Client fills it from os.environ,
+    # unless told not to).
+    caller_env: Optional[Dict[str, str]] = None
 
     def to_json(self) -> Dict[str, Any]:
         def clean(v):
@@ -94,10 +104,38 @@ class Change:
     after: Optional[str]
 
 
+def interleave(stdout: str, stderr: str, order: Optional[List[Dict[str, Any]]]) -> str:
+    """stdout and stderr in the order the command wrote them, from the
+    record's `rehearsal.output_order` (chunks of each stream, in turn,
+    lengths in UTF-8 bytes). Every byte of both streams appears exactly
+    once: a chunk is cut at the end of its stream, and what the order does
+    not cover follows it, stdout first; an order that splits a character
+    (not one dryrun writes) reads as stdout, then stderr."""
+    streams = {"stdout": stdout.encode(), "stderr": stderr.encode()}
+    pos = {"stdout": 0, "stderr": 0}
+    pieces: List[bytes] = []
+    for chunk in order or []:
+        s = chunk.get("stream")
+        if s not in streams:
+            continue
+        text, start = streams[s], pos[s]
+        end = min(len(text), start + max(0, int(chunk.get("bytes", 0))))
+        pieces.append(text[start:end])
+        pos[s] = end
+    pieces.append(streams["stdout"][pos["stdout"]:])
+    pieces.append(streams["stderr"][pos["stderr"]:])
+    try:
+        return "".join(p.decode() for p in pieces)
+    except UnicodeDecodeError:
+        return stdout + stderr
+
+
 @dataclass
 class Run:
     """The parts of a `dryrun.run/v1` record an agent acts on; `record`
-    keeps the whole thing."""
+    keeps the whole thing. `output` is stdout and stderr as a terminal
+    showed them (in the order written); `to_change` says what to change so
+    the run goes through."""
     run_id: str
     state: str
     decision: Optional[str]
@@ -112,6 +150,10 @@ class Run:
     risk_level: Optional[str]
     receipt_id: Optional[str]
     record: Dict[str, Any]
+    output: str = ""
+    signal: Optional[int] = None
+    output_truncated: bool = False
+    to_change: List[str] = field(default_factory=list)
 
     @classmethod
     def from_record(cls, r: Dict[str, Any]) -> "Run":
@@ -128,6 +170,9 @@ class Run:
             forbidden_paths_touched=v.get("forbidden_paths_touched", []),
             reasons=v.get("reasons", []), risk_level=risk.get("level"),
             receipt_id=(r.get("receipt") or {}).get("receipt_id"), record=r,
+            output=interleave(reh.get("stdout", ""), reh.get("stderr", ""), reh.get("output_order")),
+            signal=reh.get("signal"), output_truncated=bool(reh.get("output_truncated", False)),
+            to_change=v.get("to_change", []),
         )
 
     @property
@@ -154,9 +199,17 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class Client:
-    def __init__(self, socket_path: Optional[str] = None, timeout: float = 600.0):
+    def __init__(self, socket_path: Optional[str] = None, timeout: float = 600.0,
+                 send_environment: bool = True):
         self.socket_path = socket_path or default_socket()
         self.timeout = timeout
+        self.send_environment = send_environment
+
+    def _envelope(self, envelope: Envelope) -> Dict[str, Any]:
+        body = envelope.to_json()
+        if envelope.caller_env is None and self.send_environment:
+            body["caller_env"] = dict(os.environ)
+        return body
 
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:
         conn = _UnixConnection(self.socket_path, self.timeout)
@@ -186,11 +239,11 @@ class Client:
 
     def execute(self, envelope: Envelope) -> Run:
         """Submit and wait for the verdict."""
-        return Run.from_record(self._call("POST", "/v1/runs?wait=true", envelope.to_json()))
+        return Run.from_record(self._call("POST", "/v1/runs?wait=true", self._envelope(envelope)))
 
     def submit(self, envelope: Envelope) -> str:
         """Submit without waiting; returns the run id."""
-        return self._call("POST", "/v1/runs", envelope.to_json())["run_id"]
+        return self._call("POST", "/v1/runs", self._envelope(envelope))["run_id"]
 
     def run(self, run_id: str) -> Run:
         return Run.from_record(self._call("GET", f"/v1/runs/{self._id(run_id)}"))

@@ -39,6 +39,12 @@ def evidence(run: Run) -> str:
     if run.forbidden_paths_touched:
         lines.append("forbidden paths touched: " + ", ".join(run.forbidden_paths_touched))
     lines += run.reasons
+    lines += ["what to change: " + h for h in run.to_change]
+    # What a terminal would have shown, so the model can fix the command.
+    lines.append("output:" if run.output else "output: none")
+    if run.output:
+        lines.append(run.output.rstrip("\n"))
+    lines.append(f"exit status: {run.exit_code if run.signal is None else 'signal %d' % run.signal}")
     return "\n".join(lines)
 
 
@@ -58,7 +64,7 @@ def make_tools_node(client: Client, workspace: str, intent: Intent):
                 interrupt({"run_id": run.run_id, "tool_call_id": call["id"], "evidence": evidence(run)})
             if run.decision == "promote" or run.state == "approved":
                 run = client.promote(run.run_id)
-                content = run.stdout + run.stderr
+                content = run.output
             else:
                 content = evidence(run)
             out.append({"role": "tool", "tool_call_id": call["id"], "content": content,

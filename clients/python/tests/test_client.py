@@ -83,3 +83,19 @@ def test_tools_node_promotes_denies_and_interrupts(daemon, workspace):
     payload = e.value.value if hasattr(e.value, "value") else e.value.args[0]
     assert payload["tool_call_id"] == "t3" and payload["run_id"].startswith("r")
     assert daemon.run(payload["run_id"]).state == "awaiting_approval"
+
+
+def test_the_command_sees_this_processs_environment_filtered(daemon, workspace, monkeypatch):
+    # The daemon was started with PATH only: what the command sees is ours.
+    monkeypatch.setenv("VIRTUAL_ENV", "/opt/py-client-venv")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("GH_TOKEN", "py-client-canary-not-a-token")
+    cmd = 'echo "venv=$VIRTUAL_ENV pdwb=$PYTHONDONTWRITEBYTECODE gh=${GH_TOKEN:-unset}"'
+    run = daemon.execute(Envelope(command=cmd, working_dir=str(workspace)))
+    assert run.stdout == "venv=/opt/py-client-venv pdwb=1 gh=unset\n", run.record
+    assert "env:GH_TOKEN" in run.record["rehearsal"]["stripped"]
+    # Told to send nothing: the login default, named as provided.
+    quiet = Client(daemon.socket_path, send_environment=False)
+    run = quiet.execute(Envelope(command=cmd, working_dir=str(workspace)))
+    assert run.stdout == "venv= pdwb= gh=unset\n", run.record
+    assert "provided:env:PATH" in run.record["rehearsal"]["stripped"]

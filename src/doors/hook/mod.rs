@@ -5,7 +5,10 @@
 //!
 //! - decision `promote` → allow, the command rewritten to a `dryrun promote`
 //!   of that run, which applies exactly the reviewed change set and then
-//!   replays the rehearsal's output and exit status;
+//!   replays the rehearsal's output (in the order written) and exit
+//!   status; a run with nothing to apply is rewritten to a replay of its
+//!   output by shell builtins alone (`replay.rs`): no promotion, no
+//!   receipt, no second process;
 //! - `needs_approval` → ask (Claude Code) with an evidence summary, the
 //!   rewrite carrying a single-use token bound to the run; Codex has no
 //!   ask: its rewrite waits for a dryrun reviewer's approval;
@@ -15,12 +18,17 @@
 //!   both hosts block the call on exit 2, and fail open on malformed JSON,
 //!   so nothing but one well-formed answer is ever printed.
 //!
+//! Every reason that reaches the model or the person carries what the
+//! command printed, in the order it was written, and what to change
+//! (`summary.rs`).
+//!
 //! The agent's own `dryrun` invocations are denied: only the rewrites this
 //! hook issues may carry a run out (and a rewrite seen again is judged
 //! again, never waved through on its own say-so).
 
 mod claude;
 mod codex;
+mod replay;
 mod rewrite;
 mod summary;
 
@@ -28,7 +36,7 @@ pub use rewrite::{Rewrite, invokes_dryrun, quote};
 use rewrite::{own_exe, rewritten_input};
 use summary::changes_line;
 pub(crate) use summary::esc;
-pub use summary::evidence_summary;
+pub use summary::{evidence_summary, output_and_advice};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -38,7 +46,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Backend, DoorError, Target};
-use crate::envelope::{Envelope, HookIntent, Intent, Limits, Mode};
+use crate::envelope::{Envelope, HookIntent, Intent, Mode};
 use crate::record::{RunRecord, RunState};
 use crate::verdict::Decision;
 
@@ -65,13 +73,56 @@ pub const EXIT_BLOCK: i32 = 2;
 /// The largest hook input read.
 const INPUT_MAX: u64 = 4 << 20;
 
-/// Default wall-clock limit of a hook rehearsal, seconds.
+/// Default wall-clock limit of a hook rehearsal, seconds (`hook.timeout_s`
+/// sets it). Its deadline, this plus [`DEADLINE_MARGIN_S`], must stay
+/// below the host's own hook timeout (docs/doors.md), so it is not the
+/// engine's larger default.
 pub const DEFAULT_TIMEOUT_S: u64 = 60;
 
-/// The hook answers (with a block, at worst) within this many seconds
-/// (`DRYRUN_HOOK_DEADLINE_S` overrides); the host's hook timeout must be
-/// longer (README: 120 s).
-pub const DEFAULT_DEADLINE_S: u64 = 100;
+/// How much longer than the rehearsal's timeout the hook waits for a
+/// verdict: the sandbox's setup, the walk of what changed, the verdict, and
+/// a busy daemon's queue.
+pub const DEADLINE_MARGIN_S: u64 = 40;
+
+/// When the hook gives up and blocks the call: `hook.timeout_s` plus
+/// [`DEADLINE_MARGIN_S`], or `DRYRUN_HOOK_DEADLINE_S` when set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    pub secs: u64,
+    /// The rehearsal's timeout it follows; `None`: set by
+    /// `DRYRUN_HOOK_DEADLINE_S`.
+    pub follows_timeout_s: Option<u64>,
+}
+
+impl Deadline {
+    /// The deadline of a rehearsal of `timeout_s` seconds; `set`: the
+    /// value of `DRYRUN_HOOK_DEADLINE_S`. A deadline that leaves the
+    /// rehearsal less than its timeout and the margin is refused (the hook
+    /// would block calls the engine would have judged in time).
+    pub fn for_timeout(timeout_s: u64, set: Option<u64>) -> Result<Deadline, HookError> {
+        let needed = timeout_s.saturating_add(DEADLINE_MARGIN_S);
+        match set {
+            Some(secs) if secs < needed => Err(HookError::DeadlineTooShort { secs, timeout_s }),
+            Some(secs) => Ok(Deadline {
+                secs,
+                follows_timeout_s: None,
+            }),
+            None => Ok(Deadline {
+                secs: needed,
+                follows_timeout_s: Some(timeout_s),
+            }),
+        }
+    }
+}
+
+/// `DRYRUN_HOOK_DEADLINE_S` from this process's environment (the agent
+/// host's hook configuration), when it is a positive number.
+fn deadline_from_env() -> Option<u64> {
+    std::env::var("DRYRUN_HOOK_DEADLINE_S")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+}
 
 /// What the hook hands to the host.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,10 +158,35 @@ pub enum HookError {
     Workspace(String),
     #[error("{0}")]
     Engine(String),
+    #[error("{}", timeout_message(.0))]
+    Timeout(Deadline),
     #[error(
-        "no verdict within {0} s; the command was not run (raise hook.timeout_s in dryrun.yaml, and the host's hook timeout above it)"
+        "DRYRUN_HOOK_DEADLINE_S={secs} leaves a rehearsal of hook.timeout_s = {timeout_s} s no room: the hook needs {DEADLINE_MARGIN_S} s more than the rehearsal's timeout (setup, evidence, a daemon's queue); raise DRYRUN_HOOK_DEADLINE_S to at least {} (and the host's hook timeout above it), or lower hook.timeout_s in dryrun.yaml; the command was not run",
+        timeout_s.saturating_add(DEADLINE_MARGIN_S)
     )]
-    Timeout(u64),
+    DeadlineTooShort { secs: u64, timeout_s: u64 },
+}
+
+/// Why the hook blocked at its deadline, and which setting moves it.
+fn timeout_message(d: &Deadline) -> String {
+    match d.follows_timeout_s {
+        Some(t) => format!(
+            "no verdict within {} s (hook.timeout_s = {t} s and {DEADLINE_MARGIN_S} s for setup, evidence and a daemon's queue); the command was not run. The rehearsal stops at hook.timeout_s, so the rest went to waiting for the engine: try again, or set DRYRUN_HOOK_DEADLINE_S above {} (and the host's hook timeout above that)",
+            d.secs, d.secs
+        ),
+        None => format!(
+            "no verdict within {} s (DRYRUN_HOOK_DEADLINE_S); the command was not run (raise DRYRUN_HOOK_DEADLINE_S, and the host's hook timeout above it, or lower hook.timeout_s in dryrun.yaml)",
+            d.secs
+        ),
+    }
+}
+
+/// What the deciding thread tells the waiting one.
+enum Progress {
+    /// The rehearsal's timeout is known (from `dryrun.yaml`): the deadline
+    /// is now this, counted from the hook's start.
+    Deadline(Deadline),
+    Done(Result<(String, Answer), HookError>),
 }
 
 impl From<DoorError> for HookError {
@@ -122,23 +198,32 @@ impl From<DoorError> for HookError {
 /// `dryrun hook HOST`: read the event, decide, answer. Returns the exit
 /// status; whatever fails, the answer is a block.
 pub fn run_hook(host: Host, target: Target) -> i32 {
-    let deadline = std::env::var("DRYRUN_HOOK_DEADLINE_S")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .filter(|s| *s > 0);
+    let start = std::time::Instant::now();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let tell = |d: Deadline| {
+            let _ = tx.send(Progress::Deadline(d));
+        };
         let r = read_input().and_then(|input| {
-            decide(host, &target, &input).map(|a| (input.hook_event_name.clone(), a))
+            decide(host, &target, &input, &tell).map(|a| (input.hook_event_name.clone(), a))
         });
-        let _ = tx.send(r);
+        let _ = tx.send(Progress::Done(r));
     });
     // A host that times its hook out lets the call through: answer (a
-    // block) before any host would. See README, Doors.
-    let wait = deadline.unwrap_or(DEFAULT_DEADLINE_S);
-    let outcome = match rx.recv_timeout(Duration::from_secs(wait)) {
-        Ok(r) => r,
-        Err(_) => Err(HookError::Timeout(wait)),
+    // block) before any host would. See docs/doors.md. Until the
+    // workspace's `hook.timeout_s` is read, the default's deadline.
+    let mut deadline =
+        Deadline::for_timeout(DEFAULT_TIMEOUT_S, deadline_from_env()).unwrap_or(Deadline {
+            secs: deadline_from_env().unwrap_or(DEFAULT_TIMEOUT_S + DEADLINE_MARGIN_S),
+            follows_timeout_s: None,
+        });
+    let outcome = loop {
+        let left = Duration::from_secs(deadline.secs).saturating_sub(start.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(Progress::Deadline(d)) => deadline = d,
+            Ok(Progress::Done(r)) => break r,
+            Err(_) => break Err(HookError::Timeout(deadline)),
+        }
     };
     match outcome {
         Ok((event, answer)) => match render(host, &event, &answer) {
@@ -210,8 +295,14 @@ fn is_shell_tool(host: Host, name: &str) -> bool {
     }
 }
 
-/// Decide one event.
-pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, HookError> {
+/// Decide one event. `on_deadline` hears the hook's deadline once the
+/// rehearsal's timeout is known.
+pub fn decide(
+    host: Host,
+    target: &Target,
+    input: &HookInput,
+    on_deadline: &dyn Fn(Deadline),
+) -> Result<Answer, HookError> {
     let event = input.hook_event_name.as_str();
     let tool = input.tool_name.as_deref().unwrap_or("");
     if !matches!(event, "PreToolUse" | "PermissionRequest") || !is_shell_tool(host, tool) {
@@ -236,6 +327,9 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     let backend = Backend::connect(target)?;
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
     // PermissionRequest after the PreToolUse rewrite): judged again.
+    if let Some(run_id) = replay::run_of(&command) {
+        return judge_replay(host, &backend, &run_id, &command, tool_input);
+    }
     if let Some(form) = Rewrite::parse(&command) {
         return judge_rewrite(host, target, &backend, event, &form, tool_input);
     }
@@ -244,7 +338,8 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
             reason: "dryrun: only a command rewritten by dryrun's PreToolUse hook may run; this one was not rehearsed".into(),
         });
     }
-    if invokes_dryrun(&command) {
+    let cache_dir = target.policy_cache_dir();
+    if invokes_dryrun(&command, cache_dir.as_deref()) {
         return Ok(Answer::Deny {
             reason: "dryrun: an agent may not run dryrun through its shell (approving, promoting or changing runs is for people); run the command itself and dryrun's hook rehearses it".into(),
         });
@@ -271,12 +366,20 @@ pub fn decide(host: Host, target: &Target, input: &HookInput) -> Result<Answer, 
     let cwd = real(&cwd);
     // The engine's workspace bound, before anything of the workspace is
     // read (the engine applies it again to the run itself).
-    crate::engine::bound::check_here(&cwd).map_err(|e| HookError::Workspace(e.to_string()))?;
+    crate::engine::bound::check_here(&cwd, cache_dir.as_deref())
+        .map_err(|e| HookError::Workspace(e.to_string()))?;
     let hook_intent = crate::envelope::read_task_file(&project, "hook")
         .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
+    let timeout_s = hook_intent
+        .as_ref()
+        .and_then(|h| h.timeout_s)
+        .unwrap_or(DEFAULT_TIMEOUT_S);
+    on_deadline(Deadline::for_timeout(timeout_s, deadline_from_env())?);
     let envelope = hook_envelope(host, &command, &cwd, hook_intent.as_ref());
-    let record = backend.execute(&envelope, &cwd)?;
+    let record = backend
+        .execute(&envelope, &cwd)
+        .map_err(|e| name_hook_field(e, &project))?;
     let await_s = hook_intent
         .as_ref()
         .and_then(|h| h.await_approval_s)
@@ -356,13 +459,26 @@ pub fn hook_envelope(host: Host, command: &str, cwd: &Path, hi: Option<&HookInte
             require_success: hi.require_success,
             ..Default::default()
         },
-        limits: Limits {
-            timeout_s: Some(hi.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
-            ..Default::default()
-        },
+        limits: hi.limits(hi.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
         env: hi.env.clone(),
         ..Default::default()
     }
+}
+
+/// An engine's refusal of a limit, which came from the `hook:` section of
+/// the project's `dryrun.yaml` (or the hook's default timeout): named as
+/// that file's field.
+fn name_hook_field(e: DoorError, project: &Path) -> HookError {
+    let mut msg = e.to_string();
+    let file = project.join("dryrun.yaml");
+    for (f, _) in crate::envelope::DEFAULT_LIMITS.fields() {
+        let asked = format!("limits.{f}: ");
+        if msg.contains(&asked) {
+            msg = msg.replacen(&asked, &format!("hook.{f} in {}: ", file.display()), 1);
+            break;
+        }
+    }
+    HookError::Engine(msg)
 }
 /// The host-facing answer for a finished rehearsal.
 fn answer_for(
@@ -404,7 +520,22 @@ fn answer_for(
             crate::model::promotion::check_stubbed_calls(mode, actions.unwrap_or_default(), false)
     {
         return Ok(Answer::Deny {
-            reason: format!("dryrun: {}", refusal.message(&r.run_id)),
+            reason: format!(
+                "dryrun: {}\n{}",
+                refusal.message(&r.run_id),
+                output_and_advice(r)
+            ),
+        });
+    }
+    // Nothing to apply: the output is the answer, replayed by the shell's
+    // builtins (no promotion, no receipt, no second process).
+    if let Some(command) = replay::render(r, replay_streams(host)) {
+        return Ok(Answer::Allow {
+            input: rewritten_input(tool_input, command),
+            reason: format!(
+                "dryrun rehearsed it (run {}): no files changed, nothing to apply; what runs now prints its output and exits with its status",
+                r.run_id
+            ),
         });
     }
     // Not promoted and not waiting: only the agent can act on it.
@@ -431,7 +562,7 @@ fn answer_for(
                     rw.token = Some(token);
                     Answer::Ask {
                         input: rewritten_input(tool_input, rw.render()),
-                        reason: evidence_summary(r, "needs your approval"),
+                        reason: with_output(r, evidence_summary(r, "needs your approval")),
                     }
                 }
                 // The daemon keeps approvals with its reviewers: the
@@ -445,11 +576,14 @@ fn answer_for(
                     input["timeout"] = Value::from(((await_s + 60) * 1000).min(600_000));
                     Answer::Ask {
                         input,
-                        reason: evidence_summary(
+                        reason: with_output(
                             r,
-                            &format!(
-                                "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits up to {await_s} s for it, then applies the reviewed change set",
-                                r.run_id
+                            evidence_summary(
+                                r,
+                                &format!(
+                                    "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits up to {await_s} s for it, then applies the reviewed change set",
+                                    r.run_id
+                                ),
                             ),
                         ),
                     }
@@ -459,14 +593,58 @@ fn answer_for(
                 rw.await_s = Some(await_s);
                 Answer::Allow {
                     input: rewritten_input(tool_input, rw.render()),
-                    reason: evidence_summary(r, "waits for a dryrun reviewer's approval"),
+                    reason: with_output(
+                        r,
+                        evidence_summary(r, "waits for a dryrun reviewer's approval"),
+                    ),
                 }
             }
         },
         Decision::Blocked => Answer::Deny {
-            reason: evidence_summary(r, "was blocked; change the command"),
+            reason: with_output(r, evidence_summary(r, "was blocked; change the command")),
         },
     })
+}
+
+/// How a host's replay writes the two streams (see [`replay::Streams`]).
+fn replay_streams(host: Host) -> replay::Streams {
+    match host {
+        Host::ClaudeCode => replay::Streams::Apart,
+        Host::Codex => replay::Streams::OnStdout,
+    }
+}
+
+/// A reason with the run's output and what to change after the summary.
+fn with_output(r: &RunRecord, summary: String) -> String {
+    format!("{summary}\n{}", output_and_advice(r))
+}
+
+/// A replay this hook issued, presented again: allowed only when it is
+/// exactly what the hook renders for that run now.
+fn judge_replay(
+    host: Host,
+    backend: &Backend,
+    run_id: &str,
+    command: &str,
+    tool_input: &serde_json::Map<String, Value>,
+) -> Result<Answer, HookError> {
+    let r = backend.run(run_id)?;
+    Ok(
+        if replay::render(&r, replay_streams(host)).as_deref() == Some(command) {
+            Answer::Allow {
+                input: Value::Object(tool_input.clone()),
+                reason: format!(
+                    "dryrun: replays the output of run {run_id}, which changed nothing"
+                ),
+            }
+        } else {
+            Answer::Deny {
+                reason: format!(
+                    "dryrun: this replay is not the one dryrun's hook issues for run {run_id}; run the command itself and dryrun rehearses it"
+                ),
+            }
+        },
+    )
 }
 
 /// A rewrite this hook issued, presented again.
@@ -512,7 +690,7 @@ fn judge_rewrite(
         {
             Answer::Ask {
                 input: same,
-                reason: evidence_summary(&r, "needs your approval"),
+                reason: with_output(&r, evidence_summary(&r, "needs your approval")),
             }
         }
         // Claude Code's person said yes to the wait once; the same
@@ -525,11 +703,14 @@ fn judge_rewrite(
         {
             Answer::Ask {
                 input: same,
-                reason: evidence_summary(
+                reason: with_output(
                     &r,
-                    &format!(
-                        "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
-                        r.run_id
+                    evidence_summary(
+                        &r,
+                        &format!(
+                            "needs a dryrun reviewer's approval (`dryrun approve {}` by another identity); say yes and it waits for it, then applies the reviewed change set",
+                            r.run_id
+                        ),
                     ),
                 ),
             }

@@ -9,9 +9,16 @@ use serde_json::Value;
 use super::HookError;
 
 /// Does any simple command of `command` (after unwrapping `sh -c`,
-/// `env`, `sudo`, substitutions, ...) run dryrun?
-pub fn invokes_dryrun(command: &str) -> bool {
-    let policy = match crate::policy::Policy::load(&crate::engine::system_policy_dir(), None) {
+/// `env`, `sudo`, substitutions, ...) run dryrun? The system policy is
+/// read through its cache under `cache_dir` (a state directory), and
+/// kept in memory for the rest of this process (the workspace bound's
+/// check reads the same).
+pub fn invokes_dryrun(command: &str, cache_dir: Option<&Path>) -> bool {
+    let policy = match crate::policy::Policy::load_cached(
+        &crate::engine::system_policy_dir(),
+        None,
+        cache_dir,
+    ) {
         Ok(p) => p,
         // No policy, no parse: judge by the text (fail closed).
         Err(_) => return command.contains("dryrun"),
@@ -210,10 +217,10 @@ mod tests {
             "echo $(dryrun runs)",
             "cd /tmp && ./dryrun approve r1",
         ] {
-            assert!(invokes_dryrun(c), "{c}");
+            assert!(invokes_dryrun(c, None), "{c}");
         }
         for c in ["ls", "grep -r dryrun src", "cat dryrun.yaml"] {
-            assert!(!invokes_dryrun(c), "{c}");
+            assert!(!invokes_dryrun(c, None), "{c}");
         }
     }
 }

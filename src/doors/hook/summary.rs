@@ -1,7 +1,8 @@
 //! The evidence summary a hook shows the host and its user: paths, kinds
-//! and reasons, never file content or the command's output.
+//! and reasons, never file content; and, apart from it, the command's
+//! output as a terminal showed it, with what to change.
 
-use crate::model::text::Shown;
+use crate::model::text::{Shown, split_lines};
 use crate::record::RunRecord;
 
 /// Text as someone wrote it (a path, a directory), in the one notation for
@@ -144,6 +145,73 @@ pub fn evidence_summary(r: &RunRecord, what: &str) -> String {
         s.push_str(&format!(" … (dryrun show {})", r.run_id));
     }
     s
+}
+
+/// Output shown in a hook's reason at most (the first quarter and the
+/// rest from the end; the hosts cut a tool result near there anyway).
+const OUTPUT_SHOWN: usize = 24 << 10;
+
+/// The rest of a hook's reason for a run that does not go ahead as it is:
+/// what to change, then the rehearsal's stdout and stderr in the order
+/// they were written (redacted as in the record, each line in the
+/// notation for people, so no terminal control reaches the host's
+/// screen), then the exit status again.
+pub fn output_and_advice(r: &RunRecord) -> String {
+    let mut lines = Vec::new();
+    if let Some(v) = &r.verdict {
+        for h in crate::model::advice::to_change(&v.findings) {
+            lines.push(format!("what to change: {}", Shown::message(&h)));
+        }
+    }
+    let Some(h) = &r.rehearsal else {
+        return lines.join("\n");
+    };
+    let text = h.output_text();
+    if text.is_empty() {
+        lines.push("output: none (the command printed nothing)".into());
+    } else {
+        lines.push(format!(
+            "output (stdout and stderr in the order the command wrote them, in the rehearsal of run {}):",
+            r.run_id
+        ));
+        let shown = head_and_tail(&text, OUTPUT_SHOWN);
+        lines.extend(split_lines(&shown).map(|l| Shown::raw(l).to_string()));
+        if h.output_truncated {
+            lines.push("[dryrun: the output was cut to the run's output limit]".into());
+        }
+        lines.push(format!(
+            "[exit status: {}]",
+            match (h.exit_code, h.signal) {
+                (Some(c), _) => c.to_string(),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "none".into(),
+            }
+        ));
+    }
+    lines.join("\n")
+}
+
+/// `text` within `max` bytes: its first quarter and its end, with a line
+/// that says how much was left out between them.
+fn head_and_tail(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut head = max / 4;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (max - max / 4);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[dryrun: {} bytes of output left out here]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+    .into()
 }
 
 /// Messages dryrun composed (reasons, calls, details) or names escaped

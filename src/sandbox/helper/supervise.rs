@@ -3,6 +3,7 @@
 //! network notifications, process count), then kill every process left in
 //! the namespace. Afterwards the run's output and limits go into the report.
 
+use crate::model::output::{OutputChunk, OutputStream, record_chunk};
 use crate::model::{BlockedKind, LimitHit};
 use std::ffi::CString;
 use std::io;
@@ -304,11 +305,13 @@ fn finish_step(
     }
 }
 
-/// The commands' stdout and stderr, under one cap shared by both.
+/// The commands' stdout and stderr, under one cap shared by both, and the
+/// order their bytes were read in (`model::output`).
 pub(super) struct OutputBuffer {
     cap: u64,
     stdout: Vec<u8>,
     stderr: Vec<u8>,
+    order: Vec<OutputChunk>,
     truncated: bool,
 }
 
@@ -318,6 +321,7 @@ impl OutputBuffer {
             cap,
             stdout: Vec::new(),
             stderr: Vec::new(),
+            order: Vec::new(),
             truncated: false,
         }
     }
@@ -326,21 +330,21 @@ impl OutputBuffer {
         let used = (self.stdout.len() + self.stderr.len()) as u64;
         let room = self.cap.saturating_sub(used) as usize;
         let take = data.len().min(room);
-        let buf = if is_err {
-            &mut self.stderr
+        let (buf, stream) = if is_err {
+            (&mut self.stderr, OutputStream::Stderr)
         } else {
-            &mut self.stdout
+            (&mut self.stdout, OutputStream::Stdout)
         };
+        let before = buf.len();
         buf.extend_from_slice(&data[..take]);
-        if take < data.len() {
-            if !self.truncated {
-                self.truncated = true;
-                let marker = format!("\n[dryrun: output truncated at {} bytes]\n", self.cap);
-                buf.extend_from_slice(marker.as_bytes());
-            }
-            return false;
+        let full = take < data.len();
+        if full && !self.truncated {
+            self.truncated = true;
+            let marker = format!("\n[dryrun: output truncated at {} bytes]\n", self.cap);
+            buf.extend_from_slice(marker.as_bytes());
         }
-        true
+        record_chunk(&mut self.order, stream, (buf.len() - before) as u64);
+        !full
     }
 }
 
@@ -436,6 +440,7 @@ pub(super) fn record_output_and_limits(
     report.blocked.extend(denied_writes_reported(&out.stderr));
     report.stdout = out.stdout;
     report.stderr = out.stderr;
+    report.output_order = out.order;
     // Disk caps: a full upper layer or /tmp means the run hit its disk limit.
     for fd_or_path in [
         format!("/proc/self/fd/{}", upper_fd.as_raw_fd()),

