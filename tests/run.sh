@@ -90,6 +90,13 @@ if ! target/py-mcp/bin/python -c 'import mcp, pytest' 2>/dev/null; then
     target/py-mcp/bin/pip install -q mcp==2.3.0 pytest==9.2.0
 fi
 
+# kubernetes-validate (pinned; it bundles the Kubernetes JSON schemas) for
+# tests/kubernetes_manifests.rs: deploy/kubernetes/ is checked offline.
+if ! target/k8s-validate/bin/kubernetes-validate --version 2>/dev/null | grep -qx 1.37.0; then
+    python3 -m venv target/k8s-validate
+    target/k8s-validate/bin/pip install -q kubernetes-validate==1.37.0
+fi
+
 # The fidelity workflows' projects (tests/fidelity_workflows.rs,
 # benches/fidelity.sh): pinned files from PyPI, crates.io and npm, checked
 # against benches/fidelity/pins.json and cached under target/fidelity/cache
