@@ -13,11 +13,6 @@ use std::process::Command;
 /// The Kubernetes version the schemas are checked against.
 const KUBE_VERSION: &str = "1.37.0";
 
-/// Flags the DaemonSet passes that need a build this branch does not have
-/// yet: `--fleet` comes with the fleet store (issue 34). Once the help
-/// lists it, it is checked like every other flag.
-const PENDING_FLAGS: &[&str] = &["--fleet"];
-
 fn manifests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes")
 }
@@ -169,13 +164,11 @@ fn the_daemonset_passes_only_flags_dryrun_daemon_has() {
         "--socket-group",
         "--state-dir",
         "--approver-group",
+        "--fleet-config",
     ] {
         assert!(flags.contains(&want), "the DaemonSet does not pass {want}");
     }
     for flag in flags {
-        if PENDING_FLAGS.contains(&flag) && !known(flag) {
-            continue;
-        }
         assert!(known(flag), "`dryrun daemon --help` has no {flag}:\n{help}");
     }
     // The socket is where the hostPath and the probe say it is.
@@ -206,4 +199,71 @@ fn the_configmap_policy_loads_as_dryruns_system_policy() {
     if let Err(e) = dryrun::policy::Policy::load(dir.path(), None) {
         panic!("the ConfigMap's policy does not load: {e}");
     }
+}
+
+#[test]
+fn the_fleet_secret_is_a_fleet_config_the_daemon_loads_where_the_daemonset_mounts_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let secret = find_kind("Secret");
+    let data = &secret["stringData"];
+    let config = data["fleet.yaml"].as_str().expect("stringData fleet.yaml");
+    let password = data["password"].as_str().expect("stringData password");
+    // The DaemonSet mounts each key as one file (subPath, no link), root's,
+    // mode 0400, where --fleet-config and password_file name them.
+    let ds = find_kind("DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    let vol = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"].as_str() == Some("dryrun-fleet"))
+        .expect("a volume of the dryrun-fleet Secret");
+    assert_eq!(vol["secret"]["defaultMode"].as_u64(), Some(0o400), "{vol:?}");
+    let name = vol["name"].as_str().unwrap();
+    let mounts: Vec<(&str, &str)> = pod["containers"][0]["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"].as_str() == Some(name))
+        .map(|m| {
+            (
+                m["subPath"].as_str().expect("mounted by subPath"),
+                m["mountPath"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let at = |key: &str| {
+        mounts
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, p)| p.to_string())
+            .unwrap_or_else(|| panic!("the Secret's {key} is not mounted: {mounts:?}"))
+    };
+    let args = format!("{:?}", pod["containers"][0]["args"]);
+    assert!(
+        args.contains(&format!("--fleet-config={}", at("fleet.yaml"))),
+        "{args}"
+    );
+    // The config as the daemon reads it, its password_file pointed at the
+    // copy here (same key, same mode).
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("password");
+    std::fs::write(&pw, password).unwrap();
+    std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let mounted_pw = at("password");
+    assert!(
+        config.contains(&format!("password_file: {mounted_pw}\n")),
+        "the config's password_file is not where the password is mounted ({mounted_pw}):\n{config}"
+    );
+    let cfg = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &cfg,
+        config.replace(&mounted_pw, pw.to_str().unwrap()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o400)).unwrap();
+    let spec = dryrun::FleetSpec::load(Some(&cfg), None)
+        .unwrap_or_else(|e| panic!("the Secret's fleet.yaml does not load: {e}"));
+    assert!(spec.url.starts_with("postgresql://"), "{}", spec.url);
+    assert_eq!(spec.password.as_deref(), Some(password));
 }

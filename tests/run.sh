@@ -92,9 +92,16 @@ fi
 
 # kubernetes-validate (pinned; it bundles the Kubernetes JSON schemas) for
 # tests/kubernetes_manifests.rs: deploy/kubernetes/ is checked offline.
-if ! target/k8s-validate/bin/kubernetes-validate --version 2>/dev/null | grep -qx 1.37.0; then
+# Its dependencies are pinned too, by version and hash
+# (tests/k8s-validate-requirements.txt); the venv is remade when the file
+# changes.
+k8s_req=tests/k8s-validate-requirements.txt
+if ! cmp -s "$k8s_req" target/k8s-validate/requirements.txt ||
+    ! target/k8s-validate/bin/kubernetes-validate --version 2>/dev/null | grep -qx 1.37.0; then
+    rm -rf target/k8s-validate
     python3 -m venv target/k8s-validate
-    target/k8s-validate/bin/pip install -q kubernetes-validate==1.37.0
+    target/k8s-validate/bin/pip install -q --require-hashes --no-deps -r "$k8s_req"
+    cp "$k8s_req" target/k8s-validate/requirements.txt
 fi
 
 # The fidelity workflows' projects (tests/fidelity_workflows.rs,
