@@ -22,6 +22,7 @@ mod call;
 mod error;
 mod metrics;
 mod notify;
+mod peer_ns;
 pub use crate::request::routes;
 pub use crate::request::transport::{SYSTEM_SOCKET, default_socket, user_socket};
 
@@ -496,6 +497,7 @@ async fn serve(
             _ = &mut stopping => break,
         };
         let peer = app::Peer::from_stream(&stream);
+        let peer_uid = peer.uid;
         let Ok(permit) = total.clone().try_acquire_owned() else {
             app.refuse_connection("too_many_connections");
             refuse_with_429(stream, "too_many_connections", &refusals);
@@ -503,7 +505,7 @@ async fn serve(
         };
         {
             let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
-            let n = m.entry(peer.uid).or_insert(0);
+            let n = m.entry(peer_uid).or_insert(0);
             if *n >= MAX_CONNECTIONS_PER_UID {
                 drop(m);
                 app.refuse_connection("too_many_connections_per_uid");
@@ -515,7 +517,7 @@ async fn serve(
         let router = router.clone();
         let svc = tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
             req.extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
+                .insert(axum::extract::ConnectInfo(peer.clone()));
             router.clone().oneshot(req.map(axum::body::Body::new))
         });
         let conn = hyper::server::conn::http1::Builder::new()
@@ -532,10 +534,10 @@ async fn serve(
             let _ = watched.await;
             drop(permit);
             let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = m.get_mut(&peer.uid) {
+            if let Some(n) = m.get_mut(&peer_uid) {
                 *n -= 1;
                 if *n == 0 {
-                    m.remove(&peer.uid);
+                    m.remove(&peer_uid);
                 }
             }
         });
