@@ -218,7 +218,11 @@ fn the_fleet_secret_is_a_fleet_config_the_daemon_loads_where_the_daemonset_mount
         .iter()
         .find(|v| v["secret"]["secretName"].as_str() == Some("dryrun-fleet"))
         .expect("a volume of the dryrun-fleet Secret");
-    assert_eq!(vol["secret"]["defaultMode"].as_u64(), Some(0o400), "{vol:?}");
+    assert_eq!(
+        vol["secret"]["defaultMode"].as_u64(),
+        Some(0o400),
+        "{vol:?}"
+    );
     let name = vol["name"].as_str().unwrap();
     let mounts: Vec<(&str, &str)> = pod["containers"][0]["volumeMounts"]
         .as_sequence()
@@ -256,11 +260,7 @@ fn the_fleet_secret_is_a_fleet_config_the_daemon_loads_where_the_daemonset_mount
         "the config's password_file is not where the password is mounted ({mounted_pw}):\n{config}"
     );
     let cfg = dir.path().join("fleet.yaml");
-    std::fs::write(
-        &cfg,
-        config.replace(&mounted_pw, pw.to_str().unwrap()),
-    )
-    .unwrap();
+    std::fs::write(&cfg, config.replace(&mounted_pw, pw.to_str().unwrap())).unwrap();
     std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o400)).unwrap();
     let spec = dryrun::FleetSpec::load(Some(&cfg), None)
         .unwrap_or_else(|e| panic!("the Secret's fleet.yaml does not load: {e}"));

@@ -126,6 +126,7 @@ pub(super) enum Cmd {
         /// The fleet store (a PostgreSQL connection string).
         #[arg(long, value_name = "URL")]
         fleet: Option<String>,
+        /// The fleet's queue as JSON.
         #[arg(long, requires = "fleet")]
         json: bool,
     },
@@ -271,6 +272,7 @@ pub(super) enum FleetCmd {
     Migrate,
     /// Every host: version, policy, Landlock ABI, last seen, published.
     Hosts {
+        /// The hosts as JSON.
         #[arg(long)]
         json: bool,
     },
