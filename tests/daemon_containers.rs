@@ -33,9 +33,9 @@ fn submit_in_namespace(d: &Daemon, who: Who, setup: &str, body: &Value) -> (u16,
     );
     let unshare = tool("unshare", "util-linux");
     let mut c = match who {
-        Who::Root => Command::new(&unshare),
+        Who::Root => Command::new(unshare),
         Who::User => {
-            let mut c = as_test_user(&unshare);
+            let mut c = as_test_user(unshare);
             c.args(["-U", "-r"]);
             c
         }
