@@ -294,7 +294,11 @@ pub(super) enum FleetPolicyCmd {
         minimum: bool,
     },
     /// Set the fleet's minimum policy version.
-    Minimum { version: i64 },
+    Minimum {
+        /// The version (clap's own `version` is the --version flag).
+        #[arg(id = "policy_version", value_name = "VERSION")]
+        version: i64,
+    },
 }
 
 #[derive(Args, Debug)]
