@@ -37,6 +37,11 @@ pub(crate) mod egress;
 pub(crate) mod engine;
 pub(crate) mod envelope;
 pub(crate) mod errtext;
+#[allow(unreachable_pub)]
+pub(crate) mod fleet;
+/// The fleet config as the daemon loads it: the Kubernetes manifests' test
+/// loads the fleet Secret's config with it.
+pub use fleet::config::FleetSpec;
 pub(crate) mod journal;
 pub(crate) mod model;
 // Public: the classifier tests and benches build policies.

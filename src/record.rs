@@ -276,6 +276,10 @@ pub struct RunRecord {
     /// it still expires) but leaves the review queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
+    /// The fleet policy version that judged the run, on a host of a fleet
+    /// (docs/fleet.md); absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet_policy_version: Option<i64>,
 }
 
 /// The run record's `receipt` as records have always held it: the receipt
@@ -324,6 +328,22 @@ pub struct ApprovalRecord {
     /// How the reviewer was authenticated: `peer_credentials` (daemon) or
     /// `local_tty_confirmation` (local mode: a uid other than the submitter's, at a terminal).
     pub authenticated_by: String,
+    /// A fleet reviewer's decision (`authenticated_by: fleet_role`): the
+    /// decision's id in the fleet store, the PostgreSQL role and the person
+    /// the fleet config maps it to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetApproval>,
+}
+
+/// Who decided a run through the fleet store (docs/fleet.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetApproval {
+    /// The decision's id in the fleet store (`dryrun.decisions.id`).
+    pub decision: i64,
+    /// The PostgreSQL role that made it (the database's authentication).
+    pub role: String,
+    /// The person the fleet config maps that role to.
+    pub person: String,
 }
 
 /// The receipt: what went live, bound to what was reviewed.

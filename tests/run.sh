@@ -46,6 +46,12 @@ command -v npm >/dev/null || need+=(nodejs npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # pip inside the sandbox (the host's /usr) for tests/egress.rs.
 /usr/bin/python3 -c 'import pip' 2>/dev/null || need+=(python3-pip)
+# The fleet tests (tests/fleet*.rs) and benches/fleet.sh start private
+# PostgreSQL clusters of their own (tests/common/pg.rs: initdb and pg_ctl as
+# the postgres account, on a free loopback port; never the distribution's
+# service): the server and psql from the distribution's packages.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+command -v psql >/dev/null || need+=(postgresql-client)
 if ((${#need[@]})); then
     echo "tests/run.sh: installing ${need[*]}" >&2
     $SUDO apt-get update -qq
@@ -82,6 +88,20 @@ fi
 if ! target/py-mcp/bin/python -c 'import mcp, pytest' 2>/dev/null; then
     python3 -m venv target/py-mcp
     target/py-mcp/bin/pip install -q mcp==2.3.0 pytest==9.2.0
+fi
+
+# kubernetes-validate (pinned; it bundles the Kubernetes JSON schemas) for
+# tests/kubernetes_manifests.rs: deploy/kubernetes/ is checked offline.
+# Its dependencies are pinned too, by version and hash
+# (tests/k8s-validate-requirements.txt); the venv is remade when the file
+# changes.
+k8s_req=tests/k8s-validate-requirements.txt
+if ! cmp -s "$k8s_req" target/k8s-validate/requirements.txt ||
+    ! target/k8s-validate/bin/kubernetes-validate --version 2>/dev/null | grep -qx 1.37.0; then
+    rm -rf target/k8s-validate
+    python3 -m venv target/k8s-validate
+    target/k8s-validate/bin/pip install -q --require-hashes --no-deps -r "$k8s_req"
+    cp "$k8s_req" target/k8s-validate/requirements.txt
 fi
 
 # The fidelity workflows' projects (tests/fidelity_workflows.rs,

@@ -37,6 +37,10 @@ pub(super) enum Cmd {
         limit: Option<usize>,
         #[arg(long)]
         json: bool,
+        /// The runs of every host of a fleet, from its store (a PostgreSQL
+        /// connection string; docs/fleet.md).
+        #[arg(long, value_name = "URL")]
+        fleet: Option<String>,
     },
     /// Show a run's record (RUN_ID: a run id, a unique prefix, or `last`).
     Show {
@@ -64,6 +68,8 @@ pub(super) enum Cmd {
         override_block: bool,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        fleet: FleetDecideArgs,
     },
     /// Reject a run (a reviewer, or its submitter withdrawing it).
     Reject {
@@ -72,6 +78,8 @@ pub(super) enum Cmd {
         note: Option<String>,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        fleet: FleetDecideArgs,
     },
     /// Withdraw your own run from the review queue (its submitter only).
     Withdraw {
@@ -117,7 +125,25 @@ pub(super) enum Cmd {
     },
     /// Reviewers' terminal UI: the queue of runs waiting for a person, each
     /// run's evidence, approve / reject / override with a note (see docs/user-guide.md).
-    Review,
+    /// With --fleet: the fleet's queue, every host's waiting runs with their
+    /// evidence, printed (decide with `approve|reject --fleet`).
+    Review {
+        /// The fleet store (a PostgreSQL connection string).
+        #[arg(long, value_name = "URL")]
+        fleet: Option<String>,
+        /// The fleet's queue as JSON.
+        #[arg(long, requires = "fleet")]
+        json: bool,
+    },
+    /// A fleet's store: its schema, its policy, its hosts (docs/fleet.md).
+    Fleet {
+        /// The fleet store (a PostgreSQL connection string; its password
+        /// in it or in PGPASSWORD).
+        #[arg(long, value_name = "URL")]
+        fleet: String,
+        #[command(subcommand)]
+        cmd: FleetCmd,
+    },
     /// Cancel a queued or running rehearsal (daemon only).
     Cancel {
         run_id: String,
@@ -218,6 +244,65 @@ pub(super) enum JournalCmd {
     Verify {
         #[arg(long)]
         json: bool,
+        /// Also check every host's published chain in the fleet store, and
+        /// this state directory's journal against its host's anchors.
+        #[arg(long, value_name = "URL")]
+        fleet: Option<String>,
+        /// The host this journal is (default: the one this state directory
+        /// published as), for a copy of another host's journal.
+        #[arg(long, value_name = "HOST", requires = "fleet")]
+        host: Option<String>,
+    },
+}
+
+/// `approve` / `reject` in a fleet.
+#[derive(Args, Debug)]
+pub(super) struct FleetDecideArgs {
+    /// Decide a run of any host of the fleet, in its store (a PostgreSQL
+    /// connection string; the reviewer is the role it logs in as).
+    #[arg(long, value_name = "URL")]
+    pub(super) fleet: Option<String>,
+    /// The evidence hash you reviewed (`review --fleet` shows it); by
+    /// default the one shown before the decision.
+    #[arg(long, value_name = "HASH", requires = "fleet")]
+    pub(super) evidence: Option<String>,
+    /// Seconds to wait for the run's host to apply the decision.
+    #[arg(long, value_name = "S", default_value_t = 10, requires = "fleet")]
+    pub(super) wait: u64,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum FleetCmd {
+    /// Create or update the store's schema (as the database's owner).
+    Migrate,
+    /// Every host: version, policy, Landlock ABI, last seen, published.
+    Hosts {
+        /// The hosts as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The fleet policy.
+    Policy {
+        #[command(subcommand)]
+        cmd: FleetPolicyCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum FleetPolicyCmd {
+    /// Publish a system policy file as the fleet policy's next version.
+    Publish {
+        file: PathBuf,
+        /// Make it the fleet's minimum too: hosts that cannot load it
+        /// judge nothing (and do not start) until they can.
+        #[arg(long)]
+        minimum: bool,
+    },
+    /// Set the fleet's minimum policy version.
+    Minimum {
+        /// The version (clap's own `version` is the --version flag).
+        #[arg(id = "policy_version", value_name = "VERSION")]
+        version: i64,
     },
 }
 
@@ -311,6 +396,14 @@ pub(super) struct DaemonArgs {
     /// /metrics (`dryrun_notifications_total{outcome="dropped"}`).
     #[arg(long, value_name = "N", default_value_t = crate::daemon::NOTIFY_QUEUE_DEFAULT)]
     pub(super) notify_queue: usize,
+    /// Be a host of a fleet: its store (a PostgreSQL connection string; the
+    /// host is the role it logs in as). Default: `url:` of the fleet config.
+    #[arg(long, value_name = "URL")]
+    pub(super) fleet: Option<String>,
+    /// The fleet config (people, password file, TLS root; default
+    /// /etc/dryrun/fleet.yaml when --fleet is given and it exists).
+    #[arg(long, value_name = "FILE")]
+    pub(super) fleet_config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -394,15 +487,20 @@ impl Cmd {
             | Cmd::Receipt {
                 cmd: ReceiptCmd::Show { json, .. },
             }
+            | Cmd::Review { json, .. }
+            | Cmd::Fleet {
+                cmd: FleetCmd::Hosts { json },
+                ..
+            }
             | Cmd::Journal {
-                cmd: JournalCmd::Verify { json },
+                cmd: JournalCmd::Verify { json, .. },
             } => *json,
             Cmd::Hook { .. }
             | Cmd::Mcp { .. }
             | Cmd::Daemon(_)
             | Cmd::Completions { .. }
             | Cmd::Man
-            | Cmd::Review => false,
+            | Cmd::Fleet { .. } => false,
         }
     }
 }

@@ -49,6 +49,14 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             awaiting,
             limit,
             json,
+            fleet: Some(url),
+        } => super::fleet::runs(&url, awaiting, state.as_deref(), limit, json),
+        Cmd::Runs {
+            state,
+            awaiting,
+            limit,
+            json,
+            fleet: None,
         } => {
             let state = if awaiting {
                 Some("awaiting_approval")
@@ -76,6 +84,34 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             note,
             override_block,
             json,
+            fleet,
+        } if fleet.fleet.is_some() => super::fleet::decide(
+            &fleet,
+            &run_id,
+            true,
+            &note.unwrap_or_default(),
+            override_block,
+            json,
+        ),
+        Cmd::Reject {
+            run_id,
+            note,
+            json,
+            fleet,
+        } if fleet.fleet.is_some() => super::fleet::decide(
+            &fleet,
+            &run_id,
+            false,
+            &note.unwrap_or_default(),
+            false,
+            json,
+        ),
+        Cmd::Approve {
+            run_id,
+            note,
+            override_block,
+            json,
+            ..
         } => super::review::review(
             &g,
             &run_id,
@@ -84,7 +120,9 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             override_block,
             json,
         ),
-        Cmd::Reject { run_id, note, json } => super::review::review(
+        Cmd::Reject {
+            run_id, note, json, ..
+        } => super::review::review(
             &g,
             &run_id,
             ReviewAction::Reject,
@@ -164,7 +202,12 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
                 }
             }
         }
-        Cmd::Review => super::tui::review(&g),
+        Cmd::Review { fleet: None, .. } => super::tui::review(&g),
+        Cmd::Review {
+            fleet: Some(url),
+            json,
+        } => super::fleet::review(&url, json),
+        Cmd::Fleet { fleet, cmd } => super::fleet::fleet_cmd(&fleet, cmd),
         Cmd::Gc {
             budget_mb,
             dry_run,
@@ -206,7 +249,15 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             }
         }),
         Cmd::Journal {
-            cmd: JournalCmd::Verify { json },
+            cmd:
+                JournalCmd::Verify {
+                    json,
+                    fleet: Some(url),
+                    host,
+                },
+        } => super::fleet::verify(&g, &url, host, json),
+        Cmd::Journal {
+            cmd: JournalCmd::Verify { json, .. },
         } => match send(&door(&g), &VerifyJournal) {
             Ok(rep) => {
                 if json {
@@ -490,6 +541,16 @@ fn daemon(g: &GlobalOpts, a: DaemonArgs) -> i32 {
         timeout: std::time::Duration::from_secs(a.notify_timeout.max(1)),
         queue: a.notify_queue,
     });
+    if a.fleet.is_some() || a.fleet_config.is_some() {
+        let config = a.fleet_config.clone().or_else(|| {
+            let p = std::path::PathBuf::from(crate::fleet::FLEET_CONFIG);
+            p.exists().then_some(p)
+        });
+        match crate::fleet::FleetSpec::load(config.as_deref(), a.fleet.as_deref()) {
+            Ok(s) => cfg.fleet = Some(s),
+            Err(e) => return usage_error(e),
+        }
+    }
     match crate::daemon::run_daemon(cfg) {
         Ok(()) => 0,
         Err(e) => {

@@ -15,6 +15,7 @@ macro_rules! print {
 
 mod args;
 mod commands;
+mod fleet;
 mod gc;
 mod ids;
 mod output;

@@ -128,7 +128,9 @@ async fn wrong_method() -> ApiError {
 async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
     let body = read_body(&c.app, body).await?;
     let op = request::parse_submit(c.query(), &body)?;
-    let Call { app, caller, .. } = c;
+    let Call {
+        app, caller, peer, ..
+    } = c;
     let actor = caller.actor.clone();
     admit_and_run(
         app,
@@ -136,6 +138,18 @@ async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
         op.wait,
         Box::new(move |engine: Arc<Engine>| {
             let (spec, access) = op.spec_for(&caller)?;
+            // A client in a container: its working_dir must be, in its own
+            // mount namespace, the directory resolved here.
+            if let Some(wd) = &op.envelope.working_dir {
+                super::peer_ns::same_directory(
+                    peer.pid,
+                    peer.pidfd.as_deref().map_err(|e| *e),
+                    peer.uid,
+                    peer.gid,
+                    wd,
+                    (spec.workspace_identity.dev, spec.workspace_identity.ino),
+                )?;
+            }
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
             engine.prepare(&spec, &caller.actor, access)

@@ -21,13 +21,15 @@ use crate::record::RunState;
 use crate::request::Submitted;
 use crate::request::serve::Caller;
 
-/// The caller, from SO_PEERCRED at accept.
-#[derive(Debug, Clone, Copy)]
+/// The caller, from SO_PEERCRED (and SO_PEERPIDFD) at accept.
+#[derive(Debug, Clone)]
 pub struct Peer {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<i32>,
     pub known: bool,
+    /// The connecting process, pinned (see `peer_ns`).
+    pub pidfd: Result<Arc<std::os::fd::OwnedFd>, nix::Error>,
 }
 
 impl Peer {
@@ -39,12 +41,14 @@ impl Peer {
                 gid: c.gid(),
                 pid: c.pid(),
                 known: true,
+                pidfd: super::peer_ns::peer_pidfd(stream).map(Arc::new),
             },
             Err(_) => Peer {
                 uid: u32::MAX,
                 gid: u32::MAX,
                 pid: None,
                 known: false,
+                pidfd: Err(nix::Error::ENOTCONN),
             },
         }
     }

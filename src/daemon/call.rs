@@ -17,6 +17,8 @@ use crate::request::serve::{Caller, Serve};
 pub(super) struct Call {
     pub app: Arc<App>,
     pub caller: Caller,
+    /// The connection's peer (its pinned process, for `peer_ns`).
+    pub peer: Peer,
     query: Option<String>,
 }
 
@@ -51,7 +53,7 @@ impl FromRequestParts<Arc<App>> for Call {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, ApiError> {
-        let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<Peer>>().copied() else {
+        let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<Peer>>().cloned() else {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "no_peer_credentials",
@@ -65,6 +67,7 @@ impl FromRequestParts<Arc<App>> for Call {
         Ok(Call {
             app: app.clone(),
             caller,
+            peer,
             query,
         })
     }

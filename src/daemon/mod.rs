@@ -22,6 +22,7 @@ mod call;
 mod error;
 mod metrics;
 mod notify;
+mod peer_ns;
 pub use crate::request::routes;
 pub use crate::request::transport::{SYSTEM_SOCKET, default_socket, user_socket};
 
@@ -62,6 +63,9 @@ pub struct DaemonConfig {
     pub approval_expiry: Duration,
     /// Run when a run starts waiting for a person (see `notify.rs`).
     pub notify: Option<notify::NotifyConfig>,
+    /// Part of a fleet (`--fleet URL`, docs/fleet.md); `None`: nothing
+    /// changes.
+    pub fleet: Option<crate::fleet::FleetSpec>,
 }
 
 impl DaemonConfig {
@@ -90,6 +94,7 @@ impl DaemonConfig {
             egress_resolve: Vec::new(),
             approval_expiry: crate::engine::DEFAULT_APPROVAL_EXPIRY,
             notify: None,
+            fleet: None,
         }
     }
 }
@@ -119,6 +124,8 @@ pub enum DaemonError {
         "the journal {path} cannot be vouched for: {problem}. The daemon will not append to it"
     )]
     JournalAnchorDamaged { path: String, problem: String },
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::FleetError),
 }
 
 /// The listening socket and, when we bound it ourselves, its lock.
@@ -362,8 +369,14 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
         .build()
         .map_err(DaemonError::Runtime)?;
     rt.block_on(async move {
+        let engine = Arc::new(engine);
+        // Part of a fleet: registered, and judging with the fleet policy,
+        // before anything is served (or not started at all).
+        if let Some(spec) = cfg.fleet.clone() {
+            crate::fleet::start(engine.clone(), spec, cfg.state_dir.clone()).await?;
+        }
         let listening = take_listener(&cfg)?;
-        let app = app::App::new(Arc::new(engine), cfg.clone());
+        let app = app::App::new(engine, cfg.clone());
         let router = api::router(app.clone());
         eprintln!(
             "dryrun daemon: serving {}: {} (state {}; {} rehearsals at once, {} queued; approvers: {})",
@@ -484,6 +497,7 @@ async fn serve(
             _ = &mut stopping => break,
         };
         let peer = app::Peer::from_stream(&stream);
+        let peer_uid = peer.uid;
         let Ok(permit) = total.clone().try_acquire_owned() else {
             app.refuse_connection("too_many_connections");
             refuse_with_429(stream, "too_many_connections", &refusals);
@@ -491,7 +505,7 @@ async fn serve(
         };
         {
             let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
-            let n = m.entry(peer.uid).or_insert(0);
+            let n = m.entry(peer_uid).or_insert(0);
             if *n >= MAX_CONNECTIONS_PER_UID {
                 drop(m);
                 app.refuse_connection("too_many_connections_per_uid");
@@ -503,7 +517,7 @@ async fn serve(
         let router = router.clone();
         let svc = tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
             req.extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
+                .insert(axum::extract::ConnectInfo(peer.clone()));
             router.clone().oneshot(req.map(axum::body::Body::new))
         });
         let conn = hyper::server::conn::http1::Builder::new()
@@ -520,10 +534,10 @@ async fn serve(
             let _ = watched.await;
             drop(permit);
             let mut m = per_uid.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = m.get_mut(&peer.uid) {
+            if let Some(n) = m.get_mut(&peer_uid) {
                 *n -= 1;
                 if *n == 0 {
-                    m.remove(&peer.uid);
+                    m.remove(&peer_uid);
                 }
             }
         });

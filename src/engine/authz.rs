@@ -34,9 +34,11 @@ pub fn authorize(
 ) -> Result<(), EngineError> {
     let group = match auth {
         ReviewerAuth::PeerCredentials { approver_group } => Some(approver_group.as_str()),
-        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => None,
+        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence | ReviewerAuth::Fleet(_) => {
+            None
+        }
     };
-    let submitter = is_submitter(r, actor);
+    let submitter = is_submitter_as(r, actor, auth);
     let reviewer = group.is_none_or(|g| is_approver(actor.uid, g));
     match verb {
         Verb::See => {
@@ -99,7 +101,9 @@ pub fn authorize(
 /// reviewers and the engine's own user over the daemon; anyone locally.
 pub fn sees_all(actor: &Actor, auth: &ReviewerAuth) -> bool {
     match auth {
-        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => true,
+        ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence | ReviewerAuth::Fleet(_) => {
+            true
+        }
         ReviewerAuth::PeerCredentials { approver_group } => {
             actor.uid == 0
                 || actor.uid == nix::unistd::geteuid().as_raw()
@@ -111,6 +115,16 @@ pub fn sees_all(actor: &Actor, auth: &ReviewerAuth) -> bool {
 /// Did `actor`'s uid submit `r`?
 pub fn is_submitter(r: &RunRecord, actor: &Actor) -> bool {
     r.submitted_by.as_ref().map(|a| a.uid) == Some(actor.uid)
+}
+
+/// Is the caller `r`'s submitter? By uid on this host; a fleet reviewer
+/// (who has no uid here) by person, as the fleet config maps roles and
+/// accounts to people.
+fn is_submitter_as(r: &RunRecord, actor: &Actor, auth: &ReviewerAuth) -> bool {
+    match auth {
+        ReviewerAuth::Fleet(f) => f.person == f.submitter,
+        _ => is_submitter(r, actor),
+    }
 }
 
 /// May `actor` submit a run for a workspace owned by `workspace_uid`? A
@@ -149,11 +163,17 @@ pub fn refuse_self_approval(
     actor: &Actor,
     auth: &ReviewerAuth,
 ) -> Result<(), EngineError> {
-    if !is_submitter(r, actor) || single_user_approval(actor, auth) {
+    if !is_submitter_as(r, actor, auth) || single_user_approval(actor, auth) {
         return Ok(());
     }
     let how = match auth {
         ReviewerAuth::PeerCredentials { .. } => "a different reviewer must".to_string(),
+        ReviewerAuth::Fleet(f) => {
+            return Err(EngineError::not_allowed(format!(
+                "role {} belongs to {}, who submitted run {}; the submitter can never approve its own run: a different reviewer must",
+                f.role, f.person, r.run_id
+            )));
+        }
         ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence if actor.uid == 0 => {
             "root is the only identity here (sudo is root again): approve as a person at a terminal no process on this machine made, \
              a console, an ssh login or one from outside the container (`docker exec -it ... dryrun review`), with `dryrun review` or `dryrun approve`; \

@@ -16,6 +16,7 @@ pub enum EntryKind {
     HostPromptGrant,
     Rejection,
     RunExpired,
+    FleetDecisionRefused,
     RerunStarted,
     RerunMismatch,
     Promotion,
@@ -35,6 +36,7 @@ impl EntryKind {
             EntryKind::HostPromptGrant => "host_prompt_grant",
             EntryKind::Rejection => "rejection",
             EntryKind::RunExpired => "run_expired",
+            EntryKind::FleetDecisionRefused => "fleet_decision_refused",
             EntryKind::RerunStarted => "rerun_started",
             EntryKind::RerunMismatch => "rerun_mismatch",
             EntryKind::Promotion => "promotion",
@@ -96,7 +98,7 @@ pub(super) fn run_submitted(
     actor: &Actor,
     risk: &crate::classify::Classification,
 ) -> Entry {
-    entry(
+    let mut e = entry(
         EntryKind::RunSubmitted,
         &record.run_id,
         Some(actor),
@@ -114,7 +116,12 @@ pub(super) fn run_submitted(
             },
             "risk": {"score": risk.score, "level": risk.level, "policy_hash": risk.policy_hash},
         }),
-    )
+    );
+    // Judged under a fleet policy: which version (docs/fleet.md).
+    if let (Some(v), Some(data)) = (record.fleet_policy_version, e.data.as_object_mut()) {
+        data.insert("fleet_policy_version".into(), v.into());
+    }
+    e
 }
 
 /// A run's outcome: its verdict, or (with no verdict) its failure.
@@ -180,10 +187,12 @@ pub(super) struct ReviewFacts<'a> {
     pub submitted_by_uid: Option<u32>,
     pub withdrawn: bool,
     pub txn: &'a str,
+    /// A fleet decision: its id, role and person.
+    pub fleet: Option<&'a crate::record::FleetApproval>,
 }
 
 pub(super) fn review(r: &RunRecord, actor: &Actor, f: &ReviewFacts<'_>) -> Entry {
-    entry(
+    let mut e = entry(
         if f.approve {
             EntryKind::Approval
         } else {
@@ -200,6 +209,33 @@ pub(super) fn review(r: &RunRecord, actor: &Actor, f: &ReviewFacts<'_>) -> Entry
             "submitted_by_uid": f.submitted_by_uid,
             "withdrawn_by_submitter": f.withdrawn,
             "txn": f.txn,
+        }),
+    );
+    // Only a fleet decision says which (docs/journal-format.md).
+    if let (Some(d), Some(data)) = (f.fleet, e.data.as_object_mut()) {
+        data.insert("fleet_decision".into(), d.decision.into());
+        data.insert("reviewer_role".into(), d.role.clone().into());
+        data.insert("reviewer_person".into(), d.person.clone().into());
+    }
+    e
+}
+
+/// A fleet decision the run's host did not apply, and why.
+pub(super) fn fleet_decision_refused(
+    run_id: &str,
+    actor: &Actor,
+    decision: i64,
+    role: &str,
+    reason: &str,
+) -> Entry {
+    entry(
+        EntryKind::FleetDecisionRefused,
+        run_id,
+        Some(actor),
+        serde_json::json!({
+            "fleet_decision": decision,
+            "reviewer_role": role,
+            "reason": reason,
         }),
     )
 }

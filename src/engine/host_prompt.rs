@@ -184,6 +184,7 @@ impl Engine {
             note: note.clone(),
             overrode_block: false,
             authenticated_by: HOST_PROMPT_AUTH.into(),
+            fleet: None,
         });
         let nonce = {
             let mut b = [0u8; 16];

@@ -377,6 +377,24 @@ pub enum ReviewerAuth {
     /// console, a pseudo-terminal from outside this pid namespace, an ssh
     /// login; `cli/presence.rs`). Lets root approve root's own run.
     LocalPresence,
+    /// A decision made in the fleet store (`crate::fleet`), applied by the
+    /// run's own host: the reviewer is a PostgreSQL role (the database
+    /// authenticated it) that the fleet config maps to a person.
+    Fleet(FleetReviewer),
+}
+
+/// A fleet reviewer and the run's submitter, as people (the fleet config's
+/// `people`): the two-identity rule compares these, not uids, since the
+/// reviewer has no uid on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetReviewer {
+    /// The decision's id in the fleet store.
+    pub decision: i64,
+    pub role: String,
+    pub person: String,
+    /// The person who submitted the run (or `uid N on HOST` when the fleet
+    /// config names none).
+    pub submitter: String,
 }
 
 pub(crate) fn unix_now() -> u64 {

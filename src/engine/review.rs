@@ -25,6 +25,23 @@ impl Engine {
         note: &str,
         override_block: bool,
     ) -> Result<RunRecord, EngineError> {
+        self.review_bound(run_id, actor, auth, action, note, override_block, None)
+    }
+
+    /// [`Engine::review`] of a decision bound to the evidence its reviewer
+    /// saw: with `evidence`, refused unless the run's rehearsal still has
+    /// that evidence hash (checked under the run's lock, with its state).
+    #[allow(clippy::too_many_arguments)]
+    pub fn review_bound(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        auth: &ReviewerAuth,
+        action: ReviewAction,
+        note: &str,
+        override_block: bool,
+        evidence: Option<&str>,
+    ) -> Result<RunRecord, EngineError> {
         if note.len() > NOTE_MAX_BYTES {
             return Err(EngineError::invalid(
                 Input::Request,
@@ -35,6 +52,15 @@ impl Engine {
         let mut r = self.get(run_id)?;
         if self.expire_if_due(&mut r)? {
             return Err(expired(&r));
+        }
+        if let Some(seen) = evidence {
+            let now = r.rehearsal.as_ref().map(|h| h.evidence_hash.as_str());
+            if now != Some(seen) {
+                return Err(EngineError::conflict(format!(
+                    "run {run_id}: the decision was made on evidence {seen}, but the run's evidence is {}; nothing was applied",
+                    now.unwrap_or("(none)")
+                )));
+            }
         }
         let decision = r.verdict.as_ref().map(|v| v.decision);
         // The submitter rejecting its own run withdraws it: no refund.
@@ -77,6 +103,15 @@ impl Engine {
             ReviewerAuth::PeerCredentials { .. } => "peer_credentials",
             ReviewerAuth::LocalTtyConfirmed => "local_tty_confirmation",
             ReviewerAuth::LocalPresence => "local_terminal_presence",
+            ReviewerAuth::Fleet(_) => "fleet_role",
+        };
+        let fleet = match auth {
+            ReviewerAuth::Fleet(f) => Some(crate::record::FleetApproval {
+                decision: f.decision,
+                role: f.role.clone(),
+                person: f.person.clone(),
+            }),
+            _ => None,
         };
         r.approvals.push(ApprovalRecord {
             action: match action {
@@ -89,6 +124,7 @@ impl Engine {
             note: note.to_string(),
             overrode_block: overrode,
             authenticated_by: authenticated_by.into(),
+            fleet: fleet.clone(),
         });
         let nonce = new_nonce();
         let entry = entries::review(
@@ -103,6 +139,7 @@ impl Engine {
                 submitted_by_uid: r.submitted_by.as_ref().map(|a| a.uid),
                 withdrawn: withdrawing,
                 txn: &nonce,
+                fleet: fleet.as_ref(),
             },
         );
         self.commit_transition(&r, &entry, &nonce)?;
@@ -116,6 +153,23 @@ impl Engine {
             let _ = b.refund(run_id, unix_now());
         }
         Ok(r)
+    }
+
+    /// Journal that a fleet decision on `run_id` was not applied, and why
+    /// (`fleet_decision_refused`): the host's answer to the fleet store,
+    /// so it is given once and survives a restart.
+    pub fn journal_fleet_refusal(
+        &self,
+        run_id: &str,
+        actor: &Actor,
+        decision: i64,
+        role: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        self.journal.append(&entries::fleet_decision_refused(
+            run_id, actor, decision, role, reason,
+        ))?;
+        Ok(())
     }
 
     /// Journal a cancellation request (who asked) before acting on it.

@@ -140,6 +140,7 @@ impl Engine {
         let path_dirs = self.path_dirs(spec, &sspec);
         let mut record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
         record.state = state;
+        record.fleet_policy_version = c.policy.fleet_version;
         self.charge_budget(actor, &run_id, &c.risk, &dir)?;
         // Kept content, counted at apparent size: the upper layer's size
         // plus a little for "before" copies (see `kept_content_budget`).
@@ -537,6 +538,7 @@ fn new_record(
         }),
         workspace_identity: Some(spec.workspace_identity),
         superseded_by: None,
+        fleet_policy_version: None,
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::ChangeKind;
 use crate::record::RunRecord;
@@ -16,7 +16,7 @@ use crate::record::RunRecord;
 const FORBIDDEN_RULE: &str = "[intent.forbidden_paths]";
 
 /// The evidence a reviewer decides on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewSummary {
     pub run_id: String,
     pub state: String,
@@ -50,7 +50,7 @@ pub struct ReviewSummary {
 }
 
 /// How many changes of each kind the rehearsal made.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeCounts {
     pub created: usize,
     pub modified: usize,
@@ -60,7 +60,7 @@ pub struct ChangeCounts {
 }
 
 /// One call a stub answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionSummary {
     /// `gh release create v1.13 → exit 0 (stub)`.
     pub call: String,

@@ -157,6 +157,7 @@ fn write_locked(j: &Journal, batch: &[(u64, Entry)]) -> Result<BatchResult, Jour
     f.write_all(&buf).map_err(io(&j.path))?;
     f.sync_data().map_err(io(&j.path))?;
     j.write_head(&head)?;
+    j.committed(&head);
     Ok(out)
 }
 

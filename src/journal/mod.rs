@@ -27,6 +27,8 @@ use serde_json::value::RawValue;
 
 mod anchor;
 mod group;
+mod tail;
+pub(crate) use tail::Published;
 
 use anchor::{Anchor, Head};
 
@@ -243,6 +245,8 @@ pub(crate) struct Journal {
     path: PathBuf,
     head_path: PathBuf,
     group: group::GroupCommit,
+    /// The head after each group commit of this process (`tail.rs`).
+    commits: tokio::sync::broadcast::Sender<Appended>,
 }
 
 impl Journal {
@@ -252,6 +256,7 @@ impl Journal {
             path: state_dir.join(JOURNAL_FILE),
             head_path: state_dir.join(HEAD_FILE),
             group: group::GroupCommit::default(),
+            commits: tokio::sync::broadcast::Sender::new(1024),
         }
     }
 

@@ -106,6 +106,7 @@ impl<'de> serde::Deserialize<'de> for RuleRegex {
 /// [`Policy::layered`] with the system layers' merge kept in
 /// `state_dir/cache/`: only the workspace layer is parsed and added.
 /// (In a daemon, `Policy::load_cached` keeps each resulting policy.)
+#[cfg(test)]
 pub(crate) fn layered_via_disk(
     state_dir: &Path,
     files: &[(String, String)],
@@ -116,9 +117,25 @@ pub(crate) fn layered_via_disk(
     with_workspace_layer(system, tighten_only, digests.hash)
 }
 
+/// [`layered_via_disk`] with any number of tighten-only layers (a fleet
+/// host's own files, then the workspace's), added in order.
+pub(crate) fn layered_via_disk_all(
+    state_dir: &Path,
+    files: &[(String, String)],
+    tighten: &[(String, String)],
+    digests: LayerDigests,
+) -> Result<Policy, PolicyError> {
+    let mut m = system_merged(state_dir, files, &cache_key(&digests.system_key))?;
+    for (name, text) in tighten {
+        m.add_workspace_layer(name, &parse_file(name, text)?)?;
+    }
+    Ok(m.into_policy(digests.hash))
+}
+
 /// `m` (the merge of the system layers) with the workspace's layer added:
 /// the same result as [`Policy::layered`] over all of them (`hash`: of
 /// every layer, see `layer_digests`).
+#[cfg(test)]
 fn with_workspace_layer(
     mut m: Merged,
     tighten_only: Option<&(String, String)>,

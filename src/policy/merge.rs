@@ -302,6 +302,7 @@ impl Merged {
             allow_home_workspaces: self.allow_homes,
             view_masks: self.view_masks,
             trusted_inline_code: self.trusted_inline_code,
+            fleet_version: None,
         }
     }
 }

@@ -14,6 +14,7 @@
 pub(crate) mod budget;
 mod cache;
 pub(crate) mod egress;
+pub mod fleet;
 mod merge;
 pub(crate) mod stubs;
 
@@ -276,6 +277,8 @@ pub struct Policy {
     /// Interpreters whose inline code the system policy trusts
     /// (`inline_code.trust`; a workspace policy cannot set it).
     pub trusted_inline_code: Vec<String>,
+    /// The fleet policy version among the layers, on a host of a fleet.
+    pub fleet_version: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -513,8 +516,12 @@ pub fn read_workspace_policy(
 /// BLAKE3 over the layers' names and texts, in order: the policy's hash
 /// in receipts.
 fn content_hash(files: &[(String, String)], tighten_only: Option<&(String, String)>) -> String {
+    content_hash_all(files, tighten_only.map(std::slice::from_ref).unwrap_or(&[]))
+}
+
+fn content_hash_all(files: &[(String, String)], tighten: &[(String, String)]) -> String {
     let mut hasher = blake3::Hasher::new();
-    for (name, text) in files.iter().chain(tighten_only) {
+    for (name, text) in files.iter().chain(tighten) {
         hasher.update(name.as_bytes());
         hasher.update(text.as_bytes());
     }
@@ -532,9 +539,17 @@ pub(super) struct LayerDigests {
     pub(super) system_key: [u8; 32],
 }
 
+#[cfg(test)]
 pub(super) fn layer_digests(
     files: &[(String, String)],
     tighten_only: Option<&(String, String)>,
+) -> LayerDigests {
+    layer_digests_all(files, tighten_only.map(std::slice::from_ref).unwrap_or(&[]))
+}
+
+pub(super) fn layer_digests_all(
+    files: &[(String, String)],
+    tighten: &[(String, String)],
 ) -> LayerDigests {
     let mut content = blake3::Hasher::new();
     let mut lengths: Vec<u8> = Vec::new();
@@ -554,11 +569,11 @@ pub(super) fn layer_digests(
     }
     let system = content.finalize();
     let n_system = lengths.len();
-    if let Some(ws) = tighten_only {
+    for ws in tighten {
         add(&mut content, &mut lengths, ws);
     }
     let all = content.finalize();
-    let flag: &[u8] = if tighten_only.is_some() {
+    let flag: &[u8] = if !tighten.is_empty() {
         b"system+workspace"
     } else {
         b"system"
@@ -571,20 +586,33 @@ pub(super) fn layer_digests(
 }
 
 /// Policy layers as (file name, text): the freely layered ones, then the
-/// workspace's tighten-only one.
-type Layers = (Vec<(String, String)>, Option<(String, String)>);
+/// tighten-only ones (a fleet host's own files, the workspace's), and the
+/// fleet policy version among them.
+struct Layers {
+    files: Vec<(String, String)>,
+    tighten: Vec<(String, String)>,
+    fleet_version: Option<i64>,
+}
 
 impl Policy {
     /// The shipped default alone.
     pub fn default_policy() -> Self {
-        Self::layered(
-            &[
-                ("policies/default.yaml".into(), DEFAULT_POLICY_YAML.into()),
-                ("policies/stubs.yaml".into(), STUBS_POLICY_YAML.into()),
-            ],
-            None,
-        )
-        .expect("the shipped default policy is valid (checked by a unit test)")
+        Self::layered(&Self::shipped_layers(), None)
+            .expect("the shipped default policy is valid (checked by a unit test)")
+    }
+
+    /// The shipped layers, as (name, text).
+    fn shipped_layers() -> Vec<(String, String)> {
+        vec![
+            (
+                "policies/default.yaml".to_string(),
+                DEFAULT_POLICY_YAML.to_string(),
+            ),
+            (
+                "policies/stubs.yaml".to_string(),
+                STUBS_POLICY_YAML.to_string(),
+            ),
+        ]
     }
 
     /// Load default + system files + an optional workspace file.
@@ -592,8 +620,10 @@ impl Policy {
         system_dir: &Path,
         workspace: Option<WorkspacePolicy>,
     ) -> Result<Self, PolicyError> {
-        let (files, ws) = Self::read_layers(system_dir, workspace)?;
-        Self::layered(&files, ws.as_ref())
+        let l = Self::read_layers(system_dir, workspace)?;
+        let mut p = Self::layered_all(&l.files, &l.tighten)?;
+        p.fleet_version = l.fleet_version;
+        Ok(p)
     }
 
     /// [`Policy::load`], memoized on the exact text of every layer: a
@@ -610,17 +640,19 @@ impl Policy {
         use std::collections::HashMap;
         use std::sync::{Arc, Mutex, OnceLock};
         static CACHE: OnceLock<Mutex<HashMap<[u8; 32], Arc<Policy>>>> = OnceLock::new();
-        let (files, ws) = Self::read_layers(system_dir, workspace)?;
-        let digests = layer_digests(&files, ws.as_ref());
+        let l = Self::read_layers(system_dir, workspace)?;
+        let digests = layer_digests_all(&l.files, &l.tighten);
         let key = digests.memo_key;
         let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
         if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        let p = Arc::new(match cache_dir {
-            Some(dir) => cache::layered_via_disk(dir, &files, ws.as_ref(), digests)?,
-            None => Self::layered(&files, ws.as_ref())?,
-        });
+        let mut p = match cache_dir {
+            Some(dir) => cache::layered_via_disk_all(dir, &l.files, &l.tighten, digests)?,
+            None => Self::layered_all(&l.files, &l.tighten)?,
+        };
+        p.fleet_version = l.fleet_version;
+        let p = Arc::new(p);
         let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
         if c.len() >= 64 {
             c.clear();
@@ -633,16 +665,8 @@ impl Policy {
         system_dir: &Path,
         workspace: Option<WorkspacePolicy>,
     ) -> Result<Layers, PolicyError> {
-        let mut files = vec![
-            (
-                "policies/default.yaml".to_string(),
-                DEFAULT_POLICY_YAML.to_string(),
-            ),
-            (
-                "policies/stubs.yaml".to_string(),
-                STUBS_POLICY_YAML.to_string(),
-            ),
-        ];
+        let mut files = Self::shipped_layers();
+        let mut local = Vec::new();
         if let Ok(rd) = std::fs::read_dir(system_dir) {
             let mut paths: Vec<PathBuf> = rd
                 .flatten()
@@ -655,11 +679,30 @@ impl Policy {
                     file: p.display().to_string(),
                     source,
                 })?;
-                files.push((p.display().to_string(), text));
+                local.push((p.display().to_string(), text));
             }
         }
-        let ws = workspace.map(|w| (w.name, w.text));
-        Ok((files, ws))
+        // On a fleet host, the fleet's policy is the system layer and this
+        // host's own files may only tighten it.
+        let mut tighten = Vec::new();
+        let mut fleet_version = None;
+        match fleet::current().as_deref() {
+            None => files.extend(local),
+            Some(fleet::FleetLayer::Version { version, text }) => {
+                files.push((fleet::layer_name(*version), text.to_string()));
+                tighten.extend(local);
+                fleet_version = Some(*version);
+            }
+            Some(fleet::FleetLayer::BelowMinimum { have, minimum }) => {
+                return Err(fleet::below_minimum(*have, *minimum));
+            }
+        }
+        tighten.extend(workspace.map(|w| (w.name, w.text)));
+        Ok(Layers {
+            files,
+            tighten,
+            fleet_version,
+        })
     }
 
     /// `files` may change anything (later wins by rule id); `tighten_only`
@@ -678,21 +721,41 @@ impl Policy {
             Some((name, text)) => Some((name.clone(), parse_file(name, text)?)),
             None => None,
         };
-        Self::merge(&parsed, tighten.as_ref(), content_hash(files, tighten_only))
+        Self::merge(
+            &parsed,
+            tighten.as_slice(),
+            content_hash(files, tighten_only),
+        )
+    }
+
+    /// [`Policy::layered`] with any number of tighten-only layers, in order.
+    fn layered_all(
+        files: &[(String, String)],
+        tighten: &[(String, String)],
+    ) -> Result<Self, PolicyError> {
+        let parsed = files
+            .iter()
+            .map(|(name, text)| Ok((name.clone(), parse_file(name, text)?)))
+            .collect::<Result<Vec<_>, PolicyError>>()?;
+        let tight = tighten
+            .iter()
+            .map(|(name, text)| Ok((name.clone(), parse_file(name, text)?)))
+            .collect::<Result<Vec<_>, PolicyError>>()?;
+        Self::merge(&parsed, &tight, content_hash_all(files, tighten))
     }
 
     /// Parsed layers merged and validated (see [`Policy::layered`] and
     /// `merge.rs`).
     fn merge(
         files: &[(String, PolicyFile)],
-        tighten_only: Option<&(String, PolicyFile)>,
+        tighten: &[(String, PolicyFile)],
         hash: String,
     ) -> Result<Self, PolicyError> {
         let mut m = merge::Merged::new();
         for (name, f) in files {
             m.add_system_layer(name, f)?;
         }
-        if let Some((name, f)) = tighten_only {
+        for (name, f) in tighten {
             m.add_workspace_layer(name, f)?;
         }
         Ok(m.into_policy(hash))

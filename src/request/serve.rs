@@ -116,7 +116,10 @@ impl Submit {
                 )
                 .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?
             }
-            ReviewerAuth::PeerCredentials { .. } => crate::engine::access_as(&caller.actor)?,
+            // A fleet reviewer never submits: no uid of this host is it.
+            ReviewerAuth::PeerCredentials { .. } | ReviewerAuth::Fleet(_) => {
+                crate::engine::access_as(&caller.actor)?
+            }
         };
         let spec = self
             .envelope

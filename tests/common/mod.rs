@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod fleet;
 pub mod hook;
 pub mod net;
+pub mod pg;
 pub mod tmux;
 
 use std::collections::BTreeMap;
