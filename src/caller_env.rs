@@ -110,9 +110,69 @@ fn is_passable(v: &str) -> bool {
 /// `password=...`), a URL with a password in it, or a long random token
 /// (mixed-case letters and digits with high entropy, or a long hex string).
 pub(crate) fn is_secret_looking_value(v: &str) -> bool {
-    let mut t = crate::redact::Redactions::default();
-    let _ = crate::redact::Redactor::default().redact_bytes(v.as_bytes(), &mut t);
-    t.count > 0 || has_url_password(v) || is_token_like(v)
+    (may_match_a_detector(v) && {
+        let mut t = crate::redact::Redactions::default();
+        let _ = crate::redact::Redactor::default().redact_bytes(v.as_bytes(), &mut t);
+        t.count > 0
+    }) || has_url_password(v)
+        || is_token_like(v)
+}
+
+/// Literal text every match of one of the output redaction's fixed-shape
+/// detectors contains (case as written): a PEM block's start, AWS key id
+/// prefixes, forge, chat, payment and cloud token prefixes, a JWT's header.
+const DETECTOR_LITERALS: &[&str] = &[
+    "-----BEGIN",
+    "AKIA",
+    "ASIA",
+    "ABIA",
+    "ACCA",
+    "AROA",
+    "AIDA",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xox",
+    "k_live_",
+    "AIza",
+    "eyJ",
+];
+
+/// Words (ASCII case ignored) one of which every match of the
+/// name-and-value detectors (`aws_secret_key`, `assignment`,
+/// `high_entropy`) contains, besides an `=` or `:`.
+const DETECTOR_WORDS: &[&[u8]] = &[
+    b"aws",
+    b"key",
+    b"token",
+    b"secret",
+    b"pass",
+    b"credential",
+    b"auth",
+];
+
+/// Whether one of the output redaction's detectors could match `v`: false
+/// only when no match is possible (no detector's literal, and no `=`/`:`
+/// with one of the words a name-and-value detector needs), so the
+/// detectors, whose regexes take about a millisecond to compile, are not
+/// built for an environment of paths and plain settings. A necessary
+/// condition, never a verdict: when true the detectors decide.
+fn may_match_a_detector(v: &str) -> bool {
+    if DETECTOR_LITERALS.iter().any(|l| v.contains(l)) {
+        return true;
+    }
+    let b = v.as_bytes();
+    if !b.iter().any(|c| *c == b'=' || *c == b':') {
+        return false;
+    }
+    let lower = b.to_ascii_lowercase();
+    DETECTOR_WORDS
+        .iter()
+        .any(|w| lower.windows(w.len()).any(|x| x == *w))
 }
 
 /// `scheme://user:password@host` anywhere in `v`.
@@ -250,6 +310,107 @@ pub(crate) fn command_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn detectors_find(v: &str) -> bool {
+        let mut t = crate::redact::Redactions::default();
+        let _ = crate::redact::Redactor::default().redact_bytes(v.as_bytes(), &mut t);
+        t.count > 0
+    }
+
+    /// The prefilter never hides what a detector finds: one value of each
+    /// detector's shape, each in a few surroundings, and random mixes of
+    /// the detectors' pieces; and plain paths and settings skip them.
+    #[test]
+    fn detector_prefilter_never_hides_a_detected_value() {
+        let shapes = [
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+            "AKIAABCDEFGHIJKLMNOP",
+            "ASIAABCDEFGHIJKLMNOP",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "github_pat_abcdefghijklmnopqrstuvwxyz",
+            "glpat-abcdefghijklmnopqrst",
+            "xoxb-1234567890-abcdef",
+            "sk_live_abcdefghijklmnop",
+            "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
+            "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "password=hunter2xyz",
+            "DB_PASSWORD: s3cr3t-value",
+            "api_key=\"q8Zr2LmX0pVt\"",
+            "AUTH_TOKEN=Zx8Qw3Er5Ty7Ui9OpAs2Df4Gh6Jk8Lz",
+            "client_secret: 'abc123def456'",
+            "MY_CREDENTIAL=Qm9vbGVhbkxvZ2ljSXNGdW4xMjM0NTY3ODk",
+        ];
+        for s in shapes {
+            for v in [s.to_string(), format!("x {s} y"), format!("a:b={s}")] {
+                assert!(detectors_find(&v), "fixture not detected: {v}");
+                assert!(may_match_a_detector(&v), "prefilter hid {v}");
+            }
+        }
+        let pieces = [
+            "AKIA",
+            "ghp_",
+            "xox",
+            "eyJ",
+            "AIza",
+            "k_live_",
+            "-----BEGIN",
+            " PRIVATE KEY-----",
+            "=",
+            ":",
+            "\"",
+            "'",
+            " ",
+            "token",
+            "Secret",
+            "PASS",
+            "word",
+            "key",
+            "aws",
+            "sk",
+            "auth",
+            "credential",
+            "abcdefghijklmnopqrstuvwxyz",
+            "0123456789ABCDEFGHIJ",
+            "Zx8Qw3Er5Ty7Ui9OpAs2Df4Gh6Jk8Lz",
+            "/usr/bin",
+            "_",
+            "-",
+            ".",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut detected = 0;
+        for _ in 0..20_000 {
+            let n = 1 + next() % 6;
+            let v: String = (0..n)
+                .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                .collect();
+            if detectors_find(&v) {
+                detected += 1;
+                assert!(may_match_a_detector(&v), "prefilter hid {v:?}");
+            }
+        }
+        assert!(
+            detected > 100,
+            "the random values must exercise the detectors ({detected})"
+        );
+        for plain in [
+            "/home/u/.cargo/bin:/usr/bin:/bin",
+            "en_US.UTF-8",
+            "di=01;34:ln=01;36:mi=00:pi=40;33",
+            "stable-x86_64-unknown-linux-gnu",
+            "xterm-256color",
+        ] {
+            assert!(!may_match_a_detector(plain), "{plain}");
+            assert!(!is_secret_looking_value(plain), "{plain}");
+        }
+    }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
