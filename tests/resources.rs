@@ -593,3 +593,33 @@ fn the_command_runs_with_the_hosts_transparent_huge_page_setting() {
         assert_eq!(r.out().trim(), host_line, "{who:?}");
     }
 }
+
+/// A process the command leaves behind that ends on its own a moment later
+/// (git 2.47's detached auto-maintenance that finds nothing to do) is no
+/// background process: its write is the command's, walked and promoted.
+/// One that keeps running is still killed and is the finding.
+#[test]
+fn a_process_left_behind_that_ends_at_once_is_no_background_process() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse(
+            "(sleep 0.2; echo late > late.txt) & echo started",
+            &["--expect-write", "late.txt"],
+        );
+        assert_eq!(r.decision(), "promote", "{who:?}: {}", r.json["verdict"]);
+        assert_eq!(
+            r.json["rehearsal"]["leftover_processes_killed"], 0,
+            "{who:?}"
+        );
+        assert!(r.change("late.txt").is_some(), "{who:?}: {:?}", r.changes());
+        let r = ws.rehearse("sleep 30 & echo started", &[]);
+        assert_eq!(r.decision(), "blocked", "{who:?}");
+        assert!(
+            r.json["verdict"]["reasons"]
+                .to_string()
+                .contains("[evidence.background_processes]"),
+            "{who:?}: {}",
+            r.json["verdict"]
+        );
+    }
+}

@@ -95,6 +95,12 @@ fn run_step(
     mark("P8 command ended");
     // Whatever is still running when the command ends is left behind.
     report.max_processes = report.max_processes.max(count_processes());
+    // What it left running gets a moment to end on its own (git's detached
+    // auto-maintenance that finds nothing to do, a last job finishing):
+    // what ends within it is no background process, and its writes are
+    // walked as the command's.
+    let grace = (Instant::now() + LEFTOVER_GRACE).min(deadline);
+    let_leftovers_end(running.pid, &mut running.status, grace);
     // The command is over (or out of time): nothing else of it may survive.
     report.leftover_processes_killed += kill_all_and_reap(running.pid, &mut running.status);
     mark("P8 namespace emptied");
@@ -378,6 +384,33 @@ fn reap_others(main: i32, status: &mut Option<WaitStatus>) {
 /// namespace (orphans, double forks, daemons); then reap them all.
 /// Returns how many processes other than the command itself were still
 /// running and had to be killed.
+/// How long processes the command left behind may take to end on their
+/// own before they are killed and counted as background processes.
+const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
+
+/// Reaps the processes of the namespace that end before `until`; returns
+/// at once when none is left.
+fn let_leftovers_end(main: i32, status: &mut Option<WaitStatus>, until: Instant) {
+    loop {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(st) => {
+                    if st.pid().map(|p| p.as_raw()) == Some(main) && status.is_none() {
+                        *status = Some(st);
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return, // ECHILD: nobody left
+            }
+        }
+        if Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn kill_all_and_reap(main: i32, status: &mut Option<WaitStatus>) -> u32 {
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     let mut others = 0;
