@@ -14,6 +14,7 @@ macro_rules! print {
 }
 
 mod args;
+mod classify;
 mod commands;
 mod fleet;
 mod gc;

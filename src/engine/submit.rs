@@ -300,6 +300,7 @@ impl Engine {
             state_dir: &self.state_dir,
             image: &self.opts.image,
             policy_masks: &c.policy.view_masks,
+            reaches_home: &super::bound::reaches_a_home_by_another_name,
         });
         Ok(SandboxSpec {
             run_id: run_id.to_string(),

@@ -226,7 +226,7 @@ impl Merged {
 
     fn add_view_masks(&mut self, file: &str, f: &PolicyFile) -> Result<(), PolicyError> {
         for m in f.view.iter().flat_map(|v| v.mask.iter()) {
-            super::validate_view_mask(file, m)?;
+            super::view::validate_view_mask(file, m)?;
             let entry = (m.path.clone(), m.reason.clone());
             if !self.view_masks.contains(&entry) {
                 self.view_masks.push(entry);

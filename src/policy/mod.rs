@@ -16,6 +16,8 @@ mod cache;
 pub(crate) mod egress;
 pub mod fleet;
 mod merge;
+mod view;
+pub use view::{ViewMaskConfig, ViewPolicyConfig};
 pub(crate) mod stubs;
 
 pub use cache::RuleRegex;
@@ -82,51 +84,6 @@ pub struct PolicyFile {
     /// Interpreters whose inline code is trusted (system policy only).
     #[serde(default)]
     pub inline_code: Option<InlineCodeConfig>,
-}
-
-/// `view:` in a policy file.
-#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ViewPolicyConfig {
-    /// Paths to mask in every rehearsal: absolute, or `~/` for the home
-    /// the rehearsal shows, each with the reason the record gives.
-    #[serde(default)]
-    pub mask: Vec<ViewMaskConfig>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ViewMaskConfig {
-    pub path: String,
-    pub reason: String,
-}
-
-/// A `view.mask` entry checked: a path that names something (absolute or
-/// `~/`-relative, without `..`, not `/` or the home itself) and a reason.
-pub(crate) fn validate_view_mask(file: &str, m: &ViewMaskConfig) -> Result<(), PolicyError> {
-    let bad = |message: &str| PolicyError::Parse {
-        file: file.into(),
-        message: format!("view.mask {:?}: {message}", m.path),
-    };
-    let rest = m
-        .path
-        .strip_prefix("~/")
-        .or_else(|| m.path.strip_prefix('/'))
-        .ok_or_else(|| bad("must be absolute or start with ~/"))?;
-    let rest = rest.trim_end_matches('/');
-    if rest.is_empty()
-        || rest
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        return Err(bad(
-            "must name a file or directory below / or ~/, without . or ..",
-        ));
-    }
-    if m.reason.trim().is_empty() {
-        return Err(bad("needs a reason (the record and the findings give it)"));
-    }
-    Ok(())
 }
 
 /// `inline_code:` in a system policy file.

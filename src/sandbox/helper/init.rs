@@ -362,7 +362,7 @@ fn mount_tmp_and_overlay(
             .as_ref()
             .filter(|h| h.starts_with("/tmp"))
         {
-            super::view::make_dir_in_root(root, h, ids.uid, ids.gid)
+            super::view_home::make_dir_in_root(root, h, ids.uid, ids.gid)
                 .map_err(|e| step("home")(FsError::io(h)(e.into())))?;
         }
     }

@@ -85,6 +85,7 @@ pub(super) mod services;
 mod stubs;
 mod supervise;
 mod view;
+mod view_home;
 
 use std::io::Write;
 use std::os::fd::RawFd;

@@ -273,7 +273,7 @@ impl ViewSetup {
         }
         self.layers = kept;
         if let Some(h) = &spec.view.make_home
-            && make_dir_in_root(root, h, ids.uid, ids.gid)
+            && super::view_home::make_dir_in_root(root, h, ids.uid, ids.gid)
                 .map_err(|e| view_err("home")(MountError::from_io(h, e.into())))?
         {
             self.made.push(h.clone());
@@ -588,66 +588,6 @@ impl Target {
 fn set_mode(p: &Path, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
-}
-
-/// Makes the directory `path` (absolute, `.`/`..`-free) inside the new
-/// root at `root`, one component at a time from the root's descriptor,
-/// following no symlink and leaving no component's tree (a planted link
-/// in the host's /tmp, seen through its layer, leads nowhere); what it
-/// makes belongs to `uid`/`gid`, the last one `0700`. `true` when it made
-/// the last component.
-pub(super) fn make_dir_in_root(
-    root: &Path,
-    path: &Path,
-    uid: u32,
-    gid: u32,
-) -> Result<bool, nix::Error> {
-    use nix::unistd::{Gid, Uid, fchownat};
-    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let how = || {
-        OpenHow::new().flags(dir_flags).resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        )
-    };
-    let mut dir = open(root, dir_flags, Mode::empty())?;
-    let names: Vec<&std::ffi::OsStr> = path
-        .components()
-        .map(|c| match c {
-            std::path::Component::RootDir => Ok(None),
-            std::path::Component::Normal(n) => Ok(Some(n)),
-            _ => Err(nix::Error::EINVAL),
-        })
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .flatten()
-        .collect();
-    let mut made = false;
-    for (i, name) in names.iter().enumerate() {
-        let last = i + 1 == names.len();
-        dir = match nix::fcntl::openat2(&dir, *name, how()) {
-            Ok(fd) => {
-                made = false;
-                fd
-            }
-            Err(nix::Error::ENOENT) => {
-                let mode = if last { 0o700 } else { 0o755 };
-                nix::sys::stat::mkdirat(&dir, *name, Mode::from_bits_truncate(mode))?;
-                fchownat(
-                    &dir,
-                    *name,
-                    Some(Uid::from_raw(uid)),
-                    Some(Gid::from_raw(gid)),
-                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-                )?;
-                made = true;
-                nix::fcntl::openat2(&dir, *name, how())?
-            }
-            Err(e) => return Err(e),
-        };
-    }
-    Ok(made)
 }
 
 /// `rel` in a host tree opened as `dir`, not following links.

@@ -201,6 +201,10 @@ pub(crate) struct ViewRequest<'a> {
     pub image: &'a ImageProfile,
     /// Masks the system and workspace policies add: (path, reason).
     pub policy_masks: &'a [(String, String)],
+    /// Does a directory reach one of these homes by another name than the
+    /// home's own path (the engine's one identity rule, shared with the
+    /// workspace bound)?
+    pub reaches_home: &'a dyn Fn(&Path, &[PathBuf]) -> bool,
 }
 
 /// The view of one run (see the module's documentation).
@@ -332,7 +336,7 @@ fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str) {
             Some(RULE_TOO_WIDE)
         } else if real != d {
             Some(RULE_SYMLINKED)
-        } else if crate::engine::bound::reaches_a_home_by_another_name(
+        } else if (r.reaches_home)(
             &real,
             &others
                 .iter()
