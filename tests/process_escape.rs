@@ -21,24 +21,6 @@ fn py(script: &str) -> String {
     format!("python3 - <<'DRYRUN_PY_EOF'\n{script}\nDRYRUN_PY_EOF\n")
 }
 
-/// The probe ran to its end in the rehearsal. Its Python calls native
-/// code (`ctypes`) and forks, which the classifier asks a person about
-/// before anything runs (`exec.inline_code.*`); that is the only thing
-/// allowed to hold the run back: the sandbox's answers are what is tested.
-fn probe_ran(r: &Run, who: impl std::fmt::Debug) {
-    assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
-    let reasons = r.json["verdict"]["reasons"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        reasons
-            .iter()
-            .all(|x| x.as_str().unwrap_or("").starts_with("[exec.inline_code.")),
-        "{who:?}: {reasons:?}"
-    );
-}
-
 /// The value of the last `key=value` line of `out`.
 fn kv(out: &str, key: &str) -> Option<String> {
     let prefix = format!("{key}=");
@@ -182,7 +164,7 @@ fn ptrace_is_denied_and_the_command_has_no_privileges() {
             py(&probe).replace("python3 -", "python3 - $T")
         );
         let r = ws.rehearse_untouched(&script, &[]);
-        probe_ran(&r, who);
+        assert_probe_ran(&r, who);
         for key in ["traceme", "attach", "seize", "attach1", "vmread"] {
             assert_eq!(
                 rc_errno(&r, key),
@@ -233,7 +215,7 @@ fn terminal_injection_ioctls_are_denied_by_seccomp() {
              report('tcgets', *sc(16, 0, 0x5401, ctypes.addressof(ctypes.create_string_buffer(64))))\n"
         );
         let r = ws.rehearse_untouched(&format!("{}exit 0", py(&probe)), &[]);
-        probe_ran(&r, who);
+        assert_probe_ran(&r, who);
         for key in ["sti0", "sti1", "sti_hi", "linux0", "linux2", "fcntl"] {
             assert_eq!(
                 rc_errno(&r, key),
@@ -717,7 +699,7 @@ fn the_seccomp_deny_list_answers_eperm() {
             py(&probe)
         );
         let r = ws.rehearse_untouched(&script, &[]);
-        probe_ran(&r, who);
+        assert_probe_ran(&r, who);
         for (name, _) in DENIED {
             assert_eq!(
                 rc_errno(&r, name),
@@ -760,7 +742,7 @@ fn clone_with_namespace_flags_and_clone3_are_refused() {
              print('fork=%d' % (os.waitpid(pid, 0)[1] >> 8))\n"
         );
         let r = ws.rehearse_untouched(&format!("{}exit 0", py(&probe)), &[]);
-        probe_ran(&r, who);
+        assert_probe_ran(&r, who);
         for key in [
             "clone_user",
             "clone_mnt",

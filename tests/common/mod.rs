@@ -677,3 +677,22 @@ os.execv(sys.argv[1], sys.argv[1:])
         .map(Into::into)
         .collect()
 }
+
+/// A probe ran to its end in the rehearsal. Probes in Python that call
+/// native code (`ctypes`) or fork are what the classifier asks a person
+/// about before anything runs (`exec.inline_code.*`); that is the only
+/// thing allowed to hold such a run back: the sandbox's answers are what
+/// the probe tests.
+pub fn assert_probe_ran(r: &Run, who: impl std::fmt::Debug) {
+    assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+    let reasons = r.json["verdict"]["reasons"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        reasons
+            .iter()
+            .all(|x| x.as_str().unwrap_or("").starts_with("[exec.inline_code.")),
+        "{who:?}: {reasons:?}"
+    );
+}
