@@ -627,6 +627,71 @@ mod tests {
     }
 
     #[test]
+    fn the_ceiling_bounds_what_a_run_may_ask_for_naming_entry_and_setting() {
+        let p = |s: &str| HostPattern::parse(s).unwrap();
+        let sys = EgressSystem {
+            ceiling: Some(vec![
+                p("registry.test"),
+                p("*.mirror.test"),
+                p("git.test:22"),
+            ]),
+            never_allow: vec![p("secret.mirror.test")],
+            ..Default::default()
+        };
+        for ok in [
+            "registry.test",
+            "registry.test:443",
+            "a.mirror.test",
+            "*.b.mirror.test",
+            "git.test:22",
+        ] {
+            assert_eq!(sys.may_ask(&p(ok)), Ok(()), "{ok}");
+        }
+        for (beyond, setting) in [
+            ("other.test", "egress.ceiling"),
+            ("registry.test:8080", "egress.ceiling"),
+            ("mirror.test", "egress.ceiling"),
+            ("*.other.test", "egress.ceiling"),
+            ("git.test", "egress.ceiling"),
+            ("secret.mirror.test", "egress.never_allow"),
+        ] {
+            let m = sys.may_ask(&p(beyond)).unwrap_err();
+            assert!(m.contains(beyond) && m.contains(setting), "{beyond}: {m}");
+        }
+        // No ceiling: any name (never_allow still refuses).
+        let open = EgressSystem::default();
+        assert_eq!(open.may_ask(&p("anything.test")), Ok(()));
+        // Presets: the system's hosts win and are trusted; the caller's
+        // configuration meets the ceiling.
+        let mut sys = sys;
+        sys.presets
+            .insert("crates".into(), vec![p("index.elsewhere.test")]);
+        let from_caller = |_: &str| {
+            Ok((
+                vec![p("registry.test:4873")],
+                "npm config get registry".into(),
+            ))
+        };
+        let e = sys
+            .admit_intent(&[], &["npm".into()], &from_caller)
+            .unwrap_err();
+        assert_eq!(e.0, "intent.network.allow: preset npm");
+        assert!(
+            e.1.contains("registry.test:4873") && e.1.contains("egress.ceiling"),
+            "{e:?}"
+        );
+        let (allow, notes) = sys
+            .admit_intent(&[p("registry.test")], &["crates".into()], &from_caller)
+            .unwrap();
+        assert_eq!(allow, vec![p("registry.test"), p("index.elsewhere.test")]);
+        assert!(notes[0].contains("egress.presets"), "{notes:?}");
+        let e = sys
+            .admit_intent(&[p("x.test")], &[], &from_caller)
+            .unwrap_err();
+        assert_eq!(e.0, "intent.network.allow[0]");
+    }
+
+    #[test]
     fn never_wins_over_allow() {
         let cfg = EgressConfig {
             allow: vec![

@@ -179,7 +179,7 @@ mod tests {
         let e = Policy::layered(std::slice::from_ref(&sys), Some(&ws)).unwrap_err();
         assert!(
             e.to_string()
-                .contains("services belong to the system policy"),
+                .contains("services, ceiling and presets belong to the system policy"),
             "{e}"
         );
         for (text, want) in [
