@@ -395,7 +395,7 @@ impl EgressSystem {
         &self,
         allow: &[HostPattern],
         presets: &[String],
-        resolve: &dyn Fn(&str) -> Result<(Vec<HostPattern>, String), String>,
+        resolve: &preset::Resolver<'_>,
     ) -> Result<(Vec<HostPattern>, Vec<String>), (String, String)> {
         let field = "intent.network.allow";
         let mut out: Vec<HostPattern> = Vec::new();

@@ -44,6 +44,11 @@ pub fn is_preset(entry: &str) -> bool {
     PRESETS.contains(&entry.trim())
 }
 
+/// A preset's hosts and where they came from, or why not.
+pub(crate) type Resolved = Result<(Vec<HostPattern>, String), String>;
+/// How the engine reads a preset for the run's user.
+pub(crate) type Resolver<'a> = dyn Fn(&str) -> Resolved + 'a;
+
 /// Who the preset is read for: the user the command runs as, its
 /// environment and the workspace.
 pub(crate) struct Caller<'a> {
@@ -54,7 +59,7 @@ pub(crate) struct Caller<'a> {
 }
 
 /// The hosts of preset `name` for `caller`, with where they came from.
-pub(crate) fn resolve(name: &str, caller: &Caller) -> Result<(Vec<HostPattern>, String), String> {
+pub(crate) fn resolve(name: &str, caller: &Caller) -> Resolved {
     match name {
         "npm" => {
             let out = run_as(caller, "npm", &["config", "get", "registry"])?;
@@ -120,7 +125,7 @@ fn env_of(caller: &Caller, name: &str) -> Option<String> {
 }
 
 /// `crates`: the caller's source replacement of the default registry.
-fn crates(caller: &Caller) -> Result<(Vec<HostPattern>, String), String> {
+fn crates(caller: &Caller) -> Resolved {
     let home = env_of(caller, "CARGO_HOME")
         .or_else(|| env_of(caller, "HOME").map(|h| format!("{h}/.cargo")));
     let mut files: Vec<String> = Vec::new();
