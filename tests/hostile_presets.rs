@@ -320,3 +320,40 @@ fn asking_for_host_loopback_reaches_nothing() {
         }
     }
 }
+
+/// The hook door: the project's own `dryrun.yaml` (the agent's file) asks
+/// for `network: [pypi]`; the hook reads the preset before its rehearsal.
+#[test]
+fn the_pypi_preset_runs_no_workspace_code_on_the_host_hook() {
+    let l = Listener::start();
+    let policy = system_policy(l.port, true);
+    let mut failures = Vec::new();
+    for who in identities() {
+        let before = l.accepted();
+        let cd = canary_dir();
+        let canary = cd.path().join("pwned");
+        let ws = Ws::new(who);
+        plant_pip(&ws, &canary, l.port);
+        ws.write("dryrun.yaml", "hook:\n  network: [pypi]\n");
+        let event = common::hook::claude_event(&ws.dir, "true");
+        let mut c = if who == Who::User {
+            as_test_user(bin())
+        } else {
+            std::process::Command::new(bin())
+        };
+        c.args(["hook", "claude-code"])
+            .env("DRYRUN_LOCAL", "1")
+            .env("DRYRUN_STATE_DIR", &ws.state)
+            .env("DRYRUN_SYSTEM_POLICY_DIR", policy.path())
+            .env_remove("DRYRUN_SOCKET")
+            .env_remove("CLAUDE_PROJECT_DIR");
+        let out = output_with_stdin(&mut c, event.to_string().as_bytes());
+        eprintln!(
+            "{who:?}: {:?} {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran_on_the_host(who, "pypi preset, hook", &canary, &l, before, &mut failures);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
