@@ -17,6 +17,7 @@ pub(crate) mod service;
 pub(crate) mod spec;
 pub(crate) mod stubs;
 mod sys;
+pub(crate) use sys::become_on_this_thread;
 mod walk;
 pub(crate) mod wire;
 
