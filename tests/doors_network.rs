@@ -182,7 +182,7 @@ fn the_cli_reaches_the_registry_by_name_and_by_preset() {
             assert_eq!(r.json["intent"]["network"][0], reg.host(), "{entry}");
             if entry == "npm" {
                 let p = r.json["intent"]["network_presets"][0].as_str().unwrap();
-                assert!(p.contains("npm config get registry"), "{p}");
+                assert!(p.contains("registry= in the project's .npmrc"), "{p}");
             }
             let c = r.change("version.txt").unwrap();
             assert_eq!(c["kind"], "created");
@@ -230,6 +230,88 @@ fn an_entry_beyond_the_ceiling_is_refused_naming_it_and_the_setting() {
                 && err.contains("egress.ceiling"),
             "{who:?}: {err}"
         );
+        assert_eq!(reg.requests(), 0, "nothing ran");
+    }
+}
+
+/// Presets are read as data (the environment, the project's and the
+/// user's npmrc), never by running npm; the system policy's
+/// `egress.presets` wins over them; a preset nothing configures is refused
+/// at once, naming the preset and that setting; a symlinked npmrc is not
+/// read. The stand-in sees no request: nothing ran.
+#[test]
+fn presets_are_read_as_data_and_the_system_policy_wins() {
+    let reg = Registry::start();
+    let policy = system_policy(&reg);
+    let with_presets = system_policy(&reg);
+    let f = with_presets.path().join("egress.yaml");
+    let mut text = std::fs::read_to_string(&f).unwrap();
+    text.push_str(&format!("  presets:\n    npm: ['{}']\n", reg.host()));
+    std::fs::write(&f, text).unwrap();
+    let home = tempfile::Builder::new()
+        .prefix("dryrun-net-home-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |ws: &Ws, policy: &Path, env: &[(&str, String)]| {
+        let mut c = ws.command();
+        c.env("DRYRUN_SYSTEM_POLICY_DIR", policy)
+            .env("HOME", home.path())
+            .env_remove("npm_config_registry")
+            .env_remove("NPM_CONFIG_REGISTRY");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let t0 = Instant::now();
+        let out = c
+            .args([
+                "execute",
+                "--json",
+                "--command",
+                "true",
+                "--allow-net",
+                "npm",
+            ])
+            .output()
+            .unwrap();
+        (out, t0.elapsed())
+    };
+    for who in identities() {
+        let ws = Ws::new(who);
+        // Nothing configures it: refused fast, naming the setting.
+        let (out, took) = run(&ws, policy.path(), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{who:?}: {err}");
+        assert!(
+            err.contains("preset npm") && err.contains("egress.presets.npm"),
+            "{who:?}: {err}"
+        );
+        assert!(took < Duration::from_secs(5), "{who:?}: {took:?}");
+        // The caller's environment.
+        let (out, _) = run(
+            &ws,
+            policy.path(),
+            &[("npm_config_registry", format!("http://{}/", reg.host()))],
+        );
+        let r = to_run(out);
+        assert_eq!(r.json["intent"]["network"][0], reg.host(), "{who:?}");
+        let note = r.json["intent"]["network_presets"][0].as_str().unwrap();
+        assert!(note.contains("npm_config_registry"), "{note}");
+        // The system policy wins over the project's npmrc.
+        ws.write(".npmrc", "registry=http://elsewhere.test/\n");
+        let (out, _) = run(&ws, with_presets.path(), &[]);
+        let r = to_run(out);
+        assert_eq!(r.json["intent"]["network"][0], reg.host(), "{who:?}");
+        let note = r.json["intent"]["network_presets"][0].as_str().unwrap();
+        assert!(note.contains("egress.presets"), "{note}");
+        // A symlinked npmrc is not read.
+        std::fs::remove_file(ws.dir.join(".npmrc")).unwrap();
+        ws.write("npmrc", &format!("registry=http://{}/\n", reg.host()));
+        std::os::unix::fs::symlink("npmrc", ws.dir.join(".npmrc")).unwrap();
+        let (out, _) = run(&ws, policy.path(), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{who:?}: {err}");
+        assert!(err.contains("is a symlink"), "{who:?}: {err}");
         assert_eq!(reg.requests(), 0, "nothing ran");
     }
 }
