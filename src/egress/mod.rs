@@ -669,7 +669,7 @@ mod tests {
         let from_caller = |_: &str| {
             Ok((
                 vec![p("registry.test:4873")],
-                "npm config get registry".into(),
+                "registry= in the project's .npmrc".into(),
             ))
         };
         let e = sys

@@ -300,6 +300,11 @@ fn npm(caller: &Caller) -> Result<Option<(String, String)>, String> {
 
 /// `pypi`: the index and extra indexes, and where they came from.
 fn pypi(caller: &Caller) -> Result<Option<(Vec<String>, String)>, String> {
+    pypi_with(caller, Path::new("/etc/pip.conf"))
+}
+
+/// [`pypi`] with the system's pip.conf at `system`.
+fn pypi_with(caller: &Caller, system: &Path) -> Result<Option<(Vec<String>, String)>, String> {
     let split = |v: &str| -> Vec<String> { v.split_whitespace().map(String::from).collect() };
     if let Some(index) = env_of(caller, "PIP_INDEX_URL") {
         let mut urls = split(&index);
@@ -312,7 +317,7 @@ fn pypi(caller: &Caller) -> Result<Option<(Vec<String>, String)>, String> {
         )));
     }
     // pip's order: later files override earlier ones.
-    let mut files = vec![PathBuf::from("/etc/pip.conf")];
+    let mut files = vec![system.to_path_buf()];
     if let Some(h) = home_of(caller) {
         files.push(h.join(".pip/pip.conf"));
     }
@@ -592,6 +597,7 @@ mod tests {
     fn pypi_reads_the_environment_then_pip_conf_install_before_global() {
         let home = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
+        let system = home.path().join("etc-pip.conf");
         let mut env = vec![
             ("HOME".to_string(), home.path().display().to_string()),
             (
@@ -599,11 +605,18 @@ mod tests {
                 home.path().join("xdg").display().to_string(),
             ),
         ];
-        if std::path::Path::new("/etc/pip.conf").exists() {
-            return;
-        }
-        let e = resolve("pypi", &me(&env, ws.path())).unwrap_err();
-        assert!(e.contains("egress.presets.pypi"), "{e}");
+        let hosts = |env: &[(String, String)]| -> Option<Vec<String>> {
+            let (urls, _) = pypi_with(&me(env, ws.path()), &system).unwrap()?;
+            let h = hosts_of_urls(urls.iter().map(String::as_str)).unwrap();
+            Some(h.iter().map(|p| p.to_string()).collect())
+        };
+        assert_eq!(hosts(&env), None);
+        std::fs::write(
+            &system,
+            "[global]\nindex-url = https://system.test/simple\n",
+        )
+        .unwrap();
+        assert_eq!(hosts(&env).unwrap(), ["system.test"]);
         std::fs::create_dir_all(home.path().join("xdg/pip")).unwrap();
         std::fs::write(
             home.path().join("xdg/pip/pip.conf"),
@@ -611,11 +624,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            shown(&resolve("pypi", &me(&env, ws.path()))),
+            hosts(&env).unwrap(),
             ["install.test", "extra1.test", "extra2.test:8080"]
         );
         env.push(("PIP_INDEX_URL".into(), "https://env.test/simple".into()));
-        assert_eq!(shown(&resolve("pypi", &me(&env, ws.path()))), ["env.test"]);
+        assert_eq!(hosts(&env).unwrap(), ["env.test"]);
     }
 
     #[test]

@@ -96,6 +96,12 @@ def test_network_by_name_and_by_preset_reaches_the_registry(daemon, workspace, r
     assert any(e["name"] == NAME and e["allowed"] for e in by_name.record["rehearsal"]["egress"])
     assert daemon.promote(by_name.run_id).state == "promoted"
     assert "demo-pkg" in (workspace / "meta.json").read_text()
+    # The preset is read from the project's npmrc as data (no npm runs to
+    # find out), and the record says so.
+    read = daemon.execute(Envelope(command="true", working_dir=str(workspace),
+                                   intent=Intent(network=["npm"])))
+    assert read.record["intent"]["network"] == [host]
+    assert "project's .npmrc" in read.record["intent"]["network_presets"][0]
     if shutil.which("npm"):
         seen = len(_Handler.seen)
         by_preset = daemon.execute(Envelope(
@@ -113,6 +119,19 @@ def test_an_entry_beyond_the_ceiling_is_refused_naming_it(daemon, workspace):
                                 intent=Intent(network=["beyond.test"])))
     assert e.value.status == 400
     assert "beyond.test" in e.value.message and "egress.ceiling" in e.value.message
+
+
+def test_a_preset_nothing_configures_is_refused_naming_the_setting(daemon, workspace, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    t0 = time.time()
+    with pytest.raises(DryrunError) as e:
+        daemon.execute(Envelope(command="true", working_dir=str(workspace),
+                                caller_env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+                                intent=Intent(network=["goproxy"])))
+    assert time.time() - t0 < 5
+    assert e.value.status == 400
+    assert "preset goproxy" in e.value.message and "egress.presets.goproxy" in e.value.message
 
 
 def test_an_unlisted_name_fails_fast_and_is_named(daemon, workspace, registry):
