@@ -29,6 +29,10 @@ pub struct IntentRecord {
     /// `intent.network.services` as validated (absent: none declared).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<String>,
+    /// The registry presets the allowlist named, each with the hosts it
+    /// became (in `network`) and where they came from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_presets: Vec<String>,
 }
 
 /// How the sandbox was built for this run.

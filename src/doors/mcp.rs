@@ -50,6 +50,18 @@ pub struct ExecuteArgs {
     /// A note for the reviewer.
     #[serde(default)]
     pub reviewer_note: Option<String>,
+    /// Names the command may reach through the run's egress proxy (the
+    /// network is cut otherwise): `host`, `*.suffix`, either with `:port`
+    /// (without one, ports 80 and 443), or a registry preset (`npm`,
+    /// `pypi`, `crates`, `goproxy`: the hosts of the registry that tool is
+    /// configured to use). Only what the system policy allows is accepted;
+    /// a name outside the list fails at once and is named in the evidence.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Host services the command talks to (`127.0.0.1:PORT`, `[::1]:PORT`
+    /// or a Unix socket's path), as the system policy lists them.
+    #[serde(default)]
+    pub services: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -347,7 +359,7 @@ impl DryrunMcp {
     /// intent. Nothing touches the real workspace; waits for the verdict.
     #[tool(
         name = "execute",
-        description = "Rehearse a shell command in a sandbox over a copy-on-write view of the workspace (network cut), compare what it did with the declared intent, and return the verdict (promote, needs_approval, blocked) with its evidence. The real workspace is not written."
+        description = "Rehearse a shell command in a sandbox over a copy-on-write view of the workspace (network cut but for the names in `network`), compare what it did with the declared intent, and return the verdict (promote, needs_approval, blocked) with its evidence. The real workspace is not written."
     )]
     pub async fn execute(&self, p: Parameters<ExecuteArgs>) -> Result<Json<RunOut>, String> {
         let a = p.0;
@@ -367,6 +379,12 @@ impl DryrunMcp {
                 expected_writes: a.expected_writes,
                 forbidden_paths: a.forbidden_paths,
                 reviewer_note: a.reviewer_note,
+                network: {
+                    let mut n = crate::envelope::Network::None;
+                    n.add(&a.network);
+                    n.add_services(&a.services);
+                    n
+                },
                 ..Default::default()
             },
             limits: Limits {

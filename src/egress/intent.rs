@@ -44,18 +44,43 @@ impl NetworkIntent {
         }
     }
 
-    /// The validated allowlist; `{allow: []}` is an error (write `none`).
-    pub(crate) fn patterns(&self) -> Result<Vec<super::HostPattern>, (String, String)> {
+    /// The validated allowlist's names and the registry presets it names
+    /// (`npm`, `pypi`, ...: [`super::preset`]); `{allow: []}` is an error
+    /// (write `none`).
+    pub(crate) fn patterns(
+        &self,
+    ) -> Result<(Vec<super::HostPattern>, Vec<String>), (String, String)> {
+        let field = "intent.network.allow";
         if matches!(self, NetworkIntent::Declared { allow: Some(a), .. } if a.is_empty()) {
             return Err((
-                "intent.network.allow".into(),
+                field.into(),
                 "is empty; list the hosts the command may reach, or write network: none".into(),
             ));
         }
-        super::parse_patterns("intent.network.allow", self.allow())
+        let all = self.allow();
+        if all.len() > super::MAX_ALLOW {
+            return Err((
+                field.into(),
+                format!("at most {} entries", super::MAX_ALLOW),
+            ));
+        }
+        let mut names = Vec::new();
+        let mut presets: Vec<String> = Vec::new();
+        for (i, s) in all.iter().enumerate() {
+            if super::preset::is_preset(s) {
+                let p = s.trim().to_string();
+                if !presets.contains(&p) {
+                    presets.push(p);
+                }
+            } else {
+                names.push(super::HostPattern::parse(s).map_err(|m| (format!("{field}[{i}]"), m))?);
+            }
+        }
+        Ok((names, presets))
     }
 
-    /// The validated allowlist and services, the error naming the entry.
+    /// The validated allowlist (names, presets) and services, the error
+    /// naming the entry.
     pub(crate) fn validated(&self) -> ValidatedNetwork {
         let patterns = self.patterns()?;
         let field = "intent.network.services";
@@ -119,7 +144,7 @@ impl NetworkIntent {
 /// The allowlist's patterns and the declared services, or the field and
 /// what is wrong with it.
 pub(crate) type ValidatedNetwork =
-    Result<(Vec<super::HostPattern>, Vec<ServiceEndpoint>), (String, String)>;
+    Result<((Vec<super::HostPattern>, Vec<String>), Vec<ServiceEndpoint>), (String, String)>;
 
 impl Serialize for NetworkIntent {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -143,7 +168,7 @@ impl Serialize for NetworkIntent {
     }
 }
 
-const EXPECTED: &str = "none, or {allow: [\"host\", \"*.suffix\", \"host:port\"], services: [\"127.0.0.1:PORT\", \"/path/to/socket\"]} (either list alone)";
+const EXPECTED: &str = "none, a list of hosts, or {allow: [\"host\", \"*.suffix\", \"host:port\", \"npm\" (a registry preset)], services: [\"127.0.0.1:PORT\", \"/path/to/socket\"]} (either list alone)";
 
 struct NetworkVisitor;
 
@@ -161,6 +186,18 @@ impl<'de> Visitor<'de> for NetworkVisitor {
                 "unknown network {other:?}; expected {EXPECTED}"
             ))),
         }
+    }
+
+    /// A bare list is the allowlist alone (`network: [npm, registry.test]`).
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<NetworkIntent, A::Error> {
+        let mut allow = Vec::new();
+        while let Some(s) = seq.next_element::<String>()? {
+            allow.push(s);
+        }
+        Ok(NetworkIntent::Declared {
+            allow: Some(allow),
+            services: Vec::new(),
+        })
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NetworkIntent, A::Error> {
@@ -211,7 +248,7 @@ mod tests {
     fn services_alone_or_with_an_allowlist() {
         let n = parse("{services: ['127.0.0.1:5432', /run/pg.sock]}").unwrap();
         let (allow, services) = n.validated().unwrap();
-        assert!(allow.is_empty());
+        assert!(allow.0.is_empty());
         assert_eq!(services.len(), 2);
         assert_eq!(
             serde_json::to_string(&n).unwrap(),
@@ -219,7 +256,7 @@ mod tests {
         );
         let n = parse("{allow: [pypi.example], services: ['[::1]:6379']}").unwrap();
         let (allow, services) = n.validated().unwrap();
-        assert_eq!((allow.len(), services.len()), (1, 1));
+        assert_eq!((allow.0.len(), services.len()), (1, 1));
         // An allowlist alone serializes as before (the envelope hash).
         let n = parse("{allow: [pypi.example]}").unwrap();
         assert_eq!(

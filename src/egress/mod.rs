@@ -23,6 +23,7 @@ pub(crate) mod addr;
 mod dns;
 pub(crate) mod forward;
 pub(crate) mod intent;
+pub(crate) mod preset;
 pub(crate) mod proxy;
 pub(crate) mod route;
 pub(crate) mod service;
@@ -147,6 +148,24 @@ impl HostPattern {
             && match (self.port, port) {
                 (Some(a), Some(b)) => a == b,
                 _ => true,
+            }
+    }
+
+    /// Whether everything this allowlist entry allows, `ceiling` (an
+    /// allowlist entry of the system's) allows too: the same name or one
+    /// under a wildcard ceiling, and ports within the ceiling's.
+    pub fn within(&self, ceiling: &HostPattern) -> bool {
+        let names = if ceiling.wildcard {
+            (self.wildcard && self.host == ceiling.host) || ceiling.names(&self.host)
+        } else {
+            !self.wildcard && self.host == ceiling.host
+        };
+        names
+            && match (ceiling.port, self.port) {
+                (None, None) => true,
+                (None, Some(p)) => WEB_PORTS.contains(&p),
+                (Some(c), Some(p)) => c == p,
+                (Some(_), None) => false,
             }
     }
 
@@ -306,6 +325,13 @@ pub struct EgressSystem {
     pub never_allow: Vec<HostPattern>,
     /// Host services rehearsals may talk to (system policy only).
     pub services: Vec<service::ServiceRule>,
+    /// `egress.ceiling`: the most a run's allowlist may ask for (`None`:
+    /// any name, as `--allow-net` always could; `never_allow` still
+    /// refuses).
+    pub ceiling: Option<Vec<HostPattern>>,
+    /// `egress.presets`: a registry preset's hosts as the system names
+    /// them (winning over the tool's configuration).
+    pub presets: std::collections::BTreeMap<String, Vec<HostPattern>>,
 }
 
 impl EgressSystem {
@@ -317,7 +343,106 @@ impl EgressSystem {
         s.always_allow.extend(policy.always_allow.iter().cloned());
         s.never_allow.extend(policy.never_allow.iter().cloned());
         s.services.extend(policy.services.iter().cloned());
+        if let Some(c) = &policy.ceiling {
+            s.ceiling
+                .get_or_insert_with(Vec::new)
+                .extend(c.iter().cloned());
+        }
+        for (k, v) in &policy.presets {
+            s.presets.insert(k.clone(), v.clone());
+        }
         s
+    }
+
+    /// Whether a run's intent may ask for `entry` (one allowlist entry as
+    /// written, or a host a preset gave): the one rule every door's
+    /// request meets. Refused: an entry a `never_allow` entry covers, and,
+    /// with `egress.ceiling` set, an entry beyond it; the message names the
+    /// entry and the setting.
+    pub fn may_ask(&self, entry: &HostPattern) -> Result<(), String> {
+        if let Some(n) = self
+            .never_allow
+            .iter()
+            .find(|n| n.names(&entry.host) || entry.within(n))
+        {
+            return Err(format!(
+                "{entry} is refused by the system policy (egress.never_allow: {n}); leave it out"
+            ));
+        }
+        match &self.ceiling {
+            Some(c) if !c.iter().any(|c| entry.within(c)) => Err(format!(
+                "{entry} is beyond what the system policy lets a run ask for (egress.ceiling: {}); an administrator adds it to egress.ceiling in a system policy file (/etc/dryrun/policy.d), or leave it out",
+                if c.is_empty() {
+                    "no names".to_string()
+                } else {
+                    c.iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// A run's allowlist as asked (`allow`, presets named in `presets`),
+    /// expanded and admitted: each preset's hosts (the system's
+    /// `egress.presets`, else the caller's tool configuration through
+    /// `resolve`), then every entry meets [`EgressSystem::may_ask`] (but a
+    /// system preset's hosts, which the system wrote). The error names the
+    /// field and what to do; the notes say what each preset became.
+    pub(crate) fn admit_intent(
+        &self,
+        allow: &[HostPattern],
+        presets: &[String],
+        resolve: &preset::Resolver<'_>,
+    ) -> Result<(Vec<HostPattern>, Vec<String>), (String, String)> {
+        let field = "intent.network.allow";
+        let mut out: Vec<HostPattern> = Vec::new();
+        for (i, p) in allow.iter().enumerate() {
+            self.may_ask(p).map_err(|m| (format!("{field}[{i}]"), m))?;
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        let mut notes = Vec::new();
+        for name in presets {
+            let at = || format!("{field}: preset {name}");
+            let (hosts, from, system) = match self.presets.get(name) {
+                Some(h) => (
+                    h.clone(),
+                    "the system policy's egress.presets".to_string(),
+                    true,
+                ),
+                None => {
+                    let (h, from) = resolve(name).map_err(|m| (at(), m))?;
+                    (h, format!("the caller's {from}"), false)
+                }
+            };
+            for h in &hosts {
+                if !system {
+                    self.may_ask(h).map_err(|m| (at(), m))?;
+                }
+                if !out.contains(h) {
+                    out.push(h.clone());
+                }
+            }
+            notes.push(format!(
+                "preset {name}: {} (from {from})",
+                hosts
+                    .iter()
+                    .map(|h| h.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if out.len() > MAX_ALLOW {
+            return Err((
+                field.into(),
+                format!("at most {MAX_ALLOW} entries, presets expanded"),
+            ));
+        }
+        Ok((out, notes))
     }
 
     /// The whole a run's proxy enforces, given the run's own allowlist.
@@ -499,6 +624,71 @@ mod tests {
         assert!(p.addr.is_loopback());
         assert!("reg.example:443".parse::<ResolvePin>().is_err());
         assert!("reg.example:x:127.0.0.1".parse::<ResolvePin>().is_err());
+    }
+
+    #[test]
+    fn the_ceiling_bounds_what_a_run_may_ask_for_naming_entry_and_setting() {
+        let p = |s: &str| HostPattern::parse(s).unwrap();
+        let sys = EgressSystem {
+            ceiling: Some(vec![
+                p("registry.test"),
+                p("*.mirror.test"),
+                p("git.test:22"),
+            ]),
+            never_allow: vec![p("secret.mirror.test")],
+            ..Default::default()
+        };
+        for ok in [
+            "registry.test",
+            "registry.test:443",
+            "a.mirror.test",
+            "*.b.mirror.test",
+            "git.test:22",
+        ] {
+            assert_eq!(sys.may_ask(&p(ok)), Ok(()), "{ok}");
+        }
+        for (beyond, setting) in [
+            ("other.test", "egress.ceiling"),
+            ("registry.test:8080", "egress.ceiling"),
+            ("mirror.test", "egress.ceiling"),
+            ("*.other.test", "egress.ceiling"),
+            ("git.test", "egress.ceiling"),
+            ("secret.mirror.test", "egress.never_allow"),
+        ] {
+            let m = sys.may_ask(&p(beyond)).unwrap_err();
+            assert!(m.contains(beyond) && m.contains(setting), "{beyond}: {m}");
+        }
+        // No ceiling: any name (never_allow still refuses).
+        let open = EgressSystem::default();
+        assert_eq!(open.may_ask(&p("anything.test")), Ok(()));
+        // Presets: the system's hosts win and are trusted; the caller's
+        // configuration meets the ceiling.
+        let mut sys = sys;
+        sys.presets
+            .insert("crates".into(), vec![p("index.elsewhere.test")]);
+        let from_caller = |_: &str| {
+            Ok((
+                vec![p("registry.test:4873")],
+                "registry= in the project's .npmrc".into(),
+            ))
+        };
+        let e = sys
+            .admit_intent(&[], &["npm".into()], &from_caller)
+            .unwrap_err();
+        assert_eq!(e.0, "intent.network.allow: preset npm");
+        assert!(
+            e.1.contains("registry.test:4873") && e.1.contains("egress.ceiling"),
+            "{e:?}"
+        );
+        let (allow, notes) = sys
+            .admit_intent(&[p("registry.test")], &["crates".into()], &from_caller)
+            .unwrap();
+        assert_eq!(allow, vec![p("registry.test"), p("index.elsewhere.test")]);
+        assert!(notes[0].contains("egress.presets"), "{notes:?}");
+        let e = sys
+            .admit_intent(&[p("x.test")], &[], &from_caller)
+            .unwrap_err();
+        assert_eq!(e.0, "intent.network.allow[0]");
     }
 
     #[test]

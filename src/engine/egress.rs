@@ -104,6 +104,42 @@ pub(super) fn start_egress(
     Ok(Some(proxy))
 }
 
+/// Expand the run's registry presets for the user the command runs as
+/// (`owner`: uid and gid; `env`: the command's environment) and admit its
+/// whole allowlist by the one rule ([`EgressSystem::admit_intent`]):
+/// `spec.network` becomes what the run's proxy allows. Every door's run
+/// passes here. Returns what each preset became.
+pub(super) fn admit_allowlist(
+    system: &EgressSystem,
+    spec: &mut EnvelopeSpec,
+    owner: (u32, u32),
+    env: &[(String, String)],
+) -> Result<Vec<String>, crate::engine::EngineError> {
+    if spec.network.is_empty() && spec.presets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let workspace = spec.workspace.clone();
+    let resolve = |name: &str| {
+        crate::egress::preset::resolve(
+            name,
+            &crate::egress::preset::Caller {
+                uid: owner.0,
+                gid: owner.1,
+                env,
+                workspace: &workspace,
+            },
+        )
+    };
+    let (allow, notes) = system
+        .admit_intent(&spec.network, &spec.presets, &resolve)
+        .map_err(|(f, m)| {
+            crate::engine::EngineError::invalid(crate::engine::Input::Request, format!("{f}: {m}"))
+        })?;
+    spec.network = allow;
+    spec.presets.clear();
+    Ok(notes)
+}
+
 /// A note for each service the system policy lists that the command tried
 /// to reach without declaring it (the attempt itself is already named as
 /// a blocked network attempt): how to declare it.

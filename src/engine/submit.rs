@@ -105,7 +105,7 @@ impl Engine {
         state: RunState,
         requester: Option<OwnerSession>,
     ) -> Result<Prepared, EngineError> {
-        let spec = &self.fit_to_this_machine(spec, actor)?;
+        let mut spec = self.fit_to_this_machine(spec, actor)?;
         // The workspace as resolved for the requester (no symlinks, device,
         // inode and owner): what the sandbox mounts and runs as.
         let ws = spec.workspace_identity;
@@ -115,12 +115,27 @@ impl Engine {
             self.check_quota(actor.uid)?;
         }
         let t0_ns = sandbox::helper::monotonic_ns();
-        let c = classify(spec, &self.state_dir, requester)?;
+        let c = classify(&spec, &self.state_dir, requester)?;
         let egress = self.opts.egress.with_policy(&c.policy.egress);
         // Declared services the system does not list refuse the run before
         // anything is allocated (the rehearsal's egress asks again).
         crate::egress::service::admit(&egress.services, &spec.services, &spec.workspace)
             .map_err(|(f, m)| EngineError::invalid(Input::Request, format!("{f}: {m}")))?;
+        let command_env = crate::caller_env::command_env(
+            spec.caller_env.as_ref(),
+            spec.workspace_identity.uid,
+            &spec.env,
+            &spec.workspace,
+        );
+        // The allowlist within the system's: presets expanded for the user
+        // the command runs as, every entry admitted by the one rule.
+        let preset_notes = super::egress::admit_allowlist(
+            &egress,
+            &mut spec,
+            (ws.uid, c.owner_gid),
+            &command_env.vars,
+        )?;
+        let spec = &spec;
 
         let run_id = new_run_id();
         let dir = self.run_dir(&run_id);
@@ -129,16 +144,11 @@ impl Engine {
         let blobs = dir.join("blobs");
         std::fs::create_dir_all(&dir).map_err(|source| EngineError::storage(&dir, source))?;
 
-        let command_env = crate::caller_env::command_env(
-            spec.caller_env.as_ref(),
-            spec.workspace_identity.uid,
-            &spec.env,
-            &spec.workspace,
-        );
         let mut sspec = self.sandbox_spec(&run_id, spec, &c, live, replay.clone(), &command_env)?;
         sspec.t0_ns = t0_ns;
         let path_dirs = self.path_dirs(spec, &sspec);
         let mut record = new_record(&run_id, spec, actor, &c.risk, live, replay.as_ref());
+        record.intent.network_presets = preset_notes;
         record.state = state;
         record.fleet_policy_version = c.policy.fleet_version;
         self.charge_budget(actor, &run_id, &c.risk, &dir)?;
@@ -516,6 +526,7 @@ fn new_record(
             network: spec.network.iter().map(|p| p.to_string()).collect(),
             require_success: spec.envelope.intent.require_success,
             services: spec.services.iter().map(|s| s.to_string()).collect(),
+            network_presets: Vec::new(),
         },
         risk: Some(risk.clone()),
         rehearsal: None,

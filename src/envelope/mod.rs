@@ -161,6 +161,11 @@ pub(crate) struct HookIntent {
     /// A non-zero exit blocks (default: a failure inside the intent is a result).
     #[serde(default)]
     pub require_success: bool,
+    /// What the agent's commands may reach, as `intent.network`: names,
+    /// registry presets (`npm`, `pypi`, ...) and host services, within
+    /// what the system policy allows.
+    #[serde(default)]
+    pub network: Network,
 }
 
 impl HookIntent {
@@ -266,6 +271,9 @@ pub(crate) struct EnvelopeSpec {
     pub reviewer_note: Option<String>,
     /// `intent.network.allow` and `.services` (the system admits these later).
     pub network: Vec<crate::egress::HostPattern>,
+    /// The registry presets `intent.network.allow` named (`npm`, ...): the
+    /// engine expands them for the user the command runs as.
+    pub presets: Vec<String>,
     pub services: Vec<crate::model::ServiceEndpoint>,
     /// As asked, the rest [`DEFAULT_LIMITS`] until the engine fits them to
     /// its machine ([`EnvelopeSpec::fit_limits`]).
@@ -546,7 +554,7 @@ impl Envelope {
             .map_err(|e: PatternError| field("intent.expected_writes", e.to_string()))?;
         let forbidden = PathMatcher::new(&self.intent.forbidden_paths)
             .map_err(|e: PatternError| field("intent.forbidden_paths", e.to_string()))?;
-        let (network, services) =
+        let ((network, presets), services) =
             (self.intent.network.validated()).map_err(|(f, m)| field(&f, m))?;
         if self.intent.mode == Mode::ReadOnly && !self.intent.expected_writes.is_empty() {
             return Err(field(
@@ -649,6 +657,7 @@ impl Envelope {
             forbidden,
             reviewer_note: self.intent.reviewer_note.clone(),
             network,
+            presets,
             services,
             limits,
             env: self.env.clone(),

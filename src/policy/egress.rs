@@ -27,6 +27,13 @@ pub struct EgressPolicyConfig {
     /// Host services a run may declare in `intent.network.services`.
     #[serde(default)]
     pub services: Vec<ServiceConfig>,
+    /// The most a run's allowlist may ask for (absent: any name).
+    #[serde(default)]
+    pub ceiling: Option<Vec<String>>,
+    /// Registry presets' hosts as the system names them (winning over
+    /// the tool configuration of the user the command runs as).
+    #[serde(default)]
+    pub presets: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// One entry of `egress.services`.
@@ -64,6 +71,25 @@ pub(super) fn merge_system(
             .map_err(|m| err(file, format!("egress.resolve[{i}]: {m}")))?;
         into.pins.push(pin);
     }
+    if let Some(ceiling) = &c.ceiling {
+        into.ceiling
+            .get_or_insert_with(Vec::new)
+            .extend(parse_patterns("egress.ceiling", ceiling).map_err(bad)?);
+    }
+    for (name, hosts) in &c.presets {
+        if !crate::egress::preset::is_preset(name) {
+            return Err(err(
+                file,
+                format!(
+                    "egress.presets.{name}: not a preset ({})",
+                    crate::egress::preset::PRESETS.join(", ")
+                ),
+            ));
+        }
+        let f = format!("egress.presets.{name}");
+        into.presets
+            .insert(name.clone(), parse_patterns(&f, hosts).map_err(bad)?);
+    }
     for (i, sc) in c.services.iter().enumerate() {
         let at = |m: String| err(file, format!("egress.services[{i}].endpoint: {m}"));
         let endpoint = ServiceEndpoint::parse(&sc.endpoint).map_err(at)?;
@@ -85,10 +111,15 @@ pub(super) fn merge_workspace(
     file: &str,
     c: &EgressPolicyConfig,
 ) -> Result<(), PolicyError> {
-    if !c.always_allow.is_empty() || !c.resolve.is_empty() || !c.services.is_empty() {
+    if !c.always_allow.is_empty()
+        || !c.resolve.is_empty()
+        || !c.services.is_empty()
+        || c.ceiling.is_some()
+        || !c.presets.is_empty()
+    {
         return Err(err(
             file,
-            "egress: a workspace policy may only add never_allow (always_allow, resolve and services belong to the system policy)".into(),
+            "egress: a workspace policy may only add never_allow (always_allow, resolve, services, ceiling and presets belong to the system policy)".into(),
         ));
     }
     merge_system(into, file, c)
@@ -148,7 +179,7 @@ mod tests {
         let e = Policy::layered(std::slice::from_ref(&sys), Some(&ws)).unwrap_err();
         assert!(
             e.to_string()
-                .contains("services belong to the system policy"),
+                .contains("services, ceiling and presets belong to the system policy"),
             "{e}"
         );
         for (text, want) in [

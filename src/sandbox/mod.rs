@@ -18,6 +18,7 @@ pub(crate) mod spec;
 pub(crate) mod stubs;
 mod sys;
 pub(crate) mod view;
+pub(crate) use sys::become_on_this_thread;
 mod walk;
 pub(crate) mod wire;
 

@@ -549,7 +549,7 @@ pub(super) fn reset_ignored_signals() -> io::Result<()> {
 /// (raw `setgroups`, `setresgid`, `setresuid`: the C library's wrappers
 /// change every thread of the process, these only the calling one). The
 /// thread cannot change back: a thread that calls this is one that ends.
-pub(super) fn become_on_this_thread(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+pub(crate) fn become_on_this_thread(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
     let list: Vec<libc::gid_t> = groups.to_vec();
     // SAFETY: `list` outlives the call and holds `list.len()` gids.
     check(unsafe { libc::syscall(libc::SYS_setgroups, list.len(), list.as_ptr()) })?;

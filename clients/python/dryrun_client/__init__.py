@@ -24,12 +24,17 @@ import json
 import os
 import socket
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 __all__ = [
-    "Client", "Envelope", "Intent", "Limits", "Run", "Change", "DryrunError",
-    "default_socket", "interleave",
+    "Client", "Envelope", "Intent", "Network", "Live", "Limits", "Run", "Change",
+    "DryrunError", "default_socket", "interleave", "PRESETS",
 ]
+
+# Registry presets an allowlist may name: each stands for the hosts of the
+# registry that tool is configured to use for the user the command runs as
+# (docs/egress.md).
+PRESETS = ("npm", "pypi", "crates", "goproxy")
 
 
 def default_socket() -> str:
@@ -64,12 +69,39 @@ class Limits:
 
 
 @dataclass
+class Network:
+    """`intent.network` as an object: `allow`, names the command may reach
+    through the run's egress proxy (`host`, `*.suffix`, either with
+    `:port`; without one, ports 80 and 443), or registry presets
+    (`PRESETS`); `services`, host services forwarded into the sandbox
+    (`127.0.0.1:PORT`, `[::1]:PORT`, a Unix socket's path). Everything
+    within the system policy (`egress.ceiling`, `egress.services`): the
+    daemon refuses an entry beyond it (DryrunError, HTTP 400, naming it)."""
+    allow: Optional[List[str]] = None
+    services: List[str] = field(default_factory=list)
+
+
+@dataclass
 class Intent:
     summary: str = ""
     mode: str = "mutating"  # or "read_only"
     expected_writes: List[str] = field(default_factory=list)
     forbidden_paths: List[str] = field(default_factory=list)
     reviewer_note: Optional[str] = None
+    # "none" (the default), a list of entries (names and presets), or Network.
+    network: Union[str, List[str], Network] = "none"
+    # A non-zero exit blocks (by default a failure inside the intent is a result).
+    require_success: bool = False
+
+
+@dataclass
+class Live:
+    """How the live lane carries out a promoted run: `apply` (the reviewed
+    change set) or `rerun` (runs again; always needs approval), with
+    `network` (`none` or `host`) and `env_from_host` for a rerun."""
+    mode: str = "apply"
+    network: str = "none"
+    env_from_host: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -86,13 +118,28 @@ class Envelope:
     # The client's environment (None: the Client fills it from os.environ,
     # unless told not to).
     caller_env: Optional[Dict[str, str]] = None
+    # Per-run stub overrides by id (the policy's StubConfig shape:
+    # {"match": {...}, "answer": {"stdout": ..., "exit": N}, ...}).
+    stubs: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    live: Optional[Live] = None
 
     def to_json(self) -> Dict[str, Any]:
         def clean(v):
             if isinstance(v, dict):
                 return {k: clean(x) for k, x in v.items() if x is not None}
+            if isinstance(v, list):
+                return [clean(x) for x in v]
             return v
-        return clean(asdict(self))
+        body = clean(asdict(self))
+        net = body["intent"].get("network")
+        if isinstance(net, dict):
+            body["intent"]["network"] = {k: v for k, v in net.items()
+                                         if not (k == "services" and not v)}
+        if not body["intent"].get("require_success"):
+            body["intent"].pop("require_success", None)
+        if not body.get("stubs"):
+            body.pop("stubs", None)
+        return body
 
 
 @dataclass
@@ -247,6 +294,20 @@ class Client:
 
     def run(self, run_id: str) -> Run:
         return Run.from_record(self._call("GET", f"/v1/runs/{self._id(run_id)}"))
+
+    def wait(self, run_id: str, seconds: int = 60) -> Run:
+        """The record once the run's state changes (or after `seconds`)."""
+        return Run.from_record(
+            self._call("GET", f"/v1/runs/{self._id(run_id)}?wait={int(seconds)}"))
+
+    def withdraw(self, run_id: str, note: str = "") -> Run:
+        """The submitter takes back its own waiting run (ends rejected)."""
+        return Run.from_record(
+            self._call("POST", f"/v1/runs/{self._id(run_id)}/withdraw", {"note": note}))
+
+    def cancel(self, run_id: str) -> Run:
+        """Cancel a queued or running rehearsal (ends failed)."""
+        return Run.from_record(self._call("POST", f"/v1/runs/{self._id(run_id)}/cancel"))
 
     def runs(self, state: Optional[str] = None) -> List[Run]:
         path = "/v1/runs" + (f"?state={state}" if state else "")

@@ -457,6 +457,7 @@ pub fn hook_envelope(host: Host, command: &str, cwd: &Path, hi: Option<&HookInte
             expected_writes: expected,
             forbidden_paths: forbidden,
             require_success: hi.require_success,
+            network: hi.network.clone(),
             ..Default::default()
         },
         limits: hi.limits(hi.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
