@@ -102,6 +102,10 @@ pub struct Rehearsal {
     /// intent allows names; empty otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<crate::model::EgressEntry>,
+    /// A package manager's run, one entry per installed package
+    /// (`model::deps`); absent for every other run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<crate::model::deps::DependencyReport>,
 }
 
 impl Rehearsal {

@@ -18,6 +18,7 @@ use crate::model::{HostReport, RehearsalReport};
 use crate::policy::Level;
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
+mod deps;
 mod exit;
 mod fidelity;
 mod files;
@@ -63,6 +64,9 @@ pub(crate) struct JudgeContext<'a> {
     /// Directories inside the workspace on a `PATH` that counts
     /// (workspace-relative, `""`: the root; see `engine::bound`).
     pub path_dirs: &'a [String],
+    /// A package manager's run, summarised (`model::deps`): files in its
+    /// trees are judged per package instead of against protected paths.
+    pub deps: Option<&'a crate::model::deps::DependencyReport>,
 }
 
 /// [`judge_with`] without a context (the tests' shorthand).
@@ -236,9 +240,10 @@ pub(crate) fn judge_with(
     }
 
     // 3b. protected paths: where agents persist or escalate.
+    let in_dep_tree = |c: &Change| cx.deps.is_some_and(|d| d.in_tree(&c.path));
     if let Some(prot) = cx.protected {
         for c in &writes {
-            if forbidden.contains(&c.path) {
+            if forbidden.contains(&c.path) || in_dep_tree(c) {
                 continue;
             }
             if let Some(p) = prot.first_match(&c.path_bytes()) {
@@ -271,11 +276,24 @@ pub(crate) fn judge_with(
         if forbidden.contains(&c.path) {
             continue;
         }
-        if let Some(m) = written_into_path_dir(c, cx.path_dirs) {
+        if let Some(m) = written_into_path_dir(c, cx.path_dirs)
+            && !cx
+                .deps
+                .is_some_and(|d| d.declared_bin_links.contains(&c.path))
+        {
             add("protected.on_path", Decision::NeedsApproval, m);
         }
-        if let Some(m) = newly_executable(c) {
+        if let Some(m) = newly_executable(c)
+            && !in_dep_tree(c)
+        {
             add("protected.executable", Decision::NeedsApproval, m);
+        }
+    }
+
+    // 3d. a package manager's run, judged by what it installed.
+    if let Some(d) = cx.deps {
+        for f in deps::dependency_findings(d, &r.changes, &mut notes) {
+            add(&f.rule, f.decision, f.message);
         }
     }
 

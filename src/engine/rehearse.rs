@@ -68,6 +68,7 @@ impl Engine {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
+                let dependencies = read_dependencies(&risk, &path_dirs, &spec, &sspec, &blobs, &mut report);
                 let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
@@ -76,6 +77,7 @@ impl Engine {
                         protected: Some(&protected),
                         risk: Some(&risk),
                         path_dirs: &path_dirs,
+                        deps: dependencies.as_ref(),
                     },
                 );
                 super::egress::hint_undeclared_services(&egress, &report, &mut verdict.notes);
@@ -96,7 +98,9 @@ impl Engine {
                     redactions,
                     command_env,
                 };
-                record.rehearsal = Some(self.rehearsal_record(report, &host, evidence));
+                let mut rehearsal = self.rehearsal_record(report, &host, evidence);
+                rehearsal.dependencies = dependencies;
+                record.rehearsal = Some(rehearsal);
                 record.verdict = Some(verdict);
                 fit_record(&mut record);
                 if let Some(reh) = record.rehearsal.as_mut() {
@@ -251,8 +255,44 @@ impl Engine {
             would_be_actions: report.would_be_actions,
             egress: report.egress,
             redactions: ev.redactions,
+            dependencies: None,
         }
     }
+}
+
+/// A package manager's run summarised per package (`engine::deps`), and a
+/// virtual environment's interpreter links to the caller's interpreter
+/// marked as expected.
+fn read_dependencies(
+    risk: &crate::classify::Classification,
+    path_dirs: &[String],
+    spec: &EnvelopeSpec,
+    sspec: &sandbox::spec::SandboxSpec,
+    blobs: &std::path::Path,
+    report: &mut RehearsalReport,
+) -> Option<crate::model::deps::DependencyReport> {
+    let owner = std::cell::OnceCell::new();
+    let read = |rel: &[u8], max: u64| -> Option<Vec<u8>> {
+        let session = owner
+            .get_or_init(|| {
+                crate::workspace::owner::OwnerSession::for_owner(&spec.workspace_identity).ok()
+            })
+            .as_ref()?;
+        session
+            .read_file(&spec.workspace, &spec.workspace_identity, rel, max)
+            .ok()?
+    };
+    let deps = super::deps::summarise(
+        &risk.commands,
+        path_dirs,
+        &report.changes,
+        &super::deps::Sources {
+            blobs,
+            read_workspace: &read,
+        },
+    );
+    super::deps::mark_interpreter_links(&mut report.changes, deps.as_ref(), &sspec.env, &spec.workspace);
+    deps
 }
 
 /// Compile the output's secret detectors (`redact::detectors`) while the
