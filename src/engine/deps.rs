@@ -257,11 +257,17 @@ fn pip(
     report: &mut DependencyReport,
 ) {
     for c in changes {
-        let Some(dir) = c.path.strip_suffix("/METADATA") else {
-            continue;
+        // A wheel's `NAME-VER.dist-info/METADATA`; a legacy install's or a
+        // local project's (`pip install -e .`) `NAME.egg-info/PKG-INFO`.
+        let dir = match (
+            c.path.strip_suffix("/METADATA"),
+            c.path.strip_suffix("/PKG-INFO"),
+        ) {
+            (Some(d), _) if d.ends_with(".dist-info") && report.in_tree(&c.path) => d,
+            (_, Some(d)) if d.ends_with(".egg-info") => d,
+            _ => continue,
         };
-        if !dir.ends_with(".dist-info") || !report.in_tree(&c.path) || c.kind == ChangeKind::Deleted
-        {
+        if c.kind == ChangeKind::Deleted {
             continue;
         }
         let meta = kept(src.blobs, c, MAX_META).unwrap_or_default();
@@ -360,6 +366,36 @@ pub(super) fn mark_interpreter_links(
             c.link_expected = Some(format!(
                 "the virtual environment's interpreter: {} is the caller's python3",
                 interp.display()
+            ));
+        }
+    }
+    // `X/bin/python -> python3`: a sibling name that is itself an expected
+    // interpreter link (it escapes only through that one).
+    let expected: Vec<String> = changes
+        .iter()
+        .filter(|c| c.link_expected.is_some())
+        .map(|c| c.path.clone())
+        .collect();
+    for c in changes.iter_mut() {
+        if !c.symlink_escapes
+            || c.link_expected.is_some()
+            || !report
+                .trees
+                .iter()
+                .any(|t| deps::is_venv_interpreter_link(c, t))
+        {
+            continue;
+        }
+        let Some(target) = c.symlink_target.as_deref() else {
+            continue;
+        };
+        let Some((dir, _)) = c.path.rsplit_once('/') else {
+            continue;
+        };
+        let sibling = format!("{dir}/{target}");
+        if !target.contains('/') && expected.contains(&sibling) {
+            c.link_expected = Some(format!(
+                "the virtual environment's interpreter: {target} beside it, the caller's python3"
             ));
         }
     }
