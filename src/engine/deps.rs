@@ -400,3 +400,42 @@ pub(super) fn mark_interpreter_links(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(path: &str, target: &str) -> Change {
+        let mut c = Change::new(path.as_bytes(), ChangeKind::Created, FileType::Symlink);
+        c.symlink_target = Some(target.into());
+        c.symlink_escapes = true;
+        c
+    }
+
+    #[test]
+    fn only_links_to_the_callers_python3_are_expected() {
+        let Some(interp) = caller_interpreter("/usr/bin:/bin") else {
+            return;
+        };
+        let report = DependencyReport {
+            managers: vec![Manager::Venv],
+            trees: vec![".venv".into()],
+            ..Default::default()
+        };
+        let mut changes = vec![
+            link(".venv/bin/python3", &interp.display().to_string()),
+            link(".venv/bin/python", "python3"),
+            link(".venv/bin/python3.99", "/bin/sh"),
+            link(".venv/bin/sh", &interp.display().to_string()),
+            link("other/bin/python3", &interp.display().to_string()),
+        ];
+        changes[4].link_expected = Some("forged".into());
+        let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+        mark_interpreter_links(&mut changes, Some(&report), &env, Path::new("/ws"));
+        let marked: Vec<bool> = changes.iter().map(|c| c.link_expected.is_some()).collect();
+        assert_eq!(marked, vec![true, true, false, false, false]);
+        // Without a venv run, nothing is expected.
+        mark_interpreter_links(&mut changes, None, &env, Path::new("/ws"));
+        assert!(changes.iter().all(|c| c.link_expected.is_none()));
+    }
+}
