@@ -29,7 +29,14 @@ fn npm_env(c: &mut Command) -> &mut Command {
 fn execute(ws: &Ws, cmd: &str) -> Run {
     let mut c = ws.command();
     npm_env(&mut c);
-    c.args(["execute", "--json", "--command", cmd, "--expect-write", "**"]);
+    c.args([
+        "execute",
+        "--json",
+        "--command",
+        cmd,
+        "--expect-write",
+        "**",
+    ]);
     to_run(c.output().expect("dryrun runs"))
 }
 
@@ -113,7 +120,8 @@ fn npm_project(ws: &Ws, deps: &[(&str, &str)]) {
         .iter()
         .map(|(n, t)| (n.to_string(), Value::from(format!("file:deps/{t}"))))
         .collect();
-    let manifest = serde_json::json!({"name": "app", "version": "1.0.0", "private": true, "dependencies": d});
+    let manifest =
+        serde_json::json!({"name": "app", "version": "1.0.0", "private": true, "dependencies": d});
     std::fs::write(ws.dir.join("package.json"), manifest.to_string()).unwrap();
     std::fs::write(ws.dir.join("Makefile"), "all:\n\ttrue\n").unwrap();
     let cache = tempfile::tempdir_in("/tmp").unwrap();
@@ -123,18 +131,26 @@ fn npm_project(ws: &Ws, deps: &[(&str, &str)]) {
         .current_dir(&ws.dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "npm install --package-lock-only: {out:?}");
+    assert!(
+        out.status.success(),
+        "npm install --package-lock-only: {out:?}"
+    );
     ws.chown_all();
 }
 
-const LEFTPAD: &str = r#"{"name":"leftpad","version":"1.0.0","main":"index.js","bin":{"leftpad":"bin/cli.js"}}"#;
+const LEFTPAD: &str =
+    r#"{"name":"leftpad","version":"1.0.0","main":"index.js","bin":{"leftpad":"bin/cli.js"}}"#;
 
 fn leftpad(ws: &Ws) -> String {
     pack(
         ws,
         LEFTPAD,
         &[
-            ("index.js", "module.exports=(s,n)=>String(s).padStart(n)\n", 0o644),
+            (
+                "index.js",
+                "module.exports=(s,n)=>String(s).padStart(n)\n",
+                0o644,
+            ),
             (
                 "bin/cli.js",
                 "#!/usr/bin/env node\nconsole.log(require('..')('x',3))\n",
@@ -156,7 +172,11 @@ fn npm_ci_from_a_lockfile_promotes_with_one_change_per_package() {
         let r = execute(&ws, "npm ci --offline");
         assert_eq!(r.code, 0, "{who:?}: {:?} {}", r.reasons(), r.err());
         assert_eq!(r.decision(), "promote", "{who:?}: {:?}", r.reasons());
-        assert_eq!(packages(&r), vec![pkg("npm", "leftpad", "1.0.0")], "{who:?}");
+        assert_eq!(
+            packages(&r),
+            vec![pkg("npm", "leftpad", "1.0.0")],
+            "{who:?}"
+        );
         let p = &r.json["rehearsal"]["dependencies"]["packages"][0];
         assert_eq!(p["locked"], "1.0.0", "{who:?}: {p}");
         // The package's manifest is no longer a protected path; its
@@ -249,7 +269,13 @@ fn venv_then_pip_editable_and_local_sdist_promote_with_their_packages() {
             &ws,
             ".venv/bin/pip install --no-index --no-build-isolation -e .",
         );
-        assert_eq!(r.decision(), "promote", "{who:?}: {:?} {}", r.reasons(), r.err());
+        assert_eq!(
+            r.decision(),
+            "promote",
+            "{who:?}: {:?} {}",
+            r.reasons(),
+            r.err()
+        );
         assert_eq!(packages(&r), vec![pkg("pip", "mypkg", "0.1.0")], "{who:?}");
         promote(&ws, &r);
 
@@ -257,15 +283,29 @@ fn venv_then_pip_editable_and_local_sdist_promote_with_their_packages() {
             &ws,
             ".venv/bin/pip install --no-index --no-build-isolation --find-links dist tinylib",
         );
-        assert_eq!(r.decision(), "promote", "{who:?}: {:?} {}", r.reasons(), r.err());
-        assert_eq!(packages(&r), vec![pkg("pip", "tinylib", "2.0.0")], "{who:?}");
+        assert_eq!(
+            r.decision(),
+            "promote",
+            "{who:?}: {:?} {}",
+            r.reasons(),
+            r.err()
+        );
+        assert_eq!(
+            packages(&r),
+            vec![pkg("pip", "tinylib", "2.0.0")],
+            "{who:?}"
+        );
         promote(&ws, &r);
         let out = Command::new(&py)
             .args(["-c", "import mypkg, tinylib; print(mypkg.X + tinylib.Y)"])
             .current_dir("/")
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3", "{who:?}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "3",
+            "{who:?}: {out:?}"
+        );
     }
 }
 
@@ -316,7 +356,11 @@ fn an_install_script_that_runs_a_process_needs_approval_naming_it() {
         let r = execute(&ws, "npm ci --offline");
         assert_eq!(r.code, 3, "{who:?}: {:?} {}", r.reasons(), r.err());
         assert!(
-            has_reason(&r, "dependency.install_script", "install: sh -c 'id > ran.txt'"),
+            has_reason(
+                &r,
+                "dependency.install_script",
+                "install: sh -c 'id > ran.txt'"
+            ),
             "{who:?}: {:?}",
             r.reasons()
         );
@@ -412,10 +456,9 @@ fn a_venv_interpreter_link_that_points_elsewhere_is_still_an_escape() {
         );
         assert_eq!(r.code, 4, "{who:?}: {:?} {}", r.reasons(), r.err());
         assert!(
-            r.reasons()
-                .iter()
-                .any(|x| x.starts_with("[evidence.symlink_escape] .venv/bin/python3:")
-                    && x.contains("/bin/sh")),
+            r.reasons().iter().any(|x| x
+                .starts_with("[evidence.symlink_escape] .venv/bin/python3:")
+                && x.contains("/bin/sh")),
             "{who:?}: {:?}",
             r.reasons()
         );

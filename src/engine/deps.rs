@@ -19,12 +19,15 @@ const MAX_META: u64 = 1 << 20;
 /// Lockfiles read, at most.
 const MAX_LOCK: u64 = 32 << 20;
 
+/// Reads a workspace file as its owner (`None`: absent or unreadable).
+pub(super) type ReadWorkspace<'a> = &'a dyn Fn(&[u8], u64) -> Option<Vec<u8>>;
+
 /// Where the verdict's evidence reads content from.
 pub(super) struct Sources<'a> {
     /// The run's kept content, by hash.
     pub blobs: &'a Path,
     /// A workspace file as its owner reads it (`None`: absent or unreadable).
-    pub read_workspace: &'a dyn Fn(&[u8], u64) -> Option<Vec<u8>>,
+    pub read_workspace: ReadWorkspace<'a>,
 }
 
 fn kept(blobs: &Path, c: &Change, max: u64) -> Option<Vec<u8>> {
@@ -161,7 +164,9 @@ fn npm(
         } else {
             dir[project.len() + 1..].to_string()
         };
-        let entry = lock.and_then(|l| l.get("packages")).and_then(|p| p.get(&key));
+        let entry = lock
+            .and_then(|l| l.get("packages"))
+            .and_then(|p| p.get(&key));
         let locked = entry
             .and_then(|e| e.get("version"))
             .and_then(|v| v.as_str())
@@ -199,7 +204,10 @@ fn npm(
                     return false;
                 };
                 report.packages.iter().any(|p| {
-                    let Some(prel) = p.path.strip_prefix(modules).and_then(|r| r.strip_prefix('/'))
+                    let Some(prel) = p
+                        .path
+                        .strip_prefix(modules)
+                        .and_then(|r| r.strip_prefix('/'))
                     else {
                         return false;
                     };

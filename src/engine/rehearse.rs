@@ -68,7 +68,8 @@ impl Engine {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
-                let dependencies = read_dependencies(&risk, &path_dirs, &spec, &sspec, &blobs, &mut report);
+                let dependencies =
+                    read_dependencies(&risk, &path_dirs, &spec, &sspec, &blobs, &mut report);
                 let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
@@ -291,7 +292,12 @@ fn read_dependencies(
             read_workspace: &read,
         },
     );
-    super::deps::mark_interpreter_links(&mut report.changes, deps.as_ref(), &sspec.env, &spec.workspace);
+    super::deps::mark_interpreter_links(
+        &mut report.changes,
+        deps.as_ref(),
+        &sspec.env,
+        &spec.workspace,
+    );
     deps
 }
 

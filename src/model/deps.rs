@@ -56,9 +56,7 @@ pub(crate) fn recognise(commands: &[String]) -> Option<(Vec<Manager>, bool)> {
                 break;
             }
         }
-        let Some((prog, args)) = w.split_first() else {
-            return None;
-        };
+        let (prog, args) = w.split_first()?;
         let m = match *prog {
             "cd" => continue,
             "npm" => {
@@ -288,7 +286,9 @@ pub(crate) fn trees(changes: &[Change], managers: &[Manager]) -> Vec<String> {
         {
             add(root.to_string());
         }
-        if managers.iter().any(|m| matches!(m, Manager::Pip | Manager::Venv))
+        if managers
+            .iter()
+            .any(|m| matches!(m, Manager::Pip | Manager::Venv))
             && let Some(root) = venv_root_of_site_packages(p)
         {
             add(root.to_string());
@@ -306,7 +306,8 @@ fn venv_root_of_site_packages(p: &str) -> Option<&str> {
     let i = p.find("/lib/python")?;
     let rest = &p[i + "/lib/".len()..];
     let (ver, after) = rest.split_once('/')?;
-    if !ver.starts_with("python") || !(after == "site-packages" || after.starts_with("site-packages/"))
+    if !ver.starts_with("python")
+        || !(after == "site-packages" || after.starts_with("site-packages/"))
     {
         return None;
     }
@@ -319,7 +320,11 @@ pub(crate) fn is_venv_interpreter_link(c: &Change, tree: &str) -> bool {
     if c.file_type != FileType::Symlink || c.kind == ChangeKind::Deleted {
         return false;
     }
-    let Some(rest) = c.path.strip_prefix(tree).and_then(|r| r.strip_prefix("/bin/")) else {
+    let Some(rest) = c
+        .path
+        .strip_prefix(tree)
+        .and_then(|r| r.strip_prefix("/bin/"))
+    else {
         return false;
     };
     !rest.contains('/') && is_python(rest)
@@ -348,7 +353,10 @@ mod tests {
             rec(&["env A=1 pip install x", "pip install x"]),
             Some((vec![Manager::Pip], false))
         );
-        assert_eq!(rec(&["cd web", "npm install"]).unwrap().0, vec![Manager::Npm]);
+        assert_eq!(
+            rec(&["cd web", "npm install"]).unwrap().0,
+            vec![Manager::Npm]
+        );
         // Not a package manager's run.
         for cmds in [
             &["./npm ci"][..],
