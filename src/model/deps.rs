@@ -215,7 +215,8 @@ impl DependencyReport {
     pub fn beside_tree(&self, path: &str) -> bool {
         let name = path.rsplit('/').next().unwrap_or(path);
         if self.managers.contains(&Manager::Npm)
-            && matches!(name, "package-lock.json" | "npm-shrinkwrap.json")
+            && (matches!(name, "package-lock.json" | "npm-shrinkwrap.json")
+                || (name == "package.json" && !path.split('/').any(|s| s == "node_modules")))
         {
             return true;
         }
