@@ -50,6 +50,7 @@ fn finish() {
 /// promote, promote it and report whether `landed` reached the workspace.
 fn assert_needs_person(ws: &Ws, r: &Run, piece: &str, landed: &str) {
     let who = ws.who;
+    eprintln!("{who:?}: {} {:?}", r.decision(), r.reasons());
     if r.decision() == "promote" {
         let out = ws
             .command()
@@ -381,7 +382,12 @@ fn a_package_not_in_the_lockfile_needs_a_person() {
             &format!("npm install --offline --no-save --ignore-scripts ./deps/{sneak}"),
         );
         assert_eq!(r.exit_code(), Some(0), "{who:?}: {}", r.err());
-        assert_needs_person(&ws, &r, "sneaky", "node_modules/sneaky/index.js");
+        assert_needs_person(
+            &ws,
+            &r,
+            "[dependency.not_in_lockfile] npm sneaky 6.6.6",
+            "node_modules/sneaky/index.js",
+        );
     }
     finish();
 }
