@@ -391,3 +391,19 @@ fn a_package_not_in_the_lockfile_needs_a_person() {
     }
     finish();
 }
+
+/// The same as `python_c_before_dash_m_venv_is_not_a_venv_run` with the
+/// paths spelled so the command's text names neither `.git` nor
+/// `pyvenv.cfg`: only what the run wrote can judge it.
+#[test]
+fn python_c_before_dash_m_venv_with_hidden_paths_is_not_a_venv_run() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        git_init(&ws);
+        let code = "import os; g=chr(46)+'g'+'it'; open(g+'/py'+'venv.cfg','w').write('home = /usr/bin'); p=g+'/ho'+'oks/pre-com'+'mit'; open(p,'w').write('#!/bin/sh'+chr(10)+'true'+chr(10)); os.chmod(p,493)";
+        let r = execute(&ws, &format!("python3 -c \"{code}\" -m venv .venv"));
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {}", r.err());
+        assert_needs_person(&ws, &r, ".git/hooks/pre-commit", ".git/hooks/pre-commit");
+    }
+    finish();
+}
