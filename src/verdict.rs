@@ -240,10 +240,21 @@ pub(crate) fn judge_with(
     }
 
     // 3b. protected paths: where agents persist or escalate.
-    let in_dep_tree = |c: &Change| cx.deps.is_some_and(|d| d.in_tree(&c.path));
+    // A tree's files skip the list only inside a package's own directory,
+    // and only when the tree itself is no protected path.
+    let tree_ok = |c: &Change| {
+        cx.deps.is_some_and(|d| {
+            d.trees.iter().any(|t| {
+                crate::model::deps::within(&c.path, t)
+                    && cx.protected.is_none_or(|p| p.first_match(t.as_bytes()).is_none())
+            })
+        })
+    };
+    let in_dep_tree = |c: &Change| tree_ok(c);
+    let in_dep_package = |c: &Change| tree_ok(c) && crate::model::deps::in_package_dir(&c.path);
     if let Some(prot) = cx.protected {
         for c in &writes {
-            if forbidden.contains(&c.path) || in_dep_tree(c) {
+            if forbidden.contains(&c.path) || in_dep_package(c) {
                 continue;
             }
             if let Some(p) = prot.first_match(&c.path_bytes()) {

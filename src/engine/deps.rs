@@ -45,17 +45,38 @@ fn kept(blobs: &Path, c: &Change, max: u64) -> Option<Vec<u8>> {
 /// The summary of a package manager's run, or `None` when the run was not
 /// (only) a package manager's (`model::deps::recognise`) or a directory of
 /// the workspace is on its `PATH` (a bare `npm` could be the workspace's).
+///
+/// A path-named program (`.venv/bin/pip`) counts only when its directory
+/// was a virtual environment in the workspace before the run (its
+/// `pyvenv.cfg`, read as the owner reads it); a tree is never a protected
+/// path (`protected`) nor below one.
 pub(super) fn summarise(
     commands: &[String],
     path_dirs: &[String],
     changes: &[Change],
     src: &Sources,
+    protected: &dyn Fn(&str) -> bool,
 ) -> Option<DependencyReport> {
     if !path_dirs.is_empty() {
         return None;
     }
-    let (managers, npm_scripts_ran) = deps::recognise(commands)?;
-    let trees = deps::trees(changes, &managers);
+    let rec = deps::recognise(commands)?;
+    let seen = std::cell::RefCell::new(BTreeMap::<String, bool>::new());
+    let had = |root: &str| -> bool {
+        if let Some(v) = seen.borrow().get(root) {
+            return *v;
+        }
+        let v = !protected(root)
+            && (src.read_workspace)(format!("{root}/pyvenv.cfg").as_bytes(), MAX_META).is_some();
+        seen.borrow_mut().insert(root.to_string(), v);
+        v
+    };
+    if !rec.venv_programs.iter().all(|d| had(d)) {
+        return None;
+    }
+    let trees = deps::trees(changes, &rec, &had, protected);
+    let managers = rec.managers.clone();
+    let npm_scripts_ran = rec.npm_scripts;
     let by_path: BTreeMap<&str, &Change> = changes.iter().map(|c| (c.path.as_str(), c)).collect();
     let mut report = DependencyReport {
         managers: managers.clone(),
@@ -258,12 +279,57 @@ fn read_lock(
     None
 }
 
+/// The lines setuptools' own `distutils-precedence.pth` holds (a shim it
+/// installs in every environment): expected, not a finding.
+const DISTUTILS_PRECEDENCE: [&str; 2] = [
+    "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; enabled and __import__('_distutils_hack').add_shim(); ",
+    "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'stdlib') == 'local'; enabled and __import__('_distutils_hack').add_shim(); ",
+];
+
+/// Does a file the run wrote in a tree run code at every start of the
+/// environment's interpreter? A `.pth` in `site-packages` with a line
+/// `site` executes (one starting `import ` or `import\t`; plain lines are
+/// paths), unless it is setuptools' own shim; `sitecustomize.py`,
+/// `usercustomize.py`. Content not kept: yes.
+fn startup_hook(c: &Change, src: &Sources) -> bool {
+    let name = c.path.rsplit('/').next().unwrap_or(&c.path);
+    if matches!(name, "sitecustomize.py" | "usercustomize.py") {
+        return true;
+    }
+    if !name.ends_with(".pth") || !c.path.split('/').any(|s| s == "site-packages") {
+        return false;
+    }
+    let Some(text) = kept(src.blobs, c, MAX_META) else {
+        return true;
+    };
+    let text = String::from_utf8_lossy(&text);
+    let code: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("import ") || l.starts_with("import\t"))
+        .collect();
+    !(code.is_empty()
+        || (name == "distutils-precedence.pth"
+            && code.len() == 1
+            && DISTUTILS_PRECEDENCE
+                .iter()
+                .any(|k| k.trim_end() == code[0].trim_end())))
+}
+
 fn pip(
     changes: &[Change],
     by_path: &BTreeMap<&str, &Change>,
     src: &Sources,
     report: &mut DependencyReport,
 ) {
+    for c in changes {
+        if c.kind != ChangeKind::Deleted
+            && c.file_type == FileType::File
+            && report.in_tree(&c.path)
+            && startup_hook(c, src)
+        {
+            report.startup_hooks.push(c.path.clone());
+        }
+    }
     for c in changes {
         // A wheel's `NAME-VER.dist-info/METADATA`; a legacy install's or a
         // local project's (`pip install -e .`) `NAME.egg-info/PKG-INFO`.

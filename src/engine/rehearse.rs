@@ -69,7 +69,15 @@ impl Engine {
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
                 let dependencies =
-                    read_dependencies(&risk, &path_dirs, &spec, &sspec, &blobs, &mut report);
+                    read_dependencies(
+                        &risk,
+                        &path_dirs,
+                        &protected,
+                        &spec,
+                        &sspec,
+                        &blobs,
+                        &mut report,
+                    );
                 let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
@@ -267,6 +275,7 @@ impl Engine {
 fn read_dependencies(
     risk: &crate::classify::Classification,
     path_dirs: &[String],
+    protected: &crate::workspace::paths::PathMatcher,
     spec: &EnvelopeSpec,
     sspec: &sandbox::spec::SandboxSpec,
     blobs: &std::path::Path,
@@ -290,6 +299,10 @@ fn read_dependencies(
         &super::deps::Sources {
             blobs,
             read_workspace: &read,
+        },
+        &|tree: &str| {
+            protected.matches(tree.as_bytes())
+                || tree.split('/').any(|s| s == ".git" || s == ".dryrun")
         },
     );
     super::deps::mark_interpreter_links(

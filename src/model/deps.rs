@@ -38,19 +38,44 @@ impl Manager {
     }
 }
 
+/// What [`recognise`] found in a package manager's run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Recognised {
+    pub managers: Vec<Manager>,
+    /// npm ran install scripts as far as its flags tell (the last of
+    /// `--ignore-scripts` / `--no-ignore-scripts`; anything unclear: yes).
+    /// Only softens the wording: declared install scripts are named
+    /// whatever the flags say.
+    pub npm_scripts: bool,
+    /// Directories a path-named program (`.venv/bin/pip`) is the entry
+    /// point of: each must be a virtual environment that existed in the
+    /// workspace before the run (its `pyvenv.cfg`), else the run is not a
+    /// package manager's.
+    pub venv_programs: Vec<String>,
+    /// Directories `python -m venv DIR` / `uv venv DIR` create: the only
+    /// places a `pyvenv.cfg` the run creates makes a tree.
+    pub venv_dirs: Vec<String>,
+}
+
 /// The run's commands (the classifier's simple commands, after
-/// unwrapping), when every one is a package manager's install (or a `cd`):
-/// the managers used, and whether npm ran install scripts (no
-/// `--ignore-scripts`). `None`: not (only) a package manager's run.
-pub(crate) fn recognise(commands: &[String]) -> Option<(Vec<Manager>, bool)> {
-    let mut managers = Vec::new();
-    let mut npm_scripts = false;
+/// unwrapping), when every one is a package manager's install (or a `cd`
+/// into a subdirectory): the managers used, and what they must find.
+/// `None`: not (only) a package manager's run.
+pub(crate) fn recognise(commands: &[String]) -> Option<Recognised> {
+    let mut r = Recognised::default();
+    // The working directory, relative to the workspace (`cd web`).
+    let mut cwd = String::new();
+    let mut cds = false;
     for c in commands {
         let words: Vec<&str> = c.split_whitespace().collect();
         // `env A=b npm ci` is listed twice: as the wrapper and as `npm ci`.
         let mut w: &[&str] = &words;
+        let mut env_scripts = false;
         while let Some((first, rest)) = w.split_first() {
             if *first == "env" || is_assignment(first) {
+                if first.to_ascii_lowercase().starts_with("npm_config_") {
+                    env_scripts = true;
+                }
                 w = rest;
             } else {
                 break;
@@ -58,47 +83,176 @@ pub(crate) fn recognise(commands: &[String]) -> Option<(Vec<Manager>, bool)> {
         }
         let (prog, args) = w.split_first()?;
         let m = match *prog {
-            "cd" => continue,
+            "cd" => {
+                cwd = join_rel(&cwd, single(args)?)?;
+                cds = true;
+                continue;
+            }
             "npm" => {
                 let sub = args.iter().find(|a| !a.starts_with('-'))?;
                 if !matches!(*sub, "ci" | "install" | "i" | "add" | "clean-install") {
                     return None;
                 }
-                if !args.contains(&"--ignore-scripts") {
-                    npm_scripts = true;
+                // npm takes the last word; an environment setting or
+                // anything else unclear: scripts ran.
+                let mut scripts = true;
+                for a in args {
+                    match *a {
+                        "--ignore-scripts" | "--ignore-scripts=true" => scripts = false,
+                        a if a.starts_with("--ignore-scripts")
+                            || a.starts_with("--no-ignore-scripts") =>
+                        {
+                            scripts = true
+                        }
+                        _ => {}
+                    }
+                }
+                if scripts || env_scripts {
+                    r.npm_scripts = true;
                 }
                 Manager::Npm
             }
             "uv" => match args.first().copied()? {
                 "pip" if args.get(1) == Some(&"install") => Manager::Pip,
-                "venv" => Manager::Venv,
+                "venv" => {
+                    let dirs: Vec<&str> =
+                        args[1..].iter().copied().filter(|a| !a.starts_with('-')).collect();
+                    let dirs = if dirs.is_empty() { vec![".venv"] } else { dirs };
+                    for d in dirs {
+                        r.venv_dirs.push(join_rel(&cwd, d)?);
+                    }
+                    Manager::Venv
+                }
                 _ => return None,
             },
             p if is_pip(p) => {
                 if args.iter().find(|a| !a.starts_with('-')) != Some(&"install") {
                     return None;
                 }
+                r.venv_programs.extend(venv_dir(p, &cwd)?);
                 Manager::Pip
             }
             p if is_python(p) => {
-                let m = args.iter().position(|a| *a == "-m")?;
-                match (args.get(m + 1).copied()?, args.get(m + 2).copied()) {
+                let (module, rest) = python_module(args)?;
+                let m = match (module, rest.first().copied()) {
                     ("pip", Some("install")) => Manager::Pip,
-                    ("venv", _) => Manager::Venv,
+                    ("venv", _) => {
+                        let mut i = 0;
+                        let mut any = false;
+                        while i < rest.len() {
+                            let a = rest[i];
+                            if a == "--prompt" {
+                                i += 1;
+                            } else if !a.starts_with('-') {
+                                r.venv_dirs.push(join_rel(&cwd, a)?);
+                                any = true;
+                            }
+                            i += 1;
+                        }
+                        if !any {
+                            return None;
+                        }
+                        Manager::Venv
+                    }
                     _ => return None,
-                }
+                };
+                r.venv_programs.extend(venv_dir(p, &cwd)?);
+                m
             }
             _ => return None,
         };
-        if !managers.contains(&m) {
-            managers.push(m);
+        if !r.managers.contains(&m) {
+            r.managers.push(m);
         }
     }
-    if managers.is_empty() {
+    if r.managers.is_empty() {
         return None;
     }
-    managers.sort();
-    Some((managers, npm_scripts))
+    // After a `cd` the shell's directory is not surely the one followed
+    // here (a subshell): a path-named program is not taken on trust then.
+    if cds && !r.venv_programs.is_empty() {
+        return None;
+    }
+    r.managers.sort();
+    r.venv_programs.sort();
+    r.venv_programs.dedup();
+    Some(r)
+}
+
+/// The one argument of `cd DIR`.
+fn single<'a>(args: &[&'a str]) -> Option<&'a str> {
+    match args {
+        [d] => Some(d),
+        _ => None,
+    }
+}
+
+/// `base/rel` for a relative `rel` without `..`, empty or `-` parts:
+/// workspace-relative, normalised (`./x/` is `x`).
+fn join_rel(base: &str, rel: &str) -> Option<String> {
+    if rel.starts_with('/') || rel.starts_with('~') || rel.starts_with('-') {
+        return None;
+    }
+    let mut parts: Vec<&str> = base.split('/').filter(|s| !s.is_empty()).collect();
+    for s in rel.split('/') {
+        match s {
+            "" | "." => {}
+            ".." => return None,
+            s if s.contains(['$', '`', '*', '?', '[', '{', '\\', '\'', '"']) => return None,
+            s => parts.push(s),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// Python's own options before `-m MODULE`: the module and its
+/// arguments. `None` for `-c CODE`, a script, `-` or an option not known
+/// here: everything after those is the program's own argument list.
+fn python_module<'a>(args: &'a [&'a str]) -> Option<(&'a str, &'a [&'a str])> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i];
+        if a == "-m" {
+            return Some((args.get(i + 1).copied()?, args.get(i + 2..)?));
+        }
+        if a == "-W" || a == "-X" {
+            i += 2;
+            continue;
+        }
+        let flags = a.strip_prefix('-').filter(|f| {
+            !f.is_empty()
+                && !f.starts_with('-')
+                && f.bytes().all(|b| b"bBdEiIOPqsSuv".contains(&b))
+        });
+        if flags.is_some() {
+            i += 1;
+            continue;
+        }
+        return None;
+    }
+    None
+}
+
+/// The virtual environment a path-named program belongs to
+/// (`.venv/bin/pip` → `.venv`), workspace-relative; none for a bare name.
+/// `None`: not a workspace-relative `DIR/bin/NAME`.
+fn venv_dir(p: &str, cwd: &str) -> Option<Option<String>> {
+    match p.rsplit_once('/') {
+        None => Some(None),
+        Some((dir, _)) => {
+            let root = if dir == "bin" {
+                ""
+            } else {
+                dir.strip_suffix("/bin")?
+            };
+            let joined = join_rel(cwd, root)?;
+            // `bin/pip` at the workspace root: the workspace is no venv.
+            if joined.is_empty() {
+                return None;
+            }
+            Some(Some(joined))
+        }
+    }
 }
 
 fn is_assignment(w: &str) -> bool {
@@ -186,7 +340,8 @@ impl Dependency {
 pub struct DependencyReport {
     /// The managers the command used.
     pub managers: Vec<Manager>,
-    /// npm ran without `--ignore-scripts`: declared install scripts ran.
+    /// npm's flags do not say `--ignore-scripts` last: declared install
+    /// scripts ran (they are named either way).
     #[serde(default)]
     pub npm_scripts_ran: bool,
     /// The package managers' trees (workspace-relative directories).
@@ -202,6 +357,10 @@ pub struct DependencyReport {
     /// Declared bin links (`node_modules/.bin/x`), expected.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared_bin_links: Vec<String>,
+    /// Files in a tree that run code at every interpreter start: a `.pth`
+    /// with an `import` line, `sitecustomize.py`, `usercustomize.py`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_hooks: Vec<String>,
 }
 
 impl DependencyReport {
@@ -263,43 +422,77 @@ pub(crate) fn npm_project_of(pkg_dir: &str) -> &str {
 }
 
 /// The package managers' trees in a change list: every top-level
-/// `node_modules` (npm), every virtual environment (a directory whose
-/// `pyvenv.cfg` the run created, or one above `lib/pythonX.Y/site-packages`
-/// with writes).
-pub(crate) fn trees(changes: &[Change], managers: &[Manager]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut add = |t: String| {
-        if !out.contains(&t) {
-            out.push(t);
-        }
+/// `node_modules` (npm), every virtual environment (a directory the run's
+/// `python -m venv DIR` made, its `pyvenv.cfg` created; or one above
+/// `lib/pythonX.Y/site-packages` with writes whose `pyvenv.cfg` the run
+/// created so or that was a venv before the run: `had_venv`). A tree is
+/// never a protected path nor below one (`.git`, `.github`, ...:
+/// `protected` names them), whatever the run wrote there.
+pub(crate) fn trees(
+    changes: &[Change],
+    rec: &Recognised,
+    had_venv: &dyn Fn(&str) -> bool,
+    protected: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
+    let managers = &rec.managers;
+    let created_cfg: std::collections::BTreeSet<&str> = changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Created && c.file_type == FileType::File)
+        .filter_map(|c| c.path.strip_suffix("/pyvenv.cfg"))
+        .collect();
+    let made_venv = |root: &str| {
+        managers.contains(&Manager::Venv)
+            && rec.venv_dirs.iter().any(|d| d == root)
+            && created_cfg.contains(root)
     };
+    let mut candidates: std::collections::BTreeSet<String> = Default::default();
+    let mut site_roots: std::collections::BTreeSet<&str> = Default::default();
     for c in changes {
         let p = c.path.as_str();
         if managers.contains(&Manager::Npm) {
             let parts: Vec<&str> = p.split('/').collect();
             if let Some(i) = parts.iter().position(|s| *s == "node_modules") {
-                add(parts[..=i].join("/"));
+                candidates.insert(parts[..=i].join("/"));
             }
-        }
-        if managers.contains(&Manager::Venv)
-            && let Some(root) = p.strip_suffix("/pyvenv.cfg")
-            && c.kind == ChangeKind::Created
-        {
-            add(root.to_string());
         }
         if managers
             .iter()
             .any(|m| matches!(m, Manager::Pip | Manager::Venv))
             && let Some(root) = venv_root_of_site_packages(p)
         {
-            add(root.to_string());
+            site_roots.insert(root);
         }
     }
+    for root in &created_cfg {
+        if made_venv(root) {
+            candidates.insert(root.to_string());
+        }
+    }
+    for root in site_roots {
+        if made_venv(root) || had_venv(root) {
+            candidates.insert(root.to_string());
+        }
+    }
+    let mut out: Vec<String> = candidates.into_iter().filter(|t| !protected(t)).collect();
     out.sort();
     // Drop trees inside other trees.
     let all = out.clone();
     out.retain(|t| !all.iter().any(|o| o != t && within(t, o)));
     out
+}
+
+/// Is `path` inside an installed package's own directory
+/// (`node_modules/<pkg>/...`, `.../site-packages/...`)? Only there do a
+/// tree's files skip the protected-path list.
+pub(crate) fn in_package_dir(path: &str) -> bool {
+    if npm_package_dir(path).is_some_and(|d| path.len() > d.len()) {
+        return true;
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    parts
+        .iter()
+        .position(|s| *s == "site-packages")
+        .is_some_and(|i| i + 1 < parts.len() && i >= 2 && parts[i - 2] == "lib")
 }
 
 /// `X` for `X/lib/pythonN.M/site-packages/...` (X not empty).
@@ -336,6 +529,10 @@ mod tests {
     use super::*;
 
     fn rec(cmds: &[&str]) -> Option<(Vec<Manager>, bool)> {
+        full(cmds).map(|r| (r.managers, r.npm_scripts))
+    }
+
+    fn full(cmds: &[&str]) -> Option<Recognised> {
         recognise(&cmds.iter().map(|s| s.to_string()).collect::<Vec<_>>())
     }
 
@@ -346,10 +543,27 @@ mod tests {
             rec(&["npm ci --ignore-scripts"]),
             Some((vec![Manager::Npm], false))
         );
+        // npm takes the last word: scripts ran.
+        for c in [
+            "npm ci --ignore-scripts --no-ignore-scripts",
+            "npm ci --ignore-scripts --ignore-scripts=false",
+            "npm_config_ignore_scripts=false npm ci --ignore-scripts",
+        ] {
+            assert_eq!(rec(&[c]), Some((vec![Manager::Npm], true)), "{c}");
+        }
+        let r = full(&["python3 -m venv .venv", ".venv/bin/pip install -e ."]).unwrap();
+        assert_eq!(r.managers, vec![Manager::Pip, Manager::Venv]);
+        assert_eq!(r.venv_programs, vec![".venv"]);
+        assert_eq!(r.venv_dirs, vec![".venv"]);
         assert_eq!(
-            rec(&["python3 -m venv .venv", ".venv/bin/pip install -e ."]),
-            Some((vec![Manager::Pip, Manager::Venv], false))
+            full(&["x/bin/python3 -m pip install r"]).unwrap().venv_programs,
+            vec!["x"]
         );
+        assert_eq!(
+            full(&["python3 -I -m venv --prompt p ./env/"]).unwrap().venv_dirs,
+            vec!["env"]
+        );
+        assert_eq!(full(&["uv venv"]).unwrap().venv_dirs, vec![".venv"]);
         assert_eq!(
             rec(&["env A=1 pip install x", "pip install x"]),
             Some((vec![Manager::Pip], false))
@@ -357,6 +571,10 @@ mod tests {
         assert_eq!(
             rec(&["cd web", "npm install"]).unwrap().0,
             vec![Manager::Npm]
+        );
+        assert_eq!(
+            full(&["cd web", "python3 -m venv .venv"]).unwrap().venv_dirs,
+            vec!["web/.venv"]
         );
         // Not a package manager's run.
         for cmds in [
@@ -367,8 +585,17 @@ mod tests {
             &["pip download x"],
             &["python3 setup.py install"],
             &["../bin/pip install x"],
+            &["bin/pip install x"],
             &["cd web"],
+            &["cd web", ".venv/bin/pip install x"],
+            &["cd ..", "npm ci"],
             &["node_modules/.bin/npm ci"],
+            &["python3 -c pass -m venv .venv"],
+            &["python3 -c pass -m pip install x"],
+            &["python3 s.py -m venv .venv"],
+            &["python3 - -m venv .venv"],
+            &["python3 -m venv"],
+            &["python3 -m venv ../x"],
         ] {
             assert_eq!(rec(cmds), None, "{cmds:?}");
         }
@@ -399,10 +626,36 @@ mod tests {
             ch("v2/lib/python3.11/site-packages/x.py"),
             ch("Makefile"),
         ];
+        let all = Recognised {
+            managers: vec![Manager::Npm, Manager::Pip, Manager::Venv],
+            venv_dirs: vec!["env".into(), ".git".into()],
+            ..Default::default()
+        };
+        let had = |t: &str| t == "v2" || t == ".git";
+        let prot = |t: &str| t == ".git" || t.starts_with(".git/");
+        assert_eq!(trees(&changes, &all, &had, &prot), vec!["env", "node_modules", "v2"]);
+        let npm = Recognised {
+            managers: vec![Manager::Npm],
+            ..Default::default()
+        };
+        assert_eq!(trees(&changes, &npm, &had, &prot), vec!["node_modules"]);
+        // No venv before the run, none made: no tree.
         assert_eq!(
-            trees(&changes, &[Manager::Npm, Manager::Pip, Manager::Venv]),
-            vec!["env", "node_modules", "v2"]
+            trees(&changes, &all, &|_| false, &prot),
+            vec!["env", "node_modules"]
         );
-        assert_eq!(trees(&changes, &[Manager::Npm]), vec!["node_modules"]);
+        // A venv the run's command did not name, or a protected one.
+        let hostile = vec![
+            ch(".git/pyvenv.cfg"),
+            ch(".git/lib/python3/site-packages/x.py"),
+            ch(".git/node_modules/a/package.json"),
+            ch("other/pyvenv.cfg"),
+        ];
+        assert!(trees(&hostile, &all, &had, &prot).is_empty());
+        assert!(in_package_dir("node_modules/a/x.js"));
+        assert!(in_package_dir(".venv/lib/python3.11/site-packages/a.pth"));
+        assert!(!in_package_dir("node_modules/.bin/x"));
+        assert!(!in_package_dir("node_modules/a"));
+        assert!(!in_package_dir(".venv/bin/pip"));
     }
 }

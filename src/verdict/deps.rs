@@ -1,6 +1,7 @@
 //! A package manager's run (`model::deps`), judged by its content: install
 //! scripts that ran, executables and bin links no package declares,
-//! packages the lockfile does not name or names at another version, and
+//! packages the lockfile does not name or names at another version, code
+//! that runs at every interpreter start (a `.pth` with an import line), and
 //! writes the install made outside the package manager's tree. Each is one
 //! finding per package, with the package named; a clean install from a
 //! lockfile with no scripts adds none.
@@ -27,11 +28,18 @@ pub(super) fn dependency_findings(
     let managers: Vec<&str> = d.managers.iter().map(|m| m.as_str()).collect();
     for p in &d.packages {
         let who = format!("{} {} {}", p.manager, p.name, p.version);
-        if d.npm_scripts_ran && !p.install_scripts.is_empty() {
+        // Named from the package's content, whatever the flags or the
+        // configuration say (npm takes the last of them, and reads more).
+        if !p.install_scripts.is_empty() {
+            let when = if d.npm_scripts_ran {
+                "that npm ran during the install"
+            } else {
+                "(npm was told to skip them; a later flag, the environment or an npmrc can undo that)"
+            };
             out.push(finding(
                 "dependency.install_script",
                 format!(
-                    "{who} ({}) declares install scripts that npm ran during the install: {}; what they did is in the output and the change list",
+                    "{who} ({}) declares install scripts {when}: {}; what they did is in the output and the change list",
                     p.path,
                     p.install_scripts.join("; ")
                 ),
@@ -68,6 +76,14 @@ pub(super) fn dependency_findings(
                 ),
             ));
         }
+    }
+    for h in &d.startup_hooks {
+        out.push(finding(
+            "dependency.startup_hook",
+            format!(
+                "{h}: the install left code that the environment's Python runs at every start (a .pth with an import line, or a site/usercustomize module)"
+            ),
+        ));
     }
     for l in &d.undeclared_bin_links {
         out.push(finding(
@@ -111,7 +127,7 @@ pub(super) fn dependency_findings(
     if !d.lockfiles.is_empty() {
         summary.push_str(&format!(" (checked against {})", d.lockfiles.join(", ")));
     }
-    summary.push_str("; files inside the package manager's tree are judged per package, not against protected paths");
+    summary.push_str("; files inside an installed package's own directory are judged per package, not against protected paths");
     notes.push(summary);
     out
 }
