@@ -251,7 +251,15 @@ pub(crate) fn judge_with(
         })
     };
     let in_dep_tree = |c: &Change| tree_ok(c);
-    let in_dep_package = |c: &Change| tree_ok(c) && crate::model::deps::in_package_dir(&c.path);
+    let in_dep_package = |c: &Change| {
+        tree_ok(c)
+            && (crate::model::deps::in_package_dir(&c.path)
+                || cx.deps.is_some_and(|d| {
+                    d.new_venvs
+                        .iter()
+                        .any(|t| crate::model::deps::venv_layout(&c.path, t))
+                }))
+    };
     if let Some(prot) = cx.protected {
         for c in &writes {
             if forbidden.contains(&c.path) || in_dep_package(c) {

@@ -366,9 +366,16 @@ fn an_install_script_that_runs_a_process_needs_approval_naming_it() {
         );
         // What the process did is in the change list.
         assert!(r.change("node_modules/runner/ran.txt").is_some(), "{who:?}");
-        // The same install without scripts is clean.
+        // The same install with `--ignore-scripts`: nothing ran, but the
+        // package still declares the script (npm's flags, environment and
+        // npmrc decide whether it runs; the content is what is judged).
         let r = execute(&ws, "npm ci --offline --ignore-scripts");
-        assert_eq!(r.decision(), "promote", "{who:?}: {:?}", r.reasons());
+        assert_eq!(r.code, 3, "{who:?}: {:?} {}", r.reasons(), r.err());
+        assert!(
+            has_reason(&r, "dependency.install_script", "npm was told to skip them"),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
         assert!(r.change("node_modules/runner/ran.txt").is_none(), "{who:?}");
     }
 }

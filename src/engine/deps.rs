@@ -75,6 +75,14 @@ pub(super) fn summarise(
         return None;
     }
     let trees = deps::trees(changes, &rec, &had, protected);
+    let new_venvs: Vec<String> = trees
+        .iter()
+        .filter(|t| {
+            rec.venv_dirs.contains(t)
+                && by_created_cfg(changes, t)
+        })
+        .cloned()
+        .collect();
     let managers = rec.managers.clone();
     let npm_scripts_ran = rec.npm_scripts;
     let by_path: BTreeMap<&str, &Change> = changes.iter().map(|c| (c.path.as_str(), c)).collect();
@@ -82,6 +90,7 @@ pub(super) fn summarise(
         managers: managers.clone(),
         npm_scripts_ran,
         trees,
+        new_venvs,
         ..Default::default()
     };
     if managers.contains(&Manager::Npm) {
@@ -94,6 +103,14 @@ pub(super) fn summarise(
         pip(changes, &by_path, src, &mut report);
     }
     Some(report)
+}
+
+/// Did the run create `tree/pyvenv.cfg`?
+fn by_created_cfg(changes: &[Change], tree: &str) -> bool {
+    let cfg = format!("{tree}/pyvenv.cfg");
+    changes.iter().any(|c| {
+        c.path == cfg && c.kind == ChangeKind::Created && c.file_type == FileType::File
+    })
 }
 
 fn npm(

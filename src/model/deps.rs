@@ -361,6 +361,12 @@ pub struct DependencyReport {
     /// with an `import` line, `sitecustomize.py`, `usercustomize.py`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub startup_hooks: Vec<String>,
+    /// The trees that are virtual environments the run's `python -m venv
+    /// DIR` made (their `pyvenv.cfg` created): their own layout
+    /// (`pyvenv.cfg`, `bin/activate*`, `bin/python*`, ...) is the venv
+    /// module's, not a protected-path write.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_venvs: Vec<String>,
 }
 
 impl DependencyReport {
@@ -479,6 +485,25 @@ pub(crate) fn trees(
     let all = out.clone();
     out.retain(|t| !all.iter().any(|o| o != t && within(t, o)));
     out
+}
+
+/// Is `path` part of the layout `python -m venv` gives the new virtual
+/// environment `tree`: its `pyvenv.cfg`, `lib64`, and in `bin/` the
+/// activation scripts and the interpreter and pip entry points.
+pub(crate) fn venv_layout(path: &str, tree: &str) -> bool {
+    let Some(rest) = path.strip_prefix(tree).and_then(|r| r.strip_prefix('/')) else {
+        return false;
+    };
+    match rest.strip_prefix("bin/") {
+        None => matches!(rest, "pyvenv.cfg" | "lib64"),
+        Some(name) => {
+            !name.contains('/')
+                && (name.starts_with("activate")
+                    || name == "Activate.ps1"
+                    || is_python(name)
+                    || is_pip(name))
+        }
+    }
 }
 
 /// Is `path` inside an installed package's own directory
