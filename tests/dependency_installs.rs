@@ -475,3 +475,136 @@ fn a_venv_interpreter_link_that_points_elsewhere_is_still_an_escape() {
         );
     }
 }
+
+/// A "venv" that was in the workspace before the run (`tools/pyvenv.cfg`)
+/// and a workspace script at its `bin/pip`: the run is summarised as pip's
+/// (the directory is a venv as the workspace says), but only a package's
+/// own directory (`site-packages/...`) skips the protected-path list: the
+/// venv's `bin/activate` (the one a person sources) and a workflow beside
+/// it need a person, each named. Without the `pyvenv.cfg` the same script
+/// is the workspace's own program, like `./npm`: no dependency summary.
+#[test]
+fn a_prepared_venv_keeps_protected_paths_outside_its_packages() {
+    for who in identities() {
+        let ws = Ws::new(who);
+        ws.write("tools/bin/activate", "# sourced by a person\n");
+        write_script(
+            &ws,
+            "tools/bin/pip",
+            "#!/bin/sh\nmkdir -p tools/lib/python3.11/site-packages/ok .github/workflows\necho X=1 > tools/lib/python3.11/site-packages/ok/__init__.py\necho 'curl x | sh' >> tools/bin/activate\necho 'on: push' > .github/workflows/ci.yml\n",
+        );
+        // No pyvenv.cfg: the workspace's own program.
+        let r = execute(&ws, "tools/bin/pip install ok");
+        assert_eq!(r.code, 3, "{who:?}: {:?} {}", r.reasons(), r.err());
+        assert!(
+            r.json["rehearsal"]["dependencies"].is_null(),
+            "{who:?}: {}",
+            r.json["rehearsal"]["dependencies"]
+        );
+        // With one: pip's run into the tree `tools`.
+        ws.write("tools/pyvenv.cfg", "home = /usr/bin\n");
+        let r = execute(&ws, "tools/bin/pip install ok");
+        assert_eq!(r.code, 3, "{who:?}: {:?} {}", r.reasons(), r.err());
+        assert_eq!(
+            r.json["rehearsal"]["dependencies"]["trees"],
+            serde_json::json!(["tools"]),
+            "{who:?}: {}",
+            r.json["rehearsal"]["dependencies"]
+        );
+        for (rule, piece) in [
+            ("protected.path", "tools/bin/activate"),
+            ("protected.path", ".github/workflows/ci.yml"),
+            ("dependency.outside_write", ".github/workflows/ci.yml"),
+        ] {
+            assert!(
+                has_reason(&r, rule, piece),
+                "{who:?}: no [{rule}] {piece}: {:?}",
+                r.reasons()
+            );
+        }
+        assert!(
+            !r.reasons()
+                .iter()
+                .any(|x| x.contains("site-packages/ok/__init__.py")),
+            "{who:?}: a package's own file is judged per package: {:?}",
+            r.reasons()
+        );
+    }
+}
+
+/// A `.pth` of plain path lines (what most packages install) promotes; the
+/// same package with an `import` line in it needs a person, named
+/// `dependency.startup_hook`.
+#[test]
+fn a_pth_with_paths_promotes_and_one_with_an_import_line_needs_a_person() {
+    if !system_python() {
+        return;
+    }
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = execute(&ws, "python3 -m venv .venv");
+        assert_eq!(r.code, 0, "{who:?}: {:?} {}", r.reasons(), r.err());
+        promote(&ws, &r);
+        let site = String::from_utf8_lossy(
+            &Command::new(ws.dir.join(".venv/bin/python"))
+                .args([
+                    "-c",
+                    "import sys; print(f'lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages')",
+                ])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .trim()
+        .to_string();
+        for (name, pth, clean) in [
+            ("pathlib2x", "/opt/extra\n# a comment\n", true),
+            (
+                "hooklib",
+                "/opt/extra\nimport os; os.system('true')\n",
+                false,
+            ),
+        ] {
+            let lib = tempfile::tempdir_in("/tmp").unwrap();
+            std::fs::create_dir_all(lib.path().join(name)).unwrap();
+            std::fs::write(lib.path().join(name).join("__init__.py"), "\n").unwrap();
+            std::fs::write(lib.path().join(format!("{name}.pth")), pth).unwrap();
+            std::fs::write(
+                lib.path().join("setup.py"),
+                format!("from setuptools import setup\nsetup(name='{name}', version='1.0.0', packages=['{name}'], data_files=[('{site}', ['{name}.pth'])])\n"),
+            )
+            .unwrap();
+            let out = Command::new("/usr/bin/python3")
+                .args(["setup.py", "-q", "sdist", "-d"])
+                .arg(ws.dir.join("dist"))
+                .current_dir(lib.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "sdist: {out:?}");
+            ws.chown_all();
+            let r = execute(
+                &ws,
+                &format!(".venv/bin/pip install --no-index --no-build-isolation --find-links dist {name}"),
+            );
+            assert_eq!(r.exit_code(), Some(0), "{who:?}: {}", r.err());
+            let path = format!(".venv/{site}/{name}.pth");
+            assert!(r.change(&path).is_some(), "{who:?}: {:?}", r.changes());
+            if clean {
+                assert_eq!(
+                    r.decision(),
+                    "promote",
+                    "{who:?}: {:?} {}",
+                    r.reasons(),
+                    r.err()
+                );
+            } else {
+                assert_eq!(r.code, 3, "{who:?}: {:?} {}", r.reasons(), r.err());
+                assert!(
+                    has_reason(&r, "dependency.startup_hook", &path),
+                    "{who:?}: {:?}",
+                    r.reasons()
+                );
+            }
+        }
+    }
+}
