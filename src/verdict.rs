@@ -246,7 +246,9 @@ pub(crate) fn judge_with(
         cx.deps.is_some_and(|d| {
             d.trees.iter().any(|t| {
                 crate::model::deps::within(&c.path, t)
-                    && cx.protected.is_none_or(|p| p.first_match(t.as_bytes()).is_none())
+                    && cx
+                        .protected
+                        .is_none_or(|p| p.first_match(t.as_bytes()).is_none())
             })
         })
     };

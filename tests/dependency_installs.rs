@@ -584,7 +584,9 @@ fn a_pth_with_paths_promotes_and_one_with_an_import_line_needs_a_person() {
             ws.chown_all();
             let r = execute(
                 &ws,
-                &format!(".venv/bin/pip install --no-index --no-build-isolation --find-links dist {name}"),
+                &format!(
+                    ".venv/bin/pip install --no-index --no-build-isolation --find-links dist {name}"
+                ),
             );
             assert_eq!(r.exit_code(), Some(0), "{who:?}: {}", r.err());
             let path = format!(".venv/{site}/{name}.pth");

@@ -77,10 +77,7 @@ pub(super) fn summarise(
     let trees = deps::trees(changes, &rec, &had, protected);
     let new_venvs: Vec<String> = trees
         .iter()
-        .filter(|t| {
-            rec.venv_dirs.contains(t)
-                && by_created_cfg(changes, t)
-        })
+        .filter(|t| rec.venv_dirs.contains(t) && by_created_cfg(changes, t))
         .cloned()
         .collect();
     let managers = rec.managers.clone();
@@ -108,9 +105,9 @@ pub(super) fn summarise(
 /// Did the run create `tree/pyvenv.cfg`?
 fn by_created_cfg(changes: &[Change], tree: &str) -> bool {
     let cfg = format!("{tree}/pyvenv.cfg");
-    changes.iter().any(|c| {
-        c.path == cfg && c.kind == ChangeKind::Created && c.file_type == FileType::File
-    })
+    changes
+        .iter()
+        .any(|c| c.path == cfg && c.kind == ChangeKind::Created && c.file_type == FileType::File)
 }
 
 fn npm(

@@ -68,16 +68,15 @@ impl Engine {
                 // Before the report is judged, recorded or journaled: the
                 // verdict's reasons quote would-be actions and details too.
                 let redactions = redactor.scrub_report(&mut report, sspec.limits.output_bytes);
-                let dependencies =
-                    read_dependencies(
-                        &risk,
-                        &path_dirs,
-                        &protected,
-                        &spec,
-                        &sspec,
-                        &blobs,
-                        &mut report,
-                    );
+                let dependencies = read_dependencies(
+                    &risk,
+                    &path_dirs,
+                    &protected,
+                    &spec,
+                    &sspec,
+                    &blobs,
+                    &mut report,
+                );
                 let mut verdict = verdict::judge_with(
                     &spec,
                     &report,

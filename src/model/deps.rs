@@ -115,8 +115,11 @@ pub(crate) fn recognise(commands: &[String]) -> Option<Recognised> {
             "uv" => match args.first().copied()? {
                 "pip" if args.get(1) == Some(&"install") => Manager::Pip,
                 "venv" => {
-                    let dirs: Vec<&str> =
-                        args[1..].iter().copied().filter(|a| !a.starts_with('-')).collect();
+                    let dirs: Vec<&str> = args[1..]
+                        .iter()
+                        .copied()
+                        .filter(|a| !a.starts_with('-'))
+                        .collect();
                     let dirs = if dirs.is_empty() { vec![".venv"] } else { dirs };
                     for d in dirs {
                         r.venv_dirs.push(join_rel(&cwd, d)?);
@@ -220,9 +223,7 @@ fn python_module<'a>(args: &'a [&'a str]) -> Option<(&'a str, &'a [&'a str])> {
             continue;
         }
         let flags = a.strip_prefix('-').filter(|f| {
-            !f.is_empty()
-                && !f.starts_with('-')
-                && f.bytes().all(|b| b"bBdEiIOPqsSuv".contains(&b))
+            !f.is_empty() && !f.starts_with('-') && f.bytes().all(|b| b"bBdEiIOPqsSuv".contains(&b))
         });
         if flags.is_some() {
             i += 1;
@@ -581,11 +582,15 @@ mod tests {
         assert_eq!(r.venv_programs, vec![".venv"]);
         assert_eq!(r.venv_dirs, vec![".venv"]);
         assert_eq!(
-            full(&["x/bin/python3 -m pip install r"]).unwrap().venv_programs,
+            full(&["x/bin/python3 -m pip install r"])
+                .unwrap()
+                .venv_programs,
             vec!["x"]
         );
         assert_eq!(
-            full(&["python3 -I -m venv --prompt p ./env/"]).unwrap().venv_dirs,
+            full(&["python3 -I -m venv --prompt p ./env/"])
+                .unwrap()
+                .venv_dirs,
             vec!["env"]
         );
         assert_eq!(full(&["uv venv"]).unwrap().venv_dirs, vec![".venv"]);
@@ -598,7 +603,9 @@ mod tests {
             vec![Manager::Npm]
         );
         assert_eq!(
-            full(&["cd web", "python3 -m venv .venv"]).unwrap().venv_dirs,
+            full(&["cd web", "python3 -m venv .venv"])
+                .unwrap()
+                .venv_dirs,
             vec!["web/.venv"]
         );
         // Not a package manager's run.
@@ -658,7 +665,10 @@ mod tests {
         };
         let had = |t: &str| t == "v2" || t == ".git";
         let prot = |t: &str| t == ".git" || t.starts_with(".git/");
-        assert_eq!(trees(&changes, &all, &had, &prot), vec!["env", "node_modules", "v2"]);
+        assert_eq!(
+            trees(&changes, &all, &had, &prot),
+            vec!["env", "node_modules", "v2"]
+        );
         let npm = Recognised {
             managers: vec![Manager::Npm],
             ..Default::default()
