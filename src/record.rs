@@ -118,6 +118,10 @@ pub struct Rehearsal {
     /// path the host has, a masked path), each with the rule that hid it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<crate::model::Hidden>,
+    /// A package manager's run, one entry per installed package
+    /// (`model::deps`); absent for every other run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<crate::model::deps::DependencyReport>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -18,6 +18,7 @@ use crate::model::{HostReport, RehearsalReport};
 use crate::policy::Level;
 use crate::workspace::paths::{PathMatcher, escape_for_humans};
 
+mod deps;
 mod exit;
 mod fidelity;
 mod files;
@@ -64,6 +65,9 @@ pub(crate) struct JudgeContext<'a> {
     /// Directories inside the workspace on a `PATH` that counts
     /// (workspace-relative, `""`: the root; see `engine::bound`).
     pub path_dirs: &'a [String],
+    /// A package manager's run, summarised (`model::deps`): files in its
+    /// trees are judged per package instead of against protected paths.
+    pub deps: Option<&'a crate::model::deps::DependencyReport>,
 }
 
 /// [`judge_with`] without a context (the tests' shorthand).
@@ -237,9 +241,31 @@ pub(crate) fn judge_with(
     }
 
     // 3b. protected paths: where agents persist or escalate.
+    // A tree's files skip the list only inside a package's own directory,
+    // and only when the tree itself is no protected path.
+    let tree_ok = |c: &Change| {
+        cx.deps.is_some_and(|d| {
+            d.trees.iter().any(|t| {
+                crate::model::deps::within(&c.path, t)
+                    && cx
+                        .protected
+                        .is_none_or(|p| p.first_match(t.as_bytes()).is_none())
+            })
+        })
+    };
+    let in_dep_tree = |c: &Change| tree_ok(c);
+    let in_dep_package = |c: &Change| {
+        tree_ok(c)
+            && (crate::model::deps::in_package_dir(&c.path)
+                || cx.deps.is_some_and(|d| {
+                    d.new_venvs
+                        .iter()
+                        .any(|t| crate::model::deps::venv_layout(&c.path, t))
+                }))
+    };
     if let Some(prot) = cx.protected {
         for c in &writes {
-            if forbidden.contains(&c.path) {
+            if forbidden.contains(&c.path) || in_dep_package(c) {
                 continue;
             }
             if let Some(p) = prot.first_match(&c.path_bytes()) {
@@ -272,11 +298,24 @@ pub(crate) fn judge_with(
         if forbidden.contains(&c.path) {
             continue;
         }
-        if let Some(m) = written_into_path_dir(c, cx.path_dirs) {
+        if let Some(m) = written_into_path_dir(c, cx.path_dirs)
+            && !cx
+                .deps
+                .is_some_and(|d| d.declared_bin_links.contains(&c.path))
+        {
             add("protected.on_path", Decision::NeedsApproval, m);
         }
-        if let Some(m) = newly_executable(c) {
+        if let Some(m) = newly_executable(c)
+            && !in_dep_tree(c)
+        {
             add("protected.executable", Decision::NeedsApproval, m);
+        }
+    }
+
+    // 3d. a package manager's run, judged by what it installed.
+    if let Some(d) = cx.deps {
+        for f in deps::dependency_findings(d, &r.changes, &mut notes) {
+            add(&f.rule, f.decision, f.message);
         }
     }
 

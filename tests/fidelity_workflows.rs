@@ -178,14 +178,15 @@ const TABLE: &[Row] = &[
     // does not exist in the sandbox until part V, so the install fails
     // there (ENOENT). Before part E, HOME was an empty /tmp/home and the
     // install went through the allowlist and the pinned stand-in, but
-    // installed packages' own package.json and *.config.js match protected
-    // paths at any depth, so `npm ci` needed approval; expect that again
-    // after part V (no part of issue 30 owns it).
+    // installed packages' own package.json and *.config.js matched protected
+    // paths at any depth; now a bare `npm ci` is a dependency change, judged
+    // per package (docs/dependencies.md, tests/dependency_installs.rs), so
+    // only the view stands between this row and SAME.
     Row {
         workflow: "npm-ci",
-        until: "dependency installs judged as one change per package (issue 31, item 4)",
-        root: Refused("protected.path"),
-        user: Refused("protected.path"),
+        until: VIEW,
+        root: Same,
+        user: Same,
     },
     // SAME before part E (HOME=/tmp/home existed); ~/.npm as npm-ci.
     Row {

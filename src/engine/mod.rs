@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime};
 pub mod authz;
 pub mod bound;
 mod compare;
+mod deps;
 mod egress;
 mod entries;
 mod error;

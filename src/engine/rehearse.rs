@@ -78,6 +78,15 @@ impl Engine {
                     },
                     &report.stderr,
                 ));
+                let dependencies = read_dependencies(
+                    &risk,
+                    &path_dirs,
+                    &protected,
+                    &spec,
+                    &sspec,
+                    &blobs,
+                    &mut report,
+                );
                 let mut verdict = verdict::judge_with(
                     &spec,
                     &report,
@@ -86,6 +95,7 @@ impl Engine {
                         protected: Some(&protected),
                         risk: Some(&risk),
                         path_dirs: &path_dirs,
+                        deps: dependencies.as_ref(),
                     },
                 );
                 super::egress::hint_undeclared_services(&egress, &report, &mut verdict.notes);
@@ -106,7 +116,9 @@ impl Engine {
                     redactions,
                     command_env,
                 };
-                record.rehearsal = Some(self.rehearsal_record(report, &host, evidence));
+                let mut rehearsal = self.rehearsal_record(report, &host, evidence);
+                rehearsal.dependencies = dependencies;
+                record.rehearsal = Some(rehearsal);
                 record.verdict = Some(verdict);
                 fit_record(&mut record);
                 if let Some(reh) = record.rehearsal.as_mut() {
@@ -264,8 +276,54 @@ impl Engine {
             outside_writes: report.outside_writes,
             outside_writes_unlisted: report.outside_writes_unlisted,
             hidden: report.hidden,
+            dependencies: None,
         }
     }
+}
+
+/// A package manager's run summarised per package (`engine::deps`), and a
+/// virtual environment's interpreter links to the caller's interpreter
+/// marked as expected.
+fn read_dependencies(
+    risk: &crate::classify::Classification,
+    path_dirs: &[String],
+    protected: &crate::workspace::paths::PathMatcher,
+    spec: &EnvelopeSpec,
+    sspec: &sandbox::spec::SandboxSpec,
+    blobs: &std::path::Path,
+    report: &mut RehearsalReport,
+) -> Option<crate::model::deps::DependencyReport> {
+    let owner = std::cell::OnceCell::new();
+    let read = |rel: &[u8], max: u64| -> Option<Vec<u8>> {
+        let session = owner
+            .get_or_init(|| {
+                crate::workspace::owner::OwnerSession::for_owner(&spec.workspace_identity).ok()
+            })
+            .as_ref()?;
+        session
+            .read_file(&spec.workspace, &spec.workspace_identity, rel, max)
+            .ok()?
+    };
+    let deps = super::deps::summarise(
+        &risk.commands,
+        path_dirs,
+        &report.changes,
+        &super::deps::Sources {
+            blobs,
+            read_workspace: &read,
+        },
+        &|tree: &str| {
+            protected.matches(tree.as_bytes())
+                || tree.split('/').any(|s| s == ".git" || s == ".dryrun")
+        },
+    );
+    super::deps::mark_interpreter_links(
+        &mut report.changes,
+        deps.as_ref(),
+        &sspec.env,
+        &spec.workspace,
+    );
+    deps
 }
 
 /// Compile the output's secret detectors (`redact::detectors`) while the

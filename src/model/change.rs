@@ -49,6 +49,11 @@ pub struct Change {
     /// climbing above the root).
     #[serde(default, skip_serializing_if = "is_false")]
     pub symlink_escapes: bool,
+    /// Why an escaping link is expected all the same (a virtual
+    /// environment's interpreter link to the caller's own interpreter);
+    /// such a link is promoted as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_expected: Option<String>,
     /// Another changed path that is the same inode (a hard link).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardlink_of: Option<String>,
@@ -107,6 +112,7 @@ impl Change {
             setid: false,
             symlink_target: None,
             symlink_escapes: false,
+            link_expected: None,
             hardlink_of: None,
             special: None,
             xattrs_changed: Vec::new(),

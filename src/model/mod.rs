@@ -27,6 +27,7 @@
 pub(crate) mod advice;
 pub(crate) mod change;
 pub(crate) mod decision;
+pub(crate) mod deps;
 pub(crate) mod dir_summary;
 pub(crate) mod egress;
 pub(crate) mod evidence;

@@ -137,7 +137,7 @@ impl Refusal {
 /// rewrite (which it skips) is not refused for it.
 pub(crate) fn refusals(c: &Change) -> Vec<Refusal> {
     let mut out = Vec::new();
-    if c.symlink_escapes {
+    if c.symlink_escapes && c.link_expected.is_none() {
         out.push(Refusal::SymlinkEscapes {
             target: c.symlink_target.clone().unwrap_or_default(),
         });
