@@ -243,26 +243,8 @@ pub(crate) fn judge_with(
     // 3b. protected paths: where agents persist or escalate.
     // A tree's files skip the list only inside a package's own directory,
     // and only when the tree itself is no protected path.
-    let tree_ok = |c: &Change| {
-        cx.deps.is_some_and(|d| {
-            d.trees.iter().any(|t| {
-                crate::model::deps::within(&c.path, t)
-                    && cx
-                        .protected
-                        .is_none_or(|p| p.first_match(t.as_bytes()).is_none())
-            })
-        })
-    };
-    let in_dep_tree = |c: &Change| tree_ok(c);
-    let in_dep_package = |c: &Change| {
-        tree_ok(c)
-            && (crate::model::deps::in_package_dir(&c.path)
-                || cx.deps.is_some_and(|d| {
-                    d.new_venvs
-                        .iter()
-                        .any(|t| crate::model::deps::venv_layout(&c.path, t))
-                }))
-    };
+    let in_dep_tree = |c: &Change| deps::in_tree(cx.deps, cx.protected, c);
+    let in_dep_package = |c: &Change| deps::in_package(cx.deps, cx.protected, c);
     if let Some(prot) = cx.protected {
         for c in &writes {
             if forbidden.contains(&c.path) || in_dep_package(c) {

@@ -233,9 +233,12 @@ fn every_policy_image_task_and_envelope_key_is_documented() {
                 "BuiltinConfig",
                 "RuleConfig",
                 "MatchConfig",
-                "ViewPolicyConfig",
-                "ViewMaskConfig",
             ],
+        ),
+        (
+            "Policy files",
+            "src/policy/view.rs",
+            &["ViewPolicyConfig", "ViewMaskConfig"],
         ),
         (
             "Policy files",

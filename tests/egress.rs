@@ -357,7 +357,7 @@ fn invalid_allowlists_are_rejected_before_anything_runs() {
         ("intent: {network: host}", "network"),
         (
             "intent: {network: {deny: [a.example]}}",
-            "expected none, or {allow",
+            "expected none, a list of hosts, or {allow",
         ),
         (
             "intent: {network: {allow: [ok.example, '*.x']}}",

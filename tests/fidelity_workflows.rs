@@ -166,7 +166,7 @@ const TABLE: &[Row] = &[
         root: Same,
         user: Same,
     },
-    // npm's update check looks up registry.npmjs.org: with the home's
+    // npm's update check looks up its registry: with the home's
     // ~/.npm (its last-checked stamp) and ~/.npmrc visible it would not.
     Row {
         workflow: "npm-test",

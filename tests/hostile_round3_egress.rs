@@ -275,7 +275,7 @@ fn assert_lookups_named(label: &str, r: &Run) {
     );
     assert!(!r.out().contains("RESOLVED"), "{label}: {}", r.out());
     let e = egress(r);
-    for name in ["pypi.org", "files.pythonhosted.org"] {
+    for name in ["pkgs.example", "files.pkgs.example"] {
         let x = e
             .iter()
             .find(|x| x["name"] == name && x["how"] == "dns")
@@ -297,15 +297,15 @@ fn assert_lookups_named(label: &str, r: &Run) {
     assert!(
         r.reasons()
             .iter()
-            .any(|x| x.starts_with("[evidence.network]") && x.contains("pypi.org")),
+            .any(|x| x.starts_with("[evidence.network]") && x.contains("pkgs.example")),
         "{label}: {:?}",
         r.reasons()
     );
     assert_eq!(r.decision(), "blocked", "{label}");
 }
 
-const LOOKUPS: &str = "getent hosts pypi.org; echo rc=$?; \
-     python3 -c \"import socket; print('RESOLVED', socket.getaddrinfo('files.pythonhosted.org', 443))\" 2>/dev/null; true";
+const LOOKUPS: &str = "getent hosts pkgs.example; echo rc=$?; \
+     python3 -c \"import socket; print('RESOLVED', socket.getaddrinfo('files.pkgs.example', 443))\" 2>/dev/null; true";
 
 #[test]
 fn a_lookup_in_a_run_without_network_is_recorded_by_name() {

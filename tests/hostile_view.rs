@@ -133,39 +133,8 @@ const HOME_MASKS: &[(&str, bool)] = &[
 /// missing.
 fn view_user() -> (u32, u32, PathBuf) {
     static U: OnceLock<(u32, u32, PathBuf)> = OnceLock::new();
-    U.get_or_init(|| {
-        let lookup = || {
-            let out = Command::new("getent")
-                .args(["passwd", VIEW_USER])
-                .output()
-                .ok()?;
-            let line = String::from_utf8_lossy(&out.stdout).into_owned();
-            let f: Vec<&str> = line.trim().split(':').collect();
-            Some((
-                f.get(2)?.parse().ok()?,
-                f.get(3)?.parse().ok()?,
-                PathBuf::from(f.get(5)?),
-            ))
-        };
-        if lookup().is_none() {
-            let _ = Command::new("useradd")
-                .args([
-                    "--system",
-                    "--home-dir",
-                    "/home/dryrun-view",
-                    "--shell",
-                    "/bin/bash",
-                    VIEW_USER,
-                ])
-                .status();
-        }
-        let (u, g, home): (u32, u32, PathBuf) = lookup().expect("the view tests' account exists");
-        std::fs::create_dir_all(&home).unwrap();
-        std::os::unix::fs::chown(&home, Some(u), Some(g)).unwrap();
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
-        (u, g, home)
-    })
-    .clone()
+    U.get_or_init(|| common::account_with_home(VIEW_USER, "/home/dryrun-view"))
+        .clone()
 }
 
 fn chown_r(p: &Path, u: u32, g: u32) {

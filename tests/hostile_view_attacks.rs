@@ -42,39 +42,8 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 /// missing.
 fn hv_user() -> (u32, u32, PathBuf) {
     static U: OnceLock<(u32, u32, PathBuf)> = OnceLock::new();
-    U.get_or_init(|| {
-        let lookup = || {
-            let out = Command::new("getent")
-                .args(["passwd", HV_USER])
-                .output()
-                .ok()?;
-            let line = String::from_utf8_lossy(&out.stdout).into_owned();
-            let f: Vec<&str> = line.trim().split(':').collect();
-            Some((
-                f.get(2)?.parse().ok()?,
-                f.get(3)?.parse().ok()?,
-                PathBuf::from(f.get(5)?),
-            ))
-        };
-        if lookup().is_none() {
-            let _ = Command::new("useradd")
-                .args([
-                    "--system",
-                    "--home-dir",
-                    "/home/dryrun-hv",
-                    "--shell",
-                    "/bin/bash",
-                    HV_USER,
-                ])
-                .status();
-        }
-        let (u, g, home): (u32, u32, PathBuf) = lookup().expect("the hv tests' account exists");
-        std::fs::create_dir_all(&home).unwrap();
-        std::os::unix::fs::chown(&home, Some(u), Some(g)).unwrap();
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
-        (u, g, home)
-    })
-    .clone()
+    U.get_or_init(|| common::account_with_home(HV_USER, "/home/dryrun-hv"))
+        .clone()
 }
 
 /// The test user's passwd home, made (its own, 0755) when missing.

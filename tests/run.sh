@@ -105,7 +105,7 @@ if ! cmp -s "$k8s_req" target/k8s-validate/requirements.txt ||
 fi
 
 # The fidelity workflows' projects (tests/fidelity_workflows.rs,
-# benches/fidelity.sh): pinned files from PyPI, crates.io and npm, checked
+# benches/fidelity.sh): pinned files from the Python, Rust and npm registries, checked
 # against benches/fidelity/pins.json and cached under target/fidelity/cache
 # (fetched once; the test fetches them itself when they are missing).
 /usr/bin/python3 benches/fidelity/fidelity.py prepare

@@ -176,8 +176,9 @@ mod tests {
     fn without_network_every_query_is_refused_and_named() {
         let mut f = FakeAddrs::default();
         for qtype in [1, 28, 16] {
-            let (r, name) = answer(&query("PyPI.org", qtype), Reply::Refused, &mut f).unwrap();
-            assert_eq!(name, "pypi.org");
+            let (r, name) =
+                answer(&query("PkgIndex.Example", qtype), Reply::Refused, &mut f).unwrap();
+            assert_eq!(name, "pkgindex.example");
             assert_eq!(&r[0..2], &[0x12, 0x34]);
             assert_eq!(r[3] & 0x0f, RCODE_REFUSED, "REFUSED");
             assert_eq!(u16::from_be_bytes([r[6], r[7]]), 0, "no answer");

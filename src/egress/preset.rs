@@ -61,6 +61,9 @@ pub(crate) struct Caller<'a> {
     pub gid: u32,
     pub env: &'a [(String, String)],
     pub workspace: &'a Path,
+    /// Takes the caller's uid, gid and groups on the calling thread only
+    /// (the engine passes the sandbox's; egress does not reach into it).
+    pub become_user: fn(u32, u32, &[u32]) -> std::io::Result<()>,
 }
 
 /// The hosts of preset `name` for `caller`, with where they came from.
@@ -153,10 +156,10 @@ fn read_as(caller: &Caller, paths: Vec<PathBuf>) -> Result<Vec<Option<String>>, 
         ));
     }
     let creds = crate::workspace::owner::Creds::of_user(caller.uid, caller.gid);
-    let (uid, gid) = (caller.uid, caller.gid);
+    let (uid, gid, become_user) = (caller.uid, caller.gid, caller.become_user);
     std::thread::spawn(move || {
         // The thread ends with the read: it never changes back.
-        crate::sandbox::become_on_this_thread(uid, gid, &creds.groups)
+        become_user(uid, gid, &creds.groups)
             .map_err(|e| format!("could not take the identity of uid {uid}: {e}"))?;
         paths.iter().map(|p| read_config(p)).collect()
     })
@@ -528,7 +531,19 @@ mod tests {
             gid: nix::unistd::getegid().as_raw(),
             env,
             workspace: ws,
+            become_user: stay,
         }
+    }
+
+    /// The identity change of these tests: this thread keeps root's
+    /// (the engine passes the sandbox's thread-only change, tested with
+    /// the daemon serving an ordinary user in tests/doors_network.rs).
+    fn stay(_: u32, _: u32, _: &[u32]) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn refuse(_: u32, _: u32, _: &[u32]) -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(libc::EPERM))
     }
 
     fn shown(r: &Resolved) -> Vec<String> {
@@ -655,27 +670,25 @@ mod tests {
     }
 
     #[test]
-    fn files_are_read_with_the_users_credentials() {
+    fn another_users_files_are_read_only_after_taking_their_identity() {
         if !nix::unistd::geteuid().is_root() {
             return;
         }
-        use std::os::unix::fs::PermissionsExt;
         let ws = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join(".npmrc"), "registry=https://x.test/\n").unwrap();
-        std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         let env = vec![("HOME".to_string(), "/nonexistent".to_string())];
-        let nobody = |ws| Caller {
+        let other = |become_user| Caller {
             uid: 65534,
             gid: 65534,
             env: &env,
-            workspace: ws,
+            workspace: ws.path(),
+            become_user,
         };
-        // Root could read it; uid 65534 cannot: nothing configures it.
-        let e = resolve("npm", &nobody(ws.path())).unwrap_err();
-        assert!(e.contains("egress.presets.npm"), "{e}");
-        std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(shown(&resolve("npm", &nobody(ws.path()))), ["x.test"]);
-        // This thread is still root.
+        // Reading as uid 65534 goes through its identity: when that cannot
+        // be taken, nothing is read (fail closed, naming the uid).
+        let e = resolve("npm", &other(refuse)).unwrap_err();
+        assert!(e.contains("uid 65534"), "{e}");
+        assert_eq!(shown(&resolve("npm", &other(stay))), ["x.test"]);
         assert!(nix::unistd::geteuid().is_root());
     }
 

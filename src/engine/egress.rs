@@ -127,6 +127,7 @@ pub(super) fn admit_allowlist(
                 gid: owner.1,
                 env,
                 workspace: &workspace,
+                become_user: crate::sandbox::become_on_this_thread,
             },
         )
     };

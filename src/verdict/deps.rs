@@ -10,6 +10,37 @@ use super::{is_write, show};
 use crate::model::deps::DependencyReport;
 use crate::model::{Change, Decision, Finding};
 
+/// Is `c` inside one of the run's package-manager trees (a tree that is
+/// itself no protected path)?
+pub(super) fn in_tree(
+    deps: Option<&DependencyReport>,
+    protected: Option<&crate::workspace::paths::PathMatcher>,
+    c: &Change,
+) -> bool {
+    deps.is_some_and(|d| {
+        d.trees.iter().any(|t| {
+            crate::model::deps::within(&c.path, t)
+                && protected.is_none_or(|p| p.first_match(t.as_bytes()).is_none())
+        })
+    })
+}
+
+/// Is `c` inside a package's own directory of such a tree, or part of the
+/// layout of a virtual environment this run made?
+pub(super) fn in_package(
+    deps: Option<&DependencyReport>,
+    protected: Option<&crate::workspace::paths::PathMatcher>,
+    c: &Change,
+) -> bool {
+    in_tree(deps, protected, c)
+        && (crate::model::deps::in_package_dir(&c.path)
+            || deps.is_some_and(|d| {
+                d.new_venvs
+                    .iter()
+                    .any(|t| crate::model::deps::venv_layout(&c.path, t))
+            }))
+}
+
 fn finding(rule: &str, message: String) -> Finding {
     Finding {
         rule: rule.into(),

@@ -696,3 +696,37 @@ pub fn assert_probe_ran(r: &Run, who: impl std::fmt::Debug) {
         "{who:?}: {reasons:?}"
     );
 }
+
+/// A test file's own system account, (uid, gid, home): created with its
+/// home (its own, 0755, so that only dryrun's rules keep others out of it)
+/// when missing.
+pub fn account_with_home(name: &str, home: &str) -> (u32, u32, std::path::PathBuf) {
+    let lookup = || {
+        let out = std::process::Command::new("getent")
+            .args(["passwd", name])
+            .output()
+            .ok()?;
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        let f: Vec<&str> = line.trim().split(':').collect();
+        Some((
+            f.get(2)?.parse().ok()?,
+            f.get(3)?.parse().ok()?,
+            std::path::PathBuf::from(f.get(5)?),
+        ))
+    };
+    if lookup().is_none() {
+        let _ = std::process::Command::new("useradd")
+            .args(["--system", "--home-dir", home, "--shell", "/bin/bash", name])
+            .status();
+    }
+    let (u, g, home): (u32, u32, std::path::PathBuf) =
+        lookup().unwrap_or_else(|| panic!("the test account {name} exists"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(u), Some(g)).unwrap();
+    std::fs::set_permissions(
+        &home,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    (u, g, home)
+}

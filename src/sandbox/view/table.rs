@@ -231,7 +231,7 @@ pub(crate) const MASKS: &[Entry] = &[
             "~/.local/share/pypoetry/auth.toml",
             "~/.config/pypoetry/auth.toml",
         ],
-        "package registries' publishing tokens (crates.io, RubyGems, Composer, Maven, Poetry): files that hold nothing else",
+        "package registries' publishing tokens (Cargo, RubyGems, Composer, Maven, Poetry): files that hold nothing else",
     ),
     e(
         "database-passwords",
