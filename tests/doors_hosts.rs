@@ -199,8 +199,15 @@ impl Scene {
 
     /// The hook command as a host runs it (counting its invocations).
     fn hook_command(&self, host: &str) -> String {
+        // A scene with its own system policy (`policy.d`) hands it to dryrun.
+        let policy = self.dir.join("policy.d");
+        let system = if policy.is_dir() {
+            format!("DRYRUN_SYSTEM_POLICY_DIR={} ", policy.display())
+        } else {
+            String::new()
+        };
         format!(
-            "echo x >> {calls}; DRYRUN_LOCAL=1 DRYRUN_STATE_DIR={state} exec {bin} hook {host}",
+            "echo x >> {calls}; {system}DRYRUN_LOCAL=1 DRYRUN_STATE_DIR={state} exec {bin} hook {host}",
             calls = self.calls.display(),
             state = self.state.display(),
             bin = bin().display()
@@ -606,4 +613,212 @@ fn codex_transcript_shows_the_failing_and_the_passing_tests_output() {
     let model = Model::start_script(&s.dir, &[TESTS, FIX, TESTS]);
     let _ = s.codex(&model);
     assert_the_model_saw_the_tests(&s, &model);
+}
+
+/// A whole small task through the host: install the project's dependency
+/// from a loopback stand-in registry (the hook's `network:` names it; the
+/// system policy pins the name to loopback), run the tests (they fail),
+/// fix the code, run them again (they pass), commit. The model receives
+/// every command's real output; nothing waits for a person; the real
+/// workspace ends as the live run would leave it.
+struct TaskRegistry {
+    server: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for TaskRegistry {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn sh(dir: &Path, script: &str) {
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The stand-in registry: a static server for `leftpad-1.0.0.tgz` (made
+/// here with `npm pack`), its requests logged; the project, its lockfile
+/// naming the tarball with its integrity, a git repository; the system
+/// policy pinning `registry.test` to loopback.
+fn task_project(s: &Scene) -> TaskRegistry {
+    let pkg = s.dir.join("pkg");
+    let served = s.dir.join("served/leftpad/-");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::create_dir_all(&served).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"leftpad","version":"1.0.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join("index.js"),
+        "module.exports = (s, n) => String(s).padStart(n);\n",
+    )
+    .unwrap();
+    sh(
+        &pkg,
+        &format!(
+            "npm pack --silent --pack-destination {} >/dev/null",
+            served.display()
+        ),
+    );
+    let tgz = served.join("leftpad-1.0.0.tgz");
+    let integrity = String::from_utf8(
+        Command::new("python3")
+            .args([
+                "-c",
+                "import base64,hashlib,sys; print('sha512-' + base64.b64encode(hashlib.sha512(open(sys.argv[1],'rb').read()).digest()).decode())",
+            ])
+            .arg(&tgz)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let port_probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = port_probe.local_addr().unwrap().port();
+    drop(port_probe);
+    let log = s.dir.join("registry.log");
+    let server = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .arg("--directory")
+        .arg(s.dir.join("served"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "registry did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let host = format!("registry.test:{port}");
+    let policy = s.dir.join("policy.d");
+    std::fs::create_dir_all(&policy).unwrap();
+    std::fs::write(
+        policy.join("egress.yaml"),
+        format!("egress:\n  resolve: ['{host}:127.0.0.1']\n  ceiling: ['{host}']\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = &s.ws;
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    std::fs::write(
+        ws.join("package.json"),
+        r#"{"name":"calc","version":"1.0.0","scripts":{"test":"node test.js"},"dependencies":{"leftpad":"1.0.0"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("package-lock.json"),
+        format!(
+            r#"{{"name":"calc","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{{"":{{"name":"calc","version":"1.0.0","dependencies":{{"leftpad":"1.0.0"}}}},"node_modules/leftpad":{{"version":"1.0.0","resolved":"http://{host}/leftpad/-/leftpad-1.0.0.tgz","integrity":"{}"}}}}}}"#,
+            integrity.trim()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join(".npmrc"),
+        format!("registry=http://{host}/\nupdate-notifier=false\naudit=false\nfund=false\n"),
+    )
+    .unwrap();
+    std::fs::write(ws.join(".gitignore"), "node_modules/\n").unwrap();
+    std::fs::write(ws.join("calc.js"), "exports.add = (a, b) => a - b;\n").unwrap();
+    std::fs::write(
+        ws.join("test.js"),
+        "const pad = require('leftpad');\nconst { add } = require('./calc');\nconst got = add(1, 2);\nconsole.log(pad('add(1, 2) = ' + got, 16));\nif (got !== 3) { console.error('FAIL: expected 3'); process.exit(1); }\nconsole.log('PASS');\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("dryrun.yaml"),
+        format!("hook:\n  network: ['{host}']\n"),
+    )
+    .unwrap();
+    sh(
+        ws,
+        "git init -q -b main && git config user.name 'Task Tester' && git config user.email tester@example.test && git add -A && git commit -q -m init",
+    );
+    TaskRegistry { server, port, log }
+}
+
+const TASK: &[&str] = &[
+    "npm ci",
+    "npm test",
+    "sed -i 's/a - b/a + b/' calc.js",
+    "npm test",
+    "git add calc.js && git commit -q -m 'calc: add adds' && git log --oneline -1",
+];
+
+fn assert_the_task_went_through(s: &Scene, model: &Model, reg: &TaskRegistry) {
+    let t = model.transcript();
+    assert_eq!(t.len(), TASK.len(), "{t:#?}");
+    let served = std::fs::read_to_string(&reg.log).unwrap_or_default();
+    assert!(
+        served.contains("GET /leftpad/-/leftpad-1.0.0.tgz"),
+        "the stand-in registry (port {}) served nothing: {served}",
+        reg.port
+    );
+    assert!(t[0].0.contains("added 1 package"), "{t:#?}");
+    assert!(
+        in_order(&t[1].0, &["add(1, 2) = -1", "FAIL: expected 3"]),
+        "{t:#?}"
+    );
+    assert!(t[2].0.contains("applied the reviewed change set"), "{t:#?}");
+    assert!(in_order(&t[3].0, &["add(1, 2) = 3", "PASS"]), "{t:#?}");
+    assert!(t[4].0.contains("calc: add adds"), "{t:#?}");
+    // The real workspace: the dependency installed, the fix committed.
+    assert!(s.ws.join("node_modules/leftpad/package.json").is_file());
+    let log = Command::new("git")
+        .args(["log", "--format=%s %an"])
+        .current_dir(&s.ws)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "calc: add adds Task Tester\ninit Task Tester\n"
+    );
+    // Nothing waits for a person.
+    let runs = s.runs();
+    assert!(
+        runs.iter().all(|r| r["state"] != "needs_approval"),
+        "{runs:#?}"
+    );
+}
+
+#[test]
+fn claude_code_does_a_whole_task_with_a_dependency_from_a_loopback_registry() {
+    let s = Scene::new();
+    let reg = task_project(&s);
+    let model = Model::start_script(&s.dir, TASK);
+    let _ = s.claude(&model);
+    assert_the_task_went_through(&s, &model, &reg);
+}
+
+#[test]
+fn codex_does_a_whole_task_with_a_dependency_from_a_loopback_registry() {
+    let s = Scene::new();
+    let reg = task_project(&s);
+    let model = Model::start_script(&s.dir, TASK);
+    let _ = s.codex(&model);
+    assert_the_task_went_through(&s, &model, &reg);
 }
