@@ -137,48 +137,10 @@ fn view_user() -> (u32, u32, PathBuf) {
         .clone()
 }
 
-fn chown_r(p: &Path, u: u32, g: u32) {
-    let st = Command::new("chown")
-        .arg("-R")
-        .arg("-h")
-        .arg(format!("{u}:{g}"))
-        .arg(p)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
-/// How the attack runs: root's engine over a workspace the account owns
-/// (the command runs as the account, its home through an id-mapped
-/// layer), or the account's own in-process engine (its own ids only).
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    RootEngine,
-    OwnEngine,
-}
-
-const MODES: [Mode; 2] = [Mode::RootEngine, Mode::OwnEngine];
-
-/// A workspace of the account, and how to run `dryrun` on it.
+/// A workspace of this file's account, and how to run `dryrun` on it.
 fn account_ws(mode: Mode) -> (Ws, Vec<String>) {
     let (u, g, _) = view_user();
-    let ws = Ws::new(Who::Root);
-    ws.write("README.md", "hi\n");
-    chown_r(&ws.dir, u, g);
-    let wrapper = match mode {
-        Mode::RootEngine => Vec::new(),
-        Mode::OwnEngine => {
-            chown_r(&ws.state, u, g);
-            vec![
-                "setpriv".into(),
-                format!("--reuid={u}"),
-                format!("--regid={g}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ]
-        }
-    };
-    (ws, wrapper)
+    common::account_ws(mode, u, g)
 }
 
 /// `dryrun execute --json --file` of `cmd` with the account's `HOME`.

@@ -67,17 +67,6 @@ fn test_home() -> PathBuf {
     home
 }
 
-fn chown_r(p: &Path, u: u32, g: u32) {
-    let st = Command::new("chown")
-        .arg("-R")
-        .arg("-h")
-        .arg(format!("{u}:{g}"))
-        .arg(p)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
-
 /// A file of the account's, with its mode.
 fn put(p: &Path, content: &str, mode: u32) {
     let (u, g, _) = hv_user();
@@ -111,35 +100,10 @@ fn state_of(paths: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// How the attack runs: root's engine over a workspace the account owns
-/// (the command runs as the account), or the account's own engine.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    RootEngine,
-    OwnEngine,
-}
-
-const MODES: [Mode; 2] = [Mode::RootEngine, Mode::OwnEngine];
-
+/// A workspace of this file's account, and how to run `dryrun` on it.
 fn account_ws(mode: Mode) -> (Ws, Vec<String>) {
     let (u, g, _) = hv_user();
-    let ws = Ws::new(Who::Root);
-    ws.write("README.md", "hi\n");
-    chown_r(&ws.dir, u, g);
-    let wrapper = match mode {
-        Mode::RootEngine => Vec::new(),
-        Mode::OwnEngine => {
-            chown_r(&ws.state, u, g);
-            vec![
-                "setpriv".into(),
-                format!("--reuid={u}"),
-                format!("--regid={g}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ]
-        }
-    };
-    (ws, wrapper)
+    common::account_ws(mode, u, g)
 }
 
 /// `dryrun execute --json --file` of `cmd` with `env` (HOME defaults to

@@ -730,3 +730,50 @@ pub fn account_with_home(name: &str, home: &str) -> (u32, u32, std::path::PathBu
     .unwrap();
     (u, g, home)
 }
+
+/// `chown -R -h U:G P`.
+pub fn chown_r(p: &std::path::Path, u: u32, g: u32) {
+    let st = std::process::Command::new("chown")
+        .arg("-R")
+        .arg("-h")
+        .arg(format!("{u}:{g}"))
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// How an attack on an account's workspace runs: root's engine over a
+/// workspace the account owns (the command runs as the account, its home
+/// through an id-mapped layer), or the account's own in-process engine
+/// (its own ids only).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    RootEngine,
+    OwnEngine,
+}
+
+pub const MODES: [Mode; 2] = [Mode::RootEngine, Mode::OwnEngine];
+
+/// A workspace owned by account `u`:`g`, and the wrapper that runs
+/// `dryrun` on it in `mode` (none for root's engine; `setpriv` to the
+/// account for its own).
+pub fn account_ws(mode: Mode, u: u32, g: u32) -> (Ws, Vec<String>) {
+    let ws = Ws::new(Who::Root);
+    ws.write("README.md", "hi\n");
+    chown_r(&ws.dir, u, g);
+    let wrapper = match mode {
+        Mode::RootEngine => Vec::new(),
+        Mode::OwnEngine => {
+            chown_r(&ws.state, u, g);
+            vec![
+                "setpriv".into(),
+                format!("--reuid={u}"),
+                format!("--regid={g}"),
+                "--clear-groups".into(),
+                "--".into(),
+            ]
+        }
+    };
+    (ws, wrapper)
+}
