@@ -57,3 +57,29 @@ pub mod sandbox;
 pub(crate) mod verdict;
 // Public: the binary's edge dispatches to the workspace agent.
 pub mod workspace;
+
+/// With `DRYRUN_PHASES` set, print `phase LABEL MONOTONIC_US` on stderr:
+/// where a process's time goes, for `benches/` and profiling. Nothing
+/// otherwise (one load of a cached flag).
+pub fn phase(label: &str) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("DRYRUN_PHASES").is_some()) {
+        let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1000)
+            .unwrap_or(0);
+        eprintln!("phase {label} {t}");
+    }
+}
+
+/// End the process with `code` once what it printed is out: stdout and
+/// stderr flushed, then `_exit`, without the C library's exit handlers
+/// (the allocator's end-of-process collection of every heap, about half a
+/// millisecond of a short command such as a hook's). Rust runs no
+/// destructors at `std::process::exit` either; nothing of dryrun's needs
+/// an exit handler.
+pub fn exit_at_once(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().flush();
+    let _ = std::io::stderr().lock().flush();
+    sandbox::exit_process_now(code)
+}

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 fn main() {
+    dryrun::phase("main");
     if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == dryrun::sandbox::HELPER_ARG)
@@ -55,5 +56,7 @@ fn main() {
             .with(filter)
             .init();
     }
-    std::process::exit(dryrun::cli::main_with_args());
+    let code = dryrun::cli::main_with_args();
+    dryrun::phase("exit");
+    dryrun::exit_at_once(code);
 }

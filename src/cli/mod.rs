@@ -115,7 +115,10 @@ fn state_dir(g: &GlobalOpts) -> PathBuf {
 /// socket → that daemon (an error if it is not there); else the default
 /// socket when a daemon answers on it; else in-process.
 fn door(g: &GlobalOpts) -> Door {
-    door_with(g, EngineOptions::default())
+    Door::choose_with(g.socket.as_deref(), g.local, || LocalEngine {
+        state_dir: state_dir(g),
+        options: EngineOptions::default(),
+    })
 }
 
 fn door_with(g: &GlobalOpts, options: EngineOptions) -> Door {

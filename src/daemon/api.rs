@@ -126,6 +126,7 @@ async fn wrong_method() -> ApiError {
 }
 
 async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
+    crate::phase("daemon: submit");
     let body = read_body(&c.app, body).await?;
     let op = request::parse_submit(c.query(), &body)?;
     let Call {
@@ -150,6 +151,7 @@ async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
                     (spec.workspace_identity.dev, spec.workspace_identity.ino),
                 )?;
             }
+            crate::phase("daemon: same directory");
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
             engine.prepare(&spec, &caller.actor, access)

@@ -141,6 +141,7 @@ impl Backend {
         envelope
             .caller_env
             .get_or_insert_with(crate::caller_env::of_this_process);
+        crate::phase("hook: sending");
         let reply = self.door.send(&request::Submit {
             envelope,
             wait: true,

@@ -111,7 +111,11 @@ pub struct EgressProxy {
     dir: PathBuf,
     control: PathBuf,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Closed by the proxy's thread when its serve loop has returned: no
+    /// entry is logged after that. The runtime's teardown (its tasks
+    /// dropped, its drivers closed) then goes on without the engine
+    /// waiting for it.
+    served: Option<std::sync::mpsc::Receiver<()>>,
     shared: Arc<Shared>,
 }
 
@@ -158,6 +162,7 @@ pub fn start(
         log: Mutex::new(Log::default()),
     });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let (served_tx, served_rx) = std::sync::mpsc::channel::<()>();
     let sh = shared.clone();
     let thread = std::thread::Builder::new()
         .name("dryrun-egress".into())
@@ -173,21 +178,21 @@ pub fn start(
                 }
             };
             rt.block_on(serve(sh, listener, receive, stop_rx));
+            // Connections still being served only add to their
+            // destinations' byte counters; their entries are logged.
+            drop(served_tx);
             rt.shutdown_timeout(Duration::from_millis(100));
         })
         .map_err(EgressError::Thread);
-    let thread = match thread {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(e);
-        }
-    };
+    if let Err(e) = thread {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
     Ok(EgressProxy {
         dir,
         control,
         stop: Some(stop_tx),
-        thread: Some(thread),
+        served: Some(served_rx),
         shared,
     })
 }
@@ -226,8 +231,10 @@ impl EgressProxy {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(served) = self.served.take() {
+            // Disconnected when the serve loop returned (or the thread
+            // ended in any other way).
+            let _ = served.recv();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

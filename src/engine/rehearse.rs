@@ -55,9 +55,12 @@ impl Engine {
             }
         };
         prepare_redaction();
+        crate::phase("engine: egress started");
         let t_sandbox = std::time::Instant::now();
         let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
+        crate::phase("engine: sandbox returned");
         let egress_log = proxy.map(|p| p.finish());
+        crate::phase("engine: egress finished");
         tracing::debug!(run = %run_id, elapsed = ?t_sandbox.elapsed(), "sandbox returned");
         match outcome {
             Ok((mut report, host)) => {
@@ -99,6 +102,7 @@ impl Engine {
                     },
                 );
                 super::egress::hint_undeclared_services(&egress, &report, &mut verdict.notes);
+                crate::phase("engine: judged");
                 record.state = RunState::after_verdict(verdict.decision, &verdict.findings);
                 if verdict.decision != verdict::Decision::Promote
                     && record.state == RunState::Rehearsed
@@ -151,6 +155,7 @@ impl Engine {
         had_cgroups: bool,
     ) -> Result<RunRecord, EngineError> {
         let t_commit = std::time::Instant::now();
+        crate::phase("engine: commit");
         let run_id = record.run_id.clone();
         if let Err(e) = self.journal.append(&entries::outcome(&record)) {
             record.state = RunState::Failed;
@@ -163,13 +168,16 @@ impl Engine {
             // A cancelled or killed helper cannot remove its cgroups.
             sandbox::limits::reap_run_cgroups(&run_id);
         }
+        crate::phase("engine: journaled");
         self.save_with(&record, &[("envelope.json", envelope)])?;
+        crate::phase("engine: saved");
         if record.state == RunState::AwaitingApproval {
             self.mark_waiting(&run_id);
         }
         self.clear_inflight(&run_id);
         self.count_usage(&record);
         tracing::debug!(run = %run_id, elapsed = ?t_commit.elapsed(), "verdict saved and journaled");
+        crate::phase("engine: done");
         Ok(record)
     }
 

@@ -115,7 +115,9 @@ impl Engine {
             self.check_quota(actor.uid)?;
         }
         let t0_ns = sandbox::helper::monotonic_ns();
+        crate::phase("engine: fitted");
         let c = classify(&spec, &self.state_dir, requester)?;
+        crate::phase("engine: classified");
         let egress = self.opts.egress.with_policy(&c.policy.egress);
         // Declared services the system does not list refuse the run before
         // anything is allocated (the rehearsal's egress asks again).
@@ -155,7 +157,9 @@ impl Engine {
         // Kept content, counted at apparent size: the upper layer's size
         // plus a little for "before" copies (see `kept_content_budget`).
         let max_blobs = sandbox::spec::kept_content_budget(sspec.limits.disk_bytes);
+        crate::phase("engine: planned");
         self.persist_submission(&record, actor, &c.risk, &dir)?;
+        crate::phase("engine: persisted");
         // The agent moved on: what it left waiting here leaves the queue.
         if live.is_none() {
             self.supersede_waiting(&record);

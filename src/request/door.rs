@@ -70,8 +70,19 @@ impl Door {
     /// it does not answer); else the default socket when a daemon answers
     /// on it; else in-process.
     pub fn choose(socket: Option<&Path>, local: bool, engine: LocalEngine) -> Door {
+        Door::choose_with(socket, local, || engine)
+    }
+
+    /// [`Door::choose`], the local engine made only when it is chosen (its
+    /// options read this machine and this process's environment: work a
+    /// daemon's client never needs).
+    pub fn choose_with(
+        socket: Option<&Path>,
+        local: bool,
+        engine: impl FnOnce() -> LocalEngine,
+    ) -> Door {
         if local {
-            return Door::Local(Box::new(engine));
+            return Door::Local(Box::new(engine()));
         }
         if let Some(s) = socket {
             return Door::Daemon(Client::new(s));
@@ -94,7 +105,7 @@ impl Door {
                 );
             }
         }
-        Door::Local(Box::new(engine))
+        Door::Local(Box::new(engine()))
     }
 
     pub fn is_daemon(&self) -> bool {
@@ -118,7 +129,9 @@ impl Door {
                 if let Some(r) = op.serve_without_engine(&l.state_dir) {
                     return Ok(r?);
                 }
+                crate::phase("engine: open");
                 let engine = Engine::open(&l.state_dir, l.options.clone())?;
+                crate::phase("engine: opened");
                 Ok(op.serve(&engine, caller)?)
             }
         }

@@ -109,6 +109,7 @@ impl Submit {
         ),
         EngineError,
     > {
+        crate::phase("serve: spec_for");
         let access = match caller.auth {
             ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => {
                 crate::workspace::owner::OwnerSession::start(
@@ -121,11 +122,13 @@ impl Submit {
                 crate::engine::access_as(&caller.actor)?
             }
         };
+        crate::phase("serve: access");
         let spec = self
             .envelope
             .clone()
             .validate(None, &access)
             .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
+        crate::phase("serve: validated");
         Ok((spec, access))
     }
 }

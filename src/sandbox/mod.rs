@@ -227,6 +227,11 @@ pub fn unread_bytes(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<usize> {
     sys::unread_bytes(fd)
 }
 
+/// `_exit(code)`: no exit handlers, no flushing (see [`crate::exit_at_once`]).
+pub fn exit_process_now(code: i32) -> ! {
+    sys::exit_now(code)
+}
+
 pub fn rehearse(
     spec: &spec::SandboxSpec,
     blob_dir: &Path,

@@ -226,7 +226,10 @@ pub fn run_hook(host: Host, target: Target) -> i32 {
         }
     };
     match outcome {
-        Ok((event, answer)) => match render(host, &event, &answer) {
+        Ok((event, answer)) => match {
+            crate::phase("hook: answered");
+            render(host, &event, &answer)
+        } {
             Some(text) => {
                 use std::io::Write;
                 let mut out = std::io::stdout().lock();
@@ -325,6 +328,7 @@ pub fn decide(
         return Err(HookError::Input("cwd is not an absolute path".into()));
     }
     let backend = Backend::connect(target)?;
+    crate::phase("hook: backend");
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
     // PermissionRequest after the PreToolUse rewrite): judged again.
     if let Some(run_id) = replay::run_of(&command) {
@@ -364,10 +368,12 @@ pub fn decide(
     }
     // Rehearsed where it is on disk, not through a link that may change.
     let cwd = real(&cwd);
+    crate::phase("hook: checks");
     // The engine's workspace bound, before anything of the workspace is
     // read (the engine applies it again to the run itself).
     crate::engine::bound::check_here(&cwd, cache_dir.as_deref())
         .map_err(|e| HookError::Workspace(e.to_string()))?;
+    crate::phase("hook: bound");
     let hook_intent = crate::envelope::read_task_file(&project, "hook")
         .map_err(|e| HookError::Workspace(format!("workspace {}: {e}", project.display())))?
         .and_then(|tf| tf.hook);
@@ -377,9 +383,11 @@ pub fn decide(
         .unwrap_or(DEFAULT_TIMEOUT_S);
     on_deadline(Deadline::for_timeout(timeout_s, deadline_from_env())?);
     let envelope = hook_envelope(host, &command, &cwd, hook_intent.as_ref());
+    crate::phase("hook: envelope");
     let record = backend
         .execute(&envelope, &cwd)
         .map_err(|e| name_hook_field(e, &project))?;
+    crate::phase("hook: record");
     let await_s = hook_intent
         .as_ref()
         .and_then(|h| h.await_approval_s)
