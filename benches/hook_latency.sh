@@ -91,12 +91,14 @@ bench() { # engine label, command
     printf 'cd %q && %s && python3 -c %q < %q > %q\n' "$WS" "$hook_cmd" "$REWRITE" \
         "$WORK/answer.json" "$WORK/rw.sh" >"$WORK/fresh.sh"
     bash "$WORK/fresh.sh"
+    # The rewritten command in one shell, as the host runs it (and as the
+    # direct run is measured): not a second shell reading a script.
     if grep -q ' promote ' "$WORK/rw.sh"; then
         # Single use: each timed run promotes a fresh rehearsal.
-        rw=$(measure rw "cd $WS && bash $WORK/rw.sh >/dev/null 2>&1" "bash $WORK/fresh.sh")
+        rw=$(measure rw "cd $WS && { . $WORK/rw.sh; } >/dev/null 2>&1" "bash $WORK/fresh.sh")
         kind=promote
     else
-        rw=$(measure rw "cd $WS && bash $WORK/rw.sh >/dev/null 2>&1")
+        rw=$(measure rw "cd $WS && { . $WORK/rw.sh; } >/dev/null 2>&1")
         kind=replay
     fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$engine" "$cmd" "$kind" "$direct" "$hook" "$rw" \

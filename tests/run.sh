@@ -52,6 +52,9 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # service): the server and psql from the distribution's packages.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 command -v psql >/dev/null || need+=(postgresql-client)
+# The openssl command makes the certificates of tests/fleet_tls.rs (dryrun
+# itself links no TLS library of the system's: its TLS is rustls).
+command -v openssl >/dev/null || need+=(openssl)
 if ((${#need[@]})); then
     echo "tests/run.sh: installing ${need[*]}" >&2
     $SUDO apt-get update -qq
