@@ -44,7 +44,24 @@ pub async fn connect(spec: &FleetSpec) -> Result<Db, FleetError> {
     }
     cfg.connect_timeout(std::time::Duration::from_secs(5));
     let (tx, rx) = mpsc::unbounded_channel();
-    let client = match cfg.get_ssl_mode() {
+    // A Unix socket is a local connection: the server takes no TLS on it
+    // (it answers a TLS request with "no"), so `prefer` means the clear
+    // and `require` cannot be met.
+    let only_unix = !cfg.get_hosts().is_empty()
+        && cfg
+            .get_hosts()
+            .iter()
+            .all(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+    let mode = match cfg.get_ssl_mode() {
+        SslMode::Require if only_unix => {
+            return Err(FleetError::Config(
+                "the fleet connection string asks for sslmode=require over a Unix socket, which carries no TLS; use a TCP host or sslmode=disable".into(),
+            ));
+        }
+        _ if only_unix => SslMode::Disable,
+        m => m,
+    };
+    let client = match mode {
         SslMode::Disable => {
             let (client, conn) = cfg.connect(tokio_postgres::NoTls).await?;
             drive(conn, tx);
