@@ -480,7 +480,10 @@ fn escape_attempts_stay_contained_with_the_proxy_running() {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         udp.set_nonblocking(true).unwrap();
         let uport = udp.local_addr().unwrap().port();
-        let abs_name = format!("dryrun-egress-test-{}", std::process::id());
+        // A name of this identity's own: a child another test forks may
+        // still hold the previous iteration's socket for a moment (until
+        // its exec closes it), which would make this bind fail.
+        let abs_name = format!("dryrun-egress-test-{}-{}", std::process::id(), random_hex());
         let abs = std::os::unix::net::UnixListener::bind_addr(
             &std::os::unix::net::SocketAddr::from_abstract_name(abs_name.as_bytes()).unwrap(),
         )
