@@ -225,11 +225,9 @@ pub fn run_hook(host: Host, target: Target) -> i32 {
             Err(_) => break Err(HookError::Timeout(deadline)),
         }
     };
+    crate::phase("hook: answered");
     match outcome {
-        Ok((event, answer)) => match {
-            crate::phase("hook: answered");
-            render(host, &event, &answer)
-        } {
+        Ok((event, answer)) => match render(host, &event, &answer) {
             Some(text) => {
                 use std::io::Write;
                 let mut out = std::io::stdout().lock();
