@@ -90,8 +90,11 @@ print("SEEN:", seen.decode(errors="replace"))
 /// under a pty the rehearsal made, and again from a pid namespace the
 /// rehearsal made (where the pty's holder would be out of sight, as a
 /// container runtime's is), the code read and typed back. The run still
-/// waits and the journal holds no approval: the rehearsal cannot reach the
-/// state directory, nor make the namespace.
+/// waits and the journal holds no approval: the rehearsal gets no
+/// pseudo-terminal (no devpts), cannot make a namespace (nor so a devpts
+/// of its own), and its view of the state directory is masked. The
+/// control: the same program run live by root does approve (the limit
+/// docs/approvals.md states: a root shell of its own is not confined).
 #[test]
 fn a_rehearsal_cannot_approve_its_own_run_at_a_terminal_it_made() {
     if !require_root() || !require_tool("python3", "python3") {
@@ -147,6 +150,21 @@ fn a_rehearsal_cannot_approve_its_own_run_at_a_terminal_it_made() {
             assert_eq!(approvals_in_journal(&ws.state), 0, "{out}");
         }
     }
+    // The control, and the limit docs/approvals.md states: the same
+    // program run live by root (a root shell of its own, not confined to
+    // dryrun's doors) from a pid namespace of its own does approve.
+    let script = ws.write(
+        "attack.py",
+        &type_back_program(&approve(&["unshare", "--pid", "--fork", "--mount-proc"])),
+    );
+    let out = Command::new("python3")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(state_of(&ws.state, &id), "approved", "{said}");
+    assert_eq!(approvals_in_journal(&ws.state), 1, "{said}");
 }
 
 /// A shell at a pseudo-terminal the test made (the person's terminal), as
