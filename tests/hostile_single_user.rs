@@ -341,3 +341,70 @@ fn over_the_daemon_the_agent_uid_has_no_single_user_rule() {
     );
     let _ = std::io::stdout().flush();
 }
+
+/// The root container's other way to approve: Claude Code's own prompt
+/// (the hook in-process, host-prompt approvals on). An `ask` approves a
+/// run only if a person answers it; in the permission modes where Claude
+/// Code answers it without one (`bypassPermissions`, `auto`, where a
+/// classifier decides, `dontAsk`) or a mode not known, the hook's `ask`
+/// carries no token: the yes only lets the command wait for a reviewer
+/// (`--await-approval`), no grant is written, and running that command
+/// approves nothing. A token granted in `default` mode and presented again
+/// after the session switched to `auto` is denied, not asked (an `ask`
+/// there would pass unanswered). In `default` the token is offered (the
+/// control).
+#[test]
+fn a_host_prompt_no_person_answers_approves_nothing() {
+    use common::hook::{answer, claude_event, hook, hook_ws};
+    if !require_root() {
+        return;
+    }
+    let w = hook_ws("dryrun-hsu-");
+    let ask = |mode: Option<&str>, command: &str| -> Value {
+        let mut e = claude_event(&w.ws, command);
+        match mode {
+            Some(m) => e["permission_mode"] = Value::from(m),
+            None => {
+                e.as_object_mut().unwrap().remove("permission_mode");
+            }
+        }
+        answer(&hook(&w, "claude-code", e.to_string().as_bytes(), &[]))["hookSpecificOutput"]
+            .clone()
+    };
+    let grants = || {
+        std::fs::read_dir(w.state.join("host-prompt"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    for (i, mode) in [
+        Some("bypassPermissions"),
+        Some("auto"),
+        Some("dontAsk"),
+        Some("weird"),
+        None,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let f = format!("f{i}.txt");
+        std::fs::write(w.ws.join(&f), "x\n").unwrap();
+        let out = ask(mode, &format!("shred -n 0 -z {f}"));
+        let cmd = out["updatedInput"]["command"].as_str().unwrap_or_default();
+        assert!(!cmd.contains("--host-prompt-token"), "{mode:?}: {out}");
+        assert!(cmd.contains("--await-approval"), "{mode:?}: {out}");
+        assert_eq!(grants(), 0, "{mode:?}: a grant was written");
+    }
+    // The control: in default mode the ask carries a token.
+    std::fs::write(w.ws.join("g.txt"), "x\n").unwrap();
+    let out = ask(Some("default"), "shred -n 0 -z g.txt");
+    assert_eq!(out["permissionDecision"], "ask", "{out}");
+    let with_token = out["updatedInput"]["command"].as_str().unwrap().to_string();
+    assert!(with_token.contains("--host-prompt-token"), "{out}");
+    assert_eq!(grants(), 1);
+    // Presented again once nobody answers asks: denied, grant unspent.
+    let again = ask(Some("auto"), &with_token);
+    assert_eq!(again["permissionDecision"], "deny", "{again}");
+    assert_eq!(grants(), 1);
+    let journal = std::fs::read_to_string(w.state.join("journal.jsonl")).unwrap();
+    assert!(!journal.contains("\"kind\":\"approval\""), "{journal}");
+}
