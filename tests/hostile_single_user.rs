@@ -18,7 +18,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -339,7 +339,40 @@ fn over_the_daemon_the_agent_uid_has_no_single_user_rule() {
         v["approvals"].as_array().is_none_or(|a| a.is_empty()),
         "{v}"
     );
-    let _ = std::io::stdout().flush();
+    drop(d);
+
+    // The agent a reviewer too (its group the approver group): still never
+    // for its own run.
+    let group = Command::new("id")
+        .args(["-gn", &test_user().0.to_string()])
+        .output()
+        .unwrap();
+    let group = String::from_utf8(group.stdout).unwrap().trim().to_string();
+    let d = Daemon::start(&["--approver-group", &group]);
+    let r = run_json(
+        d.cli_user()
+            .current_dir(&uws.dir)
+            .args([
+                "execute",
+                "--json",
+                "--expect-write",
+                "**",
+                "--command",
+                "echo y > Makefile",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let mine = run_id(&r);
+    let (st, v) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/runs/{mine}/approve"),
+        Some("{\"note\": \"me\"}"),
+    );
+    assert_eq!(st, 403, "{v}");
+    let (_, v) = d.curl(Who::Root, "GET", &format!("/v1/runs/{mine}"), None);
+    assert_eq!(v["state"], "awaiting_approval", "{v}");
 }
 
 /// The root container's other way to approve: Claude Code's own prompt
