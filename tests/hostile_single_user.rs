@@ -10,8 +10,11 @@
 //!   keystrokes into that terminal (`TIOCSTI` on the streams it was given,
 //!   on `/dev/tty`, on every terminal device it can open) so that the
 //!   person's shell would run what it typed.
+//! - Through Claude Code's prompt (the in-process hook's host-prompt token)
+//!   in a permission mode where nobody answers the `ask`.
 //! - As the unprivileged agent uid against a root daemon: the single-user
-//!   rule is not reachable over the socket, for its own run or root's.
+//!   rule is not reachable over the socket, for its own run or root's, nor
+//!   when the agent is a reviewer.
 //!
 //! Every assertion is host-side: the run's record and the journal in the
 //! state directory, and what the person's shell read from its terminal.
