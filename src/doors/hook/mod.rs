@@ -147,6 +147,20 @@ pub struct HookInput {
     pub tool_input: Option<Value>,
     #[serde(default)]
     pub cwd: Option<PathBuf>,
+    /// Claude Code's permission mode for the session (`default`,
+    /// `acceptEdits`, `plan`, `bypassPermissions`, `auto`, `dontAsk`).
+    #[serde(default)]
+    pub permission_mode: Option<String>,
+}
+
+/// Does the host put an `ask` before a person in this permission mode?
+/// Only then may the answer to it approve a run (a host-prompt token). In
+/// `bypassPermissions`, `auto` (a classifier decides) and `dontAsk`, and
+/// in any mode not known here, an `ask` may be answered with no person
+/// (hosts have passed it through unasked in such modes): the run waits
+/// for a reviewer instead.
+fn ask_reaches_a_person(host: Host, permission_mode: Option<&str>) -> bool {
+    host == Host::ClaudeCode && matches!(permission_mode, Some("default" | "acceptEdits" | "plan"))
 }
 
 /// Why the hook blocks without an answer (exit 2).
@@ -333,7 +347,8 @@ pub fn decide(
         return judge_replay(host, &backend, &run_id, &command, tool_input);
     }
     if let Some(form) = Rewrite::parse(&command) {
-        return judge_rewrite(host, target, &backend, event, &form, tool_input);
+        let person = ask_reaches_a_person(host, input.permission_mode.as_deref());
+        return judge_rewrite(host, target, &backend, event, person, &form, tool_input);
     }
     if event == "PermissionRequest" {
         return Ok(Answer::Deny {
@@ -390,7 +405,8 @@ pub fn decide(
         .as_ref()
         .and_then(|h| h.await_approval_s)
         .unwrap_or(codex::AWAIT_APPROVAL_S);
-    answer_for(host, target, &backend, &record, tool_input, await_s)
+    let person = ask_reaches_a_person(host, input.permission_mode.as_deref());
+    answer_for(host, target, &backend, &record, tool_input, await_s, person)
 }
 
 /// The project directory: `DRYRUN_HOOK_WORKSPACE`, else Claude Code's
@@ -495,6 +511,7 @@ fn answer_for(
     r: &RunRecord,
     tool_input: &serde_json::Map<String, Value>,
     await_s: u64,
+    person: bool,
 ) -> Result<Answer, HookError> {
     let Some(v) = &r.verdict else {
         return Err(HookError::Engine(format!(
@@ -564,7 +581,13 @@ fn answer_for(
             ),
         },
         Decision::NeedsApproval => match host {
-            Host::ClaudeCode => match backend.grant_host_prompt(&r.run_id, host.name())? {
+            // A token only where a person answers the ask (see
+            // `ask_reaches_a_person`).
+            Host::ClaudeCode => match person
+                .then(|| backend.grant_host_prompt(&r.run_id, host.name()))
+                .transpose()?
+                .flatten()
+            {
                 Some(token) => {
                     rw.token = Some(token);
                     Answer::Ask {
@@ -660,6 +683,7 @@ fn judge_rewrite(
     target: &Target,
     backend: &Backend,
     event: &str,
+    person: bool,
     form: &Rewrite,
     tool_input: &serde_json::Map<String, Value>,
 ) -> Result<Answer, HookError> {
@@ -692,6 +716,7 @@ fn judge_rewrite(
         // A token is the person's yes, never the hook's: ask again.
         (Some(_), None)
             if host == Host::ClaudeCode
+                && person
                 && event == "PreToolUse"
                 && r.state == RunState::AwaitingApproval =>
         {
