@@ -49,6 +49,9 @@ mkdir -p "$root/src/dryrun"
 git -C "$repo" archive HEAD | tar -x -C "$root/src/dryrun"
 
 bind() { mkdir -p "$root$2"; mount "${3:---bind}" "$1" "$root$2"; mounted+=("$root$2"); }
+# The new root a mount of its own, as / is on a machine (a chroot into a
+# plain directory has no mount at /, and the sandbox makes / private).
+mount --bind "$root" "$root"; mounted+=("$root")
 mount -t proc proc "$root/proc"; mounted+=("$root/proc")
 bind /sys /sys --rbind; mount --make-rslave "$root/sys"
 bind /dev /dev --rbind; mount --make-rslave "$root/dev"
