@@ -10,7 +10,7 @@
 # mirror as the host's apt sources, copies the host's Rust toolchain
 # (/root/.cargo/bin copied, /root/.rustup bind-mounted read-only) in, bind-mounts the host's cargo registry
 # (to save downloads), copies HEAD in with `git archive`, enters it with
-# chroot (/proc, /sys, /dev, /sys/fs/cgroup mounted; the host's resolv.conf)
+# pivot_root in a mount namespace of its own (/proc, /sys, /dev, /sys/fs/cgroup mounted; the host's resolv.conf)
 # and runs `./examples/run.sh` (must exit 4 with the documented sample) then
 # `./tests/run.sh ARGS`. The rootfs lives under /var/tmp and is removed at
 # the end (KEEP_ROOTFS=1 keeps it).
@@ -49,6 +49,9 @@ mkdir -p "$root/src/dryrun"
 git -C "$repo" archive HEAD | tar -x -C "$root/src/dryrun"
 
 bind() { mkdir -p "$root$2"; mount "${3:---bind}" "$1" "$root$2"; mounted+=("$root$2"); }
+# The new root a mount of its own, as / is on a machine (a chroot into a
+# plain directory has no mount at /, and the sandbox makes / private).
+mount --bind "$root" "$root"; mounted+=("$root")
 mount -t proc proc "$root/proc"; mounted+=("$root/proc")
 bind /sys /sys --rbind; mount --make-rslave "$root/sys"
 bind /dev /dev --rbind; mount --make-rslave "$root/dev"
@@ -60,7 +63,19 @@ bind /root/.rustup /root/.rustup; mount -o remount,bind,ro "$root/root/.rustup"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
 in_root() {
-    chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
+    # The new root entered as a machine's is: its own mount namespace, the
+    # root pivoted (not a chroot: a process's files and its root are then on
+    # the same mounts, as the sandbox's set-up expects), the host's root
+    # detached.
+    unshare --mount --fork -- /bin/sh -c '
+        set -e
+        mount --make-rprivate /
+        cd "$1"; mkdir -p .oldroot
+        pivot_root . .oldroot
+        cd /
+        /.oldroot/bin/umount -l /.oldroot
+        rmdir /.oldroot
+        shift; exec "$@"' sh "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
         PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         DRYRUN_TEST_REQUIRE_ROOT=1 DRYRUN_TEST_REQUIRE_TOOLS=1 \
         ${DRYRUN_EXPECT_LANDLOCK_ABI:+DRYRUN_EXPECT_LANDLOCK_ABI=$DRYRUN_EXPECT_LANDLOCK_ABI} \
