@@ -372,34 +372,54 @@ fn invalid_allowlists_are_rejected_before_anything_runs() {
 }
 
 #[test]
-fn network_none_runs_without_a_proxy_and_records_lookups_by_name() {
+fn network_none_runs_with_a_proxy_refusing_every_name_and_records_each_by_name() {
     for who in identities() {
         let ws = Ws::new(who);
         let r = ws.rehearse_untouched(
-            "env | grep -i _proxy; cat /etc/resolv.conf; curl -sS http://pkgs.example/ ; true",
+            "env | grep -i _proxy | sort; cat /etc/resolv.conf; curl -sS http://pkgs.example/ ; \
+             curl -sS --noproxy '*' http://direct.example/ ; true",
             &[],
         );
         assert_ran(who, &r);
-        assert!(!r.out().to_lowercase().contains("_proxy="), "{}", r.out());
-        // The sandbox's own responder answers (REFUSED): the lookup fails
-        // as it did against an unreachable resolver, and is named.
+        // The tools are pointed at the run's proxy, as in a run with an
+        // allowlist; it refuses every name at once.
+        assert!(
+            r.out().contains("HTTP_PROXY=http://127.0.0.1:3128"),
+            "{}",
+            r.out()
+        );
+        assert!(
+            r.out()
+                .contains("dryrun egress proxy: pkgs.example:80: the run's intent.network is none"),
+            "{}",
+            r.out()
+        );
+        // A tool that ignores the proxy variables meets the sandbox's own
+        // responder (REFUSED): the lookup fails as it did against an
+        // unreachable resolver, and is named.
         assert!(r.out().contains("nameserver 127.0.0.1"), "{}", r.out());
         assert!(r.err().contains("Could not resolve host"), "{}", r.err());
         let e = egress(&r);
-        assert_eq!(e.len(), 1, "{e:?}");
-        assert_eq!(e[0]["name"], "pkgs.example");
-        assert_eq!(e[0]["how"], "dns");
-        assert_eq!(e[0]["allowed"], false);
+        assert_eq!(e.len(), 2, "{e:?}");
+        let p = entry(&e, "pkgs.example", "proxy").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(
+            (p["port"].as_u64(), &p["allowed"]),
+            (Some(80), &Value::Bool(false))
+        );
+        let d = entry(&e, "direct.example", "dns").unwrap_or_else(|| panic!("{e:?}"));
+        assert_eq!(d["allowed"], false);
         assert!(r.stripped().contains(&"network".to_string()));
         assert!(
-            !r.stripped().iter().any(|s| s.starts_with("provided:")),
+            r.stripped()
+                .contains(&"provided:env:HTTPS_PROXY".to_string()),
             "{:?}",
             r.stripped()
         );
         assert_eq!(
             r.json["rehearsal"]["sandbox"]["network"],
-            "none (new network namespace, loopback only)"
+            "none (new network namespace, loopback only; the run's egress proxy refuses every name)"
         );
+        assert_eq!(r.decision(), "blocked", "{who:?}");
     }
 }
 

@@ -4,15 +4,18 @@
 //!
 //! 1. [`start`] makes a private directory (0700) with the control socket;
 //!    the sandbox's helper connects to it and hands over the sockets it
-//!    created inside the sandbox's network namespace: in a run with an
-//!    allowlist, a listening TCP socket on the sandbox's loopback; in
-//!    every run, a UDP socket on its port 53.
-//! 2. With an allowlist, the proxy serves HTTP/1.1 on the listener (hyper):
-//!    `CONNECT host:port` tunnels and absolute-form `http://` requests, to
-//!    allowed names only. It resolves names itself, refuses addresses that
-//!    lead back to the host or its networks (see [`super::addr`]: ranges,
-//!    and the kernel's route at connect time) unless the system pinned the
-//!    name, and counts bytes each way.
+//!    created inside the sandbox's network namespace: a listening TCP
+//!    socket and a UDP socket on its port 53, both on the sandbox's
+//!    loopback.
+//! 2. The proxy serves HTTP/1.1 on the listener (hyper): `CONNECT
+//!    host:port` tunnels and absolute-form `http://` requests, to allowed
+//!    names only. It resolves names itself, refuses addresses that lead
+//!    back to the host or its networks (see [`super::addr`]: ranges, and
+//!    the kernel's route at connect time) unless the system pinned the
+//!    name, and counts bytes each way. With `network: none` it answers
+//!    every request `403` at once, naming the run's intent: a tool told
+//!    "forbidden" by its proxy gives up, where one whose lookup fails
+//!    retries (npm for about 70 s), and the name is recorded.
 //! 3. The DNS responder ([`super::dns`]) records every name asked for, in
 //!    every run: with `network: none` it answers REFUSED (as a resolver
 //!    that cannot be reached, which is what the run had before), so a
@@ -64,6 +67,10 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// is answered 431 and the connection closed.
 const MAX_HEAD: usize = 64 * 1024;
 
+/// Why every name is refused in a run with `network: none` (a lookup's
+/// and a proxy request's reason).
+const NO_NETWORK: &str = "the run's intent.network is none: no name may be reached (declare the hosts the command needs in intent.network.allow)";
+
 /// How the sandbox's helper hands over its sockets: receives file
 /// descriptors sent with `SCM_RIGHTS` (the sandbox provides it; taking
 /// ownership of a received descriptor is the sandbox's kind of code).
@@ -84,9 +91,9 @@ pub enum EgressError {
 /// What a run's egress serves.
 #[derive(Debug, Clone)]
 pub enum Serve {
-    /// `network: none`: only the DNS responder, which records every name
-    /// and answers REFUSED; no proxy listens.
-    LookupsOnly,
+    /// `network: none`: the DNS responder records every name and answers
+    /// REFUSED; the proxy refuses every request (`403`), recording it.
+    NoNetwork,
     /// An allowlist: the proxy, and the DNS responder answering with
     /// addresses that lead nowhere.
     Allowlist(EgressConfig),
@@ -95,8 +102,8 @@ pub enum Serve {
 /// What the proxy saw, by destination.
 #[derive(Debug, Default)]
 pub struct EgressLog {
-    /// Served lookups only (`network: none`).
-    pub lookups_only: bool,
+    /// A run with `network: none` (every name refused).
+    pub no_network: bool,
     pub entries: Vec<EgressEntry>,
     /// Destinations past the cap (not listed).
     pub dropped: u64,
@@ -219,7 +226,7 @@ impl EgressProxy {
             })
             .collect();
         EgressLog {
-            lookups_only: matches!(self.shared.serve, Serve::LookupsOnly),
+            no_network: matches!(self.shared.serve, Serve::NoNetwork),
             entries,
             dropped: log.dropped + log.fake.dropped,
             fake_addrs: std::mem::take(&mut log.fake.by_addr),
@@ -349,9 +356,6 @@ impl Shared {
         name: &str,
         port: u16,
     ) -> Result<(tokio::net::TcpStream, Arc<Counters>), String> {
-        let Serve::Allowlist(cfg) = &self.serve else {
-            return Err("this run has no network".into());
-        };
         if let Some((shown, why)) = super::refused_request_name(name) {
             self.record(
                 &shown,
@@ -365,6 +369,9 @@ impl Shared {
         let refuse = |why: String| {
             self.record(name, Some(port), EgressHow::Proxy, false, Some(why.clone()));
             Err(why)
+        };
+        let Serve::Allowlist(cfg) = &self.serve else {
+            return refuse(NO_NETWORK.into());
         };
         if let Admission::Refused(why) = cfg.admit(name, Some(port)) {
             return refuse(why);
@@ -427,10 +434,9 @@ async fn serve(
         .services
         .as_ref()
         .map_or(Vec::new(), |s| s.rules.clone());
-    let listener = matches!(shared.serve, Serve::Allowlist(_));
     let sockets = tokio::select! {
         _ = &mut stop => return,
-        s = take_sockets(control, receive, listener, rules) => s,
+        s = take_sockets(control, receive, rules) => s,
     };
     let (tcp, udp, service_listeners) = match sockets {
         Ok(s) => s,
@@ -449,11 +455,6 @@ async fn serve(
             tasks.push(tokio::spawn(serve_service(l, rule, shared, set)));
         }
     }
-    let Some(tcp) = tcp else {
-        let _ = stop.await;
-        tasks.iter().for_each(|t| t.abort());
-        return;
-    };
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     loop {
         // A free slot first, then a connection: at the cap, nothing more
@@ -478,12 +479,11 @@ async fn serve(
 }
 
 /// Accept the helper's connection (same uid only) and take its sockets:
-/// the TCP listener (only with `listener`), then the UDP socket, then one
-/// listener per declared service, in the plan's order.
+/// the TCP listener, then the UDP socket, then one listener per declared
+/// service, in the plan's order.
 async fn take_sockets(
     control: std::os::unix::net::UnixListener,
     receive: ReceiveFds,
-    listener: bool,
     rules: Vec<ServiceRule>,
 ) -> io::Result<HandedOver> {
     let control = tokio::net::UnixListener::from_std(control)?;
@@ -501,7 +501,7 @@ async fn take_sockets(
     let fds = tokio::task::spawn_blocking(move || receive(&conn))
         .await
         .map_err(io::Error::other)??;
-    let expected = usize::from(listener) + 1 + rules.len();
+    let expected = 2 + rules.len();
     if fds.len() != expected {
         return Err(io::Error::other(format!(
             "expected {expected} sockets, got {}",
@@ -509,12 +509,11 @@ async fn take_sockets(
         )));
     }
     let mut fds = fds.into_iter();
-    let t = if listener { fds.next() } else { None };
-    let u = fds
-        .next()
-        .ok_or_else(|| io::Error::other("no DNS socket"))?;
+    let (Some(t), Some(u)) = (fds.next(), fds.next()) else {
+        return Err(io::Error::other("no proxy listener or DNS socket"));
+    };
     let service_fds: Vec<OwnedFd> = fds.collect();
-    let t = t.map(std::net::TcpListener::from);
+    let t = std::net::TcpListener::from(t);
     let u = std::net::UdpSocket::from(u);
     // Served only if they are what the sandbox's init makes: a listener
     // and a UDP socket on loopback (never a socket of the host's that a
@@ -527,20 +526,18 @@ async fn take_sockets(
             "the socket handed over is not the DNS responder's socket on the sandbox's loopback ({ua})"
         )));
     }
-    if let Some(t) = &t {
-        let listening = getsockopt(t, sockopt::AcceptConn).unwrap_or(false);
-        let ta = t.local_addr()?;
-        if kind(t.as_fd()) != Some(SockType::Stream)
-            || !listening
-            || !ta.ip().is_loopback()
-            || ta.port() != PROXY_PORT
-        {
-            return Err(io::Error::other(format!(
-                "the socket handed over is not the proxy's listener on the sandbox's loopback ({ta})"
-            )));
-        }
-        t.set_nonblocking(true)?;
+    let listening = getsockopt(&t, sockopt::AcceptConn).unwrap_or(false);
+    let ta = t.local_addr()?;
+    if kind(t.as_fd()) != Some(SockType::Stream)
+        || !listening
+        || !ta.ip().is_loopback()
+        || ta.port() != PROXY_PORT
+    {
+        return Err(io::Error::other(format!(
+            "the socket handed over is not the proxy's listener on the sandbox's loopback ({ta})"
+        )));
     }
+    t.set_nonblocking(true)?;
     u.set_nonblocking(true)?;
     let services = service_fds
         .into_iter()
@@ -548,16 +545,16 @@ async fn take_sockets(
         .map(|(fd, rule)| adopt(fd, rule))
         .collect::<io::Result<Vec<_>>>()?;
     Ok((
-        t.map(tokio::net::TcpListener::from_std).transpose()?,
+        tokio::net::TcpListener::from_std(t)?,
         tokio::net::UdpSocket::from_std(u)?,
         services,
     ))
 }
 
-/// What the sandbox handed over: the proxy's listener (with an
-/// allowlist), the DNS socket, the services' listeners.
+/// What the sandbox handed over: the proxy's listener, the DNS socket,
+/// the services' listeners.
 type HandedOver = (
-    Option<tokio::net::TcpListener>,
+    tokio::net::TcpListener,
     tokio::net::UdpSocket,
     Vec<ServiceListener>,
 );
@@ -565,7 +562,7 @@ type HandedOver = (
 async fn serve_dns(udp: tokio::net::UdpSocket, shared: Arc<Shared>) {
     let mut buf = [0u8; 1500];
     let how = match shared.serve {
-        Serve::LookupsOnly => dns::Reply::Refused,
+        Serve::NoNetwork => dns::Reply::Refused,
         Serve::Allowlist(_) => dns::Reply::AddressLeadingNowhere,
     };
     while let Ok((n, from)) = udp.recv_from(&mut buf).await {
@@ -574,10 +571,7 @@ async fn serve_dns(udp: tokio::net::UdpSocket, shared: Arc<Shared>) {
             continue;
         };
         let (allowed, reason) = match &shared.serve {
-            Serve::LookupsOnly => (
-                false,
-                Some("looked up in a run whose intent.network is none: no name may be reached (declare the hosts the command needs in intent.network.allow)".into()),
-            ),
+            Serve::NoNetwork => (false, Some(format!("looked up: {NO_NETWORK}"))),
             Serve::Allowlist(cfg) => match cfg.admit(&name, None) {
                 Admission::Allowed => (true, None),
                 Admission::Refused(why) => (false, Some(format!("looked up: {why}"))),

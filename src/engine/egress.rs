@@ -1,12 +1,14 @@
 //! A rehearsal's egress: the engine starts the run's egress for every
-//! rehearsal (not the live lane's rerun on the host's network). When the
-//! intent allows names, that is the proxy and the sandbox's DNS responder,
-//! and the command gets the proxy variables; with `network: none` it is
-//! the DNS responder alone, answering REFUSED, so that a lookup is
-//! recorded by the name asked for rather than as a datagram to whatever
-//! resolver the host's configuration names. Afterwards the proxy's log
-//! (and, with an allowlist, the direct attempts the sandbox saw) becomes
-//! `rehearsal.egress`, one entry per destination.
+//! rehearsal (not the live lane's rerun on the host's network): the proxy
+//! and the sandbox's DNS responder, on one thread of the engine's, and the
+//! command gets the proxy variables. When the intent allows names, the
+//! proxy serves them; with `network: none` it answers every request `403`
+//! at once and the DNS responder answers REFUSED, so that a tool gives up
+//! at once (npm retries a failed lookup for about 70 s, but not a proxy's
+//! refusal) and each attempt is recorded by the name asked for rather than
+//! as a datagram to whatever resolver the host's configuration names.
+//! Afterwards the proxy's log (and, with an allowlist, the direct attempts
+//! the sandbox saw) becomes `rehearsal.egress`, one entry per destination.
 //!
 //! The run's declared services (`intent.network.services`), admitted again
 //! here by the one rule (`egress::service::admit`) against the same system
@@ -45,9 +47,10 @@ pub(super) enum StartError {
 }
 
 /// Start the run's egress (not for the live lane's rerun on the host's
-/// network): the proxy if its intent allows names, the DNS responder
-/// alone otherwise; and the declared services. `owner`: the workspace
-/// owner's uid, gid and groups.
+/// network): the proxy, serving the intent's names or (`network: none`)
+/// refusing every one, the DNS responder, and the declared services; the
+/// command's proxy variables point at the proxy either way. `owner`: the
+/// workspace owner's uid, gid and groups.
 pub(super) fn start_egress(
     system: &EgressSystem,
     spec: &EnvelopeSpec,
@@ -65,28 +68,16 @@ pub(super) fn start_egress(
         connect_as: sandbox::service::connect_as_owner,
     });
     let endpoints = rules.into_iter().map(|r| r.endpoint).collect();
-    if spec.network.is_empty() {
-        let proxy = proxy::start(
-            Serve::LookupsOnly,
-            services,
-            sandbox::receive_egress_sockets,
-        )?;
-        sspec.egress = Some(EgressPlan {
-            control: proxy.control_path().to_path_buf(),
-            proxy_port: None,
-            services: endpoints,
-        });
-        return Ok(Some(proxy));
-    }
-    let cfg = system.for_run(&spec.network);
-    let proxy = proxy::start(
-        Serve::Allowlist(cfg),
-        services,
-        sandbox::receive_egress_sockets,
-    )?;
+    let serve = if spec.network.is_empty() {
+        Serve::NoNetwork
+    } else {
+        Serve::Allowlist(system.for_run(&spec.network))
+    };
+    let proxy = proxy::start(serve, services, sandbox::receive_egress_sockets)?;
     sspec.egress = Some(EgressPlan {
         control: proxy.control_path().to_path_buf(),
         proxy_port: Some(PROXY_PORT),
+        allows_names: !spec.network.is_empty(),
         services: endpoints,
     });
     let url = format!("http://127.0.0.1:{PROXY_PORT}");
@@ -184,11 +175,11 @@ pub(super) fn hint_undeclared_services(
 /// attempt becomes one egress entry, by name where the sandbox's DNS
 /// responder gave the address, and its line under `blocked` goes (one
 /// reason per destination in the verdict, not two). With `network: none`
-/// only the lookups are added: direct attempts stay under `blocked`, as
-/// they always were in such runs.
+/// only what the proxy and the DNS responder saw is added: direct attempts
+/// stay under `blocked`, as they always were in such runs.
 pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
     let mut entries = log.entries;
-    let direct = if log.lookups_only {
+    let direct = if log.no_network {
         &[][..]
     } else {
         &report.direct[..]
@@ -263,9 +254,6 @@ pub(super) fn fill_egress_report(log: EgressLog, report: &mut RehearsalReport) {
         });
     }
     report.egress = entries;
-    if log.lookups_only {
-        return;
-    }
     for k in PROXY_VARS.iter().chain(NO_PROXY_VARS.iter()) {
         report.stripped.push(format!("provided:env:{k}"));
     }

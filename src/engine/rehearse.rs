@@ -272,7 +272,7 @@ impl Engine {
                 network: if ev.sspec.network_host {
                     "host (the live lane's rerun, as live.network: host grants)".into()
                 } else {
-                    describe_network(ev.sspec.egress.as_ref())
+                    describe_network(ev.sspec.egress.as_ref(), !ev.spec.network.is_empty())
                 },
                 limits: Some(spec.limits),
             },
@@ -351,11 +351,15 @@ fn prepare_redaction() {
 }
 
 /// The record's `sandbox.network`: what the command could reach.
-fn describe_network(plan: Option<&sandbox::spec::EgressPlan>) -> String {
-    let base = if plan.is_some_and(|e| e.proxy_port.is_some()) {
-        "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)"
-    } else {
-        "none (new network namespace, loopback only)"
+fn describe_network(plan: Option<&sandbox::spec::EgressPlan>, allows: bool) -> String {
+    let base = match plan {
+        Some(_) if allows => {
+            "egress proxy only (new network namespace, loopback only; allowlisted names through the run's proxy)"
+        }
+        Some(_) => {
+            "none (new network namespace, loopback only; the run's egress proxy refuses every name)"
+        }
+        None => "none (new network namespace, loopback only)",
     };
     match plan.map(|e| &e.services[..]).unwrap_or_default() {
         [] => base.into(),

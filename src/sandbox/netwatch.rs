@@ -33,7 +33,7 @@ pub(super) struct NetWatch {
     pub direct: Vec<DirectAttempt>,
     /// The sandbox's own services on `127.0.0.1`, not attempts: the DNS
     /// responder on 53 (when the engine serves one) and the egress proxy's
-    /// port (in a run with an allowlist).
+    /// port (in every rehearsal).
     dns_responder: bool,
     proxy_port: Option<u16>,
     /// The declared TCP services' listeners (not attempts: the engine
@@ -221,7 +221,7 @@ impl NetWatch {
 
 impl NetWatch {
     /// `127.0.0.1:53` when the engine serves the DNS responder,
-    /// `127.0.0.1:proxy_port` in a run with an allowlist, or a declared
+    /// `127.0.0.1:proxy_port` (in every rehearsal), or a declared
     /// TCP service's own address and port.
     fn is_egress_service(&self, addr: Option<&[u8]>) -> bool {
         let Some(d) = addr.and_then(inet_destination) else {

@@ -269,10 +269,13 @@ impl PartialEq for StubPlan {
 pub struct EgressPlan {
     /// The proxy's control socket on the host (reached by H only).
     pub control: PathBuf,
-    /// The proxy's port on the sandbox's loopback; `None` for a run with
-    /// `network: none` (the DNS responder alone: no listener, and Landlock
-    /// lets the command connect to no TCP port).
+    /// The proxy's port on the sandbox's loopback (in every rehearsal: with
+    /// `network: none` the proxy refuses every name).
     pub proxy_port: Option<u16>,
+    /// Whether the run's allowlist names anything (the proxy serves names);
+    /// `false` with `network: none`.
+    #[serde(default)]
+    pub allows_names: bool,
     /// The run's admitted host services (`intent.network.services`), in
     /// the order their listeners are handed over: each gets a listener
     /// inside the sandbox at its own address or path (see

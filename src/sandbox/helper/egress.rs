@@ -6,8 +6,8 @@
 //! - P3 points the image's `/etc/resolv.conf` at the sandbox's own DNS
 //!   responder (a read-only bind of a generated file).
 //! - P7, once loopback is up, creates the DNS responder's UDP socket
-//!   (`127.0.0.1:53`) and, in a run with an allowlist, the proxy's
-//!   listening TCP socket (`127.0.0.1:proxy_port`) inside the sandbox's
+//!   (`127.0.0.1:53`) and the proxy's listening TCP socket
+//!   (`127.0.0.1:proxy_port`) inside the sandbox's
 //!   network namespace and hands them to the engine over the control
 //!   connection (`SCM_RIGHTS`), then closes its copies. The engine serves
 //!   them; no process of the sandbox forwards anything, and the namespace
@@ -101,7 +101,7 @@ pub(super) fn point_resolver_at_sandbox(
     Ok(())
 }
 
-/// P7: the DNS socket and (with an allowlist) the proxy's listener,
+/// P7: the DNS socket and the proxy's listener,
 /// created in the sandbox's network namespace and handed to the engine:
 /// the listener first, as the engine expects; then the declared services'
 /// listeners (`services.rs`).

@@ -95,6 +95,8 @@ pub(super) struct CommandPlan {
     /// The egress proxy's port inside the sandbox: the one TCP port
     /// Landlock lets the command connect to.
     pub egress_port: Option<u16>,
+    /// The run's allowlist names anything (else the proxy refuses all).
+    pub egress_allows_names: bool,
     /// The declared TCP services' ports: Landlock lets the command connect
     /// to exactly these besides the proxy's.
     pub service_ports: Vec<u16>,
@@ -478,6 +480,7 @@ fn prepare_command(
         kernel_abi,
         network_host: spec.network_host,
         egress_port: spec.egress.as_ref().and_then(|e| e.proxy_port),
+        egress_allows_names: spec.egress.as_ref().is_some_and(|e| e.allows_names),
         groups,
         service_ports: spec
             .egress
@@ -508,7 +511,7 @@ fn describe_sandbox(
         report.stripped.push(format!("masked:{}", m.display()));
     }
     report.stripped.push(
-        if plan.egress_port.is_some() {
+        if plan.egress_allows_names {
             "network (only the egress proxy on loopback, to allowlisted names)"
         } else {
             "network"
