@@ -34,6 +34,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// After a wake-up by a run's change, what else arrives within this is
 /// published with it (a decision is applied at once).
 const GATHER: Duration = Duration::from_millis(40);
+/// A change no reviewer waits for (a run promoted, failed, refused; the
+/// journal's records and group-commit heads) is published within this,
+/// together with whatever else changed meanwhile.
+const LAZY: Duration = Duration::from_millis(250);
 /// Runs remembered as changed while the store is away; past it, every
 /// waiting run is published again at the reconnection.
 const DIRTY_MAX: usize = 100_000;
@@ -143,7 +147,9 @@ pub async fn start(
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(until) => break,
-                    ev = events.recv() => host.note_event(ev),
+                    ev = events.recv() => {
+                        host.note_event(ev);
+                    }
                     h = commits.recv() => host.note_head(h),
                 }
             }
@@ -236,40 +242,63 @@ impl FleetHost {
                 want_decisions = false;
             }
             while super::publish::publish_once(self, &mut conn.client).await? {}
-            tokio::select! {
-                n = conn.notes.recv() => want_decisions |= self.on_note(n, &conn.client).await?,
-                ev = events.recv() => self.note_event(ev),
-                h = commits.recv() => self.note_head(h),
-                _ = poll.tick() => {
-                    want_decisions = true;
-                    let published = self.position.as_ref().map_or(-1, |p| p.next_seq as i64 - 1);
-                    conn.client
-                        .execute(
-                            "UPDATE dryrun.hosts SET last_seen = now(), published_seq = $1 WHERE host_id = session_user",
-                            &[&published],
-                        )
-                        .await?;
+            // Wait for a reason to publish. A run that begins or stops
+            // waiting for a person goes out at once (with what else comes
+            // within [`GATHER`]); any other change, and the journal's
+            // records and group-commit heads, within [`LAZY`], so that a
+            // busy host publishes many runs in one transaction.
+            let mut lazy: Option<tokio::time::Instant> = None;
+            let mut urgent = false;
+            while !want_decisions && !urgent {
+                let until = lazy.unwrap_or_else(|| tokio::time::Instant::now() + POLL_EVERY);
+                tokio::select! {
+                    n = conn.notes.recv() => want_decisions |= self.on_note(n, &conn.client).await?,
+                    ev = events.recv() => {
+                        urgent = self.note_event(ev);
+                        lazy.get_or_insert_with(|| tokio::time::Instant::now() + LAZY);
+                    }
+                    h = commits.recv() => {
+                        self.note_head(h);
+                        lazy.get_or_insert_with(|| tokio::time::Instant::now() + LAZY);
+                    }
+                    _ = tokio::time::sleep_until(until), if lazy.is_some() => break,
+                    _ = poll.tick() => {
+                        want_decisions = true;
+                        let published = self.position.as_ref().map_or(-1, |p| p.next_seq as i64 - 1);
+                        conn.client
+                            .execute(
+                                "UPDATE dryrun.hosts SET last_seen = now(), published_seq = $1 WHERE host_id = session_user",
+                                &[&published],
+                            )
+                            .await?;
+                    }
                 }
+            }
+            if want_decisions {
+                continue;
             }
             // Take whatever else is there at once (one publication for all).
             loop {
                 match events.try_recv() {
-                    Ok(ev) => self.note_event(Ok(ev)),
+                    Ok(ev) => {
+                        self.note_event(Ok(ev));
+                    }
                     Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
                     Err(tokio::sync::broadcast::error::TryRecvError::Lagged(n)) => {
-                        self.note_event(Err(RecvError::Lagged(n)))
+                        self.note_event(Err(RecvError::Lagged(n)));
                     }
                     Err(_) => break,
                 }
             }
-            // Gather what else comes within a moment, so that a busy host
-            // publishes many runs in one transaction.
+            // Gather what else comes within a moment after an urgent change.
             let until = tokio::time::Instant::now() + GATHER;
-            while !want_decisions {
+            while urgent && !want_decisions {
                 tokio::select! {
                     _ = tokio::time::sleep_until(until) => break,
                     n = conn.notes.recv() => want_decisions |= self.on_note(n, &conn.client).await?,
-                    ev = events.recv() => self.note_event(ev),
+                    ev = events.recv() => {
+                        self.note_event(ev);
+                    }
                     h = commits.recv() => self.note_head(h),
                 }
             }
@@ -311,16 +340,28 @@ impl FleetHost {
         Ok(())
     }
 
-    fn note_event(&mut self, ev: Result<crate::model::run_state::RunEvent, RecvError>) {
+    /// Note a run's change; `true` when reviewers wait for it: the run
+    /// now waits for a person, or waited (its evidence row is out).
+    fn note_event(&mut self, ev: Result<crate::model::run_state::RunEvent, RecvError>) -> bool {
         match ev {
             // Queued and running are passing states: the journal's
             // `run_submitted` publishes a queued run, its outcome the rest.
-            Ok(ev) if matches!(ev.state, RunState::Queued | RunState::Running) => {}
-            Ok(ev) if self.dirty.len() < DIRTY_MAX => {
-                self.dirty.insert(ev.run_id);
+            Ok(ev) if matches!(ev.state, RunState::Queued | RunState::Running) => false,
+            Ok(ev) => {
+                let urgent = ev.state == RunState::AwaitingApproval
+                    || self.with_evidence.contains(&ev.run_id);
+                if self.dirty.len() < DIRTY_MAX {
+                    self.dirty.insert(ev.run_id);
+                } else {
+                    self.dirty_overflow = true;
+                }
+                urgent
             }
-            Ok(_) | Err(RecvError::Lagged(_)) => self.dirty_overflow = true,
-            Err(RecvError::Closed) => {}
+            Err(RecvError::Lagged(_)) => {
+                self.dirty_overflow = true;
+                true
+            }
+            Err(RecvError::Closed) => false,
         }
     }
 

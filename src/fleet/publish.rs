@@ -171,8 +171,9 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
         .clone()
         .ok_or_else(|| FleetError::Unavailable("not connected".into()))?;
     // The batch's parameters first, then one transaction whose statements
-    // are sent together (pipelined): three round trips a batch.
-    let mut run_params: Vec<Vec<Param>> = Vec::with_capacity(rows.len());
+    // are sent together (pipelined): three round trips a batch,
+    // one statement for all its runs.
+    let mut runs = RunColumns::default();
     let mut evidence_params: Vec<Vec<Param>> = Vec::new();
     let mut not_waiting: Vec<String> = Vec::new();
     for row in &rows {
@@ -181,31 +182,7 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
             .spec
             .people
             .submitter(r.submitted_by.as_ref().map(|a| a.uid), &h.host_id);
-        let verdict = r.verdict.as_ref();
-        let reasons: Vec<&String> = verdict
-            .map(|v| v.reasons.iter().take(REASONS_MAX).collect())
-            .unwrap_or_default();
-        run_params.push(vec![
-            Box::new(r.run_id.clone()),
-            Box::new(r.state.as_str().to_string()),
-            Box::new(verdict.map(|v| v.decision.as_str().to_string())),
-            Box::new(r.command.clone()),
-            Box::new(r.task.clone()),
-            Box::new(r.workspace.clone()),
-            Box::new(serde_json::to_value(&r.intent).unwrap_or(Value::Null)),
-            Box::new(json!(reasons)),
-            Box::new(row.summary["changes"].clone()),
-            Box::new(r.risk.as_ref().map(|k| k.level.clone())),
-            Box::new(sub.uid.map(i64::from)),
-            Box::new(sub.name),
-            Box::new(sub.person),
-            Box::new(sub.roles),
-            Box::new(r.rehearsal.as_ref().map(|x| x.evidence_hash.clone())),
-            Box::new(r.fleet_policy_version),
-            Box::new(r.risk.as_ref().map(|k| k.policy_hash.clone())),
-            Box::new(r.created_at.clone()),
-            Box::new(waiting_at.get(&r.run_id).cloned()),
-        ]);
+        runs.push(r, &row.summary, sub, waiting_at.get(&r.run_id).cloned());
         match &row.evidence {
             Some((summary, diffs, egress)) => evidence_params.push(vec![
                 Box::new(r.run_id.clone()),
@@ -217,6 +194,7 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
             None => {}
         }
     }
+    let run_params = (!rows.is_empty()).then(|| runs.into_params());
     let acks: Vec<(i64, super::apply::Ack)> =
         recs.iter().filter_map(super::apply::Ack::of).collect();
     let ack_params: Vec<Vec<Param>> = acks
@@ -252,7 +230,9 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
     if let Some(p) = &events_params {
         work.push((&st.events, refs(p)));
     }
-    work.extend(run_params.iter().map(|p| (&st.upsert_run, refs(p))));
+    if let Some(p) = &run_params {
+        work.push((&st.upsert_run, refs(p)));
+    }
     work.extend(
         evidence_params
             .iter()
@@ -299,12 +279,19 @@ pub(super) async fn publish_once(h: &mut FleetHost, c: &mut Client) -> Result<bo
     Ok(recs.len() == BATCH)
 }
 
+/// Every run of a batch in one statement (one row per element of the
+/// arrays `RunColumns` makes, in its order).
 const UPSERT_RUN: &str = "INSERT INTO dryrun.runs (run_id, state, decision, command, task, workspace, intent, reasons, changes,
     risk_level, submitter_uid, submitter_name, submitter_person, submitter_roles, evidence_hash, policy_version,
     policy_hash, created_at, waiting_since, waiting_visible_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::text[]::name[], $15, $16, $17, $18::text::timestamptz,
-    CASE WHEN $2 = 'awaiting_approval' THEN coalesce($19::text::timestamptz, clock_timestamp()) END,
-    CASE WHEN $2 = 'awaiting_approval' THEN clock_timestamp() END, clock_timestamp())
+SELECT t.id, t.st, t.dec, t.cmd, t.task, t.ws, t.intent, t.reasons, t.changes, t.risk, t.uid, t.name, t.person,
+    ARRAY(SELECT jsonb_array_elements_text(t.roles))::name[], t.ehash, t.pv, t.ph, t.created::timestamptz,
+    CASE WHEN t.st = 'awaiting_approval' THEN coalesce(t.waiting::timestamptz, clock_timestamp()) END,
+    CASE WHEN t.st = 'awaiting_approval' THEN clock_timestamp() END, clock_timestamp()
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::jsonb[],
+    $9::jsonb[], $10::text[], $11::int8[], $12::text[], $13::text[], $14::jsonb[], $15::text[], $16::int8[],
+    $17::text[], $18::text[], $19::text[])
+    AS t(id, st, dec, cmd, task, ws, intent, reasons, changes, risk, uid, name, person, roles, ehash, pv, ph, created, waiting)
 ON CONFLICT (run_id) DO UPDATE SET state = EXCLUDED.state, decision = EXCLUDED.decision, reasons = EXCLUDED.reasons,
     changes = EXCLUDED.changes, risk_level = EXCLUDED.risk_level, submitter_person = EXCLUDED.submitter_person,
     submitter_roles = EXCLUDED.submitter_roles, evidence_hash = EXCLUDED.evidence_hash,
@@ -313,6 +300,92 @@ ON CONFLICT (run_id) DO UPDATE SET state = EXCLUDED.state, decision = EXCLUDED.d
     waiting_visible_at = coalesce(dryrun.runs.waiting_visible_at, EXCLUDED.waiting_visible_at),
     updated_at = clock_timestamp()
 WHERE dryrun.runs.host_id = session_user";
+
+/// A batch's runs as the columns of [`UPSERT_RUN`].
+#[derive(Default)]
+struct RunColumns {
+    id: Vec<String>,
+    state: Vec<String>,
+    decision: Vec<Option<String>>,
+    command: Vec<String>,
+    task: Vec<Option<String>>,
+    workspace: Vec<String>,
+    intent: Vec<Value>,
+    reasons: Vec<Value>,
+    changes: Vec<Value>,
+    risk: Vec<Option<String>>,
+    uid: Vec<Option<i64>>,
+    name: Vec<Option<String>>,
+    person: Vec<String>,
+    roles: Vec<Value>,
+    evidence_hash: Vec<Option<String>>,
+    policy_version: Vec<Option<i64>>,
+    policy_hash: Vec<Option<String>>,
+    created: Vec<String>,
+    waiting: Vec<Option<String>>,
+}
+
+impl RunColumns {
+    fn push(
+        &mut self,
+        r: &RunRecord,
+        summary: &Value,
+        sub: super::config::Submitter,
+        waiting: Option<String>,
+    ) {
+        let verdict = r.verdict.as_ref();
+        let reasons: Vec<&String> = verdict
+            .map(|v| v.reasons.iter().take(REASONS_MAX).collect())
+            .unwrap_or_default();
+        self.id.push(r.run_id.clone());
+        self.state.push(r.state.as_str().to_string());
+        self.decision
+            .push(verdict.map(|v| v.decision.as_str().to_string()));
+        self.command.push(r.command.clone());
+        self.task.push(r.task.clone());
+        self.workspace.push(r.workspace.clone());
+        self.intent
+            .push(serde_json::to_value(&r.intent).unwrap_or(Value::Null));
+        self.reasons.push(json!(reasons));
+        self.changes.push(summary["changes"].clone());
+        self.risk.push(r.risk.as_ref().map(|k| k.level.clone()));
+        self.uid.push(sub.uid.map(i64::from));
+        self.name.push(sub.name);
+        self.person.push(sub.person);
+        self.roles.push(json!(sub.roles));
+        self.evidence_hash
+            .push(r.rehearsal.as_ref().map(|x| x.evidence_hash.clone()));
+        self.policy_version.push(r.fleet_policy_version);
+        self.policy_hash
+            .push(r.risk.as_ref().map(|k| k.policy_hash.clone()));
+        self.created.push(r.created_at.clone());
+        self.waiting.push(waiting);
+    }
+
+    fn into_params(self) -> Vec<Param> {
+        vec![
+            Box::new(self.id),
+            Box::new(self.state),
+            Box::new(self.decision),
+            Box::new(self.command),
+            Box::new(self.task),
+            Box::new(self.workspace),
+            Box::new(self.intent),
+            Box::new(self.reasons),
+            Box::new(self.changes),
+            Box::new(self.risk),
+            Box::new(self.uid),
+            Box::new(self.name),
+            Box::new(self.person),
+            Box::new(self.roles),
+            Box::new(self.evidence_hash),
+            Box::new(self.policy_version),
+            Box::new(self.policy_hash),
+            Box::new(self.created),
+            Box::new(self.waiting),
+        ]
+    }
+}
 
 const UPSERT_EVIDENCE: &str = "INSERT INTO dryrun.evidence (run_id, summary, diffs, egress) VALUES ($1, $2, $3, $4)
 ON CONFLICT (run_id) DO UPDATE SET summary = EXCLUDED.summary, diffs = EXCLUDED.diffs, egress = EXCLUDED.egress";
