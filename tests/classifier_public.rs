@@ -100,6 +100,14 @@ fn measure() -> &'static Measured {
                 t.errors += error as usize;
             }
             // Only the development part's misses are ever shown.
+            if error && !r.heldout && std::env::var_os("CORPUS_ERRORS").is_some() {
+                println!(
+                    "ERROR {}: {:?}\n    {}",
+                    r.family,
+                    r.command,
+                    c.reasons.join("\n    ")
+                );
+            }
             if !right
                 && !r.heldout
                 && misses

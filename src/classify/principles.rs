@@ -59,6 +59,7 @@ impl Principle {
             "exec.lookalike"
             | "exec.written_code"
             | "exec.opaque_code"
+            | "exec.unreadable_code"
             | "exec.inline_code.process"
             | "exec.inline_code.native"
             | "exec.inline_code.payload"
