@@ -11,6 +11,7 @@ mod paths;
 pub mod principles;
 mod rules;
 mod runners;
+mod stdin_programs;
 mod tables;
 mod wrappers;
 
@@ -333,6 +334,7 @@ impl Ctx<'_> {
         }
         for c in &ex.commands {
             self.stdin_program(c, &ex, depth, counter);
+            self.stdin_script(c, &ex);
             self.simple(c, depth, counter);
         }
     }

@@ -76,7 +76,10 @@ impl Principle {
             "chain.opaque" | "redirect.write" => return ChangesWorkspace,
             "read.plan" => return OnlyReads,
             // Configuration and options that make a tool run a program.
-            "vcs.git.config.exec" | "exec.sed.script" | "exec.awk.system" => return RunsPrograms,
+            "vcs.git.config.exec"
+            | "exec.sed.script"
+            | "exec.awk.system"
+            | "exec.stdin_program" => return RunsPrograms,
             _ => {}
         }
         if level == Level::Read {

@@ -307,6 +307,7 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exec.written_code", Level::Admin, 60),
     ("exec.stdin_shell", Level::Admin, 60),
     ("exec.unreadable_code", Level::Admin, 60),
+    ("exec.stdin_program", Level::Admin, 60),
     ("delete.unknown_targets", Level::Admin, 60),
     ("read.plan", Level::Read, 0),
     // Inline interpreter code (docs/classifier.md, "Inline code"): what it
