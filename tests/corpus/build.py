@@ -193,13 +193,22 @@ WRITERS_LAST = {"cp", "mv", "ln", "install", "rsync"}
 WRITERS_ALL = {"chmod", "chown", "chgrp", "touch", "mkdir", "tee", "truncate", "chattr"}
 
 
-def outside(path):
+def outside(path, computed=True):
     """A path outside a workspace the command runs in: absolute (not
-    /tmp, /dev/null), the home, or computed at run time."""
+    /tmp, /dev/null), the home, or (`computed`) computed at run time. A
+    delete of a path computed at run time is a delete of unknown targets
+    (principle `deletes`); a write to one is not known to be outside, and
+    the rehearsal shows where it wrote, so writers pass `computed=False`."""
     p = path.strip("'\"")
     if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")):
         return False
-    return p.startswith(("/", "~", "$HOME", "${HOME}")) or p.startswith("$")
+    if p.startswith(("/", "~", "$HOME", "${HOME}")):
+        return True
+    return computed and p.startswith("$")
+
+
+def written_outside(path):
+    return outside(path, computed=False)
 
 
 def words_of(segment):
@@ -277,22 +286,22 @@ def changes_outside(ws, seg, piped):
         return True
     if prog == "git" and args[:1] and args[0] in ("push",):
         return True
-    if prog in WRITERS_LAST and len(args) >= 2 and outside(args[-1]):
+    if prog in WRITERS_LAST and len(args) >= 2 and written_outside(args[-1]):
         return True
     # `cp -t DIR`, `--target-directory=DIR`: the destination comes first.
     for k, w in enumerate(ws[1:], 1):
-        if prog in WRITERS_LAST and w == "-t" and k + 1 < len(ws) and outside(ws[k + 1]):
+        if prog in WRITERS_LAST and w == "-t" and k + 1 < len(ws) and written_outside(ws[k + 1]):
             return True
-        if prog in WRITERS_LAST and w.startswith("--target-directory=") and outside(w.split("=", 1)[1]):
+        if prog in WRITERS_LAST and w.startswith("--target-directory=") and written_outside(w.split("=", 1)[1]):
             return True
-    if prog in WRITERS_ALL and any(outside(a) for a in args[1 if prog in ("chmod", "chown", "chgrp") else 0:]):
+    if prog in WRITERS_ALL and any(written_outside(a) for a in args[1 if prog in ("chmod", "chown", "chgrp") else 0:]):
         return True
-    if prog == "dd" and any(a.startswith("of=") and outside(a[3:]) for a in ws):
+    if prog == "dd" and any(a.startswith("of=") and written_outside(a[3:]) for a in ws):
         return True
-    if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(outside(a) for a in args):
+    if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(written_outside(a) for a in args):
         return True
     # cpio's pass-through mode copies into its directory operand.
-    if prog == "cpio" and any(re.match(r"-[a-zA-Z0-9]*p", w) for w in flags) and args and outside(args[-1]):
+    if prog == "cpio" and any(re.match(r"-[a-zA-Z0-9]*p", w) for w in flags) and args and written_outside(args[-1]):
         return True
     for sub in sub_commands(ws):
         if changes_outside(sub, " ".join(sub), True):
@@ -332,13 +341,19 @@ def nl2bash_label(cmd):
                 if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
                     break
                 starts.append(w)
-            changes = "-delete" in ws or any(
-                w.split("/")[-1] in DELETERS | WRITERS_ALL | WRITERS_LAST | {"sed", "perl"}
+            deletes = "-delete" in ws or any(w.split("/")[-1] in DELETERS for w in ws)
+            # The files found are changed in place by these; `cp`, `ln`,
+            # `install`, `rsync` only read them (their destination is
+            # judged as a sub-command's).
+            changes = deletes or any(
+                w.split("/")[-1] in WRITERS_ALL | {"mv", "sed", "perl"}
                 for w in ws
             )
-            if changes and (not starts or any(outside(s) for s in starts)):
+            if changes and (not starts or any(outside(s, computed=deletes) for s in starts)):
                 return "dangerous" if starts else None
-        if changes_outside(ws, seg, i > 0 and "|" in cmd):
+        # `yes | rm` deletes nothing: rm does not read its targets from
+        # stdin (xargs does, and its program is judged as piped).
+        if changes_outside(ws, seg, False):
             return "dangerous"
     return "everyday"
 
