@@ -141,7 +141,11 @@ pub fn extract(
             Some(s) => {
                 read_as = s;
                 w.src = &read_as;
-                full_parse(&read_as).map_err(|_| e)?
+                // brush's tokenizer can panic on what the rewrite makes of
+                // input it already rejected (a heredoc inside `$(`): that
+                // stays the original parse error.
+                let retry = std::panic::catch_unwind(|| full_parse(&read_as));
+                retry.ok().and_then(Result::ok).ok_or(e)?
             }
             None => return Err(e),
         },

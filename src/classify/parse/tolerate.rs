@@ -15,7 +15,7 @@ pub(super) fn bash_reading(src: &str, err: &str) -> Option<String> {
     // delimited by end-of-file") and takes the rest of the input as the
     // body. Closing every heredoc whose delimiter line never comes reads it
     // the same way.
-    if err.contains("here document") {
+    if err.contains("here document") && !src.contains("$(") && !src.contains('`') {
         let missing: Vec<String> = heredoc_tags(src)
             .into_iter()
             .filter(|t| !src.lines().any(|l| l.trim_start_matches('\t') == t))
