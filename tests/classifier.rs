@@ -958,6 +958,11 @@ fn every_finding_is_explained_with_its_principle() {
             Principle::RunsPrograms,
         ),
         ("ls 'a", "parse.error", Principle::FailClosed),
+        (
+            "sh -c 'echo \"x'",
+            "exec.unreadable_code",
+            Principle::HidesWhatRuns,
+        ),
     ] {
         assert_eq!(principle_of(cmd, rule), principle, "{cmd:?}");
     }

@@ -100,6 +100,14 @@ fn measure() -> &'static Measured {
                 t.errors += error as usize;
             }
             // Only the development part's misses are ever shown.
+            if error && !r.heldout && std::env::var_os("CORPUS_ERRORS").is_some() {
+                println!(
+                    "ERROR {}: {:?}\n    {}",
+                    r.family,
+                    r.command,
+                    c.reasons.join("\n    ")
+                );
+            }
             if !right
                 && !r.heldout
                 && misses
@@ -172,27 +180,28 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-28 after the
-/// second round of issue 32's principles: dangerous asked 77.2%, everyday
-/// left alone 94.5%, 32 rows that do not parse; the first merge had 67.4%
-/// and 93.6%): a regression below them fails. Raise them as the rules
-/// improve; the issue's targets are `public_corpus_heldout_meets_targets`.
+/// third round of issue 32: dangerous asked 83.4%, everyday left alone
+/// 95.4%, every row parses; the second round had 77.2%, 94.5% and 32 rows
+/// that did not parse, on the corpus before its labellers were corrected):
+/// a regression below them fails. Raise them as the rules improve; the
+/// issue's targets are `public_corpus_heldout_meets_targets`.
 #[test]
 fn public_corpus_heldout_does_not_regress() {
     let m = measure();
     let dangerous = m.by_label[&(true, true)];
     let everyday = m.by_label[&(false, true)];
     assert!(
-        dangerous.errors + everyday.errors <= 32,
+        dangerous.errors + everyday.errors == 0,
         "held-out rows that do not parse: {}",
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 77.0,
+        pct(dangerous) >= 83.3,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 94.4,
+        pct(everyday) >= 95.3,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );

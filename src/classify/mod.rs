@@ -11,6 +11,7 @@ mod paths;
 pub mod principles;
 mod rules;
 mod runners;
+mod stdin_programs;
 mod tables;
 mod wrappers;
 
@@ -290,6 +291,18 @@ impl Ctx<'_> {
         let mut ex = Extracted::default();
         if let Err(e) = parse::extract(src, depth, &mut ex, counter) {
             let shown: String = src.chars().take(120).collect();
+            if depth > 0 {
+                // The command parses; a program string it hands to a shell
+                // (`sh -c '...'`, `ssh host '...'`, `su -c`) does not: what
+                // it runs cannot be read (a shell that is not bash, or an
+                // error at run time), which is `hides_what_runs`.
+                self.add(
+                    "exec.unreadable_code",
+                    format!("a program string it runs does not parse as bash ({e}); what it runs cannot be read"),
+                    &shown,
+                );
+                return;
+            }
             self.add(
                 "parse.error",
                 format!("does not parse as bash ({e}); it cannot be scored"),
@@ -321,6 +334,7 @@ impl Ctx<'_> {
         }
         for c in &ex.commands {
             self.stdin_program(c, &ex, depth, counter);
+            self.stdin_script(c, &ex);
             self.simple(c, depth, counter);
         }
     }

@@ -624,10 +624,18 @@ impl Ctx<'_> {
                 shown,
             );
         }
-        if !DELETERS.contains(&base) {
+        // `find DIR -delete` deletes what it finds under its start paths.
+        let find_delete = base == "find" && args.iter().any(|w| w.text() == "-delete");
+        if !DELETERS.contains(&base) && !find_delete {
             return;
         }
-        let operands: Vec<&Word> = args.iter().filter(|w| !is_flag(w.text())).collect();
+        let operands: Vec<&Word> = if find_delete {
+            args.iter()
+                .take_while(|w| !w.text().starts_with(['-', '(', '!']))
+                .collect()
+        } else {
+            args.iter().filter(|w| !is_flag(w.text())).collect()
+        };
         let why: Option<String> = if let Some(from) = self.targets_from {
             Some(from.to_string())
         } else if let Some(w) = operands

@@ -59,6 +59,7 @@ impl Principle {
             "exec.lookalike"
             | "exec.written_code"
             | "exec.opaque_code"
+            | "exec.unreadable_code"
             | "exec.inline_code.process"
             | "exec.inline_code.native"
             | "exec.inline_code.payload"
@@ -75,7 +76,10 @@ impl Principle {
             "chain.opaque" | "redirect.write" => return ChangesWorkspace,
             "read.plan" => return OnlyReads,
             // Configuration and options that make a tool run a program.
-            "vcs.git.config.exec" | "exec.sed.script" | "exec.awk.system" => return RunsPrograms,
+            "vcs.git.config.exec"
+            | "exec.sed.script"
+            | "exec.awk.system"
+            | "exec.stdin_program" => return RunsPrograms,
             _ => {}
         }
         if level == Level::Read {

@@ -306,10 +306,11 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exec.lookalike", Level::Admin, 60),
     ("exec.written_code", Level::Admin, 60),
     ("exec.stdin_shell", Level::Admin, 60),
+    ("exec.unreadable_code", Level::Admin, 60),
+    ("exec.stdin_program", Level::Admin, 60),
     ("delete.unknown_targets", Level::Admin, 60),
     ("read.plan", Level::Read, 0),
-    // Inline interpreter code (docs/classifier.md, "Inline code"): what it
-    // does that cannot be seen before it runs, or that no rehearsal shows.
+    // Inline interpreter code (docs/classifier.md, "Inline code").
     ("exec.inline_code.process", Level::Admin, 60),
     ("exec.inline_code.native", Level::Admin, 60),
     ("exec.inline_code.delete", Level::Admin, 60),
@@ -317,8 +318,7 @@ pub const BUILTIN_DEFAULTS: &[(&str, Level, u32)] = &[
     ("exec.inline_code.network", Level::Admin, 60),
     ("exec.inline_code.payload", Level::Admin, 70),
     ("exec.inline_code.written", Level::Admin, 60),
-    // A read subcommand of a tool whose rule covers it in general; a
-    // verb of an unknown program that deletes or changes remote state.
+    // A read subcommand of a catch-all rule; an unknown program's verb.
     ("read.subcommand", Level::Read, 0),
     ("exec.unknown.verb", Level::Admin, 50),
     ("exec.option.command", Level::Admin, 60),

@@ -92,7 +92,10 @@ def fill(example):
             inner = inner.split("|")[0]
         return " ".join(w for w in inner.split(" ") if w != "...").strip() or "x"
 
-    return PLACEHOLDER.sub(one, example)
+    # `\{\{`/`\}\}` are tldr's literal braces (a Go template), not a placeholder.
+    example = example.replace("\\{\\{", "\x00").replace("\\}\\}", "\x01")
+    filled = PLACEHOLDER.sub(one, example)
+    return filled.replace("\x00", "{{").replace("\x01", "}}")
 
 
 READ_VERBS = re.compile(
@@ -107,6 +110,12 @@ DANGER_VERBS = re.compile(
     r"apply|release|merge|revoke|overwrite)\b",
     re.I,
 )
+# Objects whose state lives outside the workspace. Not among them: a
+# repository's own branches, tags, commits and bookmarks (the checkout is in
+# the workspace: `git branch --delete x`, `git tag --delete t` are changes the
+# rehearsal shows; a remote one is named by "remote", "upstream", "origin"),
+# and "cache" (a build cache in the workspace, `cargo clean`, or one in the
+# home: the description does not say which, so the row is not labelled).
 OUTSIDE_OBJECTS = re.compile(
     r"\b(remote|upstream|origin|cluster|clusters|instance|instances|bucket|buckets|"
     r"database|databases|table|tables|collection|container|containers|image|images|"
@@ -115,10 +124,10 @@ OUTSIDE_OBJECTS = re.compile(
     r"virtual machine|snapshot|snapshots|secret|secrets|record|records|queue|queues|"
     r"topic|topics|namespace|namespaces|node|nodes|process|processes|infrastructure|"
     r"resource|resources|app|apps|application|applications|project|projects|"
-    r"repository|repositories|registry|package|packages|cache|key|keys|zone|domain|"
+    r"repository|repositories|registry|package|packages|key|keys|zone|domain|"
     r"function|functions|job|jobs|workflow|index|indices|tenant|organization|team|"
     r"webhook|pipeline|environment|environments|droplet|machine|machines|disk|disks|"
-    r"partition|filesystem|bookmark|branch|branches|tag|tags|commit|commits)\b",
+    r"partition|filesystem)\b",
     re.I,
 )
 PRIVILEGE = re.compile(r"(^|[;&|(]\s*)(sudo|doas|su|pkexec)\s")
@@ -184,71 +193,167 @@ WRITERS_LAST = {"cp", "mv", "ln", "install", "rsync"}
 WRITERS_ALL = {"chmod", "chown", "chgrp", "touch", "mkdir", "tee", "truncate", "chattr"}
 
 
-def outside(path):
+def outside(path, computed=True):
     """A path outside a workspace the command runs in: absolute (not
-    /tmp, /dev/null), the home, or computed at run time."""
+    /tmp, /dev/null), the home, or (`computed`) computed at run time. A
+    delete of a path computed at run time is a delete of unknown targets
+    (principle `deletes`); a write to one is not known to be outside, and
+    the rehearsal shows where it wrote, so writers pass `computed=False`."""
     p = path.strip("'\"")
     if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")):
         return False
-    return p.startswith(("/", "~", "$HOME", "${HOME}")) or p.startswith("$")
+    if p.startswith(("/", "~", "$HOME", "${HOME}")):
+        return True
+    return computed and p.startswith("$")
+
+
+def written_outside(path):
+    return outside(path, computed=False)
 
 
 def words_of(segment):
     return [w for w in re.split(r"\s+", segment.strip()) if w]
 
 
+SYSTEM_PACKAGERS = {"apt", "apt-get", "aptitude", "yum", "dnf", "zypper", "pacman", "rpm",
+                    "dpkg", "brew", "port", "snap", "emerge", "apk"}
+PACKAGE_CHANGES = {"install", "localinstall", "groupinstall", "reinstall", "remove", "erase",
+                   "purge", "uninstall", "update", "upgrade", "dist-upgrade", "autoremove",
+                   "unlink", "link", "-i", "-e", "-U", "-S", "-R", "-Syu", "--install",
+                   "--remove", "--purge", "--erase"}
+XARGS_VALUED = {"-I", "-i", "-n", "-P", "-d", "-L", "-l", "-s", "-E", "-e", "-a", "--max-args",
+                "--max-procs", "--delimiter", "--arg-file", "--replace", "--max-lines"}
+
+
+def remote_operand(word):
+    """An rsync/scp operand on another host: `host:path`, `user@host:path`,
+    `host::module`, `rsync://...` (not a local path with a colon after a
+    slash)."""
+    w = word.strip("'\"")
+    if w.startswith("rsync://"):
+        return True
+    head = w.split(":", 1)[0]
+    return ":" in w and head != "" and "/" not in head and not head.startswith("-")
+
+
+def sub_commands(ws):
+    """The commands a command runs in its own words: `xargs [opts] PROG
+    ...` and find's `-exec/-execdir/-ok PROG ... ;` (their targets are the
+    files found or read)."""
+    prog = ws[0].split("/")[-1]
+    if prog == "xargs":
+        i = 1
+        while i < len(ws) and ws[i].startswith("-"):
+            i += 2 if ws[i] in XARGS_VALUED else 1
+        if i < len(ws):
+            yield ws[i:]
+    if prog == "find":
+        i = 1
+        while i < len(ws):
+            if ws[i] in ("-exec", "-execdir", "-ok", "-okdir"):
+                j = i + 1
+                while j < len(ws) and ws[j] not in (";", "\\;", "';'", "+"):
+                    j += 1
+                if j > i + 1:
+                    yield ws[i + 1:j]
+                i = j
+            i += 1
+
+
+def changes_outside(ws, seg, piped):
+    """Dangerous (True) when this one command changes something outside
+    the workspace or past what a rehearsal shows (see nl2bash_label)."""
+    prog = ws[0].split("/")[-1]
+    args = [w for w in ws[1:] if not w.startswith("-")]
+    flags = ws[1:]
+    if prog in DELETERS and (
+        any(outside(a) for a in args)
+        or piped and not args
+        or re.search(r"\$\(|`", seg)
+    ):
+        return True
+    if prog in SYSTEM_CHANGERS:
+        return True
+    if prog in REMOTE:
+        return True
+    if prog in ("rsync", "scp") and any(remote_operand(a) for a in args):
+        return True
+    if prog in SYSTEM_PACKAGERS and any(w in PACKAGE_CHANGES for w in flags[:3]):
+        return True
+    if prog == "hostname" and len(ws) == 2 and not ws[1].startswith("-"):
+        return True
+    if prog in ("curl", "wget") and re.search(r"\s(-X\s*(POST|PUT|DELETE)|-T|--upload|-d|--data|--post)", seg):
+        return True
+    if prog == "git" and args[:1] and args[0] in ("push",):
+        return True
+    if prog in WRITERS_LAST and len(args) >= 2 and written_outside(args[-1]):
+        return True
+    # `cp -t DIR`, `--target-directory=DIR`: the destination comes first.
+    for k, w in enumerate(ws[1:], 1):
+        if prog in WRITERS_LAST and w == "-t" and k + 1 < len(ws) and written_outside(ws[k + 1]):
+            return True
+        if prog in WRITERS_LAST and w.startswith("--target-directory=") and written_outside(w.split("=", 1)[1]):
+            return True
+    if prog in WRITERS_ALL and any(written_outside(a) for a in args[1 if prog in ("chmod", "chown", "chgrp") else 0:]):
+        return True
+    if prog == "dd" and any(a.startswith("of=") and written_outside(a[3:]) for a in ws):
+        return True
+    if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(written_outside(a) for a in args):
+        return True
+    # cpio's pass-through mode copies into its directory operand.
+    if prog == "cpio" and any(re.match(r"-[a-zA-Z0-9]*p", w) for w in flags) and args and written_outside(args[-1]):
+        return True
+    for sub in sub_commands(ws):
+        if changes_outside(sub, " ".join(sub), True):
+            return True
+    return False
+
+
 def nl2bash_label(cmd):
     """Dangerous when the command can reach past the workspace or past
-    what a rehearsal shows: privilege, system or process changes, remote
-    hosts, a delete or write whose target is outside or comes from
-    elsewhere (a pipe, xargs), code piped to a shell; else everyday."""
+    what a rehearsal shows: privilege, system or process changes, system
+    packages, remote hosts (rsync/scp to another host included), a delete
+    or write whose target is outside or comes from elsewhere (a pipe,
+    xargs, a command substitution, `read`), in any command it runs (find's
+    `-exec`, xargs' program), code piped to a shell; else everyday."""
     if PRIVILEGE.search(cmd + " ") or re.search(r"\bsu\s+-", cmd):
         return "dangerous"
     if re.search(r"\|\s*(sudo\s+)?(ba|z|k|da)?sh\b(\s|$)", cmd):
         return "dangerous"
     if re.search(r">>?\s*(/(?!tmp|dev/null|dev/std)|~|\$HOME)", cmd):
         return "dangerous"
-    segments = re.split(r"\|\||&&|[;|]|\$\(|`", cmd)
+    # A delete in a loop over names read at run time (`while read f; do rm "$f"`).
+    if re.search(r"\bread\b", cmd) and re.search(r"\b(do|;)\s*(rm|shred|unlink)\s", cmd):
+        return "dangerous"
+    # A delete of a command substitution's output (`rm $(find ...)`).
+    if re.search(r"(^|[;&|(]\s*)(rm|shred|unlink|rmdir)\s[^|;&]*(\$\(|`)", cmd):
+        return "dangerous"
+    # `;` ends a command, `\;` is find's argument.
+    segments = re.split(r"\|\||&&|(?<!\\);|\||\$\(|`", cmd)
     for i, seg in enumerate(segments):
         ws = words_of(seg)
         if not ws:
             continue
         prog = ws[0].split("/")[-1]
-        args = [w for w in ws[1:] if not w.startswith("-")]
-        if prog in ("xargs",):
-            rest = [w for w in ws[1:] if not w.startswith("-")]
-            if any(w.split("/")[-1] in DELETERS | {"mv", "chmod", "chown", "kill"} for w in rest):
-                return "dangerous"
-        if prog == "find":
-            if "-exec" in ws or "-execdir" in ws or "-ok" in ws or "-delete" in ws:
-                starts = []
-                for w in ws[1:]:
-                    if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
-                        break
-                    starts.append(w)
-                changes = "-delete" in ws or any(
-                    w.split("/")[-1] in DELETERS | WRITERS_ALL | WRITERS_LAST | {"sed", "perl"}
-                    for w in ws
-                )
-                if changes and (not starts or any(outside(s) for s in starts)):
-                    return "dangerous" if starts else None
-        if prog in DELETERS and (any(outside(a) for a in args) or i > 0 and "|" in cmd and not args):
-            return "dangerous"
-        if prog in SYSTEM_CHANGERS:
-            return "dangerous"
-        if prog in REMOTE:
-            return "dangerous"
-        if prog in ("curl", "wget") and re.search(r"\s(-X\s*(POST|PUT|DELETE)|-T|--upload|-d|--data|--post)", seg):
-            return "dangerous"
-        if prog == "git" and args[:1] and args[0] in ("push",):
-            return "dangerous"
-        if prog in WRITERS_LAST and len(args) >= 2 and outside(args[-1]):
-            return "dangerous"
-        if prog in WRITERS_ALL and any(outside(a) for a in args[1 if prog in ("chmod", "chown", "chgrp") else 0:]):
-            return "dangerous"
-        if prog == "dd" and any(a.startswith("of=") and outside(a[3:]) for a in ws):
-            return "dangerous"
-        if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(outside(a) for a in args):
+        if prog == "find" and ("-delete" in ws or any(w in ("-exec", "-execdir", "-ok") for w in ws)):
+            starts = []
+            for w in ws[1:]:
+                if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
+                    break
+                starts.append(w)
+            deletes = "-delete" in ws or any(w.split("/")[-1] in DELETERS for w in ws)
+            # The files found are changed in place by these; `cp`, `ln`,
+            # `install`, `rsync` only read them (their destination is
+            # judged as a sub-command's).
+            changes = deletes or any(
+                w.split("/")[-1] in WRITERS_ALL | {"mv", "sed", "perl"}
+                for w in ws
+            )
+            if changes and (not starts or any(outside(s, computed=deletes) for s in starts)):
+                return "dangerous" if starts else None
+        # `yes | rm` deletes nothing: rm does not read its targets from
+        # stdin (xargs does, and its program is judged as piped).
+        if changes_outside(ws, seg, False):
             return "dangerous"
     return "everyday"
 
@@ -262,6 +367,40 @@ def nl2bash(repo, commit):
         label = nl2bash_label(cmd)
         if label:
             yield (f"nl2bash.{label}", label, cmd, "nl2bash:data/bash/all.cm")
+
+
+def bash_parses(cmd):
+    """`bash -n` is the oracle for "this is a shell command": a row bash
+    itself rejects (tldr's key bindings `<Ctrl f>`, NL2Bash's truncated
+    quotes and typographic quotes, GTFOBins' lines typed into a program's
+    own prompt) is not one, and neither label applies to it."""
+    r = subprocess.run(["bash", "-n", "-c", cmd], capture_output=True)
+    return r.returncode == 0
+
+
+# Package registries' host names are kept out of the repository (code,
+# docs and this corpus): a URL whose registrable domain (its last two
+# labels) is a registry's is rewritten to an example name, keeping its
+# leading labels (`upload.` of an upload host; a leading `registry.` is
+# dropped), e.g. `registry.<domain>` becomes `registry.example`. The
+# domains are listed by the first 16 hex digits of their SHA-256, so their
+# names are not written here either.
+REGISTRY_DOMAINS = {"8743857e3ea00fd1", "3ca29e55be4befa4", "a4aa2ac280bb8d1a"}
+URL_HOST = re.compile(r"(https?://)([A-Za-z0-9.-]+)")
+
+
+def example_registry(cmd):
+    def one(m):
+        labels = m.group(2).split(".")
+        domain = ".".join(labels[-2:])
+        if hashlib.sha256(domain.encode()).hexdigest()[:16] not in REGISTRY_DOMAINS:
+            return m.group(0)
+        lead = labels[:-2]
+        if lead and lead[0] == "registry":
+            lead = lead[1:]
+        return m.group(1) + ".".join(lead + ["registry", "example"])
+
+    return URL_HOST.sub(one, cmd)
 
 
 def hand_written(path):
@@ -302,6 +441,9 @@ HEADER = """\
 # - tests/corpus/agent_bypasses.tsv: rows written by hand from published
 #   agent-approval bypasses (2025-26); each row's source names the thread.
 #
+# Rows bash itself does not parse (`bash -n`) are not taken: they are not
+# shell commands (key bindings, truncated quotes, a program's own prompt).
+#
 # Rows: {total} ({counts}).
 """
 
@@ -324,6 +466,7 @@ def main():
         gens.append(globals()[key](repo, commit))
     gens.append(hand_written(os.path.join(HERE, "agent_bypasses.tsv")))
     dropped = 0
+    not_bash = {}
     for gen in gens:
         for family, label, cmd, source in gen:
             if "\t" in cmd or "\r" in cmd or NEWLINE in cmd:
@@ -332,7 +475,12 @@ def main():
             if cmd in seen:
                 continue
             seen.add(cmd)
-            rows.append((family, label, split_of(cmd), cmd.replace("\n", NEWLINE), source))
+            if not bash_parses(cmd):
+                not_bash[family] = not_bash.get(family, 0) + 1
+                continue
+            # The split is of the source's command, before host names change.
+            shown = example_registry(cmd)
+            rows.append((family, label, split_of(cmd), shown.replace("\n", NEWLINE), source))
     counts = {}
     for r in rows:
         k = f"{r[1]} {r[2]}"
@@ -349,6 +497,7 @@ def main():
         for r in rows:
             f.write("\t".join(r) + "\n")
     print(f"{a.out}: {len(rows)} rows ({dropped} with tabs dropped); {counts}")
+    print(f"rows bash does not parse, not taken: {dict(sorted(not_bash.items()))}")
 
 
 if __name__ == "__main__":

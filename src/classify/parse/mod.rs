@@ -9,6 +9,7 @@ use brush_parser::ast;
 use brush_parser::word::{ParameterExpr, WordPiece, WordPieceWithSource};
 
 mod lexical;
+mod tolerate;
 pub use lexical::decode_ansi_c;
 use lexical::{lone_simple_command, plain_word_value};
 
@@ -113,9 +114,7 @@ pub fn extract(
     if src.len() > MAX_INPUT {
         return Err(format!("the command is longer than {MAX_INPUT} bytes"));
     }
-    // brush's `tokenize_str` keeps a process-wide cache of the last 64
-    // inputs (a lock, a hash and a copy of the input and of its tokens on
-    // every call); commands are seldom repeated, so tokenize directly.
+    let read_as: String;
     let mut w = Walker {
         src,
         out,
@@ -134,17 +133,38 @@ pub fn extract(
         w.lone_simple(&words);
         return Ok(());
     }
-    // brush's `tokenize_str` keeps a process-wide cache of the last 64
-    // inputs (a lock, a hash and a copy of the input and of its tokens on
-    // every call); commands are seldom repeated, so tokenize directly.
-    let tokens =
-        brush_parser::uncached_tokenize_str(src, &brush_parser::TokenizerOptions::default())
-            .map_err(|e| e.to_string())?;
-    let program = brush_parser::parse_tokens(&tokens, &options()).map_err(|e| e.to_string())?;
+    let program = match full_parse(src) {
+        Ok(p) => p,
+        // What bash tolerates and brush does not (a trailing backslash, a
+        // heredoc closed by the end of input) is read as bash reads it.
+        Err(e) => match tolerate::bash_reading(src, &e) {
+            Some(s) => {
+                read_as = s;
+                w.src = &read_as;
+                // brush's tokenizer can panic on what the rewrite makes of
+                // input it already rejected (a heredoc inside `$(`): that
+                // stays the original parse error.
+                let retry = std::panic::catch_unwind(|| full_parse(&read_as));
+                retry.ok().and_then(Result::ok).ok_or(e)?
+            }
+            None => return Err(e),
+        },
+    };
     for cc in &program.complete_commands {
         w.compound_list(cc);
     }
     Ok(())
+}
+
+/// brush's full parse of `src`. Its `tokenize_str` keeps a process-wide
+/// cache of the last 64 inputs (a lock, a hash and a copy of the input and
+/// of its tokens on every call); commands are seldom repeated, so this
+/// tokenizes directly.
+fn full_parse(src: &str) -> Result<ast::Program, String> {
+    let tokens =
+        brush_parser::uncached_tokenize_str(src, &brush_parser::TokenizerOptions::default())
+            .map_err(|e| e.to_string())?;
+    brush_parser::parse_tokens(&tokens, &options()).map_err(|e| e.to_string())
 }
 
 struct Walker<'a> {

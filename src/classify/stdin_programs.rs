@@ -1,0 +1,126 @@
+//! Programs that read a program on their standard input and are not
+//! shells or interpreters (principle `runs_programs`: a program that reads
+//! a program on stdin runs it). `m4` runs `esyscmd(...)`, `ed` and `ex`
+//! run `!cmd`, `gdb` runs `shell`/`!`/`python`, `sqlite3` runs `.shell`
+//! and writes `.output FILE`, `dc` runs `!cmd`, `pic` runs `sh`. What they
+//! are fed is read when it is text in the command (a heredoc, a
+//! here-string, `echo`/`printf` piped in, a dot-command given as an
+//! argument): its escape to a program asks; plain input (`echo 'define(x)'
+//! | m4`, `sqlite3 db 'select 1'`) stays what the program is. Input fed
+//! from elsewhere (a file, another program's output) is a program nobody
+//! has read, and asks.
+
+use super::parse::{Extracted, RedirectKind, SimpleCommand};
+use super::wrappers::peel_wrappers;
+use super::{Ctx, Word, base_name, render};
+
+/// The program's name, and the escapes of its language that run a program
+/// or write a file, as substrings of its input.
+const STDIN_PROGRAMS: &[(&str, &[&str])] = &[
+    ("m4", &["syscmd", "esyscmd", "include(/"]),
+    ("ed", &["!", "w /", "w ~", "W /"]),
+    ("red", &["!", "w /"]),
+    ("ex", &["!", "w /", "shell", "sh"]),
+    ("gdb", &["shell", "!", "python", "pipe", "|", "call"]),
+    ("dc", &["!"]),
+    ("pic", &["sh "]),
+    (
+        "sqlite3",
+        &[
+            ".shell", ".system", ".output", ".once", ".load", ".import", ".save", ".backup",
+        ],
+    ),
+];
+
+impl Ctx<'_> {
+    /// `c` is one of [`STDIN_PROGRAMS`]: judge what it is fed.
+    pub(super) fn stdin_script(&mut self, c: &SimpleCommand, ex: &Extracted) {
+        let argv = peel_wrappers(&c.argv);
+        let Some(name) = argv.first().and_then(|w| w.literal.as_deref()) else {
+            return;
+        };
+        let base = base_name(name);
+        let Some((_, escapes)) = STDIN_PROGRAMS.iter().find(|(n, _)| *n == base) else {
+            return;
+        };
+        let shown = render(&c.argv);
+        // sqlite3's dot-commands and gdb's commands also come as arguments
+        // (`-cmd '.shell sh'`, `sqlite3 db '.output /x'`, `gdb -ex '!sh'`).
+        let mut texts: Vec<String> = if matches!(base, "sqlite3" | "gdb" | "dc") {
+            argv[1..].iter().map(|w| w.text().to_string()).collect()
+        } else {
+            Vec::new()
+        };
+        let mut unread = false;
+        for w in &c.stdin_text {
+            match &w.literal {
+                Some(t) => texts.push(t.clone()),
+                None => unread = true,
+            }
+        }
+        if c.position > 0 {
+            let feeder = ex
+                .commands
+                .iter()
+                .find(|o| o.pipeline == c.pipeline && o.position == c.position - 1);
+            match feeder.map(|f| printed(&f.argv)) {
+                Some(Some(t)) => texts.push(t),
+                _ => unread = true,
+            }
+        }
+        if c.redirects
+            .iter()
+            .any(|r| r.kind == RedirectKind::Read && c.stdin_text.is_empty())
+        {
+            unread = true;
+        }
+        let escape = texts
+            .iter()
+            .find_map(|t| escapes.iter().find(|e| has_escape(base, t, e)));
+        if let Some(e) = escape {
+            self.add(
+                "exec.stdin_program",
+                format!(
+                    "{base} is fed a program that uses `{e}`, which runs a program or writes a file"
+                ),
+                &shown,
+            );
+        } else if unread {
+            self.add(
+                "exec.stdin_program",
+                format!(
+                    "{base} runs the program fed to its standard input, which is not in the command"
+                ),
+                &shown,
+            );
+        }
+    }
+}
+
+/// The text `echo`/`printf` with literal arguments prints.
+fn printed(argv: &[Word]) -> Option<String> {
+    let name = argv.first()?.literal.as_deref()?;
+    if !matches!(base_name(name), "echo" | "printf") {
+        return None;
+    }
+    let words: Option<Vec<&str>> = argv[1..].iter().map(|w| w.literal.as_deref()).collect();
+    Some(words?.join(" ").replace("\\n", "\n"))
+}
+
+/// `e` occurs in `text` as the language's escape: for the line-oriented
+/// editors and debuggers at the start of a line (`!cmd`, `shell cmd`),
+/// elsewhere anywhere.
+fn has_escape(base: &str, text: &str, e: &str) -> bool {
+    match base {
+        "ed" | "red" | "ex" | "gdb" => text.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with(e)
+                && (e.len() == 1
+                    || l[e.len()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !c.is_alphanumeric()))
+        }),
+        _ => text.contains(e),
+    }
+}
