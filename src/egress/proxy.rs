@@ -356,7 +356,20 @@ impl Shared {
         name: &str,
         port: u16,
     ) -> Result<(tokio::net::TcpStream, Arc<Counters>), String> {
-        if let Some((shown, why)) = super::refused_request_name(name) {
+        let refused_name = super::refused_request_name(name);
+        if matches!(self.serve, Serve::NoNetwork) {
+            // Nothing is reached whatever the name: the reason is the run's.
+            let shown = refused_name.map_or_else(|| name.to_string(), |(shown, _)| shown);
+            self.record(
+                &shown,
+                Some(port),
+                EgressHow::Proxy,
+                false,
+                Some(NO_NETWORK.into()),
+            );
+            return Err(NO_NETWORK.into());
+        }
+        if let Some((shown, why)) = refused_name {
             self.record(
                 &shown,
                 Some(port),
