@@ -61,6 +61,14 @@ mountpoint -q "$root/sys/fs/cgroup" || bind /sys/fs/cgroup /sys/fs/cgroup --rbin
 bind /root/.rustup /root/.rustup; mount -o remount,bind,ro "$root/root/.rustup"
 [ -d /root/.cargo/registry ] && bind /root/.cargo/registry /root/.cargo/registry
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# This network's trust anchors, as a machine on it is configured (a
+# TLS-inspecting proxy's CA in /usr/local/share/ca-certificates): the
+# package registries are reached through it.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    chroot "$root" update-ca-certificates >/dev/null
+fi
 
 in_root() {
     # The new root entered as a machine's is: its own mount namespace, the
@@ -78,6 +86,7 @@ in_root() {
         shift; exec "$@"' sh "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
         PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         DRYRUN_TEST_REQUIRE_ROOT=1 DRYRUN_TEST_REQUIRE_TOOLS=1 \
+        NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
         ${DRYRUN_EXPECT_LANDLOCK_ABI:+DRYRUN_EXPECT_LANDLOCK_ABI=$DRYRUN_EXPECT_LANDLOCK_ABI} \
         ${DRYRUN_EXPECT_CGROUP:+DRYRUN_EXPECT_CGROUP=$DRYRUN_EXPECT_CGROUP} \
         /bin/bash -c "cd /src/dryrun && $1"
