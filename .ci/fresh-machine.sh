@@ -86,7 +86,7 @@ in_root() {
         shift; exec "$@"' sh "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
         PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         DRYRUN_TEST_REQUIRE_ROOT=1 DRYRUN_TEST_REQUIRE_TOOLS=1 \
-        NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
+        NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
         ${DRYRUN_EXPECT_LANDLOCK_ABI:+DRYRUN_EXPECT_LANDLOCK_ABI=$DRYRUN_EXPECT_LANDLOCK_ABI} \
         ${DRYRUN_EXPECT_CGROUP:+DRYRUN_EXPECT_CGROUP=$DRYRUN_EXPECT_CGROUP} \
         /bin/bash -c "cd /src/dryrun && $1"
