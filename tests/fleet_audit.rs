@@ -99,6 +99,16 @@ fn a_journal_cut_short_or_rewritten_after_it_anchored_is_named_by_the_fleet() {
         f.pg.sql("SELECT coalesce(max(seq), -1) FROM dryrun.anchors WHERE host_id = 'host_a'")
             == (records - 1).to_string()
     });
+    // Host B's too (a host publishes what no reviewer waits for within
+    // 250 ms, batched): the verification below names both hosts.
+    let b_records = std::fs::read_to_string(b.state.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    eventually("host B's journal published and anchored", || {
+        f.pg.sql("SELECT coalesce(max(seq), -1) FROM dryrun.anchors WHERE host_id = 'host_b'")
+            == (b_records - 1).to_string()
+    });
     let (code, v) = verify(&f, &a.state, &[]);
     assert_eq!(code, Some(0), "{v}");
     assert_eq!(v["fleet"]["local"]["host"], "host_a", "{v}");
