@@ -733,9 +733,24 @@ fn calls_that_slip_past_the_matchers_still_meet_the_cut_network() {
         strings(&pushes[0]["argv"]),
         ["git", "push", "http://198.51.100.7/r.git", "HEAD"]
     );
+    // The real helper meets the cut network: through the run's egress
+    // proxy (its variables are set in every run), which refuses the
+    // address and names it, or, ignoring them, as a blocked connect.
+    let refused = r.json["rehearsal"]["egress"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .any(|e| {
+            e["allowed"] == false
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("198.51.100.7"))
+        });
     assert!(
-        r.blocked().iter().any(|b| b["kind"] == "network"),
-        "{:?} {:?}",
+        refused || r.blocked().iter().any(|b| b["kind"] == "network"),
+        "{:?} {:?} {:?}",
+        r.json["rehearsal"]["egress"],
         r.blocked(),
         actions(&r)
     );
