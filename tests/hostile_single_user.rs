@@ -352,20 +352,7 @@ fn over_the_daemon_the_agent_uid_has_no_single_user_rule() {
         .unwrap();
     let group = String::from_utf8(group.stdout).unwrap().trim().to_string();
     let d = Daemon::start(&["--approver-group", &group]);
-    let r = run_json(
-        d.cli_user()
-            .current_dir(&uws.dir)
-            .args([
-                "execute",
-                "--json",
-                "--expect-write",
-                "**",
-                "--command",
-                "echo y > Makefile",
-            ])
-            .output()
-            .unwrap(),
-    );
+    let r = submit_user(&d, &uws, "echo y > Makefile", &["--expect-write", "**"]);
     let mine = run_id(&r);
     let (st, v) = d.curl(
         Who::User,
