@@ -353,11 +353,11 @@ pub fn run_daemon(cfg: DaemonConfig) -> Result<(), DaemonError> {
             recovered.len()
         );
     }
-    // Before the runtime: the resident helper is started by exec from this
-    // thread, which lives as long as the daemon (its parent-death signal
-    // follows the thread that started it).
+    // Before the runtime: the resident helper is started by exec from a
+    // thread of its own that lives as long as the daemon (its parent-death
+    // signal follows the thread that started it).
     match crate::engine::start_resident_sandbox_helper() {
-        Ok(pid) => tracing::debug!(pid, "resident sandbox helper started"),
+        Ok(()) => {}
         Err(e) => {
             tracing::warn!(error = %e, "no resident sandbox helper; rehearsals start the helper by exec")
         }

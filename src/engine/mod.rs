@@ -58,11 +58,11 @@ pub(crate) use crate::sandbox::unread_bytes;
 /// daemon at its start, the CLI at the start of an in-process command;
 /// from the main thread, before any runtime starts): each rehearsal then
 /// forks it instead of executing the helper anew. Returns its pid.
-pub(crate) fn start_resident_sandbox_helper() -> std::io::Result<i32> {
-    let pid = crate::sandbox::start_resident_helper()?;
+pub(crate) fn start_resident_sandbox_helper() -> std::io::Result<()> {
+    crate::sandbox::start_resident_helper()?;
     // Workspace agents too are forked from it, not executed.
     crate::workspace::owner::launch_agents_with(launch_agent_from_resident);
-    Ok(pid)
+    Ok(())
 }
 
 /// A workspace agent forked by the resident sandbox helper.

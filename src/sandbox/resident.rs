@@ -5,11 +5,11 @@
 //! latency and 2 ms of CPU each).
 //!
 //! It is started as an exec of this binary (`__sandbox-resident PID`), from
-//! the engine process's main thread before any runtime starts, never forked
-//! from the tokio process: by the daemon at its start, and by the CLI at
-//! the start of a command that will rehearse in-process, so that the exec
-//! runs while the CLI loads its policy and writes the run's first records,
-//! off the rehearsal's critical path. (Not a fork of the CLI: the host side
+//! a thread of the engine process that lives as long as the process, before
+//! any runtime starts, never forked from the tokio process: by the daemon at
+//! its start, and by the CLI at the start of a command that will rehearse
+//! in-process, so that the exec runs while the CLI loads its policy and
+//! writes the run's first records, off the rehearsal's critical path. (Not a fork of the CLI: the host side
 //! and the sandbox's init would then carry the CLI's argv and environment
 //! in their memory, and the init's command line is readable inside the
 //! sandbox.) It dies with the daemon (parent-death signal, armed before
@@ -100,21 +100,66 @@ fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((mine, theirs))
 }
 
-/// Start the resident helper for this process's rehearsals. Call from a
-/// thread that lives as long as the process (its parent-death signal fires
-/// when the starting thread ends). `DRYRUN_RESIDENT_HELPER=0` refuses (every
+/// Start the resident helper for this process's rehearsals, on a thread of
+/// its own that then lives as long as the process (the resident's
+/// parent-death signal follows the thread that started it), so that the
+/// exec (about 1.5 ms of the caller's wall time: `spawn` returns only once
+/// the child has executed) runs while the caller loads its policy and
+/// writes the run's first records. The first request to the resident waits
+/// for the start to end. `DRYRUN_RESIDENT_HELPER=0` refuses (every
 /// rehearsal then executes the helper: to compare, or to rule the resident
 /// out).
-pub fn start_resident_helper() -> io::Result<i32> {
+pub fn start_resident_helper() -> io::Result<()> {
     if std::env::var_os("DRYRUN_RESIDENT_HELPER").is_some_and(|v| v == "0") {
         return Err(io::Error::other("DRYRUN_RESIDENT_HELPER=0"));
     }
-    if RESIDENT.get().is_some() {
+    let mut starting = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if RESIDENT.get().is_some() || starting.is_some() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
             "this process already has a resident sandbox helper",
         ));
     }
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("dryrun-resident".into())
+        .spawn(move || {
+            match spawn_resident() {
+                Ok(res) => {
+                    tracing::debug!(pid = res.pid, "resident sandbox helper started");
+                    let _ = RESIDENT.set(Mutex::new(Some(res)));
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "no resident sandbox helper; rehearsals start the helper by exec"
+                ),
+            }
+            drop(started_tx);
+            // The resident's parent: this thread must not end before the
+            // process does.
+            loop {
+                std::thread::park();
+            }
+        })?;
+    *starting = Some(started_rx);
+    Ok(())
+}
+
+/// A resident start under way: disconnected once it has ended.
+static STARTING: Mutex<Option<std::sync::mpsc::Receiver<()>>> = Mutex::new(None);
+
+/// Wait for a resident start under way to end (the lock held while
+/// waiting: a second caller waits too).
+fn settle_start() {
+    let mut starting = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rx) = starting.as_ref() {
+        let _ = rx.recv();
+        *starting = None;
+    }
+}
+
+/// Execute the resident helper with its end of a fresh request socket.
+fn spawn_resident() -> io::Result<Resident> {
     let (mine, theirs) = socket_pair()?;
     let child = super::helper_command(RESIDENT_ARG)
         .arg(std::process::id().to_string())
@@ -128,8 +173,7 @@ pub fn start_resident_helper() -> io::Result<i32> {
     // Never waited for: it lives as long as this process, and reaping it
     // would only matter after it died, when rehearsals fall back to exec.
     std::mem::forget(child);
-    let _ = RESIDENT.set(Mutex::new(Some(Resident { sock: mine, pid })));
-    Ok(pid)
+    Ok(Resident { sock: mine, pid })
 }
 
 /// A host side forked by the resident helper: its pid, its pidfd, and the
@@ -161,6 +205,7 @@ pub(super) fn fork_host_side() -> Option<Forked> {
 /// while the resident lives. `None` when there is no resident, when it is
 /// gone (then it is forgotten) or when this request failed.
 fn ask<T>(what: &str, request: impl FnOnce(&Resident) -> Result<T, Failed>) -> Option<T> {
+    settle_start();
     let cell = RESIDENT.get()?;
     let mut guard = cell.lock().unwrap_or_else(|e| e.into_inner());
     let res = guard.as_ref()?;
