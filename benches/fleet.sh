@@ -15,6 +15,16 @@
 #   benches/fleet.sh                      # 3 hosts x 2 clients x 40 runs, 2 rounds
 #   HOSTS=4 CLIENTS=2 PER_CLIENT=60 ROUNDS=3 WAITING=30 benches/fleet.sh
 #   DRYRUN_BIN=target/debug/dryrun benches/fleet.sh
+#   PROFILE=1 benches/fleet.sh            # also: the fleet code's share of each host's CPU
+#
+# PROFILE=1 first runs one more fleet round (not counted in the means)
+# with the daemons under `perf record` (DWARF call graphs, CLOCK_MONOTONIC)
+# and reports, per host, the share of the samples taken while the load ran
+# (the daemon, its helpers and the sandboxes, kernel included) whose call
+# stack passes through the fleet's code or its PostgreSQL client: what the
+# store costs the host itself, without the noise of a machine whose cores
+# the store's server shares. An alone round is profiled the same way, so
+# that samples per rehearsal compare (PROFILE_KEEP=DIR keeps the data).
 #
 # Root only (namespaces, veths, cgroups). Everything it makes (namespaces
 # drfb*, veths, the cluster, the daemons) is removed on exit. Addresses:
@@ -26,7 +36,11 @@ CLIENTS=${CLIENTS:-2}
 PER_CLIENT=${PER_CLIENT:-40}
 ROUNDS=${ROUNDS:-2}
 WAITING=${WAITING:-20}
+PROFILE=${PROFILE:-0}
 [ "$(id -u)" = 0 ] || { echo "benches/fleet.sh needs root (network namespaces, veths)" >&2; exit 1; }
+if [ "$PROFILE" = 1 ]; then
+    command -v perf >/dev/null || { echo "PROFILE=1 needs perf (linux-perf)" >&2; exit 1; }
+fi
 if [ -n "${DRYRUN_BIN:-}" ]; then
     DRYRUN=$(realpath "$DRYRUN_BIN")
 else
@@ -98,14 +112,17 @@ done
 
 # FLEET=1: the daemons are hosts of the fleet; else each works alone.
 start_daemons() {
-    local fleet=$1 i
+    local fleet=$1 profile=${2:-0} i
     for i in $(seq "$HOSTS"); do
         rm -rf "$WORK/h$i/state" "$WORK/h$i/run"
-        local args=()
+        local args=() under=()
         if [ "$fleet" = 1 ]; then
             args=(--fleet "postgresql://host$i@10.203.$i.1:$PORT/dryrun" --fleet-config "$WORK/h$i/fleet.yaml")
         fi
-        ip netns exec "drfb$i" "$DRYRUN" daemon --socket "$WORK/h$i/run/dryrun.sock" \
+        if [ "$profile" = 1 ]; then
+            under=(perf record -q -k mono -F 2999 --call-graph dwarf,16384 -o "$WORK/h$i/perf.data" --)
+        fi
+        ip netns exec "drfb$i" "${under[@]}" "$DRYRUN" daemon --socket "$WORK/h$i/run/dryrun.sock" \
             --state-dir "$WORK/h$i/state" --max-queued 256 --budget-points 0 "${args[@]}" \
             2>"$WORK/h$i/daemon.log" &
         PIDS+=($!)
@@ -164,9 +181,11 @@ def client(h):
 threads = [threading.Thread(target=client, args=(h,)) for h in range(1, hosts + 1) for _ in range(clients)]
 d0, s0 = cpu()
 t0 = time.perf_counter()
+m0 = time.monotonic()
 for t in threads: t.start()
 for t in threads: t.join()
 wall = time.perf_counter() - t0
+open(f"{work}/window", "w").write(f"{m0} {time.monotonic()}\n")
 time.sleep(0.5)
 d1, s1 = cpu()
 n = hosts * clients * per
@@ -177,9 +196,49 @@ if errors:
 PY
 }
 
+# The fleet code's share of each profiled host's samples within the load.
+fleet_share() {
+    local i
+    read -r M0 M1 < "$WORK/window"
+    for i in $(seq "$HOSTS"); do
+        perf script -i "$WORK/h$i/perf.data" -F time,ip,sym 2>/dev/null |
+            python3 -c '
+import sys
+m0, m1, host, mode, per = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+total = fleet = 0
+stack, t = [], None
+def done():
+    global total, fleet
+    if t is not None and m0 <= t <= m1:
+        total += 1
+        s = "".join(stack)
+        if "dryrun::fleet::" in s or "tokio_postgres::" in s or "postgres_protocol::" in s:
+            fleet += 1
+for line in sys.stdin:
+    if not line.strip():
+        done(); stack, t = [], None
+    elif t is None:
+        t = float(line.split()[0].rstrip(":"))
+    else:
+        stack.append(line)
+done()
+print(f"{mode} host {host} under perf: {total} samples in the load, {total / per:.1f} per rehearsal; {fleet} ({100 * fleet / max(total, 1):.1f}%) pass through the fleet code")
+' "$M0" "$M1" "$i" "$1" "$((CLIENTS * PER_CLIENT))"
+        [ -n "${PROFILE_KEEP:-}" ] && cp "$WORK/h$i/perf.data" "$PROFILE_KEEP/$1-h$i.data"
+    done
+}
+
 echo "fleet of $HOSTS hosts (network namespaces over veths), $CLIENTS clients each, $PER_CLIENT runs of \`true\` per client"
 declare -A SUM=([alone]=0 [fleet]=0)
 declare -A CPU=([alone]=0 [fleet]=0)
+if [ "$PROFILE" = 1 ]; then
+    for mode in alone fleet; do
+        start_daemons "$([ $mode = fleet ] && echo 1 || echo 0)" 1
+        load "$mode (profiled, not counted)"
+        stop_daemons
+        fleet_share "$mode"
+    done
+fi
 for r in $(seq "$ROUNDS"); do
     for mode in alone fleet; do
         if [ $mode = fleet ]; then
