@@ -203,19 +203,12 @@ fn over_the_daemon_root_never_approves_roots_own_run() {
     }
     let d = Daemon::start(&[]);
     let ws = Ws::new(Who::Root);
-    let r = run_json(
-        d.cli_root()
-            .current_dir(&ws.dir)
-            .args([
-                "execute",
-                "--json",
-                "--expect-write",
-                "**",
-                "--command",
-                "echo x > Makefile",
-            ])
-            .output()
-            .unwrap(),
+    let r = submit_as(
+        &d,
+        Who::Root,
+        &ws.dir,
+        "echo x > Makefile",
+        &["--expect-write", "**"],
     );
     assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
     let (st, v) = d.curl(

@@ -294,24 +294,7 @@ fn over_the_daemon_the_agent_uid_has_no_single_user_rule() {
     let d = Daemon::start(&[]);
     let uws = user_workspace();
     let submit = |who: Who, dir: &Path| -> String {
-        let mut c = if who == Who::User {
-            d.cli_user()
-        } else {
-            d.cli_root()
-        };
-        let r = run_json(
-            c.current_dir(dir)
-                .args([
-                    "execute",
-                    "--json",
-                    "--expect-write",
-                    "**",
-                    "--command",
-                    "echo x > Makefile",
-                ])
-                .output()
-                .unwrap(),
-        );
+        let r = submit_as(&d, who, dir, "echo x > Makefile", &["--expect-write", "**"]);
         assert_eq!(r.json["state"], "awaiting_approval", "{r:?}");
         run_id(&r)
     };

@@ -285,9 +285,19 @@ pub fn agent_envelope_file(body: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 pub fn submit_user(d: &Daemon, ws: &Ws, cmd: &str, extra: &[&str]) -> Run {
-    let out = d
-        .cli_user()
-        .current_dir(&ws.dir)
+    submit_as(d, Who::User, &ws.dir, cmd, extra)
+}
+
+/// `dryrun execute --json --command CMD EXTRA...` in `dir`, to the daemon,
+/// as `who`.
+pub fn submit_as(d: &Daemon, who: Who, dir: &Path, cmd: &str, extra: &[&str]) -> Run {
+    let mut c = if who == Who::User {
+        d.cli_user()
+    } else {
+        d.cli_root()
+    };
+    let out = c
+        .current_dir(dir)
         .args(["execute", "--json", "--command", cmd])
         .args(extra)
         .output()
