@@ -34,7 +34,10 @@ fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
 /// `--check`, `-n` where it means that), or `None`. `--dry-run=none` (a
 /// real run in kubectl) is not one.
 fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<String> {
-    for a in texts {
+    // After `--` a word is an operand, never a flag: `rm -rf -- ~ --dry-run`
+    // deletes the home and a file named `--dry-run`.
+    let end = texts.iter().position(|a| *a == "--").unwrap_or(texts.len());
+    for a in &texts[..end] {
         let (flag, value) = match a.split_once('=') {
             Some((f, v)) => (f, Some(v)),
             None => (*a, None),
@@ -44,16 +47,9 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
         }
         if matches!(
             flag,
-            "--dry-run"
-                | "--dryrun"
-                | "--dry_run"
-                | "--what-if"
-                | "--whatif"
-                | "--noop"
-                | "--simulate"
-                | "--help"
-                | "--version"
-        ) {
+            "--dry-run" | "--dryrun" | "--dry_run" | "--what-if" | "--whatif" | "--noop" | "--simulate"
+        ) || help_flag(a)
+        {
             return Some(flag.to_string());
         }
         let short_n = a.starts_with('-') && !a.starts_with("--") && a[1..].contains('n');
@@ -83,6 +79,33 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
     None
 }
 use crate::policy::Level;
+
+/// `--help`, `--version`: the program prints and exits, whatever else it
+/// was asked (before any `--`; see `plan_flag`).
+fn help_flag(a: &str) -> bool {
+    matches!(a, "--help" | "--version")
+}
+
+/// The first `--help`/`--version` before any `--`.
+fn help_of<'a>(texts: &[&'a str]) -> Option<&'a str> {
+    texts
+        .iter()
+        .take_while(|a| **a != "--")
+        .find(|a| help_flag(a))
+        .copied()
+}
+
+/// Subcommand words that act (run, copy, attach, label...) rather than
+/// name a group of subcommands: `kubectl run list` runs a pod named
+/// `list`, where `kubectl rollout history` and `docker service ls` read.
+const ACTION_WORDS: &[&str] = &[
+    "run", "exec", "start", "stop", "restart", "kill", "cp", "mv", "copy", "move", "sync",
+    "attach", "label", "annotate", "scale", "autoscale", "expose", "edit", "replace", "taint",
+    "cordon", "uncordon", "drain", "debug", "proxy", "port-forward", "pause", "unpause",
+    "rename", "upload", "download", "send", "invoke", "install", "uninstall", "add", "login",
+    "logout", "connect", "ssh", "scp", "import", "export", "restore", "reset", "mb", "rb",
+    "star", "unstar", "deprecate", "init", "up", "down",
+];
 
 /// Subcommand verbs that only read or show (`glab mr list`, `doctl apps
 /// get`, `consul kv get`, `cdk diff`, `hub ci-status`).
@@ -253,6 +276,30 @@ fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
         .copied()
 }
 
+/// A read verb right after the words that made a rule match (its
+/// subcommand, or the argument its pattern matched), when those words name
+/// a group of subcommands rather than an action and nothing after them
+/// changes anything: `docker service ls`, `kubectl rollout history`,
+/// `npm access list`, `gcloud config list`, `aws configure list`.
+fn read_after_group<'a>(matched: &[&'a str], rest: &[&'a str]) -> Option<&'a str> {
+    if matched.is_empty()
+        || matched
+            .iter()
+            .any(|w| ACTION_WORDS.contains(w) || verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+    {
+        return None;
+    }
+    let verb = *rest.first()?;
+    if !verb_parts(verb).any(|p| READ_VERBS.contains(&p))
+        || rest[..rest.len().min(3)]
+            .iter()
+            .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+    {
+        return None;
+    }
+    Some(verb)
+}
+
 /// A verb among an unknown program's first subcommand words (or a flag
 /// named like one, `--delete`) that deletes or changes remote state.
 fn unknown_change_verb<'a>(words: &[&'a str], texts: &[&'a str]) -> Option<&'a str> {
@@ -288,6 +335,9 @@ impl Ctx<'_> {
         let mut best: Option<&crate::policy::Rule> = None;
         let mut added: Option<&crate::policy::Rule> = None;
         let mut any_rule = false;
+        // Every system rule that matched, and where the words after what
+        // made it match begin (None: it matched the tool in general).
+        let mut matched: Vec<(&crate::policy::Rule, Option<usize>)> = Vec::new();
         for r in policy.rules_for(base) {
             any_rule |= !r.from_workspace;
             if !r.subcommands.is_empty() && !r.subcommands.iter().any(|sub| at.starts_with(sub)) {
@@ -313,6 +363,17 @@ impl Ctx<'_> {
             {
                 continue;
             }
+            if !r.from_workspace {
+                let after = r
+                    .subcommands
+                    .iter()
+                    .find_map(|sub| at.after(sub))
+                    .or_else(|| {
+                        let re = r.arg_regex.as_ref()?;
+                        at.words.iter().position(|w| re.is_match(w)).map(|i| i + 1)
+                    });
+                matched.push((r, after));
+            }
             let slot = if r.from_workspace {
                 &mut added
             } else {
@@ -329,17 +390,32 @@ impl Ctx<'_> {
                 self.blast_radius(base, args, shown);
             }
         }
-        if let Some(r) = best
-            && r.level > Level::Read
-            && let Some(flag) = plan_flag(base, at.first(), &texts)
-            && matches!(
-                Principle::of(&r.id, r.level),
+        // What a plan, a help text or a read subcommand can stand in for:
+        // every rule that matched must be about changes, a privilege or
+        // the network, never about running programs, credentials or the
+        // agent's controls.
+        let all_of = |ok: &dyn Fn(Principle) -> bool| {
+            matched.iter().all(|(r, _)| r.level <= Level::Read || ok(Principle::of(&r.id, r.level)))
+        };
+        let changes = |p: Principle| {
+            matches!(
+                p,
                 Principle::ChangesRemoteState
                     | Principle::Deletes
                     | Principle::ChangesWorkspace
                     | Principle::WritesOutside
                     | Principle::UnknownProgram
             )
+        };
+        let help = help_of(&texts);
+        if let Some(r) = best
+            && r.level > Level::Read
+            && let Some(flag) = plan_flag(base, at.first(), &texts)
+            && (all_of(&changes)
+                || help.is_some()
+                    && all_of(&|p| {
+                        changes(p) || matches!(p, Principle::UsesPrivilege | Principle::ReachesNetwork)
+                    }))
         {
             let (level, score) = self.policy.builtin("read.plan");
             self.push(
@@ -355,14 +431,32 @@ impl Ctx<'_> {
             );
             return level;
         }
+        let remote_or_privileged = |p: Principle| {
+            matches!(
+                p,
+                Principle::ChangesRemoteState | Principle::UsesPrivilege | Principle::ChangesWorkspace
+            )
+        };
         if let Some(r) = best
             && r.level > Level::Read
-            && r.subcommands.is_empty()
             && r.flags_any.is_empty()
             && r.flags_all.is_empty()
-            && r.arg_regex.is_none()
-            && Principle::of(&r.id, r.level) == Principle::ChangesRemoteState
-            && let Some(verb) = read_subcommand(&at.words)
+            && all_of(&remote_or_privileged)
+            && let Some((rule, after)) = matched.iter().find(|(m, _)| m.id == r.id)
+            && let Some(verb) = match after {
+                // A read verb after a group of subcommands, for any rule
+                // that names its subcommands or its arguments.
+                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..]),
+                // A rule about the tool in general (a forge, cloud or
+                // infrastructure CLI's catch-all).
+                None if rule.subcommands.is_empty()
+                    && rule.arg_regex.is_none()
+                    && Principle::of(&r.id, r.level) == Principle::ChangesRemoteState =>
+                {
+                    read_subcommand(&at.words)
+                }
+                None => None,
+            }
         {
             // A rule about the tool in general, and a subcommand that only
             // reads: the subcommand says more about this use.
