@@ -197,8 +197,15 @@ impl Ctx<'_> {
                     "--arg-file",
                 ];
                 let i = skip_options(args, &with_value);
-                // What it runs gets its operands from stdin: a file list.
-                self.targets_from = Some("a list xargs reads from its input");
+                // What it runs gets its operands from stdin: a file list,
+                // from elsewhere unless the workspace's own listing.
+                let arg_file = args[..i].iter().any(|w| {
+                    let a = w.text();
+                    a == "-a" || a.starts_with("--arg-file")
+                });
+                if !self.workspace_list || arg_file {
+                    self.targets_from = Some("a list xargs reads from its input");
+                }
                 (i < args.len()).then(|| args[i..].to_vec())
             }
             "find" => {

@@ -333,9 +333,56 @@ def sub_commands(ws):
             i += 1
 
 
-def changes_outside(ws, seg, piped):
+LINE_FILTERS = {"grep", "egrep", "fgrep", "sort", "uniq", "head", "tail", "tac", "shuf"}
+
+
+def workspace_listing(cmd):
+    """A pipeline whose first stage lists the workspace (`find` over
+    relative paths without `..`, following no symlinks and printing names
+    as found; `ls` of relative paths) and whose other stages before the
+    last only pass whole lines (`grep` without `-o`, `sort`, `tail`...):
+    the names the last stage (xargs) reads are workspace files, so its
+    program's targets are not from elsewhere (principle `deletes`)."""
+    if re.search(r";|&&|\|\||\$\(|`|<|>", cmd):
+        return False
+    stages = [words_of(x) for x in cmd.split("|")]
+    if len(stages) < 2 or not all(stages):
+        return False
+    first = stages[0]
+    prog = first[0].split("/")[-1]
+    relative = lambda w: not w.strip("'\"").startswith(("/", "~", "$")) and ".." not in w.split("/")
+    if prog == "find":
+        starts = []
+        for w in first[1:]:
+            if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
+                break
+            starts.append(w)
+        if not all(relative(w) for w in starts):
+            return False
+        if any(w in ("-L", "-H", "-follow", "-printf", "-fprintf", "-fprint", "-ls", "-exec",
+                     "-execdir", "-ok", "-okdir") for w in first):
+            return False
+    elif prog == "ls":
+        if not all(w.startswith("-") or relative(w) for w in first[1:]):
+            return False
+    else:
+        return False
+    for mid in stages[1:-1]:
+        if mid[0] not in LINE_FILTERS:
+            return False
+        if mid[0] in ("grep", "egrep", "fgrep") and any(
+            w == "--only-matching" or re.match(r"-[a-zA-Z]*o", w) for w in mid[1:]
+        ):
+            return False
+    return stages[-1][0] == "xargs" and not any(
+        w == "-a" or w.startswith("--arg-file") for w in stages[-1]
+    )
+
+
+def changes_outside(ws, seg, piped, listed=False):
     """Dangerous (True) when this one command changes something outside
-    the workspace or past what a rehearsal shows (see nl2bash_label)."""
+    the workspace or past what a rehearsal shows (see nl2bash_label).
+    `listed`: its input is a listing of the workspace (workspace_listing)."""
     prog = ws[0].split("/")[-1]
     args = [w for w in ws[1:] if not w.startswith("-")]
     flags = ws[1:]
@@ -393,7 +440,7 @@ def changes_outside(ws, seg, piped):
     if prog == "cpio" and any(re.match(r"-[a-zA-Z0-9]*p", w) for w in flags) and args and written_outside(args[-1]):
         return True
     for sub in sub_commands(ws):
-        if changes_outside(sub, " ".join(sub), True):
+        if changes_outside(sub, " ".join(sub), not listed):
             return True
     return False
 
@@ -419,6 +466,7 @@ def nl2bash_label(cmd):
     # A delete of a command substitution's output (`rm $(find ...)`).
     if re.search(r"(^|[;&|(]\s*)(rm|shred|unlink|rmdir)\s[^|;&]*(\$\(|`)", cmd):
         return "dangerous"
+    listed = workspace_listing(cmd)
     # `;` ends a command, `\;` is find's argument.
     segments = re.split(r"\|\||&&|(?<!\\);|\||\$\(|`", cmd)
     for i, seg in enumerate(segments):
@@ -444,7 +492,7 @@ def nl2bash_label(cmd):
                 return "dangerous" if starts else None
         # `yes | rm` deletes nothing: rm does not read its targets from
         # stdin (xargs does, and its program is judged as piped).
-        if changes_outside(ws, seg, False):
+        if changes_outside(ws, seg, False, listed and prog == "xargs"):
             return "dangerous"
     return "everyday"
 
