@@ -260,6 +260,57 @@ fn verb_parts(w: &str) -> impl Iterator<Item = &str> {
     w.split(['-', '_', ':', '.'])
 }
 
+/// Read verbs that also start compound subcommand words
+/// (`showvminfo`, `listsnapshot`, `getall`, `statusall`).
+const READ_PREFIXES: &[&str] = &["list", "show", "get", "describe", "status", "inspect", "view"];
+
+/// A subcommand word that only reads: a read verb among its parts, or a
+/// compound word that starts with one (`listen` is not `list`).
+fn is_read_word(w: &str) -> bool {
+    verb_parts(w).any(|p| READ_VERBS.contains(&p))
+        || READ_PREFIXES.iter().any(|r| {
+            w.strip_prefix(r).is_some_and(|rest| {
+                rest.len() >= 2 && rest.chars().all(|c| c.is_ascii_lowercase()) && !w.starts_with("listen")
+            })
+        })
+}
+
+/// A flag that names a change (`--delete`, `--repair`, `--force`,
+/// `--add-port`): a read verb beside it does not make the command a read.
+fn change_flag(texts: &[&str]) -> bool {
+    texts.iter().any(|a| {
+        a.strip_prefix("--").is_some_and(|f| {
+            let f = f.split('=').next().unwrap_or(f);
+            verb_parts(f).any(|p| {
+                UNKNOWN_CHANGE_FLAGS.contains(&p)
+                    || CHANGE_VERBS.contains(&p)
+                    || matches!(
+                        p,
+                        "repair" | "fix" | "force" | "write" | "reset" | "add" | "enable"
+                            | "disable" | "reload" | "start" | "stop" | "kill"
+                    )
+            })
+        })
+    })
+}
+
+/// A long flag that asks a tool to show rather than act (`--list`,
+/// `--list-all-zones`, `--status`, `--display`, `--get-selections`,
+/// `--print-cache`, `--show-…`, `--query`, `--info`; not `--all`, which
+/// `ipcrm --all` deletes).
+fn read_flag<'a>(texts: &[&'a str]) -> Option<&'a str> {
+    texts.iter().take_while(|a| **a != "--").copied().find(|a| {
+        let Some(f) = a.strip_prefix("--") else {
+            return false;
+        };
+        let f = f.split('=').next().unwrap_or(f);
+        matches!(f, "list" | "status" | "display" | "query" | "info")
+            || ["list-", "get-", "print-", "show-", "display-"]
+                .iter()
+                .any(|p| f.starts_with(p))
+    })
+}
+
 /// The read verb among the first subcommand words, when none of them
 /// changes anything.
 fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
@@ -270,10 +321,7 @@ fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
     {
         return None;
     }
-    first
-        .iter()
-        .find(|w| verb_parts(w).any(|p| READ_VERBS.contains(&p)))
-        .copied()
+    first.iter().find(|w| is_read_word(w)).copied()
 }
 
 /// A read verb right after the words that made a rule match (its
@@ -290,7 +338,7 @@ fn read_after_group<'a>(matched: &[&'a str], rest: &[&'a str]) -> Option<&'a str
         return None;
     }
     let verb = *rest.first()?;
-    if !verb_parts(verb).any(|p| READ_VERBS.contains(&p))
+    if !is_read_word(verb)
         || rest[..rest.len().min(3)]
             .iter()
             .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
@@ -442,18 +490,32 @@ impl Ctx<'_> {
             && r.flags_any.is_empty()
             && r.flags_all.is_empty()
             && all_of(&remote_or_privileged)
+            && !change_flag(&texts)
             && let Some((rule, after)) = matched.iter().find(|(m, _)| m.id == r.id)
             && let Some(verb) = match after {
                 // A read verb after a group of subcommands, for any rule
                 // that names its subcommands or its arguments.
                 Some(k) => read_after_group(&at.words[..*k], &at.words[*k..]),
                 // A rule about the tool in general (a forge, cloud or
-                // infrastructure CLI's catch-all).
+                // infrastructure CLI's catch-all, a system tool's): its
+                // first subcommand words, or a flag that asks it to show.
                 None if rule.subcommands.is_empty()
                     && rule.arg_regex.is_none()
-                    && Principle::of(&r.id, r.level) == Principle::ChangesRemoteState =>
+                    && Principle::of(&r.id, r.level) != Principle::ChangesWorkspace =>
                 {
-                    read_subcommand(&at.words)
+                    // A system tool's operands may be a process, a user
+                    // or a host named like a verb (`pkill top`, `userdel
+                    // list`): only a remote tool's words are subcommands.
+                    (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState)
+                        .then(|| read_subcommand(&at.words))
+                        .flatten()
+                        .or_else(|| {
+                        read_flag(&texts).filter(|_| {
+                            !at.words.iter().take(3).any(|w| {
+                                verb_parts(w).any(|p| CHANGE_VERBS.contains(&p))
+                            })
+                        })
+                    })
                 }
                 None => None,
             }

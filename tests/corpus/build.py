@@ -336,6 +336,22 @@ def sub_commands(ws):
 LINE_FILTERS = {"grep", "egrep", "fgrep", "sort", "uniq", "head", "tail", "tac", "shuf"}
 
 
+def pipe_stages(cmd):
+    """The stages of a pipeline, split at `|` outside quotes."""
+    out, cur, quote = [], "", None
+    for ch in cmd:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "|":
+            out.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    return out + [cur]
+
+
 def workspace_listing(cmd):
     """A pipeline whose first stage lists the workspace (`find` over
     relative paths without `..`, following no symlinks and printing names
@@ -345,7 +361,7 @@ def workspace_listing(cmd):
     program's targets are not from elsewhere (principle `deletes`)."""
     if re.search(r";|&&|\|\||\$\(|`|<|>", cmd):
         return False
-    stages = [words_of(x) for x in cmd.split("|")]
+    stages = [words_of(x) for x in pipe_stages(cmd)]
     if len(stages) < 2 or not all(stages):
         return False
     first = stages[0]
