@@ -224,10 +224,10 @@ def tldr(repo, commit):
 DELETERS = {"rm", "shred", "unlink", "rmdir", "srm", "wipe"}
 SYSTEM_CHANGERS = {
     "kill", "pkill", "killall", "shutdown", "reboot", "halt", "poweroff", "mount",
-    "umount", "mkfs", "fdisk", "parted", "crontab", "useradd", "userdel", "usermod",
+    "umount", "mkfs", "fdisk", "parted", "useradd", "userdel", "usermod",
     "groupadd", "passwd", "chpasswd", "systemctl", "service", "iptables", "modprobe",
-    "insmod", "rmmod", "swapon", "swapoff", "sysctl", "chroot", "visudo", "at",
-    "launchctl", "ifconfig", "route", "ip", "chsh", "chfn", "hostnamectl", "timedatectl",
+    "insmod", "rmmod", "swapon", "swapoff", "sysctl", "chroot", "visudo",
+    "launchctl", "chsh", "chfn", "hostnamectl", "timedatectl",
 }
 REMOTE = {"ssh", "scp", "sftp", "ftp", "telnet", "nc", "netcat", "ncat", "socat", "mail",
           "sendmail", "mutt", "rsh", "rcp", "rlogin", "ssh-copy-id", "sshpass"}
@@ -410,6 +410,21 @@ def changes_outside(ws, seg, piped, listed=False):
         return True
     if prog in SYSTEM_CHANGERS:
         return True
+    # Network configuration shown is read; set, it is a system change
+    # (`ifconfig eth0` shows, `ifconfig eth0 down` changes).
+    if prog == "ifconfig" and len(args) >= 2:
+        return True
+    if prog in ("ip", "route") and any(
+        w in ("add", "del", "delete", "set", "flush", "change", "replace", "append", "up", "down")
+        for w in args
+    ):
+        return True
+    # crontab and at install commands that run later, unless they list
+    # (`crontab -l`, `at -l`, `at -c N`).
+    if prog == "crontab" and not any(re.match(r"-[a-z]*l", w) for w in flags):
+        return True
+    if prog == "at" and not any(w in ("-l", "-c", "-q") for w in flags):
+        return True
     if prog in REMOTE:
         return True
     if prog in ("rsync", "scp") and any(remote_operand(a) for a in args):
@@ -450,7 +465,9 @@ def changes_outside(ws, seg, piped, listed=False):
         return True
     if prog == "dd" and any(a.startswith("of=") and written_outside(a[3:]) for a in ws):
         return True
-    if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(written_outside(a) for a in args):
+    # (sed's and perl's first operand is the script, unless given by -e.)
+    files = args if any(w in ("-e", "-f", "--expression") for w in flags) else args[1:]
+    if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(written_outside(a) for a in files):
         return True
     # cpio's pass-through mode copies into its directory operand.
     if prog == "cpio" and any(re.match(r"-[a-zA-Z0-9]*p", w) for w in flags) and args and written_outside(args[-1]):
@@ -472,7 +489,9 @@ def nl2bash_label(cmd):
         return "dangerous"
     if re.search(r"\|\s*(sudo\s+)?(ba|z|k|da)?sh\b(\s|$)", cmd):
         return "dangerous"
-    if re.search(r">>?\s*(/(?!tmp|dev/null|dev/std)|~|\$HOME)", cmd):
+    # A redirect outside (not a `>` inside quoted text).
+    unquoted = re.sub(r"'[^']*'|\"[^\"]*\"", "''", cmd)
+    if re.search(r">>?\s*(/(?!tmp|dev/null|dev/std|dev/tty)|~|\$HOME)", unquoted):
         return "dangerous"
     if CODE_VARIABLES.search(cmd):
         return "dangerous"
