@@ -240,6 +240,13 @@ const UNKNOWN_CHANGE_VERBS: &[&str] = &[
     "deregister",
     "flush",
     "rrdelete",
+    "reset",
+    "rollback",
+    "unpublish",
+    "undeploy",
+    "teardown",
+    "unsubscribe",
+    "autoremove",
 ];
 
 /// Flags named like those verbs (`--delete`, `--purge`).
@@ -350,18 +357,36 @@ fn read_after_group<'a>(matched: &[&'a str], rest: &[&'a str]) -> Option<&'a str
 
 /// A verb among an unknown program's first subcommand words (or a flag
 /// named like one, `--delete`) that deletes or changes remote state.
-fn unknown_change_verb<'a>(words: &[&'a str], texts: &[&'a str]) -> Option<&'a str> {
-    words[..words.len().min(2)]
+fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<String> {
+    let changes = |p: &str| UNKNOWN_CHANGE_VERBS.contains(&p.to_ascii_lowercase().as_str());
+    // The program's own name (`distrobox-rm`, `fprintd-delete`,
+    // `Remove-NodeVersion`, `elasticsearch-reset-password`).
+    if base.contains(['-', '_']) && verb_parts(base).any(changes) {
+        return Some(base.to_string());
+    }
+    // Its first subcommand words that are words, not a path, a file name
+    // or a value (`ykman oath accounts delete`, `rabbitmqctl --node
+    // rabbit@host reset`).
+    let subcommand = words
         .iter()
-        .find(|w| verb_parts(w).any(|p| UNKNOWN_CHANGE_VERBS.contains(&p)))
-        .or_else(|| {
-            texts.iter().find(|a| {
-                a.strip_prefix("--")
-                    .or_else(|| a.strip_prefix('-').filter(|r| r.len() > 2))
-                    .is_some_and(|f| UNKNOWN_CHANGE_FLAGS.contains(&f))
-            })
+        .take(4)
+        .filter(|w| w.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':')));
+    for w in subcommand {
+        if verb_parts(w).any(changes) {
+            return Some(w.to_string());
+        }
+    }
+    // A flag named like one (`--delete`, `--kill`; not `--remove-all-
+    // unused-imports`, which names what it removes from the files given).
+    texts
+        .iter()
+        .take_while(|a| **a != "--")
+        .find(|a| {
+            a.strip_prefix("--")
+                .or_else(|| a.strip_prefix('-').filter(|r| r.len() > 2))
+                .is_some_and(|f| UNKNOWN_CHANGE_FLAGS.contains(&f) || matches!(f, "kill" | "reset"))
         })
-        .copied()
+        .map(|a| a.to_string())
 }
 
 impl Ctx<'_> {
@@ -555,7 +580,7 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
-                if let Some(verb) = unknown_change_verb(&at.words, &texts)
+                if let Some(verb) = unknown_change_verb(base, &at.words, &texts)
                     && plan_flag(base, at.first(), &texts).is_none()
                 {
                     self.add(

@@ -162,6 +162,22 @@ def workspace_operand(word):
     return "path/to" in w and not w.startswith(("/", "~"))
 
 
+# Project tools whose remove/uninstall/prune/clean edit the project's own
+# manifest, lockfile, dependency directory or build output, all in the
+# workspace (`cargo clean` removes target/, `npm prune` node_modules/),
+# unless told to act globally or on a cache or tool in the home.
+PROJECT_TOOLS = {"npm", "yarn", "pnpm", "bun", "poetry", "uv", "cargo", "composer", "bazel"}
+
+
+def project_change(command):
+    ws = command.split()
+    if len(ws) < 2 or ws[0] not in PROJECT_TOOLS:
+        return False
+    if any(w in ("-g", "--global", "global", "tool", "cache", "self", "env", "--system") for w in ws[1:]):
+        return False
+    return ws[1] in ("remove", "rm", "uninstall", "un", "prune", "clean")
+
+
 def tldr_label(description, command, summary=""):
     """From the example's description: a read or a plan is everyday (not
     on a page of a tool that keeps secrets); a delete, reset, push,
@@ -183,7 +199,7 @@ def tldr_label(description, command, summary=""):
         ]
         if operands and all(workspace_operand(w) for w in operands):
             return "everyday"
-        if WORKSPACE_OBJECTS.search(description):
+        if WORKSPACE_OBJECTS.search(description) or project_change(command):
             return "everyday"
         # Only state that lives outside the workspace: a remote, a cloud
         # or cluster object, a database, the system's processes, users,
