@@ -264,8 +264,11 @@ impl Ctx<'_> {
                 from(args, i + 1)
             }
             "script" => {
-                // `script -qc CMD [file]`: CMD runs in a new shell.
-                self.nested_short_option(args, 'c', "--command", depth, counter);
+                // `script -qc CMD [file]`: CMD runs in a new shell; with no
+                // command it starts an interactive one.
+                if !self.nested_short_option(args, 'c', "--command", depth, counter) {
+                    self.interactive_shell("script", args);
+                }
                 None
             }
             "runuser" => {
@@ -288,6 +291,26 @@ impl Ctx<'_> {
                 self.nested(&s, depth, counter);
                 None
             }
+        }
+    }
+
+    /// A terminal tool started with no command (`script -q /dev/null`,
+    /// `screen`) runs an interactive shell: whatever reaches it from the
+    /// terminal or a parent's pipe runs, unseen (as `bash` alone). Listing
+    /// and version flags start none.
+    pub(super) fn interactive_shell(&mut self, base: &str, args: &[Word]) {
+        let lists = args.iter().any(|w| {
+            matches!(
+                w.text(),
+                "-ls" | "-list" | "-wipe" | "-v" | "-V" | "--version" | "-h" | "--help" | "-Q"
+            )
+        });
+        if !lists {
+            self.add(
+                "exec.stdin_shell",
+                format!("{base} starts an interactive shell, which runs whatever reaches it, not in the command"),
+                &format!("{base} {}", join_texts(args)),
+            );
         }
     }
 
