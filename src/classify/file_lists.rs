@@ -17,7 +17,8 @@ fn passes_lines(argv: &[Word]) -> bool {
     match name {
         "grep" | "egrep" | "fgrep" => !argv[1..].iter().any(|w| {
             let a = w.text();
-            a == "--only-matching" || (a.starts_with('-') && !a.starts_with("--") && a.contains('o'))
+            a == "--only-matching"
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('o'))
         }),
         "sort" | "uniq" | "head" | "tail" | "tac" | "shuf" => true,
         _ => false,

@@ -153,8 +153,8 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
         }
         // A compressor writing to its standard output (`gzip -dc A`,
         // `xz --stdout A`) reads its operands and changes none of them.
-        "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd" | "unzstd" | "lz4"
-        | "lzma" | "pigz" | "pbzip2"
+        "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd" | "unzstd" | "lz4" | "lzma"
+        | "pigz" | "pbzip2"
             if args.iter().any(|w| {
                 let a = w.text();
                 matches!(a, "--stdout" | "--to-stdout")

@@ -47,7 +47,13 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
         }
         if matches!(
             flag,
-            "--dry-run" | "--dryrun" | "--dry_run" | "--what-if" | "--whatif" | "--noop" | "--simulate"
+            "--dry-run"
+                | "--dryrun"
+                | "--dry_run"
+                | "--what-if"
+                | "--whatif"
+                | "--noop"
+                | "--simulate"
         ) || help_flag(a)
         {
             return Some(flag.to_string());
@@ -99,12 +105,59 @@ fn help_of<'a>(texts: &[&'a str]) -> Option<&'a str> {
 /// name a group of subcommands: `kubectl run list` runs a pod named
 /// `list`, where `kubectl rollout history` and `docker service ls` read.
 const ACTION_WORDS: &[&str] = &[
-    "run", "exec", "start", "stop", "restart", "kill", "cp", "mv", "copy", "move", "sync",
-    "attach", "label", "annotate", "scale", "autoscale", "expose", "edit", "replace", "taint",
-    "cordon", "uncordon", "drain", "debug", "proxy", "port-forward", "pause", "unpause",
-    "rename", "upload", "download", "send", "invoke", "install", "uninstall", "add", "login",
-    "logout", "connect", "ssh", "scp", "import", "export", "restore", "reset", "mb", "rb",
-    "star", "unstar", "deprecate", "init", "up", "down",
+    "run",
+    "exec",
+    "start",
+    "stop",
+    "restart",
+    "kill",
+    "cp",
+    "mv",
+    "copy",
+    "move",
+    "sync",
+    "attach",
+    "label",
+    "annotate",
+    "scale",
+    "autoscale",
+    "expose",
+    "edit",
+    "replace",
+    "taint",
+    "cordon",
+    "uncordon",
+    "drain",
+    "debug",
+    "proxy",
+    "port-forward",
+    "pause",
+    "unpause",
+    "rename",
+    "upload",
+    "download",
+    "send",
+    "invoke",
+    "install",
+    "uninstall",
+    "add",
+    "login",
+    "logout",
+    "connect",
+    "ssh",
+    "scp",
+    "import",
+    "export",
+    "restore",
+    "reset",
+    "mb",
+    "rb",
+    "star",
+    "unstar",
+    "deprecate",
+    "init",
+    "up",
+    "down",
 ];
 
 /// Subcommand verbs that only read or show (`glab mr list`, `doctl apps
@@ -269,7 +322,9 @@ fn verb_parts(w: &str) -> impl Iterator<Item = &str> {
 
 /// Read verbs that also start compound subcommand words
 /// (`showvminfo`, `listsnapshot`, `getall`, `statusall`).
-const READ_PREFIXES: &[&str] = &["list", "show", "get", "describe", "status", "inspect", "view"];
+const READ_PREFIXES: &[&str] = &[
+    "list", "show", "get", "describe", "status", "inspect", "view",
+];
 
 /// A subcommand word that only reads: a read verb among its parts, or a
 /// compound word that starts with one (`listen` is not `list`).
@@ -277,7 +332,9 @@ fn is_read_word(w: &str) -> bool {
     verb_parts(w).any(|p| READ_VERBS.contains(&p))
         || READ_PREFIXES.iter().any(|r| {
             w.strip_prefix(r).is_some_and(|rest| {
-                rest.len() >= 2 && rest.chars().all(|c| c.is_ascii_lowercase()) && !w.starts_with("listen")
+                rest.len() >= 2
+                    && rest.chars().all(|c| c.is_ascii_lowercase())
+                    && !w.starts_with("listen")
             })
         })
 }
@@ -293,8 +350,18 @@ fn change_flag(texts: &[&str]) -> bool {
                     || CHANGE_VERBS.contains(&p)
                     || matches!(
                         p,
-                        "repair" | "fix" | "force" | "write" | "reset" | "add" | "enable"
-                            | "disable" | "reload" | "start" | "stop" | "kill"
+                        "repair"
+                            | "fix"
+                            | "force"
+                            | "write"
+                            | "reset"
+                            | "add"
+                            | "enable"
+                            | "disable"
+                            | "reload"
+                            | "start"
+                            | "stop"
+                            | "kill"
                     )
             })
         })
@@ -367,10 +434,10 @@ fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<Str
     // Its first subcommand words that are words, not a path, a file name
     // or a value (`ykman oath accounts delete`, `rabbitmqctl --node
     // rabbit@host reset`).
-    let subcommand = words
-        .iter()
-        .take(4)
-        .filter(|w| w.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':')));
+    let subcommand = words.iter().take(4).filter(|w| {
+        w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
+    });
     for w in subcommand {
         if verb_parts(w).any(changes) {
             return Some(w.to_string());
@@ -468,7 +535,9 @@ impl Ctx<'_> {
         // the network, never about running programs, credentials or the
         // agent's controls.
         let all_of = |ok: &dyn Fn(Principle) -> bool| {
-            matched.iter().all(|(r, _)| r.level <= Level::Read || ok(Principle::of(&r.id, r.level)))
+            matched
+                .iter()
+                .all(|(r, _)| r.level <= Level::Read || ok(Principle::of(&r.id, r.level)))
         };
         let changes = |p: Principle| {
             matches!(
@@ -487,7 +556,8 @@ impl Ctx<'_> {
             && (all_of(&changes)
                 || help.is_some()
                     && all_of(&|p| {
-                        changes(p) || matches!(p, Principle::UsesPrivilege | Principle::ReachesNetwork)
+                        changes(p)
+                            || matches!(p, Principle::UsesPrivilege | Principle::ReachesNetwork)
                     }))
         {
             let (level, score) = self.policy.builtin("read.plan");
@@ -507,7 +577,9 @@ impl Ctx<'_> {
         let remote_or_privileged = |p: Principle| {
             matches!(
                 p,
-                Principle::ChangesRemoteState | Principle::UsesPrivilege | Principle::ChangesWorkspace
+                Principle::ChangesRemoteState
+                    | Principle::UsesPrivilege
+                    | Principle::ChangesWorkspace
             )
         };
         if let Some(r) = best
@@ -535,12 +607,13 @@ impl Ctx<'_> {
                         .then(|| read_subcommand(&at.words))
                         .flatten()
                         .or_else(|| {
-                        read_flag(&texts).filter(|_| {
-                            !at.words.iter().take(3).any(|w| {
-                                verb_parts(w).any(|p| CHANGE_VERBS.contains(&p))
+                            read_flag(&texts).filter(|_| {
+                                !at.words
+                                    .iter()
+                                    .take(3)
+                                    .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
                             })
                         })
-                    })
                 }
                 None => None,
             }

@@ -145,7 +145,10 @@ impl Ctx<'_> {
                 // `-r`/`-x` attach to a session that already runs.
                 if i >= args.len()
                     && !args.iter().any(|w| {
-                        matches!(w.text(), "-r" | "-R" | "-x" | "-X" | "-d" | "-D" | "-dm" | "-dmS")
+                        matches!(
+                            w.text(),
+                            "-r" | "-R" | "-x" | "-X" | "-d" | "-D" | "-dm" | "-dmS"
+                        )
                     })
                 {
                     self.interactive_shell("screen", args);

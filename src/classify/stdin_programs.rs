@@ -114,7 +114,9 @@ impl Ctx<'_> {
             match a {
                 "-u" => i += 2,
                 "-" => i += 1,
-                _ if a.starts_with('-') && a.len() > 1 && !a.contains(['l', 'e', 'r', 'i']) => i += 1,
+                _ if a.starts_with('-') && a.len() > 1 && !a.contains(['l', 'e', 'r', 'i']) => {
+                    i += 1
+                }
                 _ => return,
             }
         }
