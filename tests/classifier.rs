@@ -928,7 +928,7 @@ fn every_finding_is_explained_with_its_principle() {
             Principle::HidesWhatRuns,
         ),
         (
-            "find . -type f | xargs rm -f",
+            "cat list.txt | xargs rm -f",
             "delete.unknown_targets",
             Principle::Deletes,
         ),

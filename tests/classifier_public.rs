@@ -180,9 +180,10 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-28 after the
-/// third round of issue 32: dangerous asked 83.4%, everyday left alone
-/// 95.4%, every row parses; the second round had 77.2%, 94.5% and 32 rows
-/// that did not parse, on the corpus before its labellers were corrected):
+/// fourth round of issue 32: dangerous asked 87.8%, everyday left alone
+/// 96.3%, every row parses; the third round had 83.4% and 95.4%, the
+/// second 77.2%, 94.5% and 32 rows that did not parse, each on its corpus
+/// before the next round's labelling corrections):
 /// a regression below them fails. Raise them as the rules improve; the
 /// issue's targets are `public_corpus_heldout_meets_targets`.
 #[test]
@@ -196,12 +197,12 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 83.3,
+        pct(dangerous) >= 87.7,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 95.3,
+        pct(everyday) >= 96.2,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );

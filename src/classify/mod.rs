@@ -4,6 +4,7 @@
 
 mod bypass;
 mod carriers;
+mod file_lists;
 mod inline;
 mod operands;
 pub mod parse;
@@ -126,6 +127,9 @@ struct Ctx<'a> {
     /// The command being analysed gets more operands from elsewhere (a
     /// file list on xargs' stdin): what, for a reason.
     targets_from: Option<&'static str>,
+    /// This command's stdin is a list of workspace file names
+    /// (`find . | xargs rm`: `file_lists`).
+    workspace_list: bool,
     /// Variables `read`/`mapfile` fill from input in this string.
     read_vars: Vec<String>,
     /// Variables this string sets (`X=...`, `for X in`, `read X`): any
@@ -162,6 +166,7 @@ pub fn classify(src: &str, policy: &Policy, opts: &Options) -> Classification {
         written_before: 0,
         stdin_fed: false,
         targets_from: None,
+        workspace_list: false,
         read_vars: Vec::new(),
         set_vars: Vec::new(),
     };
@@ -335,7 +340,9 @@ impl Ctx<'_> {
         for c in &ex.commands {
             self.stdin_program(c, &ex, depth, counter);
             self.stdin_script(c, &ex);
+            self.workspace_list = self.cwd == Cwd::Start && file_lists::workspace_file_list(c, &ex);
             self.simple(c, depth, counter);
+            self.workspace_list = false;
         }
     }
 

@@ -151,6 +151,41 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
                 }
             }
         }
+        // A compressor writing to its standard output (`gzip -dc A`,
+        // `xz --stdout A`) reads its operands and changes none of them.
+        "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd" | "unzstd" | "lz4" | "lzma"
+        | "pigz" | "pbzip2"
+            if args.iter().any(|w| {
+                let a = w.text();
+                matches!(a, "--stdout" | "--to-stdout")
+                    || (is_short_cluster(a) && a[1..].contains('c'))
+            }) =>
+        {
+            out.extend((0..args.len()).filter(|i| !is_flag(args[*i].text())));
+        }
+        // `split INPUT [PREFIX]` reads its input; the pieces are written
+        // under the prefix.
+        "split" => {
+            let mut i = 0;
+            while i < args.len() {
+                let a = args[i].text();
+                if matches!(a, "-a" | "-b" | "-C" | "-l" | "-n" | "-t") {
+                    i += 2;
+                    continue;
+                }
+                if a == "--" {
+                    i += 1;
+                    break;
+                }
+                if !is_flag(a) {
+                    break;
+                }
+                i += 1;
+            }
+            if i < args.len() {
+                out.push(i);
+            }
+        }
         "zip" => {
             let pos: Vec<usize> = (0..args.len())
                 .filter(|i| !is_flag(args[*i].text()))

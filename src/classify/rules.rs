@@ -34,7 +34,10 @@ fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
 /// `--check`, `-n` where it means that), or `None`. `--dry-run=none` (a
 /// real run in kubectl) is not one.
 fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<String> {
-    for a in texts {
+    // After `--` a word is an operand, never a flag: `rm -rf -- ~ --dry-run`
+    // deletes the home and a file named `--dry-run`.
+    let end = texts.iter().position(|a| *a == "--").unwrap_or(texts.len());
+    for a in &texts[..end] {
         let (flag, value) = match a.split_once('=') {
             Some((f, v)) => (f, Some(v)),
             None => (*a, None),
@@ -51,9 +54,8 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
                 | "--whatif"
                 | "--noop"
                 | "--simulate"
-                | "--help"
-                | "--version"
-        ) {
+        ) || help_flag(a)
+        {
             return Some(flag.to_string());
         }
         let short_n = a.starts_with('-') && !a.starts_with("--") && a[1..].contains('n');
@@ -83,6 +85,80 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
     None
 }
 use crate::policy::Level;
+
+/// `--help`, `--version`: the program prints and exits, whatever else it
+/// was asked (before any `--`; see `plan_flag`).
+fn help_flag(a: &str) -> bool {
+    matches!(a, "--help" | "--version")
+}
+
+/// The first `--help`/`--version` before any `--`.
+fn help_of<'a>(texts: &[&'a str]) -> Option<&'a str> {
+    texts
+        .iter()
+        .take_while(|a| **a != "--")
+        .find(|a| help_flag(a))
+        .copied()
+}
+
+/// Subcommand words that act (run, copy, attach, label...) rather than
+/// name a group of subcommands: `kubectl run list` runs a pod named
+/// `list`, where `kubectl rollout history` and `docker service ls` read.
+const ACTION_WORDS: &[&str] = &[
+    "run",
+    "exec",
+    "start",
+    "stop",
+    "restart",
+    "kill",
+    "cp",
+    "mv",
+    "copy",
+    "move",
+    "sync",
+    "attach",
+    "label",
+    "annotate",
+    "scale",
+    "autoscale",
+    "expose",
+    "edit",
+    "replace",
+    "taint",
+    "cordon",
+    "uncordon",
+    "drain",
+    "debug",
+    "proxy",
+    "port-forward",
+    "pause",
+    "unpause",
+    "rename",
+    "upload",
+    "download",
+    "send",
+    "invoke",
+    "install",
+    "uninstall",
+    "add",
+    "login",
+    "logout",
+    "connect",
+    "ssh",
+    "scp",
+    "import",
+    "export",
+    "restore",
+    "reset",
+    "mb",
+    "rb",
+    "star",
+    "unstar",
+    "deprecate",
+    "init",
+    "up",
+    "down",
+];
 
 /// Subcommand verbs that only read or show (`glab mr list`, `doctl apps
 /// get`, `consul kv get`, `cdk diff`, `hub ci-status`).
@@ -217,6 +293,13 @@ const UNKNOWN_CHANGE_VERBS: &[&str] = &[
     "deregister",
     "flush",
     "rrdelete",
+    "reset",
+    "rollback",
+    "unpublish",
+    "undeploy",
+    "teardown",
+    "unsubscribe",
+    "autoremove",
 ];
 
 /// Flags named like those verbs (`--delete`, `--purge`).
@@ -237,6 +320,71 @@ fn verb_parts(w: &str) -> impl Iterator<Item = &str> {
     w.split(['-', '_', ':', '.'])
 }
 
+/// Read verbs that also start compound subcommand words
+/// (`showvminfo`, `listsnapshot`, `getall`, `statusall`).
+const READ_PREFIXES: &[&str] = &[
+    "list", "show", "get", "describe", "status", "inspect", "view",
+];
+
+/// A subcommand word that only reads: a read verb among its parts, or a
+/// compound word that starts with one (`listen` is not `list`).
+fn is_read_word(w: &str) -> bool {
+    verb_parts(w).any(|p| READ_VERBS.contains(&p))
+        || READ_PREFIXES.iter().any(|r| {
+            w.strip_prefix(r).is_some_and(|rest| {
+                rest.len() >= 2
+                    && rest.chars().all(|c| c.is_ascii_lowercase())
+                    && !w.starts_with("listen")
+            })
+        })
+}
+
+/// A flag that names a change (`--delete`, `--repair`, `--force`,
+/// `--add-port`): a read verb beside it does not make the command a read.
+fn change_flag(texts: &[&str]) -> bool {
+    texts.iter().any(|a| {
+        a.strip_prefix("--").is_some_and(|f| {
+            let f = f.split('=').next().unwrap_or(f);
+            verb_parts(f).any(|p| {
+                UNKNOWN_CHANGE_FLAGS.contains(&p)
+                    || CHANGE_VERBS.contains(&p)
+                    || matches!(
+                        p,
+                        "repair"
+                            | "fix"
+                            | "force"
+                            | "write"
+                            | "reset"
+                            | "add"
+                            | "enable"
+                            | "disable"
+                            | "reload"
+                            | "start"
+                            | "stop"
+                            | "kill"
+                    )
+            })
+        })
+    })
+}
+
+/// A long flag that asks a tool to show rather than act (`--list`,
+/// `--list-all-zones`, `--status`, `--display`, `--get-selections`,
+/// `--print-cache`, `--show-…`, `--query`, `--info`; not `--all`, which
+/// `ipcrm --all` deletes).
+fn read_flag<'a>(texts: &[&'a str]) -> Option<&'a str> {
+    texts.iter().take_while(|a| **a != "--").copied().find(|a| {
+        let Some(f) = a.strip_prefix("--") else {
+            return false;
+        };
+        let f = f.split('=').next().unwrap_or(f);
+        matches!(f, "list" | "status" | "display" | "query" | "info")
+            || ["list-", "get-", "print-", "show-", "display-"]
+                .iter()
+                .any(|p| f.starts_with(p))
+    })
+}
+
 /// The read verb among the first subcommand words, when none of them
 /// changes anything.
 fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
@@ -247,26 +395,65 @@ fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
     {
         return None;
     }
-    first
-        .iter()
-        .find(|w| verb_parts(w).any(|p| READ_VERBS.contains(&p)))
-        .copied()
+    first.iter().find(|w| is_read_word(w)).copied()
+}
+
+/// A read verb right after the words that made a rule match (its
+/// subcommand, or the argument its pattern matched), when those words name
+/// a group of subcommands rather than an action and nothing after them
+/// changes anything: `docker service ls`, `kubectl rollout history`,
+/// `npm access list`, `gcloud config list`, `aws configure list`.
+fn read_after_group<'a>(matched: &[&'a str], rest: &[&'a str]) -> Option<&'a str> {
+    if matched.is_empty()
+        || matched
+            .iter()
+            .any(|w| ACTION_WORDS.contains(w) || verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+    {
+        return None;
+    }
+    let verb = *rest.first()?;
+    if !is_read_word(verb)
+        || rest[..rest.len().min(3)]
+            .iter()
+            .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+    {
+        return None;
+    }
+    Some(verb)
 }
 
 /// A verb among an unknown program's first subcommand words (or a flag
 /// named like one, `--delete`) that deletes or changes remote state.
-fn unknown_change_verb<'a>(words: &[&'a str], texts: &[&'a str]) -> Option<&'a str> {
-    words[..words.len().min(2)]
+fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<String> {
+    let changes = |p: &str| UNKNOWN_CHANGE_VERBS.contains(&p.to_ascii_lowercase().as_str());
+    // The program's own name (`distrobox-rm`, `fprintd-delete`,
+    // `Remove-NodeVersion`, `elasticsearch-reset-password`).
+    if base.contains(['-', '_']) && verb_parts(base).any(changes) {
+        return Some(base.to_string());
+    }
+    // Its first subcommand words that are words, not a path, a file name
+    // or a value (`ykman oath accounts delete`, `rabbitmqctl --node
+    // rabbit@host reset`).
+    let subcommand = words.iter().take(4).filter(|w| {
+        w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
+    });
+    for w in subcommand {
+        if verb_parts(w).any(changes) {
+            return Some(w.to_string());
+        }
+    }
+    // A flag named like one (`--delete`, `--kill`; not `--remove-all-
+    // unused-imports`, which names what it removes from the files given).
+    texts
         .iter()
-        .find(|w| verb_parts(w).any(|p| UNKNOWN_CHANGE_VERBS.contains(&p)))
-        .or_else(|| {
-            texts.iter().find(|a| {
-                a.strip_prefix("--")
-                    .or_else(|| a.strip_prefix('-').filter(|r| r.len() > 2))
-                    .is_some_and(|f| UNKNOWN_CHANGE_FLAGS.contains(&f))
-            })
+        .take_while(|a| **a != "--")
+        .find(|a| {
+            a.strip_prefix("--")
+                .or_else(|| a.strip_prefix('-').filter(|r| r.len() > 2))
+                .is_some_and(|f| UNKNOWN_CHANGE_FLAGS.contains(&f) || matches!(f, "kill" | "reset"))
         })
-        .copied()
+        .map(|a| a.to_string())
 }
 
 impl Ctx<'_> {
@@ -288,6 +475,9 @@ impl Ctx<'_> {
         let mut best: Option<&crate::policy::Rule> = None;
         let mut added: Option<&crate::policy::Rule> = None;
         let mut any_rule = false;
+        // Every system rule that matched, and where the words after what
+        // made it match begin (None: it matched the tool in general).
+        let mut matched: Vec<(&crate::policy::Rule, Option<usize>)> = Vec::new();
         for r in policy.rules_for(base) {
             any_rule |= !r.from_workspace;
             if !r.subcommands.is_empty() && !r.subcommands.iter().any(|sub| at.starts_with(sub)) {
@@ -313,6 +503,17 @@ impl Ctx<'_> {
             {
                 continue;
             }
+            if !r.from_workspace {
+                let after = r
+                    .subcommands
+                    .iter()
+                    .find_map(|sub| at.after(sub))
+                    .or_else(|| {
+                        let re = r.arg_regex.as_ref()?;
+                        at.words.iter().position(|w| re.is_match(w)).map(|i| i + 1)
+                    });
+                matched.push((r, after));
+            }
             let slot = if r.from_workspace {
                 &mut added
             } else {
@@ -329,17 +530,35 @@ impl Ctx<'_> {
                 self.blast_radius(base, args, shown);
             }
         }
-        if let Some(r) = best
-            && r.level > Level::Read
-            && let Some(flag) = plan_flag(base, at.first(), &texts)
-            && matches!(
-                Principle::of(&r.id, r.level),
+        // What a plan, a help text or a read subcommand can stand in for:
+        // every rule that matched must be about changes, a privilege or
+        // the network, never about running programs, credentials or the
+        // agent's controls.
+        let all_of = |ok: &dyn Fn(Principle) -> bool| {
+            matched
+                .iter()
+                .all(|(r, _)| r.level <= Level::Read || ok(Principle::of(&r.id, r.level)))
+        };
+        let changes = |p: Principle| {
+            matches!(
+                p,
                 Principle::ChangesRemoteState
                     | Principle::Deletes
                     | Principle::ChangesWorkspace
                     | Principle::WritesOutside
                     | Principle::UnknownProgram
             )
+        };
+        let help = help_of(&texts);
+        if let Some(r) = best
+            && r.level > Level::Read
+            && let Some(flag) = plan_flag(base, at.first(), &texts)
+            && (all_of(&changes)
+                || help.is_some()
+                    && all_of(&|p| {
+                        changes(p)
+                            || matches!(p, Principle::UsesPrivilege | Principle::ReachesNetwork)
+                    }))
         {
             let (level, score) = self.policy.builtin("read.plan");
             self.push(
@@ -355,14 +574,49 @@ impl Ctx<'_> {
             );
             return level;
         }
+        let remote_or_privileged = |p: Principle| {
+            matches!(
+                p,
+                Principle::ChangesRemoteState
+                    | Principle::UsesPrivilege
+                    | Principle::ChangesWorkspace
+            )
+        };
         if let Some(r) = best
             && r.level > Level::Read
-            && r.subcommands.is_empty()
             && r.flags_any.is_empty()
             && r.flags_all.is_empty()
-            && r.arg_regex.is_none()
-            && Principle::of(&r.id, r.level) == Principle::ChangesRemoteState
-            && let Some(verb) = read_subcommand(&at.words)
+            && all_of(&remote_or_privileged)
+            && !change_flag(&texts)
+            && let Some((rule, after)) = matched.iter().find(|(m, _)| m.id == r.id)
+            && let Some(verb) = match after {
+                // A read verb after a group of subcommands, for any rule
+                // that names its subcommands or its arguments.
+                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..]),
+                // A rule about the tool in general (a forge, cloud or
+                // infrastructure CLI's catch-all, a system tool's): its
+                // first subcommand words, or a flag that asks it to show.
+                None if rule.subcommands.is_empty()
+                    && rule.arg_regex.is_none()
+                    && Principle::of(&r.id, r.level) != Principle::ChangesWorkspace =>
+                {
+                    // A system tool's operands may be a process, a user
+                    // or a host named like a verb (`pkill top`, `userdel
+                    // list`): only a remote tool's words are subcommands.
+                    (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState)
+                        .then(|| read_subcommand(&at.words))
+                        .flatten()
+                        .or_else(|| {
+                            read_flag(&texts).filter(|_| {
+                                !at.words
+                                    .iter()
+                                    .take(3)
+                                    .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+                            })
+                        })
+                }
+                None => None,
+            }
         {
             // A rule about the tool in general, and a subcommand that only
             // reads: the subcommand says more about this use.
@@ -399,7 +653,7 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
-                if let Some(verb) = unknown_change_verb(&at.words, &texts)
+                if let Some(verb) = unknown_change_verb(base, &at.words, &texts)
                     && plan_flag(base, at.first(), &texts).is_none()
                 {
                     self.add(

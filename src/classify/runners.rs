@@ -142,6 +142,17 @@ impl Ctx<'_> {
                         || (!a.starts_with("--") && a.len() > 2 && a.ends_with('S'));
                     i += if takes { 2 } else { 1 };
                 }
+                // `-r`/`-x` attach to a session that already runs.
+                if i >= args.len()
+                    && !args.iter().any(|w| {
+                        matches!(
+                            w.text(),
+                            "-r" | "-R" | "-x" | "-X" | "-d" | "-D" | "-dm" | "-dmS"
+                        )
+                    })
+                {
+                    self.interactive_shell("screen", args);
+                }
                 from(args, i)
             }
             "nix-shell" => {

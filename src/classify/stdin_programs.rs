@@ -40,6 +40,10 @@ impl Ctx<'_> {
             return;
         };
         let base = base_name(name);
+        if base == "crontab" {
+            self.crontab_from_stdin(argv, &render(&c.argv));
+            return;
+        }
         let Some((_, escapes)) = STDIN_PROGRAMS.iter().find(|(n, _)| *n == base) else {
             return;
         };
@@ -94,6 +98,33 @@ impl Ctx<'_> {
                 &shown,
             );
         }
+    }
+}
+
+impl Ctx<'_> {
+    /// `crontab` with no file (or `-`) installs the table it reads on its
+    /// standard input: every line of it is a command that runs later,
+    /// outside any rehearsal, whatever feeds it (`echo '* * * * * x' |
+    /// crontab`). Listing (`-l`), editing (`-e`) and removing (`-r`) have
+    /// their own rules.
+    fn crontab_from_stdin(&mut self, argv: &[Word], shown: &str) {
+        let mut i = 1;
+        while i < argv.len() {
+            let a = argv[i].text();
+            match a {
+                "-u" => i += 2,
+                "-" => i += 1,
+                _ if a.starts_with('-') && a.len() > 1 && !a.contains(['l', 'e', 'r', 'i']) => {
+                    i += 1
+                }
+                _ => return,
+            }
+        }
+        self.add(
+            "exec.stdin_program",
+            "crontab installs the table fed to its standard input: commands that run later, outside any rehearsal".to_string(),
+            shown,
+        );
     }
 }
 

@@ -197,8 +197,15 @@ impl Ctx<'_> {
                     "--arg-file",
                 ];
                 let i = skip_options(args, &with_value);
-                // What it runs gets its operands from stdin: a file list.
-                self.targets_from = Some("a list xargs reads from its input");
+                // What it runs gets its operands from stdin: a file list,
+                // from elsewhere unless the workspace's own listing.
+                let arg_file = args[..i].iter().any(|w| {
+                    let a = w.text();
+                    a == "-a" || a.starts_with("--arg-file")
+                });
+                if !self.workspace_list || arg_file {
+                    self.targets_from = Some("a list xargs reads from its input");
+                }
                 (i < args.len()).then(|| args[i..].to_vec())
             }
             "find" => {
@@ -257,8 +264,11 @@ impl Ctx<'_> {
                 from(args, i + 1)
             }
             "script" => {
-                // `script -qc CMD [file]`: CMD runs in a new shell.
-                self.nested_short_option(args, 'c', "--command", depth, counter);
+                // `script -qc CMD [file]`: CMD runs in a new shell; with no
+                // command it starts an interactive one.
+                if !self.nested_short_option(args, 'c', "--command", depth, counter) {
+                    self.interactive_shell("script", args);
+                }
                 None
             }
             "runuser" => {
@@ -281,6 +291,26 @@ impl Ctx<'_> {
                 self.nested(&s, depth, counter);
                 None
             }
+        }
+    }
+
+    /// A terminal tool started with no command (`script -q /dev/null`,
+    /// `screen`) runs an interactive shell: whatever reaches it from the
+    /// terminal or a parent's pipe runs, unseen (as `bash` alone). Listing
+    /// and version flags start none.
+    pub(super) fn interactive_shell(&mut self, base: &str, args: &[Word]) {
+        let lists = args.iter().any(|w| {
+            matches!(
+                w.text(),
+                "-ls" | "-list" | "-wipe" | "-v" | "-V" | "--version" | "-h" | "--help" | "-Q"
+            )
+        });
+        if !lists {
+            self.add(
+                "exec.stdin_shell",
+                format!("{base} starts an interactive shell, which runs whatever reaches it, not in the command"),
+                &format!("{base} {}", join_texts(args)),
+            );
         }
     }
 

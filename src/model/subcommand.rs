@@ -153,6 +153,16 @@ impl<'a> Positionals<'a> {
         })
     }
 
+    /// Where the words after the first place `sub` starts begin.
+    pub(crate) fn after<S: AsRef<str>>(&self, sub: &[S]) -> Option<usize> {
+        (0..=self.starts).find_map(|start| {
+            self.words
+                .get(start..start + sub.len())
+                .filter(|w| w.iter().zip(sub).all(|(a, b)| *a == b.as_ref()))
+                .map(|_| start + sub.len())
+        })
+    }
+
     /// The first positional word, if any (the subcommand for a tool whose
     /// options are known).
     pub(crate) fn first(&self) -> Option<&'a str> {

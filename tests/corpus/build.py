@@ -131,20 +131,75 @@ OUTSIDE_OBJECTS = re.compile(
     re.I,
 )
 PRIVILEGE = re.compile(r"(^|[;&|(]\s*)(sudo|doas|su|pkexec)\s")
+# State that lives in the workspace: a project's own files, its manifest and
+# its dependencies (`npm uninstall x` edits package.json and node_modules,
+# `cargo clean` removes target/), whatever the verb. A project named with
+# "a" (`surge teardown`: "Remove a project") is a remote one.
+WORKSPACE_OBJECTS = re.compile(
+    r"\b(the|this|current|the current) project('s)?\b|package\.json|composer\.(json|lock)|"
+    r"\ba dependency\b|\bas a dependency\b|list of dependencies|\bfrom [^,]{0,30}dependencies\b|"
+    r"not listed in dependencies|\bgenerated project files\b",
+    re.I,
+)
+# Pages of tools that keep secrets (the page's summary says so): reading
+# from them is what `touches_credentials` asks about, so their read examples
+# are not everyday; neither label is taken.
+SECRET_KEEPER = re.compile(
+    r"password manager|password store|passwords|\bvault\b|keyring|\bwallet\b|credentials|"
+    r"\bsecrets\b|sensitive data|authentication tokens|ssh keys",
+    re.I,
+)
+# Commands that change only the shell they run in (its directory stack,
+# variables, hash table, line editor, jobs): nothing outside the command.
+SHELL_STATE = re.compile(r"^(popd|pushd|unset|hash|unhash|unalias|zle|z|disown)\b|^kill %")
+REDIRECT_TOKEN = re.compile(r"^\d*(>>?|<)$")
 
 
-def tldr_label(description, command):
-    """From the example's description: a read or a plan is everyday; a
-    delete, reset, push, deploy, publish or kill is dangerous unless every
-    operand is a workspace file (`rm path/to/file` is a change the
-    rehearsal shows); anything else is not labelled (None)."""
+def workspace_operand(word):
+    """A placeholder path in the workspace: relative `path/to/...` (an
+    absolute `/path/to/...` is outside it)."""
+    w = word.strip("'\"")
+    return "path/to" in w and not w.startswith(("/", "~"))
+
+
+# Project tools whose remove/uninstall/prune/clean edit the project's own
+# manifest, lockfile, dependency directory or build output, all in the
+# workspace (`cargo clean` removes target/, `npm prune` node_modules/),
+# unless told to act globally or on a cache or tool in the home.
+PROJECT_TOOLS = {"npm", "yarn", "pnpm", "bun", "poetry", "uv", "cargo", "composer", "bazel"}
+
+
+def project_change(command):
+    ws = command.split()
+    if len(ws) < 2 or ws[0] not in PROJECT_TOOLS:
+        return False
+    if any(w in ("-g", "--global", "global", "tool", "cache", "self", "env", "--system") for w in ws[1:]):
+        return False
+    return ws[1] in ("remove", "rm", "uninstall", "un", "prune", "clean")
+
+
+def tldr_label(description, command, summary=""):
+    """From the example's description: a read or a plan is everyday (not
+    on a page of a tool that keeps secrets); a delete, reset, push,
+    deploy, publish or kill is dangerous unless every operand is a
+    workspace file (`rm path/to/file` is a change the rehearsal shows) or
+    the description says the state is the project's own; a command that
+    changes only its shell is not labelled; anything else is not labelled
+    (None)."""
     if PRIVILEGE.search(command):
         return None
     if READ_VERBS.match(description) and "dry" not in description.lower()[:0]:
-        return "everyday"
+        return None if SECRET_KEEPER.search(summary) else "everyday"
     if DANGER_VERBS.match(description):
-        operands = [w for w in command.split()[1:] if not w.startswith("-")]
-        if operands and all("path/to" in w for w in operands):
+        if SHELL_STATE.match(command):
+            return None
+        words = [w for seg in command.split("|") for w in seg.split()[1:]]
+        operands = [
+            w for w in words if not w.strip("'\"").startswith("-") and not REDIRECT_TOKEN.match(w)
+        ]
+        if operands and all(workspace_operand(w) for w in operands):
+            return "everyday"
+        if WORKSPACE_OBJECTS.search(description) or project_change(command):
             return "everyday"
         # Only state that lives outside the workspace: a remote, a cloud
         # or cluster object, a database, the system's processes, users,
@@ -161,13 +216,16 @@ def tldr(repo, commit):
             if not name.endswith(".md"):
                 continue
             text = git(repo, "show", f"{commit}:pages/{section}/{name}")
+            summary = " ".join(
+                l[2:] for l in text.splitlines() if l.startswith("> ") and "More information" not in l
+            )
             description = None
             for line in text.splitlines():
                 if line.startswith("- "):
                     description = line[2:].rstrip(":").strip()
                 elif line.startswith("`") and line.endswith("`") and description:
                     cmd = fill(line[1:-1]).strip()
-                    label = tldr_label(description, cmd)
+                    label = tldr_label(description, cmd, summary)
                     if label and cmd:
                         fam = "tldr.read" if label == "everyday" else "tldr.destructive"
                         if label == "everyday" and DANGER_VERBS.match(description):
@@ -182,13 +240,23 @@ def tldr(repo, commit):
 DELETERS = {"rm", "shred", "unlink", "rmdir", "srm", "wipe"}
 SYSTEM_CHANGERS = {
     "kill", "pkill", "killall", "shutdown", "reboot", "halt", "poweroff", "mount",
-    "umount", "mkfs", "fdisk", "parted", "crontab", "useradd", "userdel", "usermod",
+    "umount", "mkfs", "fdisk", "parted", "useradd", "userdel", "usermod",
     "groupadd", "passwd", "chpasswd", "systemctl", "service", "iptables", "modprobe",
-    "insmod", "rmmod", "swapon", "swapoff", "sysctl", "chroot", "visudo", "at",
-    "launchctl", "ifconfig", "route", "ip",
+    "insmod", "rmmod", "swapon", "swapoff", "sysctl", "chroot", "visudo",
+    "launchctl", "chsh", "chfn", "hostnamectl", "timedatectl",
 }
 REMOTE = {"ssh", "scp", "sftp", "ftp", "telnet", "nc", "netcat", "ncat", "socat", "mail",
-          "sendmail", "mutt", "rsh", "rcp", "rlogin"}
+          "sendmail", "mutt", "rsh", "rcp", "rlogin", "ssh-copy-id", "sshpass"}
+# Programs that change the files they are given in place (compress,
+# rename, convert, rewrite): run by find on files outside, they change
+# files outside.
+IN_PLACE = {"gzip", "bzip2", "xz", "zstd", "compress", "lzma", "rename", "mogrify",
+            "dos2unix", "unix2dos", "chattr", "truncate", "shred", "mv", "sed", "perl"}
+# Variables whose value is code the shell or the loader runs later
+# (principle `hides_what_runs`).
+CODE_VARIABLES = re.compile(r"(^|[;&|(]\s*|\bexport\s+)(PROMPT_COMMAND|BASH_ENV|ENV|LD_PRELOAD|LD_LIBRARY_PATH)=")
+# Words that start a compound command or a pipeline before its program.
+SHELL_KEYWORDS = {"do", "then", "else", "elif", "{", "(", "!", "time", "((", "while", "until", "if"}
 WRITERS_LAST = {"cp", "mv", "ln", "install", "rsync"}
 WRITERS_ALL = {"chmod", "chown", "chgrp", "touch", "mkdir", "tee", "truncate", "chattr"}
 
@@ -202,7 +270,8 @@ def outside(path, computed=True):
     p = path.strip("'\"")
     if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")):
         return False
-    if p.startswith(("/", "~", "$HOME", "${HOME}")):
+    # The command runs at the workspace's root: `..` climbs out of it.
+    if p.startswith(("/", "~", "$HOME", "${HOME}", "../")) or p == "..":
         return True
     return computed and p.startswith("$")
 
@@ -212,7 +281,27 @@ def written_outside(path):
 
 
 def words_of(segment):
-    return [w for w in re.split(r"\s+", segment.strip()) if w]
+    ws = [w for w in re.split(r"\s+", segment.strip()) if w]
+    while ws and ws[0] in SHELL_KEYWORDS:
+        ws = ws[1:]
+    return ws
+
+
+def tar_writes(ws):
+    """The archive `tar -c/-r/-u -f ARCHIVE` (or `tar czf ARCHIVE`) writes."""
+    first = ws[1].lstrip("-") if len(ws) > 1 else ""
+    mode = any(re.match(r"-[a-zA-Z]*[cru]", w) for w in ws[1:]) or (
+        re.fullmatch(r"[a-zA-Z]*[cru][a-zA-Z]*", first) is not None
+    ) or any(w in ("--create", "--append", "--update") for w in ws)
+    if not mode:
+        return None
+    for k, w in enumerate(ws[1:], 1):
+        if w.startswith("--file="):
+            return w.split("=", 1)[1]
+        cluster = w[1:] if w.startswith("-") and not w.startswith("--") else (w if k == 1 else "")
+        if (w == "--file" or cluster.endswith("f")) and k + 1 < len(ws):
+            return ws[k + 1]
+    return None
 
 
 SYSTEM_PACKAGERS = {"apt", "apt-get", "aptitude", "yum", "dnf", "zypper", "pacman", "rpm",
@@ -260,9 +349,72 @@ def sub_commands(ws):
             i += 1
 
 
-def changes_outside(ws, seg, piped):
+LINE_FILTERS = {"grep", "egrep", "fgrep", "sort", "uniq", "head", "tail", "tac", "shuf"}
+
+
+def pipe_stages(cmd):
+    """The stages of a pipeline, split at `|` outside quotes."""
+    out, cur, quote = [], "", None
+    for ch in cmd:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "|":
+            out.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    return out + [cur]
+
+
+def workspace_listing(cmd):
+    """A pipeline whose first stage lists the workspace (`find` over
+    relative paths without `..`, following no symlinks and printing names
+    as found; `ls` of relative paths) and whose other stages before the
+    last only pass whole lines (`grep` without `-o`, `sort`, `tail`...):
+    the names the last stage (xargs) reads are workspace files, so its
+    program's targets are not from elsewhere (principle `deletes`)."""
+    if re.search(r";|&&|\|\||\$\(|`|<|>", cmd):
+        return False
+    stages = [words_of(x) for x in pipe_stages(cmd)]
+    if len(stages) < 2 or not all(stages):
+        return False
+    first = stages[0]
+    prog = first[0].split("/")[-1]
+    relative = lambda w: not w.strip("'\"").startswith(("/", "~", "$")) and ".." not in w.split("/")
+    if prog == "find":
+        starts = []
+        for w in first[1:]:
+            if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
+                break
+            starts.append(w)
+        if not all(relative(w) for w in starts):
+            return False
+        if any(w in ("-L", "-H", "-follow", "-printf", "-fprintf", "-fprint", "-ls", "-exec",
+                     "-execdir", "-ok", "-okdir") for w in first):
+            return False
+    elif prog == "ls":
+        if not all(w.startswith("-") or relative(w) for w in first[1:]):
+            return False
+    else:
+        return False
+    for mid in stages[1:-1]:
+        if mid[0] not in LINE_FILTERS:
+            return False
+        if mid[0] in ("grep", "egrep", "fgrep") and any(
+            w == "--only-matching" or re.match(r"-[a-zA-Z]*o", w) for w in mid[1:]
+        ):
+            return False
+    return stages[-1][0] == "xargs" and not any(
+        w == "-a" or w.startswith("--arg-file") for w in stages[-1]
+    )
+
+
+def changes_outside(ws, seg, piped, listed=False):
     """Dangerous (True) when this one command changes something outside
-    the workspace or past what a rehearsal shows (see nl2bash_label)."""
+    the workspace or past what a rehearsal shows (see nl2bash_label).
+    `listed`: its input is a listing of the workspace (workspace_listing)."""
     prog = ws[0].split("/")[-1]
     args = [w for w in ws[1:] if not w.startswith("-")]
     flags = ws[1:]
@@ -273,6 +425,21 @@ def changes_outside(ws, seg, piped):
     ):
         return True
     if prog in SYSTEM_CHANGERS:
+        return True
+    # Network configuration shown is read; set, it is a system change
+    # (`ifconfig eth0` shows, `ifconfig eth0 down` changes).
+    if prog == "ifconfig" and len(args) >= 2:
+        return True
+    if prog in ("ip", "route") and any(
+        w in ("add", "del", "delete", "set", "flush", "change", "replace", "append", "up", "down")
+        for w in args
+    ):
+        return True
+    # crontab and at install commands that run later, unless they list
+    # (`crontab -l`, `at -l`, `at -c N`).
+    if prog == "crontab" and not any(re.match(r"-[a-z]*l", w) for w in flags):
+        return True
+    if prog == "at" and not any(w in ("-l", "-c", "-q") for w in flags):
         return True
     if prog in REMOTE:
         return True
@@ -288,6 +455,22 @@ def changes_outside(ws, seg, piped):
         return True
     if prog in WRITERS_LAST and len(args) >= 2 and written_outside(args[-1]):
         return True
+    # A link in the workspace to a file outside is a way out (the
+    # classifier judges a link by where it points): `ln -s /x y`, `ln -s /x`.
+    # (A relative target is resolved from the link's directory, so only an
+    # absolute or home target is known to be outside.)
+    if prog == "ln" and any(
+        outside(a, computed=False) and not a.strip("'\"").startswith("..")
+        for a in (args[:-1] if len(args) >= 2 else args)
+    ):
+        return True
+    if prog in ("tar", "gtar", "bsdtar") and (archive := tar_writes(ws)) and written_outside(archive):
+        return True
+    # Giving files to root takes a privilege no rehearsal has.
+    if prog in ("chown", "chgrp") and args and re.match(r"root([:.]|$)", args[0]):
+        return True
+    if prog == "date" and any(w in ("-s", "--set") or w.startswith("--set=") for w in flags):
+        return True
     # `cp -t DIR`, `--target-directory=DIR`: the destination comes first.
     for k, w in enumerate(ws[1:], 1):
         if prog in WRITERS_LAST and w == "-t" and k + 1 < len(ws) and written_outside(ws[k + 1]):
@@ -298,13 +481,15 @@ def changes_outside(ws, seg, piped):
         return True
     if prog == "dd" and any(a.startswith("of=") and written_outside(a[3:]) for a in ws):
         return True
-    if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(written_outside(a) for a in args):
+    # (sed's and perl's first operand is the script, unless given by -e.)
+    files = args if any(w in ("-e", "-f", "--expression") for w in flags) else args[1:]
+    if prog in ("sed", "perl") and any(re.match(r"-[a-z]*i", w) for w in ws[1:]) and any(written_outside(a) for a in files):
         return True
     # cpio's pass-through mode copies into its directory operand.
     if prog == "cpio" and any(re.match(r"-[a-zA-Z0-9]*p", w) for w in flags) and args and written_outside(args[-1]):
         return True
     for sub in sub_commands(ws):
-        if changes_outside(sub, " ".join(sub), True):
+        if changes_outside(sub, " ".join(sub), not listed):
             return True
     return False
 
@@ -320,7 +505,11 @@ def nl2bash_label(cmd):
         return "dangerous"
     if re.search(r"\|\s*(sudo\s+)?(ba|z|k|da)?sh\b(\s|$)", cmd):
         return "dangerous"
-    if re.search(r">>?\s*(/(?!tmp|dev/null|dev/std)|~|\$HOME)", cmd):
+    # A redirect outside (not a `>` inside quoted text).
+    unquoted = re.sub(r"'[^']*'|\"[^\"]*\"", "''", cmd)
+    if re.search(r">>?\s*(/(?!tmp|dev/null|dev/std|dev/tty)|~|\$HOME)", unquoted):
+        return "dangerous"
+    if CODE_VARIABLES.search(cmd):
         return "dangerous"
     # A delete in a loop over names read at run time (`while read f; do rm "$f"`).
     if re.search(r"\bread\b", cmd) and re.search(r"\b(do|;)\s*(rm|shred|unlink)\s", cmd):
@@ -328,6 +517,7 @@ def nl2bash_label(cmd):
     # A delete of a command substitution's output (`rm $(find ...)`).
     if re.search(r"(^|[;&|(]\s*)(rm|shred|unlink|rmdir)\s[^|;&]*(\$\(|`)", cmd):
         return "dangerous"
+    listed = workspace_listing(cmd)
     # `;` ends a command, `\;` is find's argument.
     segments = re.split(r"\|\||&&|(?<!\\);|\||\$\(|`", cmd)
     for i, seg in enumerate(segments):
@@ -346,14 +536,14 @@ def nl2bash_label(cmd):
             # `install`, `rsync` only read them (their destination is
             # judged as a sub-command's).
             changes = deletes or any(
-                w.split("/")[-1] in WRITERS_ALL | {"mv", "sed", "perl"}
+                w.split("/")[-1] in WRITERS_ALL | IN_PLACE
                 for w in ws
             )
             if changes and (not starts or any(outside(s, computed=deletes) for s in starts)):
                 return "dangerous" if starts else None
         # `yes | rm` deletes nothing: rm does not read its targets from
         # stdin (xargs does, and its program is judged as piped).
-        if changes_outside(ws, seg, False):
+        if changes_outside(ws, seg, False, listed and prog == "xargs"):
             return "dangerous"
     return "everyday"
 
