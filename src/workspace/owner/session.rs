@@ -29,7 +29,7 @@ impl OwnerSession {
 
     /// A session acting as `creds` in `view` (a client's mount namespace and
     /// root; `None`: the host's): always through an agent there.
-    pub fn start_in(
+    pub(crate) fn start_in(
         creds: &Creds,
         view: Option<Arc<ClientView>>,
     ) -> Result<OwnerSession, AccessError> {
@@ -77,10 +77,6 @@ impl OwnerSession {
         )
     }
 
-    /// The client's view this session acts in.
-    pub fn view(&self) -> Option<&Arc<ClientView>> {
-        self.view.as_ref()
-    }
 
     /// A session acting as the owner of the workspace `identity` describes
     /// (its uid and that user's groups; see [`Creds::of_owner`]).

@@ -39,7 +39,7 @@ pub(crate) struct ClientView {
 
 impl ClientView {
     /// Where the workspace was resolved, for records and messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "the mount namespace mnt:[{}] of pid {}",
             self.mnt_ns_id, self.pid
