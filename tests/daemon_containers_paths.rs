@@ -321,3 +321,214 @@ fn a_container_binding_a_directory_it_does_not_own_at_its_working_dir_is_refused
         "canary\n"
     );
 }
+
+/// A container with a root of its own (the test user chroots into a
+/// directory holding `/usr`, `/dev` and the daemon's socket, as a
+/// container runtime pivots into its image), whose `/work` is a symbolic
+/// link to an absolute path. The host has a directory of the test user's
+/// at that very path (the canary); the container's root has another (the
+/// decoy). `setup_link` makes `/work` (sh, `$R` is the root).
+fn submit_from_own_root(
+    d: &Daemon,
+    root: &Path,
+    setup_link: &str,
+    body: &Value,
+) -> (u16, Value) {
+    std::fs::write(root.join("env.json"), body.to_string()).unwrap();
+    chown_to(root, Who::User);
+    let r = root.display();
+    let sock_dir = d.socket.parent().unwrap().display();
+    let script = format!(
+        "set -e; R='{r}'; mount --rbind /usr \"$R/usr\"; mount --rbind /dev \"$R/dev\"; mount --bind '{sock_dir}' \"$R/sock\"; {setup_link}; \
+         chroot \"$R\" /usr/bin/curl -sS -o - -w '\\n%{{http_code}}' --unix-socket /sock/dryrun.sock -X POST -H 'content-type: application/json' --data-binary @/env.json 'http://dryrun/v1/runs?wait=true'"
+    );
+    let mut c = as_test_user(tool("unshare", "util-linux"));
+    c.args(["-U", "-r", "-m", "--propagation", "private", "--", "sh", "-c", &script]);
+    status_and_body(c.output().unwrap(), "from its own root")
+}
+
+/// The container's root: `usr`, `dev`, `sock` mount points, `bin`, `lib`,
+/// `lib64` as the host has them, and the decoy at `canary`'s path.
+fn container_root(canary: &Path) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::Builder::new()
+        .prefix("dryrun-ctr-root-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = t.path().join("root");
+    for d in ["usr", "dev", "sock"] {
+        std::fs::create_dir_all(r.join(d)).unwrap();
+    }
+    for (l, to) in [("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")] {
+        std::os::unix::fs::symlink(to, r.join(l)).unwrap();
+    }
+    let decoy = r.join(canary.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(&decoy).unwrap();
+    std::fs::write(decoy.join("README.md"), "decoy\n").unwrap();
+    chown_to(&r, Who::User);
+    (t, r)
+}
+
+/// A symbolic link in the client's view resolves inside the client's
+/// root, never the host's: `/work` -> the canary's absolute path is the
+/// decoy in the container's root. Rehearsed and promoted there; the
+/// host's directory at that path (the test user's own, so no owner rule
+/// would stop a daemon that followed the link on the host) is unchanged.
+#[test]
+fn a_symbolic_link_in_the_clients_view_stays_inside_its_root() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let canary = Ws::new(Who::User);
+    canary.write("README.md", "canary\n");
+    let before = canary.snapshot();
+    let (_t, root) = container_root(&canary.dir);
+    let decoy = root.join(canary.dir.strip_prefix("/").unwrap());
+    let link = format!("ln -sfn '{}' \"$R/work\"", canary.dir.display());
+    let (st, v) = submit_from_own_root(&d, &root, &link, &envelope(Path::new("/work")));
+    assert_eq!(st, 200, "{v}");
+    let id = v["run_id"].as_str().unwrap().to_string();
+    let r = record(&d, &id);
+    assert_eq!(r["workspace"], canary.dir.display().to_string(), "{r}");
+    let (st, p) = promote(&d, Who::User, &id);
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(
+        std::fs::read_to_string(decoy.join("a.txt")).unwrap(),
+        CONTENT
+    );
+    assert_eq!(canary.snapshot(), before, "the host's directory was written");
+}
+
+/// The race: while the client swaps `/work` between links to the
+/// canary's path (absolute, and through `..` far past its root), the
+/// daemon resolves, rehearses and promotes. Each submission is served in
+/// the decoy or refused; the host's directory at that path never changes.
+#[test]
+fn swapping_the_link_in_the_clients_view_never_reaches_the_host() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let canary = Ws::new(Who::User);
+    canary.write("README.md", "canary\n");
+    let before = canary.snapshot();
+    let (_t, root) = container_root(&canary.dir);
+    let decoy = root.join(canary.dir.strip_prefix("/").unwrap());
+    let c = canary.dir.display();
+    let swapper = format!(
+        "ln -sfn '{c}' \"$R/work\"; ( while :; do ln -sfn '{c}' \"$R/w1\"; mv -Tf \"$R/w1\" \"$R/work\"; ln -sfn '../../../../../../../..{c}' \"$R/w2\"; mv -Tf \"$R/w2\" \"$R/work\"; done ) & trap \"kill $!\" EXIT"
+    );
+    let mut served = 0;
+    for _ in 0..4 {
+        let (st, v) = submit_from_own_root(&d, &root, &swapper, &envelope(Path::new("/work")));
+        assert_eq!(canary.snapshot(), before, "the host's directory was written");
+        if st != 200 {
+            assert_eq!(v["error"]["code"], "invalid_workspace", "{st} {v}");
+            continue;
+        }
+        served += 1;
+        let id = v["run_id"].as_str().unwrap().to_string();
+        let (st, p) = promote(&d, Who::User, &id);
+        assert_eq!(st, 200, "{p}");
+        assert_eq!(
+            std::fs::read_to_string(decoy.join("a.txt")).unwrap(),
+            CONTENT
+        );
+        std::fs::remove_file(decoy.join("a.txt")).unwrap();
+        assert_eq!(canary.snapshot(), before, "the host's directory was written");
+    }
+    assert!(served > 0, "no submission was served");
+}
+
+/// The daemon holds a client's view while it runs; a daemon started again
+/// holds none, so a run rehearsed in a view it no longer has is refused
+/// at promotion (`workspace_gone`, resubmit), never promoted on whatever
+/// the host has at the client's path.
+#[test]
+fn a_run_in_a_clients_view_is_not_promoted_after_a_daemon_restart() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let mut d = Daemon::start(&[]);
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    let (_t, inside) = empty_dir(Who::User);
+    let (st, v) = submit_in_namespace(
+        &d,
+        Who::User,
+        Who::User,
+        &format!("mount --bind '{}' '{}'", ws.dir.display(), inside.display()),
+        &envelope(&inside),
+    );
+    assert_eq!(st, 200, "{v}");
+    let id = v["run_id"].as_str().unwrap().to_string();
+    d.terminate();
+    d.restart(&[]);
+    let (st, p) = promote(&d, Who::User, &id);
+    assert_eq!(st, 409, "{p}");
+    assert!(
+        p["error"]["message"].as_str().unwrap().contains("workspace_gone"),
+        "{p}"
+    );
+    assert!(!ws.dir.join("a.txt").exists());
+    assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
+}
+
+/// Hostile: in a container, the process that connected exits and another
+/// (its parent, holding the connection) submits; its pid may name anyone
+/// by then, so the daemon, which pinned the connecting process with its
+/// pidfd, refuses and says why, instead of resolving the path in whatever
+/// runs under that pid now. Root's namespace and the test user's.
+#[test]
+fn a_container_client_that_exits_before_the_daemon_reads_is_refused() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    for who in [Who::Root, Who::User] {
+        let (_t, inside) = empty_dir(who);
+        let body = envelope(&inside).to_string();
+        let request = format!(
+            "POST /v1/runs?wait=true HTTP/1.1\r\nHost: dryrun\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let script = r#"
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+pid = os.fork()
+if pid == 0:
+    s.connect(sys.argv[1])
+    os._exit(0)
+os.waitpid(pid, 0)
+s.sendall(sys.argv[2].encode())
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    out += b
+sys.stdout.write(out.decode())
+"#;
+        let unshare = tool("unshare", "util-linux");
+        let mut c = match who {
+            Who::Root => Command::new(unshare),
+            Who::User => {
+                let mut c = as_test_user(unshare);
+                c.args(["-U", "-r"]);
+                c
+            }
+        };
+        let out = c
+            .args(["-m", "--propagation", "private", "--", "/usr/bin/python3", "-c"])
+            .arg(script)
+            .arg(&d.socket)
+            .arg(&request)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("HTTP/1.1 400"), "{who:?}: {text}");
+        assert!(text.contains("invalid_workspace") && text.contains("has exited"), "{text}");
+        assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
+    }
+}
