@@ -154,7 +154,7 @@ async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
             };
             crate::phase("daemon: client view");
             let (spec, access) = op.spec_for_in(&caller, view.clone())?;
-            if let Some(v) = view {
+            if let Some(v) = &view {
                 let id = spec.workspace_identity;
                 if (id.dev, id.ino) != (v.dev, v.ino) {
                     return Err(crate::engine::EngineError::invalid(
@@ -162,11 +162,15 @@ async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
                         "working_dir changed while it was being resolved in your mount namespace; submit again",
                     ));
                 }
-                crate::workspace::owner::view::register(&spec.workspace, v);
+                crate::workspace::owner::view::register(&spec.workspace, v.clone());
             }
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
-            engine.prepare(&spec, &caller.actor, access)
+            let prepared = engine.prepare(&spec, &caller.actor, access);
+            if let (Err(_), Some(v)) = (&prepared, &view) {
+                crate::workspace::owner::view::forget(v);
+            }
+            prepared
         }),
     )
     .await

@@ -1,18 +1,21 @@
 //! Clients in containers: an agent in a mount namespace of its own (a pod,
 //! `unshare -m`) submits over the daemon's socket bind-mounted into it, and
-//! its `working_dir` is a path in *its* namespace. The daemon resolves the
-//! path on the host (with the client's rights, as for every client) and
-//! rehearses and promotes that directory; this module makes sure it is the
-//! directory the client means: the same path in the client's namespace,
-//! reached through the client's `/proc/PID/root` with the client's uid and
-//! gid, must be the same directory (device and inode). Otherwise the
-//! submission is refused, never rehearsed against whatever the host has at
-//! that path.
+//! its `working_dir` is a path in *its* namespace. This module finds the
+//! directory the client means: the path resolved under the client's root
+//! (`/proc/PID/root`, `RESOLVE_IN_ROOT`, no magic links) with the client's
+//! uid and gid. When the same path names the same directory (device and
+//! inode) on the host, the workspace is a host directory as for any
+//! client; otherwise the daemon keeps the client's view (its mount
+//! namespace, root and the directory, as open descriptors:
+//! `workspace::owner::view`), and the workspace is resolved again,
+//! rehearsed and promoted in it, never on whatever the host has at that
+//! path.
 //!
 //! The client's process is pinned by the pidfd the kernel gives for the
 //! socket's peer (`SO_PEERPIDFD`, taken at accept): its `/proc/PID` is
-//! opened, then the pidfd must still show the process alive, so a pid
-//! reused after the client exited is never mistaken for it.
+//! opened, then the pidfd must still show the process alive (after the
+//! namespace, root and directory are opened from it), so a pid reused
+//! after the client exited is never mistaken for it.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -133,6 +136,7 @@ pub(super) fn client_view(
         root,
         dir,
         pid,
+        uid,
         mnt_ns_id: theirs.1,
         dev: client.0,
         ino: client.1,

@@ -17,8 +17,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::workspace::apply::Identity;
 
-/// How many client views a daemon holds at once.
+/// How many client views a daemon holds at once, and for one submitting
+/// uid (each pins a mount namespace, and with it the container's mounts).
 pub(crate) const MAX_VIEWS: usize = 1024;
+pub(crate) const MAX_VIEWS_PER_UID: usize = 64;
 
 /// A client's mount namespace, root and workspace directory, pinned.
 #[derive(Debug)]
@@ -30,6 +32,8 @@ pub(crate) struct ClientView {
     pub dir: OwnedFd,
     /// The client's pid (in the daemon's pid namespace) when it submitted.
     pub pid: i32,
+    /// The client's uid (its socket credentials).
+    pub uid: u32,
     /// The inode of the client's mount namespace (`/proc/PID/ns/mnt`).
     pub mnt_ns_id: u64,
     /// The directory's device and inode.
@@ -51,14 +55,27 @@ static VIEWS: Mutex<Vec<(PathBuf, Arc<ClientView>)>> = Mutex::new(Vec::new());
 
 /// Hold `view` for the workspace at `path` (the path as the client
 /// resolved it); it replaces an older view of the same directory at the
-/// same path.
+/// same path. Past [`MAX_VIEWS_PER_UID`] views of its uid, or
+/// [`MAX_VIEWS`] in all, the oldest is forgotten (its runs can no longer
+/// be promoted: `workspace_gone`).
 pub(crate) fn register(path: &Path, view: Arc<ClientView>) {
     let mut v = VIEWS.lock().unwrap_or_else(|p| p.into_inner());
     v.retain(|(p, w)| !(p == path && w.dev == view.dev && w.ino == view.ino));
+    if v.iter().filter(|(_, w)| w.uid == view.uid).count() >= MAX_VIEWS_PER_UID
+        && let Some(i) = v.iter().position(|(_, w)| w.uid == view.uid)
+    {
+        v.remove(i);
+    }
     if v.len() >= MAX_VIEWS {
         v.remove(0);
     }
     v.push((path.to_path_buf(), view));
+}
+
+/// Stop holding `view` (a submission refused after it was registered).
+pub(crate) fn forget(view: &Arc<ClientView>) {
+    let mut v = VIEWS.lock().unwrap_or_else(|p| p.into_inner());
+    v.retain(|(_, w)| !Arc::ptr_eq(w, view));
 }
 
 /// The view the workspace at `path` with identity `id` was resolved in,
