@@ -142,7 +142,11 @@ fn a_working_dir_that_is_another_directory_in_the_clients_namespace_is_served_th
             std::fs::read_to_string(decoy.dir.join("a.txt")).unwrap(),
             "from-the-container\n"
         );
-        assert_eq!(ws.snapshot(), before, "{who:?}: the host's directory was written");
+        assert_eq!(
+            ws.snapshot(),
+            before,
+            "{who:?}: the host's directory was written"
+        );
     }
 }
 

@@ -257,7 +257,10 @@ fn a_workspace_only_in_the_container_is_promoted_there() {
             "{who:?}: {}",
             String::from_utf8_lossy(&seen.stderr)
         );
-        assert!(!inside.join("a.txt").exists(), "{who:?}: written on the host");
+        assert!(
+            !inside.join("a.txt").exists(),
+            "{who:?}: written on the host"
+        );
         assert!(!inside.join("README.md").exists());
     }
 }
@@ -328,12 +331,7 @@ fn a_container_binding_a_directory_it_does_not_own_at_its_working_dir_is_refused
 /// link to an absolute path. The host has a directory of the test user's
 /// at that very path (the canary); the container's root has another (the
 /// decoy). `setup_link` makes `/work` (sh, `$R` is the root).
-fn submit_from_own_root(
-    d: &Daemon,
-    root: &Path,
-    setup_link: &str,
-    body: &Value,
-) -> (u16, Value) {
+fn submit_from_own_root(d: &Daemon, root: &Path, setup_link: &str, body: &Value) -> (u16, Value) {
     std::fs::write(root.join("env.json"), body.to_string()).unwrap();
     chown_to(root, Who::User);
     let r = root.display();
@@ -343,7 +341,17 @@ fn submit_from_own_root(
          chroot \"$R\" /usr/bin/curl -sS -o - -w '\\n%{{http_code}}' --unix-socket /sock/dryrun.sock -X POST -H 'content-type: application/json' --data-binary @/env.json 'http://dryrun/v1/runs?wait=true'"
     );
     let mut c = as_test_user(tool("unshare", "util-linux"));
-    c.args(["-U", "-r", "-m", "--propagation", "private", "--", "sh", "-c", &script]);
+    c.args([
+        "-U",
+        "-r",
+        "-m",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     status_and_body(c.output().unwrap(), "from its own root")
 }
 
@@ -359,7 +367,11 @@ fn container_root(canary: &Path) -> (tempfile::TempDir, PathBuf) {
     for d in ["usr", "dev", "sock"] {
         std::fs::create_dir_all(r.join(d)).unwrap();
     }
-    for (l, to) in [("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")] {
+    for (l, to) in [
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+    ] {
         std::os::unix::fs::symlink(to, r.join(l)).unwrap();
     }
     let decoy = r.join(canary.strip_prefix("/").unwrap());
@@ -397,7 +409,11 @@ fn a_symbolic_link_in_the_clients_view_stays_inside_its_root() {
         std::fs::read_to_string(decoy.join("a.txt")).unwrap(),
         CONTENT
     );
-    assert_eq!(canary.snapshot(), before, "the host's directory was written");
+    assert_eq!(
+        canary.snapshot(),
+        before,
+        "the host's directory was written"
+    );
 }
 
 /// The race: while the client swaps `/work` between links to the
@@ -422,7 +438,11 @@ fn swapping_the_link_in_the_clients_view_never_reaches_the_host() {
     let mut served = 0;
     for _ in 0..4 {
         let (st, v) = submit_from_own_root(&d, &root, &swapper, &envelope(Path::new("/work")));
-        assert_eq!(canary.snapshot(), before, "the host's directory was written");
+        assert_eq!(
+            canary.snapshot(),
+            before,
+            "the host's directory was written"
+        );
         if st != 200 {
             assert_eq!(v["error"]["code"], "invalid_workspace", "{st} {v}");
             continue;
@@ -436,7 +456,11 @@ fn swapping_the_link_in_the_clients_view_never_reaches_the_host() {
             CONTENT
         );
         std::fs::remove_file(decoy.join("a.txt")).unwrap();
-        assert_eq!(canary.snapshot(), before, "the host's directory was written");
+        assert_eq!(
+            canary.snapshot(),
+            before,
+            "the host's directory was written"
+        );
     }
     assert!(served > 0, "no submission was served");
 }
@@ -468,7 +492,10 @@ fn a_run_in_a_clients_view_is_not_promoted_after_a_daemon_restart() {
     let (st, p) = promote(&d, Who::User, &id);
     assert_eq!(st, 409, "{p}");
     assert!(
-        p["error"]["message"].as_str().unwrap().contains("workspace_gone"),
+        p["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("workspace_gone"),
         "{p}"
     );
     assert!(!ws.dir.join("a.txt").exists());
@@ -520,7 +547,14 @@ sys.stdout.write(out.decode())
             }
         };
         let out = c
-            .args(["-m", "--propagation", "private", "--", "/usr/bin/python3", "-c"])
+            .args([
+                "-m",
+                "--propagation",
+                "private",
+                "--",
+                "/usr/bin/python3",
+                "-c",
+            ])
             .arg(script)
             .arg(&d.socket)
             .arg(&request)
@@ -528,7 +562,10 @@ sys.stdout.write(out.decode())
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.starts_with("HTTP/1.1 400"), "{who:?}: {text}");
-        assert!(text.contains("invalid_workspace") && text.contains("has exited"), "{text}");
+        assert!(
+            text.contains("invalid_workspace") && text.contains("has exited"),
+            "{text}"
+        );
         assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
     }
 }

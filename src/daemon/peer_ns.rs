@@ -120,9 +120,8 @@ pub(super) fn client_view(
         return Err(gone());
     }
     let shown = working_dir.display();
-    let (dir, client, host) = resolved.map_err(|e| {
-        refused(format!("{shown} as your mount namespace shows it: {e}"))
-    })?;
+    let (dir, client, host) =
+        resolved.map_err(|e| refused(format!("{shown} as your mount namespace shows it: {e}")))?;
     if host == Some(client) {
         return Ok(None);
     }

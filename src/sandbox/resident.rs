@@ -467,8 +467,8 @@ fn serve_one(fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> {
         // A client's workspace: its mount cloned from inside the client's
         // namespace, before anything else (H3 checks it is the directory
         // the engine checked).
-        let staged = (fds.len() == 5)
-            .then(|| sys::clone_in_view(fds[3].as_raw_fd(), fds[4].as_raw_fd()));
+        let staged =
+            (fds.len() == 5).then(|| sys::clone_in_view(fds[3].as_raw_fd(), fds[4].as_raw_fd()));
         // The child: the three descriptors as 0-2, then the host side as
         // an exec'd helper runs it.
         let ok = fds[..3]

@@ -57,7 +57,7 @@ impl Engine {
             &id,
             std::path::Path::new(&rec.workspace),
         )
-            .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
+        .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
         env.validate(None, &access)
             .map(Some)
             .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))

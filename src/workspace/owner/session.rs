@@ -77,7 +77,6 @@ impl OwnerSession {
         )
     }
 
-
     /// A session acting as the owner of the workspace `identity` describes
     /// (its uid and that user's groups; see [`Creds::of_owner`]).
     pub fn for_owner(identity: &Identity) -> Result<OwnerSession, AccessError> {
