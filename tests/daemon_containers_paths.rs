@@ -569,3 +569,45 @@ sys.stdout.write(out.decode())
         assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
     }
 }
+
+/// Hostile: the container's `/dev/null` is a FIFO no one opens (it could as
+/// well be any file the client can see, bound there). The daemon's
+/// processes that enter the client's view never look anything up there
+/// with root's rights: the owner's agent, forked into the view, takes its
+/// `/dev/null` from the host before it enters. Served and promoted; a
+/// process that opened the client's one would block, and the submission
+/// would fail on the agent's deadline.
+#[test]
+fn a_containers_own_dev_null_is_never_opened_by_the_daemon() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    let (t, inside) = empty_dir(Who::User);
+    let fifo = t.path().join("fifo");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    chown_to(&fifo, Who::User);
+    let (st, v) = submit_in_namespace(
+        &d,
+        Who::User,
+        Who::User,
+        &format!(
+            "mount --bind '{}' /dev/null; mount --bind '{}' '{}'",
+            fifo.display(),
+            ws.dir.display(),
+            inside.display()
+        ),
+        &envelope(&inside),
+    );
+    assert_eq!(st, 200, "{v}");
+    let id = v["run_id"].as_str().unwrap().to_string();
+    let (st, p) = promote(&d, Who::User, &id);
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+        CONTENT
+    );
+}

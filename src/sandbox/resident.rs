@@ -435,18 +435,23 @@ fn fork_one_worker(arg: &[u8], fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> 
     }
     let pid = sys::fork_single_threaded()?;
     if pid == 0 {
+        // `/dev/null` is this process's, opened before it enters a
+        // client's view: nothing is looked up there while it holds root's
+        // rights (the client's `/dev/null` could be any file it can see).
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null");
+        let ok = null.is_ok_and(|n| sys::dup2_raw(n.as_raw_fd(), 2).is_ok())
+            && fds[..2]
+                .iter()
+                .enumerate()
+                .all(|(i, fd)| sys::dup2_raw(fd.as_raw_fd(), i as RawFd).is_ok());
+        if !ok {
+            sys::exit_now(125);
+        }
         if fds.len() == 4 && sys::enter_view(fds[2].as_raw_fd(), fds[3].as_raw_fd()).is_err() {
             sys::exit_now(125);
         }
-        let fds = &fds[..2];
-        let null = std::fs::OpenOptions::new().write(true).open("/dev/null");
-        let ok = null.is_ok_and(|n| sys::dup2_raw(n.as_raw_fd(), 2).is_ok())
-            && fds
-                .iter()
-                .enumerate()
-                .all(|(i, fd)| sys::dup2_raw(fd.as_raw_fd(), i as RawFd).is_ok())
-            && sys::close_fds_from(3).is_ok();
-        if !ok {
+        // The worker then drops to its user before it reads a request.
+        if sys::close_fds_from(3).is_err() {
             sys::exit_now(125);
         }
         entry(arg);
