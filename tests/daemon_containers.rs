@@ -91,6 +91,8 @@ fn a_client_in_its_own_mount_namespace_with_the_workspace_at_the_same_path_is_se
             &envelope(&ws.dir),
         );
         assert_eq!(st, 200, "{who:?}: {v}");
+        // The host's directory: no client view is held for it.
+        assert!(v.get("workspace_view").is_none(), "{v}");
         let id = v["run_id"].as_str().unwrap().to_string();
         assert!(!ws.dir.join("a.txt").exists(), "a rehearsal wrote the host");
         let caller = if who == Who::Root {
