@@ -211,6 +211,17 @@ fn a_workspace_bind_mounted_at_another_path_is_rehearsed_and_promoted_behind_it(
             r["workspace_view"].as_str().unwrap_or("").contains("mnt:["),
             "{r}"
         );
+        // A replay runs in the same view, on the same directory (not on
+        // the host's directory at the client's path).
+        let (st, rp) = d.curl(
+            who,
+            "POST",
+            &format!("/v1/runs/{id}/replay?wait=true"),
+            Some("{}"),
+        );
+        assert_eq!(st, 200, "{who:?}: {rp}");
+        assert_eq!(rp["workspace_identity"], r["workspace_identity"], "{rp}");
+        assert_eq!(rp["workspace_view"], r["workspace_view"], "{rp}");
         let (st, p) = promote(&d, who, &id);
         assert_eq!(st, 200, "{who:?}: {p}");
         assert_eq!(
