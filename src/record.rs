@@ -271,6 +271,12 @@ pub struct RunRecord {
     /// the live lane refuses any other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_identity: Option<crate::workspace::apply::Identity>,
+    /// Set when `workspace` is a path in a client's own mount namespace (a
+    /// container), not the host's: where it was resolved (that namespace
+    /// and the client's pid). Only the daemon that holds that view
+    /// promotes such a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_view: Option<String>,
     /// Set on the live lane's rerun of another run (that run's id). Such a
     /// run is evidence, never promotable itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]

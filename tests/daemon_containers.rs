@@ -1,15 +1,16 @@
 //! Agents in containers: a client in a mount namespace of its own (made
 //! here with `unshare -m`, and `unshare -U -r -m` for the unprivileged
-//! user) submits over the daemon's socket. The daemon rehearses and
-//! promotes the directory the client's `working_dir` names in the
-//! client's namespace (reached through its `/proc/PID/root`, pinned by the
-//! socket's pidfd, with the client's uid and gid) when that is the host's
-//! directory at the same path (a workspace bind-mounted at the same path,
-//! as a pod's hostPath is); a path that names another directory there than
-//! on the host is refused and nothing is rehearsed; so is a submission from
-//! a connection whose process has exited (its pid may name another process
-//! by then). Mounts made here live in the client's namespace only and go
-//! with it.
+//! user) submits over the daemon's socket. The daemon resolves the
+//! client's `working_dir` in the client's namespace (through its
+//! `/proc/PID/root`, pinned by the socket's pidfd, with the client's uid
+//! and gid): the host's directory at the same path when that is what the
+//! client sees (a workspace bind-mounted at the same path, as a pod's
+//! hostPath is), else the directory the client sees, rehearsed and
+//! promoted in the client's view, never whatever the host has at that
+//! path (more in `daemon_containers_paths.rs`). A submission from a
+//! connection whose process has exited is refused (its pid may name
+//! another process by then). Mounts made here live in the client's
+//! namespace only and go with it.
 
 mod common;
 
@@ -69,12 +70,6 @@ fn workspace_for(who: Who) -> Ws {
     ws
 }
 
-fn runs_of(d: &Daemon) -> usize {
-    std::fs::read_dir(d.state.join("runs"))
-        .map(|r| r.count())
-        .unwrap_or(0)
-}
-
 /// The workspace bind-mounted at the same path in the client's namespace
 /// (a pod's hostPath): rehearsed there and promoted there, for root and
 /// for the unprivileged user in a user namespace of its own.
@@ -96,6 +91,8 @@ fn a_client_in_its_own_mount_namespace_with_the_workspace_at_the_same_path_is_se
             &envelope(&ws.dir),
         );
         assert_eq!(st, 200, "{who:?}: {v}");
+        // The host's directory: no client view is held for it.
+        assert!(v.get("workspace_view").is_none(), "{v}");
         let id = v["run_id"].as_str().unwrap().to_string();
         assert!(!ws.dir.join("a.txt").exists(), "a rehearsal wrote the host");
         let caller = if who == Who::Root {
@@ -114,12 +111,12 @@ fn a_client_in_its_own_mount_namespace_with_the_workspace_at_the_same_path_is_se
 }
 
 /// The client's namespace has another directory at the workspace's path
-/// (its own copy, a decoy): refused, nothing rehearsed, the host's
-/// directory at that path untouched. Without the check the daemon would
-/// rehearse and promote the host's directory, which the client never
-/// named.
+/// (its own copy): that directory, the one the client names, is rehearsed
+/// and promoted; the host's directory at that path stays as it was.
+/// Without the client's view the daemon would rehearse and promote the
+/// host's directory, which the client never named.
 #[test]
-fn a_working_dir_that_is_another_directory_in_the_clients_namespace_is_refused() {
+fn a_working_dir_that_is_another_directory_in_the_clients_namespace_is_served_there() {
     if !require_root() || !require_tool("unshare", "util-linux") {
         return;
     }
@@ -128,7 +125,6 @@ fn a_working_dir_that_is_another_directory_in_the_clients_namespace_is_refused()
         let ws = workspace_for(who);
         let decoy = workspace_for(who);
         let before = ws.snapshot();
-        let runs = runs_of(&d);
         let (st, v) = submit_in_namespace(
             &d,
             who,
@@ -139,24 +135,29 @@ fn a_working_dir_that_is_another_directory_in_the_clients_namespace_is_refused()
             ),
             &envelope(&ws.dir),
         );
-        assert_eq!(st, 400, "{who:?}: {v}");
-        assert_eq!(v["error"]["code"], "invalid_workspace", "{v}");
-        let msg = v["error"]["message"].as_str().unwrap();
-        assert!(
-            msg.contains("another directory") && msg.contains("same path"),
-            "{msg}"
+        assert_eq!(st, 200, "{who:?}: {v}");
+        assert_eq!(v["workspace"], ws.dir.display().to_string(), "{v}");
+        let id = v["run_id"].as_str().unwrap().to_string();
+        let (st, p) = d.curl(who, "POST", &format!("/v1/runs/{id}/promote"), None);
+        assert_eq!(st, 200, "{who:?}: {p}");
+        assert_eq!(
+            std::fs::read_to_string(decoy.dir.join("a.txt")).unwrap(),
+            "from-the-container\n"
         );
-        assert_eq!(runs_of(&d), runs, "{who:?}: a run was made");
-        assert_eq!(ws.snapshot(), before);
-        assert!(!decoy.dir.join("a.txt").exists());
+        assert_eq!(
+            ws.snapshot(),
+            before,
+            "{who:?}: the host's directory was written"
+        );
     }
 }
 
 /// Hostile: the user's namespace puts its workspace at the path of a host
-/// directory it cannot reach (root's, mode 0700, holding a secret):
-/// refused, and the answer says nothing of what the host has there.
+/// directory it cannot reach (root's, mode 0700, holding a secret): what
+/// the client sees there (its own workspace) is served; root's directory
+/// is never read or written, and no answer says anything of it.
 #[test]
-fn a_namespace_path_naming_a_host_directory_the_client_cannot_reach_is_refused() {
+fn a_namespace_path_naming_a_host_directory_the_client_cannot_reach_is_never_the_hosts() {
     if !require_root() || !require_tool("unshare", "util-linux") {
         return;
     }
@@ -171,7 +172,6 @@ fn a_namespace_path_naming_a_host_directory_the_client_cannot_reach_is_refused()
     std::fs::create_dir(&private).unwrap();
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::write(private.join("secret-name.txt"), "secret-content\n").unwrap();
-    let runs = runs_of(&d);
     let (st, v) = submit_in_namespace(
         &d,
         Who::User,
@@ -182,16 +182,21 @@ fn a_namespace_path_naming_a_host_directory_the_client_cannot_reach_is_refused()
         ),
         &envelope(&private),
     );
-    assert_eq!(st, 400, "{v}");
-    assert_eq!(v["error"]["code"], "invalid_workspace", "{v}");
-    let text = v.to_string();
-    assert!(
-        !text.contains("secret-name") && !text.contains("secret-content"),
-        "{text}"
-    );
-    assert_eq!(runs_of(&d), runs);
+    assert_eq!(st, 200, "{v}");
+    let id = v["run_id"].as_str().unwrap().to_string();
+    let (st, p) = d.curl(Who::User, "POST", &format!("/v1/runs/{id}/promote"), None);
+    assert_eq!(st, 200, "{p}");
+    for text in [v.to_string(), p.to_string()] {
+        assert!(
+            !text.contains("secret-name") && !text.contains("secret-content"),
+            "{text}"
+        );
+    }
     assert!(!private.join("a.txt").exists());
-    assert!(!ws.dir.join("a.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+        "from-the-container\n"
+    );
 }
 
 /// Hostile: the process that connected exits and another process (its

@@ -138,23 +138,39 @@ async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
         actor,
         op.wait,
         Box::new(move |engine: Arc<Engine>| {
-            let (spec, access) = op.spec_for(&caller)?;
-            // A client in a container: its working_dir must be, in its own
-            // mount namespace, the directory resolved here.
-            if let Some(wd) = &op.envelope.working_dir {
-                super::peer_ns::same_directory(
+            // A client in a container: its working_dir is resolved in its
+            // own mount namespace, and unless that is the host's directory
+            // at the same path, rehearsed and promoted in that view.
+            let view = match &op.envelope.working_dir {
+                Some(wd) => super::peer_ns::client_view(
                     peer.pid,
                     peer.pidfd.as_deref().map_err(|e| *e),
                     peer.uid,
                     peer.gid,
                     wd,
-                    (spec.workspace_identity.dev, spec.workspace_identity.ino),
-                )?;
+                )?
+                .map(Arc::new),
+                None => None,
+            };
+            crate::phase("daemon: client view");
+            let (spec, access) = op.spec_for_in(&caller, view.clone())?;
+            if let Some(v) = &view {
+                let id = spec.workspace_identity;
+                if (id.dev, id.ino) != (v.dev, v.ino) {
+                    return Err(crate::engine::EngineError::invalid(
+                        crate::engine::Input::Workspace,
+                        "working_dir changed while it was being resolved in your mount namespace; submit again",
+                    ));
+                }
+                crate::workspace::owner::view::register(&spec.workspace, v.clone());
             }
-            crate::phase("daemon: same directory");
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
-            engine.prepare(&spec, &caller.actor, access)
+            let prepared = engine.prepare(&spec, &caller.actor, access);
+            if let (Err(_), Some(v)) = (&prepared, &view) {
+                crate::workspace::owner::view::forget(v);
+            }
+            prepared
         }),
     )
     .await

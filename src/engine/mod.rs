@@ -66,13 +66,28 @@ pub(crate) fn start_resident_sandbox_helper() -> std::io::Result<()> {
 }
 
 /// A workspace agent forked by the resident sandbox helper.
-fn launch_agent_from_resident(ids: &str) -> Option<crate::workspace::owner::LaunchedAgent> {
-    let w = crate::sandbox::fork_worker(ids.as_bytes())?;
+fn launch_agent_from_resident(
+    ids: &str,
+    view: Option<&crate::workspace::owner::view::ClientView>,
+) -> Option<crate::workspace::owner::LaunchedAgent> {
+    let w = crate::sandbox::fork_worker_in(ids.as_bytes(), view.map(view_fds))?;
     Some(crate::workspace::owner::LaunchedAgent {
         input: w.input,
         output: w.output,
         handle: Box::new(ForkedAgent(w.pidfd)),
     })
+}
+
+/// A client's view as the sandbox takes it.
+pub(crate) fn view_fds(
+    v: &crate::workspace::owner::view::ClientView,
+) -> crate::sandbox::ViewFds<'_> {
+    use std::os::fd::AsFd;
+    crate::sandbox::ViewFds {
+        mnt_ns: v.mnt_ns.as_fd(),
+        root: v.root.as_fd(),
+        dir: v.dir.as_fd(),
+    }
 }
 
 /// A forked agent's pidfd.

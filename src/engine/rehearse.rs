@@ -57,7 +57,14 @@ impl Engine {
         prepare_redaction();
         crate::phase("engine: egress started");
         let t_sandbox = std::time::Instant::now();
-        let outcome = sandbox::rehearse(&sspec, &blobs, max_blobs, cancel);
+        let view = crate::workspace::owner::view::find(&spec.workspace, &spec.workspace_identity);
+        let outcome = sandbox::rehearse(
+            &sspec,
+            &blobs,
+            max_blobs,
+            cancel,
+            view.as_deref().map(super::view_fds),
+        );
         crate::phase("engine: sandbox returned");
         let egress_log = proxy.map(|p| p.finish());
         crate::phase("engine: egress finished");
@@ -305,7 +312,11 @@ fn read_dependencies(
     let read = |rel: &[u8], max: u64| -> Option<Vec<u8>> {
         let session = owner
             .get_or_init(|| {
-                crate::workspace::owner::OwnerSession::for_owner(&spec.workspace_identity).ok()
+                crate::workspace::owner::OwnerSession::for_owner_at(
+                    &spec.workspace_identity,
+                    &spec.workspace,
+                )
+                .ok()
             })
             .as_ref()?;
         session

@@ -64,10 +64,38 @@ impl Engine {
                 .map_err(|e| EngineError::invalid(Input::Request, e))?;
             env.stubs.insert(format!("replay-{}", i + 1), c);
         }
-        let access = super::access_as(actor)?;
+        // A run rehearsed in a client's view (a container's workspace) is
+        // replayed there, in the same directory, while this daemon holds it.
+        let view = match (&base.workspace_view, base.workspace_identity) {
+            (Some(_), Some(id)) => {
+                super::live::check_view_held(&base, &id)?;
+                crate::workspace::owner::view::find(std::path::Path::new(&base.workspace), &id)
+            }
+            _ => None,
+        };
+        let access = match &view {
+            Some(v) => crate::workspace::owner::OwnerSession::start_in(
+                &crate::workspace::owner::Creds::of_user(actor.uid, actor.gid),
+                Some(v.clone()),
+            )
+            .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?,
+            None => super::access_as(actor)?,
+        };
         let spec = env
             .validate(None, &access)
             .map_err(|e| EngineError::invalid(Input::Request, e.to_string()))?;
+        if let Some(v) = &view
+            && (spec.workspace.display().to_string() != base.workspace
+                || (spec.workspace_identity.dev, spec.workspace_identity.ino) != (v.dev, v.ino))
+        {
+            return Err(EngineError::invalid(
+                Input::Workspace,
+                format!(
+                    "run {baseline} was rehearsed in a client's own mount namespace; its replay runs in the same workspace ({}), not another",
+                    base.workspace
+                ),
+            ));
+        }
         let set = recording_of(&base, reh, req.novel);
         let bytes = serde_json::to_vec(&set).map_or(0, |v| v.len());
         if bytes > crate::sandbox::stubs::MAX_REPLAY_SET_BYTES {

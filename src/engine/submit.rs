@@ -341,6 +341,7 @@ impl Engine {
             diff_before_max: 256 * 1024,
             t0_ns: 0,
             workspace_identity: (ws.dev, ws.ino),
+            client_view: crate::workspace::owner::view::find(&spec.workspace, &ws).is_some(),
             network_host: live.is_some_and(|l| l.network_host),
             reader_groups: c
                 .owner_groups
@@ -461,7 +462,7 @@ fn classify(
 ) -> Result<Classified, EngineError> {
     let owner = match requester {
         Some(s) => OwnerSession::for_owner_from(&spec.workspace_identity, s),
-        None => OwnerSession::for_owner(&spec.workspace_identity),
+        None => OwnerSession::for_owner_at(&spec.workspace_identity, &spec.workspace),
     }
     .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
     let ws_policy =
@@ -553,6 +554,11 @@ fn new_record(
             novel: r.novel.as_str().into(),
         }),
         workspace_identity: Some(spec.workspace_identity),
+        workspace_view: crate::workspace::owner::view::find(
+            &spec.workspace,
+            &spec.workspace_identity,
+        )
+        .map(|v| v.describe()),
         superseded_by: None,
         fleet_policy_version: None,
     }

@@ -109,8 +109,29 @@ impl Submit {
         ),
         EngineError,
     > {
+        self.spec_for_in(caller, None)
+    }
+
+    /// [`Submit::spec_for`], `working_dir` resolved in `view` (a client's
+    /// own mount namespace and root) when one is given.
+    pub fn spec_for_in(
+        &self,
+        caller: &Caller,
+        view: Option<std::sync::Arc<crate::workspace::owner::view::ClientView>>,
+    ) -> Result<
+        (
+            crate::envelope::EnvelopeSpec,
+            crate::workspace::owner::OwnerSession,
+        ),
+        EngineError,
+    > {
         crate::phase("serve: spec_for");
         let access = match caller.auth {
+            _ if view.is_some() => crate::workspace::owner::OwnerSession::start_in(
+                &crate::workspace::owner::Creds::of_user(caller.actor.uid, caller.actor.gid),
+                view,
+            )
+            .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?,
             ReviewerAuth::LocalTtyConfirmed | ReviewerAuth::LocalPresence => {
                 crate::workspace::owner::OwnerSession::start(
                     &crate::workspace::owner::Creds::current(),

@@ -28,8 +28,8 @@ pub(crate) mod wire;
 /// only the engine imports the sandbox.
 pub use helper::{HELPER_ARG, run_helper};
 pub use resident::{
-    ForkedWorker, MAX_WORKER_ARG, RESIDENT_ARG, WorkerEntry, fork_worker, kill_worker,
-    run_resident_helper, start_resident_helper,
+    ForkedWorker, MAX_WORKER_ARG, RESIDENT_ARG, ViewFds, WorkerEntry, fork_worker, fork_worker_in,
+    kill_worker, run_resident_helper, start_resident_helper,
 };
 pub use stubs::{STUB_ARG_PREFIX, run_stub};
 
@@ -192,14 +192,25 @@ impl HelperProcess {
 /// Start the helper: a fork of the resident helper when this process has
 /// one, else an exec. Returns it with its stdin, stdout and stderr, and the
 /// pid its host side will see as its parent.
-fn start_helper() -> Result<(HelperProcess, [std::fs::File; 3], i32), SandboxError> {
-    if let Some(f) = resident::fork_host_side() {
+fn start_helper(
+    view: Option<ViewFds<'_>>,
+) -> Result<(HelperProcess, [std::fs::File; 3], i32), SandboxError> {
+    if let Some(f) = resident::fork_host_side(view) {
         let pipes = [f.spec_w, f.frames_r, f.stderr_r].map(std::fs::File::from);
         return Ok((
             HelperProcess::Forked(std::sync::Arc::new(f.pidfd)),
             pipes,
             f.parent,
         ));
+    }
+    if view.is_some() {
+        // Only a fork of the resident takes a client's view along.
+        return Err(SandboxError::Spawn {
+            exe: "the resident sandbox helper".into(),
+            source: std::io::Error::other(
+                "a workspace in a client's mount namespace is rehearsed only by the daemon's resident helper, which is gone; restart the daemon",
+            ),
+        });
     }
     let exe = helper_exe();
     let mut child = helper_command(helper::HELPER_ARG)
@@ -237,11 +248,12 @@ pub fn rehearse(
     blob_dir: &Path,
     max_blob_bytes: u64,
     cancel: Option<&CancelHandle>,
+    view: Option<ViewFds<'_>>,
 ) -> Result<(wire::RehearsalReport, wire::HostReport), SandboxError> {
     if cancel.is_some_and(|c| c.is_cancelled()) {
         return Err(SandboxError::Cancelled);
     }
-    let (helper, [mut stdin, mut stdout, mut stderr], parent) = start_helper()?;
+    let (helper, [mut stdin, mut stdout, mut stderr], parent) = start_helper(view)?;
     if let Some(c) = cancel {
         c.arm(helper.killer());
     }

@@ -193,12 +193,29 @@ pub(super) struct Forked {
 /// while it lives (it could not fork: pids exhausted; this process is out
 /// of descriptors): that rehearsal starts the helper by exec, and the next
 /// one asks the resident again.
-pub(super) fn fork_host_side() -> Option<Forked> {
+pub(super) fn fork_host_side(view: Option<ViewFds<'_>>) -> Option<Forked> {
     ask(
         "a host side; this rehearsal starts the helper by exec",
-        request,
+        |res| request(res, view),
     )
 }
+
+/// A client's view of the filesystem, for a workspace that exists only in
+/// the mount namespace of a client in a container: that namespace
+/// (`/proc/PID/ns/mnt`), the client's root and the workspace directory
+/// (each an open descriptor the daemon holds while the run lives).
+#[derive(Clone, Copy)]
+pub struct ViewFds<'a> {
+    pub mnt_ns: std::os::fd::BorrowedFd<'a>,
+    pub root: std::os::fd::BorrowedFd<'a>,
+    pub dir: std::os::fd::BorrowedFd<'a>,
+}
+
+/// In a host side forked for a client's view: fd 3, the detached clone of
+/// the workspace's mount taken in the client's namespace, or `-errno` when
+/// it could not be taken; `0` when the host side serves the host's view.
+pub(super) static STAGED_IN_VIEW: std::sync::atomic::AtomicI32 =
+    std::sync::atomic::AtomicI32::new(0);
 
 /// Ask the resident helper, under its lock, with `request`; `what` names
 /// the request, and what happens instead, in the warning of a failure
@@ -234,11 +251,17 @@ pub struct ForkedWorker {
 /// Ask the resident helper for a worker running `arg`. `None` (the caller
 /// then starts the worker by exec) as for [`fork_host_side`].
 pub fn fork_worker(arg: &[u8]) -> Option<ForkedWorker> {
+    fork_worker_in(arg, None)
+}
+
+/// [`fork_worker`], the worker running in `view` (the client's mount
+/// namespace, its root as the worker's root) when one is given.
+pub fn fork_worker_in(arg: &[u8], view: Option<ViewFds<'_>>) -> Option<ForkedWorker> {
     if arg.len() > MAX_WORKER_ARG {
         return None;
     }
     ask("a worker; it is started by exec", |res| {
-        request_worker(res, arg)
+        request_worker(res, arg, view)
     })
 }
 
@@ -248,10 +271,18 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), Failed> {
         .map_err(|e| Failed::ThisTime(io::Error::from(e)))
 }
 
-fn request_worker(res: &Resident, arg: &[u8]) -> Result<ForkedWorker, Failed> {
+fn request_worker(
+    res: &Resident,
+    arg: &[u8],
+    view: Option<ViewFds<'_>>,
+) -> Result<ForkedWorker, Failed> {
     let (in_r, in_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
-    let pidfd = send_request(res, b'w', arg, &[in_r.as_raw_fd(), out_w.as_raw_fd()])?;
+    let mut fds = vec![in_r.as_raw_fd(), out_w.as_raw_fd()];
+    if let Some(v) = view {
+        fds.extend([v.mnt_ns.as_raw_fd(), v.root.as_raw_fd()]);
+    }
+    let pidfd = send_request(res, b'w', arg, &fds)?;
     // The child holds its own copies now.
     drop((in_r, out_w));
     Ok(ForkedWorker {
@@ -299,15 +330,18 @@ enum Failed {
     Gone(io::Error),
 }
 
-fn request(res: &Resident) -> Result<Forked, Failed> {
+fn request(res: &Resident, view: Option<ViewFds<'_>>) -> Result<Forked, Failed> {
     let (spec_r, spec_w) = pipe()?;
     let (frames_r, frames_w) = pipe()?;
     let (stderr_r, stderr_w) = pipe()?;
-    let fds = [
+    let mut fds = vec![
         spec_r.as_raw_fd(),
         frames_w.as_raw_fd(),
         stderr_w.as_raw_fd(),
     ];
+    if let Some(v) = view {
+        fds.extend([v.mnt_ns.as_raw_fd(), v.dir.as_raw_fd()]);
+    }
     let pidfd = send_request(res, b'r', b"", &fds)?;
     // The child holds its own copies now.
     drop((spec_r, frames_w, stderr_w));
@@ -396,7 +430,7 @@ struct Request {
 fn next_request() -> io::Result<Option<Request>> {
     loop {
         let mut b = vec![0u8; 1 + MAX_WORKER_ARG];
-        let mut space = nix::cmsg_space!([RawFd; 3]);
+        let mut space = nix::cmsg_space!([RawFd; 5]);
         let mut fds = Vec::new();
         let (n, cut) = {
             let mut iov = [IoSliceMut::new(&mut b)];
@@ -434,24 +468,35 @@ fn next_request() -> io::Result<Option<Request>> {
     }
 }
 
-/// Fork one worker on the request's two descriptors; its pidfd.
+/// Fork one worker on the request's two descriptors (four: then the
+/// client's mount namespace and root follow, and the worker runs in that
+/// view); its pidfd.
 fn fork_one_worker(arg: &[u8], fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> {
     let Some(entry) = WORKER.get().copied() else {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     };
-    if fds.len() != 2 {
+    if fds.len() != 2 && fds.len() != 4 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
     let pid = sys::fork_single_threaded()?;
     if pid == 0 {
+        // `/dev/null` is this process's, opened before it enters a
+        // client's view: nothing is looked up there while it holds root's
+        // rights (the client's `/dev/null` could be any file it can see).
         let null = std::fs::OpenOptions::new().write(true).open("/dev/null");
         let ok = null.is_ok_and(|n| sys::dup2_raw(n.as_raw_fd(), 2).is_ok())
-            && fds
+            && fds[..2]
                 .iter()
                 .enumerate()
-                .all(|(i, fd)| sys::dup2_raw(fd.as_raw_fd(), i as RawFd).is_ok())
-            && sys::close_fds_from(3).is_ok();
+                .all(|(i, fd)| sys::dup2_raw(fd.as_raw_fd(), i as RawFd).is_ok());
         if !ok {
+            sys::exit_now(125);
+        }
+        if fds.len() == 4 && sys::enter_view(fds[2].as_raw_fd(), fds[3].as_raw_fd()).is_err() {
+            sys::exit_now(125);
+        }
+        // The worker then drops to its user before it reads a request.
+        if sys::close_fds_from(3).is_err() {
             sys::exit_now(125);
         }
         entry(arg);
@@ -461,16 +506,22 @@ fn fork_one_worker(arg: &[u8], fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> 
     Ok((pid, pidfd))
 }
 
-/// Fork one host side on the request's descriptors; its pidfd.
+/// Fork one host side on the request's descriptors (five: then a
+/// client's mount namespace and workspace directory follow); its pidfd.
 fn serve_one(fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> {
-    if fds.len() != 3 {
+    if fds.len() != 3 && fds.len() != 5 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
     let pid = sys::fork_single_threaded()?;
     if pid == 0 {
+        // A client's workspace: its mount cloned from inside the client's
+        // namespace, before anything else (H3 checks it is the directory
+        // the engine checked).
+        let staged =
+            (fds.len() == 5).then(|| sys::clone_in_view(fds[3].as_raw_fd(), fds[4].as_raw_fd()));
         // The child: the three descriptors as 0-2, then the host side as
         // an exec'd helper runs it.
-        let ok = fds
+        let ok = fds[..3]
             .iter()
             .enumerate()
             .all(|(i, fd)| sys::dup2_raw(fd.as_raw_fd(), i as RawFd).is_ok());
@@ -478,6 +529,22 @@ fn serve_one(fds: Vec<OwnedFd>) -> io::Result<(i32, OwnedFd)> {
             sys::exit_now(125);
         }
         drop(fds);
+        let mark = match staged {
+            None => 0,
+            Some(Ok(tree)) => {
+                use std::os::fd::IntoRawFd;
+                let raw = tree.into_raw_fd();
+                if raw != 3 {
+                    if sys::dup2_raw(raw, 3).is_err() {
+                        sys::exit_now(125);
+                    }
+                    sys::close_raw(raw);
+                }
+                3
+            }
+            Some(Err(e)) => -e.raw_os_error().unwrap_or(libc::EIO),
+        };
+        STAGED_IN_VIEW.store(mark, std::sync::atomic::Ordering::Relaxed);
         super::run_helper();
     }
     drop(fds);

@@ -185,6 +185,11 @@ pub struct SandboxSpec {
     /// it; the helper refuses to mount anything else (a path swapped for a
     /// symlink between the check and the mount).
     pub workspace_identity: (u64, u64),
+    /// The workspace is a directory in a client's own mount namespace (a
+    /// container): H3 takes its mount from the clone the resident made in
+    /// that namespace, never from `workspace` on the host.
+    #[serde(default)]
+    pub client_view: bool,
     /// The live lane's `rerun` with `live.network: host`: no network
     /// namespace and no Landlock network rules (everything else as in a
     /// rehearsal). Never set for a rehearsal.

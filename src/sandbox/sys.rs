@@ -559,3 +559,41 @@ pub(crate) fn become_on_this_thread(uid: u32, gid: u32, groups: &[u32]) -> io::R
     check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
     Ok(())
 }
+
+/// Enter the mount namespace `ns` (a `/proc/PID/ns/mnt` descriptor) and
+/// make `root` (a directory in it) this process's root and working
+/// directory: paths then resolve as that process sees them. Single-threaded
+/// callers only (a mount namespace is joined by the whole `fs` state).
+pub(super) fn enter_view(ns: RawFd, root: RawFd) -> io::Result<()> {
+    // SAFETY: `ns` is an open descriptor the caller owns for the call.
+    let ns = unsafe { std::os::fd::BorrowedFd::borrow_raw(ns) };
+    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNS)?;
+    // SAFETY: `root` is an open descriptor the caller owns for the call.
+    nix::unistd::fchdir(unsafe { std::os::fd::BorrowedFd::borrow_raw(root) })?;
+    nix::unistd::chroot(".")?;
+    nix::unistd::chdir("/")?;
+    Ok(())
+}
+
+/// A detached clone of the mount at the directory `dir` (an `O_PATH`
+/// descriptor into the mount namespace `ns`), taken from inside that
+/// namespace (the kernel clones only mounts of the caller's own), then
+/// back in this process's namespace (`setns` resets the root and working
+/// directory to its root). Single-threaded callers only.
+pub(super) fn clone_in_view(ns: RawFd, dir: RawFd) -> io::Result<OwnedFd> {
+    let own = nix::fcntl::open(
+        "/proc/self/ns/mnt",
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    // SAFETY: `ns` is an open descriptor the caller owns for the call.
+    let theirs = unsafe { std::os::fd::BorrowedFd::borrow_raw(ns) };
+    nix::sched::setns(theirs, nix::sched::CloneFlags::CLONE_NEWNS)?;
+    let tree = open_tree_clone_at(dir, Reach::Mount);
+    // Back home whatever the clone gave; a process that cannot return is
+    // of no further use.
+    if nix::sched::setns(&own, nix::sched::CloneFlags::CLONE_NEWNS).is_err() {
+        exit_now(125);
+    }
+    tree
+}

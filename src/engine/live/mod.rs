@@ -175,6 +175,7 @@ impl Engine {
                 "run {run_id} does not record which directory it rehearsed; rehearse again"
             ))
         })?;
+        check_view_held(&r, &identity)?;
         let ws = Workspace::open(Path::new(&r.workspace), &identity, self.live_file_cap())
             .map_err(|e| EngineError::drift(format!("{e}")))?;
         check_drift(&ws, &ops, run_id)?;
@@ -622,4 +623,22 @@ fn new_receipt(
         journal: None,
         rolled_back: None,
     }
+}
+
+/// A run rehearsed in a client's view (a container's workspace) is
+/// promoted only in that view, which this daemon holds while it runs.
+pub(in crate::engine) fn check_view_held(
+    r: &crate::record::RunRecord,
+    identity: &crate::workspace::apply::Identity,
+) -> Result<(), EngineError> {
+    let Some(where_) = &r.workspace_view else {
+        return Ok(());
+    };
+    if crate::workspace::owner::view::find(Path::new(&r.workspace), identity).is_some() {
+        return Ok(());
+    }
+    Err(EngineError::conflict(format!(
+        "workspace_gone: run {} rehearsed {} as {where_} shows it, and this daemon no longer holds that view (it restarted, or the view was forgotten); submit the command again",
+        r.run_id, r.workspace
+    )))
 }

@@ -46,13 +46,18 @@ impl Engine {
             return Ok(None);
         }
         // Resolved as the workspace's owner recorded by the rehearsal.
-        let id = self.get(run_id)?.workspace_identity.ok_or_else(|| {
+        let rec = self.get(run_id)?;
+        let id = rec.workspace_identity.ok_or_else(|| {
             EngineError::conflict(format!(
                 "run {run_id} does not record which directory it rehearsed; rehearse again"
             ))
         })?;
-        let access = crate::workspace::owner::OwnerSession::for_owner(&id)
-            .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
+        super::check_view_held(&rec, &id)?;
+        let access = crate::workspace::owner::OwnerSession::for_owner_at(
+            &id,
+            std::path::Path::new(&rec.workspace),
+        )
+        .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))?;
         env.validate(None, &access)
             .map(Some)
             .map_err(|e| EngineError::invalid(Input::Workspace, e.to_string()))

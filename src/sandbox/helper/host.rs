@@ -85,8 +85,14 @@ fn take_over_process() -> Result<SandboxSpec, HelperError> {
         .map_err(take_over("/dev/null"))?;
     dup2_stdin(&devnull).map_err(take_over("stdin"))?;
     drop(devnull);
-    // No Rust handle refers to fds >= 3 at this point.
-    sys::close_fds_from(3).map_err(take_over("close fds"))?;
+    // No Rust handle refers to fds >= 3 at this point (but fd 3, the
+    // workspace cloned in a client's view, when the resident made one).
+    let staged = super::super::resident::STAGED_IN_VIEW.load(std::sync::atomic::Ordering::Relaxed);
+    let first = if staged == 3 { 4 } else { 3 };
+    sys::close_fds_from(first).map_err(take_over("close fds"))?;
+    if staged == 3 && !spec.client_view {
+        sys::close_raw(3);
+    }
     super::egress::connect_control(&spec)?;
     Ok(spec)
 }
@@ -134,8 +140,15 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
     let root = Path::new("/");
     unshare(CloneFlags::CLONE_NEWNS).map_err(|e| clone_err("unshare mount ns", root)(e.into()))?;
     mounts::make_rprivate().map_err(|e| clone_err("make-rprivate", root)(io::Error::other(e)))?;
-    let fd = sys::open_tree_clone(&spec.workspace, sys::Reach::Mount)
-        .map_err(clone_err("open_tree workspace", &spec.workspace))?;
+    let fd = if spec.client_view {
+        staged_in_view().map_err(clone_err(
+            "clone the workspace in the client's mount namespace",
+            &spec.workspace,
+        ))?
+    } else {
+        sys::open_tree_clone(&spec.workspace, sys::Reach::Mount)
+            .map_err(clone_err("open_tree workspace", &spec.workspace))?
+    };
     check_workspace_identity(&fd, spec.workspace_identity, Step::H3)?;
     let mut staged = StagedMounts {
         workspace: Some(fd),
@@ -151,6 +164,18 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
         );
     }
     Ok(staged)
+}
+
+/// The workspace's mount as the resident cloned it in the client's mount
+/// namespace (fd 3, kept by H1).
+fn staged_in_view() -> io::Result<OwnedFd> {
+    match super::super::resident::STAGED_IN_VIEW.swap(0, std::sync::atomic::Ordering::Relaxed) {
+        3 => Ok(sys::adopt_fd(3)),
+        0 => Err(io::Error::other(
+            "no clone was made in the client's namespace (not a fork of the resident helper)",
+        )),
+        e => Err(io::Error::from_raw_os_error(-e)),
+    }
 }
 
 /// H3 (root): detached clones of the view's throwaway layers' real trees

@@ -13,9 +13,9 @@ use crate::workspace::apply::{ApplyError, LocalWorkspace};
 /// capability when a process with uid 0 takes non-zero uids), then
 /// `no_new_privs` and the parent-death signal (which a credential change
 /// resets, so it is armed after).
-pub(super) fn drop_to(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+pub(super) fn drop_to(uid: u32, gid: u32, groups: &[u32], in_view: bool) -> Result<(), String> {
     use nix::unistd::{Gid, Uid};
-    if uid == 0 {
+    if uid == 0 && !in_view {
         return Err("refusing to act as uid 0 through the agent".into());
     }
     let groups: Vec<Gid> = groups.iter().map(|g| Gid::from_raw(*g)).collect();
@@ -24,6 +24,17 @@ pub(super) fn drop_to(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> 
     nix::unistd::setresgid(g, g, g).map_err(|e| format!("setresgid: {e}"))?;
     let u = Uid::from_raw(uid);
     nix::unistd::setresuid(u, u, u).map_err(|e| format!("setresuid: {e}"))?;
+    if uid == 0 {
+        // Root's workspace in a client's view: uid 0 without a single
+        // capability (the bounding set first, which takes CAP_SETPCAP),
+        // so the kernel's checks are those of an owner, not an override.
+        caps::clear(None, caps::CapSet::Bounding)
+            .map_err(|e| format!("dropping the bounding set: {e}"))?;
+        caps::clear(None, caps::CapSet::Ambient).map_err(|e| format!("ambient: {e}"))?;
+        caps::clear(None, caps::CapSet::Inheritable).map_err(|e| format!("inheritable: {e}"))?;
+        caps::clear(None, caps::CapSet::Effective).map_err(|e| format!("effective: {e}"))?;
+        caps::clear(None, caps::CapSet::Permitted).map_err(|e| format!("permitted: {e}"))?;
+    }
     for set in [
         caps::CapSet::Effective,
         caps::CapSet::Permitted,
@@ -43,6 +54,10 @@ pub(super) fn drop_to(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> 
     }
     Ok(())
 }
+
+/// The suffix of a forked agent's argument when it runs in a client's
+/// view (its root and mount namespace are the client's).
+pub(super) const IN_VIEW: &str = " view";
 
 /// `UID GID G1,G2,...`: the agent's ids.
 fn parse_ids(args: &[&str]) -> Option<(u32, u32, Vec<u32>)> {
@@ -74,23 +89,28 @@ pub(super) fn ids_args(creds: &Creds) -> [String; 3] {
 pub fn run_workspace_agent() -> ! {
     let args: Vec<String> = std::env::args().skip(2).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    serve_agent(parse_ids(&args))
+    serve_agent(parse_ids(&args), false)
 }
 
 /// The same agent, forked by the resident sandbox helper instead of
 /// executed: its argument is [`ids_args`] joined by spaces, its input and output are fds 0
 /// and 1, and it drops to those ids before it reads a request.
 pub fn run_forked_workspace_agent(arg: &[u8]) -> ! {
-    let args: Vec<&str> = std::str::from_utf8(arg).unwrap_or("").split(' ').collect();
-    serve_agent(parse_ids(&args))
+    let arg = std::str::from_utf8(arg).unwrap_or("");
+    let (arg, in_view) = match arg.strip_suffix(IN_VIEW) {
+        Some(a) => (a, true),
+        None => (arg, false),
+    };
+    let args: Vec<&str> = arg.split(' ').collect();
+    serve_agent(parse_ids(&args), in_view)
 }
 
-fn serve_agent(ids: Option<(u32, u32, Vec<u32>)>) -> ! {
+fn serve_agent(ids: Option<(u32, u32, Vec<u32>)>, in_view: bool) -> ! {
     let Some((uid, gid, groups)) = ids else {
         eprintln!("dryrun: {AGENT_ARG} is internal (usage: UID GID GROUPS)");
         std::process::exit(2);
     };
-    if let Err(e) = drop_to(uid, gid, &groups) {
+    if let Err(e) = drop_to(uid, gid, &groups, in_view) {
         eprintln!("dryrun workspace agent: {e}");
         std::process::exit(125);
     }

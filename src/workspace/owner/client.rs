@@ -115,6 +115,15 @@ enum AgentProcess {
 
 impl AgentIo {
     pub(super) fn spawn(creds: &Creds) -> Result<AgentIo, AccessError> {
+        AgentIo::spawn_in(creds, None)
+    }
+
+    /// [`AgentIo::spawn`], the agent running in a client's view (its mount
+    /// namespace, its root): only a fork of the resident helper can.
+    pub(super) fn spawn_in(
+        creds: &Creds,
+        view: Option<&super::view::ClientView>,
+    ) -> Result<AgentIo, AccessError> {
         let fail = |message: String| AccessError::Agent {
             uid: creds.uid,
             message,
@@ -133,7 +142,7 @@ impl AgentIo {
         // A fork of the resident sandbox helper where this process has one
         // (the same program, without an exec of this whole binary), else an
         // exec.
-        let (process, to, from) = match super::launch(creds) {
+        let (process, to, from) = match super::launch(creds, view) {
             Some(LaunchedAgent {
                 input,
                 output,
@@ -143,6 +152,11 @@ impl AgentIo {
                 File::from(input),
                 File::from(output),
             ),
+            None if view.is_some() => {
+                return Err(fail(
+                    "a workspace in a client's mount namespace is reached only through the daemon's resident helper, which is gone; restart the daemon".into(),
+                ));
+            }
             None => {
                 let mut child = Self::exec(creds).map_err(|e| fail(e.to_string()))?;
                 let to = OwnedFd::from(child.stdin.take().expect("piped"));

@@ -31,6 +31,7 @@ mod creds;
 mod local;
 mod protocol;
 mod session;
+pub(crate) mod view;
 
 pub use agent::{run_forked_workspace_agent, run_workspace_agent};
 pub(crate) use creds::Creds;
@@ -62,8 +63,8 @@ pub(crate) trait AgentHandle: Send {
 }
 
 /// Starts an agent for `UID GID G1,G2,...` ([`agent::ids_args`] joined by
-/// spaces), or `None`.
-pub(crate) type AgentLauncher = fn(&str) -> Option<LaunchedAgent>;
+/// spaces), in a client's view when one is given, or `None`.
+pub(crate) type AgentLauncher = fn(&str, Option<&view::ClientView>) -> Option<LaunchedAgent>;
 
 static LAUNCHER: std::sync::OnceLock<AgentLauncher> = std::sync::OnceLock::new();
 
@@ -74,9 +75,13 @@ pub(crate) fn launch_agents_with(launcher: AgentLauncher) {
     let _ = LAUNCHER.set(launcher);
 }
 
-fn launch(creds: &Creds) -> Option<LaunchedAgent> {
+fn launch(creds: &Creds, view: Option<&view::ClientView>) -> Option<LaunchedAgent> {
     let launcher = LAUNCHER.get()?;
-    launcher(&agent::ids_args(creds).join(" "))
+    let mut arg = agent::ids_args(creds).join(" ");
+    if view.is_some() {
+        arg.push_str(agent::IN_VIEW);
+    }
+    launcher(&arg, view)
 }
 
 /// Workspace agents this process has started, forked or executed.

@@ -3,12 +3,13 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::client::{AgentIo, unexpected};
 use super::creds::Creds;
 use super::local::{read_here, resolve_here};
 use super::protocol::{Reply, Request, StreamReader, send_stream};
+use super::view::ClientView;
 use super::{AccessError, Resolved};
 use crate::workspace::apply::{ApplyError, Backup, Identity, LocalWorkspace, State};
 
@@ -17,10 +18,36 @@ use crate::workspace::apply::{ApplyError, Backup, Identity, LocalWorkspace, Stat
 pub struct OwnerSession {
     creds: Creds,
     agent: Option<Mutex<AgentIo>>,
+    /// The client's view it acts in (a container's workspace), if any.
+    view: Option<Arc<ClientView>>,
 }
 
 impl OwnerSession {
     pub fn start(creds: &Creds) -> Result<OwnerSession, AccessError> {
+        OwnerSession::start_in(creds, None)
+    }
+
+    /// A session acting as `creds` in `view` (a client's mount namespace and
+    /// root; `None`: the host's): always through an agent there.
+    pub(crate) fn start_in(
+        creds: &Creds,
+        view: Option<Arc<ClientView>>,
+    ) -> Result<OwnerSession, AccessError> {
+        if let Some(v) = &view {
+            if !nix::unistd::geteuid().is_root() {
+                return Err(AccessError::Agent {
+                    uid: creds.uid,
+                    message: "only a root daemon reaches a workspace in a client's mount namespace"
+                        .into(),
+                });
+            }
+            let agent = AgentIo::spawn_in(creds, Some(v))?;
+            return Ok(OwnerSession {
+                creds: creds.clone(),
+                agent: Some(Mutex::new(agent)),
+                view,
+            });
+        }
         let agent = if creds.is_this_process() {
             None
         } else if nix::unistd::geteuid().is_root() {
@@ -37,7 +64,17 @@ impl OwnerSession {
         Ok(OwnerSession {
             creds: creds.clone(),
             agent,
+            view: None,
         })
+    }
+
+    /// [`OwnerSession::for_owner`] for the workspace at `path`: in the
+    /// client's view it was resolved in, when it is a client's.
+    pub fn for_owner_at(identity: &Identity, path: &Path) -> Result<OwnerSession, AccessError> {
+        OwnerSession::start_in(
+            &Creds::of_owner(identity.uid, identity.gid),
+            super::view::find(path, identity),
+        )
     }
 
     /// A session acting as the owner of the workspace `identity` describes
@@ -53,14 +90,15 @@ impl OwnerSession {
     /// answers are checked the same way whoever asked first.
     pub fn for_owner_from(
         identity: &Identity,
-        session: OwnerSession,
+        mut session: OwnerSession,
     ) -> Result<OwnerSession, AccessError> {
         let owner = Creds::of_owner(identity.uid, identity.gid);
         if session.creds == owner {
             return Ok(session);
         }
+        let view = session.view.take();
         drop(session);
-        OwnerSession::start(&owner)
+        OwnerSession::start_in(&owner, view)
     }
 
     pub fn creds(&self) -> &Creds {
@@ -229,7 +267,8 @@ impl Workspace {
             path: path.to_path_buf(),
             message,
         };
-        if creds.is_this_process() {
+        let view = super::view::find(path, expect);
+        if view.is_none() && creds.is_this_process() {
             return LocalWorkspace::open(path, expect, max_file).map(Workspace::Local);
         }
         if !nix::unistd::geteuid().is_root() {
@@ -238,7 +277,8 @@ impl Workspace {
                 expect.uid
             )));
         }
-        let mut io = AgentIo::spawn(&creds).map_err(|e| root_err(e.to_string()))?;
+        let mut io =
+            AgentIo::spawn_in(&creds, view.as_deref()).map_err(|e| root_err(e.to_string()))?;
         match io
             .call(&Request::Open {
                 path: path.to_path_buf(),
