@@ -170,6 +170,7 @@ impl Engine {
                 .map_err(|refusal| EngineError::in_state(r.state, refusal.message(run_id)))?;
         let to_apply = self.what_to_apply(&mut r, &reh, actor, how.host_env, spent)?;
         let (ops, identical, notes) = plan_ops(&to_apply.changes, &to_apply.blobs)?;
+        crate::phase("promote: planned");
         let identity = r.workspace_identity.ok_or_else(|| {
             EngineError::conflict(format!(
                 "run {run_id} does not record which directory it rehearsed; rehearse again"
@@ -179,11 +180,13 @@ impl Engine {
         let ws = Workspace::open(Path::new(&r.workspace), &identity, self.live_file_cap())
             .map_err(|e| EngineError::drift(format!("{e}")))?;
         check_drift(&ws, &ops, run_id)?;
+        crate::phase("promote: drift checked");
 
         // Plan and backups, durable before the first write.
         let rid = new_receipt_id();
         let rdir = self.receipt_dir(&rid);
         let ops = self.back_up(&ws, ops, &rdir, run_id)?;
+        crate::phase("promote: backed up");
         let plan = Plan {
             receipt_id: rid.clone(),
             run_id: run_id.to_string(),
@@ -209,14 +212,18 @@ impl Engine {
             receipt.local_only = how.local_only;
         }
         self.write_plan(&rdir, &plan, &receipt)?;
+        crate::phase("promote: plan written");
         self.apply_plan(&ws, &plan, &rdir)?;
+        crate::phase("promote: applied");
         let receipt = self.journal_receipt(&ws, &plan, &rdir, actor, receipt)?;
+        crate::phase("promote: journaled");
         r.state = RunState::Promoted;
         r.error = None;
         // The record lists every change in `rehearsal.changes` already; its
         // copy of the receipt is the journal's (a long list summarised).
         r.receipt = Some(receipt.compact());
         self.save(&r)?;
+        crate::phase("promote: saved");
         let _ = std::fs::remove_file(self.promoting_marker(run_id));
         Ok(r)
     }
@@ -328,6 +335,7 @@ impl Engine {
         }
         // The backups are not fsync'd one by one: one syncfs of the state
         // directory's file system makes them durable before the first write.
+        crate::phase("promote: backups written");
         let synced = std::fs::File::open(&backups)
             .map_err(|source| EngineError::storage(&backups, source))
             .and_then(|d| {
@@ -388,6 +396,7 @@ impl Engine {
                 )));
             }
         }
+        crate::phase("promote: steps taken");
         // One syncfs for every step (they are not fsync'd one by one): the
         // promotion is on disk before its receipt is journaled.
         if let Err(e) = ws.sync() {
