@@ -37,18 +37,23 @@ impl Recorder {
                     c.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
                     let mut got = Vec::new();
                     let mut buf = [0u8; 4096];
+                    let mut answer = false;
                     loop {
                         match c.read(&mut buf) {
                             Ok(0) | Err(_) => break,
                             Ok(n) => got.extend_from_slice(&buf[..n]),
                         }
                         if got.windows(4).any(|w| w == b"\r\n\r\n") {
-                            let _ =
-                                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                            answer = true;
                             break;
                         }
                     }
+                    // Recorded before the answer goes out, so requests a
+                    // client sends one after another's answer keep their order.
                     all.lock().unwrap().push(got);
+                    if answer {
+                        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+                    }
                 });
             }
         });
