@@ -276,6 +276,67 @@ fn a_workspace_only_in_the_container_is_promoted_there() {
     }
 }
 
+/// A promotion into a workspace that exists only in the container is
+/// rolled back in that view: the file it replaced comes back and the file
+/// it created goes, seen from inside the client's namespace; the host's
+/// directory at that path stays empty. Root's namespace, root and the
+/// test user as the client.
+#[test]
+fn a_promotion_in_a_clients_view_is_rolled_back_in_that_view() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let (u, g) = test_user();
+    for who in [Who::Root, Who::User] {
+        let (_t, inside) = empty_dir(who);
+        let (ou, og) = if who == Who::User { (u, g) } else { (0, 0) };
+        let shown = inside.display();
+        let holder = Holder::new(&format!(
+            "mount -t tmpfs -o mode=0755,uid={ou},gid={og},size=4m tmpfs '{shown}'; echo hello > '{shown}/README.md'; chown {ou}:{og} '{shown}/README.md'"
+        ));
+        let body = serde_json::json!({
+            "command": "echo changed > README.md && echo from-the-container > a.txt",
+            "working_dir": inside,
+            "intent": {"expected_writes": ["a.txt", "README.md"]},
+        });
+        let (st, v) = holder.submit(&d, who, &body);
+        assert_eq!(st, 200, "{who:?}: {v}");
+        let id = v["run_id"].as_str().unwrap().to_string();
+        let (st, p) = promote(&d, who, &id);
+        assert_eq!(st, 200, "{who:?}: {p}");
+        let rc = p["receipt"]["receipt_id"].as_str().unwrap().to_string();
+        let seen = |f: &str| {
+            let o = holder.run(who, &format!("cat '{shown}/{f}' 2>&1 || echo absent"));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        assert_eq!(seen("README.md"), "changed\n", "{who:?}");
+        assert_eq!(seen("a.txt"), CONTENT, "{who:?}");
+        let (st, r) = d.curl(
+            who,
+            "POST",
+            &format!("/v1/receipts/{rc}/rollback"),
+            Some("{}"),
+        );
+        assert_eq!(st, 200, "{who:?}: {r}");
+        assert_eq!(seen("README.md"), "hello\n", "{who:?}: not restored");
+        assert!(seen("a.txt").contains("absent"), "{who:?}: a.txt left");
+        assert_eq!(
+            std::fs::read_dir(&inside).unwrap().count(),
+            0,
+            "{who:?}: the host's directory at the client's path was written"
+        );
+        // A receipt rolls back once.
+        let (st, r) = d.curl(
+            who,
+            "POST",
+            &format!("/v1/receipts/{rc}/rollback"),
+            Some("{}"),
+        );
+        assert_ne!(st, 200, "{who:?}: {r}");
+    }
+}
+
 /// Hostile: the test user's container names, as its workspace, a host
 /// directory it does not own, bind-mounted at a path it owns in its own
 /// namespace: `/etc`, root's home, another user's directory. Refused (the
