@@ -1,0 +1,200 @@
+//! Hostile agents in containers whose workspace is at another path: the
+//! test user (unprivileged) in a user and mount namespace of its own, as
+//! a container gives it, attacks the daemon's client views (the pinned
+//! mount namespace, root and directory; the owner's agent forked into the
+//! view; the lower layer cloned there; promotion in the view). Every
+//! claim is checked on the host: canaries in `/etc`, in another user's
+//! directory, in the host's directory at the client's path, and the
+//! daemon still serving the other uid.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use common::daemon::*;
+use common::*;
+use serde_json::Value;
+
+const CONTENT: &str = "from-the-container\n";
+
+fn envelope(wd: &Path) -> Value {
+    serde_json::json!({
+        "command": "echo from-the-container > a.txt",
+        "working_dir": wd,
+        "intent": {"expected_writes": ["a.txt"]},
+    })
+}
+
+/// The curl command line that submits `file` (an envelope) and prints the
+/// body, a newline and the HTTP status (`-q`: no configuration file).
+fn curl_line(socket: &Path, file: &Path) -> String {
+    format!(
+        "curl -q -sS -o - -w '\\n%{{http_code}}' --unix-socket '{}' -X POST -H 'content-type: application/json' --data-binary @'{}' 'http://dryrun/v1/runs?wait=true'",
+        socket.display(),
+        file.display()
+    )
+}
+
+fn status_and_body(text: &str) -> (u16, Value) {
+    let (body, code) = text.trim_end().rsplit_once('\n').unwrap_or(("", "0"));
+    (
+        code.trim().parse().unwrap_or(0),
+        serde_json::from_str(body).unwrap_or(Value::String(body.to_string())),
+    )
+}
+
+/// A namespace that outlives one command: root's (`unshare -m`) or the
+/// attacker's own (`unshare -U -r -m` as the test user, root in a user
+/// namespace of its own, as in a rootless container). `setup` (sh) runs
+/// first; then each [`Ns::run`] is one line of sh run in it, by its maker.
+struct Ns {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Ns {
+    fn new(maker: Who, setup: &str) -> Ns {
+        let script = format!(
+            "set -e; {setup}; set +e; echo ready; while IFS= read -r line; do ( eval \"$line\" ); echo; echo @@done; done"
+        );
+        let unshare = tool("unshare", "util-linux");
+        let mut c = match maker {
+            Who::Root => Command::new(unshare),
+            Who::User => {
+                let mut c = as_test_user(unshare);
+                c.args(["-U", "-r"]);
+                c
+            }
+        };
+        let mut child = c
+            .args(["-m", "--propagation", "private", "--", "sh", "-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let mut output = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n", "{maker:?}: the namespace's setup failed");
+        Ns {
+            child,
+            input,
+            output,
+        }
+    }
+
+    /// `line` (sh) in the namespace; what it printed.
+    fn run(&mut self, line: &str) -> String {
+        assert!(!line.contains('\n'));
+        writeln!(self.input, "{line}").unwrap();
+        let mut out = String::new();
+        loop {
+            let mut l = String::new();
+            assert!(self.output.read_line(&mut l).unwrap() > 0, "the shell ended");
+            if l == "@@done\n" {
+                return out;
+            }
+            out.push_str(&l);
+        }
+    }
+
+    /// Submit `body` from inside the namespace: (HTTP status, body).
+    fn submit(&mut self, d: &Daemon, body: &Value) -> (u16, Value) {
+        let (_keep, file) = agent_envelope_file(&body.to_string());
+        status_and_body(&self.run(&curl_line(&d.socket, &file)))
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An empty directory on the host, mode 0755, owned by `who`: a mount
+/// point in a client's namespace. Gone with the `TempDir`.
+fn empty_dir(who: Who) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::Builder::new()
+        .prefix("dryrun-hc-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let p = t.path().join("inside");
+    std::fs::create_dir(&p).unwrap();
+    chown_to(&p, who);
+    (t, p)
+}
+
+fn chown_to(p: &Path, who: Who) {
+    if who == Who::User {
+        let (u, g) = test_user();
+        chown_r(p, u, g);
+    }
+}
+
+/// A directory of another user (uid 4242), 0755, holding a canary.
+fn other_users_dir() -> tempfile::TempDir {
+    let t = tempfile::Builder::new()
+        .prefix("dryrun-hc-other-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(t.path().join("canary.txt"), "canary\n").unwrap();
+    chown_r(t.path(), 4242, 4242);
+    t
+}
+
+fn promote(d: &Daemon, who: Who, id: &str) -> (u16, Value) {
+    d.curl(who, "POST", &format!("/v1/runs/{id}/promote"), None)
+}
+
+fn run_id_of(v: &Value) -> String {
+    v["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run id: {v}"))
+        .to_string()
+}
+
+/// Hostile: a client (root, in a container) has a run rehearsed in its
+/// view. The attacker binds the same directory (it can read it, not own
+/// it) at the same path in its own namespace and submits. Its submission
+/// is refused (the owner rule), and the other uid's view must survive it:
+/// the victim's run is promoted, into its directory. (A registry that
+/// replaced a view of the same path and directory whoever registered it
+/// answered the victim `workspace_gone`.)
+#[test]
+fn a_refused_submission_of_the_same_directory_does_not_drop_another_uids_view() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = Ws::new(Who::Root);
+    ws.write("README.md", "hello\n");
+    let (_t, inside) = empty_dir(Who::Root);
+    let bind = format!("mount --bind '{}' '{}'", ws.dir.display(), inside.display());
+    let mut victim = Ns::new(Who::Root, &bind);
+    let (st, v) = victim.submit(&d, &envelope(&inside));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["verdict"]["decision"], "promote", "{v}");
+    let id = run_id_of(&v);
+    let mut attacker = Ns::new(Who::User, &bind);
+    for _ in 0..2 {
+        let (st, a) = attacker.submit(&d, &envelope(&inside));
+        assert_eq!(st, 403, "{a}");
+        assert_eq!(a["error"]["code"], "forbidden", "{a}");
+    }
+    assert!(!ws.dir.join("a.txt").exists());
+    let (st, p) = promote(&d, Who::Root, &id);
+    assert_eq!(st, 200, "the victim's view was dropped: {p}");
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+        CONTENT
+    );
+    assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
+}
