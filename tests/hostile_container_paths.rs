@@ -198,3 +198,74 @@ fn a_refused_submission_of_the_same_directory_does_not_drop_another_uids_view() 
     );
     assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
 }
+
+/// Hostile: the attacker's own workspace, in its view, holds bind mounts
+/// out: `sub` is `/etc`, `other` another user's directory, `mine` the
+/// attacker's own other workspace. A run writes into each; the
+/// lower layer (the workspace's own mount, cloned) shows the empty
+/// directories beneath, and promotion, in the view with the owner's
+/// rights, never lands a file in `/etc`, in the other user's directory,
+/// nor outside the reviewed directory at all (`mine`: the owner could
+/// write there, only the promotion's no-crossing rule stops it).
+#[test]
+fn bind_mounts_inside_the_workspace_do_not_carry_a_promotion_out() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    for sub in ["sub", "other", "mine"] {
+        std::fs::create_dir(ws.dir.join(sub)).unwrap();
+    }
+    ws.chown_all();
+    let other = other_users_dir();
+    let mine = Ws::new(Who::User);
+    mine.write("README.md", "mine\n");
+    let before = mine.snapshot();
+    let (_t, inside) = empty_dir(Who::User);
+    let (i, o) = (inside.display(), other.path().display());
+    let mut attacker = Ns::new(
+        Who::User,
+        &format!(
+            "mount --bind '{}' '{i}'; mount --bind /etc '{i}/sub'; mount --bind '{o}' '{i}/other'; mount --bind '{}' '{i}/mine'",
+            ws.dir.display(),
+            mine.dir.display()
+        ),
+    );
+    let canary = "dryrun-hc33-canary";
+    let body = serde_json::json!({
+        "command": format!("ls sub other mine; echo ---; echo pwned > sub/{canary}; echo pwned > other/pwned.txt; echo pwned > mine/pwned.txt"),
+        "working_dir": inside,
+        "intent": {"expected_writes": [format!("sub/{canary}"), "other/pwned.txt", "mine/pwned.txt"]},
+    });
+    let (st, v) = attacker.submit(&d, &body);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["verdict"]["decision"], "promote", "{v}");
+    let id = run_id_of(&v);
+    let (_st, p) = promote(&d, Who::User, &id);
+    assert_eq!(mine.snapshot(), before, "promoted outside the workspace: {p}");
+    let etc_canary = Path::new("/etc").join(canary);
+    let landed = etc_canary.exists();
+    let _ = std::fs::remove_file(&etc_canary);
+    assert!(!landed, "promoted into /etc: {p}");
+    assert_eq!(
+        std::fs::read_dir(other.path()).unwrap().count(),
+        1,
+        "another user's directory was written: {p}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.path().join("canary.txt")).unwrap(),
+        "canary\n"
+    );
+    assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
+    // What the rehearsal saw in `sub` and `other` were the workspace's own
+    // empty directories, never what the attacker mounted there.
+    let seen = v["rehearsal"]["stdout"].as_str().unwrap_or("");
+    let seen = seen.split("---").next().unwrap_or("");
+    assert!(
+        !seen.contains("passwd") && !seen.contains("canary") && !seen.contains("README"),
+        "{seen}"
+    );
+    eprintln!("promotion: {p}");
+}
