@@ -269,3 +269,105 @@ fn bind_mounts_inside_the_workspace_do_not_carry_a_promotion_out() {
     );
     eprintln!("promotion: {p}");
 }
+
+/// Files of the container's own root that a process entering its view
+/// could open (the C library's user and group databases and their
+/// configuration, time zone, resolver, `/proc/self`, `/proc/sys`): each a
+/// FIFO no one writes, so whoever opens one blocks.
+const TRAPS: &[&str] = &[
+    "etc/passwd",
+    "etc/group",
+    "etc/nsswitch.conf",
+    "etc/localtime",
+    "etc/host.conf",
+    "etc/resolv.conf",
+    "etc/hosts",
+    "etc/gai.conf",
+    "etc/login.defs",
+    "proc/self/status",
+    "proc/self/stat",
+    "proc/self/maps",
+    "proc/self/mountinfo",
+    "proc/self/cgroup",
+    "proc/self/loginuid",
+    "proc/self/attr/current",
+    "proc/sys/kernel/cap_last_cap",
+    "proc/sys/kernel/ngroups_max",
+    "proc/sys/kernel/overflowuid",
+    "proc/sys/kernel/overflowgid",
+    "proc/filesystems",
+    "proc/mounts",
+    "sys/fs/cgroup/cgroup.controllers",
+];
+
+/// A container root of the attacker's: `usr`, `dev`, `sock` mount points,
+/// `bin`, `lib`, `lib64` as the host has them, `ctrwork` (its workspace) and
+/// every [`TRAPS`] entry a FIFO. The host has no `/ctrwork`.
+fn trapped_root() -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::Builder::new()
+        .prefix("dryrun-hc-root-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = t.path().join("root");
+    for d in ["usr", "dev", "sock", "ctrwork"] {
+        std::fs::create_dir_all(r.join(d)).unwrap();
+    }
+    for (l, to) in [
+        ("bin", "usr/bin"),
+        ("lib", "usr/lib"),
+        ("lib64", "usr/lib64"),
+    ] {
+        std::os::unix::fs::symlink(to, r.join(l)).unwrap();
+    }
+    std::fs::write(r.join("ctrwork/README.md"), "hello\n").unwrap();
+    for f in TRAPS {
+        let p = r.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let st = Command::new("mkfifo").arg(&p).status().unwrap();
+        assert!(st.success());
+    }
+    chown_to(&r, Who::User);
+    (t, r)
+}
+
+/// Hostile: the container's root (the attacker's, chrooted into, as a
+/// runtime pivots into an image) has a FIFO at every file the owner's
+/// agent, forked into the view as root, could open before it drops its
+/// rights (or after: it needs none of them). Submitted and promoted; a
+/// process that opened any of them would block until the daemon's
+/// deadline, and the submission or promotion would fail.
+#[test]
+fn nothing_in_the_containers_own_root_is_opened_by_the_daemon() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    assert!(!Path::new("/ctrwork").exists(), "the host has a /ctrwork");
+    let d = Daemon::start(&[]);
+    let (_t, root) = trapped_root();
+    let (_keep, file) = agent_envelope_file(&envelope(Path::new("/ctrwork")).to_string());
+    std::fs::copy(&file, root.join("env.json")).unwrap();
+    chown_to(&root.join("env.json"), Who::User);
+    let r = root.display();
+    let sock_dir = d.socket.parent().unwrap().display();
+    let mut attacker = Ns::new(
+        Who::User,
+        &format!(
+            "mount --rbind /usr '{r}/usr'; mount --rbind /dev '{r}/dev'; mount --bind '{sock_dir}' '{r}/sock'"
+        ),
+    );
+    let line = format!(
+        "chroot '{r}' /usr/bin/{}",
+        curl_line(Path::new("/sock/dryrun.sock"), Path::new("/env.json"))
+    );
+    let (st, v) = status_and_body(&attacker.run(&line));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["verdict"]["decision"], "promote", "{v}");
+    let (st, p) = promote(&d, Who::User, &run_id_of(&v));
+    assert_eq!(st, 200, "{p}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("ctrwork/a.txt")).unwrap(),
+        CONTENT
+    );
+    assert!(!Path::new("/ctrwork").exists());
+}
