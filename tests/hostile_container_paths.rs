@@ -371,3 +371,115 @@ fn nothing_in_the_containers_own_root_is_opened_by_the_daemon() {
     );
     assert!(!Path::new("/ctrwork").exists());
 }
+
+/// A background loop in an attacker's namespace, killed (by its pid, which
+/// it wrote to `pid_file`) when dropped.
+struct Loop(PathBuf);
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.0) {
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+    }
+}
+
+/// Hostile: the attacker swaps what is mounted at its `working_dir` (its
+/// own workspace, `/etc`, another user's directory, nothing: the host's
+/// directory at that path) as fast as it can: while it submits (the
+/// daemon's first resolution, the agent's second one and the lower
+/// layer's clone may each see another mount), and, for runs rehearsed in
+/// its view, while they are promoted. Every submission is served on one
+/// directory or refused; a run rehearsed in the view is promoted into its
+/// workspace or refused, never into the host's directory at that path;
+/// no file ever lands in `/etc` or in the other user's directory.
+#[test]
+fn swapping_the_mount_at_working_dir_never_lands_a_promotion_elsewhere() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    assert!(!Path::new("/etc/a.txt").exists());
+    let d = Daemon::start(&[]);
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    let other = other_users_dir();
+    let (t, inside) = empty_dir(Who::User);
+    let ctl = t.path().join("ctl");
+    std::fs::create_dir(&ctl).unwrap();
+    chown_to(&ctl, Who::User);
+    let _loop = Loop(ctl.join("pid"));
+    let (i, o, w, c) = (
+        inside.display(),
+        other.path().display(),
+        ws.dir.display(),
+        ctl.display(),
+    );
+    // The loop runs until `stop` exists, then says `done`.
+    let start = format!(
+        "rm -f '{c}/stop' '{c}/done'; ( set +e; while [ ! -e '{c}/stop' ]; do for s in '{w}' /etc '{o}'; do mount --bind \"$s\" '{i}'; umount -l '{i}'; done; done; touch '{c}/done' ) </dev/null >/dev/null 2>&1 & echo $! > '{c}/pid'"
+    );
+    let stop = format!(
+        "touch '{c}/stop'; while [ ! -e '{c}/done' ]; do sleep 0.01; done; echo stopped; while mountpoint -q '{i}'; do umount -l '{i}'; done"
+    );
+    let mut attacker = Ns::new(Who::User, "true");
+    let check = |v: &Value, st: u16| {
+        let landed = Path::new("/etc/a.txt").exists();
+        let _ = std::fs::remove_file("/etc/a.txt");
+        assert!(!landed, "promoted into /etc");
+        assert_eq!(std::fs::read_dir(other.path()).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_to_string(other.path().join("canary.txt")).unwrap(),
+            "canary\n"
+        );
+        if st == 200 {
+            // Rehearsed in the view: promoted behind the client's path (its
+            // workspace), never into the host's directory at that path;
+            // rehearsed on the host's directory: there.
+            let (yes, no) = match v["workspace_view"].is_string() {
+                true => (&ws.dir, &inside),
+                false => (&inside, &ws.dir),
+            };
+            assert_eq!(
+                std::fs::read_to_string(yes.join("a.txt")).unwrap_or_default(),
+                CONTENT,
+                "{v}"
+            );
+            assert!(!no.join("a.txt").exists(), "{v}");
+        }
+        for dir in [&ws.dir, &inside] {
+            let _ = std::fs::remove_file(dir.join("a.txt"));
+        }
+    };
+    let (mut served, mut promoted) = (0, 0);
+    // Submitted while the mount swaps.
+    attacker.run(&start);
+    for _ in 0..6 {
+        let (st, v) = attacker.submit(&d, &envelope(&inside));
+        if st == 200 && v["verdict"]["decision"] == "promote" {
+            served += 1;
+            let (st, _p) = promote(&d, Who::User, &run_id_of(&v));
+            check(&v, st);
+        } else {
+            // Refused, or rehearsed and failed (the mount the lower layer
+            // is cloned from was gone): nothing to promote.
+            assert!(
+                [400, 403].contains(&st) || (st == 200 && v["verdict"]["decision"] != "promote"),
+                "{st} {v}"
+            );
+        }
+    }
+    assert_eq!(attacker.run(&stop).trim(), "stopped");
+    // Rehearsed in the view, promoted while the mount swaps.
+    for _ in 0..6 {
+        attacker.run(&format!("mount --bind '{w}' '{i}'"));
+        let (st, v) = attacker.submit(&d, &envelope(&inside));
+        assert_eq!(st, 200, "{v}");
+        assert!(v["workspace_view"].is_string(), "{v}");
+        attacker.run(&format!("umount -l '{i}'; {start}"));
+        let (st, _p) = promote(&d, Who::User, &run_id_of(&v));
+        assert_eq!(attacker.run(&stop).trim(), "stopped");
+        check(&v, st);
+        promoted += usize::from(st == 200);
+    }
+    eprintln!("served while swapping {served}, promoted while swapping {promoted}");
+}
