@@ -483,3 +483,108 @@ fn swapping_the_mount_at_working_dir_never_lands_a_promotion_elsewhere() {
     }
     eprintln!("served while swapping {served}, promoted while swapping {promoted}");
 }
+
+/// The connection's two tricks (python, in the attacker's namespace):
+/// `unshare`: the connected process moves to a new mount namespace where
+/// `INSIDE` is `TARGET`, then submits; `pass`: it hands the connection
+/// (SCM_RIGHTS) to a child in such a namespace, which submits while the
+/// connecting process waits.
+const CONNECTION_TRICKS: &str = r#"
+import ctypes, os, socket, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+sock, req, inside, target, mode = sys.argv[1:6]
+def roundtrip(s):
+    s.sendall(req.encode())
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+    return out.decode()
+def elsewhere():
+    assert libc.unshare(0x00020000) == 0, ctypes.get_errno()
+    subprocess.run(["mount", "--bind", target, inside], check=True)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sock)
+if mode == "unshare":
+    elsewhere()
+    sys.stdout.write(roundtrip(s))
+else:
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        elsewhere()
+        _, fds, _, _ = socket.recv_fds(b, 1, 1)
+        sys.stdout.write(roundtrip(socket.socket(fileno=fds[0])))
+        sys.stdout.flush()
+        os._exit(0)
+    socket.send_fds(a, [b"x"], [s.fileno()])
+    s.close()
+    os.waitpid(pid, 0)
+"#;
+
+/// Hostile: the socket's peer is pinned when it connects, its view read
+/// when it submits. The attacker connects from its namespace (where its
+/// `working_dir` is its workspace), then either moves the connected
+/// process to a namespace where that path is `/etc`, or hands the
+/// connection to a child there. Moved: the path is resolved where the
+/// pinned process is now (`/etc`, refused by the owner rule). Handed on:
+/// resolved in the connecting process's view (its own workspace), never
+/// in the child's. `/etc` is never written.
+#[test]
+fn a_connection_moved_or_handed_to_another_namespace_is_resolved_in_the_connectors_view() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    let (_t, inside) = empty_dir(Who::User);
+    let mut attacker = Ns::new(
+        Who::User,
+        &format!("mount --bind '{}' '{}'", ws.dir.display(), inside.display()),
+    );
+    let body = envelope(&inside).to_string();
+    let request = format!(
+        "POST /v1/runs?wait=true HTTP/1.1\r\nHost: dryrun\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("dryrun-hc-py-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (script, req) = (dir.path().join("tricks.py"), dir.path().join("req"));
+    std::fs::write(&script, CONNECTION_TRICKS).unwrap();
+    std::fs::write(&req, &request).unwrap();
+    for mode in ["unshare", "pass"] {
+        let out = attacker.run(&format!(
+            "/usr/bin/python3 '{}' '{}' \"$(cat '{}')\" '{}' /etc {mode}",
+            script.display(),
+            d.socket.display(),
+            req.display(),
+            inside.display()
+        ));
+        assert!(!Path::new("/etc/a.txt").exists(), "{mode}: {out}");
+        match mode {
+            "unshare" => assert!(
+                out.starts_with("HTTP/1.1 403") && out.contains("may only submit runs"),
+                "{out}"
+            ),
+            _ => {
+                assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+                let v: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap_or(""))
+                    .unwrap_or(Value::Null);
+                let (st, p) = promote(&d, Who::User, &run_id_of(&v));
+                assert_eq!(st, 200, "{p}");
+                assert_eq!(
+                    std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+                    CONTENT
+                );
+            }
+        }
+    }
+    assert!(!Path::new("/etc/a.txt").exists());
+    assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
+}
