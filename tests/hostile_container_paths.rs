@@ -588,3 +588,56 @@ fn a_connection_moved_or_handed_to_another_namespace_is_resolved_in_the_connecto
     assert!(!Path::new("/etc/a.txt").exists());
     assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
 }
+
+/// Hostile: the attacker fills the daemon's registry of held views with
+/// its own (one more than a uid may hold: 65 directories of its
+/// workspace, each a view) to push out another uid's. The other uid's run
+/// is still promoted in its view; the attacker's oldest is what was
+/// forgotten (`workspace_gone`).
+#[test]
+fn one_uid_filling_the_view_registry_never_evicts_another_uids_view() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    const PER_UID: usize = 64;
+    let d = Daemon::start(&[]);
+    let victim_ws = Ws::new(Who::Root);
+    victim_ws.write("README.md", "hello\n");
+    let (_vt, victim_inside) = empty_dir(Who::Root);
+    let mut victim = Ns::new(
+        Who::Root,
+        &format!(
+            "mount --bind '{}' '{}'",
+            victim_ws.dir.display(),
+            victim_inside.display()
+        ),
+    );
+    let (st, v) = victim.submit(&d, &envelope(&victim_inside));
+    assert_eq!(st, 200, "{v}");
+    let victim_run = run_id_of(&v);
+    let ws = Ws::new(Who::User);
+    for k in 0..=PER_UID {
+        ws.write(&format!("d{k}/README.md"), "hello\n");
+    }
+    let (_t, inside) = empty_dir(Who::User);
+    let mut attacker = Ns::new(
+        Who::User,
+        &format!("mount --bind '{}' '{}'", ws.dir.display(), inside.display()),
+    );
+    let mut first = None;
+    for k in 0..=PER_UID {
+        let (st, v) = attacker.submit(&d, &envelope(&inside.join(format!("d{k}"))));
+        assert_eq!(st, 200, "{k}: {v}");
+        assert!(v["workspace_view"].is_string(), "{v}");
+        first.get_or_insert(run_id_of(&v));
+    }
+    let (st, p) = promote(&d, Who::User, first.as_deref().unwrap());
+    assert_eq!(st, 409, "the attacker's oldest view was kept: {p}");
+    assert!(p.to_string().contains("workspace_gone"), "{p}");
+    let (st, p) = promote(&d, Who::Root, &victim_run);
+    assert_eq!(st, 200, "the other uid's view was evicted: {p}");
+    assert_eq!(
+        std::fs::read_to_string(victim_ws.dir.join("a.txt")).unwrap(),
+        CONTENT
+    );
+}
