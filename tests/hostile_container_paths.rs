@@ -58,18 +58,39 @@ struct Ns {
 
 impl Ns {
     fn new(maker: Who, setup: &str) -> Ns {
-        let script = format!(
-            "set -e; {setup}; set +e; echo ready; while IFS= read -r line; do ( eval \"$line\" ); echo; echo @@done; done"
-        );
         let unshare = tool("unshare", "util-linux");
-        let mut c = match maker {
-            Who::Root => Command::new(unshare),
+        match maker {
+            Who::Root => Ns::spawn(Command::new(unshare), setup),
             Who::User => {
                 let mut c = as_test_user(unshare);
                 c.args(["-U", "-r"]);
-                c
+                Ns::spawn(c, setup)
             }
-        };
+        }
+    }
+
+    /// The namespace of an unprivileged uid other than the test user's
+    /// (as one of the uids a user's subordinate range gives it), with the
+    /// test user's group (which may use the daemon's socket here).
+    fn of_uid(uid: u32, setup: &str) -> Ns {
+        let (_, g) = test_user();
+        let mut c = Command::new("setpriv");
+        c.env("PATH", SYSTEM_PATH).args([
+            format!("--reuid={uid}"),
+            format!("--regid={g}"),
+            "--clear-groups".into(),
+            "--".into(),
+            tool("unshare", "util-linux").into(),
+            "-U".into(),
+            "-r".into(),
+        ]);
+        Ns::spawn(c, setup)
+    }
+
+    fn spawn(mut c: Command, setup: &str) -> Ns {
+        let script = format!(
+            "set -e; {setup}; set +e; echo ready; while IFS= read -r line; do ( eval \"$line\" ); echo; echo @@done; done"
+        );
         let mut child = c
             .args(["-m", "--propagation", "private", "--", "sh", "-c", &script])
             .stdin(Stdio::piped())
@@ -80,7 +101,7 @@ impl Ns {
         let mut output = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         output.read_line(&mut line).unwrap();
-        assert_eq!(line, "ready\n", "{maker:?}: the namespace's setup failed");
+        assert_eq!(line, "ready\n", "the namespace's setup failed");
         Ns {
             child,
             input,
@@ -634,6 +655,62 @@ fn one_uid_filling_the_view_registry_never_evicts_another_uids_view() {
     let (st, p) = promote(&d, Who::User, first.as_deref().unwrap());
     assert_eq!(st, 409, "the attacker's oldest view was kept: {p}");
     assert!(p.to_string().contains("workspace_gone"), "{p}");
+    let (st, p) = promote(&d, Who::Root, &victim_run);
+    assert_eq!(st, 200, "the other uid's view was evicted: {p}");
+    assert_eq!(
+        std::fs::read_to_string(victim_ws.dir.join("a.txt")).unwrap(),
+        CONTENT
+    );
+}
+
+/// Hostile: a user with a subordinate uid range (as `useradd` gives one)
+/// submits from 16 of its uids, 64 views each (what one uid may hold),
+/// 1024 in all: the daemon's whole registry. Another uid's view, held
+/// before, must survive: when the registry is full, the view forgotten is
+/// the oldest of the uid holding the most, never that of a uid holding
+/// one.
+#[test]
+fn many_uids_of_one_attacker_filling_the_registry_never_evict_another_uids_view() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    const UIDS: u32 = 16;
+    const PER_UID: usize = 64;
+    let d = Daemon::start(&[]);
+    let victim_ws = Ws::new(Who::Root);
+    victim_ws.write("README.md", "hello\n");
+    let (_vt, victim_inside) = empty_dir(Who::Root);
+    let mut victim = Ns::new(
+        Who::Root,
+        &format!(
+            "mount --bind '{}' '{}'",
+            victim_ws.dir.display(),
+            victim_inside.display()
+        ),
+    );
+    let (st, v) = victim.submit(&d, &envelope(&victim_inside));
+    assert_eq!(st, 200, "{v}");
+    let victim_run = run_id_of(&v);
+    let (_, g) = test_user();
+    for n in 0..UIDS {
+        let uid = 47000 + n;
+        let ws = Ws::new(Who::Root);
+        for k in 0..PER_UID {
+            ws.write(&format!("d{k}/README.md"), "hello\n");
+        }
+        chown_r(&ws.dir, uid, g);
+        let (_t, inside) = empty_dir(Who::Root);
+        chown_r(&inside, uid, g);
+        let mut attacker = Ns::of_uid(
+            uid,
+            &format!("mount --bind '{}' '{}'", ws.dir.display(), inside.display()),
+        );
+        for k in 0..PER_UID {
+            let (st, v) = attacker.submit(&d, &envelope(&inside.join(format!("d{k}"))));
+            assert_eq!(st, 200, "{uid} {k}: {v}");
+            assert!(v["workspace_view"].is_string(), "{v}");
+        }
+    }
     let (st, p) = promote(&d, Who::Root, &victim_run);
     assert_eq!(st, 200, "the other uid's view was evicted: {p}");
     assert_eq!(
