@@ -116,7 +116,10 @@ impl Ns {
         let mut out = String::new();
         loop {
             let mut l = String::new();
-            assert!(self.output.read_line(&mut l).unwrap() > 0, "the shell ended");
+            assert!(
+                self.output.read_line(&mut l).unwrap() > 0,
+                "the shell ended"
+            );
             if l == "@@done\n" {
                 return out;
             }
@@ -265,7 +268,11 @@ fn bind_mounts_inside_the_workspace_do_not_carry_a_promotion_out() {
     assert_eq!(v["verdict"]["decision"], "promote", "{v}");
     let id = run_id_of(&v);
     let (_st, p) = promote(&d, Who::User, &id);
-    assert_eq!(mine.snapshot(), before, "promoted outside the workspace: {p}");
+    assert_eq!(
+        mine.snapshot(),
+        before,
+        "promoted outside the workspace: {p}"
+    );
     let etc_canary = Path::new("/etc").join(canary);
     let landed = etc_canary.exists();
     let _ = std::fs::remove_file(&etc_canary);
