@@ -725,3 +725,91 @@ fn many_uids_of_one_attacker_filling_the_registry_never_evict_another_uids_view(
         CONTENT
     );
 }
+
+/// Hostile: after a run rehearsed in its view was promoted, the attacker
+/// changes what its `working_dir` names there (another directory of its
+/// own holding a decoy `a.txt` just like the promoted one, then the
+/// host's directory at that path)
+/// and asks for a replay of the run and the rollback of its receipt. Each
+/// is refused or done on the run's own directory (the replay rehearses
+/// it, the rollback removes its `a.txt`); the decoy and the host's
+/// directory are untouched.
+#[test]
+fn replay_and_rollback_after_the_view_changed_touch_only_the_runs_directory() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let ws = Ws::new(Who::User);
+    ws.write("README.md", "hello\n");
+    let decoy = Ws::new(Who::User);
+    decoy.write("a.txt", CONTENT);
+    let before = decoy.snapshot();
+    let (_t, inside) = empty_dir(Who::User);
+    let i = inside.display();
+    let mut attacker = Ns::new(
+        Who::User,
+        &format!("mount --bind '{}' '{i}'", ws.dir.display()),
+    );
+    let (st, v) = attacker.submit(&d, &envelope(&inside));
+    assert_eq!(st, 200, "{v}");
+    let id = run_id_of(&v);
+    let (st, p) = promote(&d, Who::User, &id);
+    assert_eq!(st, 200, "{p}");
+    let receipt = p["receipt"]["receipt_id"].as_str().unwrap().to_string();
+    let swaps = [
+        format!(
+            "umount -l '{i}'; mount --bind '{}' '{i}'",
+            decoy.dir.display()
+        ),
+        format!("umount -l '{i}'"),
+    ];
+    for swap in &swaps {
+        attacker.run(swap);
+        let (st, r) = d.curl(
+            Who::User,
+            "POST",
+            &format!("/v1/runs/{id}/replay?wait=true"),
+            Some("{}"),
+        );
+        if st == 200 {
+            assert_eq!(r["workspace_identity"], v["workspace_identity"], "{r}");
+        }
+        assert_eq!(decoy.snapshot(), before, "{swap}: replay: {r}");
+        assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0, "{r}");
+    }
+    for swap in &swaps {
+        attacker.run(swap);
+        let (st, r) = d.curl(
+            Who::User,
+            "POST",
+            &format!("/v1/receipts/{receipt}/rollback"),
+            None,
+        );
+        assert_eq!(decoy.snapshot(), before, "{swap}: rollback: {r}");
+        assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0, "{r}");
+        if st == 200 {
+            assert!(!ws.dir.join("a.txt").exists(), "{r}");
+        } else {
+            assert_eq!(
+                std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
+                CONTENT
+            );
+        }
+        eprintln!("rollback after `{swap}`: {st} {r}");
+    }
+    // The view as it was: the rollback is done there.
+    attacker.run(&format!(
+        "umount -l '{i}'; mount --bind '{}' '{i}'",
+        ws.dir.display()
+    ));
+    let (st, r) = d.curl(
+        Who::User,
+        "POST",
+        &format!("/v1/receipts/{receipt}/rollback"),
+        None,
+    );
+    assert_eq!(st, 200, "{r}");
+    assert!(!ws.dir.join("a.txt").exists(), "{r}");
+    assert_eq!(decoy.snapshot(), before);
+}
