@@ -517,40 +517,7 @@ fn swapping_the_mount_at_working_dir_never_lands_a_promotion_elsewhere() {
 /// `INSIDE` is `TARGET`, then submits; `pass`: it hands the connection
 /// (SCM_RIGHTS) to a child in such a namespace, which submits while the
 /// connecting process waits.
-const CONNECTION_TRICKS: &str = r#"
-import ctypes, os, socket, subprocess, sys
-libc = ctypes.CDLL(None, use_errno=True)
-sock, req, inside, target, mode = sys.argv[1:6]
-def roundtrip(s):
-    s.sendall(req.encode())
-    out = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        out += b
-    return out.decode()
-def elsewhere():
-    assert libc.unshare(0x00020000) == 0, ctypes.get_errno()
-    subprocess.run(["mount", "--bind", target, inside], check=True)
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.connect(sock)
-if mode == "unshare":
-    elsewhere()
-    sys.stdout.write(roundtrip(s))
-else:
-    a, b = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:
-        elsewhere()
-        _, fds, _, _ = socket.recv_fds(b, 1, 1)
-        sys.stdout.write(roundtrip(socket.socket(fileno=fds[0])))
-        sys.stdout.flush()
-        os._exit(0)
-    socket.send_fds(a, [b"x"], [s.fileno()])
-    s.close()
-    os.waitpid(pid, 0)
-"#;
+const CONNECTION_TRICKS: &str = include_str!("fixtures/connection_tricks.py");
 
 /// Hostile: the socket's peer is pinned when it connects, its view read
 /// when it submits. The attacker connects from its namespace (where its
