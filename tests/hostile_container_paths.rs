@@ -295,38 +295,13 @@ fn bind_mounts_inside_the_workspace_do_not_carry_a_promotion_out() {
         !seen.contains("passwd") && !seen.contains("canary") && !seen.contains("README"),
         "{seen}"
     );
-    eprintln!("promotion: {p}");
 }
 
 /// Files of the container's own root that a process entering its view
 /// could open (the C library's user and group databases and their
 /// configuration, time zone, resolver, `/proc/self`, `/proc/sys`): each a
 /// FIFO no one writes, so whoever opens one blocks.
-const TRAPS: &[&str] = &[
-    "etc/passwd",
-    "etc/group",
-    "etc/nsswitch.conf",
-    "etc/localtime",
-    "etc/host.conf",
-    "etc/resolv.conf",
-    "etc/hosts",
-    "etc/gai.conf",
-    "etc/login.defs",
-    "proc/self/status",
-    "proc/self/stat",
-    "proc/self/maps",
-    "proc/self/mountinfo",
-    "proc/self/cgroup",
-    "proc/self/loginuid",
-    "proc/self/attr/current",
-    "proc/sys/kernel/cap_last_cap",
-    "proc/sys/kernel/ngroups_max",
-    "proc/sys/kernel/overflowuid",
-    "proc/sys/kernel/overflowgid",
-    "proc/filesystems",
-    "proc/mounts",
-    "sys/fs/cgroup/cgroup.controllers",
-];
+const TRAPS: &str = include_str!("fixtures/container_traps.txt");
 
 /// A container root of the attacker's: `usr`, `dev`, `sock` mount points,
 /// `bin`, `lib`, `lib64` as the host has them, `ctrwork` (its workspace) and
@@ -349,7 +324,7 @@ fn trapped_root() -> (tempfile::TempDir, PathBuf) {
         std::os::unix::fs::symlink(to, r.join(l)).unwrap();
     }
     std::fs::write(r.join("ctrwork/README.md"), "hello\n").unwrap();
-    for f in TRAPS {
+    for f in TRAPS.lines() {
         let p = r.join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         let st = Command::new("mkfifo").arg(&p).status().unwrap();
@@ -460,9 +435,8 @@ fn swapping_the_mount_at_working_dir_never_lands_a_promotion_elsewhere() {
             "canary\n"
         );
         if st == 200 {
-            // Rehearsed in the view: promoted behind the client's path (its
-            // workspace), never into the host's directory at that path;
-            // rehearsed on the host's directory: there.
+            // In the view: into its workspace, never the host's directory
+            // at that path; on the host's directory: there.
             let (yes, no) = match v["workspace_view"].is_string() {
                 true => (&ws.dir, &inside),
                 false => (&inside, &ws.dir),
@@ -584,6 +558,20 @@ fn a_connection_moved_or_handed_to_another_namespace_is_resolved_in_the_connecto
     assert_eq!(std::fs::read_dir(&inside).unwrap().count(), 0);
 }
 
+/// Another uid's run (root's, in a namespace of its own where its
+/// workspace is bound at another path), rehearsed and held in its view:
+/// (workspace, the namespace and its mount point, run id).
+fn victims_view_run(d: &Daemon) -> (Ws, (Ns, tempfile::TempDir), String) {
+    let ws = Ws::new(Who::Root);
+    ws.write("README.md", "hello\n");
+    let (t, inside) = empty_dir(Who::Root);
+    let bind = format!("mount --bind '{}' '{}'", ws.dir.display(), inside.display());
+    let mut victim = Ns::new(Who::Root, &bind);
+    let (st, v) = victim.submit(d, &envelope(&inside));
+    assert_eq!(st, 200, "{v}");
+    (ws, (victim, t), run_id_of(&v))
+}
+
 /// Hostile: the attacker fills the daemon's registry of held views with
 /// its own (one more than a uid may hold: 65 directories of its
 /// workspace, each a view) to push out another uid's. The other uid's run
@@ -596,20 +584,7 @@ fn one_uid_filling_the_view_registry_never_evicts_another_uids_view() {
     }
     const PER_UID: usize = 64;
     let d = Daemon::start(&[]);
-    let victim_ws = Ws::new(Who::Root);
-    victim_ws.write("README.md", "hello\n");
-    let (_vt, victim_inside) = empty_dir(Who::Root);
-    let mut victim = Ns::new(
-        Who::Root,
-        &format!(
-            "mount --bind '{}' '{}'",
-            victim_ws.dir.display(),
-            victim_inside.display()
-        ),
-    );
-    let (st, v) = victim.submit(&d, &envelope(&victim_inside));
-    assert_eq!(st, 200, "{v}");
-    let victim_run = run_id_of(&v);
+    let (victim_ws, _victim, victim_run) = victims_view_run(&d);
     let ws = Ws::new(Who::User);
     for k in 0..=PER_UID {
         ws.write(&format!("d{k}/README.md"), "hello\n");
@@ -651,20 +626,7 @@ fn many_uids_of_one_attacker_filling_the_registry_never_evict_another_uids_view(
     const UIDS: u32 = 16;
     const PER_UID: usize = 64;
     let d = Daemon::start(&[]);
-    let victim_ws = Ws::new(Who::Root);
-    victim_ws.write("README.md", "hello\n");
-    let (_vt, victim_inside) = empty_dir(Who::Root);
-    let mut victim = Ns::new(
-        Who::Root,
-        &format!(
-            "mount --bind '{}' '{}'",
-            victim_ws.dir.display(),
-            victim_inside.display()
-        ),
-    );
-    let (st, v) = victim.submit(&d, &envelope(&victim_inside));
-    assert_eq!(st, 200, "{v}");
-    let victim_run = run_id_of(&v);
+    let (victim_ws, _victim, victim_run) = victims_view_run(&d);
     let (_, g) = test_user();
     for n in 0..UIDS {
         let uid = 47000 + n;
@@ -763,7 +725,6 @@ fn replay_and_rollback_after_the_view_changed_touch_only_the_runs_directory() {
                 CONTENT
             );
         }
-        eprintln!("rollback after `{swap}`: {st} {r}");
     }
     // The view as it was: the rollback is done there.
     attacker.run(&format!(
@@ -779,4 +740,61 @@ fn replay_and_rollback_after_the_view_changed_touch_only_the_runs_directory() {
     assert_eq!(st, 200, "{r}");
     assert!(!ws.dir.join("a.txt").exists(), "{r}");
     assert_eq!(decoy.snapshot(), before);
+}
+
+/// Hostile: the attacker's own home (which no run may have as its
+/// workspace: start-up files run code later) bound at its `working_dir`
+/// in its view (a path that names no home on the host), then bound
+/// inside a workspace of its own, a run writing its `.bashrc` there,
+/// approved by a reviewer (who sees `h/.bashrc` in a workspace). The
+/// first is refused as a home (compared by device and inode); the second
+/// rehearses the workspace's own directory and its promotion does not
+/// cross into the home.
+#[test]
+fn the_attackers_home_in_its_view_is_no_workspace_and_no_way_out() {
+    if !require_root() || !require_tool("unshare", "util-linux") {
+        return;
+    }
+    let home = PathBuf::from("/home/dryrun-test");
+    assert!(home.is_dir(), "the test user has no home");
+    let bashrc = std::fs::read(home.join(".bashrc")).ok();
+    let d = Daemon::start(&[]);
+    let (_t, inside) = empty_dir(Who::User);
+    let i = inside.display();
+    let mut attacker = Ns::new(
+        Who::User,
+        &format!("mount --bind '{}' '{i}'", home.display()),
+    );
+    let (st, v) = attacker.submit(&d, &envelope(&inside));
+    assert_eq!(st, 400, "{v}");
+    assert!(v.to_string().contains("is the home directory of"), "{v}");
+    let ws = Ws::new(Who::User);
+    ws.write("h/README.md", "hello\n");
+    let line = format!(
+        "umount -l '{i}'; mount --bind '{}' '{i}'; mount --bind '{}' '{i}/h'",
+        ws.dir.display(),
+        home.display()
+    );
+    attacker.run(&line);
+    let body = serde_json::json!({
+        "command": "echo 'echo pwned' > h/.bashrc",
+        "working_dir": inside,
+        "intent": {"expected_writes": ["h/.bashrc"]},
+    });
+    let (st, v) = attacker.submit(&d, &body);
+    assert_eq!(st, 200, "{v}");
+    // A start-up file waits for a reviewer, who sees `h/.bashrc` in a
+    // workspace and approves it.
+    let id = run_id_of(&v);
+    if v["state"] == "awaiting_approval" {
+        let path = format!("/v1/runs/{id}/approve");
+        let (st, a) = d.curl(Who::Root, "POST", &path, Some(r#"{"note": "ok"}"#));
+        assert_eq!(st, 200, "{a}");
+    }
+    let (_st, p) = promote(&d, Who::User, &id);
+    let now = std::fs::read(home.join(".bashrc")).ok();
+    if bashrc.is_none() {
+        let _ = std::fs::remove_file(home.join(".bashrc"));
+    }
+    assert_eq!(now, bashrc, "{p}");
 }
