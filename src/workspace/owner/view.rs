@@ -55,19 +55,35 @@ static VIEWS: Mutex<Vec<(PathBuf, Arc<ClientView>)>> = Mutex::new(Vec::new());
 
 /// Hold `view` for the workspace at `path` (the path as the client
 /// resolved it); it replaces an older view of the same directory at the
-/// same path. Past [`MAX_VIEWS_PER_UID`] views of its uid, or
-/// [`MAX_VIEWS`] in all, the oldest is forgotten (its runs can no longer
-/// be promoted: `workspace_gone`).
+/// same path held for the same uid (never another uid's: a view is held
+/// before the owner rule is checked, and any uid that can read a
+/// directory can bind it at the path another uid's container uses). Past
+/// [`MAX_VIEWS_PER_UID`] views of its uid, its oldest is forgotten (its
+/// runs can no longer be promoted: `workspace_gone`); past [`MAX_VIEWS`]
+/// in all, the oldest of the uid holding the most (the newcomer's own on
+/// a tie), so that a user submitting from many uids (a subordinate uid
+/// range) pushes out its own views, never those of a uid holding few.
 pub(crate) fn register(path: &Path, view: Arc<ClientView>) {
     let mut v = VIEWS.lock().unwrap_or_else(|p| p.into_inner());
-    v.retain(|(p, w)| !(p == path && w.dev == view.dev && w.ino == view.ino));
+    v.retain(|(p, w)| !(p == path && w.dev == view.dev && w.ino == view.ino && w.uid == view.uid));
     if v.iter().filter(|(_, w)| w.uid == view.uid).count() >= MAX_VIEWS_PER_UID
         && let Some(i) = v.iter().position(|(_, w)| w.uid == view.uid)
     {
         v.remove(i);
     }
     if v.len() >= MAX_VIEWS {
-        v.remove(0);
+        let mut held: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+        for (_, w) in v.iter() {
+            *held.entry(w.uid).or_default() += 1;
+        }
+        let (mut heaviest, mut most) = (view.uid, held.get(&view.uid).copied().unwrap_or(0) + 1);
+        for (_, w) in v.iter() {
+            if held[&w.uid] > most {
+                (heaviest, most) = (w.uid, held[&w.uid]);
+            }
+        }
+        let i = v.iter().position(|(_, w)| w.uid == heaviest).unwrap_or(0);
+        v.remove(i);
     }
     v.push((path.to_path_buf(), view));
 }
@@ -79,11 +95,16 @@ pub(crate) fn forget(view: &Arc<ClientView>) {
 }
 
 /// The view the workspace at `path` with identity `id` was resolved in,
-/// when it is a client's (`None`: a host directory).
+/// when it is a client's (`None`: a host directory). Only a view whose
+/// client may submit for that workspace counts (its owner, or root): a
+/// view another uid had held for its own submission of the same
+/// directory, refused by the owner rule, never carries the owner's runs.
 pub(crate) fn find(path: &Path, id: &Identity) -> Option<Arc<ClientView>> {
     let v = VIEWS.lock().unwrap_or_else(|p| p.into_inner());
     v.iter()
         .rev()
-        .find(|(p, w)| p == path && w.dev == id.dev && w.ino == id.ino)
+        .find(|(p, w)| {
+            p == path && w.dev == id.dev && w.ino == id.ino && (w.uid == id.uid || w.uid == 0)
+        })
         .map(|(_, w)| w.clone())
 }
