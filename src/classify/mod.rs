@@ -507,8 +507,15 @@ impl Ctx<'_> {
         }) {
             return false;
         }
-        // `python3 -` or no non-flag argument at all.
-        rest.iter().all(|a| is_flag(a) || *a == "-") || rest.contains(&"-") || rest.contains(&"-s")
+        // `python3 -` or no non-flag argument at all; a program file that
+        // is the standard input (`bash /dev/stdin`) is the same.
+        rest.iter().all(|a| is_flag(a) || *a == "-")
+            || rest.contains(&"-")
+            || rest.contains(&"-s")
+            || rest
+                .iter()
+                .find(|a| !is_flag(a))
+                .is_some_and(|a| matches!(*a, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0"))
     }
 
     fn simple(&mut self, c: &SimpleCommand, depth: u32, counter: &mut usize) {
