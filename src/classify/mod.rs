@@ -462,7 +462,15 @@ impl Ctx<'_> {
         let prints_and_exits = argv[1..].iter().any(|w| {
             matches!(
                 w.literal.as_deref(),
-                Some("-V" | "--version" | "-version" | "-h" | "--help")
+                Some(
+                    "-V" | "--version"
+                        | "-version"
+                        | "-h"
+                        | "--help"
+                        | "--info"
+                        | "--modules"
+                        | "--ini"
+                )
             ) || (base_name(name) == "node" && w.literal.as_deref() == Some("-v"))
         });
         if prints_and_exits {

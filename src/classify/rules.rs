@@ -268,6 +268,25 @@ const CHANGE_VERBS: &[&str] = &[
     "send",
 ];
 
+/// System tools whose first word is always a subcommand (`zfs list`,
+/// `zpool status`, `btrfs filesystem usage`, `virsh dominfo`): their
+/// words are not a process, a user or a host named like a verb.
+const SUBCOMMAND_FIRST: &[&str] = &[
+    "zfs",
+    "zpool",
+    "btrfs",
+    "cryptsetup",
+    "virsh",
+    "qm",
+    "pct",
+    "dmsetup",
+    "lvm",
+    "ctr",
+    "lxc",
+    "incus",
+    "multipass",
+];
+
 /// Verbs that, as an unknown program's subcommand, delete or change state
 /// the rehearsal cannot show (a package manager, a cloud, a device).
 const UNKNOWN_CHANGE_VERBS: &[&str] = &[
@@ -304,12 +323,10 @@ const UNKNOWN_CHANGE_VERBS: &[&str] = &[
     "put",
     "pub",
     "apply",
-    "submit",
     "release",
     "shutdown",
     "logout",
     "signout",
-    "disable",
 ];
 
 /// Change verbs that also start compound subcommand words
@@ -650,17 +667,18 @@ impl Ctx<'_> {
                     // A system tool's operands may be a process, a user
                     // or a host named like a verb (`pkill top`, `userdel
                     // list`): only a remote tool's words are subcommands.
-                    (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState)
-                        .then(|| read_subcommand(&at.words))
-                        .flatten()
-                        .or_else(|| {
-                            read_flag(&texts).filter(|_| {
-                                !at.words
-                                    .iter()
-                                    .take(3)
-                                    .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
-                            })
+                    (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState
+                        || SUBCOMMAND_FIRST.contains(&base))
+                    .then(|| read_subcommand(&at.words))
+                    .flatten()
+                    .or_else(|| {
+                        read_flag(&texts).filter(|_| {
+                            !at.words
+                                .iter()
+                                .take(3)
+                                .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
                         })
+                    })
                 }
                 None => None,
             }
