@@ -180,8 +180,9 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-28 after the
-/// fourth round of issue 32: dangerous asked 87.8%, everyday left alone
-/// 96.3%, every row parses; the third round had 83.4% and 95.4%, the
+/// fifth round of issue 32: dangerous asked 89.85%, everyday left alone
+/// 96.21%, every row parses; the fourth round had 87.8% and 96.2%, the
+/// third 83.4% and 95.4%, the
 /// second 77.2%, 94.5% and 32 rows that did not parse, each on its corpus
 /// before the next round's labelling corrections):
 /// a regression below them fails. Raise them as the rules improve; the
@@ -197,7 +198,7 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 87.7,
+        pct(dangerous) >= 89.8,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );

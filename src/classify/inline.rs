@@ -37,7 +37,9 @@ fn lang(base: &str) -> Option<Lang> {
         "node" | "nodejs" | "deno" | "bun" => Lang::Js,
         "perl" | "ruby" | "irb" | "php" | "lua" | "luajit" | "Rscript" | "julia" | "tclsh"
         | "wish" | "osascript" | "pwsh" | "powershell" | "jshell" | "jrunscript" | "groovy"
-        | "scala" | "elixir" | "erl" | "guile" | "racket" | "expect" => Lang::Other,
+        | "scala" | "elixir" | "erl" | "guile" | "racket" | "expect" | "octave" | "octave-cli" => {
+            Lang::Other
+        }
         _ => return None,
     })
 }
@@ -54,7 +56,7 @@ fn code_args<'a>(base: &str, args: &'a [Word]) -> Vec<&'a str> {
         "perl" | "ruby" | "irb" => &["-e", "-E"],
         "php" => &["-r"],
         "lua" | "luajit" | "Rscript" | "julia" | "osascript" | "jrunscript" | "groovy"
-        | "elixir" | "erl" | "guile" | "racket" | "expect" | "scala" => {
+        | "elixir" | "erl" | "guile" | "racket" | "expect" | "scala" | "octave" | "octave-cli" => {
             &["-e", "-E", "-eval", "--eval", "-c"]
         }
         "pwsh" | "powershell" => &["-c", "-Command", "-command", "-EncodedCommand", "-e"],
@@ -147,6 +149,11 @@ fn patterns() -> &'static Patterns {
                 r"|\bFile\s*\.\s*(write|open\s*\([^)]*[\x22'][wa])|\bFileUtils\s*\.\s*(cp|mv|mkdir|touch|ln)\w*",
                 r"|\bopen\s*\(?\s*(my\s+)?\$?\w*\s*,?\s*[\x22']?\s*(>|\+<)",
                 r"|(?i:Set-Content|Out-File|Add-Content|New-Item)|\bio\s*\.\s*open\s*\([^)]*[\x22'][wa]",
+                // Java's writers (jrunscript, groovy, jshell), and a call's
+                // last argument that is a write mode in any language
+                // (julia's `open(f, path, "w")`, octave's `fopen(p, "w")`).
+                r"|\b(FileWriter|FileOutputStream|PrintWriter|RandomAccessFile)\b|\bFiles\s*\.\s*(write|copy|move|createFile)",
+                r"|,\s*[\x22'][rb+]*[wa][rb+]*[\x22']\s*\)",
             )),
             // The home directory, named without a literal path.
             home: re(concat!(
@@ -303,26 +310,50 @@ impl Ctx<'_> {
             if !(part.starts_with('/') || part.starts_with("..")) {
                 continue;
             }
-            if matches!(
-                part,
-                "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
-            ) || part.starts_with("/dev/fd/")
-            {
-                continue;
-            }
-            let w = Word {
-                raw: part.to_string(),
-                literal: Some(part.to_string()),
-                quoted: true,
-                ansi_c: false,
-                params: Vec::new(),
-                tilde: false,
-            };
-            if self.outside_workspace(&self.rebase_on_cwd(&w)) {
+            if self.outside_path(part) {
                 return Some(part.to_string());
             }
         }
+        // Languages whose paths go unquoted (`Out-File /etc/x` in
+        // PowerShell, a Tcl or shell-like word): a word outside quotes
+        // that is an absolute path (not a regex: no `\ ^ $ * [ | + ?`).
+        for (i, part) in code.split(['\'', '"', '`']).enumerate() {
+            if i % 2 == 1 {
+                continue;
+            }
+            for t in part.split(|c: char| c.is_whitespace() || ",()=;{}".contains(c)) {
+                let path_like = t.len() > 1
+                    && (t.starts_with('/') || t.starts_with("../"))
+                    && t.trim_start_matches(['/', '.'])
+                        .starts_with(|c: char| c.is_ascii_alphabetic())
+                    && !t.contains(['\\', '^', '$', '*', '[', '|', '+', '?']);
+                if path_like && self.outside_path(t) {
+                    return Some(t.to_string());
+                }
+            }
+        }
         None
+    }
+
+    /// A path named in code that is outside the workspace (not a device
+    /// that only prints).
+    fn outside_path(&self, part: &str) -> bool {
+        if matches!(
+            part,
+            "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
+        ) || part.starts_with("/dev/fd/")
+        {
+            return false;
+        }
+        let w = Word {
+            raw: part.to_string(),
+            literal: Some(part.to_string()),
+            quoted: true,
+            ansi_c: false,
+            params: Vec::new(),
+            tilde: false,
+        };
+        self.outside_workspace(&self.rebase_on_cwd(&w))
     }
 
     /// A file this string wrote before the interpreter ran that the code

@@ -462,7 +462,15 @@ impl Ctx<'_> {
         let prints_and_exits = argv[1..].iter().any(|w| {
             matches!(
                 w.literal.as_deref(),
-                Some("-V" | "--version" | "-version" | "-h" | "--help")
+                Some(
+                    "-V" | "--version"
+                        | "-version"
+                        | "-h"
+                        | "--help"
+                        | "--info"
+                        | "--modules"
+                        | "--ini"
+                )
             ) || (base_name(name) == "node" && w.literal.as_deref() == Some("-v"))
         });
         if prints_and_exits {
@@ -507,8 +515,15 @@ impl Ctx<'_> {
         }) {
             return false;
         }
-        // `python3 -` or no non-flag argument at all.
-        rest.iter().all(|a| is_flag(a) || *a == "-") || rest.contains(&"-") || rest.contains(&"-s")
+        // `python3 -` or no non-flag argument at all; a program file that
+        // is the standard input (`bash /dev/stdin`) is the same.
+        rest.iter().all(|a| is_flag(a) || *a == "-")
+            || rest.contains(&"-")
+            || rest.contains(&"-s")
+            || rest
+                .iter()
+                .find(|a| !is_flag(a))
+                .is_some_and(|a| matches!(*a, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0"))
     }
 
     fn simple(&mut self, c: &SimpleCommand, depth: u32, counter: &mut usize) {

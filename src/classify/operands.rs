@@ -51,7 +51,9 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
                 }
             }
         }
-        "unzip" | "zcat" | "gunzip" | "bzcat" | "xzcat" | "zstdcat" | "7z" | "7za" => {
+        // (`gunzip FILE.gz` replaces its operand with `FILE`: a write of it,
+        // read only with `-c`, below.)
+        "unzip" | "zcat" | "bzcat" | "xzcat" | "zstdcat" | "7z" | "7za" => {
             // unzip ARCHIVE [-d DIR]: the first positional is read.
             if let Some(i) = args.iter().position(|w| !is_flag(w.text()))
                 && !matches!(base, "7z" | "7za")
@@ -153,8 +155,8 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
         }
         // A compressor writing to its standard output (`gzip -dc A`,
         // `xz --stdout A`) reads its operands and changes none of them.
-        "gzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd" | "unzstd" | "lz4" | "lzma"
-        | "pigz" | "pbzip2"
+        "gzip" | "gunzip" | "bzip2" | "bunzip2" | "xz" | "unxz" | "zstd" | "unzstd" | "lz4"
+        | "lzma" | "pigz" | "pbzip2"
             if args.iter().any(|w| {
                 let a = w.text();
                 matches!(a, "--stdout" | "--to-stdout")

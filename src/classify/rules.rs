@@ -268,6 +268,25 @@ const CHANGE_VERBS: &[&str] = &[
     "send",
 ];
 
+/// System tools whose first word is always a subcommand (`zfs list`,
+/// `zpool status`, `btrfs filesystem usage`, `virsh dominfo`): their
+/// words are not a process, a user or a host named like a verb.
+const SUBCOMMAND_FIRST: &[&str] = &[
+    "zfs",
+    "zpool",
+    "btrfs",
+    "cryptsetup",
+    "virsh",
+    "qm",
+    "pct",
+    "dmsetup",
+    "lvm",
+    "ctr",
+    "lxc",
+    "incus",
+    "multipass",
+];
+
 /// Verbs that, as an unknown program's subcommand, delete or change state
 /// the rehearsal cannot show (a package manager, a cloud, a device).
 const UNKNOWN_CHANGE_VERBS: &[&str] = &[
@@ -300,6 +319,26 @@ const UNKNOWN_CHANGE_VERBS: &[&str] = &[
     "teardown",
     "unsubscribe",
     "autoremove",
+    "rmi",
+    "put",
+    "pub",
+    "apply",
+    "release",
+    "shutdown",
+    "logout",
+    "signout",
+];
+
+/// Change verbs that also start compound subcommand words
+/// (`removerepo`, `deletenode`, `uninstallall`).
+const UNKNOWN_CHANGE_PREFIXES: &[&str] = &[
+    "remove",
+    "delete",
+    "uninstall",
+    "destroy",
+    "purge",
+    "unpublish",
+    "undeploy",
 ];
 
 /// Flags named like those verbs (`--delete`, `--purge`).
@@ -312,6 +351,9 @@ const UNKNOWN_CHANGE_FLAGS: &[&str] = &[
     "drop",
     "wipe",
     "erase",
+    "upload",
+    "put",
+    "put-file",
 ];
 
 /// The words of a subcommand word (`admin-delete-user`, `db:drop`,
@@ -425,6 +467,10 @@ fn read_after_group<'a>(matched: &[&'a str], rest: &[&'a str]) -> Option<&'a str
 /// A verb among an unknown program's first subcommand words (or a flag
 /// named like one, `--delete`) that deletes or changes remote state.
 fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<String> {
+    // A flag that asks the tool to show (`--list`) makes it a read.
+    if read_flag(texts).is_some() {
+        return None;
+    }
     let changes = |p: &str| UNKNOWN_CHANGE_VERBS.contains(&p.to_ascii_lowercase().as_str());
     // The program's own name (`distrobox-rm`, `fprintd-delete`,
     // `Remove-NodeVersion`, `elasticsearch-reset-password`).
@@ -438,8 +484,26 @@ fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<Str
         w.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
     });
-    for w in subcommand {
-        if verb_parts(w).any(changes) {
+    let subcommand: Vec<&str> = subcommand.copied().collect();
+    for (k, w) in subcommand.iter().enumerate() {
+        let lower = w.to_ascii_lowercase();
+        // A word right after a long option is most likely its value
+        // (`--suite release_name`); a verb word followed by a read verb
+        // names a group of subcommands (`fj release list`).
+        let value_like = texts.iter().position(|t| t == w).is_some_and(|i| {
+            i > 0 && texts[i - 1].starts_with("--") && !texts[i - 1].contains('=')
+        });
+        let group = subcommand
+            .get(k + 1)
+            .is_some_and(|n| READ_VERBS.contains(n));
+        if value_like || group {
+            continue;
+        }
+        if verb_parts(w).any(changes)
+            || UNKNOWN_CHANGE_PREFIXES
+                .iter()
+                .any(|p| lower.len() > p.len() && lower.starts_with(p))
+        {
             return Some(w.to_string());
         }
     }
@@ -603,17 +667,18 @@ impl Ctx<'_> {
                     // A system tool's operands may be a process, a user
                     // or a host named like a verb (`pkill top`, `userdel
                     // list`): only a remote tool's words are subcommands.
-                    (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState)
-                        .then(|| read_subcommand(&at.words))
-                        .flatten()
-                        .or_else(|| {
-                            read_flag(&texts).filter(|_| {
-                                !at.words
-                                    .iter()
-                                    .take(3)
-                                    .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
-                            })
+                    (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState
+                        || SUBCOMMAND_FIRST.contains(&base))
+                    .then(|| read_subcommand(&at.words))
+                    .flatten()
+                    .or_else(|| {
+                        read_flag(&texts).filter(|_| {
+                            !at.words
+                                .iter()
+                                .take(3)
+                                .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
                         })
+                    })
                 }
                 None => None,
             }

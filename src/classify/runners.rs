@@ -165,11 +165,51 @@ impl Ctx<'_> {
                     .position(|w| matches!(w.text(), "-c" | "--command"))?;
                 from(args, i + 1)
             }
-            "npm" | "npx" | "pnpm" | "yarn" => {
+            "npm" | "npx" | "pnpm" | "yarn" | "pnpx" | "bunx" | "uvx" | "bun" | "pipx" => {
                 if self.nested_option(args, &["-c", "--call"], depth, counter) {
                     return None;
                 }
-                if base == "npx" || !matches!(first, "exec" | "x") {
+                // A package runner runs the package's program with the
+                // rest of its words: that program is judged as well
+                // (`npx cdk destroy` is a `cdk destroy`).
+                let runs_package = match base {
+                    "npx" | "pnpx" | "bunx" | "uvx" => Some(0),
+                    "pnpm" | "yarn" if first == "dlx" => Some(1),
+                    "bun" if first == "x" => Some(1),
+                    "pipx" if first == "run" => Some(1),
+                    _ => None,
+                };
+                if let Some(at) = runs_package {
+                    let with_value = [
+                        "-p",
+                        "--package",
+                        "--from",
+                        "--with",
+                        "--python",
+                        "--spec",
+                        "--registry",
+                        "--cache",
+                        "--index-url",
+                        "-i",
+                    ];
+                    let rest = args.get(at..).unwrap_or_default();
+                    let mut cmd = from(rest, skip_options(rest, &with_value))?;
+                    // The package names its program: `@scope/name@1.2`
+                    // runs `name`.
+                    if let Some(w) = cmd.first_mut()
+                        && let Some(t) = w.literal.as_deref()
+                        && t.contains('@')
+                    {
+                        let name = t
+                            .strip_prefix('@')
+                            .map_or(t, |r| r.rsplit('/').next().unwrap_or(r));
+                        let name = name.split('@').next().unwrap_or(name).to_string();
+                        w.raw = name.clone();
+                        w.literal = Some(name);
+                    }
+                    return Some(cmd);
+                }
+                if !matches!(base, "npm" | "pnpm" | "yarn") || !matches!(first, "exec" | "x") {
                     return None;
                 }
                 match args.iter().position(|w| w.text() == "--") {

@@ -173,10 +173,9 @@ impl Ctx<'_> {
             }
             "parallel" | "sem" | "tmux" | "screen" | "uv" | "poetry" | "pipenv" | "pdm"
             | "hatch" | "rye" | "conda" | "mamba" | "bundle" | "pnpm" | "yarn" | "npm" | "npx"
-            | "direnv" | "nix-shell" | "nix" | "dotenv" | "op" | "doppler" | "aws-vault"
-            | "systemd-run" | "setpriv" | "prlimit" | "cgexec" => {
-                self.unwrap_runner(base, args, depth, counter)
-            }
+            | "pnpx" | "bunx" | "uvx" | "pipx" | "bun" | "direnv" | "nix-shell" | "nix"
+            | "dotenv" | "op" | "doppler" | "aws-vault" | "systemd-run" | "setpriv" | "prlimit"
+            | "cgexec" => self.unwrap_runner(base, args, depth, counter),
             "unshare" | "nsenter" | "busybox" | "strace" | "ltrace" | "xvfb-run"
             | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "bwrap" => {
                 from(args, skip_options(args, TRACER_WITH_VALUE))
@@ -528,6 +527,10 @@ impl Ctx<'_> {
                 continue;
             }
             if !is_flag(a) {
+                if matches!(a, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0") {
+                    // A script file that is the standard input.
+                    break;
+                }
                 // A script file: the policy's rules judge it.
                 return;
             }

@@ -178,6 +178,10 @@ def project_change(command):
     return ws[1] in ("remove", "rm", "uninstall", "un", "prune", "clean")
 
 
+# Version-control tools whose repository is the local checkout.
+DVCS = {"git", "hg", "jj", "fossil"}
+
+
 def tldr_label(description, command, summary=""):
     """From the example's description: a read or a plan is everyday (not
     on a page of a tool that keeps secrets); a delete, reset, push,
@@ -194,6 +198,12 @@ def tldr_label(description, command, summary=""):
         if SHELL_STATE.match(command):
             return None
         words = [w for seg in command.split("|") for w in seg.split()[1:]]
+        # A distributed version-control tool's repository is its checkout,
+        # in the workspace: its subcommand word names an action, not an
+        # operand (`git rm path/to/file` removes a workspace file and its
+        # index entry, a change the rehearsal shows).
+        if command.split()[0] in DVCS and words:
+            words = words[1:]
         operands = [
             w for w in words if not w.strip("'\"").startswith("-") and not REDIRECT_TOKEN.match(w)
         ]
