@@ -7,7 +7,10 @@
 //! object files were written first). So each step notes what it changed:
 //! the file or directory it wrote (its data and inode: content, mode,
 //! owner) and the directory whose entries it changed (a rename, a new or
-//! removed name). [`sync`] then `fsync`s exactly those, once each.
+//! removed name). [`sync`] then `fsync`s exactly those, once each, from
+//! several threads at once: on a file system without a journal every
+//! `fsync` ends in a flush of the disk's cache (about 3 ms each on a busy
+//! disk), and flushes asked for together are merged into one.
 //!
 //! A whole-file-system `syncfs` is still the way when targeted syncs
 //! cannot cover it or would cost more:
@@ -121,16 +124,49 @@ pub(crate) fn sync(root: &OwnedFd, pending: Pending) -> Result<Synced, Errno> {
         nix::unistd::syncfs(root)?;
         return Ok(Synced::WholeFileSystem(why));
     }
-    for rel in &pending.paths {
-        if let Err(e) = fsync_beneath(root, rel) {
-            nix::unistd::syncfs(root)?;
-            return Ok(Synced::WholeFileSystem(format!(
-                "{} could not be opened for its fsync ({e})",
-                super::paths::escape_for_humans(rel)
-            )));
-        }
+    let paths: Vec<Vec<u8>> = pending.paths.into_iter().collect();
+    if let Err((rel, e)) = each_at_once(&paths, |rel| fsync_beneath(root, rel)) {
+        nix::unistd::syncfs(root)?;
+        return Ok(Synced::WholeFileSystem(format!(
+            "{} could not be opened for its fsync ({e})",
+            super::paths::escape_for_humans(rel)
+        )));
     }
-    Ok(Synced::OneByOne(pending.paths.into_iter().collect()))
+    Ok(Synced::OneByOne(paths))
+}
+
+/// How many `fsync`s are in flight at once.
+const AT_ONCE: usize = 16;
+
+/// Call `f` on every item, from up to [`AT_ONCE`] threads; the first
+/// failure (by item order) and its item, after all have run.
+pub(crate) fn each_at_once<'a, T: Sync, E: Send>(
+    items: &'a [T],
+    f: impl Fn(&T) -> Result<(), E> + Sync,
+) -> Result<(), (&'a T, E)> {
+    let chunk = items.len().div_ceil(AT_ONCE).max(1);
+    let f = &f;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut first = None;
+                    for it in part {
+                        if let Err(e) = f(it) {
+                            first.get_or_insert((it, e));
+                        }
+                    }
+                    first
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .filter_map(|w| w.join().expect("an fsync thread does not panic"))
+            .next()
+            .map_or(Ok(()), Err)
+    })
 }
 
 /// `fsync` the file or directory at `rel`, reached without symlinks; a

@@ -488,12 +488,11 @@ fn sync_backups(backups: &Path, files: &[PathBuf]) -> Result<(), EngineError> {
     let rdir = backups.parent().expect("receipts/<id>/backup");
     let dirs = [backups, rdir, rdir.parent().expect("receipts/<id>")];
     let synced = if crate::workspace::durable::one_by_one(files.len() + dirs.len()) {
-        let fsync = |p: &Path| std::fs::File::open(p).and_then(|f| f.sync_all());
-        files
-            .iter()
-            .map(|f| fsync(f))
-            .chain(dirs.map(fsync))
-            .collect()
+        let all: Vec<&Path> = files.iter().map(|f| f.as_path()).chain(dirs).collect();
+        crate::workspace::durable::each_at_once(&all, |p| {
+            std::fs::File::open(p).and_then(|f| f.sync_all())
+        })
+        .map_err(|(_, e)| e)
     } else {
         std::fs::File::open(backups).and_then(|d| Ok(nix::unistd::syncfs(&d)?))
     };
