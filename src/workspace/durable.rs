@@ -140,10 +140,10 @@ const AT_ONCE: usize = 16;
 
 /// Call `f` on every item, from up to [`AT_ONCE`] threads; the first
 /// failure (by item order) and its item, after all have run.
-pub(crate) fn each_at_once<'a, T: Sync, E: Send>(
-    items: &'a [T],
+pub(crate) fn each_at_once<T: Sync, E: Send>(
+    items: &[T],
     f: impl Fn(&T) -> Result<(), E> + Sync,
-) -> Result<(), (&'a T, E)> {
+) -> Result<(), (&T, E)> {
     let chunk = items.len().div_ceil(AT_ONCE).max(1);
     let f = &f;
     std::thread::scope(|s| {
