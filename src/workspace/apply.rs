@@ -9,11 +9,10 @@
 //! a write: the lookup fails and the promotion is undone.
 //!
 //! Files are replaced atomically (written to a temporary name beside the
-//! target, renamed over it) and get the workspace owner's ids. Steps are
-//! not fsync'd one by one: the caller makes them durable together with
-//! [`LocalWorkspace::sync`] (one `syncfs`) before the receipt is journaled,
-//! so a crash before that point is undone from the plan and backups, which
-//! are durable before the first step.
+//! target, renamed over it) and get the workspace owner's ids. Each step
+//! notes what it changed; [`LocalWorkspace::sync`] makes exactly that
+//! durable (`durable.rs`) before the receipt is journaled, so a crash
+//! before then is undone from the plan and backups (durable before).
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -199,6 +198,8 @@ pub(crate) struct LocalWorkspace {
     chown: bool,
     /// Regular files larger than this are neither hashed nor backed up.
     max_file: u64,
+    /// What the steps changed since the last sync (`durable.rs`).
+    pub(super) pending: std::sync::Mutex<super::durable::Pending>,
 }
 
 use crate::workspace::paths::beneath as how;
@@ -293,6 +294,7 @@ impl LocalWorkspace {
             owner: (st.st_uid, st.st_gid),
             chown: nix::unistd::geteuid().is_root(),
             max_file,
+            pending: Default::default(),
         })
     }
 
@@ -552,6 +554,7 @@ impl LocalWorkspace {
             self.clear_for(&dir, name, false)
                 .map_err(|e| perr(rel, format!("removing the directory in its place: {e}")))?;
             nix::fcntl::renameat(&dir, tmp.as_str(), &dir, name).map_err(|e| perr(rel, e))?;
+            self.note().written(rel);
             Ok(())
         })();
         if result.is_err() {
@@ -571,6 +574,7 @@ impl LocalWorkspace {
         let name = OsStr::from_bytes(&name);
         self.clear_for(&dir, name, true)
             .map_err(|e| perr(rel, format!("removing the file in its place: {e}")))?;
+        self.note().written(rel);
         let created = match nix::sys::stat::mkdirat(&dir, name, Mode::from_bits_truncate(0o700)) {
             Ok(()) => true,
             Err(Errno::EEXIST) => {
@@ -634,6 +638,7 @@ impl LocalWorkspace {
         let (dir, name) = self.parent(rel)?;
         let name = OsStr::from_bytes(&name);
         let tmp = format!(".dryrun-{tmp_tag}.lnk");
+        self.note().symlink(rel);
         let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
         nix::unistd::symlinkat(OsStr::from_bytes(target), &dir, tmp.as_str())
             .map_err(|e| perr(rel, e))?;
@@ -683,17 +688,9 @@ impl LocalWorkspace {
         } else {
             UnlinkatFlags::NoRemoveDir
         };
+        self.note().entry(rel);
         nix::unistd::unlinkat(&dir, name, flag).map_err(|e| perr(rel, e))?;
         Ok(())
-    }
-
-    /// Make every step taken so far durable: one `syncfs` of the file
-    /// system holding the workspace (its data and the directories' entries).
-    pub(crate) fn sync(&self) -> Result<(), ApplyError> {
-        nix::unistd::syncfs(&self.root).map_err(|e| ApplyError::Root {
-            path: PathBuf::from("."),
-            message: format!("syncing the promoted files to disk: {e}"),
-        })
     }
 
     pub(crate) fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
@@ -726,6 +723,7 @@ impl LocalWorkspace {
             return Err(perr(rel, "is a symlink: its mode is not changed"));
         }
         use std::os::fd::AsRawFd;
+        self.note().inode(rel);
         nix::sys::stat::fchmodat(
             nix::fcntl::AT_FDCWD,
             format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),

@@ -5,6 +5,7 @@
 //! text diffs of a run's kept content are `engine::textdiff`.
 
 pub(crate) mod apply;
+pub(crate) mod durable;
 pub(crate) mod owner;
 pub(crate) mod paths;
 

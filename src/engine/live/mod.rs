@@ -12,8 +12,9 @@
 //! promoting/<run_id>                   a promotion in progress (receipt id, owner process)
 //! ```
 //!
-//! Crash safety: the plan and backups are durable before the first write;
-//! the receipt is journaled only after the last write. At start-up, a
+//! Crash safety: the plan, backups and marker are durable before the first
+//! write; the receipt is journaled only after the last write, once what
+//! the steps changed is durable (`workspace::durable`). At start-up, a
 //! promotion whose receipt is in the journal is completed (the run record
 //! marked promoted); any other is undone step by step from the backups. So
 //! the workspace ends fully promoted with its receipt, or as it was.
@@ -301,6 +302,7 @@ impl Engine {
         std::fs::create_dir_all(&backups)
             .map_err(|source| EngineError::storage(&backups, source))?;
         let mut backed_up = 0u64;
+        let mut files = Vec::new();
         for (i, op) in ops.iter_mut().enumerate() {
             let Expect::Hashed { hash, .. } = &op.expect_before else {
                 continue;
@@ -310,9 +312,11 @@ impl Engine {
                 crate::workspace::apply::State::Symlink { .. } => {
                     ws.backup_symlink(&rel).map_err(apply_err)?
                 }
-                _ => ws
-                    .backup_file(&rel, &backups.join(i.to_string()))
-                    .map_err(apply_err)?,
+                _ => {
+                    files.push(backups.join(i.to_string()));
+                    ws.backup_file(&rel, files.last().expect("pushed"))
+                        .map_err(apply_err)?
+                }
             };
             backed_up += std::fs::symlink_metadata(backups.join(i.to_string()))
                 .map(|m| m.len())
@@ -333,15 +337,8 @@ impl Engine {
             }
             op.backup = Some(b);
         }
-        // The backups are not fsync'd one by one: one syncfs of the state
-        // directory's file system makes them durable before the first write.
         crate::phase("promote: backups written");
-        let synced = std::fs::File::open(&backups)
-            .map_err(|source| EngineError::storage(&backups, source))
-            .and_then(|d| {
-                nix::unistd::syncfs(&d).map_err(|e| EngineError::storage(&backups, e.into()))
-            });
-        if let Err(e) = synced {
+        if let Err(e) = sync_backups(&backups, &files) {
             let _ = std::fs::remove_dir_all(rdir);
             return Err(e);
         }
@@ -365,7 +362,11 @@ impl Engine {
             let m = self.promoting_marker(&plan.run_id);
             std::fs::create_dir_all(m.parent().expect("has a parent"))?;
             let me = process_identity(std::process::id()).unwrap_or_default();
-            std::fs::write(&m, format!("{}\n{me}", plan.receipt_id))
+            // Durable before the first write too: a stop of the machine
+            // mid-promotion leaves the marker that finds the plan.
+            std::fs::write(&m, format!("{}\n{me}", plan.receipt_id))?;
+            std::fs::File::open(&m)?.sync_all()?;
+            std::fs::File::open(m.parent().expect("has a parent"))?.sync_all()
         })
         .map_err(|source| EngineError::storage(rdir, source))
     }
@@ -397,7 +398,7 @@ impl Engine {
             }
         }
         crate::phase("promote: steps taken");
-        // One syncfs for every step (they are not fsync'd one by one): the
+        // What every step changed, synced once (`workspace::durable`): the
         // promotion is on disk before its receipt is journaled.
         if let Err(e) = ws.sync() {
             let undo = self.undo_failed_promotion(ws, plan, plan.ops.len(), rdir);
@@ -477,6 +478,25 @@ impl Engine {
         );
         Ok(receipt)
     }
+}
+
+/// Make the backups durable before the first write to the workspace: each
+/// backup file, then the directories that name them (`backup/`, the
+/// receipt's, `receipts/`); one sync of the file system instead when there
+/// are thousands (the rule: `workspace::durable`).
+fn sync_backups(backups: &Path, files: &[PathBuf]) -> Result<(), EngineError> {
+    let rdir = backups.parent().expect("receipts/<id>/backup");
+    let dirs = [backups, rdir, rdir.parent().expect("receipts/<id>")];
+    let synced = if crate::workspace::durable::one_by_one(files.len() + dirs.len()) {
+        let all: Vec<&Path> = files.iter().map(|f| f.as_path()).chain(dirs).collect();
+        crate::workspace::durable::each_at_once(&all, |p| {
+            std::fs::File::open(p).and_then(|f| f.sync_all())
+        })
+        .map_err(|(_, e)| e)
+    } else {
+        std::fs::File::open(backups).and_then(|d| Ok(nix::unistd::syncfs(&d)?))
+    };
+    synced.map_err(|source| EngineError::storage(backups, source))
 }
 
 /// Refuse a run the live lane must not carry out: a rerun's evidence, one

@@ -56,8 +56,8 @@ pub(super) enum Request {
         rel_hex: String,
         mode: u32,
     },
-    /// Make every step taken so far durable (one `syncfs` of the workspace's
-    /// file system, instead of an fsync per file).
+    /// Make every step taken so far durable (an fsync of each path the
+    /// steps changed, or one `syncfs` for thousands: `durable.rs`).
     Sync,
 }
 

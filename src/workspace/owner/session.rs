@@ -493,12 +493,12 @@ impl Workspace {
     }
 
     /// Make every step taken so far durable: the steps themselves do not
-    /// fsync one by one (a change set of 50,000 files would wait for 100,000
-    /// fsyncs); the live lane calls this once before it journals a receipt,
-    /// and after an undo.
+    /// fsync as they go; this syncs what they changed, each once (or the
+    /// file system, for a change set of thousands: `durable.rs`). The live
+    /// lane calls it once before it journals a receipt, and after an undo.
     pub(crate) fn sync(&self) -> Result<(), ApplyError> {
         match self {
-            Workspace::Local(w) => w.sync(),
+            Workspace::Local(w) => w.sync().map(|_| ()),
             Workspace::Agent { .. } => self.expect_ok(b".", Request::Sync),
         }
     }
