@@ -367,7 +367,13 @@ fn a_container_binding_a_directory_it_does_not_own_at_its_working_dir_is_refused
             &d,
             Who::User,
             Who::User,
-            &format!("mount --bind '{}' '{}'", target.display(), inside.display()),
+            // Recursive: a user namespace may not bind a directory without
+            // the mounts beneath it (a machine whose /root holds one).
+            &format!(
+                "mount --rbind '{}' '{}'",
+                target.display(),
+                inside.display()
+            ),
             &envelope(&inside),
         );
         // The owner rule (403), or for root's home the rule that no home is
