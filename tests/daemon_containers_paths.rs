@@ -16,19 +16,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use common::containers::*;
 use common::daemon::*;
 use common::*;
 use serde_json::Value;
-
-const CONTENT: &str = "from-the-container\n";
-
-fn envelope(wd: &Path) -> Value {
-    serde_json::json!({
-        "command": "echo from-the-container > a.txt",
-        "working_dir": wd,
-        "intent": {"expected_writes": ["a.txt"]},
-    })
-}
 
 /// The curl command line that submits `file` (an envelope) and prints the
 /// body, a newline and the HTTP status.
@@ -132,38 +123,6 @@ impl Drop for Holder {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// An empty directory on the host, mode 0755, owned by `who`: a mount
-/// point in a client's namespace. Gone with the `TempDir`.
-fn empty_dir(who: Who) -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::Builder::new()
-        .prefix("dryrun-ctr-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let p = t.path().join("inside");
-    std::fs::create_dir(&p).unwrap();
-    chown_to(&p, who);
-    (t, p)
-}
-
-fn chown_to(p: &Path, who: Who) {
-    if who == Who::User {
-        let (u, g) = test_user();
-        let st = Command::new("chown")
-            .arg("-R")
-            .arg("-h")
-            .arg(format!("{u}:{g}"))
-            .arg(p)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-}
-
-fn promote(d: &Daemon, who: Who, id: &str) -> (u16, Value) {
-    d.curl(who, "POST", &format!("/v1/runs/{id}/promote"), None)
 }
 
 fn record(d: &Daemon, id: &str) -> Value {

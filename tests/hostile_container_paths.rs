@@ -14,19 +14,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use common::containers::*;
 use common::daemon::*;
 use common::*;
 use serde_json::Value;
-
-const CONTENT: &str = "from-the-container\n";
-
-fn envelope(wd: &Path) -> Value {
-    serde_json::json!({
-        "command": "echo from-the-container > a.txt",
-        "working_dir": wd,
-        "intent": {"expected_writes": ["a.txt"]},
-    })
-}
 
 /// The curl command line that submits `file` (an envelope) and prints the
 /// body, a newline and the HTTP status (`-q`: no configuration file).
@@ -141,27 +132,6 @@ impl Drop for Ns {
     }
 }
 
-/// An empty directory on the host, mode 0755, owned by `who`: a mount
-/// point in a client's namespace. Gone with the `TempDir`.
-fn empty_dir(who: Who) -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::Builder::new()
-        .prefix("dryrun-hc-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let p = t.path().join("inside");
-    std::fs::create_dir(&p).unwrap();
-    chown_to(&p, who);
-    (t, p)
-}
-
-fn chown_to(p: &Path, who: Who) {
-    if who == Who::User {
-        let (u, g) = test_user();
-        chown_r(p, u, g);
-    }
-}
-
 /// A directory of another user (uid 4242), 0755, holding a canary.
 fn other_users_dir() -> tempfile::TempDir {
     let t = tempfile::Builder::new()
@@ -172,10 +142,6 @@ fn other_users_dir() -> tempfile::TempDir {
     std::fs::write(t.path().join("canary.txt"), "canary\n").unwrap();
     chown_r(t.path(), 4242, 4242);
     t
-}
-
-fn promote(d: &Daemon, who: Who, id: &str) -> (u16, Value) {
-    d.curl(who, "POST", &format!("/v1/runs/{id}/promote"), None)
 }
 
 fn run_id_of(v: &Value) -> String {
@@ -720,6 +686,8 @@ fn replay_and_rollback_after_the_view_changed_touch_only_the_runs_directory() {
         if st == 200 {
             assert!(!ws.dir.join("a.txt").exists(), "{r}");
         } else {
+            let m = r["error"]["message"].as_str().unwrap_or_default();
+            assert_eq!(m.matches(&*inside.display().to_string()).count(), 1, "{m}");
             assert_eq!(
                 std::fs::read_to_string(ws.dir.join("a.txt")).unwrap(),
                 CONTENT

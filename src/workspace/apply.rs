@@ -34,6 +34,8 @@ pub(crate) enum ApplyError {
     Path { path: String, message: String },
     #[error("workspace {path}: {message}")]
     Root { path: PathBuf, message: String },
+    #[error("{0}")]
+    Agent(String), // an error the owner's agent reported whole
     #[error("backup {path}: {source}")]
     Backup {
         path: PathBuf,

@@ -3,6 +3,7 @@
 //! as an ordinary user created here.
 #![allow(dead_code)]
 
+pub mod containers;
 pub mod daemon;
 pub mod fleet;
 pub mod hook;

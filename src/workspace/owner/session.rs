@@ -250,7 +250,12 @@ pub(crate) enum Workspace {
     },
 }
 
+/// The owner's agent's error: about one path, or whole (already naming
+/// the workspace it is about).
 pub(super) fn apply_err_from(path: String, message: String) -> ApplyError {
+    if path.is_empty() {
+        return ApplyError::Agent(message);
+    }
     ApplyError::Path { path, message }
 }
 
@@ -288,7 +293,7 @@ impl Workspace {
             .map_err(|e| root_err(e.to_string()))?
         {
             Reply::Ok => {}
-            Reply::ApplyError { message, .. } => return Err(root_err(message)),
+            Reply::ApplyError { path, message } => return Err(apply_err_from(path, message)),
             r => return Err(root_err(unexpected(io.uid, r).to_string())),
         }
         Ok(Workspace::Agent {
