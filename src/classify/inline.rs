@@ -345,15 +345,7 @@ impl Ctx<'_> {
         {
             return false;
         }
-        let w = Word {
-            raw: part.to_string(),
-            literal: Some(part.to_string()),
-            quoted: true,
-            ansi_c: false,
-            params: Vec::new(),
-            tilde: false,
-        };
-        self.outside_workspace(&self.rebase_on_cwd(&w))
+        self.outside_workspace(&self.rebase_on_cwd(&Word::quoted_literal(part)))
     }
 
     /// A file this string wrote before the interpreter ran that the code

@@ -461,15 +461,7 @@ impl Ctx<'_> {
         for (i, part) in code.split(['\'', '"', '`']).enumerate() {
             // Odd parts are inside quotes.
             if i % 2 == 1 && !part.is_empty() && !part.contains(char::is_whitespace) {
-                let w = Word {
-                    raw: part.to_string(),
-                    literal: Some(part.to_string()),
-                    quoted: true,
-                    ansi_c: false,
-                    params: Vec::new(),
-                    tilde: false,
-                };
-                self.protected_write(&w, shown);
+                self.protected_write(&Word::quoted_literal(part), shown);
             }
         }
     }

@@ -35,6 +35,19 @@ pub struct Word {
 }
 
 impl Word {
+    /// A quoted word whose value is `s` as written (a name quoted in
+    /// inline code, taken as a word of its own).
+    pub fn quoted_literal(s: &str) -> Word {
+        Word {
+            raw: s.to_string(),
+            literal: Some(s.to_string()),
+            quoted: true,
+            ansi_c: false,
+            params: Vec::new(),
+            tilde: false,
+        }
+    }
+
     pub fn text(&self) -> &str {
         self.literal.as_deref().unwrap_or(&self.raw)
     }
