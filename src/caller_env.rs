@@ -118,61 +118,13 @@ pub(crate) fn is_secret_looking_value(v: &str) -> bool {
         || is_token_like(v)
 }
 
-/// Literal text every match of one of the output redaction's fixed-shape
-/// detectors contains (case as written): a PEM block's start, AWS key id
-/// prefixes, forge, chat, payment and cloud token prefixes, a JWT's header.
-const DETECTOR_LITERALS: &[&str] = &[
-    "-----BEGIN",
-    "AKIA",
-    "ASIA",
-    "ABIA",
-    "ACCA",
-    "AROA",
-    "AIDA",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "glpat-",
-    "xox",
-    "k_live_",
-    "AIza",
-    "eyJ",
-];
-
-/// Words (ASCII case ignored) one of which every match of the
-/// name-and-value detectors (`aws_secret_key`, `assignment`,
-/// `high_entropy`) contains, besides an `=` or `:`.
-const DETECTOR_WORDS: &[&[u8]] = &[
-    b"aws",
-    b"key",
-    b"token",
-    b"secret",
-    b"pass",
-    b"credential",
-    b"auth",
-];
-
 /// Whether one of the output redaction's detectors could match `v`: false
-/// only when no match is possible (no detector's literal, and no `=`/`:`
-/// with one of the words a name-and-value detector needs), so the
-/// detectors, whose regexes take about a millisecond to compile, are not
-/// built for an environment of paths and plain settings. A necessary
-/// condition, never a verdict: when true the detectors decide.
+/// only when no match is possible (each detector's own necessary
+/// condition), so that the detectors are not run on an environment of
+/// paths and plain settings. Never a verdict: when true the detectors
+/// decide.
 fn may_match_a_detector(v: &str) -> bool {
-    if DETECTOR_LITERALS.iter().any(|l| v.contains(l)) {
-        return true;
-    }
-    let b = v.as_bytes();
-    if !b.iter().any(|c| *c == b'=' || *c == b':') {
-        return false;
-    }
-    let lower = b.to_ascii_lowercase();
-    DETECTOR_WORDS
-        .iter()
-        .any(|w| lower.windows(w.len()).any(|x| x == *w))
+    crate::redact::may_match_a_detector(v.as_bytes())
 }
 
 /// `scheme://user:password@host` anywhere in `v`.

@@ -107,13 +107,30 @@ pub(super) fn write_record_with(
     record: &[u8],
     others: &[(&str, &[u8])],
 ) -> std::io::Result<()> {
+    stage_record_with(dir, record, others)?;
+    install_record(dir)
+}
+
+/// The first half of [`write_record_with`]: the other files and the new
+/// record (as the spare) written and synced; nothing a reader goes by has
+/// changed yet.
+pub(super) fn stage_record_with(
+    dir: &Path,
+    record: &[u8],
+    others: &[(&str, &[u8])],
+) -> std::io::Result<()> {
     use std::io::Write;
     for (name, bytes) in others {
         let mut f = open_for_writing(&dir.join(name), true)?;
         f.write_all(bytes)?;
         f.sync_data()?;
     }
-    replace_record(dir, record, true)?;
+    stage_spare(dir, record, true)
+}
+
+/// The second half: the staged record put in place, the directory synced.
+pub(super) fn install_record(dir: &Path) -> std::io::Result<()> {
+    exchange_spare(dir)?;
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -135,16 +152,27 @@ const SPARE: &str = "record.json.partial";
 /// A reader that opened the record two versions ago may find its file
 /// being rewritten under it: [`read_record`] reads again.
 fn replace_record(dir: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
-    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    stage_spare(dir, bytes, sync)?;
+    exchange_spare(dir)
+}
+
+/// `bytes` into the spare, `fdatasync`ed when `sync`.
+fn stage_spare(dir: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     use std::io::Write;
-    let spare = dir.join(SPARE);
-    let path = dir.join("record.json");
-    let mut f = open_for_writing(&spare, true)?;
+    let mut f = open_for_writing(&dir.join(SPARE), true)?;
     f.write_all(bytes)?;
     if sync {
         f.sync_data()?;
     }
-    drop(f);
+    Ok(())
+}
+
+/// The spare and the record swap names (a plain rename where the exchange
+/// is refused).
+fn exchange_spare(dir: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    let spare = dir.join(SPARE);
+    let path = dir.join("record.json");
     match renameat2(
         AT_FDCWD,
         &spare,
@@ -317,6 +345,32 @@ impl Engine {
         }
         write_record_with(&dir, &bytes, others)
             .map_err(|source| EngineError::storage(path, source))?;
+        self.announce(record);
+        Ok(())
+    }
+
+    /// [`Engine::save_with`] in two halves, for a caller that syncs
+    /// something else meanwhile: `stage` writes and syncs, and changes
+    /// nothing a reader goes by; `install` puts the record in place.
+    pub(super) fn stage_with(
+        &self,
+        record: &RunRecord,
+        others: &[(&str, &[u8])],
+    ) -> Result<(), EngineError> {
+        let dir = self.run_dir(&record.run_id);
+        let path = dir.join("record.json");
+        let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        if bytes.len() > RECORD_MAX_BYTES {
+            return Err(record_too_large(path, bytes.len()));
+        }
+        stage_record_with(&dir, &bytes, others).map_err(|source| EngineError::storage(path, source))
+    }
+
+    /// The second half of [`Engine::stage_with`].
+    pub(super) fn install(&self, record: &RunRecord) -> Result<(), EngineError> {
+        let dir = self.run_dir(&record.run_id);
+        install_record(&dir)
+            .map_err(|source| EngineError::storage(dir.join("record.json"), source))?;
         self.announce(record);
         Ok(())
     }

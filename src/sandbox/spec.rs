@@ -42,9 +42,15 @@ pub enum ImageError {
 }
 
 impl ImageProfile {
+    /// The bundled default profile, parsed once per process.
     pub fn default_profile() -> Self {
-        Self::parse("sandbox-images/default.yaml", DEFAULT_IMAGE_YAML)
-            .expect("the bundled default image profile is valid (checked by a unit test)")
+        static PARSED: std::sync::OnceLock<ImageProfile> = std::sync::OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                Self::parse("sandbox-images/default.yaml", DEFAULT_IMAGE_YAML)
+                    .expect("the bundled default image profile is valid (checked by a unit test)")
+            })
+            .clone()
     }
 
     pub fn load(path: &Path) -> Result<Self, ImageError> {

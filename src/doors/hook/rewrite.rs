@@ -14,6 +14,10 @@ use super::HookError;
 /// kept in memory for the rest of this process (the workspace bound's
 /// check reads the same).
 pub fn invokes_dryrun(command: &str, cache_dir: Option<&Path>) -> bool {
+    let own = std::env::current_exe().ok();
+    if plainly_not_dryrun(command, own.as_deref()) {
+        return false;
+    }
     let policy = match crate::policy::Policy::load_cached(
         &crate::engine::system_policy_dir(),
         None,
@@ -23,16 +27,53 @@ pub fn invokes_dryrun(command: &str, cache_dir: Option<&Path>) -> bool {
         // No policy, no parse: judge by the text (fail closed).
         Err(_) => return command.contains("dryrun"),
     };
-    let c = crate::classify::classify(command, &policy, &Default::default());
-    let own = std::env::current_exe().ok();
+    names_dryrun(command, &policy, own.as_deref())
+}
+
+/// Does a simple command of `command`, as the classifier parses it, run
+/// a program named `dryrun*` or this binary?
+fn names_dryrun(command: &str, policy: &crate::policy::Policy, own: Option<&Path>) -> bool {
+    let c = crate::classify::classify(command, policy, &Default::default());
     c.commands.iter().any(|simple| {
-        let first = simple.split_whitespace().next().unwrap_or("");
-        let first = first.trim_matches(|ch| ch == '\'' || ch == '"');
-        Path::new(first)
+        let first = program_of(simple);
+        Path::new(&first)
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("dryrun"))
-            || own.as_deref().is_some_and(|o| Path::new(first) == o)
+            || own.is_some_and(|o| Path::new(&first) == o)
     }) || (c.commands.is_empty() && command.contains("dryrun"))
+}
+
+/// The program a simple command's text names, as the shell reads it
+/// after quote removal (`d\ryrun`, `dr""yrun`, `$'\x64ryrun'` are
+/// `dryrun`); its first word as written when it does not parse.
+fn program_of(simple: &str) -> String {
+    let mut parsed = crate::classify::parse::Extracted::default();
+    let mut pipelines = 0;
+    if crate::classify::parse::extract(simple, 0, &mut parsed, &mut pipelines).is_ok()
+        && let Some(word) = parsed.commands.first().and_then(|c| c.argv.first())
+    {
+        return word.text().to_string();
+    }
+    let first = simple.split_whitespace().next().unwrap_or("");
+    first.trim_matches(|ch| ch == '\'' || ch == '"').to_string()
+}
+
+/// A command that cannot name dryrun whatever the parse: its text holds
+/// neither `dryrun` nor the name this binary runs under, and no character
+/// the shell's parse turns into other text (quotes, escapes, expansions,
+/// braces, globs, `~`), so every word of it is the text itself. Judged
+/// without reading the policy.
+fn plainly_not_dryrun(command: &str, own: Option<&Path>) -> bool {
+    let own_name = own
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned());
+    !command.contains("dryrun")
+        && own_name.is_none_or(|n| !n.is_empty() && !command.contains(n.as_str()))
+        && command.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || c.is_ascii_whitespace()
+                || "-_./=:,@%+|&;<>()#!^".contains(c)
+        })
 }
 
 /// The `dryrun promote` command a hook issues.
@@ -222,5 +263,44 @@ mod tests {
         for c in ["ls", "grep -r dryrun src", "cat dryrun.yaml"] {
             assert!(!invokes_dryrun(c, None), "{c}");
         }
+    }
+
+    /// The shortcut that skips the policy never answers "no" where the
+    /// parse would say "yes": over the classifier's corpus and spellings
+    /// that reach dryrun only through the parse (each of which the
+    /// shortcut must leave to it).
+    #[test]
+    fn the_shortcut_agrees_with_the_parse() {
+        let policy =
+            crate::policy::Policy::load_cached(&crate::engine::system_policy_dir(), None, None)
+                .expect("the built-in policy");
+        let own = Path::new("/usr/local/bin/dr");
+        let corpus = include_str!("../../../tests/classifier_corpus.txt");
+        let mut plain = 0;
+        for line in corpus.lines().filter(|l| !l.starts_with('#')) {
+            let Some((_, command)) = line.split_once('\t') else {
+                continue;
+            };
+            if plainly_not_dryrun(command, Some(own)) {
+                plain += 1;
+                assert!(!names_dryrun(command, &policy, Some(own)), "{command}");
+            }
+        }
+        assert!(
+            plain > 100,
+            "the corpus exercised the shortcut {plain} times"
+        );
+        for command in [
+            "d\\ryrun approve r1",
+            "$'\\x64ryrun' approve r1",
+            "dr\"\"yrun approve r1",
+            "dr''yrun approve r1",
+            "/usr/local/bin/dr approve r1",
+        ] {
+            assert!(names_dryrun(command, &policy, Some(own)), "{command}");
+            assert!(!plainly_not_dryrun(command, Some(own)), "{command}");
+        }
+        // The binary's own name, found on PATH: left to the parse too.
+        assert!(!plainly_not_dryrun("dr approve r1", Some(own)));
     }
 }

@@ -86,6 +86,7 @@ mod stubs;
 mod supervise;
 mod view;
 mod view_home;
+mod view_listing;
 
 use std::io::Write;
 use std::os::fd::RawFd;

@@ -21,6 +21,7 @@ use super::super::walk::outside::{OutsideLayer, summarise_outside_writes};
 use super::super::wire::RehearsalReport;
 use super::error::{FsError, HelperError};
 use super::init::RunIds;
+use super::view_listing::Listings;
 use crate::model::{Hidden, HiddenKind};
 
 /// The largest file served filtered; a larger one is masked instead.
@@ -311,7 +312,11 @@ impl ViewSetup {
         .map_err(|e| mask_err("open root", root)(e.into()))?;
         let mut budget = LINK_SCAN_BUDGET;
         let mut targets: Vec<Target> = Vec::new();
+        let mut listed = Listings::default();
         for m in &spec.view.masks {
+            if !listed.may_exist(&root_fd, &m.path) {
+                continue;
+            }
             let Some(fd) = resolve(&root_fd, &m.path, OFlag::O_PATH) else {
                 continue;
             };
@@ -349,7 +354,7 @@ impl ViewSetup {
             .map(|t| (t.path.clone(), t.rule.clone()))
             .collect();
         for (path, rule) in &masked_files {
-            mask_backups(&root_fd, path, rule, &mut targets)?;
+            mask_backups(&root_fd, &mut listed, path, rule, &mut targets)?;
         }
         // The filtered files, and the files a filtered git configuration
         // includes (git reads them as it reads the file itself).
@@ -360,9 +365,13 @@ impl ViewSetup {
             if spec.view.mask_of(&f.path).is_some() {
                 continue;
             }
-            let copy = filtered_copy(&root_fd, &f)?;
+            let copy = if listed.may_exist(&root_fd, &f.path) {
+                filtered_copy(&root_fd, &f)?
+            } else {
+                FilteredCopy::absent()
+            };
             if copy.exists {
-                mask_backups(&root_fd, &f.path, &f.rule, &mut targets)?;
+                mask_backups(&root_fd, &mut listed, &f.path, &f.rule, &mut targets)?;
             }
             if let Some(t) = copy.target
                 && !targets.iter().any(|x| x.id == t.id)
@@ -625,17 +634,24 @@ struct FilteredCopy {
     includes: Vec<String>,
 }
 
+impl FilteredCopy {
+    /// Nothing at the path.
+    fn absent() -> Self {
+        FilteredCopy {
+            exists: false,
+            target: None,
+            includes: Vec::new(),
+        }
+    }
+}
+
 /// A filtered copy of `f`, when the view holds it as a regular file.
 fn filtered_copy(
     root: &OwnedFd,
     f: &super::super::view::ViewPath,
 ) -> Result<FilteredCopy, HelperError> {
     use std::io::Read;
-    let mut found = FilteredCopy {
-        exists: false,
-        target: None,
-        includes: Vec::new(),
-    };
+    let mut found = FilteredCopy::absent();
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
     let Some(fd) = resolve(root, &f.path, flags) else {
         return Ok(found);
@@ -697,11 +713,15 @@ fn backup_names(path: &Path) -> Vec<PathBuf> {
 /// under the same rule.
 fn mask_backups(
     root: &OwnedFd,
+    listed: &mut Listings,
     path: &Path,
     rule: &str,
     targets: &mut Vec<Target>,
 ) -> Result<(), HelperError> {
     for b in backup_names(path) {
+        if !listed.may_exist(root, &b) {
+            continue;
+        }
         let Some(fd) = resolve(root, &b, OFlag::O_PATH) else {
             continue;
         };
