@@ -4,7 +4,12 @@
 //! does not have); looking each one up costs a path walk in the view's
 //! root, where one listing of its directory answers for all its siblings.
 //! A listing only ever says "certainly absent": a name it holds, or a
-//! directory it could not read whole, is looked up as before.
+//! directory it could not read whole, is looked up as before. Names are
+//! compared with ASCII case ignored, and a directory holding a name that
+//! is not ASCII is looked up name by name: on a case-insensitive file
+//! system (vfat, or an ext4 directory with casefolding) a lookup of
+//! `.ssh` finds `.SSH`, and casefolding maps some non-ASCII letters to
+//! ASCII ones (the Kelvin sign to `k`).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -51,7 +56,7 @@ impl Listings {
             .or_insert_with(|| list(root, dir));
         match known {
             Known::Missing => false,
-            Known::Names(names) => names.contains(name),
+            Known::Names(names) => names.contains(&name.to_ascii_lowercase()),
             Known::Unknown => true,
         }
     }
@@ -86,8 +91,11 @@ fn list(root: &OwnedFd, dir: &Path) -> Known {
             return Known::Unknown;
         }
         let n = entry.file_name().to_bytes();
+        if !n.is_ascii() {
+            return Known::Unknown;
+        }
         if n != b"." && n != b".." {
-            names.insert(std::ffi::OsStr::from_bytes(n).to_os_string());
+            names.insert(std::ffi::OsStr::from_bytes(n).to_ascii_lowercase());
         }
     }
     Known::Names(names)
@@ -104,6 +112,8 @@ mod tests {
         std::fs::write(t.path().join("home/u/.netrc"), "").unwrap();
         std::os::unix::fs::symlink("/home/u/.config", t.path().join("home/u/cfg")).unwrap();
         std::fs::write(t.path().join("home/u/.config/gh"), "").unwrap();
+        std::fs::create_dir_all(t.path().join("home/u/.Docker")).unwrap();
+        std::fs::create_dir_all(t.path().join("home/v/caf\u{e9}")).unwrap();
         let root = nix::fcntl::open(
             t.path(),
             OFlag::O_PATH | OFlag::O_DIRECTORY,
@@ -122,6 +132,10 @@ mod tests {
             ("/home/u/cfg/gh", true),
             ("/home/u/cfg/op", false),
             ("/nope/x", false),
+            // Case ignored: a case-insensitive lookup would find it.
+            ("/home/u/.docker", true),
+            // A name that is not ASCII: its directory is not judged.
+            ("/home/v/.ssh", true),
         ] {
             assert_eq!(l.may_exist(&root, Path::new(p)), may, "{p}");
         }
