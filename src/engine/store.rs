@@ -98,22 +98,13 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// A record and files of its directory read only through it (the
-/// envelope, read once the run is settled): those are written in place
-/// (never through a link) and `fdatasync`ed first, then the record is
-/// replaced ([`replace_record`], synced), then the directory synced once.
-/// Whoever reads the new record finds them whole.
-pub(super) fn write_record_with(
-    dir: &Path,
-    record: &[u8],
-    others: &[(&str, &[u8])],
-) -> std::io::Result<()> {
-    stage_record_with(dir, record, others)?;
-    install_record(dir)
-}
-
-/// The first half of [`write_record_with`]: the other files and the new
-/// record (as the spare) written and synced; nothing a reader goes by has
-/// changed yet.
+/// envelope, read once the run is settled) are saved in two halves:
+/// [`stage_record_with`] writes those in place (never through a link) and
+/// the record as the spare ([`replace_record`]), each `fdatasync`ed, then
+/// [`install_record`] puts the record in place and syncs the directory
+/// once. Whoever reads the new record finds them whole.
+///
+/// This first half changes nothing a reader goes by.
 pub(super) fn stage_record_with(
     dir: &Path,
     record: &[u8],
@@ -296,11 +287,7 @@ impl Engine {
     /// next, is what recovery goes by).
     pub(super) fn save_first(&self, record: &RunRecord) -> Result<(), EngineError> {
         use std::io::Write;
-        let path = self.run_dir(&record.run_id).join("record.json");
-        let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
-        if bytes.len() > RECORD_MAX_BYTES {
-            return Err(record_too_large(path, bytes.len()));
-        }
+        let (_, path, bytes) = self.serialized(record)?;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -313,12 +300,7 @@ impl Engine {
 
     /// Save without waiting for the disk (intermediate states only).
     pub(super) fn save_relaxed(&self, record: &RunRecord) -> Result<(), EngineError> {
-        let dir = self.run_dir(&record.run_id);
-        let path = dir.join("record.json");
-        let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
-        if bytes.len() > RECORD_MAX_BYTES {
-            return Err(record_too_large(path, bytes.len()));
-        }
+        let (dir, path, bytes) = self.serialized(record)?;
         replace_record(&dir, &bytes, false).map_err(|source| EngineError::storage(path, source))?;
         self.announce(record);
         Ok(())
@@ -330,7 +312,7 @@ impl Engine {
 
     /// [`Engine::save`], with files of the run's directory that are read
     /// only through the record written in the same go (one directory sync
-    /// for all; see [`write_record_with`]).
+    /// for all; see [`stage_record_with`]).
     pub(super) fn save_with(
         &self,
         record: &RunRecord,
@@ -338,15 +320,8 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let dir = self.run_dir(&record.run_id);
         std::fs::create_dir_all(&dir).map_err(|source| EngineError::storage(&dir, source))?;
-        let path = dir.join("record.json");
-        let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
-        if bytes.len() > RECORD_MAX_BYTES {
-            return Err(record_too_large(path, bytes.len()));
-        }
-        write_record_with(&dir, &bytes, others)
-            .map_err(|source| EngineError::storage(path, source))?;
-        self.announce(record);
-        Ok(())
+        self.stage_with(record, others)?;
+        self.install(record)
     }
 
     /// [`Engine::save_with`] in two halves, for a caller that syncs
@@ -357,13 +332,20 @@ impl Engine {
         record: &RunRecord,
         others: &[(&str, &[u8])],
     ) -> Result<(), EngineError> {
+        let (dir, path, bytes) = self.serialized(record)?;
+        stage_record_with(&dir, &bytes, others).map_err(|source| EngineError::storage(path, source))
+    }
+
+    /// The record as saved, with its run's directory and its path (refused
+    /// when larger than a record may be).
+    fn serialized(&self, record: &RunRecord) -> Result<(PathBuf, PathBuf, Vec<u8>), EngineError> {
         let dir = self.run_dir(&record.run_id);
         let path = dir.join("record.json");
         let bytes = serde_json::to_vec_pretty(record).expect("records serialize");
         if bytes.len() > RECORD_MAX_BYTES {
             return Err(record_too_large(path, bytes.len()));
         }
-        stage_record_with(&dir, &bytes, others).map_err(|source| EngineError::storage(path, source))
+        Ok((dir, path, bytes))
     }
 
     /// The second half of [`Engine::stage_with`].
