@@ -68,6 +68,10 @@ impl Principle {
             "exec.inline_code.write_outside" => return WritesOutside,
             "exec.inline_code.network" => return ReachesNetwork,
             "exec.unknown.verb" => return ChangesRemoteState,
+            // What a tool keeps in the user's home (pipx, uv tool, nvm,
+            // conda, caches) is outside the workspace.
+            "pkg.user.remove" | "pkg.conda.remove" | "pkg.cache.clear" => return WritesOutside,
+            "exec.schedule.remove" => return Deletes,
             "blast.empty_variable" | "delete.unknown_targets" => return Deletes,
             "blast.root" | "blast.home" | "blast.outside" | "redirect.outside" => {
                 return WritesOutside;
@@ -167,6 +171,14 @@ mod tests {
         assert_eq!(
             Principle::of("exec.unknown", Level::Write),
             Principle::UnknownProgram
+        );
+        assert_eq!(
+            Principle::of("pkg.user.remove", Level::Admin),
+            Principle::WritesOutside
+        );
+        assert_eq!(
+            Principle::of("exec.schedule.remove", Level::Admin),
+            Principle::Deletes
         );
     }
 }

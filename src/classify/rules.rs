@@ -383,13 +383,15 @@ fn is_read_word(w: &str) -> bool {
 
 /// A flag that names a change (`--delete`, `--repair`, `--force`,
 /// `--add-port`): a read verb beside it does not make the command a read.
+/// An option named after a credential (`--token`, `--access-token`)
+/// passes one; it does not make one.
 fn change_flag(texts: &[&str]) -> bool {
     texts.iter().any(|a| {
         a.strip_prefix("--").is_some_and(|f| {
             let f = f.split('=').next().unwrap_or(f);
             verb_parts(f).any(|p| {
                 UNKNOWN_CHANGE_FLAGS.contains(&p)
-                    || CHANGE_VERBS.contains(&p)
+                    || (CHANGE_VERBS.contains(&p) && p != "token")
                     || matches!(
                         p,
                         "repair"
@@ -427,17 +429,20 @@ fn read_flag<'a>(texts: &[&'a str]) -> Option<&'a str> {
     })
 }
 
-/// The read verb among the first subcommand words, when none of them
-/// changes anything.
+/// The read verb among the first subcommand words, when none of the words
+/// up to it changes anything: the words before it name the group, the
+/// words after it what it reads (`doctl balance get --access-token
+/// access_token`: the token is passed, not made).
 fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
     let first = &words[..words.len().min(3)];
-    if first
+    let at = first.iter().position(|w| is_read_word(w))?;
+    if first[..=at]
         .iter()
         .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
     {
         return None;
     }
-    first.iter().find(|w| is_read_word(w)).copied()
+    Some(first[at])
 }
 
 /// A read verb right after the words that made a rule match (its

@@ -2,7 +2,8 @@
 //! shells or interpreters (principle `runs_programs`: a program that reads
 //! a program on stdin runs it). `m4` runs `esyscmd(...)`, `ed` and `ex`
 //! run `!cmd`, `gdb` runs `shell`/`!`/`python`, `sqlite3` runs `.shell`
-//! and writes `.output FILE`, `dc` runs `!cmd`, `pic` runs `sh`. What they
+//! and writes `.output FILE`, `dc` runs `!cmd`, `pic` runs `sh`;
+//! `launchctl` with no subcommand runs the subcommands it reads. What they
 //! are fed is read when it is text in the command (a heredoc, a
 //! here-string, `echo`/`printf` piped in, a dot-command given as an
 //! argument): its escape to a program asks; plain input (`echo 'define(x)'
@@ -42,6 +43,14 @@ impl Ctx<'_> {
         let base = base_name(name);
         if base == "crontab" {
             self.crontab_from_stdin(argv, &render(&c.argv));
+            return;
+        }
+        if base == "launchctl" && argv.len() == 1 {
+            self.add(
+                "exec.stdin_program",
+                "launchctl with no subcommand runs the subcommands fed to its standard input (loading, starting and removing services)".to_string(),
+                &render(&c.argv),
+            );
             return;
         }
         let Some((_, escapes)) = STDIN_PROGRAMS.iter().find(|(n, _)| *n == base) else {

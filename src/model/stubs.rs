@@ -365,8 +365,10 @@ pub(crate) fn token_distance(a: &[String], b: &[String]) -> usize {
 }
 
 /// Does `arg` carry flag `flag`? `-r` matches `-r`, `-rf`, `-fr` (single-dash
-/// clusters of letters); `--force` matches `--force` and `--force=...`.
-/// Stub rules and the classifier's rules match flags the same way.
+/// clusters of letters), and `-H` matches `-H/bin/sh` (getopt reads a short
+/// option's value attached to it; `-Dkey=value` is `-D`'s, not `-e`'s);
+/// `--force` matches `--force` and `--force=...`. Stub rules and the
+/// classifier's rules match flags the same way.
 pub fn has_flag(arg: &str, flag: &str) -> bool {
     if let Some(long) = flag.strip_prefix("--") {
         return arg == flag
@@ -380,7 +382,10 @@ pub fn has_flag(arg: &str, flag: &str) -> bool {
     let f = flag.trim_start_matches('-');
     if f.chars().count() == 1 && arg.starts_with('-') && !arg.starts_with("--") {
         let body = &arg[1..];
-        return body.chars().all(|c| c.is_ascii_alphanumeric()) && body.contains(f);
+        if body.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return body.contains(f);
+        }
+        return body.starts_with(f);
     }
     false
 }
