@@ -157,13 +157,21 @@ fn plant(home: &Path, tag: &str) -> (Vec<&'static str>, Vec<String>, String) {
         secrets.push(secret(w));
         rels.push(rel);
     };
-    // More than 4096 siblings of a key in a masked directory.
+    // A key in a masked directory.
     plant_one(".ssh/id_ed25519", "SSH");
-    for i in 0..4200 {
-        put(&home.join(format!(".ssh/known_hosts.{i:04}")), b"x\n");
-    }
-    // A case twin and a name with a newline beside a masked file.
+    // A masked file and its backups among more than 4096 siblings (twice
+    // the cap: a listing cut at the cap would miss one of the seven), a
+    // case twin and a name with a newline.
     plant_one(".aws/credentials", "AWS");
+    plant_one(".aws/credentials~", "AWSTILDE");
+    plant_one(".aws/credentials.bak", "AWSBAK");
+    plant_one(".aws/credentials.orig", "AWSORIG");
+    plant_one(".aws/credentials.old", "AWSOLD");
+    plant_one(".aws/.credentials.swp", "AWSSWP");
+    plant_one(".aws/#credentials#", "AWSHASH");
+    for i in 0..8200 {
+        put(&home.join(format!(".aws/profile.{i:04}")), b"x\n");
+    }
     let decoy = format!("HVLDECOY-{tag}");
     put(
         &home.join(".aws/CREDENTIALS"),
@@ -382,4 +390,36 @@ fn dryrun_spelled_as_a_pattern_is_denied() {
             "{cmd}: {a}"
         );
     }
+}
+
+/// A directory of the home the account may search but not list (root's,
+/// 0711, as a site's provisioning may leave it): the account's own engine
+/// cannot list it (its namespace's capabilities do not reach root's
+/// files), the command still opens the masked file in it by name. The
+/// masks hold in both engines.
+#[test]
+fn a_directory_only_searchable_keeps_its_masks() {
+    let _l = lock();
+    if !require_root() {
+        return;
+    }
+    let (u, g, _) = hvl_user();
+    let home = fresh_home();
+    let tag = random_hex();
+    let (rels, secrets, decoy) = plant(&home, &tag);
+    for dir in [".config/gh", ".aws"] {
+        std::os::unix::fs::chown(home.join(dir), Some(0), Some(0)).unwrap();
+        std::fs::set_permissions(home.join(dir), std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    let cmd = format!(
+        "ls ~/.config/gh || echo unlisted; cat ~/.aws/CREDENTIALS; {}",
+        reader(&rels)
+    );
+    for mode in MODES {
+        let (ws, wrapper) = account_ws(mode, u, g);
+        let r = attack_in(&ws, &wrapper, &ws.dir, home.to_str().unwrap(), &cmd);
+        assert!(r.out().contains("unlisted"), "{mode:?}: {r:?}");
+        assert_masked(&format!("{mode:?}"), &r, &ws.state, &decoy, &secrets);
+    }
+    let _ = std::fs::remove_dir_all(&home);
 }
