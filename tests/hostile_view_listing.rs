@@ -9,7 +9,8 @@
 //! absolute and looping symlinks, a directory its owner may search but
 //! not list, backups of masked files, a host process churning the
 //! directories during set-up, `HOME` spelled other ways, a workspace
-//! inside the home), read by the command, copied into the workspace and
+//! inside the home), read by the command (through root's engine, the
+//! account's own and a root daemon), copied into the workspace and
 //! reversed; judged on the host side: each secret's unique content is in
 //! nothing the run reports and in no file of its state directory.
 //!
@@ -421,5 +422,42 @@ fn a_directory_only_searchable_keeps_its_masks() {
         assert!(r.out().contains("unlisted"), "{mode:?}: {r:?}");
         assert_masked(&format!("{mode:?}"), &r, &ws.state, &decoy, &secrets);
     }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// The same tricks through a root daemon: root's client submits the
+/// account's workspace with the account's `HOME` (as a tool running for
+/// the account does), and a root-owned 0711 directory stands in the home.
+#[test]
+fn a_root_daemon_keeps_every_mask_in_place() {
+    let _l = lock();
+    if !require_root() {
+        return;
+    }
+    let (u, g, _) = hvl_user();
+    let home = fresh_home();
+    let tag = random_hex();
+    let (rels, secrets, decoy) = plant(&home, &tag);
+    std::os::unix::fs::chown(home.join(".config/gh"), Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(
+        home.join(".config/gh"),
+        std::fs::Permissions::from_mode(0o711),
+    )
+    .unwrap();
+    let d = common::daemon::Daemon::start(&[]);
+    let (ws, _) = account_ws(Mode::RootEngine, u, g);
+    let cmd = format!("cat ~/.aws/CREDENTIALS; {}", reader(&rels));
+    let body = serde_json::json!({"command": cmd, "working_dir": ws.dir,
+                                  "env": {"HOME": home, "PATH": "/usr/bin:/bin"}});
+    let (_k, file) = common::daemon::agent_envelope_file(&body.to_string());
+    let out = d
+        .cli_root()
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let r = common::daemon::run_json(out);
+    assert_masked("root daemon", &r, &d.state, &decoy, &secrets);
     let _ = std::fs::remove_dir_all(&home);
 }
