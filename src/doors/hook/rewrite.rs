@@ -40,7 +40,24 @@ fn names_dryrun(command: &str, policy: &crate::policy::Policy, own: Option<&Path
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("dryrun"))
             || own.is_some_and(|o| Path::new(&first) == o)
+            || is_pattern(&first)
     }) || (c.commands.is_empty() && command.contains("dryrun"))
+}
+
+/// A program word the shell may expand into another name before it runs
+/// it (`dry?un`, `dr[y]run`, `dr{y,}run`, `dry@(run)` with `extglob`):
+/// which name it becomes depends on the files present, so it may be
+/// dryrun's (fail closed). The test command `[` and the group's braces
+/// are words of their own.
+fn is_pattern(word: &str) -> bool {
+    !matches!(word, "[" | "[[" | "{" | "}")
+        && (word.contains(['*', '?', '[', '{']) || has_extglob(word))
+}
+
+/// Text holding an extended glob's opener (`@(`, `+(`, `!(`; `?(` and
+/// `*(` hold a glob character already).
+fn has_extglob(text: &str) -> bool {
+    ["@(", "+(", "!("].iter().any(|o| text.contains(o))
 }
 
 /// The program a simple command's text names, as the shell reads it
@@ -61,13 +78,15 @@ fn program_of(simple: &str) -> String {
 /// A command that cannot name dryrun whatever the parse: its text holds
 /// neither `dryrun` nor the name this binary runs under, and no character
 /// the shell's parse turns into other text (quotes, escapes, expansions,
-/// braces, globs, `~`), so every word of it is the text itself. Judged
+/// braces, globs, extended globs, `~`), so every word of it is the text
+/// itself. Judged
 /// without reading the policy.
 fn plainly_not_dryrun(command: &str, own: Option<&Path>) -> bool {
     let own_name = own
         .and_then(Path::file_name)
         .map(|n| n.to_string_lossy().into_owned());
     !command.contains("dryrun")
+        && !has_extglob(command)
         && own_name.is_none_or(|n| !n.is_empty() && !command.contains(n.as_str()))
         && command.chars().all(|c| {
             c.is_ascii_alphanumeric()
@@ -296,10 +315,18 @@ mod tests {
             "dr\"\"yrun approve r1",
             "dr''yrun approve r1",
             "/usr/local/bin/dr approve r1",
+            "shopt -s extglob\ndry@(run) approve r1",
+            "shopt -s extglob\n/usr/bin/dr+(y)run approve r1",
+            "dry!(x)un approve r1",
+            "dry?un approve r1",
+            "/usr/bin/dr[y]run approve r1",
+            "dr{y,}run approve r1",
         ] {
             assert!(names_dryrun(command, &policy, Some(own)), "{command}");
             assert!(!plainly_not_dryrun(command, Some(own)), "{command}");
         }
+        // The test command is not a pattern.
+        assert!(!names_dryrun("[ -f a ] && echo y", &policy, Some(own)));
         // The binary's own name, found on PATH: left to the parse too.
         assert!(!plainly_not_dryrun("dr approve r1", Some(own)));
     }
