@@ -44,6 +44,13 @@ command -v systemd-socket-activate >/dev/null || need+=(systemd)
 # Python SDK client (in a virtualenv).
 command -v npm >/dev/null || need+=(nodejs npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# setuptools for Debian's python3: tests/dependency_installs.rs and
+# tests/hostile_deps.rs build local sdists with `/usr/bin/python3 setup.py`.
+/usr/bin/python3 -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+# strace (tests/hostile_forked_agents.rs: the test user may not trace an
+# agent) and ip (tests/common/net.rs: the egress tests' network namespaces).
+command -v strace >/dev/null || need+=(strace)
+[[ -x /usr/sbin/ip || -x /sbin/ip || -x /usr/bin/ip ]] || need+=(iproute2)
 # pip inside the sandbox (the host's /usr) for tests/egress.rs.
 /usr/bin/python3 -c 'import pip' 2>/dev/null || need+=(python3-pip)
 # The fleet tests (tests/fleet*.rs) and benches/fleet.sh start private
@@ -59,10 +66,6 @@ if ((${#need[@]})); then
     echo "tests/run.sh: installing ${need[*]}" >&2
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq "${need[@]}"
-fi
-if ! command -v cargo >/dev/null; then
-    # shellcheck disable=SC1091
-    . "$HOME/.cargo/env"
 fi
 if ! command -v cargo >/dev/null; then
     # shellcheck disable=SC1091
