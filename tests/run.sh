@@ -110,6 +110,33 @@ if ! cmp -s "$k8s_req" target/k8s-validate/requirements.txt ||
     cp "$k8s_req" target/k8s-validate/requirements.txt
 fi
 
+# Root's Python where users keep one: a pyenv under /root (root's 0700
+# home; tests/fidelity_view.rs and tests/fidelity_workflows.rs run it in
+# root's rehearsals). pyenv builds Python from source downloads, which a
+# machine that reaches only package registries cannot fetch, so on a machine
+# without /root/.pyenv this makes a pyenv-shaped stand-in from Debian's
+# python3: a copy of its interpreter in /root/.pyenv/versions/V-debian/bin
+# (the standard library stays Debian's /usr/lib/python3.X), `version`
+# naming it, and shims that exec it. A real /root/.pyenv is left as it is.
+if $SUDO test ! -e /root/.pyenv; then
+    pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    pyfull=$(/usr/bin/python3 -c 'import platform; print(platform.python_version())')
+    echo "tests/run.sh: no /root/.pyenv: making a stand-in from Debian's python$pyv" >&2
+    $SUDO /bin/bash -euc '
+        v=$1 full=$2 d=/root/.pyenv
+        mkdir -p "$d/versions/$full-debian/bin" "$d/shims"
+        cp "/usr/bin/python$v" "$d/versions/$full-debian/bin/python$v"
+        ln -s "python$v" "$d/versions/$full-debian/bin/python3"
+        ln -s python3 "$d/versions/$full-debian/bin/python"
+        echo "$full-debian" > "$d/version"
+        for n in python python3 "python$v"; do
+            printf "#!/bin/sh\nexec %s \"\$@\"\n" "$d/versions/$full-debian/bin/$n" > "$d/shims/$n"
+            chmod 755 "$d/shims/$n"
+        done
+        echo "A stand-in made by dryrun tests/run.sh (no pyenv on this machine): Debian python$v copied in." > "$d/STAND-IN"
+    ' sh "$pyv" "$pyfull"
+fi
+
 # The fidelity workflows' projects (tests/fidelity_workflows.rs,
 # benches/fidelity.sh): pinned files from the Python, Rust and npm registries, checked
 # against benches/fidelity/pins.json and cached under target/fidelity/cache
