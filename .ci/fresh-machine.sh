@@ -12,8 +12,10 @@
 # (to save downloads), copies HEAD in with `git archive`, enters it with
 # pivot_root in a mount namespace of its own (/proc, /sys, /dev, /sys/fs/cgroup mounted; the host's resolv.conf)
 # and runs `./examples/run.sh` (must exit 4 with the documented sample) then
-# `./tests/run.sh ARGS`. The rootfs lives under /var/tmp and is removed at
-# the end (KEEP_ROOTFS=1 keeps it).
+# `./tests/run.sh ARGS`. The rootfs lives under the repository's target/
+# (never under /tmp or /var/tmp: its mounts there would show in every
+# rehearsal's view of those directories on this host) and is removed at the
+# end (KEEP_ROOTFS=1 keeps it).
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "fresh-machine: run as root" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +29,8 @@ mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
     | awk '$1=="deb" && $0 !~ /security/ {for(i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}')
 [ -n "$mirror" ] || { echo "fresh-machine: no apt mirror found in /etc/apt" >&2; exit 2; }
 
-root=$(mktemp -d /var/tmp/dryrun-fresh.XXXXXX)
+mkdir -p "$repo/target"
+root=$(mktemp -d "$repo/target/fresh-root.XXXXXX")
 mounted=()
 cleanup() {
     for ((i=${#mounted[@]}-1; i>=0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done

@@ -93,7 +93,8 @@ fn a_forked_workspace_agent_is_opaque_holds_nothing_and_fails_closed() {
         .unwrap();
     assert!(!ls.status.success(), "listed the agent's descriptors");
     let st = as_test_user("timeout")
-        .args(["10", "strace", "-p", &pid.to_string(), "-e", "trace=none"])
+        .args(["10", tool("strace", "strace"), "-p", &pid.to_string()])
+        .args(["-e", "trace=none"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&st.stderr).into_owned();

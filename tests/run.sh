@@ -44,6 +44,13 @@ command -v systemd-socket-activate >/dev/null || need+=(systemd)
 # Python SDK client (in a virtualenv).
 command -v npm >/dev/null || need+=(nodejs npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# setuptools for Debian's python3: tests/dependency_installs.rs and
+# tests/hostile_deps.rs build local sdists with `/usr/bin/python3 setup.py`.
+/usr/bin/python3 -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+# strace (tests/hostile_forked_agents.rs: the test user may not trace an
+# agent) and ip (tests/common/net.rs: the egress tests' network namespaces).
+command -v strace >/dev/null || need+=(strace)
+[[ -x /usr/sbin/ip || -x /sbin/ip || -x /usr/bin/ip ]] || need+=(iproute2)
 # pip inside the sandbox (the host's /usr) for tests/egress.rs.
 /usr/bin/python3 -c 'import pip' 2>/dev/null || need+=(python3-pip)
 # The fleet tests (tests/fleet*.rs) and benches/fleet.sh start private
@@ -59,10 +66,6 @@ if ((${#need[@]})); then
     echo "tests/run.sh: installing ${need[*]}" >&2
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq "${need[@]}"
-fi
-if ! command -v cargo >/dev/null; then
-    # shellcheck disable=SC1091
-    . "$HOME/.cargo/env"
 fi
 if ! command -v cargo >/dev/null; then
     # shellcheck disable=SC1091
@@ -105,6 +108,33 @@ if ! cmp -s "$k8s_req" target/k8s-validate/requirements.txt ||
     python3 -m venv target/k8s-validate
     target/k8s-validate/bin/pip install -q --require-hashes --no-deps -r "$k8s_req"
     cp "$k8s_req" target/k8s-validate/requirements.txt
+fi
+
+# Root's Python where users keep one: a pyenv under /root (root's 0700
+# home; tests/fidelity_view.rs and tests/fidelity_workflows.rs run it in
+# root's rehearsals). pyenv builds Python from source downloads, which a
+# machine that reaches only package registries cannot fetch, so on a machine
+# without /root/.pyenv this makes a pyenv-shaped stand-in from Debian's
+# python3: a copy of its interpreter in /root/.pyenv/versions/V-debian/bin
+# (the standard library stays Debian's /usr/lib/python3.X), `version`
+# naming it, and shims that exec it. A real /root/.pyenv is left as it is.
+if $SUDO test ! -e /root/.pyenv; then
+    pyv=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    pyfull=$(/usr/bin/python3 -c 'import platform; print(platform.python_version())')
+    echo "tests/run.sh: no /root/.pyenv: making a stand-in from Debian's python$pyv" >&2
+    $SUDO /bin/bash -euc '
+        v=$1 full=$2 d=/root/.pyenv
+        mkdir -p "$d/versions/$full-debian/bin" "$d/shims"
+        cp "/usr/bin/python$v" "$d/versions/$full-debian/bin/python$v"
+        ln -s "python$v" "$d/versions/$full-debian/bin/python3"
+        ln -s python3 "$d/versions/$full-debian/bin/python"
+        echo "$full-debian" > "$d/version"
+        for n in python python3 "python$v"; do
+            printf "#!/bin/sh\nexec %s \"\$@\"\n" "$d/versions/$full-debian/bin/$n" > "$d/shims/$n"
+            chmod 755 "$d/shims/$n"
+        done
+        echo "A stand-in made by dryrun tests/run.sh (no pyenv on this machine): Debian python$v copied in." > "$d/STAND-IN"
+    ' sh "$pyv" "$pyfull"
 fi
 
 # The fidelity workflows' projects (tests/fidelity_workflows.rs,

@@ -56,9 +56,9 @@ pub struct HostNet {
     dir: tempfile::TempDir,
 }
 
-/// `ip ARGS`, which must succeed.
+/// `ip ARGS`, which must succeed (a missing `ip` fails naming iproute2).
 pub fn ip(args: &[&str]) {
-    let out = std::process::Command::new("ip")
+    let out = std::process::Command::new(super::tool("ip", "iproute2"))
         .args(args)
         .output()
         .unwrap();
