@@ -45,6 +45,20 @@ fn hvl_user() -> (u32, u32, PathBuf) {
         .clone()
 }
 
+/// What [`plant`] planted: the paths a command reads the credentials by,
+/// their contents, and the decoy.
+type Plants = (Vec<&'static str>, Vec<String>, String);
+
+/// The account's ids, a fresh home with the credentials planted in it
+/// (each with content of this run's own), and [`plant`]'s paths, secrets
+/// and decoy.
+fn planted() -> (u32, u32, PathBuf, Plants) {
+    let (u, g, _) = hvl_user();
+    let home = fresh_home();
+    let planted = plant(&home, &random_hex());
+    (u, g, home, planted)
+}
+
 /// A fresh home for the account (its own, 0755).
 fn fresh_home() -> PathBuf {
     let (u, g, home) = hvl_user();
@@ -145,7 +159,7 @@ fn assert_no_secret(what: &str, r: &Run, state: &Path, secrets: &[String]) {
 /// by; returns the paths the command reads (relative to `~`) and their
 /// secrets. The decoy (`~/.aws/CREDENTIALS`, not a masked name on a
 /// case-sensitive file system) must be read.
-fn plant(home: &Path, tag: &str) -> (Vec<&'static str>, Vec<String>, String) {
+fn plant(home: &Path, tag: &str) -> Plants {
     let secret = |w: &str| format!("HVL{w}-{tag}");
     let mut secrets = Vec::new();
     let mut rels = Vec::new();
@@ -218,10 +232,7 @@ fn listing_tricks_leave_every_mask_in_place() {
     if !require_root() {
         return;
     }
-    let (u, g, _) = hvl_user();
-    let home = fresh_home();
-    let tag = random_hex();
-    let (rels, secrets, decoy) = plant(&home, &tag);
+    let (u, g, home, (rels, secrets, decoy)) = planted();
     let mut cmd = reader(&rels);
     cmd = format!("cat ~/.aws/CREDENTIALS; {cmd}");
     for mode in MODES {
@@ -240,10 +251,7 @@ fn a_home_spelled_otherwise_or_holding_the_workspace_keeps_its_masks() {
     if !require_root() {
         return;
     }
-    let (u, g, _) = hvl_user();
-    let home = fresh_home();
-    let tag = random_hex();
-    let (rels, secrets, decoy) = plant(&home, &tag);
+    let (u, g, home, (rels, secrets, decoy)) = planted();
     let link_dir = tempfile::Builder::new()
         .prefix("dryrun-hvl-")
         .tempdir_in("/tmp")
@@ -304,10 +312,7 @@ fn directories_churned_during_set_up_keep_their_masks() {
     if !require_root() {
         return;
     }
-    let (u, g, _) = hvl_user();
-    let home = fresh_home();
-    let tag = random_hex();
-    let (rels, secrets, decoy) = plant(&home, &tag);
+    let (u, g, home, (rels, secrets, decoy)) = planted();
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let churn = {
         let stop = stop.clone();
@@ -404,10 +409,7 @@ fn a_directory_only_searchable_keeps_its_masks() {
     if !require_root() {
         return;
     }
-    let (u, g, _) = hvl_user();
-    let home = fresh_home();
-    let tag = random_hex();
-    let (rels, secrets, decoy) = plant(&home, &tag);
+    let (u, g, home, (rels, secrets, decoy)) = planted();
     for dir in [".config/gh", ".aws"] {
         std::os::unix::fs::chown(home.join(dir), Some(0), Some(0)).unwrap();
         std::fs::set_permissions(home.join(dir), std::fs::Permissions::from_mode(0o711)).unwrap();
@@ -434,10 +436,7 @@ fn a_root_daemon_keeps_every_mask_in_place() {
     if !require_root() {
         return;
     }
-    let (u, g, _) = hvl_user();
-    let home = fresh_home();
-    let tag = random_hex();
-    let (rels, secrets, decoy) = plant(&home, &tag);
+    let (u, g, home, (rels, secrets, decoy)) = planted();
     std::os::unix::fs::chown(home.join(".config/gh"), Some(0), Some(0)).unwrap();
     std::fs::set_permissions(
         home.join(".config/gh"),
