@@ -353,7 +353,16 @@ fn mount_tmp_and_overlay(
 ) -> Result<OwnedFd, HelperError> {
     mark("P4 tmp + overlay");
     let step = |op| move |e: FsError| HelperError::TmpAndOverlay { op, source: e };
-    if !view.covers_tmp() {
+    // A scratch tree the view does not layer (the host has none, or it
+    // holds a mount the kernel refuses in a lower layer) is a fresh one,
+    // as writable as the host's.
+    if view.left_out("/var/tmp") {
+        let var_tmp = root.join("var/tmp");
+        mounts::mkdir_p(&var_tmp, 0o1777).map_err(|e| step("")(e.into()))?;
+        mounts::mount_tmpfs_capped(&var_tmp, spec.limits.tmp_bytes, MAX_INODES, 0o1777)
+            .map_err(|e| step("/var/tmp")(e.into()))?;
+    }
+    if !view.covers("/tmp") {
         let tmp = root.join("tmp");
         mounts::mkdir_p(&tmp, 0o1777).map_err(|e| step("")(e.into()))?;
         mounts::mount_tmpfs_capped(&tmp, spec.limits.tmp_bytes, MAX_INODES, 0o1777)

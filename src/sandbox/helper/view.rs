@@ -76,6 +76,8 @@ pub(super) struct ViewSetup {
     /// inode, link count, path, rule). A host rename would leave the
     /// mask on the old name ([`ViewSetup::moved_mask`]).
     layered_files: Vec<(usize, PathBuf, u64, u64, PathBuf, String)>,
+    /// The trees planned as throwaway layers that the kernel refused.
+    left_out: Vec<PathBuf>,
 }
 
 fn view_err(op: &'static str) -> impl Fn(MountError) -> HelperError {
@@ -115,6 +117,7 @@ impl ViewSetup {
             stripped: Vec::new(),
             shown: Vec::new(),
             layered_files: Vec::new(),
+            left_out: Vec::new(),
         };
         for (i, l) in spec.view.layers.iter().enumerate() {
             let opened = if ids.shifted {
@@ -168,13 +171,31 @@ impl ViewSetup {
     }
 
     /// Whether `/tmp` is a throwaway layer (else P4 mounts a fresh one).
-    pub(super) fn covers_tmp(&self) -> bool {
-        self.layers.iter().any(|l| l.target == Path::new("/tmp"))
+    /// Is `tree` (`/tmp`, `/var/tmp`) shown as a throwaway layer over the
+    /// host's?
+    pub(super) fn covers(&self, tree: &str) -> bool {
+        self.layers.iter().any(|l| l.target == Path::new(tree))
     }
 
-    /// The directories the command may write outside the workspace.
+    /// Was `tree` planned as a throwaway layer and refused by the kernel?
+    pub(super) fn left_out(&self, tree: &str) -> bool {
+        self.left_out.iter().any(|t| t == Path::new(tree))
+    }
+
+    /// The directories the command may write outside the workspace: the
+    /// throwaway layers, and a scratch tree left out of them (P4 makes it
+    /// a fresh one).
     pub(super) fn writable(&self) -> Vec<PathBuf> {
-        self.layers.iter().map(|l| l.target.clone()).collect()
+        self.layers
+            .iter()
+            .map(|l| l.target.clone())
+            .chain(
+                self.left_out
+                    .iter()
+                    .filter(|t| *t == Path::new("/var/tmp"))
+                    .cloned(),
+            )
+            .collect()
     }
 
     /// P2: one size- and inode-capped tmpfs for every layer's upper and
@@ -257,19 +278,25 @@ impl ViewSetup {
             // The kernel refuses some real trees as a lower layer (one that
             // holds a mount of another layer's tree, for instance a home
             // bind-mounted under /tmp). The run goes on without that layer,
-            // and the record says so: /tmp is then a fresh, empty one (P4),
-            // another tree an empty directory the command cannot write.
+            // and the record says so: /tmp and /var/tmp are then fresh,
+            // empty ones (P4), another tree an empty directory the command
+            // cannot write.
             match mounts::mount_overlay(&target, &proc_fd(&l.lower), &l.upper, &l.work) {
                 Ok(()) => kept.push(l),
-                Err(e) => self.stripped.push(format!(
+                Err(e) => {
+                    self.left_out.push(l.target.clone());
+                    self.stripped.push(format!(
                     "hidden:{} (the host's tree could not be layered: {e}; the command sees {} instead)",
                     l.target.display(),
                     if l.target == Path::new("/tmp") {
                         "a fresh, empty /tmp"
+                    } else if l.target == Path::new("/var/tmp") {
+                        "a fresh, empty /var/tmp"
                     } else {
                         "an empty directory it cannot write"
                     }
-                )),
+                ))
+                }
             }
         }
         self.layers = kept;
