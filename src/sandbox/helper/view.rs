@@ -186,16 +186,9 @@ impl ViewSetup {
     /// throwaway layers, and a scratch tree left out of them (P4 makes it
     /// a fresh one).
     pub(super) fn writable(&self) -> Vec<PathBuf> {
-        self.layers
-            .iter()
-            .map(|l| l.target.clone())
-            .chain(
-                self.left_out
-                    .iter()
-                    .filter(|t| *t == Path::new("/var/tmp"))
-                    .cloned(),
-            )
-            .collect()
+        let scratch = self.left_out.iter().filter(|t| *t == Path::new("/var/tmp"));
+        let layers = self.layers.iter().map(|l| &l.target);
+        layers.chain(scratch).cloned().collect()
     }
 
     /// P2: one size- and inode-capped tmpfs for every layer's upper and
