@@ -79,8 +79,7 @@ fn program_of(simple: &str) -> String {
 /// neither `dryrun` nor the name this binary runs under, and no character
 /// the shell's parse turns into other text (quotes, escapes, expansions,
 /// braces, globs, extended globs, `~`), so every word of it is the text
-/// itself. Judged
-/// without reading the policy.
+/// itself. Judged without reading the policy.
 fn plainly_not_dryrun(command: &str, own: Option<&Path>) -> bool {
     let own_name = own
         .and_then(Path::file_name)

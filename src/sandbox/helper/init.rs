@@ -353,29 +353,22 @@ fn mount_tmp_and_overlay(
 ) -> Result<OwnedFd, HelperError> {
     mark("P4 tmp + overlay");
     let step = |op| move |e: FsError| HelperError::TmpAndOverlay { op, source: e };
-    // A scratch tree the view does not layer (the host has none, or it
-    // holds a mount the kernel refuses in a lower layer) is a fresh one,
-    // as writable as the host's.
-    if view.left_out("/var/tmp") {
-        let var_tmp = root.join("var/tmp");
-        mounts::mkdir_p(&var_tmp, 0o1777).map_err(|e| step("")(e.into()))?;
-        mounts::mount_tmpfs_capped(&var_tmp, spec.limits.tmp_bytes, MAX_INODES, 0o1777)
-            .map_err(|e| step("/var/tmp")(e.into()))?;
+    let fresh = view.fresh_scratch();
+    for tree in &fresh {
+        let dir = root.join(tree.trim_start_matches('/'));
+        mounts::mkdir_p(&dir, 0o1777).map_err(|e| step("")(e.into()))?;
+        mounts::mount_tmpfs_capped(&dir, spec.limits.tmp_bytes, MAX_INODES, 0o1777)
+            .map_err(|e| step(tree)(e.into()))?;
     }
-    if !view.covers("/tmp") {
-        let tmp = root.join("tmp");
-        mounts::mkdir_p(&tmp, 0o1777).map_err(|e| step("")(e.into()))?;
-        mounts::mount_tmpfs_capped(&tmp, spec.limits.tmp_bytes, MAX_INODES, 0o1777)
-            .map_err(|e| step("/tmp")(e.into()))?;
-        if let Some(h) = spec
+    if fresh.contains(&"/tmp")
+        && let Some(h) = spec
             .view
             .make_home
             .as_ref()
             .filter(|h| h.starts_with("/tmp"))
-        {
-            super::view_home::make_dir_in_root(root, h, ids.uid, ids.gid)
-                .map_err(|e| step("home")(FsError::io(h)(e.into())))?;
-        }
+    {
+        super::view_home::make_dir_in_root(root, h, ids.uid, ids.gid)
+            .map_err(|e| step("home")(FsError::io(h)(e.into())))?;
     }
     let ws = spec.workspace.as_path();
     let ws_in_root = root.join(ws.strip_prefix("/").unwrap_or(ws));

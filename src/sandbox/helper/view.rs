@@ -21,7 +21,7 @@ use super::super::walk::outside::{OutsideLayer, summarise_outside_writes};
 use super::super::wire::RehearsalReport;
 use super::error::{FsError, HelperError};
 use super::init::RunIds;
-use super::view_listing::Listings;
+use super::view_listing::{Listings, backup_names};
 use crate::model::{Hidden, HiddenKind};
 
 /// The largest file served filtered; a larger one is masked instead.
@@ -170,25 +170,29 @@ impl ViewSetup {
         Ok(v)
     }
 
-    /// Whether `/tmp` is a throwaway layer (else P4 mounts a fresh one).
-    /// Is `tree` (`/tmp`, `/var/tmp`) shown as a throwaway layer over the
-    /// host's?
-    pub(super) fn covers(&self, tree: &str) -> bool {
-        self.layers.iter().any(|l| l.target == Path::new(tree))
-    }
-
-    /// Was `tree` planned as a throwaway layer and refused by the kernel?
-    pub(super) fn left_out(&self, tree: &str) -> bool {
-        self.left_out.iter().any(|t| t == Path::new(tree))
+    /// The scratch trees P4 makes fresh, size-capped and writable as the
+    /// host's are: `/tmp` when it is not a throwaway layer (the host has
+    /// none, or its tree was refused), `/var/tmp` when its tree was refused.
+    pub(super) fn fresh_scratch(&self) -> Vec<&'static str> {
+        let covers = |tree: &str| self.layers.iter().any(|l| l.target == Path::new(tree));
+        let left_out = |tree: &str| self.left_out.iter().any(|t| t == Path::new(tree));
+        let mut fresh = Vec::new();
+        if !covers("/tmp") {
+            fresh.push("/tmp");
+        }
+        if left_out("/var/tmp") {
+            fresh.push("/var/tmp");
+        }
+        fresh
     }
 
     /// The directories the command may write outside the workspace: the
-    /// throwaway layers, and a scratch tree left out of them (P4 makes it
-    /// a fresh one).
+    /// throwaway layers and the fresh scratch trees.
     pub(super) fn writable(&self) -> Vec<PathBuf> {
-        let scratch = self.left_out.iter().filter(|t| *t == Path::new("/var/tmp"));
-        let layers = self.layers.iter().map(|l| &l.target);
-        layers.chain(scratch).cloned().collect()
+        let layers = self.layers.iter().map(|l| l.target.clone());
+        layers
+            .chain(self.fresh_scratch().into_iter().map(PathBuf::from))
+            .collect()
     }
 
     /// P2: one size- and inode-capped tmpfs for every layer's upper and
@@ -715,18 +719,6 @@ fn filtered_copy(
         content,
     });
     Ok(found)
-}
-
-/// The names an editor or a hand-made copy gives a file's backup.
-fn backup_names(path: &Path) -> Vec<PathBuf> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Vec::new();
-    };
-    let name = name.to_string_lossy();
-    ["{}~", "{}.bak", "{}.orig", "{}.old", ".{}.swp", "#{}#"]
-        .iter()
-        .map(|f| dir.join(f.replace("{}", &name)))
-        .collect()
 }
 
 /// Masks the backups of `path` (a masked or filtered file) the view holds,

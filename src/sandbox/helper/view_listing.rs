@@ -9,7 +9,8 @@
 //! is not ASCII is looked up name by name: on a case-insensitive file
 //! system (vfat, or an ext4 directory with casefolding) a lookup of
 //! `.ssh` finds `.SSH`, and casefolding maps some non-ASCII letters to
-//! ASCII ones (the Kelvin sign to `k`).
+//! ASCII ones (the Kelvin sign to `k`). The names a masked file's backups
+//! take are here too: the listings answer for most of them.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -23,6 +24,19 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 /// A directory with more entries than this is not listed (its names are
 /// looked up one by one).
 const MAX_ENTRIES: usize = 4096;
+
+/// The names an editor or a hand-made copy gives a file's backup (the
+/// masks cover them too).
+pub(super) fn backup_names(path: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Vec::new();
+    };
+    let name = name.to_string_lossy();
+    ["{}~", "{}.bak", "{}.orig", "{}.old", ".{}.swp", "#{}#"]
+        .iter()
+        .map(|f| dir.join(f.replace("{}", &name)))
+        .collect()
+}
 
 /// What is known of one directory of the view.
 enum Known {
