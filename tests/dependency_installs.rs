@@ -263,6 +263,7 @@ fn venv_then_pip_editable_and_local_sdist_promote_with_their_packages() {
             .output()
             .unwrap();
         assert!(out.status.success(), "sdist: {out:?}");
+        python::venv_build_backend(&ws.dir.join(".venv"));
         ws.chown_all();
 
         let r = execute(
@@ -581,6 +582,7 @@ fn a_pth_with_paths_promotes_and_one_with_an_import_line_needs_a_person() {
                 .output()
                 .unwrap();
             assert!(out.status.success(), "sdist: {out:?}");
+            python::venv_build_backend(&ws.dir.join(".venv"));
             ws.chown_all();
             let r = execute(
                 &ws,

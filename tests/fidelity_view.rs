@@ -454,3 +454,58 @@ fn a_scratch_tree_holding_a_mount_is_left_out_and_named() {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mountinfo.contains("dryrun-held-"), "{mountinfo}");
 }
+
+/// A fresh `/var/tmp` (the host's held a mount) is capped as `/tmp` is, and
+/// a command that fills it has hit the run's disk limit: the record says so
+/// (`limits_hit: disk`), as it does for a full workspace layer or `/tmp`,
+/// instead of a bare ENOSPC the reviewer has to explain. Only `/var/tmp`
+/// holds a mount here, so `/tmp` is the throwaway layer and is not full.
+#[test]
+fn filling_a_fresh_var_tmp_is_the_disk_limit() {
+    if !require_root() {
+        return;
+    }
+    let ws = Ws::new(Who::User);
+    let var_tree = tempfile::Builder::new()
+        .prefix("dryrun-held-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let wrapper: Vec<String> = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mkdir \"$0/proc\" && mount -t proc proc \"$0/proc\" && exec \"$@\"",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([var_tree.path().display().to_string()])
+    .collect();
+    let name = format!("dryrun-fill-{}", random_hex());
+    let mut c = ws.command_via(&wrapper);
+    c.args([
+        "execute",
+        "--json",
+        "--command",
+        &format!("dd if=/dev/zero of=/var/tmp/{name} bs=1M count=1024 status=none"),
+    ]);
+    let r = to_run(c.output().unwrap());
+    assert!(
+        r.stripped()
+            .iter()
+            .any(|s| s.starts_with("hidden:/var/tmp (the host's tree could not be layered:")),
+        "the fallback did not happen: {:?}",
+        r.stripped()
+    );
+    assert_ne!(r.exit_code(), Some(0), "{}", r.err());
+    assert!(r.err().contains("No space left on device"), "{}", r.err());
+    assert!(
+        r.limits_hit().contains(&"disk".to_string()),
+        "limits_hit {:?}, rehearsal {}",
+        r.limits_hit(),
+        r.json["rehearsal"]
+    );
+    assert!(!Path::new("/var/tmp").join(&name).exists());
+}

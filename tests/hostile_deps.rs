@@ -342,6 +342,7 @@ fn a_pth_file_that_runs_code_at_every_python_start_needs_a_person() {
             .output()
             .unwrap();
         assert!(out.status.success(), "sdist: {out:?}");
+        python::venv_build_backend(&ws.dir.join(".venv"));
         ws.chown_all();
         let r = execute(
             &ws,

@@ -47,6 +47,9 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # setuptools for Debian's python3: tests/dependency_installs.rs and
 # tests/hostile_deps.rs build local sdists with `/usr/bin/python3 setup.py`.
 /usr/bin/python3 -c 'import setuptools' 2>/dev/null || need+=(python3-setuptools)
+# Python 3.12 and later make venvs without setuptools: those tests put it
+# into their venv offline from the distribution's wheel.
+compgen -G '/usr/share/python-wheels/setuptools-*.whl' >/dev/null || need+=(python3-setuptools-whl)
 # strace (tests/hostile_forked_agents.rs: the test user may not trace an
 # agent) and ip (tests/common/net.rs: the egress tests' network namespaces).
 command -v strace >/dev/null || need+=(strace)

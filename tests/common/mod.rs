@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod hook;
 pub mod net;
 pub mod pg;
+pub mod python;
 pub mod tmux;
 
 use std::collections::BTreeMap;

@@ -158,7 +158,14 @@ fn init_main(
     }
     view.collect_opened_masks(spec, &mut report);
     stubs.collect_calls(spec, &mut report);
-    super::supervise::record_output_and_limits(spec, output, &upper_fd, &mut report);
+    let scratch_trees = view.writable();
+    super::supervise::record_output_and_limits(
+        spec,
+        output,
+        &upper_fd,
+        &scratch_trees,
+        &mut report,
+    );
     super::ids::name_unmapped_entries(&plan.ids, &lower, &mut report);
     view.walk_outside(spec, &mut report);
     super::evidence::walk_evidence(spec, &plan.ids, &lower, &upper_fd, &mut report)?;

@@ -456,6 +456,7 @@ pub(super) fn record_output_and_limits(
     spec: &SandboxSpec,
     out: OutputBuffer,
     upper_fd: &OwnedFd,
+    scratch_trees: &[std::path::PathBuf],
     report: &mut RehearsalReport,
 ) {
     report.output_truncated = out.truncated;
@@ -474,14 +475,18 @@ pub(super) fn record_output_and_limits(
     report.stdout = out.stdout;
     report.stderr = out.stderr;
     report.output_order = out.order;
-    // Disk caps: a full upper layer or /tmp means the run hit its disk limit.
-    for fd_or_path in [
-        format!("/proc/self/fd/{}", upper_fd.as_raw_fd()),
-        "/tmp".to_string(),
-    ] {
-        if nearly_full(&fd_or_path) {
-            report.limits_hit.push(LimitHit::Disk);
-        }
+    // Disk caps: a full upper layer or scratch tree (the throwaway layers
+    // outside the workspace share one capped tmpfs; a fresh `/tmp` or
+    // `/var/tmp` is a capped tmpfs of its own) means the run hit its disk
+    // limit.
+    let workspace_upper = format!("/proc/self/fd/{}", upper_fd.as_raw_fd());
+    let scratch = scratch_trees.iter().filter_map(|p| p.to_str());
+    if std::iter::once(workspace_upper.as_str())
+        .chain(std::iter::once("/tmp"))
+        .chain(scratch)
+        .any(nearly_full)
+    {
+        report.limits_hit.push(LimitHit::Disk);
     }
     report.limits_hit.sort();
     report.limits_hit.dedup();
