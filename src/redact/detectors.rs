@@ -40,10 +40,11 @@ impl Detector {
         match self.gate {
             Gate::Literal(ls) => ls.iter().any(|l| has(text, l)),
             Gate::Assigned(words) => {
-                text.iter().any(|c| *c == b'=' || *c == b':') && {
-                    let lower = text.to_ascii_lowercase();
-                    words.iter().any(|w| has(&lower, w))
-                }
+                text.iter().any(|c| *c == b'=' || *c == b':')
+                    && words.iter().any(|w| {
+                        text.windows(w.len())
+                            .any(|x| x.eq_ignore_ascii_case(w.as_bytes()))
+                    })
             }
         }
     }
