@@ -612,3 +612,68 @@ fn a_pth_with_paths_promotes_and_one_with_an_import_line_needs_a_person() {
         }
     }
 }
+
+/// `pip install -e .` of a flat-layout project with a PEP 660 backend
+/// (setuptools 80.9.0): setuptools installs its editable finder, a `.pth`
+/// whose one line imports a module it wrote beside it. That pair is
+/// setuptools' template with the project's paths, so the run promotes with
+/// its package like a `.pth` of paths; the promoted venv imports the
+/// project. (The same `.pth` with a module that is not the template needs
+/// a person: tests/hostile_deps.rs.)
+#[test]
+fn an_editable_install_through_setuptools_finder_promotes() {
+    if !system_python() {
+        return;
+    }
+    let backend = python::pinned_build_backend();
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = execute(&ws, "python3 -m venv .venv");
+        assert_eq!(r.code, 0, "{who:?}: {:?} {}", r.reasons(), r.err());
+        promote(&ws, &r);
+        python::venv_install_wheel(&ws.dir.join(".venv"), &backend);
+        python::write_flat_project(&ws.dir, "flatpkg");
+        ws.chown_all();
+        let r = execute(
+            &ws,
+            ".venv/bin/pip install --no-index --no-build-isolation -e .",
+        );
+        let paths: Vec<String> = r
+            .changes()
+            .iter()
+            .filter_map(|c| c["path"].as_str().map(str::to_string))
+            .collect();
+        for file in [
+            "/__editable__.flatpkg-0.1.0.pth",
+            "/__editable___flatpkg_0_1_0_finder.py",
+        ] {
+            assert!(
+                paths.iter().any(|p| p.ends_with(file)),
+                "{who:?}: no {file}: {paths:?}"
+            );
+        }
+        assert_eq!(
+            r.decision(),
+            "promote",
+            "{who:?}: {:?} {}",
+            r.reasons(),
+            r.err()
+        );
+        assert_eq!(
+            packages(&r),
+            vec![pkg("pip", "flatpkg", "0.1.0")],
+            "{who:?}"
+        );
+        promote(&ws, &r);
+        let out = Command::new(ws.dir.join(".venv/bin/python"))
+            .args(["-c", "import flatpkg; print(flatpkg.X)"])
+            .current_dir("/")
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "1",
+            "{who:?}: {out:?}"
+        );
+    }
+}

@@ -408,3 +408,114 @@ fn python_c_before_dash_m_venv_with_hidden_paths_is_not_a_venv_run() {
     }
     finish();
 }
+
+/// setuptools' editable finder is recognised by its template, not by its
+/// names: a package whose data files are a `.pth` of the finder's shape
+/// and a module beside it that is setuptools' real template (taken from a
+/// real editable install in the same venv) with code added, with code in
+/// a data line, or missing (the import names a module the run did not
+/// write) runs code at every Python start: each needs a person.
+#[test]
+fn a_look_alike_of_setuptools_editable_finder_needs_a_person() {
+    if !require_tool("/usr/bin/python3", "python3-venv") {
+        return;
+    }
+    let backend = python::pinned_build_backend();
+    for who in identities() {
+        let ws = Ws::new(who);
+        git_init(&ws);
+        let r = execute(&ws, "python3 -m venv .venv");
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {}", r.err());
+        let out = ws
+            .command()
+            .args(["promote", &run_id(&r)])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let venv = ws.dir.join(".venv");
+        python::venv_install_wheel(&venv, &backend);
+        // A real editable install, host side: the template to disguise.
+        let real = tempfile::tempdir_in("/tmp").unwrap();
+        python::write_flat_project(real.path(), "realpkg");
+        let out = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--no-index", "--no-build-isolation", "-e"])
+            .arg(real.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let site = String::from_utf8_lossy(
+            &Command::new(venv.join("bin/python"))
+                .args([
+                    "-c",
+                    "import sys; print(f'lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages')",
+                ])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .trim()
+        .to_string();
+        let template = std::fs::read_to_string(
+            venv.join(&site)
+                .join("__editable___realpkg_0_1_0_finder.py"),
+        )
+        .unwrap();
+        let mapping = template
+            .lines()
+            .find(|l| l.starts_with("MAPPING"))
+            .unwrap()
+            .to_string();
+        let payload =
+            "import os; open(os.path.expanduser('~/.dryrun-hd-finder'), 'a').write('ran\\n')\n";
+        for (name, module) in [
+            ("addedcode", Some(format!("{template}{payload}"))),
+            (
+                "codeindata",
+                Some(template.replace(
+                    &mapping,
+                    "MAPPING: dict[str, str] = {'x': __import__('os').getcwd()}",
+                )),
+            ),
+            ("nomodule", None),
+        ] {
+            let finder = format!("__editable___{name}_finder");
+            let lib = tempfile::tempdir_in("/tmp").unwrap();
+            std::fs::create_dir_all(lib.path().join(name)).unwrap();
+            std::fs::write(lib.path().join(name).join("__init__.py"), "\n").unwrap();
+            std::fs::write(
+                lib.path().join(format!("__editable__.{name}.pth")),
+                format!("import {finder}; {finder}.install()\n"),
+            )
+            .unwrap();
+            let mut files = format!("'__editable__.{name}.pth'");
+            if let Some(m) = &module {
+                std::fs::write(lib.path().join(format!("{finder}.py")), m).unwrap();
+                files.push_str(&format!(", '{finder}.py'"));
+            }
+            std::fs::write(
+                lib.path().join("setup.py"),
+                format!("from setuptools import setup\nsetup(name='{name}', version='1.0.0', packages=['{name}'], data_files=[('{site}', [{files}])])\n"),
+            )
+            .unwrap();
+            let out = Command::new("/usr/bin/python3")
+                .args(["setup.py", "-q", "sdist", "-d"])
+                .arg(ws.dir.join("dist"))
+                .current_dir(lib.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "sdist: {out:?}");
+            ws.chown_all();
+            let r = execute(
+                &ws,
+                &format!(
+                    ".venv/bin/pip install --no-index --no-build-isolation --find-links dist {name}"
+                ),
+            );
+            assert_eq!(r.exit_code(), Some(0), "{who:?} {name}: {}", r.err());
+            let pth = format!(".venv/{site}/__editable__.{name}.pth");
+            assert!(r.change(&pth).is_some(), "{who:?}: {:?}", r.changes());
+            assert_needs_person(&ws, &r, "dependency.startup_hook", &pth);
+        }
+    }
+    finish();
+}

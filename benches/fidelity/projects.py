@@ -143,6 +143,9 @@ class Cache:
 
     def _fetch_pypi(self, log):
         items = [(self.pypi, PINS["pypi"]["sdist"], False)] + [(self.wheels, w, True) for w in PINS["pypi"]["wheels"]]
+        # A build backend with PEP 660 editable installs for
+        # tests/dependency_installs.rs (not a project's dependency).
+        items.append((self.wheels, PINS["pypi"]["build_backend"], True))
         for dest, pin, binary in items:
             f = dest / pin["file"]
             if not f.exists():

@@ -46,3 +46,48 @@ pub fn venv_build_backend(venv: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The pinned setuptools wheel with PEP 660 editable installs (setuptools
+/// 80.9.0, benches/fidelity/pins.json), fetched by tests/run.sh into the
+/// fidelity cache.
+pub fn pinned_build_backend() -> std::path::PathBuf {
+    let wheel = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/fidelity/cache/wheels/setuptools-80.9.0-py3-none-any.whl");
+    assert!(
+        wheel.is_file(),
+        "{} is missing: tests/run.sh fetches it (benches/fidelity/fidelity.py prepare)",
+        wheel.display()
+    );
+    wheel
+}
+
+/// Installs `wheel` into `venv` host side, offline.
+pub fn venv_install_wheel(venv: &Path, wheel: &Path) {
+    let out = Command::new(venv.join("bin/python"))
+        .args(["-m", "pip", "install", "--no-index", "--quiet"])
+        .arg(wheel)
+        .output()
+        .expect("the venv's pip runs");
+    assert!(
+        out.status.success(),
+        "{} into {}: {}",
+        wheel.display(),
+        venv.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A project setuptools builds with PEP 660 in a flat layout (so an
+/// editable install of it is setuptools' finder): `pyproject.toml` and
+/// `NAME/__init__.py` under `dir`.
+pub fn write_flat_project(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir.join(name)).unwrap();
+    std::fs::write(dir.join(name).join("__init__.py"), "X = 1\n").unwrap();
+    std::fs::write(
+        dir.join("pyproject.toml"),
+        format!(
+            "[build-system]\nrequires = [\"setuptools>=64\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"{name}\"\nversion = \"0.1.0\"\n\n[tool.setuptools]\npackages = [\"{name}\"]\n"
+        ),
+    )
+    .unwrap();
+}
