@@ -243,11 +243,14 @@ fn venv_then_pip_editable_and_local_sdist_promote_with_their_packages() {
         );
 
         // `pip install -e .` of the project itself, then a local sdist.
+        // A `src/` layout: setuptools' editable install of it is a `.pth`
+        // of one path on every version (a flat layout gets its finder,
+        // which needs a person: see the test below).
         ws.write(
             "setup.py",
-            "from setuptools import setup\nsetup(name='mypkg', version='0.1.0', packages=['mypkg'])\n",
+            "from setuptools import setup\nsetup(name='mypkg', version='0.1.0', packages=['mypkg'], package_dir={'': 'src'})\n",
         );
-        ws.write("mypkg/__init__.py", "X = 1\n");
+        ws.write("src/mypkg/__init__.py", "X = 1\n");
         let lib = tempfile::tempdir_in("/tmp").unwrap();
         std::fs::create_dir_all(lib.path().join("tinylib")).unwrap();
         std::fs::write(
@@ -614,14 +617,15 @@ fn a_pth_with_paths_promotes_and_one_with_an_import_line_needs_a_person() {
 }
 
 /// `pip install -e .` of a flat-layout project with a PEP 660 backend
-/// (setuptools 80.9.0): setuptools installs its editable finder, a `.pth`
-/// whose one line imports a module it wrote beside it. That pair is
-/// setuptools' template with the project's paths, so the run promotes with
-/// its package like a `.pth` of paths; the promoted venv imports the
-/// project. (The same `.pth` with a module that is not the template needs
-/// a person: tests/hostile_deps.rs.)
+/// (setuptools 80.9.0) installs setuptools' editable finder: a `.pth`
+/// whose one line imports a module written beside it. Python runs that
+/// import at every start of the venv, and the module's compiled form in
+/// `__pycache__` (which pip writes, and which Python prefers while its
+/// recorded time and size match) cannot be checked against its source
+/// without Python: a person decides (`dependency.startup_hook`). The same
+/// project in a `src/` layout gets a `.pth` of one path and promotes.
 #[test]
-fn an_editable_install_through_setuptools_finder_promotes() {
+fn an_editable_install_through_setuptools_finder_needs_a_person_a_src_layout_does_not() {
     if !system_python() {
         return;
     }
@@ -632,26 +636,28 @@ fn an_editable_install_through_setuptools_finder_promotes() {
         assert_eq!(r.code, 0, "{who:?}: {:?} {}", r.reasons(), r.err());
         promote(&ws, &r);
         python::venv_install_wheel(&ws.dir.join(".venv"), &backend);
-        python::write_flat_project(&ws.dir, "flatpkg");
+        python::write_flat_project(&ws.dir.join("flat"), "flatpkg");
         ws.chown_all();
         let r = execute(
             &ws,
-            ".venv/bin/pip install --no-index --no-build-isolation -e .",
+            ".venv/bin/pip install --no-index --no-build-isolation -e ./flat",
         );
-        let paths: Vec<String> = r
-            .changes()
-            .iter()
-            .filter_map(|c| c["path"].as_str().map(str::to_string))
-            .collect();
-        for file in [
-            "/__editable__.flatpkg-0.1.0.pth",
-            "/__editable___flatpkg_0_1_0_finder.py",
-        ] {
-            assert!(
-                paths.iter().any(|p| p.ends_with(file)),
-                "{who:?}: no {file}: {paths:?}"
-            );
-        }
+        assert_eq!(r.code, 3, "{who:?}: {:?} {}", r.reasons(), r.err());
+        assert!(
+            r.reasons()
+                .iter()
+                .any(|x| x.contains("[dependency.startup_hook]")
+                    && x.contains("__editable__.flatpkg-0.1.0.pth")),
+            "{who:?}: {:?}",
+            r.reasons()
+        );
+
+        python::write_src_project(&ws.dir.join("srcproj"), "srcpkg");
+        ws.chown_all();
+        let r = execute(
+            &ws,
+            ".venv/bin/pip install --no-index --no-build-isolation -e ./srcproj",
+        );
         assert_eq!(
             r.decision(),
             "promote",
@@ -659,14 +665,10 @@ fn an_editable_install_through_setuptools_finder_promotes() {
             r.reasons(),
             r.err()
         );
-        assert_eq!(
-            packages(&r),
-            vec![pkg("pip", "flatpkg", "0.1.0")],
-            "{who:?}"
-        );
+        assert_eq!(packages(&r), vec![pkg("pip", "srcpkg", "0.1.0")], "{who:?}");
         promote(&ws, &r);
         let out = Command::new(ws.dir.join(".venv/bin/python"))
-            .args(["-c", "import flatpkg; print(flatpkg.X)"])
+            .args(["-c", "import srcpkg; print(srcpkg.X)"])
             .current_dir("/")
             .output()
             .unwrap();

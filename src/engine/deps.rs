@@ -16,9 +16,6 @@ use crate::model::{Change, ChangeKind, FileType};
 
 /// Metadata files read, at most: bigger ones are not metadata.
 const MAX_META: u64 = 1 << 20;
-/// setuptools' editable finder module: its template is about 4 KiB, its
-/// data a line per package.
-const MAX_FINDER: u64 = 256 << 10;
 /// Lockfiles read, at most.
 const MAX_LOCK: u64 = 32 << 20;
 
@@ -306,11 +303,9 @@ const DISTUTILS_PRECEDENCE: [&str; 2] = [
 /// Does a file the run wrote in a tree run code at every start of the
 /// environment's interpreter? A `.pth` in `site-packages` with a line
 /// `site` executes (one starting `import ` or `import\t`; plain lines are
-/// paths), unless it is setuptools' own shim or its editable finder (the
-/// import of a finder module the run wrote beside it, of setuptools'
-/// template: `super::editable_finder`); `sitecustomize.py`,
+/// paths), unless it is setuptools' own shim; `sitecustomize.py`,
 /// `usercustomize.py`. Content not kept: yes.
-fn startup_hook(c: &Change, by_path: &BTreeMap<&str, &Change>, src: &Sources) -> bool {
+fn startup_hook(c: &Change, src: &Sources) -> bool {
     let name = c.path.rsplit('/').next().unwrap_or(&c.path);
     if matches!(name, "sitecustomize.py" | "usercustomize.py") {
         return true;
@@ -321,15 +316,6 @@ fn startup_hook(c: &Change, by_path: &BTreeMap<&str, &Change>, src: &Sources) ->
     let Some(text) = kept(src.blobs, c, MAX_META) else {
         return true;
     };
-    if let Some(module) = super::editable_finder::finder_imported_by(&text) {
-        let dir = c.path.rsplit_once('/').map_or("", |(d, _)| d);
-        let module_path = format!("{dir}/{module}.py");
-        return !by_path
-            .get(module_path.as_str())
-            .filter(|m| m.kind != ChangeKind::Deleted && m.file_type == FileType::File)
-            .and_then(|m| kept(src.blobs, m, MAX_FINDER))
-            .is_some_and(|m| super::editable_finder::is_setuptools_finder(&m));
-    }
     let text = String::from_utf8_lossy(&text);
     let code: Vec<&str> = text
         .lines()
@@ -353,7 +339,7 @@ fn pip(
         if c.kind != ChangeKind::Deleted
             && c.file_type == FileType::File
             && report.in_tree(&c.path)
-            && startup_hook(c, by_path, src)
+            && startup_hook(c, src)
         {
             report.startup_hooks.push(c.path.clone());
         }

@@ -28,7 +28,6 @@ pub mod authz;
 pub mod bound;
 mod compare;
 mod deps;
-mod editable_finder;
 mod egress;
 mod entries;
 mod error;

@@ -91,3 +91,17 @@ pub fn write_flat_project(dir: &Path, name: &str) {
     )
     .unwrap();
 }
+
+/// The same project in a `src/` layout (an editable install of it is a
+/// `.pth` of one path).
+pub fn write_src_project(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir.join("src").join(name)).unwrap();
+    std::fs::write(dir.join("src").join(name).join("__init__.py"), "X = 1\n").unwrap();
+    std::fs::write(
+        dir.join("pyproject.toml"),
+        format!(
+            "[build-system]\nrequires = [\"setuptools>=64\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"{name}\"\nversion = \"0.1.0\"\n\n[tool.setuptools]\npackages = [\"{name}\"]\npackage-dir = {{\"\" = \"src\"}}\n"
+        ),
+    )
+    .unwrap();
+}
