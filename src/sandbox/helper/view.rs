@@ -21,6 +21,7 @@ use super::super::walk::outside::{OutsideLayer, summarise_outside_writes};
 use super::super::wire::RehearsalReport;
 use super::error::{FsError, HelperError};
 use super::init::RunIds;
+use super::view_home;
 use super::view_listing::{Listings, backup_names};
 use crate::model::{Hidden, HiddenKind};
 
@@ -138,19 +139,17 @@ impl ViewSetup {
                     }
                 }
             } else {
-                mounts::open_dir_no_symlinks(&l.path, l.identity).map_err(|source| {
-                    HelperError::OpenView {
+                match mounts::open_dir_no_symlinks(&l.path, l.identity) {
+                    Err(_) if view_home::beneath_home(&spec.view, &l.path) => None,
+                    opened => opened.map_err(|source| HelperError::OpenView {
                         op: "open layer",
                         path: l.path.clone(),
                         source,
-                    }
-                })?
+                    })?,
+                }
             };
             let Some(lower) = opened else {
-                v.stripped.push(format!(
-                    "hidden:{} (it moved or changed since the run was planned)",
-                    l.path.display()
-                ));
+                v.stripped.push(view_home::not_opened(&spec.view, &l.path));
                 continue;
             };
             let meta =
@@ -263,6 +262,7 @@ impl ViewSetup {
                 )),
             }
         }
+        self.stripped.extend(spec.view.notes.iter().cloned());
         for h in &spec.view.path_hidden {
             self.stripped
                 .push(format!("hidden:{} ({})", h.path.display(), h.rule));
@@ -285,13 +285,7 @@ impl ViewSetup {
                     self.stripped.push(format!(
                     "hidden:{} (the host's tree could not be layered: {e}; the command sees {} instead)",
                     l.target.display(),
-                    if l.target == Path::new("/tmp") {
-                        "a fresh, empty /tmp"
-                    } else if l.target == Path::new("/var/tmp") {
-                        "a fresh, empty /var/tmp"
-                    } else {
-                        "an empty directory it cannot write"
-                    }
+                    view_home::instead_of(&spec.view, &l.target)
                 ))
                 }
             }
@@ -558,10 +552,18 @@ impl ViewSetup {
         let layers: Vec<OutsideLayer> = self
             .layers
             .iter()
-            .enumerate()
-            .map(|(i, l)| OutsideLayer {
+            .map(|l| OutsideLayer {
                 target: &l.target,
-                upper: base.join(i.to_string()).join("data"),
+                // Its own upper, wherever it was in the plan (P3 may have
+                // left layers before it out).
+                upper: base
+                    .join(
+                        l.upper
+                            .parent()
+                            .and_then(|d| d.file_name())
+                            .unwrap_or_default(),
+                    )
+                    .join("data"),
                 lower: &l.lower,
             })
             .collect();
