@@ -46,7 +46,8 @@ fn chown_to(who: Who, p: &Path) {
 /// Runs `cmd` as `who` in a private mount namespace where `~/.cargo` is a
 /// bind mount of a tree holding a canary and a registry token
 /// (`credentials.toml`, masked), and a file is bind-mounted over
-/// `~/.dryrun-submount-file-HEX`. Returns the run, the canary, the tree
+/// `~/.dryrun-submount-file-HEX`, and the tree is bound read-only at
+/// `~/.dryrun-submount-ro-HEX`. Returns the run, the canary, the tree
 /// and the two mount points.
 fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
     let ws = Ws::new(who);
@@ -63,6 +64,9 @@ fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
         chown_to(who, &cargo);
         made.0.push(cargo.clone());
     }
+    let ro_point = home.join(format!(".dryrun-submount-ro-{hex}"));
+    std::fs::create_dir(&ro_point).unwrap();
+    made.0.push(ro_point.clone());
     let file_point = home.join(format!(".dryrun-submount-file-{hex}"));
     std::fs::write(&file_point, "under the mount\n").unwrap();
     made.0.push(file_point.clone());
@@ -87,12 +91,13 @@ fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
         "private",
         "sh",
         "-c",
-        "mount --bind \"$0\" \"$1\" && mount --bind \"$2\" \"$3\" && shift 3 && exec \"$@\"",
+        "mount --bind \"$0\" \"$1\" && mount --bind \"$2\" \"$3\" && mount --bind \"$0\" \"$4\" && \
+         mount -o remount,bind,ro \"$4\" && shift 4 && exec \"$@\"",
     ]
     .iter()
     .map(|s| s.to_string())
     .chain(
-        [&tree, &cargo, &file_src, &file_point]
+        [&tree, &cargo, &file_src, &file_point, &ro_point]
             .iter()
             .map(|p| p.display().to_string()),
     )
@@ -110,13 +115,18 @@ fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
 }
 
 /// Reads the canary, writes beside it and reads the token, in the `.cargo`
-/// of `who`'s home (the run's `HOME` is the test's own).
+/// of `who`'s home (the run's `HOME` is the test's own), then reads the
+/// canary through the read-only mount and tries to write there.
 fn cmd(who: Who) -> String {
-    let c = home_for(who).join(".cargo");
+    let home = home_for(who);
+    let c = home.join(".cargo");
     let c = c.display();
+    let ro = home.join(".dryrun-submount-ro-");
+    let ro = ro.display();
     format!(
         "cat {c}/canary; echo new > {c}/written-in-rehearsal && echo wrote; \
-         echo \"token:$(cat {c}/credentials.toml 2>&1)\"; exit 0"
+         echo \"token:$(cat {c}/credentials.toml 2>&1)\"; cat {ro}*/canary; \
+         for d in {ro}*; do echo new > $d/new 2>/dev/null && echo ro-wrote || echo ro-refused; done; exit 0"
     )
 }
 
@@ -144,7 +154,7 @@ fn a_mount_beneath_roots_home_is_shown_with_its_writes_listed_and_masks_on() {
     let home = home_for(Who::Root);
     assert_eq!(
         r.out(),
-        format!("{canary}\nwrote\ntoken:\n"),
+        format!("{canary}\nwrote\ntoken:\n{canary}\nro-refused\n"),
         "{}\n{:?}",
         r.err(),
         r.stripped()
@@ -190,7 +200,12 @@ fn a_mount_beneath_a_users_home_is_shown_or_named() {
     assert!(!out.contains("secret-"), "{out}");
     assert!(!tree.join("written-in-rehearsal").exists());
     if out.starts_with(&format!("{canary}\n")) {
-        assert!(out.contains("wrote\n"), "{out}\n{}", r.err());
+        assert_eq!(
+            out,
+            format!("{canary}\nwrote\ntoken:\n{canary}\nro-refused\n"),
+            "{}",
+            r.err()
+        );
         let paths = outside_paths(&r);
         assert!(
             paths.iter().any(|p| Path::new(p).starts_with(&cargo)),

@@ -279,7 +279,11 @@ impl ViewSetup {
             // empty ones (P4), another tree an empty directory the command
             // cannot write.
             match mounts::mount_overlay(&target, &proc_fd(&l.lower), &l.upper, &l.work) {
-                Ok(()) => kept.push(l),
+                Ok(()) => {
+                    self.shown
+                        .extend(view_home::read_only(&spec.view, &l.target, &target));
+                    kept.push(l)
+                }
                 Err(e) => {
                     self.left_out.push(l.target.clone());
                     self.stripped.push(format!(

@@ -105,3 +105,31 @@ pub(super) fn not_opened(view: &ViewSpec, path: &Path) -> String {
         )
     }
 }
+
+/// A layer over a mount the host holds read-only is made read-only once
+/// mounted at `target` (only that attribute changes): a write fails there
+/// as it does live. What went wrong, when it could not be.
+pub(super) fn read_only(view: &ViewSpec, path: &Path, target: &Path) -> Option<String> {
+    use super::super::sys;
+    use std::os::fd::AsRawFd;
+    if !view.read_only.iter().any(|p| p == path) {
+        return None;
+    }
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let done = open(target, flags, Mode::empty())
+        .map_err(std::io::Error::from)
+        .and_then(|fd| {
+            sys::mount_setattr(
+                fd.as_raw_fd(),
+                sys::Reach::Mount,
+                sys::MOUNT_ATTR_RDONLY,
+                None,
+            )
+        });
+    done.err().map(|e| {
+        format!(
+            "view: {} is read-only on the host but writable in the rehearsal (it could not be made read-only: {e})",
+            path.display()
+        )
+    })
+}

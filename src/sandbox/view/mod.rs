@@ -88,6 +88,10 @@ pub struct ViewSpec {
     /// and it lies in a throwaway layer: made there, empty, for the command.
     #[serde(default)]
     pub make_home: Option<PathBuf>,
+    /// Layers over a mount the host holds read-only: read-only in the
+    /// view too, so a write fails there as it does live.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
     /// What the plan could not show, as the record names it
     /// (`hidden:PATH (why)`): mounts beneath the home that are not layers.
     #[serde(default)]

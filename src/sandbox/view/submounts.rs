@@ -26,6 +26,8 @@ pub(super) struct MountLine {
     pub dev: (u32, u32),
     pub root: PathBuf,
     pub point: PathBuf,
+    /// The mount, or its filesystem, is read-only.
+    pub read_only: bool,
 }
 
 /// The planner's own mount table (empty when it cannot be read: then no
@@ -51,10 +53,17 @@ pub(super) fn parse_mount_table(text: &[u8]) -> Vec<MountLine> {
             }
             let (a, b) = std::str::from_utf8(f[2]).ok()?.split_once(':')?;
             let path = |s: &[u8]| PathBuf::from(OsString::from_vec(unescape(s)));
+            let ro = |opts: Option<&&[u8]>| {
+                opts.is_some_and(|o| o.split(|b| *b == b',').any(|x| x == b"ro"))
+            };
+            // The mount's options, then after the optional fields and `-`,
+            // the filesystem type, its source and the filesystem's options.
+            let sep = f.iter().skip(6).position(|x| *x == b"-").map(|i| i + 6);
             Some(MountLine {
                 dev: (a.parse().ok()?, b.parse().ok()?),
                 root: path(f[3]),
                 point: path(f[4]),
+                read_only: ro(f.get(5)) || sep.is_some_and(|i| ro(f.get(i + 3))),
             })
         })
         .collect()
@@ -152,6 +161,9 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
             )),
             Ok(meta) => {
                 shown += 1;
+                if m.read_only {
+                    v.read_only.push(p.to_path_buf());
+                }
                 v.layers.push(ShownDir {
                     path: p.to_path_buf(),
                     identity: Some((meta.dev(), meta.ino())),
@@ -175,9 +187,13 @@ mod tests {
         let text = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
             40 22 0:50 /cache\\040dir /home/u/my\\040cache rw - tmpfs t rw\n\
             41 22 0:51 / /home/u/tail\\134 rw - tmpfs t rw\n\
+            42 22 8:1 /r /home/u/.rustup ro,relatime shared:1 - ext4 /dev/sda1 rw\n\
+            43 22 7:0 / /home/u/sq rw shared:2 master:3 - squashfs /dev/loop0 ro\n\
             short line\n";
         let t = parse_mount_table(text);
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.len(), 5);
+        let ro: Vec<bool> = t.iter().map(|m| m.read_only).collect();
+        assert_eq!(ro, [false, false, false, true, true]);
         assert_eq!(t[1].dev, (0, 50));
         assert_eq!(t[1].root, PathBuf::from("/cache dir"));
         assert_eq!(t[1].point, PathBuf::from("/home/u/my cache"));
