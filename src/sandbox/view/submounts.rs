@@ -127,38 +127,46 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
         .into_iter()
         .map(|(_, h)| h)
         .collect();
-    let mut skipped: Vec<&Path> = Vec::new();
-    let mut shown = 0;
+    // Points are sorted, so what lies beneath a skipped one follows it.
+    let mut skipped: Option<&Path> = None;
+    let (mut shown, mut looked, mut past) = (0, 0, 0);
     for m in points {
         let p = m.point.as_path();
-        if skipped.iter().any(|s| p.starts_with(s)) {
+        if skipped.is_some_and(|s| p.starts_with(s)) {
             continue;
         }
         if p.starts_with(r.workspace) || p.starts_with(r.state_dir) {
-            skipped.push(p);
+            skipped = Some(p);
             continue;
         }
+        skipped = Some(p);
+        if shown >= MAX_SUBMOUNTS || looked >= 4 * MAX_SUBMOUNTS {
+            past += 1;
+            if past <= MAX_SUBMOUNTS {
+                v.notes.push(format!(
+                    "hidden:{} (not shown: more than {MAX_SUBMOUNTS} mounts beneath the home; the command sees the directory under it)",
+                    p.display()
+                ));
+            }
+            continue;
+        }
+        looked += 1;
         let why = match std::fs::symlink_metadata(p) {
-            Err(e) => Some(format!(
+            Err(e) => format!(
                 "a mount beneath the home that could not be looked at: {e}; the command sees the directory under it"
-            )),
-            Ok(meta) if !meta.is_dir() => Some(
-                "a file mounted beneath the home is not shown: the command sees the file under the mount"
-                    .to_string(),
             ),
+            Ok(meta) if !meta.is_dir() => {
+                "a file mounted beneath the home is not shown: the command sees the file under the mount"
+                    .to_string()
+            }
             Ok(_)
                 if home_at
                     .as_ref()
                     .is_some_and(|(dev, at)| *dev == m.dev && overlaps(&m.root, at))
                     || (!others.is_empty() && (r.reaches_home)(p, &others)) =>
             {
-                Some(format!(
-                    "{RULE_HOME_ALIAS}; the command sees the directory under the mount"
-                ))
+                format!("{RULE_HOME_ALIAS}; the command sees the directory under the mount")
             }
-            Ok(_) if shown >= MAX_SUBMOUNTS => Some(format!(
-                "not shown: more than {MAX_SUBMOUNTS} mounts beneath the home; the command sees the directory under it"
-            )),
             Ok(meta) => {
                 shown += 1;
                 if m.read_only {
@@ -168,18 +176,23 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
                     path: p.to_path_buf(),
                     identity: Some((meta.dev(), meta.ino())),
                 });
-                None
+                skipped = None;
+                continue;
             }
         };
-        if let Some(why) = why {
-            v.notes.push(format!("hidden:{} ({why})", p.display()));
-            skipped.push(p);
-        }
+        v.notes.push(format!("hidden:{} ({why})", p.display()));
+    }
+    if past > MAX_SUBMOUNTS {
+        v.notes.push(format!(
+            "mounts beneath the home: {} more not shown or named (more than {MAX_SUBMOUNTS}); the command sees the directory under each",
+            past - MAX_SUBMOUNTS
+        ));
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::access::HostUser;
     use super::*;
 
     #[test]
@@ -200,5 +213,115 @@ mod tests {
         assert_eq!(t[2].point, PathBuf::from("/home/u/tail\\"));
         assert_eq!(unescape(b"a\\04"), b"a\\04");
         assert_eq!(unescape(b"\\400"), b"\\400");
+    }
+
+    fn line(dev: (u32, u32), root: &str, point: &Path, read_only: bool) -> MountLine {
+        MountLine {
+            dev,
+            root: root.into(),
+            point: point.to_path_buf(),
+            read_only,
+        }
+    }
+
+    /// What the plan makes of the mounts beneath a home: directories are
+    /// layers (read-only ones marked), a file, an alias of the home and
+    /// those past the cap are named, the workspace's and the state
+    /// directory's and what lies beneath a named one are left alone.
+    #[test]
+    fn mounts_beneath_the_home_are_layers_or_named() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        let ws = home.join("ws");
+        let state = home.join(".local/state/dryrun");
+        for d in [
+            "cache",
+            "a-ro",
+            "alias/inner",
+            "ws/sub",
+            ".local/state/dryrun/x",
+        ] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join(".gitconfig"), "").unwrap();
+        for i in 0..MAX_SUBMOUNTS + 40 {
+            std::fs::create_dir_all(home.join(format!("many/{i:03}"))).unwrap();
+        }
+        let mut table = vec![
+            line((8, 1), "/", Path::new("/"), false),
+            line((0, 40), "/c", &home.join("cache"), false),
+            line((0, 41), "/r", &home.join("a-ro"), true),
+            line((0, 42), "/f", &home.join(".gitconfig"), false),
+            line((8, 1), "/", &home.join("alias"), false),
+            line((0, 43), "/", &home.join("alias/inner"), false),
+            line((0, 44), "/", &ws.join("sub"), false),
+            line((0, 45), "/", &state.join("x"), false),
+            line((0, 46), "/", &home.join("gone"), false),
+        ];
+        for i in 0..MAX_SUBMOUNTS + 40 {
+            table.push(line(
+                (1, i as u32),
+                "/",
+                &home.join(format!("many/{i:03}")),
+                false,
+            ));
+        }
+        let me = HostUser {
+            uid: 0,
+            gid: 0,
+            groups: vec![],
+        };
+        let image = super::super::super::spec::ImageProfile::default_profile();
+        let r = ViewRequest {
+            user: &me,
+            env: &[],
+            workspace: &ws,
+            state_dir: &state,
+            image: &image,
+            policy_masks: &[],
+            reaches_home: &|_, _| false,
+        };
+        let mut v = ViewSpec::default();
+        plan_submounts(&r, &mut v, &home, &table);
+        let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
+        assert_eq!(layers.len(), MAX_SUBMOUNTS, "{layers:?}");
+        assert_eq!(layers[0], home.join("a-ro"), "{layers:?} {:?}", v.notes);
+        assert_eq!(layers[1], home.join("cache"));
+        assert_eq!(layers[2], home.join("many/000"));
+        assert_eq!(v.read_only, vec![home.join("a-ro")]);
+        let named = |p: &Path, why: &str| {
+            v.notes
+                .iter()
+                .any(|n| n.starts_with(&format!("hidden:{} (", p.display())) && n.contains(why))
+        };
+        assert!(
+            named(&home.join(".gitconfig"), "a file mounted"),
+            "{:?}",
+            v.notes
+        );
+        assert!(named(&home.join("alias"), RULE_HOME_ALIAS), "{:?}", v.notes);
+        assert!(
+            named(&home.join("gone"), "could not be looked at"),
+            "{:?}",
+            v.notes
+        );
+        assert!(
+            named(&home.join("many/030"), "more than 32 mounts"),
+            "{:?}",
+            v.notes
+        );
+        assert!(!named(&home.join("many/029"), ""), "{:?}", v.notes);
+        for quiet in [home.join("alias/inner"), ws.join("sub"), state.join("x")] {
+            assert!(
+                !layers.contains(&quiet.as_path()) && !named(&quiet, ""),
+                "{quiet:?}"
+            );
+        }
+        // 42 past the cap: 32 named, 10 counted.
+        assert!(
+            v.notes.last().unwrap().contains(": 10 more not shown"),
+            "{:?}",
+            v.notes
+        );
     }
 }
