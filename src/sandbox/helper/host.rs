@@ -178,10 +178,10 @@ fn staged_in_view() -> io::Result<OwnedFd> {
     }
 }
 
-/// H3 (root): detached clones of the view's throwaway layers' real trees
-/// (the home, `/tmp`, `/var/tmp`), each reached without a symlink and
-/// checked to be the directory the plan saw; one that is not is left out
-/// (P1 names it).
+/// H3 (root): detached, non-recursive clones of the view's throwaway
+/// layers' real trees (the home, each mount beneath it, `/tmp`,
+/// `/var/tmp`), each reached without a symlink and checked to be the
+/// directory the plan saw; one that is not is left out (P1 names it).
 fn clone_view_layers(spec: &SandboxSpec) -> Result<Vec<(usize, PathBuf, OwnedFd)>, HelperError> {
     let mut out = Vec::new();
     for (i, l) in spec.view.layers.iter().enumerate() {

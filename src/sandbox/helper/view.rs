@@ -274,10 +274,11 @@ impl ViewSetup {
                 .map_err(|e| view_err("layer mount point")(MountError::from_io(&target, e)))?;
             // The kernel refuses some real trees as a lower layer (one that
             // holds a mount of another layer's tree, for instance a home
-            // bind-mounted under /tmp). The run goes on without that layer,
-            // and the record says so: /tmp and /var/tmp are then fresh,
-            // empty ones (P4), another tree an empty directory the command
-            // cannot write.
+            // bind-mounted under /tmp; in the caller's own namespace, a home
+            // holding mounts). The run goes on without that layer, and the
+            // record says so: /tmp and /var/tmp are then fresh, empty ones
+            // (P4), a mount beneath the home the directory under it, another
+            // tree an empty directory the command cannot write.
             match mounts::mount_overlay(&target, &proc_fd(&l.lower), &l.upper, &l.work) {
                 Ok(()) => {
                     self.shown

@@ -2,9 +2,9 @@
 //!
 //! The command sees the world of the user it runs as, read-only, with the
 //! secrets taken out: the image's system trees, that user's home, every
-//! directory on the command's `PATH`, `/tmp` and `/var/tmp` (the home and
-//! the two scratch trees as throwaway layers over the real ones, so writes
-//! there are seen and dropped), minus the masks of [`table::MASKS`] (and
+//! directory on the command's `PATH`, `/tmp` and `/var/tmp` (the home, the
+//! mounts beneath it ([`submounts`]) and the two scratch trees as throwaway
+//! layers over the real ones, so writes there are seen and dropped), minus the masks of [`table::MASKS`] (and
 //! the policies' own), with the files of [`table::FILTERS`] served without
 //! their credential lines. [`plan_view`] computes this once per run from
 //! the user, its environment and the policy into a [`ViewSpec`], which
