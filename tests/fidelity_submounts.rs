@@ -47,8 +47,8 @@ fn chown_to(who: Who, p: &Path) {
 /// bind mount of a tree holding a canary and a registry token
 /// (`credentials.toml`, masked), and a file is bind-mounted over
 /// `~/.dryrun-submount-file-HEX`, and the tree is bound read-only at
-/// `~/.dryrun-submount-ro-HEX`. Returns the run, the canary, the tree
-/// and the two mount points.
+/// `~/.dryrun-submount-ro-HEX`. Returns the run, the canary, the tree and
+/// what the test made in the home (removed when dropped).
 fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
     let ws = Ws::new(who);
     let home = home_for(who);
@@ -103,7 +103,7 @@ fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
     )
     .collect();
     let mut c = ws.command_via(&wrapper);
-    c.args(["execute", "--json", "--command", &cmd(who)]);
+    c.args(["execute", "--json", "--command", &cmd(who, &hex)]);
     let r = to_run(c.output().unwrap());
     // The mounts were the private namespace's only.
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -117,16 +117,16 @@ fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
 /// Reads the canary, writes beside it and reads the token, in the `.cargo`
 /// of `who`'s home (the run's `HOME` is the test's own), then reads the
 /// canary through the read-only mount and tries to write there.
-fn cmd(who: Who) -> String {
+fn cmd(who: Who, hex: &str) -> String {
     let home = home_for(who);
     let c = home.join(".cargo");
     let c = c.display();
-    let ro = home.join(".dryrun-submount-ro-");
+    let ro = home.join(format!(".dryrun-submount-ro-{hex}"));
     let ro = ro.display();
     format!(
         "cat {c}/canary; echo new > {c}/written-in-rehearsal && echo wrote; \
-         echo \"token:$(cat {c}/credentials.toml 2>&1)\"; cat {ro}*/canary; \
-         for d in {ro}*; do echo new > $d/new 2>/dev/null && echo ro-wrote || echo ro-refused; done; exit 0"
+         echo \"token:$(cat {c}/credentials.toml 2>&1)\"; cat {ro}/canary; \
+         echo new > {ro}/new 2>/dev/null && echo ro-wrote || echo ro-refused; exit 0"
     )
 }
 
