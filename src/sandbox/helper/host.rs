@@ -178,10 +178,10 @@ fn staged_in_view() -> io::Result<OwnedFd> {
     }
 }
 
-/// H3 (root): detached clones of the view's throwaway layers' real trees
-/// (the home, `/tmp`, `/var/tmp`), each reached without a symlink and
-/// checked to be the directory the plan saw; one that is not is left out
-/// (P1 names it).
+/// H3 (root): detached, non-recursive clones of the view's throwaway
+/// layers' real trees (the home, each mount beneath it, `/tmp`,
+/// `/var/tmp`), each reached without a symlink and checked to be the
+/// directory the plan saw; one that is not is left out (P1 names it).
 fn clone_view_layers(spec: &SandboxSpec) -> Result<Vec<(usize, PathBuf, OwnedFd)>, HelperError> {
     let mut out = Vec::new();
     for (i, l) in spec.view.layers.iter().enumerate() {
@@ -189,13 +189,20 @@ fn clone_view_layers(spec: &SandboxSpec) -> Result<Vec<(usize, PathBuf, OwnedFd)
             let path = l.path.clone();
             move |source: io::Error| HelperError::StageView { op, path, source }
         };
-        let Some(dir) = mounts::open_dir_no_symlinks(&l.path, l.identity).map_err(err("open"))?
-        else {
-            continue;
-        };
-        let tree =
-            sys::open_tree_clone_at(dir.as_raw_fd(), sys::Reach::Mount).map_err(err("clone"))?;
-        out.push((i, l.path.clone(), tree));
+        let opened = mounts::open_dir_no_symlinks(&l.path, l.identity).map_err(err("open"));
+        let tree = opened.and_then(|dir| {
+            dir.map(|d| sys::open_tree_clone_at(d.as_raw_fd(), sys::Reach::Mount))
+                .transpose()
+                .map_err(err("clone"))
+        });
+        // A mount beneath the home that cannot be opened or cloned is left
+        // out (P1 names it); the home and the scratch trees fail the run.
+        match tree {
+            Ok(Some(tree)) => out.push((i, l.path.clone(), tree)),
+            Ok(None) => {}
+            Err(_) if super::view_home::beneath_home(&spec.view, &l.path) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(out)
 }

@@ -21,6 +21,7 @@ use super::super::walk::outside::{OutsideLayer, summarise_outside_writes};
 use super::super::wire::RehearsalReport;
 use super::error::{FsError, HelperError};
 use super::init::RunIds;
+use super::view_home;
 use super::view_listing::{Listings, backup_names};
 use crate::model::{Hidden, HiddenKind};
 
@@ -138,19 +139,17 @@ impl ViewSetup {
                     }
                 }
             } else {
-                mounts::open_dir_no_symlinks(&l.path, l.identity).map_err(|source| {
-                    HelperError::OpenView {
+                match mounts::open_dir_no_symlinks(&l.path, l.identity) {
+                    Err(_) if view_home::beneath_home(&spec.view, &l.path) => None,
+                    opened => opened.map_err(|source| HelperError::OpenView {
                         op: "open layer",
                         path: l.path.clone(),
                         source,
-                    }
-                })?
+                    })?,
+                }
             };
             let Some(lower) = opened else {
-                v.stripped.push(format!(
-                    "hidden:{} (it moved or changed since the run was planned)",
-                    l.path.display()
-                ));
+                v.stripped.push(view_home::not_opened(&spec.view, &l.path));
                 continue;
             };
             let meta =
@@ -263,6 +262,7 @@ impl ViewSetup {
                 )),
             }
         }
+        self.stripped.extend(spec.view.notes.iter().cloned());
         for h in &spec.view.path_hidden {
             self.stripped
                 .push(format!("hidden:{} ({})", h.path.display(), h.rule));
@@ -274,24 +274,23 @@ impl ViewSetup {
                 .map_err(|e| view_err("layer mount point")(MountError::from_io(&target, e)))?;
             // The kernel refuses some real trees as a lower layer (one that
             // holds a mount of another layer's tree, for instance a home
-            // bind-mounted under /tmp). The run goes on without that layer,
-            // and the record says so: /tmp and /var/tmp are then fresh,
-            // empty ones (P4), another tree an empty directory the command
-            // cannot write.
+            // bind-mounted under /tmp; in the caller's own namespace, a home
+            // holding mounts). The run goes on without that layer, and the
+            // record says so: /tmp and /var/tmp are then fresh, empty ones
+            // (P4), a mount beneath the home the directory under it, another
+            // tree an empty directory the command cannot write.
             match mounts::mount_overlay(&target, &proc_fd(&l.lower), &l.upper, &l.work) {
-                Ok(()) => kept.push(l),
+                Ok(()) => {
+                    self.shown
+                        .extend(view_home::read_only(&spec.view, &l.target, &target));
+                    kept.push(l)
+                }
                 Err(e) => {
                     self.left_out.push(l.target.clone());
                     self.stripped.push(format!(
                     "hidden:{} (the host's tree could not be layered: {e}; the command sees {} instead)",
                     l.target.display(),
-                    if l.target == Path::new("/tmp") {
-                        "a fresh, empty /tmp"
-                    } else if l.target == Path::new("/var/tmp") {
-                        "a fresh, empty /var/tmp"
-                    } else {
-                        "an empty directory it cannot write"
-                    }
+                    view_home::instead_of(&spec.view, &l.target)
                 ))
                 }
             }
@@ -558,10 +557,18 @@ impl ViewSetup {
         let layers: Vec<OutsideLayer> = self
             .layers
             .iter()
-            .enumerate()
-            .map(|(i, l)| OutsideLayer {
+            .map(|l| OutsideLayer {
                 target: &l.target,
-                upper: base.join(i.to_string()).join("data"),
+                // Its own upper, wherever it was in the plan (P3 may have
+                // left layers before it out).
+                upper: base
+                    .join(
+                        l.upper
+                            .parent()
+                            .and_then(|d| d.file_name())
+                            .unwrap_or_default(),
+                    )
+                    .join("data"),
                 lower: &l.lower,
             })
             .collect();

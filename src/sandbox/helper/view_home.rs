@@ -7,6 +7,8 @@ use std::path::Path;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open};
 use nix::sys::stat::Mode;
 
+use super::super::view::ViewSpec;
+
 /// Makes the directory `path` (absolute, `.`/`..`-free) inside the new
 /// root at `root`, one component at a time from the root's descriptor,
 /// following no symlink and leaving no component's tree (a planted link
@@ -65,4 +67,69 @@ pub(super) fn make_dir_in_root(
         };
     }
     Ok(made)
+}
+
+/// A mount beneath the home the plan made a layer of its own (not the
+/// home, `/tmp` or `/var/tmp`): one the run cannot open or layer is left
+/// out and named, never a failed run.
+pub(super) fn beneath_home(view: &ViewSpec, path: &Path) -> bool {
+    view.home
+        .as_ref()
+        .is_some_and(|h| path.starts_with(h) && path != h)
+}
+
+/// What the command sees instead of a layer the run left out.
+pub(super) fn instead_of(view: &ViewSpec, target: &Path) -> &'static str {
+    if target == Path::new("/tmp") {
+        "a fresh, empty /tmp"
+    } else if target == Path::new("/var/tmp") {
+        "a fresh, empty /var/tmp"
+    } else if beneath_home(view, target) {
+        "the directory under the mount"
+    } else {
+        "an empty directory it cannot write"
+    }
+}
+
+/// Why a layer planned is not there to open.
+pub(super) fn not_opened(view: &ViewSpec, path: &Path) -> String {
+    if beneath_home(view, path) {
+        format!(
+            "hidden:{} (a mount beneath the home that could not be opened as planned; the command sees the directory under it)",
+            path.display()
+        )
+    } else {
+        format!(
+            "hidden:{} (it moved or changed since the run was planned)",
+            path.display()
+        )
+    }
+}
+
+/// A layer over a mount the host holds read-only is made read-only once
+/// mounted at `target` (only that attribute changes): a write fails there
+/// as it does live. What went wrong, when it could not be.
+pub(super) fn read_only(view: &ViewSpec, path: &Path, target: &Path) -> Option<String> {
+    use super::super::sys;
+    use std::os::fd::AsRawFd;
+    if !view.read_only.iter().any(|p| p == path) {
+        return None;
+    }
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let done = open(target, flags, Mode::empty())
+        .map_err(std::io::Error::from)
+        .and_then(|fd| {
+            sys::mount_setattr(
+                fd.as_raw_fd(),
+                sys::Reach::Mount,
+                sys::MOUNT_ATTR_RDONLY,
+                None,
+            )
+        });
+    done.err().map(|e| {
+        format!(
+            "view: {} is read-only on the host but writable in the rehearsal (it could not be made read-only: {e})",
+            path.display()
+        )
+    })
 }

@@ -2,9 +2,9 @@
 //!
 //! The command sees the world of the user it runs as, read-only, with the
 //! secrets taken out: the image's system trees, that user's home, every
-//! directory on the command's `PATH`, `/tmp` and `/var/tmp` (the home and
-//! the two scratch trees as throwaway layers over the real ones, so writes
-//! there are seen and dropped), minus the masks of [`table::MASKS`] (and
+//! directory on the command's `PATH`, `/tmp` and `/var/tmp` (the home, the
+//! mounts beneath it ([`submounts`]) and the two scratch trees as throwaway
+//! layers over the real ones, so writes there are seen and dropped), minus the masks of [`table::MASKS`] (and
 //! the policies' own), with the files of [`table::FILTERS`] served without
 //! their credential lines. [`plan_view`] computes this once per run from
 //! the user, its environment and the policy into a [`ViewSpec`], which
@@ -14,6 +14,7 @@
 
 pub(crate) mod access;
 pub(crate) mod filter;
+mod submounts;
 pub(crate) mod table;
 
 use serde::{Deserialize, Serialize};
@@ -65,8 +66,8 @@ pub struct ViewSpec {
     /// The home shown (also among `layers`).
     #[serde(default)]
     pub home: Option<PathBuf>,
-    /// Throwaway layers over real trees (`/tmp`, `/var/tmp`, the home),
-    /// parents first.
+    /// Throwaway layers over real trees (`/tmp`, `/var/tmp`, the home and
+    /// the mounts beneath it), parents first.
     #[serde(default)]
     pub layers: Vec<ShownDir>,
     /// `PATH` directories outside every other shown tree, bound read-only.
@@ -87,6 +88,14 @@ pub struct ViewSpec {
     /// and it lies in a throwaway layer: made there, empty, for the command.
     #[serde(default)]
     pub make_home: Option<PathBuf>,
+    /// Layers over a mount the host holds read-only: read-only in the
+    /// view too, so a write fails there as it does live.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+    /// What the plan could not show, as the record names it
+    /// (`hidden:PATH (why)`): mounts beneath the home that are not layers.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// The rules of the view that are not tables (ids and reasons).
@@ -224,6 +233,9 @@ pub(crate) fn plan_view(r: &ViewRequest) -> ViewSpec {
         }
     }
     v.layers.extend(home);
+    if let Some(h) = v.home.clone() {
+        submounts::plan_submounts(r, &mut v, &h, &submounts::read_mount_table());
+    }
     v.layers.sort_by(|a, b| a.path.cmp(&b.path));
     let home = v.home.clone();
     let env = |name: &str| r.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
