@@ -381,12 +381,14 @@ pub(super) fn mount_proc(root: &Path) -> Result<(), MountError> {
     Ok(())
 }
 
-/// The workspace overlay at its own absolute path.
+/// An overlay at `target` (the workspace at its own absolute path, a view
+/// layer through its mount point's descriptor), read-only if `read_only`.
 pub(super) fn mount_overlay(
     target: &Path,
     lower: &Path,
     upper: &Path,
     work: &Path,
+    read_only: bool,
 ) -> Result<(), MountError> {
     let esc = |p: &Path| {
         p.display()
@@ -408,7 +410,13 @@ pub(super) fn mount_overlay(
         Some("overlay"),
         target,
         Some("overlay"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV
+            | if read_only {
+                MsFlags::MS_RDONLY
+            } else {
+                MsFlags::empty()
+            },
         Some(data.as_str()),
     )
     .map_err(|e| merr("overlay", target, e))

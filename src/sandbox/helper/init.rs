@@ -379,13 +379,17 @@ fn mount_tmp_and_overlay(
     }
     let ws = spec.workspace.as_path();
     let ws_in_root = root.join(ws.strip_prefix("/").unwrap_or(ws));
-    std::fs::create_dir_all(&ws_in_root)
-        .map_err(|e| step("workspace mount point")(FsError::io(&ws_in_root)(e)))?;
+    // Through the home's layer the path to the workspace shows the host's
+    // tree as it changes: walked without following a link, mounted through
+    // its descriptor.
+    let point = super::view_home::mount_point_in_root(root, ws)
+        .map_err(|e| step("workspace mount point")(FsError::io(&ws_in_root)(e.into())))?;
     mounts::mount_overlay(
-        &ws_in_root,
+        &PathBuf::from(format!("/proc/self/fd/{}", point.as_raw_fd())),
         &lower.proc_path(),
         &scratch.upper,
         &scratch.work,
+        false,
     )
     .map_err(|e| step("overlay")(e.into()))?;
     let upper = open(

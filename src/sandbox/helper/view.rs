@@ -269,9 +269,24 @@ impl ViewSetup {
         }
         let mut kept = Vec::with_capacity(self.layers.len());
         for l in std::mem::take(&mut self.layers) {
-            let target = in_root(root, &l.target);
-            std::fs::create_dir_all(&target)
-                .map_err(|e| view_err("layer mount point")(MountError::from_io(&target, e)))?;
+            let target = match view_home::mount_point_in_root(root, &l.target) {
+                Ok(fd) => fd,
+                Err(e) if view_home::beneath_home(&spec.view, &l.target) => {
+                    self.stripped.push(format!(
+                        "hidden:{} (a mount beneath the home whose path in the home changed while the run was set up: {e}; the command sees what the home shows there)",
+                        l.target.display()
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    let at = in_root(root, &l.target);
+                    return Err(view_err("layer mount point")(MountError::from_io(
+                        &at,
+                        e.into(),
+                    )));
+                }
+            };
+            let ro = view_home::read_only(&spec.view, &l.target);
             // The kernel refuses some real trees as a lower layer (one that
             // holds a mount of another layer's tree, for instance a home
             // bind-mounted under /tmp; in the caller's own namespace, a home
@@ -279,12 +294,9 @@ impl ViewSetup {
             // record says so: /tmp and /var/tmp are then fresh, empty ones
             // (P4), a mount beneath the home the directory under it, another
             // tree an empty directory the command cannot write.
-            match mounts::mount_overlay(&target, &proc_fd(&l.lower), &l.upper, &l.work) {
-                Ok(()) => {
-                    self.shown
-                        .extend(view_home::read_only(&spec.view, &l.target, &target));
-                    kept.push(l)
-                }
+            let lower = proc_fd(&l.lower);
+            match mounts::mount_overlay(&proc_fd(&target), &lower, &l.upper, &l.work, ro) {
+                Ok(()) => kept.push(l),
                 Err(e) => {
                     self.left_out.push(l.target.clone());
                     self.stripped.push(format!(

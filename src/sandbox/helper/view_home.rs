@@ -2,6 +2,7 @@
 //! (a directory under `/tmp` or `/var/tmp`), made inside the new root
 //! without following anything the host's trees hold.
 
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open};
@@ -22,6 +23,42 @@ pub(super) fn make_dir_in_root(
     gid: u32,
 ) -> Result<bool, nix::Error> {
     use nix::unistd::{Gid, Uid, fchownat};
+    let (_, made) = walk_in_root(root, path, |dir, name, last| {
+        let mode = if last { 0o700 } else { 0o755 };
+        nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(mode))?;
+        fchownat(
+            dir,
+            name,
+            Some(Uid::from_raw(uid)),
+            Some(Gid::from_raw(gid)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(made)
+}
+
+/// A layer's mount point inside the new root, walked and made as
+/// [`make_dir_in_root`] does (missing directories `0755`, the sandbox's
+/// own), opened: the layer is mounted through this descriptor, so a
+/// directory the host renames or replaces by a link while the run is set
+/// up (the path to a mount beneath the home runs through the home's own
+/// layer, which shows the host's tree as it changes) cannot move the
+/// mount elsewhere.
+pub(super) fn mount_point_in_root(root: &Path, path: &Path) -> Result<OwnedFd, nix::Error> {
+    walk_in_root(root, path, |dir, name, _| {
+        nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(0o755))
+    })
+    .map(|(fd, _)| fd)
+}
+
+/// The walk both share: each component opened beneath the last with no
+/// symlink followed, `make` called for a missing one. The last
+/// component's descriptor, and whether it was made.
+fn walk_in_root(
+    root: &Path,
+    path: &Path,
+    mut make: impl FnMut(&OwnedFd, &std::ffi::OsStr, bool) -> Result<(), nix::Error>,
+) -> Result<(OwnedFd, bool), nix::Error> {
     let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let how = || {
         OpenHow::new().flags(dir_flags).resolve(
@@ -44,29 +81,20 @@ pub(super) fn make_dir_in_root(
         .collect();
     let mut made = false;
     for (i, name) in names.iter().enumerate() {
-        let last = i + 1 == names.len();
         dir = match nix::fcntl::openat2(&dir, *name, how()) {
             Ok(fd) => {
                 made = false;
                 fd
             }
             Err(nix::Error::ENOENT) => {
-                let mode = if last { 0o700 } else { 0o755 };
-                nix::sys::stat::mkdirat(&dir, *name, Mode::from_bits_truncate(mode))?;
-                fchownat(
-                    &dir,
-                    *name,
-                    Some(Uid::from_raw(uid)),
-                    Some(Gid::from_raw(gid)),
-                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-                )?;
+                make(&dir, name, i + 1 == names.len())?;
                 made = true;
                 nix::fcntl::openat2(&dir, *name, how())?
             }
             Err(e) => return Err(e),
         };
     }
-    Ok(made)
+    Ok((dir, made))
 }
 
 /// A mount beneath the home the plan made a layer of its own (not the
@@ -106,30 +134,8 @@ pub(super) fn not_opened(view: &ViewSpec, path: &Path) -> String {
     }
 }
 
-/// A layer over a mount the host holds read-only is made read-only once
-/// mounted at `target` (only that attribute changes): a write fails there
-/// as it does live. What went wrong, when it could not be.
-pub(super) fn read_only(view: &ViewSpec, path: &Path, target: &Path) -> Option<String> {
-    use super::super::sys;
-    use std::os::fd::AsRawFd;
-    if !view.read_only.iter().any(|p| p == path) {
-        return None;
-    }
-    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let done = open(target, flags, Mode::empty())
-        .map_err(std::io::Error::from)
-        .and_then(|fd| {
-            sys::mount_setattr(
-                fd.as_raw_fd(),
-                sys::Reach::Mount,
-                sys::MOUNT_ATTR_RDONLY,
-                None,
-            )
-        });
-    done.err().map(|e| {
-        format!(
-            "view: {} is read-only on the host but writable in the rehearsal (it could not be made read-only: {e})",
-            path.display()
-        )
-    })
+/// A layer over a mount the host holds read-only is mounted read-only: a
+/// write fails there as it does live.
+pub(super) fn read_only(view: &ViewSpec, path: &Path) -> bool {
+    view.read_only.iter().any(|p| p == path)
 }
