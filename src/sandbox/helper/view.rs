@@ -269,21 +269,14 @@ impl ViewSetup {
         }
         let mut kept = Vec::with_capacity(self.layers.len());
         for l in std::mem::take(&mut self.layers) {
-            let target = match view_home::mount_point_in_root(root, &l.target) {
+            let point = view_home::layer_mount_point(&spec.view, root, &l.target);
+            let target = match point.map_err(|e| {
+                view_err("layer mount point")(MountError::from_io(&in_root(root, &l.target), e))
+            })? {
                 Ok(fd) => fd,
-                Err(e) if view_home::beneath_home(&spec.view, &l.target) => {
-                    self.stripped.push(format!(
-                        "hidden:{} (a mount beneath the home whose path in the home changed while the run was set up: {e}; the command sees what the home shows there)",
-                        l.target.display()
-                    ));
+                Err(named) => {
+                    self.stripped.push(named);
                     continue;
-                }
-                Err(e) => {
-                    let at = in_root(root, &l.target);
-                    return Err(view_err("layer mount point")(MountError::from_io(
-                        &at,
-                        e.into(),
-                    )));
                 }
             };
             let ro = view_home::read_only(&spec.view, &l.target);
@@ -299,11 +292,8 @@ impl ViewSetup {
                 Ok(()) => kept.push(l),
                 Err(e) => {
                     self.left_out.push(l.target.clone());
-                    self.stripped.push(format!(
-                    "hidden:{} (the host's tree could not be layered: {e}; the command sees {} instead)",
-                    l.target.display(),
-                    view_home::instead_of(&spec.view, &l.target)
-                ))
+                    let instead = view_home::instead_of(&spec.view, &l.target);
+                    self.stripped.push(format!("hidden:{} (the host's tree could not be layered: {e}; the command sees {instead} instead)", l.target.display()));
                 }
             }
         }

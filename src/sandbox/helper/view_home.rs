@@ -51,6 +51,24 @@ pub(super) fn mount_point_in_root(root: &Path, path: &Path) -> Result<OwnedFd, n
     .map(|(fd, _)| fd)
 }
 
+/// A layer's mount point ([`mount_point_in_root`]); for a mount beneath
+/// the home whose path in the home changed (a directory became a link),
+/// the line that names it instead: that layer is left out.
+pub(super) fn layer_mount_point(
+    view: &ViewSpec,
+    root: &Path,
+    path: &Path,
+) -> Result<Result<OwnedFd, String>, std::io::Error> {
+    match mount_point_in_root(root, path) {
+        Ok(fd) => Ok(Ok(fd)),
+        Err(e) if beneath_home(view, path) => Ok(Err(format!(
+            "hidden:{} (a mount beneath the home whose path in the home changed while the run was set up: {e}; the command sees what the home shows there)",
+            path.display()
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The walk both share: each component opened beneath the last with no
 /// symlink followed, `make` called for a missing one. The last
 /// component's descriptor, and whether it was made.
