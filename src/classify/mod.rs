@@ -5,6 +5,7 @@
 mod bypass;
 mod carriers;
 mod file_lists;
+mod forms;
 mod inline;
 mod operands;
 pub mod parse;
@@ -530,7 +531,7 @@ impl Ctx<'_> {
         let shown = render(&c.argv);
         let first = c.argv.first().and_then(|w| w.literal.as_deref());
         for (name, w) in &c.assignments {
-            self.assignment(name, w, &shown, first);
+            self.assignment(name, w, &shown, first, depth, counter);
             if c.argv.is_empty() {
                 self.set_vars.push(name.clone());
             }

@@ -2,6 +2,7 @@
 //! position (where `model::subcommand` says one starts, the same rule as the shadow stubs'), flags in any position,
 //! argument patterns.
 
+use super::forms::{help_request, interactive_subcommand};
 use super::principles::Principle;
 use super::tables::harmless_pager;
 use super::{Ctx, Word, has_flag};
@@ -36,6 +37,9 @@ fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
 fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<String> {
     // After `--` a word is an operand, never a flag: `rm -rf -- ~ --dry-run`
     // deletes the home and a file named `--dry-run`.
+    if let Some(h) = help_request(base, texts) {
+        return Some(h.to_string());
+    }
     let end = texts.iter().position(|a| *a == "--").unwrap_or(texts.len());
     for a in &texts[..end] {
         let (flag, value) = match a.split_once('=') {
@@ -618,7 +622,7 @@ impl Ctx<'_> {
                     | Principle::UnknownProgram
             )
         };
-        let help = help_of(&texts);
+        let help = help_of(&texts).or_else(|| help_request(base, &texts));
         if let Some(r) = best
             && r.level > Level::Read
             && let Some(flag) = plan_flag(base, at.first(), &texts)
@@ -661,7 +665,10 @@ impl Ctx<'_> {
             && let Some(verb) = match after {
                 // A read verb after a group of subcommands, for any rule
                 // that names its subcommands or its arguments.
-                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..]),
+                // `--list` itself asks any subcommand to list
+                // (`kubectl annotate pods x --list`, `npm star --list`).
+                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..])
+                    .or_else(|| texts.iter().copied().find(|a| *a == "--list")),
                 // A rule about the tool in general (a forge, cloud or
                 // infrastructure CLI's catch-all, a system tool's): its
                 // first subcommand words, or a flag that asks it to show.
@@ -723,8 +730,20 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
+                let plan = plan_flag(base, at.first(), &texts);
+                if plan.is_none()
+                    && let Some(verb) = interactive_subcommand(&at.words)
+                {
+                    self.add(
+                        "exec.stdin_shell",
+                        format!(
+                            "{base} {verb} starts an interactive shell or console, which runs whatever reaches it, not in the command"
+                        ),
+                        shown,
+                    );
+                }
                 if let Some(verb) = unknown_change_verb(base, &at.words, &texts)
-                    && plan_flag(base, at.first(), &texts).is_none()
+                    && plan.is_none()
                 {
                     self.add(
                         "exec.unknown.verb",
@@ -735,7 +754,8 @@ impl Ctx<'_> {
                     );
                 }
                 let level = self.policy.builtin("exec.unknown").0;
-                if level >= Level::Write {
+                // A help request prints; its operands are not touched.
+                if level >= Level::Write && plan.is_none() {
                     self.blast_radius(base, args, shown);
                 }
                 level
