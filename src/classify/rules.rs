@@ -333,6 +333,13 @@ const UNKNOWN_CHANGE_VERBS: &[&str] = &[
     "signout",
 ];
 
+/// Verbs that, as an unknown program's subcommand word (not part of its
+/// name: `kernel-install inspect` reads), change state kept outside the
+/// workspace: what is installed on a device or for the machine, what is
+/// turned on or off, an artifact changed in place, a deployment brought up
+/// (`adb install`, `corepack disable`, `crane append`, `kompose up`).
+const UNKNOWN_STATE_VERBS: &[&str] = &["install", "enable", "disable", "append", "flatten", "up"];
+
 /// Change verbs that also start compound subcommand words
 /// (`removerepo`, `deletenode`, `uninstallall`).
 const UNKNOWN_CHANGE_PREFIXES: &[&str] = &[
@@ -509,6 +516,7 @@ fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<Str
             continue;
         }
         if verb_parts(w).any(changes)
+            || UNKNOWN_STATE_VERBS.contains(&lower.as_str())
             || UNKNOWN_CHANGE_PREFIXES
                 .iter()
                 .any(|p| lower.len() > p.len() && lower.starts_with(p))
