@@ -750,7 +750,14 @@ impl Ctx<'_> {
                         shown,
                     );
                 }
-                if let Some(verb) = unknown_change_verb(base, &at.words, &texts)
+                let change = unknown_change_verb(base, &at.words, &texts);
+                // A read verb or a read flag and nothing that changes: its
+                // operands are what it reads (`pvesh get /nodes`, `dconf
+                // read /org/key`, `nix-store --query /nix/store/x`).
+                let reads = change.is_none()
+                    && !change_flag(&texts)
+                    && (read_subcommand(&at.words).is_some() || read_flag(&texts).is_some());
+                if let Some(verb) = change
                     && plan.is_none()
                 {
                     self.add(
@@ -763,7 +770,8 @@ impl Ctx<'_> {
                 }
                 let level = self.policy.builtin("exec.unknown").0;
                 // A help request prints; its operands are not touched.
-                if level >= Level::Write && plan.is_none() {
+                // Read operands outside the workspace are reads.
+                if level >= Level::Write && plan.is_none() && !reads {
                     self.blast_radius(base, args, shown);
                 }
                 level
