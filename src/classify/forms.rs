@@ -75,9 +75,13 @@ pub(super) fn windows_help<'a>(texts: &[&'a str]) -> Option<&'a str> {
 /// The subcommand of a program no rule knows that opens an interactive
 /// shell or console (`ansible-test shell`, `cdist shell`, `X console`):
 /// it runs whatever is typed or piped into it, not in the command.
+/// With more words it runs them as a command instead (`adb shell pidof
+/// x`), which is judged as the program's other uses are.
 pub(super) fn interactive_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
-    let first = *words.first()?;
-    matches!(first, "shell" | "console" | "repl").then_some(first)
+    let [first] = words else {
+        return None;
+    };
+    matches!(*first, "shell" | "console" | "repl").then_some(*first)
 }
 
 /// Prompt strings: bash expands them only when it shows a prompt (an
