@@ -62,6 +62,34 @@ pub(super) fn declared_plain_value(base: &str, texts: &[&str], text: &str) -> bo
         && !value.starts_with('(')
 }
 
+/// A chmod mode that sets the setgid bit and not the setuid bit (`2775`,
+/// `g+s`, `u=rwx,g+rws`). On a directory it only makes the files created
+/// in it take the directory's group (a shared project tree): nothing runs
+/// with another's privilege, which the setuid bit, or setgid on a program,
+/// is about.
+pub(super) fn setgid_only(texts: &[&str]) -> bool {
+    let special = |a: &str| {
+        (a.len() == 4 && a.bytes().all(|c| c.is_ascii_digit()) && a.as_bytes()[0] > b'1')
+            || a.split(',')
+                .any(|c| c.contains(['+', '=']) && c.contains('s'))
+    };
+    let modes: Vec<&str> = texts.iter().copied().filter(|a| special(a)).collect();
+    !modes.is_empty()
+        && modes.iter().all(|a| {
+            if a.bytes().all(|c| c.is_ascii_digit()) {
+                return matches!(a.as_bytes()[0], b'2' | b'3');
+            }
+            a.split(',').all(|c| {
+                let Some(at) = c.find(['+', '=', '-']) else {
+                    return true;
+                };
+                let (who, perms) = c.split_at(at);
+                !perms.contains('s')
+                    || (!who.is_empty() && who.chars().all(|w| matches!(w, 'g' | 'o')))
+            })
+        })
+}
+
 /// A Windows-style help switch as the last word (`msbuild /help`, `wine
 /// reg add /?`), with no Unix-style option beside it (`rm -rf /?` is a glob of the root's one-letter
 /// names, not a help request).
@@ -174,6 +202,18 @@ mod tests {
         assert_eq!(windows_help(&["reg", "add", "/?"]), Some("/?"));
         assert_eq!(windows_help(&["-rf", "/?"]), None);
         assert_eq!(help_request("msbuild", &["/help"]), Some("/help"));
+    }
+
+    #[test]
+    fn setgid_modes() {
+        assert!(setgid_only(&["2775", "dir"]));
+        assert!(setgid_only(&["g+s", "dir"]));
+        assert!(setgid_only(&["u=rwx,g+rws", "dir"]));
+        assert!(!setgid_only(&["4755", "x"]));
+        assert!(!setgid_only(&["6775", "x"]));
+        assert!(!setgid_only(&["+s", "x"]));
+        assert!(!setgid_only(&["ug+s", "x"]));
+        assert!(!setgid_only(&["644", "x"]));
     }
 
     #[test]
