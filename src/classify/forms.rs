@@ -90,6 +90,19 @@ pub(super) fn setgid_only(texts: &[&str]) -> bool {
         })
 }
 
+/// `rpm -q…`/`--query`: rpm takes one mode per run, and in query mode
+/// `-i` is `--info`, `-l` `--list` (`rpm -qi bash`, `rpm -qfi FILE`), not
+/// an install.
+pub(super) fn rpm_query(texts: &[&str]) -> bool {
+    texts.iter().take_while(|a| **a != "--").any(|a| {
+        *a == "--query"
+            || (a.starts_with('-')
+                && !a.starts_with("--")
+                && a[1..].chars().all(|c| c.is_ascii_alphabetic())
+                && a.contains('q'))
+    })
+}
+
 /// A Windows-style help switch as the last word (`msbuild /help`, `wine
 /// reg add /?`), with no Unix-style option beside it (`rm -rf /?` is a glob of the root's one-letter
 /// names, not a help request).
@@ -202,6 +215,14 @@ mod tests {
         assert_eq!(windows_help(&["reg", "add", "/?"]), Some("/?"));
         assert_eq!(windows_help(&["-rf", "/?"]), None);
         assert_eq!(help_request("msbuild", &["/help"]), Some("/help"));
+    }
+
+    #[test]
+    fn rpm_modes() {
+        assert!(rpm_query(&["-qi", "bash"]));
+        assert!(rpm_query(&["--query", "--info", "bash"]));
+        assert!(!rpm_query(&["-i", "x.rpm"]));
+        assert!(!rpm_query(&["-Uvh", "x.rpm"]));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! position (where `model::subcommand` says one starts, the same rule as the shadow stubs'), flags in any position,
 //! argument patterns.
 
-use super::forms::{help_request, interactive_subcommand, setgid_only};
+use super::forms::{help_request, interactive_subcommand, rpm_query, setgid_only};
 use super::principles::Principle;
 use super::tables::harmless_pager;
 use super::{Ctx, Word, has_flag};
@@ -560,7 +560,9 @@ impl Ctx<'_> {
         // made it match begin (None: it matched the tool in general).
         let mut matched: Vec<(&crate::policy::Rule, Option<usize>)> = Vec::new();
         for r in policy.rules_for(base) {
-            if r.id == "fs.chmod.setuid" && self.dir_targets && setgid_only(&texts) {
+            if (r.id == "fs.chmod.setuid" && self.dir_targets && setgid_only(&texts))
+                || (r.id == "pkg.dpkg" && base == "rpm" && rpm_query(&texts))
+            {
                 continue;
             }
             any_rule |= !r.from_workspace;
