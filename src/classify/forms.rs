@@ -90,6 +90,39 @@ pub(super) fn setgid_only(texts: &[&str]) -> bool {
         })
 }
 
+/// A use that rule `id` (matched by a flag or an argument) is not about,
+/// because the tool's own syntax makes it a read: rpm's query mode, a
+/// read subcommand of pip with `--user` (`pip list --user`), `git config
+/// KEY` with no value (it prints the value), the setgid bit on directories.
+pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bool) -> bool {
+    let words: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    match id {
+        "fs.chmod.setuid" => dir_targets && setgid_only(texts),
+        "pkg.dpkg" => base == "rpm" && rpm_query(texts),
+        "pkg.pip.system" => {
+            matches!(base, "pip" | "pip3")
+                && matches!(words.first(), Some(&("list" | "freeze" | "show" | "check")))
+        }
+        "vcs.git.config.exec" => {
+            base == "git"
+                && words.len() == 2
+                && words[0] == "config"
+                && texts.iter().all(|a| {
+                    !a.starts_with('-')
+                        || matches!(
+                            *a,
+                            "--get" | "--global" | "--local" | "--system" | "--show-origin"
+                        )
+                })
+        }
+        _ => false,
+    }
+}
+
 /// `rpm -q…`/`--query`: rpm takes one mode per run, and in query mode
 /// `-i` is `--info`, `-l` `--list` (`rpm -qi bash`, `rpm -qfi FILE`), not
 /// an install.

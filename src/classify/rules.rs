@@ -2,7 +2,7 @@
 //! position (where `model::subcommand` says one starts, the same rule as the shadow stubs'), flags in any position,
 //! argument patterns.
 
-use super::forms::{help_request, interactive_subcommand, rpm_query, setgid_only};
+use super::forms::{help_request, interactive_subcommand, read_form_of};
 use super::principles::Principle;
 use super::tables::harmless_pager;
 use super::{Ctx, Word, has_flag};
@@ -560,9 +560,7 @@ impl Ctx<'_> {
         // made it match begin (None: it matched the tool in general).
         let mut matched: Vec<(&crate::policy::Rule, Option<usize>)> = Vec::new();
         for r in policy.rules_for(base) {
-            if (r.id == "fs.chmod.setuid" && self.dir_targets && setgid_only(&texts))
-                || (r.id == "pkg.dpkg" && base == "rpm" && rpm_query(&texts))
-            {
+            if read_form_of(&r.id, base, &texts, self.dir_targets) {
                 continue;
             }
             any_rule |= !r.from_workspace;
