@@ -93,7 +93,8 @@ pub(super) fn setgid_only(texts: &[&str]) -> bool {
 /// A use that rule `id` (matched by a flag or an argument) is not about,
 /// because the tool's own syntax makes it a read: rpm's query mode, a
 /// read subcommand of pip with `--user` (`pip list --user`), `git config
-/// KEY` with no value (it prints the value), the setgid bit on directories.
+/// KEY` with no value (it prints the value), `at`'s list and print modes,
+/// the setgid bit on directories.
 pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bool) -> bool {
     let words: Vec<&str> = texts
         .iter()
@@ -103,6 +104,8 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
     match id {
         "fs.chmod.setuid" => dir_targets && setgid_only(texts),
         "pkg.dpkg" => base == "rpm" && rpm_query(texts),
+        // `at -l` is atq, `at -c JOB` prints a job: nothing is scheduled.
+        "exec.schedule" => base == "at" && matches!(texts.first(), Some(&("-l" | "-c"))),
         "pkg.pip.system" => {
             matches!(base, "pip" | "pip3")
                 && matches!(words.first(), Some(&("list" | "freeze" | "show" | "check")))
