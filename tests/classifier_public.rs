@@ -179,9 +179,10 @@ fn public_corpus_table() {
     }
 }
 
-/// Floors the held-out part meets today (measured 2026-11-28 after the
-/// fifth round of issue 32: dangerous asked 89.85%, everyday left alone
-/// 96.21%, every row parses; the fourth round had 87.8% and 96.2%, the
+/// Floors the held-out part meets today (measured 2026-11-29 after the
+/// seventh round of issue 32: dangerous asked 91.37%, everyday left alone
+/// 96.53%, every row parses; the sixth round had 90.86% and 96.21%, the
+/// fifth 89.85% and 96.21%, the fourth 87.8% and 96.2%, the
 /// third 83.4% and 95.4%, the
 /// second 77.2%, 94.5% and 32 rows that did not parse, each on its corpus
 /// before the next round's labelling corrections):
@@ -198,12 +199,12 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 90.8,
+        pct(dangerous) >= 91.3,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 96.2,
+        pct(everyday) >= 96.5,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );

@@ -5,6 +5,7 @@
 //! hidden (brace expansion, globs, ANSI-C quoting, aliases). Each cause is
 //! its own finding with a rule id, so every decision is explained.
 
+use super::forms::{declared_plain_value, is_prompt_var};
 use super::paths::write_targets;
 use super::tables::{
     DOWNLOADERS, HARMLESS_GENERATORS, HIJACK_PREFIXES, HIJACK_VARS, IFS_READERS, INTERPRETERS,
@@ -193,7 +194,15 @@ impl Ctx<'_> {
     /// An assignment in front of a command (or alone, or by `export`/`env`):
     /// a variable that makes a later program run or load something else.
     /// `IFS=` in front of `read`/`mapfile` is ordinary field splitting.
-    pub(super) fn assignment(&mut self, name: &str, w: &Word, shown: &str, before: Option<&str>) {
+    pub(super) fn assignment(
+        &mut self,
+        name: &str,
+        w: &Word,
+        shown: &str,
+        before: Option<&str>,
+        depth: u32,
+        counter: &mut usize,
+    ) {
         let ifs_for_reader = (name == "IFS" && before.is_some_and(|c| IFS_READERS.contains(&c)))
             || (name == "PATH" && appends_to_path(w))
             || (PAGER_VARS.contains(&name)
@@ -205,7 +214,10 @@ impl Ctx<'_> {
         let names_command = (name.ends_with("_COMMAND") || name.ends_with("_CMD"))
             && !w.raw.is_empty()
             && !w.raw.trim_matches(['"', '\'']).is_empty();
-        let hijack = HIJACK_VARS.contains(&name)
+        // A prompt string runs only the substitutions written in it,
+        // which are judged as commands (`forms::is_prompt_var`).
+        let prompt = is_prompt_var(name) && self.prompt_value(w, depth, counter);
+        let hijack = (HIJACK_VARS.contains(&name) && !prompt)
             || HIJACK_PREFIXES.iter().any(|p| name.starts_with(p))
             || names_command;
         if hijack && !ifs_for_reader {
@@ -557,6 +569,7 @@ impl Ctx<'_> {
         counter: &mut usize,
     ) {
         let mut code: Vec<String> = Vec::new();
+        let texts: Vec<&str> = args.iter().map(|w| w.text()).collect();
         for (i, w) in args.iter().enumerate() {
             let Some(text) = w.literal.as_deref() else {
                 continue;
@@ -567,7 +580,7 @@ impl Ctx<'_> {
                 "test" | "[" => matches!(prev, "-v" | "-R"),
                 _ => !is_flag(text) || text.starts_with("-v"),
             };
-            if is_name && looks_like_code(text) {
+            if is_name && looks_like_code(text) && !declared_plain_value(base, &texts, text) {
                 code.push(text.to_string());
             }
         }

@@ -98,3 +98,41 @@ pub(super) fn workspace_file_list(c: &SimpleCommand, ex: &Extracted) -> bool {
                 }
         })
 }
+
+/// Is `c` xargs reading a list of directories: the first stage of its
+/// pipeline is `find ... -type d` printing the names it finds, every stage
+/// between only passes whole lines?
+pub(super) fn xargs_of_directories(c: &SimpleCommand, ex: &Extracted) -> bool {
+    if c.position == 0 || c.argv.first().and_then(|w| w.literal.as_deref()) != Some("xargs") {
+        return false;
+    }
+    let mut stages: Vec<&SimpleCommand> = ex
+        .commands
+        .iter()
+        .filter(|o| o.pipeline == c.pipeline && o.position < c.position && o.depth == c.depth)
+        .collect();
+    stages.sort_by_key(|o| o.position);
+    stages.len() == c.position
+        && stages.iter().enumerate().all(|(i, o)| {
+            o.position == i
+                && if i == 0 {
+                    finds_directories(&o.argv)
+                } else {
+                    passes_lines(&o.argv)
+                }
+        })
+}
+
+/// `find ... -type d` that prints only what it finds (no `-o` alternative
+/// that could print something else, no `-exec`).
+pub(super) fn finds_directories(argv: &[Word]) -> bool {
+    let texts: Vec<&str> = argv.iter().map(|w| w.text()).collect();
+    texts.first() == Some(&"find")
+        && texts.windows(2).any(|p| p == ["-type", "d"])
+        && !texts.iter().any(|a| {
+            matches!(
+                *a,
+                "-o" | "-or" | "-printf" | "-exec" | "-execdir" | "-ok" | "-okdir"
+            )
+        })
+}

@@ -5,6 +5,7 @@
 mod bypass;
 mod carriers;
 mod file_lists;
+mod forms;
 mod inline;
 mod operands;
 pub mod parse;
@@ -130,6 +131,9 @@ struct Ctx<'a> {
     /// This command's stdin is a list of workspace file names
     /// (`find . | xargs rm`: `file_lists`).
     workspace_list: bool,
+    /// The program being analysed is given directories as its targets
+    /// (`find -type d`'s results, by `-exec` or a list piped to xargs).
+    dir_targets: bool,
     /// Variables `read`/`mapfile` fill from input in this string.
     read_vars: Vec<String>,
     /// Variables this string sets (`X=...`, `for X in`, `read X`): any
@@ -167,6 +171,7 @@ pub fn classify(src: &str, policy: &Policy, opts: &Options) -> Classification {
         stdin_fed: false,
         targets_from: None,
         workspace_list: false,
+        dir_targets: false,
         read_vars: Vec::new(),
         set_vars: Vec::new(),
     };
@@ -341,8 +346,9 @@ impl Ctx<'_> {
             self.stdin_program(c, &ex, depth, counter);
             self.stdin_script(c, &ex);
             self.workspace_list = self.cwd == Cwd::Start && file_lists::workspace_file_list(c, &ex);
+            self.dir_targets = file_lists::xargs_of_directories(c, &ex);
             self.simple(c, depth, counter);
-            self.workspace_list = false;
+            (self.workspace_list, self.dir_targets) = (false, false);
         }
     }
 
@@ -448,44 +454,6 @@ impl Ctx<'_> {
         }
     }
 
-    /// A shell or an interpreter started with no program and nothing we
-    /// can read on its stdin runs whatever reaches it there (a terminal, a
-    /// parent's pipe): code nobody sees before it runs.
-    pub(super) fn stdin_unseen(&mut self, argv: &[Word], shown: &str) {
-        let Some(name) = argv.first().and_then(|w| w.literal.as_deref()) else {
-            return;
-        };
-        if matches!(base_name(name), "source" | ".") {
-            return;
-        }
-        // `python3 -V`, `node --version`: prints and exits, reads nothing.
-        let prints_and_exits = argv[1..].iter().any(|w| {
-            matches!(
-                w.literal.as_deref(),
-                Some(
-                    "-V" | "--version"
-                        | "-version"
-                        | "-h"
-                        | "--help"
-                        | "--info"
-                        | "--modules"
-                        | "--ini"
-                )
-            ) || (base_name(name) == "node" && w.literal.as_deref() == Some("-v"))
-        });
-        if prints_and_exits {
-            return;
-        }
-        self.add(
-            "exec.stdin_shell",
-            format!(
-                "{} runs whatever reaches its standard input, which is not in the command",
-                base_name(name)
-            ),
-            shown,
-        );
-    }
-
     /// A shell or interpreter with no program argument reads its program
     /// from stdin.
     fn reads_program_from_stdin(&self, argv: &[Word]) -> bool {
@@ -530,7 +498,7 @@ impl Ctx<'_> {
         let shown = render(&c.argv);
         let first = c.argv.first().and_then(|w| w.literal.as_deref());
         for (name, w) in &c.assignments {
-            self.assignment(name, w, &shown, first);
+            self.assignment(name, w, &shown, first, depth, counter);
             if c.argv.is_empty() {
                 self.set_vars.push(name.clone());
             }

@@ -2,6 +2,7 @@
 //! position (where `model::subcommand` says one starts, the same rule as the shadow stubs'), flags in any position,
 //! argument patterns.
 
+use super::forms::{help_request, interactive_subcommand, read_form_of};
 use super::principles::Principle;
 use super::tables::harmless_pager;
 use super::{Ctx, Word, has_flag};
@@ -36,6 +37,9 @@ fn drop_harmless_git_settings(texts: &mut Vec<&str>) {
 fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<String> {
     // After `--` a word is an operand, never a flag: `rm -rf -- ~ --dry-run`
     // deletes the home and a file named `--dry-run`.
+    if let Some(h) = help_request(base, texts) {
+        return Some(h.to_string());
+    }
     let end = texts.iter().position(|a| *a == "--").unwrap_or(texts.len());
     for a in &texts[..end] {
         let (flag, value) = match a.split_once('=') {
@@ -329,6 +333,13 @@ const UNKNOWN_CHANGE_VERBS: &[&str] = &[
     "signout",
 ];
 
+/// Verbs that, as an unknown program's subcommand word (not part of its
+/// name: `kernel-install inspect` reads), change state kept outside the
+/// workspace: what is installed on a device or for the machine, what is
+/// turned on or off, an artifact changed in place, a deployment brought up
+/// (`adb install`, `corepack disable`, `crane append`, `kompose up`).
+const UNKNOWN_STATE_VERBS: &[&str] = &["install", "enable", "disable", "append", "flatten", "up"];
+
 /// Change verbs that also start compound subcommand words
 /// (`removerepo`, `deletenode`, `uninstallall`).
 const UNKNOWN_CHANGE_PREFIXES: &[&str] = &[
@@ -505,6 +516,7 @@ fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<Str
             continue;
         }
         if verb_parts(w).any(changes)
+            || UNKNOWN_STATE_VERBS.contains(&lower.as_str())
             || UNKNOWN_CHANGE_PREFIXES
                 .iter()
                 .any(|p| lower.len() > p.len() && lower.starts_with(p))
@@ -548,6 +560,9 @@ impl Ctx<'_> {
         // made it match begin (None: it matched the tool in general).
         let mut matched: Vec<(&crate::policy::Rule, Option<usize>)> = Vec::new();
         for r in policy.rules_for(base) {
+            if read_form_of(&r.id, base, &texts, self.dir_targets) {
+                continue;
+            }
             any_rule |= !r.from_workspace;
             if !r.subcommands.is_empty() && !r.subcommands.iter().any(|sub| at.starts_with(sub)) {
                 continue;
@@ -618,7 +633,7 @@ impl Ctx<'_> {
                     | Principle::UnknownProgram
             )
         };
-        let help = help_of(&texts);
+        let help = help_of(&texts).or_else(|| help_request(base, &texts));
         if let Some(r) = best
             && r.level > Level::Read
             && let Some(flag) = plan_flag(base, at.first(), &texts)
@@ -661,7 +676,10 @@ impl Ctx<'_> {
             && let Some(verb) = match after {
                 // A read verb after a group of subcommands, for any rule
                 // that names its subcommands or its arguments.
-                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..]),
+                // `--list` itself asks any subcommand to list
+                // (`kubectl annotate pods x --list`, `npm star --list`).
+                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..])
+                    .or_else(|| texts.iter().copied().find(|a| *a == "--list")),
                 // A rule about the tool in general (a forge, cloud or
                 // infrastructure CLI's catch-all, a system tool's): its
                 // first subcommand words, or a flag that asks it to show.
@@ -723,8 +741,27 @@ impl Ctx<'_> {
                     format!("{base} is not in the policy; its effects are judged by the rehearsal")
                 };
                 self.add("exec.unknown", reason, shown);
-                if let Some(verb) = unknown_change_verb(base, &at.words, &texts)
-                    && plan_flag(base, at.first(), &texts).is_none()
+                let plan = plan_flag(base, at.first(), &texts);
+                if plan.is_none()
+                    && let Some(verb) = interactive_subcommand(&at.words)
+                {
+                    self.add(
+                        "exec.stdin_shell",
+                        format!(
+                            "{base} {verb} starts an interactive shell or console, which runs whatever reaches it, not in the command"
+                        ),
+                        shown,
+                    );
+                }
+                let change = unknown_change_verb(base, &at.words, &texts);
+                // A read verb or a read flag and nothing that changes: its
+                // operands are what it reads (`pvesh get /nodes`, `dconf
+                // read /org/key`, `nix-store --query /nix/store/x`).
+                let reads = change.is_none()
+                    && !change_flag(&texts)
+                    && (read_subcommand(&at.words).is_some() || read_flag(&texts).is_some());
+                if let Some(verb) = change
+                    && plan.is_none()
                 {
                     self.add(
                         "exec.unknown.verb",
@@ -735,7 +772,9 @@ impl Ctx<'_> {
                     );
                 }
                 let level = self.policy.builtin("exec.unknown").0;
-                if level >= Level::Write {
+                // A help request prints; its operands are not touched.
+                // Read operands outside the workspace are reads.
+                if level >= Level::Write && plan.is_none() && !reads {
                     self.blast_radius(base, args, shown);
                 }
                 level

@@ -351,7 +351,14 @@ impl Ctx<'_> {
                 }
                 let sub = fill_placeholders(&args[start..j], &starts, &first_start, &["{}"]);
                 if !sub.is_empty() {
+                    // `-type d` before it (and no `-o`): it is given
+                    // directories.
+                    self.dir_targets = args[..i]
+                        .windows(2)
+                        .any(|p| p[0].text() == "-type" && p[1].text() == "d")
+                        && !args[..i].iter().any(|w| matches!(w.text(), "-o" | "-or"));
                     self.command(&sub, depth + 1, counter);
+                    self.dir_targets = false;
                 }
                 i = j;
             }

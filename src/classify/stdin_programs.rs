@@ -164,3 +164,43 @@ fn has_escape(base: &str, text: &str, e: &str) -> bool {
         _ => text.contains(e),
     }
 }
+
+impl Ctx<'_> {
+    /// A shell or an interpreter started with no program and nothing we
+    /// can read on its stdin runs whatever reaches it there (a terminal, a
+    /// parent's pipe): code nobody sees before it runs.
+    pub(super) fn stdin_unseen(&mut self, argv: &[Word], shown: &str) {
+        let Some(name) = argv.first().and_then(|w| w.literal.as_deref()) else {
+            return;
+        };
+        if matches!(base_name(name), "source" | ".") {
+            return;
+        }
+        // `python3 -V`, `node --version`: prints and exits, reads nothing.
+        let prints_and_exits = argv[1..].iter().any(|w| {
+            matches!(
+                w.literal.as_deref(),
+                Some(
+                    "-V" | "--version"
+                        | "-version"
+                        | "-h"
+                        | "--help"
+                        | "--info"
+                        | "--modules"
+                        | "--ini"
+                )
+            ) || (base_name(name) == "node" && w.literal.as_deref() == Some("-v"))
+        });
+        if prints_and_exits {
+            return;
+        }
+        self.add(
+            "exec.stdin_shell",
+            format!(
+                "{} runs whatever reaches its standard input, which is not in the command",
+                base_name(name)
+            ),
+            shown,
+        );
+    }
+}

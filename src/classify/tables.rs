@@ -193,7 +193,7 @@ pub(super) fn is_secret_file_name(name: &str) -> bool {
             "example" | "sample" | "template" | "dist" | "defaults" | "schema" | "test.example"
         );
     }
-    name.ends_with(".pem")
+    (name.ends_with(".pem") && !names_public_pem(name))
         || name.ends_with(".p12")
         || name.ends_with(".pfx")
         || name.ends_with(".key") && !name.ends_with(".pub.key")
@@ -201,6 +201,33 @@ pub(super) fn is_secret_file_name(name: &str) -> bool {
             .iter()
             .any(|k| name.starts_with(k))
             && !name.ends_with(".pub"))
+}
+
+/// A PEM file named as a public key or a certificate (`public.pem`,
+/// `certificate.pem`, `fullchain.pem`, `ca-cert.pem`): published, not a
+/// secret, unless the name also says it holds a private key
+/// (`cert-and-key.pem`, `privkey.pem`).
+fn names_public_pem(name: &str) -> bool {
+    let stem = name.trim_end_matches(".pem").to_ascii_lowercase();
+    let parts: Vec<&str> = stem.split(['-', '_', '.']).collect();
+    parts.iter().any(|p| {
+        matches!(
+            *p,
+            "public"
+                | "pub"
+                | "pubkey"
+                | "cert"
+                | "certificate"
+                | "crt"
+                | "chain"
+                | "fullchain"
+                | "ca"
+                | "cacert"
+                | "bundle"
+        )
+    }) && !parts
+        .iter()
+        .any(|p| matches!(*p, "key" | "private" | "priv" | "privkey" | "secret"))
 }
 
 /// Flags that launch a coding agent with its own approvals turned off

@@ -205,6 +205,14 @@ impl Ctx<'_> {
                 if !self.workspace_list || arg_file {
                     self.targets_from = Some("a list xargs reads from its input");
                 }
+                // `-o`: what it runs gets the terminal as its stdin, not
+                // the list piped to xargs (`xargs -o ... /bin/sh`).
+                if args[..i]
+                    .iter()
+                    .any(|w| matches!(w.text(), "-o" | "--open-tty"))
+                {
+                    self.stdin_fed = false;
+                }
                 (i < args.len()).then(|| args[i..].to_vec())
             }
             "find" => {
@@ -391,7 +399,7 @@ impl Ctx<'_> {
                 && k.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '%')
             {
-                self.assignment(k, &args[i], shown, None);
+                self.assignment(k, &args[i], shown, None, depth, counter);
                 if let Some(name) = k.strip_prefix("BASH_FUNC_") {
                     let name = name.trim_end_matches('%');
                     let body = v.trim_start();

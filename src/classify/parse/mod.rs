@@ -349,13 +349,33 @@ impl Walker<'_> {
         }
     }
 
-    /// Constructs whose inner text we do not parse word by word: any command
-    /// substitution inside them is an unhandled construct.
+    /// Constructs whose inner text we do not parse word by word (`[[ ]]`,
+    /// arithmetic): the command substitutions written in them run as any
+    /// other does and are analysed as commands. One in single quotes (which
+    /// bash still evaluates there: `[[ $n -eq 'a[$(id)]' ]]`) or in an
+    /// array subscript, a process substitution, or one we cannot delimit
+    /// is an unhandled construct, as before.
     fn scan_text_for_substitutions(&mut self, text: &str, what: &str) {
-        if text.contains("$(") || text.contains('`') || text.contains("<(") || text.contains(">(") {
-            self.out.unhandled.push(format!(
+        if !(text.contains("$(")
+            || text.contains('`')
+            || text.contains("<(")
+            || text.contains(">("))
+        {
+            return;
+        }
+        let readable = !text.contains("<(")
+            && !text.contains(">(")
+            && !quoted_substitution(text)
+            && !subscript_substitution(text);
+        match super::forms::written_substitutions(text).filter(|_| readable) {
+            Some(subs) => {
+                for s in subs {
+                    self.substitution(&s);
+                }
+            }
+            None => self.out.unhandled.push(format!(
                 "a command substitution inside {what} is not analysed"
-            ));
+            )),
         }
     }
 
@@ -686,6 +706,38 @@ impl Walker<'_> {
                 .push(format!("command substitution does not parse: {e}")),
         }
     }
+}
+
+/// A command substitution inside an array subscript (`a[$(id)]`), which
+/// arithmetic may evaluate again.
+fn subscript_substitution(text: &str) -> bool {
+    let b = text.as_bytes();
+    (1..b.len()).any(|i| {
+        b[i] == b'['
+            && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')
+            && text[i..]
+                .split(']')
+                .next()
+                .is_some_and(|sub| sub.contains("$(") || sub.contains('`'))
+    })
+}
+
+/// A command substitution written inside single quotes.
+fn quoted_substitution(text: &str) -> bool {
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    let b = text.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            _ if escaped => escaped = false,
+            b'\\' if !single => escaped = true,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'$' if single && b.get(i + 1) == Some(&b'(') => return true,
+            b'`' if single => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 #[derive(Default)]

@@ -1,0 +1,302 @@
+//! Forms of a command that say what it does whatever the program is: a
+//! request for its help text (it prints and exits), an interactive shell
+//! or console it opens, a prompt string whose only code is the command
+//! substitutions written in it.
+
+use super::Ctx;
+
+/// Programs whose `-h` acts instead of printing help (`shutdown -h`
+/// halts the machine).
+const DASH_H_ACTS: &[&str] = &["shutdown", "halt", "poweroff", "reboot", "init", "telinit"];
+
+/// Tools whose documented help form is a trailing `help` word after the
+/// subcommand (`aws s3 rm help` prints the manual of `aws s3 rm`).
+const TRAILING_HELP: &[&str] = &["aws", "aws2", "awslocal"];
+
+/// A request for the program's help text that the tool's own conventions
+/// make unambiguous, beyond `--help`/`--version` anywhere (`plan_flag`):
+/// `-h`, `-?` or `-help` as the only argument, and a trailing `help` word
+/// for the tools that document it. Returns the word that asks for help.
+pub(super) fn help_request<'a>(base: &str, texts: &[&'a str]) -> Option<&'a str> {
+    if let [only] = texts
+        && matches!(*only, "-h" | "-?" | "-help")
+        && !DASH_H_ACTS.contains(&base)
+    {
+        return Some(*only);
+    }
+    if let Some(h) = windows_help(texts) {
+        return Some(h);
+    }
+    if TRAILING_HELP.contains(&base)
+        && texts.len() >= 2
+        && texts.last() == Some(&"help")
+        && !texts.contains(&"--")
+    {
+        return Some("help");
+    }
+    None
+}
+
+/// `export 'NAME=value'`, `local NAME='$(x)'`: a declaration builtin
+/// evaluates a name's subscript, an array's `(...)` value and the values
+/// of integer or reference variables (`-i`, `-n`), never a plain value,
+/// which stays the text written (a prompt's substitutions run later and
+/// are judged by `Ctx::prompt_value`).
+pub(super) fn declared_plain_value(base: &str, texts: &[&str], text: &str) -> bool {
+    if !matches!(
+        base,
+        "export" | "declare" | "typeset" | "local" | "readonly"
+    ) {
+        return false;
+    }
+    let Some((name, value)) = text.split_once('=') else {
+        return false;
+    };
+    let plain_flags = texts
+        .iter()
+        .filter(|a| a.starts_with(['-', '+']))
+        .all(|a| a.len() > 1 && a[1..].chars().all(|c| matches!(c, 'x' | 'g' | 'r')));
+    plain_flags
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !value.starts_with('(')
+}
+
+/// A chmod mode that sets the setgid bit and not the setuid bit (`2775`,
+/// `g+s`, `u=rwx,g+rws`). On a directory it only makes the files created
+/// in it take the directory's group (a shared project tree): nothing runs
+/// with another's privilege, which the setuid bit, or setgid on a program,
+/// is about.
+pub(super) fn setgid_only(texts: &[&str]) -> bool {
+    let special = |a: &str| {
+        (a.len() == 4 && a.bytes().all(|c| c.is_ascii_digit()) && a.as_bytes()[0] > b'1')
+            || a.split(',')
+                .any(|c| c.contains(['+', '=']) && c.contains('s'))
+    };
+    let modes: Vec<&str> = texts.iter().copied().filter(|a| special(a)).collect();
+    !modes.is_empty()
+        && modes.iter().all(|a| {
+            if a.bytes().all(|c| c.is_ascii_digit()) {
+                return matches!(a.as_bytes()[0], b'2' | b'3');
+            }
+            a.split(',').all(|c| {
+                let Some(at) = c.find(['+', '=', '-']) else {
+                    return true;
+                };
+                let (who, perms) = c.split_at(at);
+                !perms.contains('s')
+                    || (!who.is_empty() && who.chars().all(|w| matches!(w, 'g' | 'o')))
+            })
+        })
+}
+
+/// A use that rule `id` (matched by a flag or an argument) is not about,
+/// because the tool's own syntax makes it a read: rpm's query mode, a
+/// read subcommand of pip with `--user` (`pip list --user`), `git config
+/// KEY` with no value (it prints the value), `at`'s list and print modes,
+/// the setgid bit on directories.
+pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bool) -> bool {
+    let words: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    match id {
+        "fs.chmod.setuid" => dir_targets && setgid_only(texts),
+        "pkg.dpkg" => base == "rpm" && rpm_query(texts),
+        // `at -l` is atq, `at -c JOB` prints a job: nothing is scheduled.
+        "exec.schedule" => base == "at" && matches!(texts.first(), Some(&("-l" | "-c"))),
+        "pkg.pip.system" => {
+            matches!(base, "pip" | "pip3")
+                && matches!(words.first(), Some(&("list" | "freeze" | "show" | "check")))
+        }
+        "vcs.git.config.exec" => {
+            base == "git"
+                && words.len() == 2
+                && words[0] == "config"
+                && texts.iter().all(|a| {
+                    !a.starts_with('-')
+                        || matches!(
+                            *a,
+                            "--get" | "--global" | "--local" | "--system" | "--show-origin"
+                        )
+                })
+        }
+        _ => false,
+    }
+}
+
+/// `rpm -q…`/`--query`: rpm takes one mode per run, and in query mode
+/// `-i` is `--info`, `-l` `--list` (`rpm -qi bash`, `rpm -qfi FILE`), not
+/// an install.
+pub(super) fn rpm_query(texts: &[&str]) -> bool {
+    texts.iter().take_while(|a| **a != "--").any(|a| {
+        *a == "--query"
+            || (a.starts_with('-')
+                && !a.starts_with("--")
+                && a[1..].chars().all(|c| c.is_ascii_alphabetic())
+                && a.contains('q'))
+    })
+}
+
+/// A Windows-style help switch as the last word (`msbuild /help`, `wine
+/// reg add /?`), with no Unix-style option beside it (`rm -rf /?` is a glob of the root's one-letter
+/// names, not a help request).
+pub(super) fn windows_help<'a>(texts: &[&'a str]) -> Option<&'a str> {
+    let last = *texts.last()?;
+    (matches!(last, "/?" | "/help" | "/h")
+        && !texts[..texts.len() - 1].iter().any(|a| a.starts_with('-')))
+    .then_some(last)
+}
+
+/// The subcommand of a program no rule knows that opens an interactive
+/// shell or console (`ansible-test shell`, `cdist shell`, `X console`):
+/// it runs whatever is typed or piped into it, not in the command.
+/// With more words it runs them as a command instead (`adb shell pidof
+/// x`), which is judged as the program's other uses are.
+pub(super) fn interactive_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
+    let [first] = words else {
+        return None;
+    };
+    matches!(*first, "shell" | "console" | "repl").then_some(*first)
+}
+
+/// Prompt strings: bash expands them only when it shows a prompt (an
+/// interactive shell, or `PS4` under `set -x`), and the only code they
+/// can run is the command substitutions written in their value.
+pub(super) fn is_prompt_var(name: &str) -> bool {
+    matches!(name, "PS0" | "PS1" | "PS2" | "PS3" | "PS4")
+}
+
+/// The command substitutions written in a value (`$(...)` with its
+/// parentheses balanced, and backquoted text), in order; `None` when one
+/// is not closed (what would run cannot be read).
+pub(super) fn written_substitutions(text: &str) -> Option<Vec<String>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if b[i] == b'$' && b.get(i + 1) == Some(&b'(') && b.get(i + 2) != Some(&b'(') {
+            let start = i + 2;
+            let mut depth = 1;
+            let mut j = start;
+            while j < b.len() && depth > 0 {
+                match b[j] {
+                    b'(' => depth += 1,
+                    b')' => depth -= 1,
+                    _ => {}
+                }
+                j += 1;
+            }
+            if depth > 0 {
+                return None;
+            }
+            out.push(text[start..j - 1].to_string());
+            i = j;
+            continue;
+        }
+        if b[i] == b'`' {
+            let end = text[i + 1..].find('`')? + i + 1;
+            out.push(text[i + 1..end].to_string());
+            i = end + 1;
+            continue;
+        }
+        i += 1;
+    }
+    Some(out)
+}
+
+impl Ctx<'_> {
+    /// `PS1='…'`: judged by the command substitutions written in it
+    /// (they run at every prompt), not as a hook. Returns false when the
+    /// value cannot be read (computed from other variables), which the
+    /// caller treats as the hook it may be.
+    pub(super) fn prompt_value(
+        &mut self,
+        value: &super::Word,
+        depth: u32,
+        counter: &mut usize,
+    ) -> bool {
+        let Some(text) = value.literal.as_deref() else {
+            // Command substitutions in an unquoted or double-quoted value
+            // run now and are judged where they stand; a parameter's value
+            // is not known.
+            return value.params.is_empty();
+        };
+        let Some(subs) = written_substitutions(text) else {
+            return false;
+        };
+        for s in subs {
+            self.nested(&s, depth, counter);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_forms() {
+        assert_eq!(help_request("hcloud", &["-h"]), Some("-h"));
+        assert_eq!(help_request("shutdown", &["-h"]), None);
+        assert_eq!(help_request("ls", &["-h", "x"]), None);
+        assert_eq!(help_request("aws", &["s3", "rm", "help"]), Some("help"));
+        assert_eq!(help_request("kubectl", &["delete", "pod", "help"]), None);
+        assert_eq!(windows_help(&["reg", "add", "/?"]), Some("/?"));
+        assert_eq!(windows_help(&["-rf", "/?"]), None);
+        assert_eq!(help_request("msbuild", &["/help"]), Some("/help"));
+    }
+
+    #[test]
+    fn rpm_modes() {
+        assert!(rpm_query(&["-qi", "bash"]));
+        assert!(rpm_query(&["--query", "--info", "bash"]));
+        assert!(!rpm_query(&["-i", "x.rpm"]));
+        assert!(!rpm_query(&["-Uvh", "x.rpm"]));
+    }
+
+    #[test]
+    fn setgid_modes() {
+        assert!(setgid_only(&["2775", "dir"]));
+        assert!(setgid_only(&["g+s", "dir"]));
+        assert!(setgid_only(&["u=rwx,g+rws", "dir"]));
+        assert!(!setgid_only(&["4755", "x"]));
+        assert!(!setgid_only(&["6775", "x"]));
+        assert!(!setgid_only(&["+s", "x"]));
+        assert!(!setgid_only(&["ug+s", "x"]));
+        assert!(!setgid_only(&["644", "x"]));
+    }
+
+    #[test]
+    fn declared_values() {
+        assert!(declared_plain_value("export", &["PS1=$(x)"], "PS1=$(x)"));
+        assert!(!declared_plain_value("export", &["a[$(x)]=1"], "a[$(x)]=1"));
+        assert!(!declared_plain_value(
+            "declare",
+            &["-a", "a=($(x))"],
+            "a=($(x))"
+        ));
+        assert!(!declared_plain_value(
+            "declare",
+            &["-i", "a=$(x)"],
+            "a=$(x)"
+        ));
+        assert!(!declared_plain_value("printf", &["-v", "a=$(x)"], "a=$(x)"));
+    }
+
+    #[test]
+    fn substitutions_in_a_value() {
+        assert_eq!(
+            written_substitutions("$(whoami)@`hostname`:$((1+2)) $(a $(b))"),
+            Some(vec!["whoami".into(), "hostname".into(), "a $(b)".into()])
+        );
+        assert_eq!(written_substitutions("\\$(x) \\u@\\h"), Some(vec![]));
+        assert_eq!(written_substitutions("$(rm -rf ~"), None);
+    }
+}
