@@ -126,6 +126,16 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
     }
 }
 
+/// An option that names a file the command writes (`-o PATH`,
+/// `--output=PATH`, `--dest PATH`): beside a read verb it still writes
+/// there, so the command's operands are not all reads.
+pub(super) fn names_output(texts: &[&str]) -> bool {
+    texts.iter().any(|t| {
+        let flag = t.split('=').next().unwrap_or(t);
+        super::tables::OUTPUT_FLAGS.contains(&flag)
+    })
+}
+
 /// `rpm -q…`/`--query`: rpm takes one mode per run, and in query mode
 /// `-i` is `--info`, `-l` `--list` (`rpm -qi bash`, `rpm -qfi FILE`), not
 /// an install.

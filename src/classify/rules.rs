@@ -759,6 +759,7 @@ impl Ctx<'_> {
                 // read /org/key`, `nix-store --query /nix/store/x`).
                 let reads = change.is_none()
                     && !change_flag(&texts)
+                    && !super::forms::names_output(&texts)
                     && (read_subcommand(&at.words).is_some() || read_flag(&texts).is_some());
                 if let Some(verb) = change
                     && plan.is_none()
