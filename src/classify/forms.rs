@@ -154,7 +154,15 @@ pub(super) fn rpm_query(texts: &[&str]) -> bool {
 /// names, not a help request).
 pub(super) fn windows_help<'a>(texts: &[&'a str]) -> Option<&'a str> {
     let last = *texts.last()?;
+    // Before it, only more of the tool's words (a subcommand, `/`-switches):
+    // no operand a Unix tool would act on before it met the `/?` (`shred
+    // /dev/sda /?` shreds, then fails on `/?`).
+    let words_only = texts[..texts.len() - 1].iter().all(|a| {
+        a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    });
     (matches!(last, "/?" | "/help" | "/h")
+        && words_only
         && !texts[..texts.len() - 1].iter().any(|a| a.starts_with('-')))
     .then_some(last)
 }

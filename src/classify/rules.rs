@@ -678,8 +678,15 @@ impl Ctx<'_> {
                 // that names its subcommands or its arguments.
                 // `--list` itself asks any subcommand to list
                 // (`kubectl annotate pods x --list`, `npm star --list`).
-                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..])
-                    .or_else(|| texts.iter().copied().find(|a| *a == "--list")),
+                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..]).or_else(|| {
+                    // Not beside a verb that changes (`kubectl delete ns x
+                    // --list` deletes where the tool ignores the flag).
+                    let changes = at
+                        .words
+                        .iter()
+                        .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)));
+                    texts.iter().copied().find(|a| *a == "--list" && !changes)
+                }),
                 // A rule about the tool in general (a forge, cloud or
                 // infrastructure CLI's catch-all, a system tool's): its
                 // first subcommand words, or a flag that asks it to show.
