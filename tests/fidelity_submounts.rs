@@ -84,24 +84,15 @@ fn rehearse_with_submounts(who: Who) -> (Run, String, PathBuf, Made) {
     .unwrap();
     let file_src = ws.root.path().join(format!("file-{hex}"));
     std::fs::write(&file_src, "the mounted file\n").unwrap();
-    let wrapper: Vec<String> = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
+    let mounted: Vec<String> = [&tree, &cargo, &file_src, &file_point, &ro_point]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let wrapper = ns::in_private_mount_ns(
         "mount --bind \"$0\" \"$1\" && mount --bind \"$2\" \"$3\" && mount --bind \"$0\" \"$4\" && \
          mount -o remount,bind,ro \"$4\" && shift 4 && exec \"$@\"",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain(
-        [&tree, &cargo, &file_src, &file_point, &ro_point]
-            .iter()
-            .map(|p| p.display().to_string()),
-    )
-    .collect();
+        &mounted,
+    );
     let mut c = ws.command_via(&wrapper);
     c.args(["execute", "--json", "--command", &cmd(who, &hex)]);
     let r = to_run(c.output().unwrap());

@@ -402,23 +402,14 @@ fn a_scratch_tree_holding_a_mount_is_left_out_and_named() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let name = format!("dryrun-fallback-{}", random_hex());
-    let wrapper: Vec<String> = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
+    let wrapper = ns::in_private_mount_ns(
         "mkdir \"$0/proc\" \"$1/proc\" && mount -t proc proc \"$0/proc\" && \
          mount -t proc proc \"$1/proc\" && shift && exec \"$@\"",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        tmp_tree.path().display().to_string(),
-        var_tree.path().display().to_string(),
-    ])
-    .collect();
+        &[
+            tmp_tree.path().display().to_string(),
+            var_tree.path().display().to_string(),
+        ],
+    );
     let mut c = ws.command_via(&wrapper);
     c.args([
         "execute",
@@ -470,19 +461,10 @@ fn filling_a_fresh_var_tmp_is_the_disk_limit() {
         .prefix("dryrun-held-")
         .tempdir_in("/var/tmp")
         .unwrap();
-    let wrapper: Vec<String> = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
+    let wrapper = ns::in_private_mount_ns(
         "mkdir \"$0/proc\" && mount -t proc proc \"$0/proc\" && exec \"$@\"",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([var_tree.path().display().to_string()])
-    .collect();
+        &[var_tree.path().display().to_string()],
+    );
     let name = format!("dryrun-fill-{}", random_hex());
     let mut c = ws.command_via(&wrapper);
     c.args([

@@ -74,6 +74,17 @@ fn lists_workspace(argv: &[Word]) -> bool {
     }
 }
 
+/// The stages of `c`'s pipeline before it, in order.
+fn stages_before<'a>(c: &SimpleCommand, ex: &'a Extracted) -> Vec<&'a SimpleCommand> {
+    let mut stages: Vec<&SimpleCommand> = ex
+        .commands
+        .iter()
+        .filter(|o| o.pipeline == c.pipeline && o.position < c.position && o.depth == c.depth)
+        .collect();
+    stages.sort_by_key(|o| o.position);
+    stages
+}
+
 /// Is `c`'s standard input a list of workspace file names: the first
 /// stage of its pipeline lists the workspace, every stage between only
 /// passes whole lines?
@@ -81,12 +92,7 @@ pub(super) fn workspace_file_list(c: &SimpleCommand, ex: &Extracted) -> bool {
     if c.position == 0 || !c.stdin_text.is_empty() {
         return false;
     }
-    let mut stages: Vec<&SimpleCommand> = ex
-        .commands
-        .iter()
-        .filter(|o| o.pipeline == c.pipeline && o.position < c.position && o.depth == c.depth)
-        .collect();
-    stages.sort_by_key(|o| o.position);
+    let stages = stages_before(c, ex);
     stages.len() == c.position
         && stages.iter().all(|o| o.redirects.is_empty())
         && stages.iter().enumerate().all(|(i, o)| {
@@ -106,12 +112,7 @@ pub(super) fn xargs_of_directories(c: &SimpleCommand, ex: &Extracted) -> bool {
     if c.position == 0 || c.argv.first().and_then(|w| w.literal.as_deref()) != Some("xargs") {
         return false;
     }
-    let mut stages: Vec<&SimpleCommand> = ex
-        .commands
-        .iter()
-        .filter(|o| o.pipeline == c.pipeline && o.position < c.position && o.depth == c.depth)
-        .collect();
-    stages.sort_by_key(|o| o.position);
+    let stages = stages_before(c, ex);
     stages.len() == c.position
         && stages.iter().enumerate().all(|(i, o)| {
             o.position == i

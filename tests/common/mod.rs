@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod fleet;
 pub mod hook;
 pub mod net;
+pub mod ns;
 pub mod pg;
 pub mod python;
 pub mod tmux;
