@@ -72,6 +72,20 @@ fn packages(r: &Run) -> Vec<(String, String, String)> {
     v
 }
 
+/// The run promotes with exactly `expected` packages, and is promoted.
+fn promotes_with(ws: &Ws, r: &Run, expected: Vec<(String, String, String)>) {
+    let who = ws.who;
+    assert_eq!(
+        r.decision(),
+        "promote",
+        "{who:?}: {:?} {}",
+        r.reasons(),
+        r.err()
+    );
+    assert_eq!(packages(r), expected, "{who:?}");
+    promote(ws, r);
+}
+
 fn pkg(m: &str, n: &str, v: &str) -> (String, String, String) {
     (m.into(), n.into(), v.into())
 }
@@ -273,33 +287,13 @@ fn venv_then_pip_editable_and_local_sdist_promote_with_their_packages() {
             &ws,
             ".venv/bin/pip install --no-index --no-build-isolation -e .",
         );
-        assert_eq!(
-            r.decision(),
-            "promote",
-            "{who:?}: {:?} {}",
-            r.reasons(),
-            r.err()
-        );
-        assert_eq!(packages(&r), vec![pkg("pip", "mypkg", "0.1.0")], "{who:?}");
-        promote(&ws, &r);
+        promotes_with(&ws, &r, vec![pkg("pip", "mypkg", "0.1.0")]);
 
         let r = execute(
             &ws,
             ".venv/bin/pip install --no-index --no-build-isolation --find-links dist tinylib",
         );
-        assert_eq!(
-            r.decision(),
-            "promote",
-            "{who:?}: {:?} {}",
-            r.reasons(),
-            r.err()
-        );
-        assert_eq!(
-            packages(&r),
-            vec![pkg("pip", "tinylib", "2.0.0")],
-            "{who:?}"
-        );
-        promote(&ws, &r);
+        promotes_with(&ws, &r, vec![pkg("pip", "tinylib", "2.0.0")]);
         let out = Command::new(&py)
             .args(["-c", "import mypkg, tinylib; print(mypkg.X + tinylib.Y)"])
             .current_dir("/")
@@ -658,15 +652,7 @@ fn an_editable_install_through_setuptools_finder_needs_a_person_a_src_layout_doe
             &ws,
             ".venv/bin/pip install --no-index --no-build-isolation -e ./srcproj",
         );
-        assert_eq!(
-            r.decision(),
-            "promote",
-            "{who:?}: {:?} {}",
-            r.reasons(),
-            r.err()
-        );
-        assert_eq!(packages(&r), vec![pkg("pip", "srcpkg", "0.1.0")], "{who:?}");
-        promote(&ws, &r);
+        promotes_with(&ws, &r, vec![pkg("pip", "srcpkg", "0.1.0")]);
         let out = Command::new(ws.dir.join(".venv/bin/python"))
             .args(["-c", "import srcpkg; print(srcpkg.X)"])
             .current_dir("/")
