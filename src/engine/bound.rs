@@ -19,9 +19,11 @@
 //! a home that does not exist, is in `docs/protected-paths.md`.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+
+use crate::model::mount_table::{MOUNTINFO, MountLine, MountTable};
 
 /// Paths (intent-glob semantics: relative to the workspace root) that
 /// every run is forbidden to touch, through every door, whatever its
@@ -40,7 +42,6 @@ pub const BUILTIN_FORBIDDEN: &[&str] = &[
 /// The password database read for every account's home.
 const PASSWD: &str = "/etc/passwd";
 /// The mount table of this process's mount namespace.
-const MOUNTINFO: &str = "/proc/self/mountinfo";
 /// The largest password database or mount table read.
 const TABLE_MAX: u64 = 16 << 20;
 
@@ -201,95 +202,13 @@ fn place(p: &Path) -> PathBuf {
     }
 }
 
-/// One line of the mount table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Mount {
-    /// The filesystem (`major:minor`).
-    dev: (u32, u32),
-    /// The directory of that filesystem mounted here.
-    root: PathBuf,
-    mount_point: PathBuf,
-}
-
-/// The mount table, in mount order (a later mount on the same point is
-/// the one on top).
-#[derive(Debug, Default)]
-struct Mounts(Vec<Mount>);
-
-/// Where a path lies on its filesystem.
-#[derive(Debug, PartialEq, Eq)]
-struct FsPlace {
-    dev: (u32, u32),
-    path: PathBuf,
-}
-
-impl Mounts {
-    fn read() -> Result<Mounts, String> {
-        Ok(Self::parse(&read_capped(Path::new(MOUNTINFO))?))
-    }
-
-    fn parse(text: &[u8]) -> Mounts {
-        let mut v = Vec::new();
-        for line in text.split(|b| *b == b'\n') {
-            let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-            if f.len() < 5 {
-                continue;
-            }
-            let dev = std::str::from_utf8(f[2]).ok().and_then(|s| {
-                let (a, b) = s.split_once(':')?;
-                Some((a.parse().ok()?, b.parse().ok()?))
-            });
-            let Some(dev) = dev else { continue };
-            v.push(Mount {
-                dev,
-                root: PathBuf::from(OsString::from_vec(unescape(f[3]))),
-                mount_point: PathBuf::from(OsString::from_vec(unescape(f[4]))),
-            });
-        }
-        Mounts(v)
-    }
-
-    /// The filesystem `p` (absolute, resolved) is on, and its path there.
-    fn locate(&self, p: &Path) -> Option<FsPlace> {
-        let m = self
-            .0
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| p.starts_with(&m.mount_point))
-            .max_by_key(|(i, m)| (m.mount_point.components().count(), *i))?
-            .1;
-        let rest = p.strip_prefix(&m.mount_point).ok()?;
-        Some(FsPlace {
-            dev: m.dev,
-            path: m.root.join(rest),
-        })
-    }
-
-    /// Mounts whose mount point is `dir` or lies below it.
-    fn at_or_below<'a>(&'a self, dir: &'a Path) -> impl Iterator<Item = &'a Mount> + 'a {
-        self.0
-            .iter()
-            .filter(move |m| m.mount_point.starts_with(dir))
-    }
-}
-
-/// The mount table's octal escapes (`\040` for a space) undone.
-fn unescape(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        if s[i] == b'\\'
-            && i + 3 < s.len()
-            && s[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((s[i + 1] - b'0') * 64 + (s[i + 2] - b'0') * 8 + (s[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(s[i]);
-            i += 1;
-        }
-    }
-    out
+/// The mount table, read whole (a table larger than the cap is an error:
+/// the bound cannot be judged on part of it).
+fn read_mounts() -> Result<MountTable, String> {
+    Ok(MountTable::parse(
+        &read_capped(Path::new(MOUNTINFO))?,
+        usize::MAX,
+    ))
 }
 
 /// The device and inode of `p`, following links (`None`: it does not
@@ -314,7 +233,7 @@ pub fn check_workspace(
     if allow_homes {
         return Ok(());
     }
-    let mounts = Mounts::read().map_err(|message| BoundError::Unreadable {
+    let mounts = read_mounts().map_err(|message| BoundError::Unreadable {
         workspace: workspace.clone(),
         what: "the mount table",
         path: MOUNTINFO,
@@ -349,10 +268,10 @@ fn home_within<'h>(
     workspace: &Path,
     identity: (u64, u64),
     homes: &'h [Home],
-    mounts: &Mounts,
+    mounts: &MountTable,
 ) -> Option<(&'h Home, PathBuf)> {
     let ws_fs = mounts.locate(workspace);
-    let below: Vec<&Mount> = mounts.at_or_below(workspace).collect();
+    let below: Vec<&MountLine> = mounts.at_or_below(workspace).collect();
     for h in homes {
         let at = place(&h.path);
         if at == Path::new("/") {
@@ -383,7 +302,7 @@ fn home_within<'h>(
             if m.dev == home_fs.dev
                 && let Ok(rest) = home_fs.path.strip_prefix(&m.root)
             {
-                return Some((h, m.mount_point.join(rest)));
+                return Some((h, m.point.join(rest)));
             }
         }
     }
@@ -399,7 +318,7 @@ fn home_within<'h>(
 /// closed: when `dir` or the mount table cannot be read, it counts as
 /// reaching one.
 pub(crate) fn reaches_a_home_by_another_name(dir: &Path, homes: &[PathBuf]) -> bool {
-    let (Some(identity), Ok(mounts)) = (dev_ino(dir), Mounts::read()) else {
+    let (Some(identity), Ok(mounts)) = (dev_ino(dir), read_mounts()) else {
         return true;
     };
     let homes: Vec<Home> = homes
@@ -566,40 +485,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn mount_table_lines_parse_with_escapes() {
-        let m = Mounts::parse(
-            b"22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n\
-              30 22 8:1 /home/u /tmp/my\\040bind rw - ext4 /dev/sda1 rw\n\
-              31 22 0:50 / /home rw - tmpfs tmpfs rw\n",
-        );
-        assert_eq!(m.0.len(), 3);
-        assert_eq!(m.0[1].mount_point, Path::new("/tmp/my bind"));
-        assert_eq!(
-            m.locate(Path::new("/tmp/my bind/x")),
-            Some(FsPlace {
-                dev: (8, 1),
-                path: "/home/u/x".into()
-            })
-        );
-        assert_eq!(
-            m.locate(Path::new("/home/v")),
-            Some(FsPlace {
-                dev: (0, 50),
-                path: "/v".into()
-            })
-        );
-    }
-
     /// A bind mount of a home, or of a directory above one, at or below a
     /// workspace: found through the mount table, whatever the paths say.
     #[test]
     fn binds_of_homes_and_of_their_parents_are_found() {
-        let m = Mounts::parse(
+        let m = MountTable::parse(
             b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
               31 22 8:2 / /home rw - ext4 /dev/sda2 rw\n\
               40 22 8:2 /u /srv/ws/bind rw - ext4 /dev/sda2 rw\n\
               41 22 8:2 / /srv/all rw - ext4 /dev/sda2 rw\n",
+            usize::MAX,
         );
         let homes = [home("u", "/home/u")];
         let none = (0, 0);

@@ -13,6 +13,7 @@
 //! - [`service`]: a declared host service's endpoint (loopback TCP or a
 //!   Unix socket path).
 //! - [`stubs`]: the stub vocabulary and how a call is matched and answered.
+//! - [`mount_table`]: the mount table as data (what is mounted where).
 //! - [`live`]: the live lane's mode and network (`apply|rerun`, `none|host`).
 //! - [`output`]: the order the command wrote its stdout and stderr in.
 //! - [`run_state`]: the states of a run and which verbs each allows.
@@ -32,6 +33,7 @@ pub(crate) mod dir_summary;
 pub(crate) mod egress;
 pub(crate) mod evidence;
 pub(crate) mod live;
+pub(crate) mod mount_table;
 pub(crate) mod output;
 pub(crate) mod promotion;
 pub(crate) mod report;

@@ -5,13 +5,12 @@
 //! others are named in the record, never shown silently as the empty
 //! directory under them.
 
-use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::access::{self, overlaps};
 use super::{RULE_HOME_ALIAS, ShownDir, ViewRequest, ViewSpec};
+use crate::model::mount_table::{MOUNTINFO, MountLine, MountTable};
 
 /// The most mounts beneath the home shown as layers of their own.
 pub(crate) const MAX_SUBMOUNTS: usize = 32;
@@ -19,78 +18,17 @@ pub(crate) const MAX_SUBMOUNTS: usize = 32;
 const MOUNTINFO_MAX_BYTES: u64 = 4 << 20;
 const MOUNTINFO_MAX_LINES: usize = 10_000;
 
-/// One line of the mount table: the filesystem (`major:minor`), the
-/// directory of it mounted, and where.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct MountLine {
-    pub dev: (u32, u32),
-    pub root: PathBuf,
-    pub point: PathBuf,
-    /// The mount, or its filesystem, is read-only.
-    pub read_only: bool,
-}
-
 /// The planner's own mount table (empty when it cannot be read: then no
 /// mount beneath the home is shown, as before).
-pub(super) fn read_mount_table() -> Vec<MountLine> {
+pub(super) fn read_mount_table() -> MountTable {
     use std::io::Read;
     let mut text = Vec::new();
-    let read = std::fs::File::open("/proc/self/mountinfo")
+    let read = std::fs::File::open(MOUNTINFO)
         .and_then(|f| f.take(MOUNTINFO_MAX_BYTES).read_to_end(&mut text));
     if read.is_err() {
-        return Vec::new();
+        return MountTable::default();
     }
-    parse_mount_table(&text)
-}
-
-pub(super) fn parse_mount_table(text: &[u8]) -> Vec<MountLine> {
-    text.split(|b| *b == b'\n')
-        .take(MOUNTINFO_MAX_LINES)
-        .filter_map(|line| {
-            let f: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
-            if f.len() < 5 {
-                return None;
-            }
-            let (a, b) = std::str::from_utf8(f[2]).ok()?.split_once(':')?;
-            let path = |s: &[u8]| PathBuf::from(OsString::from_vec(unescape(s)));
-            let ro = |opts: Option<&&[u8]>| {
-                opts.is_some_and(|o| o.split(|b| *b == b',').any(|x| x == b"ro"))
-            };
-            // The mount's options, then after the optional fields and `-`,
-            // the filesystem type, its source and the filesystem's options.
-            let sep = f.iter().skip(6).position(|x| *x == b"-").map(|i| i + 6);
-            Some(MountLine {
-                dev: (a.parse().ok()?, b.parse().ok()?),
-                root: path(f[3]),
-                point: path(f[4]),
-                read_only: ro(f.get(5)) || sep.is_some_and(|i| ro(f.get(i + 3))),
-            })
-        })
-        .collect()
-}
-
-/// The mount table's octal escapes (`\040` for a space) undone.
-fn unescape(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        let octal = s.get(i + 1..i + 4);
-        match octal {
-            Some(o)
-                if s[i] == b'\\'
-                    && o.iter()
-                        .all(|c| (b'0'..=b'3').contains(&o[0]) && (b'0'..=b'7').contains(c)) =>
-            {
-                out.push((o[0] - b'0') * 64 + (o[1] - b'0') * 8 + (o[2] - b'0'));
-                i += 4;
-            }
-            _ => {
-                out.push(s[i]);
-                i += 1;
-            }
-        }
-    }
-    out
+    MountTable::parse(&text, MOUNTINFO_MAX_LINES)
 }
 
 /// Adds to `v` a layer for every mount point strictly beneath the shown
@@ -98,8 +36,9 @@ fn unescape(s: &[u8]) -> Vec<u8> {
 /// the others under `notes`. Mount points in the workspace (its own
 /// overlay) or dryrun's state directory (masked), and beneath a mount
 /// point not shown, are left to what covers them.
-pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, table: &[MountLine]) {
+pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, table: &MountTable) {
     let mut points: Vec<&MountLine> = table
+        .0
         .iter()
         .filter(|m| m.point.starts_with(home) && m.point != home)
         .collect();
@@ -118,11 +57,7 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
     }
     // Where the home itself lies on its filesystem: a mount of it, or of
     // a directory within or above it, is another name of the home.
-    let home_at = table
-        .iter()
-        .filter(|m| home.starts_with(&m.point))
-        .max_by_key(|m| m.point.components().count())
-        .and_then(|m| Some((m.dev, m.root.join(home.strip_prefix(&m.point).ok()?))));
+    let home_at = table.locate(home);
     let others: Vec<PathBuf> = access::other_homes(r.user.uid)
         .into_iter()
         .map(|(_, h)| h)
@@ -162,7 +97,7 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
             Ok(_)
                 if home_at
                     .as_ref()
-                    .is_some_and(|(dev, at)| *dev == m.dev && overlaps(&m.root, at))
+                    .is_some_and(|at| at.dev == m.dev && overlaps(&m.root, &at.path))
                     || (!others.is_empty() && (r.reaches_home)(p, &others)) =>
             {
                 format!("{RULE_HOME_ALIAS}; the command sees the directory under the mount")
@@ -194,26 +129,6 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
 mod tests {
     use super::super::access::HostUser;
     use super::*;
-
-    #[test]
-    fn the_mount_table_is_read_with_its_escapes_undone() {
-        let text = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
-            40 22 0:50 /cache\\040dir /home/u/my\\040cache rw - tmpfs t rw\n\
-            41 22 0:51 / /home/u/tail\\134 rw - tmpfs t rw\n\
-            42 22 8:1 /r /home/u/.rustup ro,relatime shared:1 - ext4 /dev/sda1 rw\n\
-            43 22 7:0 / /home/u/sq rw shared:2 master:3 - squashfs /dev/loop0 ro\n\
-            short line\n";
-        let t = parse_mount_table(text);
-        assert_eq!(t.len(), 5);
-        let ro: Vec<bool> = t.iter().map(|m| m.read_only).collect();
-        assert_eq!(ro, [false, false, false, true, true]);
-        assert_eq!(t[1].dev, (0, 50));
-        assert_eq!(t[1].root, PathBuf::from("/cache dir"));
-        assert_eq!(t[1].point, PathBuf::from("/home/u/my cache"));
-        assert_eq!(t[2].point, PathBuf::from("/home/u/tail\\"));
-        assert_eq!(unescape(b"a\\04"), b"a\\04");
-        assert_eq!(unescape(b"\\400"), b"\\400");
-    }
 
     fn line(dev: (u32, u32), root: &str, point: &Path, read_only: bool) -> MountLine {
         MountLine {
@@ -282,7 +197,7 @@ mod tests {
             reaches_home: &|_, _| false,
         };
         let mut v = ViewSpec::default();
-        plan_submounts(&r, &mut v, &home, &table);
+        plan_submounts(&r, &mut v, &home, &MountTable(table));
         let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
         assert_eq!(layers.len(), MAX_SUBMOUNTS, "{layers:?}");
         assert_eq!(layers[0], home.join("a-ro"), "{layers:?} {:?}", v.notes);
