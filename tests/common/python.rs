@@ -34,17 +34,7 @@ pub fn venv_build_backend(venv: &Path) {
             "no setuptools wheel in /usr/share/python-wheels: install the Debian package python3-setuptools-whl (tests/run.sh does)"
         );
     };
-    let out = Command::new(&python)
-        .args(["-m", "pip", "install", "--no-index", "--quiet"])
-        .arg(&wheel)
-        .output()
-        .expect("the venv's pip runs");
-    assert!(
-        out.status.success(),
-        "setuptools into {}: {}",
-        venv.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    venv_install_wheel(venv, &wheel);
 }
 
 /// The pinned setuptools wheel with PEP 660 editable installs (setuptools

@@ -385,7 +385,7 @@ fn mount_tmp_and_overlay(
     let point = super::view_home::mount_point_in_root(root, ws)
         .map_err(|e| step("workspace mount point")(FsError::io(&ws_in_root)(e.into())))?;
     mounts::mount_overlay(
-        &PathBuf::from(format!("/proc/self/fd/{}", point.as_raw_fd())),
+        &super::view::proc_fd(&point),
         &lower.proc_path(),
         &scratch.upper,
         &scratch.work,

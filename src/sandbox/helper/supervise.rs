@@ -477,12 +477,11 @@ pub(super) fn record_output_and_limits(
     report.output_order = out.order;
     // Disk caps: a full upper layer or scratch tree (the throwaway layers
     // outside the workspace share one capped tmpfs; a fresh `/tmp` or
-    // `/var/tmp` is a capped tmpfs of its own) means the run hit its disk
-    // limit.
+    // `/var/tmp` is a capped tmpfs of its own; `/tmp` is always one of
+    // them) means the run hit its disk limit.
     let workspace_upper = format!("/proc/self/fd/{}", upper_fd.as_raw_fd());
     let scratch = scratch_trees.iter().filter_map(|p| p.to_str());
     if std::iter::once(workspace_upper.as_str())
-        .chain(std::iter::once("/tmp"))
         .chain(scratch)
         .any(nearly_full)
     {

@@ -43,7 +43,7 @@ pub(super) fn view_stage(i: usize) -> PathBuf {
     PathBuf::from(format!("/tmp/dryrun-view-{i}"))
 }
 
-fn proc_fd(fd: &OwnedFd) -> PathBuf {
+pub(super) fn proc_fd(fd: &OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
