@@ -166,7 +166,9 @@ async fn submit(c: Call, body: Body) -> Result<Response, ApiError> {
             }
             // The engine pins the workspace (no symlinks, device and inode) and
             // refuses one the caller does not own.
-            let prepared = engine.prepare(&spec, &caller.actor, access);
+            // A client that waits hears of the run with its verdict: the
+            // submission's sync runs while the run waits for its sandbox.
+            let prepared = engine.prepare(&spec, &caller.actor, access, op.wait);
             if let (Err(_), Some(v)) = (&prepared, &view) {
                 crate::workspace::owner::view::forget(v);
             }

@@ -311,6 +311,9 @@ pub(super) async fn admit_and_run(
     app.metrics.submitted();
     let run_id = prepared.run_id().to_string();
     let (done_tx, done_rx) = watch::channel(false);
+    // A run undone by an error (its submission never reached the journal):
+    // what a waiting client hears instead of its record.
+    let (undone_tx, undone_rx) = tokio::sync::oneshot::channel::<EngineError>();
     let active = Active {
         cancel_requested: Arc::new(AtomicBool::new(false)),
         cancel: Arc::new(CancelHandle::default()),
@@ -377,6 +380,9 @@ pub(super) async fn admit_and_run(
             Ok(Err(e)) => tracing::error!("run {task_id}: {e}"),
             Err(e) => tracing::error!("run {task_id}: worker failed: {e}"),
         }
+        if let Ok(Err(e)) = outcome {
+            let _ = undone_tx.send(e);
+        }
         app.active
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -397,7 +403,13 @@ pub(super) async fn admit_and_run(
     }
     let mut done = done_rx;
     let _ = done.wait_for(|d| *d).await;
+    let failed = undone_rx.await.ok();
     let engine = app.engine.clone();
-    let r = blocking(move || engine.get(&run_id)).await?;
+    let r = match (blocking(move || engine.get(&run_id)).await, failed) {
+        (Ok(r), _) => r,
+        // Undone (its submission never reached the journal): the error.
+        (Err(_), Some(e)) => return Err(e.into()),
+        (Err(e), None) => return Err(e),
+    };
     Ok((StatusCode::OK, axum::Json(r)).into_response())
 }

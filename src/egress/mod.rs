@@ -22,6 +22,7 @@
 pub(crate) mod addr;
 mod dns;
 pub(crate) mod forward;
+pub(crate) mod handover;
 pub(crate) mod intent;
 pub(crate) mod preset;
 pub(crate) mod proxy;

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::dns::{self, FakeAddrs};
-use super::forward::{ServiceListener, ServiceSet, adopt, serve_service};
+use super::forward::{ServiceSet, serve_service};
 use super::route::Kernel;
 use super::service::ServiceRule;
 use super::upstream::{Attempt, address_refusal, connect_checked};
@@ -128,10 +128,13 @@ pub struct EgressProxy {
 
 /// Start a proxy for one run (fail closed: an error means no rehearsal),
 /// serving `services` too (see `forward.rs`).
+/// `release` says when the sandbox may start the command (see
+/// `handover.rs`).
 pub fn start(
     what: Serve,
     services: Option<ServiceSet>,
     receive: ReceiveFds,
+    release: super::handover::Release,
 ) -> Result<EgressProxy, EgressError> {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).expect("the kernel's random source works");
@@ -184,7 +187,7 @@ pub fn start(
                     return;
                 }
             };
-            rt.block_on(serve(sh, listener, receive, stop_rx));
+            rt.block_on(serve(sh, listener, receive, release, stop_rx));
             // Connections still being served only add to their
             // destinations' byte counters; their entries are logged.
             drop(served_tx);
@@ -441,6 +444,7 @@ async fn serve(
     shared: Arc<Shared>,
     control: std::os::unix::net::UnixListener,
     receive: ReceiveFds,
+    release: super::handover::Release,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let rules = shared
@@ -449,7 +453,7 @@ async fn serve(
         .map_or(Vec::new(), |s| s.rules.clone());
     let sockets = tokio::select! {
         _ = &mut stop => return,
-        s = take_sockets(control, receive, rules) => s,
+        s = super::handover::take_sockets(control, receive, rules, release) => s,
     };
     let (tcp, udp, service_listeners) = match sockets {
         Ok(s) => s,
@@ -490,87 +494,6 @@ async fn serve(
     }
     tasks.iter().for_each(|t| t.abort());
 }
-
-/// Accept the helper's connection (same uid only) and take its sockets:
-/// the TCP listener, then the UDP socket, then one listener per declared
-/// service, in the plan's order.
-async fn take_sockets(
-    control: std::os::unix::net::UnixListener,
-    receive: ReceiveFds,
-    rules: Vec<ServiceRule>,
-) -> io::Result<HandedOver> {
-    let control = tokio::net::UnixListener::from_std(control)?;
-    let (conn, _) = control.accept().await?;
-    let cred = conn.peer_cred()?;
-    if cred.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(io::Error::other(format!(
-            "the control socket was reached by uid {}, not the helper",
-            cred.uid()
-        )));
-    }
-    let conn = conn.into_std()?;
-    conn.set_nonblocking(false)?;
-    conn.set_read_timeout(Some(Duration::from_secs(600)))?;
-    let fds = tokio::task::spawn_blocking(move || receive(&conn))
-        .await
-        .map_err(io::Error::other)??;
-    let expected = 2 + rules.len();
-    if fds.len() != expected {
-        return Err(io::Error::other(format!(
-            "expected {expected} sockets, got {}",
-            fds.len()
-        )));
-    }
-    let mut fds = fds.into_iter();
-    let (Some(t), Some(u)) = (fds.next(), fds.next()) else {
-        return Err(io::Error::other("no proxy listener or DNS socket"));
-    };
-    let service_fds: Vec<OwnedFd> = fds.collect();
-    let t = std::net::TcpListener::from(t);
-    let u = std::net::UdpSocket::from(u);
-    // Served only if they are what the sandbox's init makes: a listener
-    // and a UDP socket on loopback (never a socket of the host's that a
-    // confused helper passed on).
-    use nix::sys::socket::{SockType, getsockopt, sockopt};
-    let kind = |fd: std::os::fd::BorrowedFd<'_>| getsockopt(&fd, sockopt::SockType).ok();
-    let ua = u.local_addr()?;
-    if kind(u.as_fd()) != Some(SockType::Datagram) || !ua.ip().is_loopback() || ua.port() != 53 {
-        return Err(io::Error::other(format!(
-            "the socket handed over is not the DNS responder's socket on the sandbox's loopback ({ua})"
-        )));
-    }
-    let listening = getsockopt(&t, sockopt::AcceptConn).unwrap_or(false);
-    let ta = t.local_addr()?;
-    if kind(t.as_fd()) != Some(SockType::Stream)
-        || !listening
-        || !ta.ip().is_loopback()
-        || ta.port() != PROXY_PORT
-    {
-        return Err(io::Error::other(format!(
-            "the socket handed over is not the proxy's listener on the sandbox's loopback ({ta})"
-        )));
-    }
-    t.set_nonblocking(true)?;
-    u.set_nonblocking(true)?;
-    let services = service_fds
-        .into_iter()
-        .zip(&rules)
-        .map(|(fd, rule)| adopt(fd, rule))
-        .collect::<io::Result<Vec<_>>>()?;
-    Ok((
-        tokio::net::TcpListener::from_std(t)?,
-        tokio::net::UdpSocket::from_std(u)?,
-        services,
-    ))
-}
-
-/// What the sandbox handed over: the proxy's listener, the DNS socket,
-/// the services' listeners.
-type HandedOver = (
-    tokio::net::TcpListener,
-    tokio::net::UdpSocket,
-    Vec<ServiceListener>,
-);
 
 async fn serve_dns(udp: tokio::net::UdpSocket, shared: Arc<Shared>) {
     let mut buf = [0u8; 1500];

@@ -56,6 +56,7 @@ pub(super) fn start_egress(
     spec: &EnvelopeSpec,
     sspec: &mut SandboxSpec,
     owner: &(u32, u32, Vec<u32>),
+    submitted: &crate::journal::Durable,
 ) -> Result<Option<EgressProxy>, StartError> {
     if sspec.network_host {
         return Ok(None);
@@ -73,7 +74,12 @@ pub(super) fn start_egress(
     } else {
         Serve::Allowlist(system.for_run(&spec.network))
     };
-    let proxy = proxy::start(serve, services, sandbox::receive_egress_sockets)?;
+    let proxy = proxy::start(
+        serve,
+        services,
+        sandbox::receive_egress_sockets,
+        submitted.subscribe(),
+    )?;
     sspec.egress = Some(EgressPlan {
         control: proxy.control_path().to_path_buf(),
         proxy_port: Some(PROXY_PORT),

@@ -316,7 +316,7 @@ impl Default for EngineOptions {
 pub struct Engine {
     state_dir: PathBuf,
     opts: EngineOptions,
-    journal: Journal,
+    journal: std::sync::Arc<Journal>,
     /// Enforced for daemon clients when set (see [`Engine::enable_budget`]).
     budget: Option<crate::policy::budget::Ledger>,
     /// Bytes each submitting uid keeps under `runs/` (see
@@ -362,6 +362,9 @@ pub struct Prepared {
     /// The workspace owner's uid, gid and supplementary groups: whose
     /// credentials reach the run's declared services.
     owner: (u32, u32, Vec<u32>),
+    /// The run's `run_submitted` journal entry, on its way to the disk:
+    /// the command is released only once it is there.
+    submitted: crate::journal::Durable,
 }
 
 impl Prepared {
@@ -447,7 +450,7 @@ impl Engine {
         let e = Engine {
             state_dir: state_dir.to_path_buf(),
             opts,
-            journal: Journal::new(state_dir),
+            journal: std::sync::Arc::new(Journal::new(state_dir)),
             budget: None,
             usage: std::sync::Mutex::new(None),
             events: tokio::sync::broadcast::Sender::new(256),

@@ -33,6 +33,7 @@ impl Engine {
             path_dirs,
             command_env,
             owner,
+            submitted,
         } = p;
         // Time spent queued is not the rehearsal's.
         sspec.t0_ns = sandbox::helper::monotonic_ns();
@@ -43,9 +44,13 @@ impl Engine {
             record.state = RunState::Running;
             self.save_relaxed(&record)?;
         }
-        let proxy = match start_egress(&egress, &spec, &mut sspec, &owner) {
+        // The command is released once its submission is on disk: by the
+        // egress proxy, which hands the sandbox the word; without one, the
+        // sandbox starts only then.
+        let proxy = match start_egress(&egress, &spec, &mut sspec, &owner, &submitted) {
             Ok(p) => p,
             Err(e) => {
+                self.submission_durable(&submitted, &run_id)?;
                 record.state = RunState::Failed;
                 record.error = Some(format!(
                     "the rehearsal's egress (proxy, DNS responder, declared services) could not start, so nothing ran: {e}"
@@ -54,6 +59,9 @@ impl Engine {
                 return self.commit_outcome(record, &envelope, false);
             }
         };
+        if proxy.is_none() {
+            self.submission_durable(&submitted, &run_id)?;
+        }
         crate::phase("engine: egress started");
         let t_sandbox = std::time::Instant::now();
         let view = crate::workspace::owner::view::find(&spec.workspace, &spec.workspace_identity);
@@ -67,6 +75,9 @@ impl Engine {
         crate::phase("engine: sandbox returned");
         let egress_log = proxy.map(|p| p.finish());
         crate::phase("engine: egress finished");
+        // A submission that never reached the disk: the sandbox was told
+        // so and never started the command; the run is undone.
+        self.submission_durable(&submitted, &run_id)?;
         tracing::debug!(run = %run_id, elapsed = ?t_sandbox.elapsed(), "sandbox returned");
         match outcome {
             Ok((mut report, host)) => {
@@ -205,6 +216,7 @@ impl Engine {
     /// Mark a run that never reached the sandbox as failed (cancelled while
     /// queued, or the daemon shutting down).
     pub fn fail_unstarted(&self, p: Prepared, why: &str) -> Result<RunRecord, EngineError> {
+        self.submission_durable(&p.submitted, &p.record.run_id)?;
         let mut r = p.record;
         r.state = RunState::Failed;
         r.error = Some(why.to_string());

@@ -58,8 +58,14 @@ impl Engine {
     ) -> Result<RunRecord, EngineError> {
         // Rehearsed at once: saved `running` from the start (one record
         // write fewer than `queued` then `running`).
-        let prepared =
-            self.prepare_in(spec, actor, None, None, RunState::Running, Some(requester))?;
+        let prepared = self.prepare_in(
+            spec,
+            actor,
+            (None, None),
+            RunState::Running,
+            Some(requester),
+            true,
+        )?;
         self.rehearse_prepared(prepared, None)
     }
 
@@ -69,14 +75,26 @@ impl Engine {
     /// `requester` is the session that resolved the envelope's
     /// `working_dir`: the workspace policy is read through it when it acts
     /// with exactly the owner's credentials (one agent, not two).
+    /// `answered_after_verdict`: the caller hears of the run only with its
+    /// verdict (a client that waits), so the submission's sync may run
+    /// while the run waits for its rehearsal; otherwise it is on disk
+    /// before this returns (the run is answered as queued at once).
     pub fn prepare(
         &self,
         spec: &EnvelopeSpec,
         actor: &Actor,
         requester: OwnerSession,
+        answered_after_verdict: bool,
     ) -> Result<Prepared, EngineError> {
         let t_prepare = std::time::Instant::now();
-        let r = self.prepare_in(spec, actor, None, None, RunState::Queued, Some(requester));
+        let r = self.prepare_in(
+            spec,
+            actor,
+            (None, None),
+            RunState::Queued,
+            Some(requester),
+            answered_after_verdict,
+        );
         tracing::debug!(elapsed = ?t_prepare.elapsed(), "run prepared");
         r
     }
@@ -91,19 +109,20 @@ impl Engine {
         live: Option<&LiveRun>,
         replay: Option<ReplaySet>,
     ) -> Result<Prepared, EngineError> {
-        self.prepare_in(spec, actor, live, replay, RunState::Queued, None)
+        self.prepare_in(spec, actor, (live, replay), RunState::Queued, None, false)
     }
 
     /// [`Engine::prepare_run`], the record first saved in `state`
     /// (`queued`, or `running` when the rehearsal follows at once).
+    /// `sync_later`: see [`Engine::persist_submission`].
     fn prepare_in(
         &self,
         spec: &EnvelopeSpec,
         actor: &Actor,
-        live: Option<&LiveRun>,
-        replay: Option<ReplaySet>,
+        (live, replay): (Option<&LiveRun>, Option<ReplaySet>),
         state: RunState,
         requester: Option<OwnerSession>,
+        sync_later: bool,
     ) -> Result<Prepared, EngineError> {
         let mut spec = self.fit_to_this_machine(spec, actor)?;
         // The workspace as resolved for the requester (no symlinks, device,
@@ -158,7 +177,7 @@ impl Engine {
         // plus a little for "before" copies (see `kept_content_budget`).
         let max_blobs = sandbox::spec::kept_content_budget(sspec.limits.disk_bytes);
         crate::phase("engine: planned");
-        self.persist_submission(&record, actor, &c.risk, &dir)?;
+        let submitted = self.persist_submission(&record, actor, &c.risk, &dir, sync_later)?;
         crate::phase("engine: persisted");
         // The agent moved on: what it left waiting here leaves the queue.
         if live.is_none() {
@@ -187,6 +206,7 @@ impl Engine {
                 source: command_env.source,
             },
             owner: (ws.uid, c.owner_gid, c.owner_groups),
+            submitted,
         })
     }
 
@@ -430,13 +450,20 @@ impl Engine {
     /// is saved, synced, with the final record. A run whose submission
     /// could not be journaled was never acknowledged and leaves no trace
     /// but the error.
+    /// The run's first record, its in-flight marker and its
+    /// `run_submitted` entry. With `sync_later` the entry's sync runs
+    /// while the sandbox is built (the command waits for it, see
+    /// [`Prepared`]; for a run nobody hears of before its verdict);
+    /// otherwise (a queued run, answered before it is rehearsed) it is
+    /// on disk when this returns.
     fn persist_submission(
         &self,
         record: &RunRecord,
         actor: &Actor,
         risk: &Classification,
         dir: &Path,
-    ) -> Result<(), EngineError> {
+        sync_later: bool,
+    ) -> Result<crate::journal::Durable, EngineError> {
         let undo = |e: EngineError| {
             self.clear_inflight(&record.run_id);
             let _ = std::fs::remove_dir_all(dir);
@@ -444,10 +471,26 @@ impl Engine {
         };
         self.save_first(record).map_err(undo)?;
         self.mark_inflight(&record.run_id).map_err(undo)?;
-        self.journal
-            .append(&entries::run_submitted(record, actor, risk))
-            .map_err(|e| undo(e.into()))?;
-        Ok(())
+        let entry = entries::run_submitted(record, actor, risk);
+        if sync_later {
+            return Ok(self.journal.append_later(&entry));
+        }
+        let appended = self.journal.append(&entry).map_err(|e| undo(e.into()))?;
+        Ok(crate::journal::Durable::settled(appended))
+    }
+
+    /// Until the run's submission is on disk; if it never will be, the run
+    /// is undone as a failed submission is (no marker, no directory).
+    pub(super) fn submission_durable(
+        &self,
+        submitted: &crate::journal::Durable,
+        run_id: &str,
+    ) -> Result<(), EngineError> {
+        submitted.wait().map(|_| ()).map_err(|e| {
+            self.clear_inflight(run_id);
+            let _ = std::fs::remove_dir_all(self.run_dir(run_id));
+            e.into()
+        })
     }
 }
 

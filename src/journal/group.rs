@@ -8,8 +8,9 @@
 //! is counted as appended: the next append's tail check cuts a partial
 //! write away as a torn record).
 
+use super::faults::{fault_injection_fail, fault_injection_torn_write};
 use super::{Appended, Body, Entry, FORMAT_VERSION, Journal, JournalError, MAX_RECORD_BYTES};
-use super::{Head, fault_injection_torn_write, hash_body, io};
+use super::{Head, hash_body, io};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -36,10 +37,25 @@ impl GroupCommit {
         journal: &Journal,
         entry: &Entry,
     ) -> Result<Appended, JournalError> {
+        let ticket = self.enqueue(entry);
+        self.wait(journal, ticket)
+    }
+
+    /// Take `entry`'s place in the chain now (it is written after every
+    /// entry enqueued before it and before every later one); durable only
+    /// once [`GroupCommit::wait`] for its ticket returns `Ok`.
+    pub(super) fn enqueue(&self, entry: &Entry) -> u64 {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let ticket = st.next_ticket;
         st.next_ticket += 1;
         st.queue.push((ticket, entry.clone()));
+        ticket
+    }
+
+    /// Until the entry of `ticket` is on disk (or failed): leads a batch
+    /// when nobody is writing.
+    pub(super) fn wait(&self, journal: &Journal, ticket: u64) -> Result<Appended, JournalError> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(r) = st.finished.remove(&ticket) {
                 return r;
@@ -153,6 +169,7 @@ fn write_locked(j: &Journal, batch: &[(u64, Entry)]) -> Result<BatchResult, Jour
     let Some(head) = last else {
         return Ok(out);
     };
+    fault_injection_fail(batch).map_err(io(&j.path))?;
     fault_injection_torn_write(f, &buf);
     f.write_all(&buf).map_err(io(&j.path))?;
     f.sync_data().map_err(io(&j.path))?;

@@ -19,18 +19,21 @@
 //! moves it to `journal.torn.<offset>` and truncates it away.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 mod anchor;
+mod faults;
 mod group;
+mod later;
 mod tail;
 pub(crate) use tail::Published;
 
 use anchor::{Anchor, Head};
+pub(crate) use later::Durable;
 
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const HEAD_FILE: &str = "journal.head";
@@ -53,6 +56,10 @@ pub enum JournalError {
     Damaged { path: PathBuf, problem: String },
     #[error("journal record too large ({0} bytes)")]
     TooLarge(usize),
+    /// An entry appended on a thread ([`Journal::append_later`]) that did
+    /// not reach the disk: the first error, as text.
+    #[error("{0}")]
+    Later(String),
 }
 
 /// Who did something: from the socket's peer credentials (daemon) or the
@@ -587,27 +594,6 @@ fn last_line_bounds(buf: &[u8], end: usize) -> (usize, usize) {
     let body = &buf[..end.saturating_sub(1)];
     let start = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     (start, end)
-}
-
-/// Fault injection for the crash tests (tests/daemon.rs): with
-/// `DRYRUN_FAULT_JOURNAL_STALL_MS=N`, half of each record is written, then
-/// the writer sleeps N ms before the rest, so a test can kill -9 the daemon
-/// in the middle of an append. Never set in production.
-fn fault_injection_torn_write(f: &mut File, line: &[u8]) {
-    let Some(ms) = std::env::var("DRYRUN_FAULT_JOURNAL_STALL_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    else {
-        return;
-    };
-    let half = line.len() / 2;
-    if f.write_all(&line[..half]).is_ok() {
-        let _ = f.sync_data();
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-        // The rest is written by the caller after truncating our half away.
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = f.set_len(len - half as u64);
-    }
 }
 
 #[cfg(test)]

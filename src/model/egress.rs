@@ -72,3 +72,12 @@ pub struct DirectAttempt {
     pub addr: core::net::IpAddr,
     pub port: u16,
 }
+
+/// On the egress proxy's control connection, after the sandbox handed
+/// over its sockets: the byte that releases the command (the run's
+/// submission is on disk).
+pub(crate) const RELEASE_GO: u8 = b'1';
+/// The byte that tells the sandbox not to start the command (the
+/// submission never reached the journal). Anything else, or the
+/// connection closed, means the same.
+pub(crate) const RELEASE_STOP: u8 = b'0';

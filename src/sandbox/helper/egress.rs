@@ -24,6 +24,7 @@ use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use super::super::mounts;
 use super::super::spec::SandboxSpec;
 use super::error::HelperError;
+use crate::model::egress::{RELEASE_GO, RELEASE_STOP};
 
 /// The control connection, from H1 until P7 hands the sockets over. A
 /// process-wide slot because it crosses two forks (H → C → P1), which copy
@@ -137,5 +138,47 @@ pub(super) fn hand_sockets_to_proxy(spec: &SandboxSpec) -> Result<(), HelperErro
         None,
     )
     .map_err(|e| prep("egress sockets")(e.into()))?;
+    // Kept for the release (`await_release`), which comes later: the
+    // proxy answers once the run's submission is on disk.
+    if let Ok(mut slot) = CONTROL.lock() {
+        *slot = Some(control);
+    }
     Ok(())
+}
+
+/// Just before the command's first fork: wait for the engine's word that
+/// the run's submission is on disk (one byte on the control connection).
+/// Anything but the go (the stop, the connection closed, an error) fails
+/// the run closed, and the command never starts.
+pub(super) fn await_release(spec: &SandboxSpec) -> Result<(), HelperError> {
+    if spec.egress.is_none() {
+        return Ok(());
+    }
+    let fail = |why: String| HelperError::Prepare {
+        op: "command release",
+        source: io::Error::other(why),
+    };
+    let control = CONTROL
+        .lock()
+        .ok()
+        .and_then(|mut s| s.take())
+        .ok_or_else(|| fail("no control connection".into()))?;
+    let mut byte = [0u8; 1];
+    let read = loop {
+        match nix::unistd::read(&control, &mut byte) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => break r,
+        }
+    };
+    match read {
+        Ok(1) if byte[0] == RELEASE_GO => Ok(()),
+        Ok(1) if byte[0] == RELEASE_STOP => Err(fail(
+            "the run's submission did not reach the journal, so the command was not started".into(),
+        )),
+        Ok(0) => Err(fail(
+            "the engine closed the control connection before releasing the command".into(),
+        )),
+        Ok(_) => Err(fail("the engine's release was not understood".into())),
+        Err(e) => Err(fail(format!("waiting for the engine's release: {e}"))),
+    }
 }

@@ -150,6 +150,7 @@ fn init_main(
     report
         .enforcement
         .extend(super::ids::describe_mapped_groups(spec));
+    super::egress::await_release(spec)?;
     let output = super::supervise::run_steps(spec, &plan, &mut report)?;
     // Every process of the command is gone (run_steps emptied the namespace).
     give_walk_room(walk_room)?;
