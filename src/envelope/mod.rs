@@ -432,7 +432,13 @@ pub(crate) fn read_task_file(
     let resolved = me
         .resolve(workspace)
         .map_err(|e| read_err(format!("the workspace {e}")))?;
-    let owner = OwnerSession::for_owner(&resolved.identity).map_err(|e| read_err(e.to_string()))?;
+    // This process as the owner reads in-process either way: the owner's
+    // groups (a user database lookup) are only needed for an agent.
+    let owner = if nix::unistd::geteuid().as_raw() == resolved.identity.uid {
+        me
+    } else {
+        OwnerSession::for_owner(&resolved.identity).map_err(|e| read_err(e.to_string()))?
+    };
     let Some(bytes) = owner
         .read_file(
             &resolved.canonical,
