@@ -12,6 +12,9 @@ pub(crate) const MOUNTINFO: &str = "/proc/self/mountinfo";
 /// One line of the mount table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MountLine {
+    /// The mount's id (what `statx`'s `STATX_MNT_ID` answers for a path
+    /// on it).
+    pub id: u64,
     /// The filesystem (`major:minor`).
     pub dev: (u32, u32),
     /// The directory of that filesystem mounted here.
@@ -80,6 +83,7 @@ fn parse_line(line: &[u8]) -> Option<MountLine> {
     // filesystem type, its source and the filesystem's options.
     let sep = f.iter().skip(6).position(|x| *x == b"-").map(|i| i + 6);
     Some(MountLine {
+        id: std::str::from_utf8(f[0]).ok()?.parse().ok()?,
         dev: (a.parse().ok()?, b.parse().ok()?),
         root: path(f[3]),
         point: path(f[4]),
@@ -128,6 +132,7 @@ mod tests {
         let ro: Vec<bool> = t.iter().map(|m| m.read_only).collect();
         assert_eq!(ro, [false, false, false, true, true]);
         assert_eq!(t[1].dev, (0, 50));
+        assert_eq!(t[1].id, 40);
         assert_eq!(t[1].root, PathBuf::from("/cache dir"));
         assert_eq!(t[1].point, PathBuf::from("/home/u/my cache"));
         assert_eq!(t[2].point, PathBuf::from("/home/u/tail\\"));

@@ -5,9 +5,9 @@
 //! others are named in the record, never shown silently as the empty
 //! directory under them.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::super::sys::{self, MountPointStat};
 use super::access::{self, overlaps};
 use super::{RULE_HOME_ALIAS, ShownDir, ViewRequest, ViewSpec};
 use crate::model::mount_table::{MOUNTINFO, MountLine, MountTable};
@@ -37,6 +37,24 @@ pub(super) fn read_mount_table() -> MountTable {
 /// overlay) or dryrun's state directory (masked), and beneath a mount
 /// point not shown, are left to what covers them.
 pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, table: &MountTable) {
+    plan_submounts_with(r, v, home, table, &sys::statx_mount_point);
+}
+
+/// [`plan_submounts`], with `look` telling what is at a mount point now.
+/// A line of the table is shown only as the mount it names: the object
+/// at its path must be the root of that very mount (its id), so that what
+/// the checks below judge (the line's filesystem and root) is what the
+/// layer shows. A mount covered by a later one, or a path whose
+/// directories the home's owner renamed or swapped between the reading
+/// of the table and the look (another mount, an alias of the home or a
+/// directory of the home's own moved there), is named instead.
+fn plan_submounts_with(
+    r: &ViewRequest,
+    v: &mut ViewSpec,
+    home: &Path,
+    table: &MountTable,
+    look: &dyn Fn(&Path) -> std::io::Result<MountPointStat>,
+) {
     let mut points: Vec<&MountLine> = table
         .0
         .iter()
@@ -86,12 +104,16 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
             continue;
         }
         looked += 1;
-        let why = match std::fs::symlink_metadata(p) {
+        let why = match look(p) {
             Err(e) => format!(
                 "a mount beneath the home that could not be looked at: {e}; the command sees the directory under it"
             ),
-            Ok(meta) if !meta.is_dir() => {
+            Ok(at) if !at.dir => {
                 "a file mounted beneath the home is not shown: the command sees the file under the mount"
+                    .to_string()
+            }
+            Ok(at) if at.root_of_mount != Some(m.id) => {
+                "a mount beneath the home that another mount covers, or whose path changed while the run was planned: not shown as a layer of its own; the command sees what the view shows at that path"
                     .to_string()
             }
             Ok(_)
@@ -102,14 +124,14 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
             {
                 format!("{RULE_HOME_ALIAS}; the command sees the directory under the mount")
             }
-            Ok(meta) => {
+            Ok(at) => {
                 shown += 1;
                 if m.read_only {
                     v.read_only.push(p.to_path_buf());
                 }
                 v.layers.push(ShownDir {
                     path: p.to_path_buf(),
-                    identity: Some((meta.dev(), meta.ino())),
+                    identity: Some((at.dev, at.ino)),
                 });
                 skipped = None;
                 continue;
@@ -132,11 +154,26 @@ mod tests {
 
     fn line(dev: (u32, u32), root: &str, point: &Path, read_only: bool) -> MountLine {
         MountLine {
+            id: 0,
             dev,
             root: root.into(),
             point: point.to_path_buf(),
             read_only,
         }
+    }
+
+    /// What is at `p`, as though the mounts of `table` were there: a
+    /// directory or file of the test's, the root of the last mount the
+    /// table names at `p`.
+    fn as_mounted(table: &MountTable, p: &Path) -> std::io::Result<MountPointStat> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(p)?;
+        Ok(MountPointStat {
+            dir: meta.is_dir(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            root_of_mount: table.0.iter().rev().find(|l| l.point == p).map(|l| l.id),
+        })
     }
 
     /// What the plan makes of the mounts beneath a home: directories are
@@ -196,8 +233,12 @@ mod tests {
             policy_masks: &[],
             reaches_home: &|_, _| false,
         };
+        for (i, l) in table.iter_mut().enumerate() {
+            l.id = 100 + i as u64;
+        }
+        let table = MountTable(table);
         let mut v = ViewSpec::default();
-        plan_submounts(&r, &mut v, &home, &MountTable(table));
+        plan_submounts_with(&r, &mut v, &home, &table, &|p| as_mounted(&table, p));
         let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
         assert_eq!(layers.len(), MAX_SUBMOUNTS, "{layers:?}");
         assert_eq!(layers[0], home.join("a-ro"), "{layers:?} {:?}", v.notes);
@@ -238,5 +279,83 @@ mod tests {
             "{:?}",
             v.notes
         );
+    }
+
+    /// A line of the table is shown only as the mount it names: when the
+    /// object at its path is not that mount's root (the home's owner
+    /// swapped the directories above it after the table was read, so that
+    /// another mount, an alias of the home, or a plain directory stands
+    /// there; or a later mount covers it), it is named, never shown as a
+    /// layer judged by the line's filesystem and root.
+    #[test]
+    fn a_line_is_shown_only_as_the_mount_at_its_path() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        for d in ["kept", "swapped", "plain"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        let table = MountTable(vec![
+            MountLine {
+                id: 7,
+                dev: (0, 40),
+                root: "/".into(),
+                point: home.join("kept"),
+                read_only: false,
+            },
+            MountLine {
+                id: 8,
+                dev: (0, 41),
+                root: "/cache".into(),
+                point: home.join("swapped"),
+                read_only: false,
+            },
+            MountLine {
+                id: 9,
+                dev: (0, 42),
+                root: "/cache".into(),
+                point: home.join("plain"),
+                read_only: false,
+            },
+        ]);
+        let me = HostUser {
+            uid: 0,
+            gid: 0,
+            groups: vec![],
+        };
+        let image = super::super::super::spec::ImageProfile::default_profile();
+        let (ws, state) = (t.path().join("ws"), t.path().join("state"));
+        let r = ViewRequest {
+            user: &me,
+            env: &[],
+            workspace: &ws,
+            state_dir: &state,
+            image: &image,
+            policy_masks: &[],
+            reaches_home: &|_, _| false,
+        };
+        // Now: `kept` is its mount's root, another mount (an alias of the
+        // home, say) stands at `swapped`, and `plain` is no mount's root.
+        let now = |p: &Path| {
+            let mut at = as_mounted(&table, p)?;
+            at.root_of_mount = match p.file_name().and_then(|n| n.to_str()) {
+                Some("swapped") => Some(31),
+                Some("plain") => None,
+                _ => at.root_of_mount,
+            };
+            Ok(at)
+        };
+        let mut v = ViewSpec::default();
+        plan_submounts_with(&r, &mut v, &home, &table, &now);
+        let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
+        assert_eq!(layers, [home.join("kept")], "{:?}", v.notes);
+        for p in ["plain", "swapped"] {
+            assert!(
+                v.notes.iter().any(|n| n
+                    .starts_with(&format!("hidden:{} (", home.join(p).display()))
+                    && n.contains("path changed while the run was planned")),
+                "{p}: {:?}",
+                v.notes
+            );
+        }
     }
 }
