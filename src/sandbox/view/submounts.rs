@@ -104,6 +104,20 @@ fn plan_submounts_with(
             continue;
         }
         looked += 1;
+        // A FUSE filesystem answers through the process that serves it:
+        // one another user serves (the agent's own, through fusermount)
+        // could keep a planner that looks at it waiting forever, or show
+        // it anything. Only its own user's planner looks.
+        if let Some(served) = m.fuse
+            && served != Some(nix::unistd::geteuid().as_raw())
+        {
+            v.notes.push(format!(
+                "hidden:{} (a FUSE mount beneath the home served by {}: not looked at, its server could keep the run waiting; the command sees the directory under it)",
+                p.display(),
+                served.map_or("a user the mount table does not name".into(), |u| format!("uid {u}"))
+            ));
+            continue;
+        }
         let why = match look(p) {
             Err(e) => format!(
                 "a mount beneath the home that could not be looked at: {e}; the command sees the directory under it"
@@ -159,6 +173,7 @@ mod tests {
             root: root.into(),
             point: point.to_path_buf(),
             read_only,
+            fuse: None,
         }
     }
 
@@ -301,6 +316,7 @@ mod tests {
                 root: "/".into(),
                 point: home.join("kept"),
                 read_only: false,
+                fuse: None,
             },
             MountLine {
                 id: 8,
@@ -308,6 +324,7 @@ mod tests {
                 root: "/cache".into(),
                 point: home.join("swapped"),
                 read_only: false,
+                fuse: None,
             },
             MountLine {
                 id: 9,
@@ -315,6 +332,7 @@ mod tests {
                 root: "/cache".into(),
                 point: home.join("plain"),
                 read_only: false,
+                fuse: None,
             },
         ]);
         let me = HostUser {
@@ -353,6 +371,72 @@ mod tests {
                 v.notes.iter().any(|n| n
                     .starts_with(&format!("hidden:{} (", home.join(p).display()))
                     && n.contains("path changed while the run was planned")),
+                "{p}: {:?}",
+                v.notes
+            );
+        }
+    }
+
+    /// A FUSE mount another user serves is named without being looked at
+    /// (its server could keep the planner waiting forever); one the
+    /// planner's own user serves is looked at as any other.
+    #[test]
+    fn a_fuse_mount_another_user_serves_is_not_looked_at() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        let me = nix::unistd::geteuid().as_raw();
+        let mut table = Vec::new();
+        for (i, (name, fuse)) in [
+            ("theirs", Some(Some(me.wrapping_add(1)))),
+            ("unnamed", Some(None)),
+            ("mine", Some(Some(me))),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            std::fs::create_dir_all(home.join(name)).unwrap();
+            table.push(MountLine {
+                id: 50 + i as u64,
+                dev: (0, 70 + i as u32),
+                root: "/".into(),
+                point: home.join(name),
+                read_only: false,
+                fuse,
+            });
+        }
+        let table = MountTable(table);
+        let user = HostUser {
+            uid: me,
+            gid: 0,
+            groups: vec![],
+        };
+        let image = super::super::super::spec::ImageProfile::default_profile();
+        let (ws, state) = (t.path().join("ws"), t.path().join("state"));
+        let r = ViewRequest {
+            user: &user,
+            env: &[],
+            workspace: &ws,
+            state_dir: &state,
+            image: &image,
+            policy_masks: &[],
+            reaches_home: &|_, _| false,
+        };
+        let looked = std::cell::RefCell::new(Vec::new());
+        let look = |p: &Path| {
+            looked.borrow_mut().push(p.to_path_buf());
+            as_mounted(&table, p)
+        };
+        let mut v = ViewSpec::default();
+        plan_submounts_with(&r, &mut v, &home, &table, &look);
+        assert_eq!(*looked.borrow(), [home.join("mine")]);
+        let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
+        assert_eq!(layers, [home.join("mine")], "{:?}", v.notes);
+        for p in ["theirs", "unnamed"] {
+            assert!(
+                v.notes
+                    .iter()
+                    .any(|n| n
+                        .starts_with(&format!("hidden:{} (a FUSE mount", home.join(p).display()))),
                 "{p}: {:?}",
                 v.notes
             );
