@@ -157,9 +157,14 @@ fn account_ws(mode: Mode) -> (Ws, Vec<String>) {
 /// `dryrun execute --json --file` of `cmd`, as the account (HOME its
 /// home, PATH the system's).
 fn attack(ws: &Ws, wrapper: &[String], cmd: &str) -> Run {
+    attack_with_path(ws, wrapper, cmd, "/usr/bin:/bin")
+}
+
+/// [`attack`] with the command's `PATH`.
+fn attack_with_path(ws: &Ws, wrapper: &[String], cmd: &str, path: &str) -> Run {
     let (u, g, home) = hsub_user();
     let body = serde_json::json!({"command": cmd, "working_dir": ws.dir,
-                                  "env": {"HOME": home, "PATH": "/usr/bin:/bin"}});
+                                  "env": {"HOME": home, "PATH": path}});
     let p = ws.root.path().join(format!("attack-{}.json", random_hex()));
     std::fs::write(&p, body.to_string()).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -226,7 +231,7 @@ fn assert_command_ran(what: &str, r: &Run, marker: &str) {
     );
 }
 
-/// 1. Binds beneath the account's home that are other names of a home:
+/// Attack 1: Binds beneath the account's home that are other names of a home:
 /// the home itself, its `.ssh` (masked) and `.aws`, another user's home
 /// (its 0644 file: the account could read it live), `/home`, and root's
 /// `.ssh`. Each is named (`view.home_alias`, or not shown at all), and
@@ -324,7 +329,7 @@ fn home_alias_binds_beneath_the_home_show_no_secret() {
     }
 }
 
-/// 2. Credentials on mounts at masked paths and beneath masked
+/// Attack 2: Credentials on mounts at masked paths and beneath masked
 /// directories: a tmpfs at `~/.ssh` holding a key, `~/.aws` a bind of a
 /// tree with `credentials` (masked) and `config` (filtered), a bind
 /// beneath `~/.gnupg`, and `~/.config` a bind of a tree holding
@@ -472,7 +477,7 @@ fn swapper(a: PathBuf, b: PathBuf, stop: &'static AtomicBool) -> std::thread::Jo
     })
 }
 
-/// 3a. A race on the path to a mount point: while runs are planned and
+/// Attack 3a: A race on the path to a mount point: while runs are planned and
 /// set up, the directories holding a harmless mount (`~/race-a/m`) and an
 /// alias of the home's `.ssh` (`~/race-b/m`) are swapped again and again,
 /// and a directory holding another mount (`~/race-c/m`) is swapped with a
@@ -570,10 +575,10 @@ fn swapping_the_directories_above_a_mount_point_shows_no_alias() {
         assert_nowhere(&what, r, &ws.state, &key);
         assert_nowhere(&what, r, &ws.state, &other);
     }
-    assert!(std::fs::read_dir(&other_dir.join("m")).unwrap().count() == 1);
+    assert!(std::fs::read_dir(other_dir.join("m")).unwrap().count() == 1);
 }
 
-/// 3b. Mount points whose names the mount table escapes (a space, a
+/// Attack 3b: Mount points whose names the mount table escapes (a space, a
 /// newline, a backslash, a literal `\040`, a terminal escape) and a long
 /// one (about 3,000 bytes deep): each is shown at its own name (its
 /// canary read there) or named, the run goes on, nothing is made on the
@@ -670,7 +675,7 @@ fn mount_points_with_escaped_or_long_names_are_shown_as_they_are() {
     assert!(!root.join("oct al").exists());
 }
 
-/// 4. A root daemon serving two users at once, each with a mount beneath
+/// Attack 4: A root daemon serving two users at once, each with a mount beneath
 /// its home (a 0644 canary under a 0755 home: each could read the other's
 /// live): each run sees its own mount's canary and nothing of the other's.
 #[test]
@@ -754,14 +759,16 @@ fn a_root_daemon_shows_each_user_its_own_mounts_only() {
     }
 }
 
-/// 5. A FUSE mount the agent serves itself beneath its home (`bindfs`
+/// Attack 5: A FUSE mount the agent serves itself beneath its home (`bindfs`
 /// through the setuid `fusermount`), its server stopped so that whatever
 /// touches the mount waits: once as FUSE allows by default (root is
 /// refused), once with `allow_other` (a host whose `/etc/fuse.conf` says
 /// `user_allow_other`; here a copy bound over it in the test's namespace,
 /// and a `/dev/fuse` anyone may open, as most hosts have it, over this
-/// machine's root-only one). Root's engine finishes the run, names the
-/// mount, and shows nothing of it. Needs `bindfs` (Debian package
+/// machine's root-only one). A second such mount lies outside the view,
+/// on the command's `PATH` (directly and through a link) and named in its
+/// errors, where the engine looks for what the view hid. Root's engine
+/// finishes the run, names the mount, and shows nothing of it. Needs `bindfs` (Debian package
 /// `bindfs`, which brings `fuse`).
 #[test]
 fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
@@ -788,19 +795,38 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
         account(),
     );
     let point = made.dir(&home.join(format!("fuse-{tag}")), account());
+    // And one outside the view, where the command's errors make the
+    // engine look for what the view hid.
+    let outside = made.dir(&PathBuf::from(format!("/srv/hsub-fuse-{tag}")), account());
+    made.dir(&src.join("bin"), account());
+    // A link to it, for the command's PATH.
+    let link = PathBuf::from(format!("/srv/hsub-fuse-link-{tag}"));
+    std::os::unix::fs::symlink(outside.join("bin"), &link).unwrap();
+    made.0.push(link.clone());
+    let path = format!(
+        "/usr/bin:/bin:{}:{}",
+        outside.join("bin").display(),
+        link.display()
+    );
     let conf = made.dir(&PathBuf::from(format!("/var/tmp/hsub-fuse-{tag}")), None);
     made.file(&conf.join("fuse.conf"), "user_allow_other\n", 0o644, None);
     for allow_other in [false, true] {
         let pidfile = conf.join(format!("pid-{allow_other}"));
-        let opts = if allow_other { "-o allow_other" } else { "" };
+        // bindfs asks for allow_other unless told not to; fusermount
+        // grants it only with user_allow_other in /etc/fuse.conf.
+        let (opts, conf_bind) = if allow_other {
+            ("-o allow_other", "mount --bind \"$1\" /etc/fuse.conf && ")
+        } else {
+            ("--no-allow-other", "")
+        };
         // The server runs in the foreground in the background of the
         // namespace's shell; once the mount is there, it is stopped.
         let setup = format!(
-            "mount --bind \"$1\" /etc/fuse.conf && mount -t tmpfs hsub \"$5\" && \
+            "{conf_bind}mount -t tmpfs hsub \"$5\" && \
              mknod -m 666 \"$5/fuse\" c 10 229 && mount --bind \"$5/fuse\" /dev/fuse && \
-             (setpriv --reuid={u} --regid={g} --clear-groups -- bindfs -f {opts} \"$2\" \"$3\" & echo $! > \"$4\") && \
-             for i in $(seq 1 100); do grep -q \" $3 \" /proc/self/mountinfo && break; sleep 0.1; done; \
-             grep -q \" $3 \" /proc/self/mountinfo && kill -STOP $(cat \"$4\")"
+             (for p in \"$3\" \"$6\"; do setpriv --reuid={u} --regid={g} --clear-groups -- bindfs -f {opts} \"$2\" \"$p\" & echo $! >> \"$4\"; done) && \
+             for i in $(seq 1 100); do grep -q \" $3 \" /proc/self/mountinfo && grep -q \" $6 \" /proc/self/mountinfo && break; sleep 0.1; done; \
+             grep -q \" $3 \" /proc/self/mountinfo && grep -q \" $6 \" /proc/self/mountinfo && kill -STOP $(cat \"$4\")"
         );
         let args = vec![
             conf.join("fuse.conf").display().to_string(),
@@ -810,29 +836,34 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
             made.dir(&conf.join(format!("dev-{allow_other}")), None)
                 .display()
                 .to_string(),
+            outside.display().to_string(),
         ];
         let (ws, mode_wrapper) = account_ws(Mode::RootEngine);
         let mut wrapper = vec!["timeout".to_string(), "60".to_string()];
         wrapper.extend(in_ns(&setup, &args, &mode_wrapper));
         let cmd = format!(
-            "ls -la ~/fuse-{tag}; cat ~/fuse-{tag}/canary ~/fuse-{tag}/nope 2>&1; echo HSUB-RAN; exit 0"
+            "ls -la ~/fuse-{tag}; cat ~/fuse-{tag}/canary ~/fuse-{tag}/nope {o}/canary {o}/nope; hsub-tool-{tag}; echo HSUB-RAN; exit 0",
+            o = outside.display()
         );
         let t0 = Instant::now();
-        let r = attack(&ws, &wrapper, &cmd);
+        let r = attack_with_path(&ws, &wrapper, &cmd, &path);
         let took = t0.elapsed();
-        let pid: Option<u32> = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-        if let Some(pid) = pid {
+        let pids: Vec<i32> = std::fs::read_to_string(&pidfile)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        for pid in &pids {
             let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
+                nix::unistd::Pid::from_raw(*pid),
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
         let what = format!("allow_other {allow_other}");
-        assert!(
-            pid.is_some(),
-            "{what}: the FUSE server did not start: {r:?}"
+        assert_eq!(
+            pids.len(),
+            2,
+            "{what}: the FUSE servers did not start: {r:?}"
         );
         assert!(
             took < Duration::from_secs(55),
@@ -844,7 +875,7 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
     }
 }
 
-/// 6. Writes beneath a layer: a new file, a changed one, a removed one, a
+/// Attack 6: Writes beneath a layer: a new file, a changed one, a removed one, a
 /// rename and a hard link from the layer into the home's layer (across
 /// layers), a link within it, a mode change; and writes into a read-only
 /// mount (a file, a directory, a mode). None reaches the host's trees;

@@ -31,6 +31,96 @@ pub(super) fn read_mount_table() -> MountTable {
     MountTable::parse(&text, MOUNTINFO_MAX_LINES)
 }
 
+/// The FUSE mounts of the planner's mount table that another user
+/// serves (not this process's effective user): a look at anything on one
+/// waits on that user's process, which may never answer. The planner and
+/// the engine's look-ups for the user go around them.
+pub(crate) struct ForeignFuse(Vec<(PathBuf, Option<u32>)>);
+
+impl ForeignFuse {
+    pub(crate) fn of(table: &MountTable) -> ForeignFuse {
+        let me = nix::unistd::geteuid().as_raw();
+        ForeignFuse(
+            table
+                .0
+                .iter()
+                .filter_map(|m| {
+                    m.fuse
+                        .filter(|u| *u != Some(me))
+                        .map(|u| (m.point.clone(), u))
+                })
+                .collect(),
+        )
+    }
+
+    /// From the mount table as it is now.
+    pub(crate) fn read() -> ForeignFuse {
+        Self::of(&read_mount_table())
+    }
+
+    /// The line that names `p` (on or through such a mount) as not looked
+    /// at, when it is.
+    pub(crate) fn crossed(&self, p: &Path) -> Option<String> {
+        let (point, served) = self.0.iter().find(|(point, _)| p.starts_with(point))?;
+        Some(format!(
+            "hidden:{} (on a FUSE mount at {} served by {}: not looked at, its server could keep the run waiting)",
+            p.display(),
+            point.display(),
+            served.map_or("a user the mount table does not name".into(), |u| format!(
+                "uid {u}"
+            ))
+        ))
+    }
+
+    /// `p` with its symlinks resolved, as `canonicalize` does, without
+    /// looking at anything on such a mount: `None` when it does not
+    /// resolve, or would lead onto one.
+    pub(crate) fn canonicalize(&self, p: &Path) -> Option<PathBuf> {
+        use std::path::Component;
+        let mut out = PathBuf::from("/");
+        let mut todo: Vec<std::ffi::OsString> = Vec::new();
+        let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+            for c in p.components().rev() {
+                match c {
+                    Component::Normal(n) => todo.push(n.to_os_string()),
+                    Component::ParentDir => todo.push("..".into()),
+                    _ => {}
+                }
+            }
+        };
+        if !p.is_absolute() {
+            return None;
+        }
+        push(&mut todo, p);
+        let mut links = 0;
+        while let Some(c) = todo.pop() {
+            if c == ".." {
+                out.pop();
+                continue;
+            }
+            let next = out.join(&c);
+            if self.crossed(&next).is_some() {
+                return None;
+            }
+            let meta = std::fs::symlink_metadata(&next).ok()?;
+            if !meta.file_type().is_symlink() {
+                out = next;
+                continue;
+            }
+            links += 1;
+            if links > 40 {
+                return None;
+            }
+            let target = std::fs::read_link(&next).ok()?;
+            if target.is_absolute() {
+                out = PathBuf::from("/");
+            }
+            push(&mut todo, &target);
+        }
+        Some(out)
+    }
+}
+
 /// Adds to `v` a layer for every mount point strictly beneath the shown
 /// `home` that the view can show (parents first once sorted), and names
 /// the others under `notes`. Mount points in the workspace (its own
@@ -441,5 +531,47 @@ mod tests {
                 v.notes
             );
         }
+    }
+
+    /// Paths on or through a FUSE mount another user serves are resolved
+    /// without looking at anything on it: a link onto one resolves to
+    /// nothing, a path elsewhere as `canonicalize` would.
+    #[test]
+    fn resolving_goes_around_a_foreign_fuse_mount() {
+        let t = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        let fuse = base.join("fuse");
+        std::fs::create_dir_all(fuse.join("bin")).unwrap();
+        std::fs::create_dir_all(base.join("real/bin")).unwrap();
+        std::os::unix::fs::symlink(fuse.join("bin"), base.join("onto")).unwrap();
+        std::os::unix::fs::symlink("real/bin", base.join("elsewhere")).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        let table = MountTable(vec![MountLine {
+            id: 60,
+            dev: (0, 90),
+            root: "/".into(),
+            point: fuse.clone(),
+            read_only: false,
+            fuse: Some(Some(me.wrapping_add(1))),
+        }]);
+        let f = ForeignFuse::of(&table);
+        assert!(f.crossed(&fuse.join("bin")).is_some());
+        assert!(f.crossed(&base.join("real")).is_none());
+        assert_eq!(f.canonicalize(&base.join("onto")), None);
+        assert_eq!(f.canonicalize(&fuse.join("bin")), None);
+        assert_eq!(
+            f.canonicalize(&base.join("elsewhere/../bin/./")),
+            Some(base.join("real/bin"))
+        );
+        assert_eq!(
+            f.canonicalize(&base.join("elsewhere")),
+            Some(base.join("real/bin"))
+        );
+        // The planner's own user's FUSE mounts are looked at.
+        let mine = MountTable(vec![MountLine {
+            fuse: Some(Some(me)),
+            ..table.0[0].clone()
+        }]);
+        assert!(ForeignFuse::of(&mine).crossed(&fuse).is_none());
     }
 }
