@@ -65,6 +65,9 @@ command -v psql >/dev/null || need+=(postgresql-client)
 # The openssl command makes the certificates of tests/fleet_tls.rs (dryrun
 # itself links no TLS library of the system's: its TLS is rustls).
 command -v openssl >/dev/null || need+=(openssl)
+# bindfs (it brings fuse and its setuid fusermount): tests/hostile_submounts.rs
+# mounts a FUSE filesystem the agent serves beneath its home.
+command -v bindfs >/dev/null || need+=(bindfs)
 if ((${#need[@]})); then
     echo "tests/run.sh: installing ${need[*]}" >&2
     $SUDO apt-get update -qq

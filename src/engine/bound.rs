@@ -182,11 +182,16 @@ fn normalize(p: &Path) -> PathBuf {
 /// symlink resolved, then the rest of its components. A home that does
 /// not exist is compared by the place it would have once created.
 fn place(p: &Path) -> PathBuf {
+    place_with(p, &|c| std::fs::canonicalize(c).ok())
+}
+
+/// [`place`], with `resolve` resolving a path that exists.
+fn place_with(p: &Path, resolve: &dyn Fn(&Path) -> Option<PathBuf>) -> PathBuf {
     let p = normalize(p);
     let mut rest: Vec<OsString> = Vec::new();
     let mut cur: &Path = &p;
     loop {
-        if let Ok(mut c) = std::fs::canonicalize(cur) {
+        if let Some(mut c) = resolve(cur) {
             for r in rest.iter().rev() {
                 c.push(r);
             }
@@ -440,6 +445,10 @@ pub fn path_dirs_in(workspace: &Path, paths: &[&OsStr], dirs: &[PathBuf]) -> Vec
             out.push(s);
         }
     };
+    // An entry on a FUSE mount another user serves is placed without
+    // looking at anything on it (its server, the agent's own process
+    // perhaps, could keep the engine waiting forever).
+    let fuse = crate::sandbox::view::ForeignFuse::read();
     let entries = paths
         .iter()
         .flat_map(|p| p.as_bytes().split(|b| *b == b':'))
@@ -447,7 +456,7 @@ pub fn path_dirs_in(workspace: &Path, paths: &[&OsStr], dirs: &[PathBuf]) -> Vec
         .chain(dirs.iter().cloned());
     for e in entries {
         let abs = if e.is_absolute() {
-            place(&e)
+            place_with(&e, &|c| fuse.canonicalize(c))
         } else {
             normalize(&workspace.join(&e))
         };

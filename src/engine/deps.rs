@@ -393,12 +393,12 @@ fn pip(
 
 /// The interpreter a bare `python3` (else `python`) names on `path`, its
 /// real path.
-fn caller_interpreter(path: &str) -> Option<PathBuf> {
+fn caller_interpreter(path: &str, fuse: &crate::sandbox::view::ForeignFuse) -> Option<PathBuf> {
     for name in ["python3", "python"] {
         for dir in path.split(':').filter(|d| d.starts_with('/')) {
             let p = Path::new(dir).join(name);
-            if p.is_file()
-                && let Ok(real) = std::fs::canonicalize(&p)
+            if let Some(real) = fuse.canonicalize(&p)
+                && real.is_file()
             {
                 return Some(real);
             }
@@ -428,7 +428,10 @@ pub(super) fn mark_interpreter_links(
     let Some(path) = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v) else {
         return;
     };
-    let Some(interp) = caller_interpreter(path) else {
+    // Nothing on a FUSE mount another user serves is looked at: the
+    // agent's own stopped server would keep the engine waiting forever.
+    let fuse = crate::sandbox::view::ForeignFuse::read();
+    let Some(interp) = caller_interpreter(path, &fuse) else {
         return;
     };
     if interp.starts_with(workspace) {
@@ -450,7 +453,7 @@ pub(super) fn mark_interpreter_links(
         if !t.is_absolute() {
             continue;
         }
-        if std::fs::canonicalize(t).ok().as_deref() == Some(interp.as_path()) {
+        if fuse.canonicalize(t).as_deref() == Some(interp.as_path()) {
             c.link_expected = Some(format!(
                 "the virtual environment's interpreter: {} is the caller's python3",
                 interp.display()
@@ -502,7 +505,9 @@ mod tests {
 
     #[test]
     fn only_links_to_the_callers_python3_are_expected() {
-        let Some(interp) = caller_interpreter("/usr/bin:/bin") else {
+        let Some(interp) =
+            caller_interpreter("/usr/bin:/bin", &crate::sandbox::view::ForeignFuse::read())
+        else {
             return;
         };
         let report = DependencyReport {

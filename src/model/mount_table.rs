@@ -12,6 +12,9 @@ pub(crate) const MOUNTINFO: &str = "/proc/self/mountinfo";
 /// One line of the mount table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MountLine {
+    /// The mount's id (what `statx`'s `STATX_MNT_ID` answers for a path
+    /// on it).
+    pub id: u64,
     /// The filesystem (`major:minor`).
     pub dev: (u32, u32),
     /// The directory of that filesystem mounted here.
@@ -20,6 +23,9 @@ pub(crate) struct MountLine {
     pub point: PathBuf,
     /// The mount, or its filesystem, is read-only.
     pub read_only: bool,
+    /// A FUSE filesystem (a user process serves it), and the user its
+    /// mounter said it serves (`user_id=`), when the table says.
+    pub fuse: Option<Option<u32>>,
 }
 
 /// The mount table, in mount order (a later mount on the same point is
@@ -79,11 +85,24 @@ fn parse_line(line: &[u8]) -> Option<MountLine> {
     // The mount's options, then after the optional fields and `-`, the
     // filesystem type, its source and the filesystem's options.
     let sep = f.iter().skip(6).position(|x| *x == b"-").map(|i| i + 6);
+    let fs_type = sep.and_then(|i| f.get(i + 1)).copied().unwrap_or_default();
+    let fuse = [&b"fuse"[..], b"fuseblk"]
+        .iter()
+        .any(|t| fs_type == *t || (fs_type.starts_with(t) && fs_type.get(t.len()) == Some(&b'.')));
+    let fuse_user = || {
+        let opts = sep.and_then(|i| f.get(i + 3))?;
+        let id = opts
+            .split(|b| *b == b',')
+            .find_map(|o| o.strip_prefix(b"user_id="))?;
+        std::str::from_utf8(id).ok()?.parse().ok()
+    };
     Some(MountLine {
+        id: std::str::from_utf8(f[0]).ok()?.parse().ok()?,
         dev: (a.parse().ok()?, b.parse().ok()?),
         root: path(f[3]),
         point: path(f[4]),
         read_only: ro(f.get(5)) || sep.is_some_and(|i| ro(f.get(i + 3))),
+        fuse: fuse.then(fuse_user),
     })
 }
 
@@ -122,12 +141,30 @@ mod tests {
             41 22 0:51 / /home/u/tail\\134 rw - tmpfs t rw\n\
             42 22 8:1 /r /home/u/.rustup ro,relatime shared:1 - ext4 /dev/sda1 rw\n\
             43 22 7:0 / /home/u/sq rw shared:2 master:3 - squashfs /dev/loop0 ro\n\
+            44 22 0:60 / /home/u/fs rw - fuse.bindfs bindfs rw,user_id=1000,group_id=1000\n\
+            45 22 0:61 / /home/u/fb rw - fuseblk /dev/sdb1 rw\n\
+            46 22 0:62 / /home/u/fc rw - fusectl fusectl rw\n\
             short line\n";
         let t = MountTable::parse(text, usize::MAX).0;
-        assert_eq!(t.len(), 5);
+        assert_eq!(t.len(), 8);
         let ro: Vec<bool> = t.iter().map(|m| m.read_only).collect();
-        assert_eq!(ro, [false, false, false, true, true]);
+        assert_eq!(ro, [false, false, false, true, true, false, false, false]);
+        let fuse: Vec<Option<Option<u32>>> = t.iter().map(|m| m.fuse).collect();
+        assert_eq!(
+            fuse,
+            [
+                None,
+                None,
+                None,
+                None,
+                None,
+                Some(Some(1000)),
+                Some(None),
+                None
+            ]
+        );
         assert_eq!(t[1].dev, (0, 50));
+        assert_eq!(t[1].id, 40);
         assert_eq!(t[1].root, PathBuf::from("/cache dir"));
         assert_eq!(t[1].point, PathBuf::from("/home/u/my cache"));
         assert_eq!(t[2].point, PathBuf::from("/home/u/tail\\"));

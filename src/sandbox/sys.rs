@@ -597,3 +597,41 @@ pub(super) fn clone_in_view(ns: RawFd, dir: RawFd) -> io::Result<OwnedFd> {
     }
     tree
 }
+
+/// What `statx` says of the object at `path` (its last component not
+/// followed, no automount triggered), in one lookup.
+pub(super) struct MountPointStat {
+    pub dir: bool,
+    pub dev: u64,
+    pub ino: u64,
+    /// The id of the mount it is on, when it is that mount's root (a
+    /// kernel that does not say is `None`: not a root known to be one).
+    pub root_of_mount: Option<u64>,
+}
+
+/// `statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+/// STATX_TYPE | STATX_INO | STATX_MNT_ID)`.
+pub(super) fn statx_mount_point(path: &Path) -> io::Result<MountPointStat> {
+    let c = cstr(path)?;
+    // SAFETY: all-zero bytes are a valid `statx` (plain integers).
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path alive for the call; the kernel
+    // writes one `statx` through the pointer, which points at `st`.
+    check(unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
+            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID,
+            &mut st,
+        )
+    } as libc::c_long)?;
+    let root = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    let is_root = st.stx_attributes_mask & root != 0 && st.stx_attributes & root != 0;
+    Ok(MountPointStat {
+        dir: u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFDIR,
+        dev: libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+        ino: st.stx_ino,
+        root_of_mount: (is_root && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st.stx_mnt_id),
+    })
+}

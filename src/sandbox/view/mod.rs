@@ -17,6 +17,8 @@ pub(crate) mod filter;
 mod submounts;
 pub(crate) mod table;
 
+pub(crate) use submounts::ForeignFuse;
+
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -314,6 +316,7 @@ fn shown_home(r: &ViewRequest) -> Option<ShownDir> {
 /// rule that hides them (see `docs/sandbox-view.md`).
 fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str) {
     let mut others: Option<Vec<(u32, PathBuf)>> = None;
+    let fuse = submounts::ForeignFuse::read();
     for d in path.split(':').map(Path::new) {
         if !d.is_absolute() || d.components().any(|c| c == std::path::Component::ParentDir) {
             continue;
@@ -326,8 +329,15 @@ fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str) {
         if shown(d) {
             continue;
         }
-        let Ok(real) = std::fs::canonicalize(d) else {
-            // Not on the host either: no difference from the live run.
+        if let Some(named) = fuse.crossed(d) {
+            if !v.notes.contains(&named) {
+                v.notes.push(named);
+            }
+            continue;
+        }
+        let Some(real) = fuse.canonicalize(d) else {
+            // Not on the host either: no difference from the live run
+            // (or a link onto a FUSE mount another user serves).
             continue;
         };
         if !r.user.may_search(&real) {
@@ -399,6 +409,9 @@ pub(crate) fn explain_hidden(view: &ViewSpec, shown: &Shown, stderr: &[u8]) -> V
     let user = &view.user;
     let text = String::from_utf8_lossy(stderr);
     let mut out: Vec<Hidden> = Vec::new();
+    // Nothing on a FUSE mount another user serves is looked at (its
+    // server, the agent's own process perhaps, could never answer).
+    let mut fuse: Option<submounts::ForeignFuse> = None;
     let push = |h: Hidden, out: &mut Vec<Hidden>| {
         if out.len() < MAX && !out.iter().any(|o| o.path == h.path) {
             out.push(h);
@@ -409,7 +422,11 @@ pub(crate) fn explain_hidden(view: &ViewSpec, shown: &Shown, stderr: &[u8]) -> V
         if let Some(name) = missing_program(line) {
             for d in &view.path_hidden {
                 let p = d.path.join(name);
-                if user.may_run(&p) || std::fs::canonicalize(&p).is_ok_and(|c| user.may_run(&c)) {
+                let fuse = fuse.get_or_insert_with(submounts::ForeignFuse::read);
+                if fuse.crossed(&p).is_some() {
+                    continue;
+                }
+                if user.may_run(&p) || fuse.canonicalize(&p).is_some_and(|c| user.may_run(&c)) {
                     let h = Hidden {
                         kind: HiddenKind::Program,
                         path: p.display().to_string(),
@@ -437,6 +454,12 @@ pub(crate) fn explain_hidden(view: &ViewSpec, shown: &Shown, stderr: &[u8]) -> V
                     seen,
                 };
                 push(h, &mut out);
+            } else if fuse
+                .get_or_insert_with(submounts::ForeignFuse::read)
+                .crossed(&p)
+                .is_some()
+            {
+                continue;
             } else if let Some(rule) = hidden_by(view, shown, user, &p) {
                 let h = Hidden {
                     kind: HiddenKind::Path,

@@ -5,9 +5,9 @@
 //! others are named in the record, never shown silently as the empty
 //! directory under them.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::super::sys::{self, MountPointStat};
 use super::access::{self, overlaps};
 use super::{RULE_HOME_ALIAS, ShownDir, ViewRequest, ViewSpec};
 use crate::model::mount_table::{MOUNTINFO, MountLine, MountTable};
@@ -31,12 +31,120 @@ pub(super) fn read_mount_table() -> MountTable {
     MountTable::parse(&text, MOUNTINFO_MAX_LINES)
 }
 
+/// The FUSE mounts of the planner's mount table that another user
+/// serves (not this process's effective user): a look at anything on one
+/// waits on that user's process, which may never answer. The planner and
+/// the engine's look-ups for the user go around them.
+pub(crate) struct ForeignFuse(Vec<(PathBuf, Option<u32>)>);
+
+impl ForeignFuse {
+    pub(crate) fn of(table: &MountTable) -> ForeignFuse {
+        let me = nix::unistd::geteuid().as_raw();
+        ForeignFuse(
+            table
+                .0
+                .iter()
+                .filter_map(|m| {
+                    m.fuse
+                        .filter(|u| *u != Some(me))
+                        .map(|u| (m.point.clone(), u))
+                })
+                .collect(),
+        )
+    }
+
+    /// From the mount table as it is now.
+    pub(crate) fn read() -> ForeignFuse {
+        Self::of(&read_mount_table())
+    }
+
+    /// The line that names `p` (on or through such a mount) as not looked
+    /// at, when it is.
+    pub(crate) fn crossed(&self, p: &Path) -> Option<String> {
+        let (point, served) = self.0.iter().find(|(point, _)| p.starts_with(point))?;
+        Some(format!(
+            "hidden:{} (on a FUSE mount at {} served by {}: not looked at, its server could keep the run waiting)",
+            p.display(),
+            point.display(),
+            served.map_or("a user the mount table does not name".into(), |u| format!(
+                "uid {u}"
+            ))
+        ))
+    }
+
+    /// `p` with its symlinks resolved, as `canonicalize` does, without
+    /// looking at anything on such a mount: `None` when it does not
+    /// resolve, or would lead onto one.
+    pub(crate) fn canonicalize(&self, p: &Path) -> Option<PathBuf> {
+        use std::path::Component;
+        let mut out = PathBuf::from("/");
+        let mut todo: Vec<std::ffi::OsString> = Vec::new();
+        let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+            for c in p.components().rev() {
+                match c {
+                    Component::Normal(n) => todo.push(n.to_os_string()),
+                    Component::ParentDir => todo.push("..".into()),
+                    _ => {}
+                }
+            }
+        };
+        if !p.is_absolute() {
+            return None;
+        }
+        push(&mut todo, p);
+        let mut links = 0;
+        while let Some(c) = todo.pop() {
+            if c == ".." {
+                out.pop();
+                continue;
+            }
+            let next = out.join(&c);
+            if self.crossed(&next).is_some() {
+                return None;
+            }
+            let meta = std::fs::symlink_metadata(&next).ok()?;
+            if !meta.file_type().is_symlink() {
+                out = next;
+                continue;
+            }
+            links += 1;
+            if links > 40 {
+                return None;
+            }
+            let target = std::fs::read_link(&next).ok()?;
+            if target.is_absolute() {
+                out = PathBuf::from("/");
+            }
+            push(&mut todo, &target);
+        }
+        Some(out)
+    }
+}
+
 /// Adds to `v` a layer for every mount point strictly beneath the shown
 /// `home` that the view can show (parents first once sorted), and names
 /// the others under `notes`. Mount points in the workspace (its own
 /// overlay) or dryrun's state directory (masked), and beneath a mount
 /// point not shown, are left to what covers them.
 pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, table: &MountTable) {
+    plan_submounts_with(r, v, home, table, &sys::statx_mount_point);
+}
+
+/// [`plan_submounts`], with `look` telling what is at a mount point now.
+/// A line of the table is shown only as the mount it names: the object
+/// at its path must be the root of that very mount (its id), so that what
+/// the checks below judge (the line's filesystem and root) is what the
+/// layer shows. A mount covered by a later one, or a path whose
+/// directories the home's owner renamed or swapped between the reading
+/// of the table and the look (another mount, an alias of the home or a
+/// directory of the home's own moved there), is named instead.
+fn plan_submounts_with(
+    r: &ViewRequest,
+    v: &mut ViewSpec,
+    home: &Path,
+    table: &MountTable,
+    look: &dyn Fn(&Path) -> std::io::Result<MountPointStat>,
+) {
     let mut points: Vec<&MountLine> = table
         .0
         .iter()
@@ -86,12 +194,30 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
             continue;
         }
         looked += 1;
-        let why = match std::fs::symlink_metadata(p) {
+        // A FUSE filesystem answers through the process that serves it:
+        // one another user serves (the agent's own, through fusermount)
+        // could keep a planner that looks at it waiting forever, or show
+        // it anything. Only its own user's planner looks.
+        if let Some(served) = m.fuse
+            && served != Some(nix::unistd::geteuid().as_raw())
+        {
+            v.notes.push(format!(
+                "hidden:{} (a FUSE mount beneath the home served by {}: not looked at, its server could keep the run waiting; the command sees the directory under it)",
+                p.display(),
+                served.map_or("a user the mount table does not name".into(), |u| format!("uid {u}"))
+            ));
+            continue;
+        }
+        let why = match look(p) {
             Err(e) => format!(
                 "a mount beneath the home that could not be looked at: {e}; the command sees the directory under it"
             ),
-            Ok(meta) if !meta.is_dir() => {
+            Ok(at) if !at.dir => {
                 "a file mounted beneath the home is not shown: the command sees the file under the mount"
+                    .to_string()
+            }
+            Ok(at) if at.root_of_mount != Some(m.id) => {
+                "a mount beneath the home that another mount covers, or whose path changed while the run was planned: not shown as a layer of its own; the command sees what the view shows at that path"
                     .to_string()
             }
             Ok(_)
@@ -102,14 +228,14 @@ pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, tab
             {
                 format!("{RULE_HOME_ALIAS}; the command sees the directory under the mount")
             }
-            Ok(meta) => {
+            Ok(at) => {
                 shown += 1;
                 if m.read_only {
                     v.read_only.push(p.to_path_buf());
                 }
                 v.layers.push(ShownDir {
                     path: p.to_path_buf(),
-                    identity: Some((meta.dev(), meta.ino())),
+                    identity: Some((at.dev, at.ino)),
                 });
                 skipped = None;
                 continue;
@@ -132,11 +258,27 @@ mod tests {
 
     fn line(dev: (u32, u32), root: &str, point: &Path, read_only: bool) -> MountLine {
         MountLine {
+            id: 0,
             dev,
             root: root.into(),
             point: point.to_path_buf(),
             read_only,
+            fuse: None,
         }
+    }
+
+    /// What is at `p`, as though the mounts of `table` were there: a
+    /// directory or file of the test's, the root of the last mount the
+    /// table names at `p`.
+    fn as_mounted(table: &MountTable, p: &Path) -> std::io::Result<MountPointStat> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(p)?;
+        Ok(MountPointStat {
+            dir: meta.is_dir(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            root_of_mount: table.0.iter().rev().find(|l| l.point == p).map(|l| l.id),
+        })
     }
 
     /// What the plan makes of the mounts beneath a home: directories are
@@ -196,8 +338,12 @@ mod tests {
             policy_masks: &[],
             reaches_home: &|_, _| false,
         };
+        for (i, l) in table.iter_mut().enumerate() {
+            l.id = 100 + i as u64;
+        }
+        let table = MountTable(table);
         let mut v = ViewSpec::default();
-        plan_submounts(&r, &mut v, &home, &MountTable(table));
+        plan_submounts_with(&r, &mut v, &home, &table, &|p| as_mounted(&table, p));
         let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
         assert_eq!(layers.len(), MAX_SUBMOUNTS, "{layers:?}");
         assert_eq!(layers[0], home.join("a-ro"), "{layers:?} {:?}", v.notes);
@@ -238,5 +384,194 @@ mod tests {
             "{:?}",
             v.notes
         );
+    }
+
+    /// A line of the table is shown only as the mount it names: when the
+    /// object at its path is not that mount's root (the home's owner
+    /// swapped the directories above it after the table was read, so that
+    /// another mount, an alias of the home, or a plain directory stands
+    /// there; or a later mount covers it), it is named, never shown as a
+    /// layer judged by the line's filesystem and root.
+    #[test]
+    fn a_line_is_shown_only_as_the_mount_at_its_path() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        for d in ["kept", "swapped", "plain"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        let table = MountTable(vec![
+            MountLine {
+                id: 7,
+                dev: (0, 40),
+                root: "/".into(),
+                point: home.join("kept"),
+                read_only: false,
+                fuse: None,
+            },
+            MountLine {
+                id: 8,
+                dev: (0, 41),
+                root: "/cache".into(),
+                point: home.join("swapped"),
+                read_only: false,
+                fuse: None,
+            },
+            MountLine {
+                id: 9,
+                dev: (0, 42),
+                root: "/cache".into(),
+                point: home.join("plain"),
+                read_only: false,
+                fuse: None,
+            },
+        ]);
+        let me = HostUser {
+            uid: 0,
+            gid: 0,
+            groups: vec![],
+        };
+        let image = super::super::super::spec::ImageProfile::default_profile();
+        let (ws, state) = (t.path().join("ws"), t.path().join("state"));
+        let r = ViewRequest {
+            user: &me,
+            env: &[],
+            workspace: &ws,
+            state_dir: &state,
+            image: &image,
+            policy_masks: &[],
+            reaches_home: &|_, _| false,
+        };
+        // Now: `kept` is its mount's root, another mount (an alias of the
+        // home, say) stands at `swapped`, and `plain` is no mount's root.
+        let now = |p: &Path| {
+            let mut at = as_mounted(&table, p)?;
+            at.root_of_mount = match p.file_name().and_then(|n| n.to_str()) {
+                Some("swapped") => Some(31),
+                Some("plain") => None,
+                _ => at.root_of_mount,
+            };
+            Ok(at)
+        };
+        let mut v = ViewSpec::default();
+        plan_submounts_with(&r, &mut v, &home, &table, &now);
+        let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
+        assert_eq!(layers, [home.join("kept")], "{:?}", v.notes);
+        for p in ["plain", "swapped"] {
+            assert!(
+                v.notes.iter().any(|n| n
+                    .starts_with(&format!("hidden:{} (", home.join(p).display()))
+                    && n.contains("path changed while the run was planned")),
+                "{p}: {:?}",
+                v.notes
+            );
+        }
+    }
+
+    /// A FUSE mount another user serves is named without being looked at
+    /// (its server could keep the planner waiting forever); one the
+    /// planner's own user serves is looked at as any other.
+    #[test]
+    fn a_fuse_mount_another_user_serves_is_not_looked_at() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        let me = nix::unistd::geteuid().as_raw();
+        let mut table = Vec::new();
+        for (i, (name, fuse)) in [
+            ("theirs", Some(Some(me.wrapping_add(1)))),
+            ("unnamed", Some(None)),
+            ("mine", Some(Some(me))),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            std::fs::create_dir_all(home.join(name)).unwrap();
+            table.push(MountLine {
+                id: 50 + i as u64,
+                dev: (0, 70 + i as u32),
+                root: "/".into(),
+                point: home.join(name),
+                read_only: false,
+                fuse,
+            });
+        }
+        let table = MountTable(table);
+        let user = HostUser {
+            uid: me,
+            gid: 0,
+            groups: vec![],
+        };
+        let image = super::super::super::spec::ImageProfile::default_profile();
+        let (ws, state) = (t.path().join("ws"), t.path().join("state"));
+        let r = ViewRequest {
+            user: &user,
+            env: &[],
+            workspace: &ws,
+            state_dir: &state,
+            image: &image,
+            policy_masks: &[],
+            reaches_home: &|_, _| false,
+        };
+        let looked = std::cell::RefCell::new(Vec::new());
+        let look = |p: &Path| {
+            looked.borrow_mut().push(p.to_path_buf());
+            as_mounted(&table, p)
+        };
+        let mut v = ViewSpec::default();
+        plan_submounts_with(&r, &mut v, &home, &table, &look);
+        assert_eq!(*looked.borrow(), [home.join("mine")]);
+        let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
+        assert_eq!(layers, [home.join("mine")], "{:?}", v.notes);
+        for p in ["theirs", "unnamed"] {
+            assert!(
+                v.notes
+                    .iter()
+                    .any(|n| n
+                        .starts_with(&format!("hidden:{} (a FUSE mount", home.join(p).display()))),
+                "{p}: {:?}",
+                v.notes
+            );
+        }
+    }
+
+    /// Paths on or through a FUSE mount another user serves are resolved
+    /// without looking at anything on it: a link onto one resolves to
+    /// nothing, a path elsewhere as `canonicalize` would.
+    #[test]
+    fn resolving_goes_around_a_foreign_fuse_mount() {
+        let t = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(t.path()).unwrap();
+        let fuse = base.join("fuse");
+        std::fs::create_dir_all(fuse.join("bin")).unwrap();
+        std::fs::create_dir_all(base.join("real/bin")).unwrap();
+        std::os::unix::fs::symlink(fuse.join("bin"), base.join("onto")).unwrap();
+        std::os::unix::fs::symlink("real/bin", base.join("elsewhere")).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        let table = MountTable(vec![MountLine {
+            id: 60,
+            dev: (0, 90),
+            root: "/".into(),
+            point: fuse.clone(),
+            read_only: false,
+            fuse: Some(Some(me.wrapping_add(1))),
+        }]);
+        let f = ForeignFuse::of(&table);
+        assert!(f.crossed(&fuse.join("bin")).is_some());
+        assert!(f.crossed(&base.join("real")).is_none());
+        assert_eq!(f.canonicalize(&base.join("onto")), None);
+        assert_eq!(f.canonicalize(&fuse.join("bin")), None);
+        assert_eq!(
+            f.canonicalize(&base.join("elsewhere/../bin/./")),
+            Some(base.join("real/bin"))
+        );
+        assert_eq!(
+            f.canonicalize(&base.join("elsewhere")),
+            Some(base.join("real/bin"))
+        );
+        // The planner's own user's FUSE mounts are looked at.
+        let mine = MountTable(vec![MountLine {
+            fuse: Some(Some(me)),
+            ..table.0[0].clone()
+        }]);
+        assert!(ForeignFuse::of(&mine).crossed(&fuse).is_none());
     }
 }
