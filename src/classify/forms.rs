@@ -126,6 +126,53 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
     }
 }
 
+/// A system tool's own listing form, documented by the tool: given no
+/// operand (and only options that shape the listing), it shows what is
+/// set up instead of changing it. `mount` lists the mounts, `swapon` the
+/// swap areas, `losetup` (`-a`, `-l`) the loop devices, `kpartx -l` the
+/// mappings it would add, `zpool import` the pools it could import, `brew
+/// tap` and `brew services` the taps and services. An operand (`mount
+/// /dev/sdb1 /mnt`, `zpool import tank`, `brew tap user/repo`) or any
+/// other option (`zpool import -a`, `swapon -a`) changes, and is judged
+/// by the tool's rule.
+pub(super) fn listing_form<'a>(base: &'a str, texts: &[&'a str]) -> Option<&'a str> {
+    let only = |allowed: &[&str]| {
+        texts
+            .iter()
+            .all(|a| allowed.contains(&a.split('=').next().unwrap_or(a)))
+    };
+    let listing = match base {
+        "mount" => only(&["-l", "--show-labels"]),
+        "swapon" => only(&[
+            "--show",
+            "-s",
+            "--summary",
+            "--noheadings",
+            "--bytes",
+            "--raw",
+        ]),
+        "losetup" => only(&[
+            "-a",
+            "--all",
+            "-l",
+            "--list",
+            "-n",
+            "--noheadings",
+            "-J",
+            "--json",
+            "--raw",
+        ]),
+        "kpartx" => {
+            texts.first() == Some(&"-l")
+                && texts[1..].iter().all(|a| !a.starts_with('-') || *a == "-v")
+        }
+        "zpool" => texts == ["import"],
+        "brew" => texts == ["tap"] || texts == ["services"],
+        _ => false,
+    };
+    listing.then(|| texts.first().copied().unwrap_or(base))
+}
+
 /// An option that names a file the command writes (`-o PATH`,
 /// `--output=PATH`, `--dest PATH`): beside a read verb it still writes
 /// there, so the command's operands are not all reads.

@@ -15,6 +15,7 @@ mod rules;
 mod runners;
 mod stdin_programs;
 mod tables;
+mod words;
 mod wrappers;
 
 use serde::{Deserialize, Serialize};
