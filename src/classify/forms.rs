@@ -3,7 +3,7 @@
 //! or console it opens, a prompt string whose only code is the command
 //! substitutions written in it.
 
-use super::Ctx;
+use super::{Ctx, Word};
 
 /// Programs whose `-h` acts instead of printing help (`shutdown -h`
 /// halts the machine).
@@ -171,6 +171,24 @@ pub(super) fn listing_form<'a>(base: &'a str, texts: &[&'a str]) -> Option<&'a s
         _ => false,
     };
     listing.then(|| texts.first().copied().unwrap_or(base))
+}
+
+/// The word `openssl x509` reads as a certificate (`-in F`): x509 parses
+/// and prints only the certificate in a file, never a private key beside
+/// it, so the file is not read as a credential store. Not when a key is
+/// named to sign with (`-signkey`, `-CAkey`, `-key`).
+pub(super) fn certificate_operand(argv: &[Word]) -> Option<usize> {
+    let name = argv.first()?.text();
+    if name.rsplit('/').next() != Some("openssl") || argv.get(1)?.text() != "x509" {
+        return None;
+    }
+    if argv
+        .iter()
+        .any(|w| matches!(w.text(), "-signkey" | "-CAkey" | "-key" | "-CAkeyform"))
+    {
+        return None;
+    }
+    argv.iter().position(|w| w.text() == "-in").map(|i| i + 1)
 }
 
 /// An option that names a file the command writes (`-o PATH`,
