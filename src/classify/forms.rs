@@ -110,6 +110,7 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
             matches!(base, "pip" | "pip3")
                 && matches!(words.first(), Some(&("list" | "freeze" | "show" | "check")))
         }
+        "credential.ssh_keygen" => base == "ssh-keygen" && ssh_keygen_shows(texts),
         "vcs.git.config.exec" => {
             base == "git"
                 && words.len() == 2
@@ -124,6 +125,24 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
         }
         _ => false,
     }
+}
+
+/// `ssh-keygen -l -f F` (a fingerprint), `-F HOST` (a known host), `-L`
+/// (a certificate), `-B` (a bubblebabble digest): it shows a key and
+/// changes none. Only with options that shape what is shown (`-f`, `-E`,
+/// `-v`, `-q`); `-R`, `-H`, `-p`, `-y` and the rest change a file or print
+/// a key.
+pub(super) fn ssh_keygen_shows(texts: &[&str]) -> bool {
+    let clusters: Vec<&str> = texts
+        .iter()
+        .filter(|a| a.starts_with('-') && !a.starts_with("--") && a.len() > 1)
+        .map(|a| &a[1..])
+        .collect();
+    clusters.iter().any(|c| c.contains(['l', 'F', 'L', 'B']))
+        && clusters
+            .iter()
+            .all(|c| c.chars().all(|ch| "lFLBfEvq".contains(ch)))
+        && !texts.iter().any(|a| a.starts_with("--"))
 }
 
 /// A system tool's own listing form, documented by the tool: given no

@@ -539,7 +539,9 @@ impl Ctx<'_> {
                 let reads = change.is_none()
                     && !change_flag(&texts)
                     && !super::forms::names_output(&texts)
-                    && (read_subcommand(&at.words).is_some() || read_flag(&texts).is_some());
+                    && (read_subcommand(&at.words).is_some()
+                        || read_flag(&texts).is_some()
+                        || base == "ssh-keygen" && super::forms::ssh_keygen_shows(&texts));
                 if let Some(verb) = change
                     && plan.is_none()
                 {
