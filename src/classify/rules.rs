@@ -8,7 +8,7 @@ use super::tables::harmless_pager;
 use super::words::{
     ACTION_WORDS, CHANGE_VERBS, NETWORK_SUBCOMMAND_FIRST, READ_PREFIXES, READ_VERBS,
     SUBCOMMAND_FIRST, UNKNOWN_CHANGE_FLAGS, UNKNOWN_CHANGE_PREFIXES, UNKNOWN_CHANGE_VERBS,
-    UNKNOWN_STATE_VERBS, verb_parts,
+    UNKNOWN_STATE_VERBS, collection_listing, verb_parts,
 };
 use super::{Ctx, Word, has_flag};
 use crate::model::subcommand::Positionals;
@@ -470,6 +470,11 @@ impl Ctx<'_> {
                         || SUBCOMMAND_FIRST.contains(&base))
                     .then(|| read_subcommand(&at.words))
                     .flatten()
+                    .or_else(|| {
+                        (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState)
+                            .then(|| collection_listing(&at.words))
+                            .flatten()
+                    })
                     .or_else(|| {
                         read_flag(&texts).filter(|_| {
                             !at.words

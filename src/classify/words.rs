@@ -286,3 +286,49 @@ pub(super) fn verb_parts(w: &str) -> impl Iterator<Item = &str> {
 pub(super) const READ_PREFIXES: &[&str] = &[
     "list", "show", "get", "describe", "status", "inspect", "view",
 ];
+
+/// Subcommand words that name a collection, the last of them plural and
+/// nothing after them but numbers and options: a remote tool asked for a
+/// collection lists it (`ibmcloud regions`, `doctl kubernetes options
+/// sizes`, `linode-cli account settings`). Not when any word acts or
+/// changes, nor with a word after the plural (`linode-cli linodes resize
+/// 1`), nor for a word that only looks plural (`access`, `alias`,
+/// `status`, `process`).
+pub(super) fn collection_listing<'a>(words: &[&'a str]) -> Option<&'a str> {
+    let named = words
+        .iter()
+        .take_while(|w| {
+            w.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                && w.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
+        })
+        .count();
+    if named == 0 || named > 4 {
+        return None;
+    }
+    let last = words[named - 1];
+    let plural = last.ends_with('s')
+        && !["ss", "us", "is", "as", "os", "ys"]
+            .iter()
+            .any(|e| last.ends_with(e))
+        && last.len() > 3;
+    // A change verb in the plural is still one (`reboots`, `pushes`).
+    let changes = |p: &str| {
+        [
+            p,
+            p.strip_suffix('s').unwrap_or(p),
+            p.strip_suffix("es").unwrap_or(p),
+        ]
+        .iter()
+        .any(|v| {
+            ACTION_WORDS.contains(v) || CHANGE_VERBS.contains(v) || UNKNOWN_CHANGE_VERBS.contains(v)
+        })
+    };
+    let acts = words[..named]
+        .iter()
+        .any(|w| changes(w) || verb_parts(w).any(changes));
+    let rest_plain = words[named..]
+        .iter()
+        .all(|w| w.starts_with('-') || w.chars().all(|c| c.is_ascii_digit()));
+    (plural && !acts && rest_plain).then_some(last)
+}
