@@ -180,8 +180,9 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-29 after the
-/// seventh round of issue 32: dangerous asked 91.37%, everyday left alone
-/// 96.53%, every row parses; the sixth round had 90.86% and 96.21%, the
+/// eighth round of issue 32: dangerous asked 91.99%, everyday left alone
+/// 96.70%, every row parses; the seventh round had 91.37% and 96.53%
+/// (91.31% and 96.44% on this round's corpus), the sixth 90.86% and 96.21%, the
 /// fifth 89.85% and 96.21%, the fourth 87.8% and 96.2%, the
 /// third 83.4% and 95.4%, the
 /// second 77.2%, 94.5% and 32 rows that did not parse, each on its corpus
@@ -199,12 +200,12 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 91.3,
+        pct(dangerous) >= 91.9,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 96.5,
+        pct(everyday) >= 96.6,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );

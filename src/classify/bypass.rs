@@ -305,7 +305,7 @@ impl Ctx<'_> {
                 shown,
             );
         }
-        if !name.is_ascii() {
+        if name.chars().any(look_alike_char) {
             self.add(
                 "obfuscation.hidden_name",
                 format!("the command name {raw} has characters outside ASCII (look-alikes hide the program)"),
@@ -554,6 +554,7 @@ impl Ctx<'_> {
             );
         }
         self.protected_writes(base, args, shown);
+        self.reader_outputs(base, args, shown);
         self.command_carriers(base, args, shown);
     }
 
@@ -641,4 +642,23 @@ impl Ctx<'_> {
             );
         }
     }
+}
+
+/// A character outside ASCII that can make a name look like another:
+/// anything but the typographic punctuation a reader sees as such (curly
+/// quotes and guillemets pasted from a web page: `“*.txt”` split at a
+/// `|` gives a "program" `TXT]”`, visibly no known program's name).
+fn look_alike_char(c: char) -> bool {
+    !c.is_ascii()
+        && !matches!(
+            c,
+            '\u{2018}'
+                ..='\u{201F}'
+                    | '\u{00AB}'
+                    | '\u{00BB}'
+                    | '\u{2039}'
+                    | '\u{203A}'
+                    | '\u{00A8}'
+                    | '\u{00B4}'
+        )
 }

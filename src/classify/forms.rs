@@ -3,7 +3,7 @@
 //! or console it opens, a prompt string whose only code is the command
 //! substitutions written in it.
 
-use super::Ctx;
+use super::{Ctx, Word};
 
 /// Programs whose `-h` acts instead of printing help (`shutdown -h`
 /// halts the machine).
@@ -110,6 +110,7 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
             matches!(base, "pip" | "pip3")
                 && matches!(words.first(), Some(&("list" | "freeze" | "show" | "check")))
         }
+        "credential.ssh_keygen" => base == "ssh-keygen" && ssh_keygen_shows(texts),
         "vcs.git.config.exec" => {
             base == "git"
                 && words.len() == 2
@@ -124,6 +125,89 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
         }
         _ => false,
     }
+}
+
+/// `ssh-keygen -l -f F` (a fingerprint), `-F HOST` (a known host), `-L`
+/// (a certificate), `-B` (a bubblebabble digest): it shows a key and
+/// changes none. Only with options that shape what is shown (`-f`, `-E`,
+/// `-v`, `-q`); `-R`, `-H`, `-p`, `-y` and the rest change a file or print
+/// a key.
+pub(super) fn ssh_keygen_shows(texts: &[&str]) -> bool {
+    let clusters: Vec<&str> = texts
+        .iter()
+        .filter(|a| a.starts_with('-') && !a.starts_with("--") && a.len() > 1)
+        .map(|a| &a[1..])
+        .collect();
+    clusters.iter().any(|c| c.contains(['l', 'F', 'L', 'B']))
+        && clusters
+            .iter()
+            .all(|c| c.chars().all(|ch| "lFLBfEvq".contains(ch)))
+        && !texts.iter().any(|a| a.starts_with("--"))
+}
+
+/// A system tool's own listing form, documented by the tool: given no
+/// operand (and only options that shape the listing), it shows what is
+/// set up instead of changing it. `mount` lists the mounts, `swapon` the
+/// swap areas, `losetup` (`-a`, `-l`) the loop devices, `kpartx -l` the
+/// mappings it would add, `zpool import` the pools it could import, `brew
+/// tap` and `brew services` the taps and services. An operand (`mount
+/// /dev/sdb1 /mnt`, `zpool import tank`, `brew tap user/repo`) or any
+/// other option (`zpool import -a`, `swapon -a`) changes, and is judged
+/// by the tool's rule.
+pub(super) fn listing_form<'a>(base: &'a str, texts: &[&'a str]) -> Option<&'a str> {
+    let only = |allowed: &[&str]| {
+        texts
+            .iter()
+            .all(|a| allowed.contains(&a.split('=').next().unwrap_or(a)))
+    };
+    let listing = match base {
+        "mount" => only(&["-l", "--show-labels"]),
+        "swapon" => only(&[
+            "--show",
+            "-s",
+            "--summary",
+            "--noheadings",
+            "--bytes",
+            "--raw",
+        ]),
+        "losetup" => only(&[
+            "-a",
+            "--all",
+            "-l",
+            "--list",
+            "-n",
+            "--noheadings",
+            "-J",
+            "--json",
+            "--raw",
+        ]),
+        "kpartx" => {
+            texts.first() == Some(&"-l")
+                && texts[1..].iter().all(|a| !a.starts_with('-') || *a == "-v")
+        }
+        "zpool" => texts == ["import"],
+        "brew" => texts == ["tap"] || texts == ["services"],
+        _ => false,
+    };
+    listing.then(|| texts.first().copied().unwrap_or(base))
+}
+
+/// The word `openssl x509` reads as a certificate (`-in F`): x509 parses
+/// and prints only the certificate in a file, never a private key beside
+/// it, so the file is not read as a credential store. Not when a key is
+/// named to sign with (`-signkey`, `-CAkey`, `-key`).
+pub(super) fn certificate_operand(argv: &[Word]) -> Option<usize> {
+    let name = argv.first()?.text();
+    if name.rsplit('/').next() != Some("openssl") || argv.get(1)?.text() != "x509" {
+        return None;
+    }
+    if argv
+        .iter()
+        .any(|w| matches!(w.text(), "-signkey" | "-CAkey" | "-key" | "-CAkeyform"))
+    {
+        return None;
+    }
+    argv.iter().position(|w| w.text() == "-in").map(|i| i + 1)
 }
 
 /// An option that names a file the command writes (`-o PATH`,

@@ -15,6 +15,7 @@ mod rules;
 mod runners;
 mod stdin_programs;
 mod tables;
+mod words;
 mod wrappers;
 
 use serde::{Deserialize, Serialize};
@@ -516,8 +517,16 @@ impl Ctx<'_> {
         for r in &c.redirects {
             self.redirect(r.kind, &r.target, &shown);
         }
-        for w in c.argv.iter().chain(c.assignments.iter().map(|(_, w)| w)) {
-            self.credential_word(w, &shown);
+        let certificate = forms::certificate_operand(&c.argv);
+        for (i, w) in c
+            .argv
+            .iter()
+            .chain(c.assignments.iter().map(|(_, w)| w))
+            .enumerate()
+        {
+            if certificate != Some(i) {
+                self.credential_word(w, &shown);
+            }
             self.expansion_tricks(w, &shown);
             self.subscript_code(w, &shown, depth, counter);
         }

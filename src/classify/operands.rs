@@ -198,3 +198,107 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
     }
     out
 }
+
+/// Readers that write a file they are told to: an output option
+/// (`shuf -o F`, `iconv -o F`, `xmllint --output F`, `less -o F` and
+/// `rlwrap -l F`, the log of what they show, `tree -o F`), or a second operand (`uniq IN OUT`, `xxd IN OUT`,
+/// `xxd -r - OUT`).
+const READER_OUTPUT_OPTIONS: &[(&str, &[&str])] = &[
+    ("shuf", &["-o", "--output"]),
+    ("iconv", &["-o", "--output"]),
+    ("sdiff", &["-o", "--output"]),
+    ("base64", &["-o", "--output"]),
+    ("base32", &["-o", "--output"]),
+    ("basenc", &["-o", "--output"]),
+    ("uudecode", &["-o", "--output-file"]),
+    ("xmllint", &["-o", "--output"]),
+    ("rlwrap", &["-l", "--logfile"]),
+    ("less", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("tree", &["-o"]),
+];
+const READER_OUTPUT_OPERAND: &[&str] = &["uniq", "xxd"];
+
+/// Options that name the file a program writes, whatever the program:
+/// long, and spelled for nothing else (but ack's `--output`, which is an
+/// expression it prints).
+const LONG_OUTPUT_OPTIONS: &[&str] = &[
+    "--output",
+    "--output-file",
+    "--output-document",
+    "--outfile",
+    "--out-file",
+    "--log-file",
+    "--logfile",
+];
+
+/// The files a reader writes (see `READER_OUTPUT_OPTIONS`), and what any
+/// program's long output option names.
+fn reader_output_targets(base: &str, args: &[Word]) -> Vec<Word> {
+    let options = READER_OUTPUT_OPTIONS
+        .iter()
+        .find(|(b, _)| *b == base)
+        .map(|(_, o)| *o)
+        .unwrap_or(&[]);
+    let long: &[&str] = if base == "ack" {
+        &[]
+    } else {
+        LONG_OUTPUT_OPTIONS
+    };
+    let mut out = Vec::new();
+    let mut operands = 0;
+    let mut i = 0;
+    while i < args.len() {
+        let w = &args[i];
+        let a = w.text();
+        i += 1;
+        if a == "--" {
+            continue;
+        }
+        if let Some((flag, value)) = a.split_once('=')
+            && (options.contains(&flag) || long.contains(&flag))
+        {
+            out.push(Word {
+                literal: Some(value.to_string()),
+                ..w.clone()
+            });
+        } else if options.contains(&a) || long.contains(&a) {
+            out.extend(args.get(i).cloned());
+            i += 1;
+        } else if matches!(
+            (base, a),
+            ("uniq", "-f" | "-s" | "-w")
+                | (
+                    "xxd",
+                    "-c" | "-g" | "-l" | "-o" | "-s" | "-n" | "-cols" | "-len" | "-seek"
+                )
+        ) {
+            // An option's value, not an operand.
+            i += 1;
+        } else if !is_flag(a) || a == "-" {
+            operands += 1;
+            if operands == 2 && READER_OUTPUT_OPERAND.contains(&base) {
+                out.push(w.clone());
+            }
+        }
+    }
+    out
+}
+
+impl super::Ctx<'_> {
+    /// A file a reader is told to write, outside the workspace, is a
+    /// write outside (`shuf -o /etc/x`, `uniq a /etc/x`): the rule that
+    /// calls the program a reader is about what it reads.
+    pub(super) fn reader_outputs(&mut self, base: &str, args: &[Word], shown: &str) {
+        for w in reader_output_targets(base, args) {
+            let w = self.rebase_on_cwd(&w).into_owned();
+            let t = w.text();
+            if t != "-" && !t.starts_with("/dev/") && self.outside_workspace(&w) {
+                self.add(
+                    "blast.outside",
+                    format!("operates on {t}, outside the workspace"),
+                    shown,
+                );
+            }
+        }
+    }
+}

@@ -2,9 +2,14 @@
 //! position (where `model::subcommand` says one starts, the same rule as the shadow stubs'), flags in any position,
 //! argument patterns.
 
-use super::forms::{help_request, interactive_subcommand, read_form_of};
+use super::forms::{help_request, interactive_subcommand, listing_form, read_form_of};
 use super::principles::Principle;
 use super::tables::harmless_pager;
+use super::words::{
+    ACTION_WORDS, CHANGE_VERBS, NETWORK_SUBCOMMAND_FIRST, READ_PREFIXES, READ_VERBS,
+    SUBCOMMAND_FIRST, UNKNOWN_CHANGE_FLAGS, UNKNOWN_CHANGE_PREFIXES, UNKNOWN_CHANGE_VERBS,
+    UNKNOWN_STATE_VERBS, collection_listing, verb_parts,
+};
 use super::{Ctx, Word, has_flag};
 use crate::model::subcommand::Positionals;
 
@@ -80,6 +85,16 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
                 matches!(*a, "--check" | "-C")
             }
             "helm" => *a == "--dry-run",
+            // pacman's `--print` (`-p` beside an operation) prints the
+            // targets, `-h` beside one its help; `-y` still refreshes the
+            // package databases, so not beside it.
+            "pacman" => {
+                pacman_print(texts)
+                    && (*a == "--print"
+                        || a.starts_with('-')
+                            && !a.starts_with("--")
+                            && a[1..].contains(['p', 'h']))
+            }
             _ => false,
         };
         if means_no_op {
@@ -89,6 +104,23 @@ fn plan_flag(base: &str, subcommand: Option<&str>, texts: &[&str]) -> Option<Str
     None
 }
 use crate::policy::Level;
+
+/// `pacman -Rp x`, `pacman -Up f`, `pacman -S --print x`, `pacman -Uh`:
+/// an operation asked only to print its targets or its help, with no
+/// database refresh (`-y`, `--refresh`) beside it.
+fn pacman_print(texts: &[&str]) -> bool {
+    let short = |a: &&str| a.starts_with('-') && !a.starts_with("--");
+    let refresh = texts
+        .iter()
+        .any(|a| *a == "--refresh" || short(a) && a.contains('y'));
+    let operation = texts.iter().any(|a| {
+        matches!(*a, "--remove" | "--upgrade" | "--sync") || short(a) && a.contains(['R', 'U', 'S'])
+    });
+    let print = texts
+        .iter()
+        .any(|a| matches!(*a, "--print" | "--help") || short(a) && a[1..].contains(['p', 'h']));
+    operation && print && !refresh
+}
 
 /// `--help`, `--version`: the program prints and exits, whatever else it
 /// was asked (before any `--`; see `plan_flag`).
@@ -104,280 +136,6 @@ fn help_of<'a>(texts: &[&'a str]) -> Option<&'a str> {
         .find(|a| help_flag(a))
         .copied()
 }
-
-/// Subcommand words that act (run, copy, attach, label...) rather than
-/// name a group of subcommands: `kubectl run list` runs a pod named
-/// `list`, where `kubectl rollout history` and `docker service ls` read.
-const ACTION_WORDS: &[&str] = &[
-    "run",
-    "exec",
-    "start",
-    "stop",
-    "restart",
-    "kill",
-    "cp",
-    "mv",
-    "copy",
-    "move",
-    "sync",
-    "attach",
-    "label",
-    "annotate",
-    "scale",
-    "autoscale",
-    "expose",
-    "edit",
-    "replace",
-    "taint",
-    "cordon",
-    "uncordon",
-    "drain",
-    "debug",
-    "proxy",
-    "port-forward",
-    "pause",
-    "unpause",
-    "rename",
-    "upload",
-    "download",
-    "send",
-    "invoke",
-    "install",
-    "uninstall",
-    "add",
-    "login",
-    "logout",
-    "connect",
-    "ssh",
-    "scp",
-    "import",
-    "export",
-    "restore",
-    "reset",
-    "mb",
-    "rb",
-    "star",
-    "unstar",
-    "deprecate",
-    "init",
-    "up",
-    "down",
-];
-
-/// Subcommand verbs that only read or show (`glab mr list`, `doctl apps
-/// get`, `consul kv get`, `cdk diff`, `hub ci-status`).
-const READ_VERBS: &[&str] = &[
-    "list", "ls", "get", "describe", "show", "status", "info", "logs", "log", "diff", "plan",
-    "view", "whoami", "inspect", "search", "cat", "tree", "history", "version", "help", "validate",
-    "check", "top", "events", "explain", "print", "preview", "outputs", "output", "read", "query",
-    "find", "browse", "ps", "stats", "synth", "doctor", "lint", "lookup", "members", "whois",
-    "usage",
-];
-
-/// Subcommand verbs that change something, wherever they stand among the
-/// first words (`glab mr merge`, `consul kv delete`).
-const CHANGE_VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "rm",
-    "remove",
-    "del",
-    "destroy",
-    "drop",
-    "purge",
-    "update",
-    "set",
-    "put",
-    "post",
-    "patch",
-    "apply",
-    "deploy",
-    "push",
-    "publish",
-    "merge",
-    "close",
-    "reopen",
-    "approve",
-    "revoke",
-    "add",
-    "edit",
-    "rename",
-    "move",
-    "mv",
-    "cp",
-    "copy",
-    "start",
-    "stop",
-    "restart",
-    "reboot",
-    "kill",
-    "scale",
-    "upgrade",
-    "install",
-    "uninstall",
-    "rollback",
-    "restore",
-    "reset",
-    "run",
-    "exec",
-    "ssh",
-    "login",
-    "logout",
-    "enable",
-    "disable",
-    "attach",
-    "detach",
-    "import",
-    "upload",
-    "sync",
-    "tag",
-    "lock",
-    "unlock",
-    "cancel",
-    "retry",
-    "trigger",
-    "transfer",
-    "archive",
-    "fork",
-    "prune",
-    "clean",
-    "wipe",
-    "terminate",
-    "suspend",
-    "resume",
-    "promote",
-    "rotate",
-    "grant",
-    "assign",
-    "invite",
-    "accept",
-    "reject",
-    "submit",
-    "comment",
-    "note",
-    "write",
-    "release",
-    "unregister",
-    "deregister",
-    "erase",
-    "truncate",
-    "flush",
-    "format",
-    "token",
-    "new",
-    "init",
-    "mount",
-    "unmount",
-    "connect",
-    "send",
-];
-
-/// System tools whose first word is always a subcommand (`zfs list`,
-/// `zpool status`, `btrfs filesystem usage`, `virsh dominfo`): their
-/// words are not a process, a user or a host named like a verb.
-const SUBCOMMAND_FIRST: &[&str] = &[
-    "zfs",
-    "zpool",
-    "btrfs",
-    "cryptsetup",
-    "virsh",
-    "qm",
-    "pct",
-    "dmsetup",
-    "lvm",
-    "ctr",
-    "lxc",
-    "incus",
-    "multipass",
-];
-
-/// Verbs that, as an unknown program's subcommand, delete or change state
-/// the rehearsal cannot show (a package manager, a cloud, a device).
-const UNKNOWN_CHANGE_VERBS: &[&str] = &[
-    "delete",
-    "remove",
-    "rm",
-    "del",
-    "uninstall",
-    "destroy",
-    "drop",
-    "purge",
-    "wipe",
-    "erase",
-    "truncate",
-    "deploy",
-    "publish",
-    "upload",
-    "push",
-    "kill",
-    "terminate",
-    "revoke",
-    "unregister",
-    "deregister",
-    "flush",
-    "rrdelete",
-    "reset",
-    "rollback",
-    "unpublish",
-    "undeploy",
-    "teardown",
-    "unsubscribe",
-    "autoremove",
-    "rmi",
-    "put",
-    "pub",
-    "apply",
-    "release",
-    "shutdown",
-    "logout",
-    "signout",
-];
-
-/// Verbs that, as an unknown program's subcommand word (not part of its
-/// name: `kernel-install inspect` reads), change state kept outside the
-/// workspace: what is installed on a device or for the machine, what is
-/// turned on or off, an artifact changed in place, a deployment brought up
-/// (`adb install`, `corepack disable`, `crane append`, `kompose up`).
-const UNKNOWN_STATE_VERBS: &[&str] = &["install", "enable", "disable", "append", "flatten", "up"];
-
-/// Change verbs that also start compound subcommand words
-/// (`removerepo`, `deletenode`, `uninstallall`).
-const UNKNOWN_CHANGE_PREFIXES: &[&str] = &[
-    "remove",
-    "delete",
-    "uninstall",
-    "destroy",
-    "purge",
-    "unpublish",
-    "undeploy",
-];
-
-/// Flags named like those verbs (`--delete`, `--purge`).
-const UNKNOWN_CHANGE_FLAGS: &[&str] = &[
-    "delete",
-    "remove",
-    "purge",
-    "uninstall",
-    "destroy",
-    "drop",
-    "wipe",
-    "erase",
-    "upload",
-    "put",
-    "put-file",
-];
-
-/// The words of a subcommand word (`admin-delete-user`, `db:drop`,
-/// `ci-status`).
-fn verb_parts(w: &str) -> impl Iterator<Item = &str> {
-    w.split(['-', '_', ':', '.'])
-}
-
-/// Read verbs that also start compound subcommand words
-/// (`showvminfo`, `listsnapshot`, `getall`, `statusall`).
-const READ_PREFIXES: &[&str] = &[
-    "list", "show", "get", "describe", "status", "inspect", "view",
-];
 
 /// A subcommand word that only reads: a read verb among its parts, or a
 /// compound word that starts with one (`listen` is not `list`).
@@ -670,7 +428,10 @@ impl Ctx<'_> {
             && r.level > Level::Read
             && r.flags_any.is_empty()
             && r.flags_all.is_empty()
-            && all_of(&remote_or_privileged)
+            && all_of(&|p| {
+                remote_or_privileged(p)
+                    || p == Principle::ReachesNetwork && NETWORK_SUBCOMMAND_FIRST.contains(&base)
+            })
             && !change_flag(&texts)
             && let Some((rule, after)) = matched.iter().find(|(m, _)| m.id == r.id)
             && let Some(verb) = match after {
@@ -678,15 +439,23 @@ impl Ctx<'_> {
                 // that names its subcommands or its arguments.
                 // `--list` itself asks any subcommand to list
                 // (`kubectl annotate pods x --list`, `npm star --list`).
-                Some(k) => read_after_group(&at.words[..*k], &at.words[*k..]).or_else(|| {
-                    // Not beside a verb that changes (`kubectl delete ns x
-                    // --list` deletes where the tool ignores the flag).
-                    let changes = at
-                        .words
-                        .iter()
-                        .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)));
-                    texts.iter().copied().find(|a| *a == "--list" && !changes)
-                }),
+                Some(k) if Principle::of(&r.id, r.level) != Principle::ReachesNetwork => {
+                    read_after_group(&at.words[..*k], &at.words[*k..]).or_else(|| {
+                        // Not beside a verb that changes (`kubectl delete ns x
+                        // --list` deletes where the tool ignores the flag).
+                        let changes = at
+                            .words
+                            .iter()
+                            .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)));
+                        texts.iter().copied().find(|a| *a == "--list" && !changes)
+                    })
+                }
+                // A remote store's copy tool (`gsutil ls`, `mc ls`): its
+                // first word is a subcommand, and only a read verb there
+                // (the listing of the store) stands in for the rule.
+                None if Principle::of(&r.id, r.level) == Principle::ReachesNetwork => {
+                    at.words.first().copied().filter(|w| READ_VERBS.contains(w))
+                }
                 // A rule about the tool in general (a forge, cloud or
                 // infrastructure CLI's catch-all, a system tool's): its
                 // first subcommand words, or a flag that asks it to show.
@@ -702,6 +471,11 @@ impl Ctx<'_> {
                     .then(|| read_subcommand(&at.words))
                     .flatten()
                     .or_else(|| {
+                        (Principle::of(&r.id, r.level) == Principle::ChangesRemoteState)
+                            .then(|| collection_listing(&at.words))
+                            .flatten()
+                    })
+                    .or_else(|| {
                         read_flag(&texts).filter(|_| {
                             !at.words
                                 .iter()
@@ -710,8 +484,11 @@ impl Ctx<'_> {
                         })
                     })
                 }
-                None => None,
+                _ => None,
             }
+            // A tool's own listing form (`mount`, `swapon`, `losetup
+            // --all`, `brew tap`, `zpool import` with nothing to import).
+            .or_else(|| listing_form(base, &texts))
         {
             // A rule about the tool in general, and a subcommand that only
             // reads: the subcommand says more about this use.
@@ -767,7 +544,9 @@ impl Ctx<'_> {
                 let reads = change.is_none()
                     && !change_flag(&texts)
                     && !super::forms::names_output(&texts)
-                    && (read_subcommand(&at.words).is_some() || read_flag(&texts).is_some());
+                    && (read_subcommand(&at.words).is_some()
+                        || read_flag(&texts).is_some()
+                        || base == "ssh-keygen" && super::forms::ssh_keygen_shows(&texts));
                 if let Some(verb) = change
                     && plan.is_none()
                 {

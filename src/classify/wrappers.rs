@@ -240,7 +240,7 @@ impl Ctx<'_> {
                 None
             }
             "alias" => {
-                self.record_aliases(args, shown);
+                self.record_aliases(args, depth, counter, shown);
                 None
             }
             b if SHELLS.contains(&b) => {
@@ -485,12 +485,33 @@ impl Ctx<'_> {
 
     /// `alias NAME=VALUE`: a known name redefined is a finding now; every
     /// alias is remembered so a later use in the same string is resolved.
-    pub(super) fn record_aliases(&mut self, args: &[Word], shown: &str) {
+    /// An alias that runs the program it names with more options, one
+    /// plain command (`alias ls='ls -lrta'`, `alias grep='grep
+    /// --color=auto'`), hides no program: it is judged as that command
+    /// (`alias git='git -c core.pager=sh'` still asks for its option).
+    pub(super) fn record_aliases(
+        &mut self,
+        args: &[Word],
+        depth: u32,
+        counter: &mut usize,
+        shown: &str,
+    ) {
         for w in args {
             let Some((n, v)) = w.text().split_once('=') else {
                 continue;
             };
-            if self.policy.knows(n) || SENSITIVE_NAMES.contains(&n) {
+            // Not a builtin that changes the shell itself: analysing its
+            // value would move the directory or the variables the rest of
+            // the string is judged in.
+            let same_program = w.literal.is_some()
+                && !SHELL_STATE_BUILTINS.contains(&n)
+                && v.split_whitespace().next() == Some(n)
+                && !v.contains([
+                    '\'', '"', '`', '$', ';', '|', '&', '<', '>', '(', ')', '\n', '\\',
+                ]);
+            if same_program {
+                self.nested(v, depth, counter);
+            } else if self.policy.knows(n) || SENSITIVE_NAMES.contains(&n) {
                 self.add(
                     "obfuscation.redefinition",
                     format!("redefines {n} with an alias"),
@@ -559,3 +580,10 @@ impl Ctx<'_> {
         }
     }
 }
+
+/// Builtins that change the shell running the rest of the string.
+const SHELL_STATE_BUILTINS: &[&str] = &[
+    "cd", "pushd", "popd", "export", "declare", "typeset", "local", "readonly", "set", "unset",
+    "shopt", "source", ".", "eval", "exec", "alias", "unalias", "trap", "builtin", "command",
+    "enable", "hash", "umask", "ulimit",
+];

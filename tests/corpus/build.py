@@ -255,6 +255,10 @@ SYSTEM_CHANGERS = {
     "insmod", "rmmod", "swapon", "swapoff", "sysctl", "chroot", "visudo",
     "launchctl", "chsh", "chfn", "hostnamectl", "timedatectl",
 }
+LISTING_FORMS = {
+    "mount": {"-l", "--show-labels"},
+    "swapon": {"--show", "-s", "--summary", "--noheadings", "--bytes", "--raw"},
+}
 REMOTE = {"ssh", "scp", "sftp", "ftp", "telnet", "nc", "netcat", "ncat", "socat", "mail",
           "sendmail", "mutt", "rsh", "rcp", "rlogin", "ssh-copy-id", "sshpass"}
 # Programs that change the files they are given in place (compress,
@@ -434,6 +438,13 @@ def changes_outside(ws, seg, piped, listed=False):
         or re.search(r"\$\(|`", seg)
     ):
         return True
+    # A system tool's listing form shows what is set up and changes
+    # nothing: `mount` and `swapon` with no operand and only options that
+    # shape the listing (`mount | grep nfs`, `mount -l`, `swapon --show`).
+    if prog in LISTING_FORMS and not args and all(
+        f.split("=")[0] in LISTING_FORMS[prog] for f in flags
+    ):
+        return False
     if prog in SYSTEM_CHANGERS:
         return True
     # Network configuration shown is read; set, it is a system change

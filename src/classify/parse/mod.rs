@@ -146,7 +146,11 @@ pub fn extract(
         w.lone_simple(&words);
         return Ok(());
     }
-    let program = match full_parse(src) {
+    // brush's tokenizer can panic on malformed input (a heredoc inside
+    // `${`): that is a command we cannot read, a parse error.
+    let first = std::panic::catch_unwind(|| full_parse(src))
+        .unwrap_or_else(|_| Err("the parser failed on this input".to_string()));
+    let program = match first {
         Ok(p) => p,
         // What bash tolerates and brush does not (a trailing backslash, a
         // heredoc closed by the end of input) is read as bash reads it.
