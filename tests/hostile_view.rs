@@ -18,6 +18,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use common::daemon::*;
+use common::leaks::*;
 use common::*;
 
 /// The tests share one view user's home (a hard link one test makes
@@ -158,11 +159,6 @@ fn attack(ws: &Ws, wrapper: &[String], cmd: &str, path: &str) -> Run {
         .output()
         .unwrap();
     to_run(out)
-}
-
-/// Everything a run reported, as one text.
-fn reported(r: &Run) -> String {
-    format!("{}\n{}\n{}", r.json, r.stdout, r.stderr)
 }
 
 fn expand(home: &Path, p: &str) -> PathBuf {

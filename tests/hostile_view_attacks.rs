@@ -27,6 +27,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::daemon::*;
+use common::leaks::*;
 use common::*;
 
 /// The tests share one account's home: one test at a time.
@@ -44,27 +45,6 @@ fn hv_user() -> (u32, u32, PathBuf) {
     static U: OnceLock<(u32, u32, PathBuf)> = OnceLock::new();
     U.get_or_init(|| common::account_with_home(HV_USER, "/home/dryrun-hv"))
         .clone()
-}
-
-/// The test user's passwd home, made (its own, 0755) when missing.
-fn test_home() -> PathBuf {
-    let out = Command::new("getent")
-        .args(["passwd", TEST_USER])
-        .output()
-        .unwrap();
-    let home = PathBuf::from(
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .split(':')
-            .nth(5)
-            .unwrap(),
-    );
-    if !home.exists() {
-        let (u, g) = test_user();
-        std::fs::create_dir_all(&home).unwrap();
-        std::os::unix::fs::chown(&home, Some(u), Some(g)).unwrap();
-    }
-    home
 }
 
 /// A file of the account's, with its mode.
@@ -133,46 +113,6 @@ fn attack_env(ws: &Ws, wrapper: &[String], cmd: &str, env: serde_json::Value) ->
 
 fn attack(ws: &Ws, wrapper: &[String], cmd: &str) -> Run {
     attack_env(ws, wrapper, cmd, serde_json::json!({}))
-}
-
-/// `secret` is in `text`, as it is or reversed (`rev` in the command: the
-/// output's redaction looks for credentials by their shape, so a reader
-/// that wants one out turns it around first).
-fn leaked(text: &str, secret: &str) -> bool {
-    let rev: String = secret.chars().rev().collect();
-    text.contains(secret) || text.contains(&rev)
-}
-
-/// Everything a run reported, as one text.
-fn reported(r: &Run) -> String {
-    format!("{}\n{}\n{}", r.json, r.stdout, r.stderr)
-}
-
-/// Every file under `dir` whose content holds `needle` (the state
-/// directory: records, kept content, the journal).
-fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    let mut hits = Vec::new();
-    for e in walkdir::WalkDir::new(dir).into_iter().flatten() {
-        if e.file_type().is_file()
-            && std::fs::read(e.path())
-                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
-        {
-            hits.push(e.path().to_path_buf());
-        }
-    }
-    hits
-}
-
-/// The secret nowhere: not in the run's answer, not in its state
-/// directory (record, journal, blobs).
-fn assert_nowhere(what: &str, r: &Run, state: &Path, secret: &str) {
-    assert!(
-        !leaked(&reported(r), secret),
-        "{what}: {secret} came back:\n{}",
-        reported(r)
-    );
-    let hits = files_holding(state, secret);
-    assert!(hits.is_empty(), "{what}: {secret} stored in {hits:?}");
 }
 
 /// Paths named `*{marker}*` anywhere under the host's `/tmp`, `/var/tmp`,

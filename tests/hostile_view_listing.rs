@@ -27,6 +27,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::hook::*;
+use common::leaks::*;
 use common::*;
 
 /// The tests share one account's home: one test at a time.
@@ -79,15 +80,6 @@ fn put(p: &Path, content: &[u8]) {
 fn own_home() {
     let (u, g, home) = hvl_user();
     chown_r(&home, u, g);
-}
-
-fn leaked(text: &str, secret: &str) -> bool {
-    let rev: String = secret.chars().rev().collect();
-    text.contains(secret) || text.contains(&rev)
-}
-
-fn reported(r: &Run) -> String {
-    format!("{}\n{}\n{}", r.json, r.stdout, r.stderr)
 }
 
 /// Files under `dir` holding `needle` (records, kept content, journal).

@@ -7,6 +7,7 @@ pub mod containers;
 pub mod daemon;
 pub mod fleet;
 pub mod hook;
+pub mod leaks;
 pub mod net;
 pub mod ns;
 pub mod pg;
