@@ -23,7 +23,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -718,12 +718,8 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
     if !require_root() {
         return;
     }
-    if Command::new("bindfs").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("DRYRUN_TEST_REQUIRE_TOOLS").is_none(),
-            "bindfs is missing: install the Debian package `bindfs` (it brings `fuse` and its setuid fusermount)"
-        );
-        eprintln!("skipped: bindfs is missing (Debian package `bindfs`)");
+    // `bindfs` brings `fuse` and its setuid fusermount.
+    if !require_tool("bindfs", "bindfs") {
         return;
     }
     let (u, g, home) = hsub_user();
