@@ -235,14 +235,17 @@ pub(crate) fn plan_view(r: &ViewRequest) -> ViewSpec {
         }
     }
     v.layers.extend(home);
+    // One read of the mount table for the mounts beneath the home and the
+    // FUSE mounts the PATH directories must not be looked at on.
+    let mounts = submounts::read_mount_table();
     if let Some(h) = v.home.clone() {
-        submounts::plan_submounts(r, &mut v, &h, &submounts::read_mount_table());
+        submounts::plan_submounts(r, &mut v, &h, &mounts);
     }
     v.layers.sort_by(|a, b| a.path.cmp(&b.path));
     let home = v.home.clone();
     let env = |name: &str| r.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     if let Some(path) = env("PATH") {
-        plan_path_dirs(r, &mut v, path);
+        plan_path_dirs(r, &mut v, path, &ForeignFuse::of(&mounts));
     }
     for e in table::MASKS {
         for p in e.paths.iter().filter_map(|t| expand(t, home.as_deref())) {
@@ -314,9 +317,8 @@ fn shown_home(r: &ViewRequest) -> Option<ShownDir> {
 
 /// The `PATH` directories the view binds, and those it hides with the
 /// rule that hides them (see `docs/sandbox-view.md`).
-fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str) {
+fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str, fuse: &ForeignFuse) {
     let mut others: Option<Vec<(u32, PathBuf)>> = None;
-    let fuse = submounts::ForeignFuse::read();
     for d in path.split(':').map(Path::new) {
         if !d.is_absolute() || d.components().any(|c| c == std::path::Component::ParentDir) {
             continue;
