@@ -748,8 +748,24 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
     );
     let conf = made.dir(&PathBuf::from(format!("/var/tmp/hsub-fuse-{tag}")), None);
     made.file(&conf.join("fuse.conf"), "user_allow_other\n", 0o644, None);
-    for allow_other in [false, true] {
-        let pidfile = conf.join(format!("pid-{allow_other}"));
+    let cmd = format!(
+        "ls -la ~/fuse-{tag}; cat ~/fuse-{tag}/canary ~/fuse-{tag}/nope {o}/canary {o}/nope; hsub-tool-{tag}; echo HSUB-RAN; exit 0",
+        o = outside.display()
+    );
+    // A virtual environment made with the FUSE directory first on PATH:
+    // the engine resolves the caller's `python3` to judge the venv's
+    // interpreter links, and must not look at the mount for it.
+    let venv_path = format!("{}:/usr/bin:/bin", outside.join("bin").display());
+    let venv_cmd = format!("python3 -m venv --without-pip venv-{tag}");
+    for (case, (allow_other, path, cmd)) in [
+        (false, &path, &cmd),
+        (true, &path, &cmd),
+        (true, &venv_path, &venv_cmd),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let pidfile = conf.join(format!("pid-{case}"));
         // bindfs asks for allow_other unless told not to; fusermount
         // grants it only with user_allow_other in /etc/fuse.conf.
         let (opts, conf_bind) = if allow_other {
@@ -771,7 +787,7 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
             src.display().to_string(),
             point.display().to_string(),
             pidfile.display().to_string(),
-            made.dir(&conf.join(format!("dev-{allow_other}")), None)
+            made.dir(&conf.join(format!("dev-{case}")), None)
                 .display()
                 .to_string(),
             outside.display().to_string(),
@@ -779,12 +795,8 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
         let (ws, mode_wrapper) = account_ws(Mode::RootEngine);
         let mut wrapper = vec!["timeout".to_string(), "60".to_string()];
         wrapper.extend(in_ns(&setup, &args, &mode_wrapper));
-        let cmd = format!(
-            "ls -la ~/fuse-{tag}; cat ~/fuse-{tag}/canary ~/fuse-{tag}/nope {o}/canary {o}/nope; hsub-tool-{tag}; echo HSUB-RAN; exit 0",
-            o = outside.display()
-        );
         let t0 = Instant::now();
-        let r = attack_with_path(&ws, &wrapper, &cmd, &path);
+        let r = attack_with_path(&ws, &wrapper, cmd, path);
         let took = t0.elapsed();
         let pids: Vec<i32> = std::fs::read_to_string(&pidfile)
             .unwrap_or_default()
@@ -797,7 +809,7 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        let what = format!("allow_other {allow_other}");
+        let what = format!("allow_other {allow_other}: {cmd}");
         assert_eq!(
             pids.len(),
             2,
@@ -807,7 +819,14 @@ fn a_stopped_fuse_mount_the_agent_serves_keeps_no_root_run_waiting() {
             took < Duration::from_secs(55),
             "{what}: the run waited on the stopped server ({took:?}): {r:?}"
         );
-        assert_command_ran(&what, &r, "HSUB-RAN");
+        if cmd == &venv_cmd {
+            // It ran, and the venv's links were judged (the look that
+            // must not touch the mount).
+            let managers = &r.json["rehearsal"]["dependencies"]["managers"];
+            assert_eq!(managers, &serde_json::json!(["venv"]), "{what}: {r:?}");
+        } else {
+            assert_command_ran(&what, &r, "HSUB-RAN");
+        }
         assert_nowhere(&what, &r, &ws.state, &format!("FUSE-{tag}"));
         assert!(named(&r, &point, ""), "{what}: {:?}", r.stripped());
     }
