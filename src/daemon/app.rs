@@ -311,8 +311,9 @@ pub(super) async fn admit_and_run(
     app.metrics.submitted();
     let run_id = prepared.run_id().to_string();
     let (done_tx, done_rx) = watch::channel(false);
-    // A run undone by an error (its submission never reached the journal):
-    // what a waiting client hears instead of its record.
+    // The engine's error, if the rehearsal ended in one: what a waiting
+    // client hears when the run left no record (its submission never
+    // reached the journal).
     let (undone_tx, undone_rx) = tokio::sync::oneshot::channel::<EngineError>();
     let active = Active {
         cancel_requested: Arc::new(AtomicBool::new(false)),

@@ -10,12 +10,11 @@ use std::time::Duration;
 use super::forward::{ServiceListener, adopt};
 use super::proxy::{PROXY_PORT, ReceiveFds};
 use super::service::ServiceRule;
+use crate::model::egress::{RELEASE_GO, RELEASE_STOP};
 
 /// Says when the run's submission is on disk (`Some(true)`) or never will
 /// be (`Some(false)`).
 pub type Release = tokio::sync::watch::Receiver<Option<bool>>;
-
-use crate::model::egress::{RELEASE_GO, RELEASE_STOP};
 
 /// Accept the helper's connection (same uid only) and take its sockets:
 /// the TCP listener, then the UDP socket, then one listener per declared

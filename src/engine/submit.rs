@@ -447,15 +447,13 @@ impl Engine {
 
     /// Save the first record, mark the run in flight, and journal it. Only
     /// the journal record is synced (the rules: `store.rs`); the envelope
-    /// is saved, synced, with the final record. A run whose submission
-    /// could not be journaled was never acknowledged and leaves no trace
-    /// but the error.
-    /// The run's first record, its in-flight marker and its
-    /// `run_submitted` entry. With `sync_later` the entry's sync runs
-    /// while the sandbox is built (the command waits for it, see
-    /// [`Prepared`]; for a run nobody hears of before its verdict);
-    /// otherwise (a queued run, answered before it is rehearsed) it is
-    /// on disk when this returns.
+    /// is saved, synced, with the final record. With `sync_later` the
+    /// entry's sync runs while the sandbox is built (the command waits for
+    /// it, see [`Prepared`]; for a run nobody hears of before its verdict);
+    /// otherwise (a queued run, answered before it is rehearsed) it is on
+    /// disk when this returns. A run whose submission could not be
+    /// journaled was never acknowledged and leaves no trace but the error
+    /// ([`Engine::undo_submission`]).
     fn persist_submission(
         &self,
         record: &RunRecord,
@@ -465,8 +463,7 @@ impl Engine {
         sync_later: bool,
     ) -> Result<crate::journal::Durable, EngineError> {
         let undo = |e: EngineError| {
-            self.clear_inflight(&record.run_id);
-            let _ = std::fs::remove_dir_all(dir);
+            self.undo_submission(&record.run_id, dir);
             e
         };
         self.save_first(record).map_err(undo)?;
@@ -480,17 +477,23 @@ impl Engine {
     }
 
     /// Until the run's submission is on disk; if it never will be, the run
-    /// is undone as a failed submission is (no marker, no directory).
+    /// is undone.
     pub(super) fn submission_durable(
         &self,
         submitted: &crate::journal::Durable,
         run_id: &str,
     ) -> Result<(), EngineError> {
         submitted.wait().map(|_| ()).map_err(|e| {
-            self.clear_inflight(run_id);
-            let _ = std::fs::remove_dir_all(self.run_dir(run_id));
+            self.undo_submission(run_id, &self.run_dir(run_id));
             e.into()
         })
+    }
+
+    /// A submission the journal does not hold leaves no trace: no in-flight
+    /// marker, no run directory (`dir`).
+    fn undo_submission(&self, run_id: &str, dir: &Path) {
+        self.clear_inflight(run_id);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 

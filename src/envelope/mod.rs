@@ -432,13 +432,8 @@ pub(crate) fn read_task_file(
     let resolved = me
         .resolve(workspace)
         .map_err(|e| read_err(format!("the workspace {e}")))?;
-    // This process as the owner reads in-process either way: the owner's
-    // groups (a user database lookup) are only needed for an agent.
-    let owner = if nix::unistd::geteuid().as_raw() == resolved.identity.uid {
-        me
-    } else {
-        OwnerSession::for_owner(&resolved.identity).map_err(|e| read_err(e.to_string()))?
-    };
+    let owner = OwnerSession::reader_for_owner(&resolved.identity, me)
+        .map_err(|e| read_err(e.to_string()))?;
     let Some(bytes) = owner
         .read_file(
             &resolved.canonical,

@@ -3,7 +3,7 @@
 //! submission reaches the disk. What depends on the entry being durable
 //! waits for it: the command inside the sandbox is released only once
 //! [`Durable`] says the entry is on disk (the egress proxy hands the
-//! sandbox that word, see `egress/proxy.rs`), and nothing about the run is
+//! sandbox that word, see `egress/handover.rs`), and nothing about the run is
 //! answered or journaled after it before [`Durable::wait`] returns.
 
 use std::sync::{Arc, Condvar, Mutex};

@@ -101,6 +101,22 @@ impl OwnerSession {
         OwnerSession::start_in(&owner, view)
     }
 
+    /// A session that only reads, as the owner, the workspace `identity`
+    /// describes: `session` itself when it already acts in this process
+    /// with the owner's uid (it reads in-process either way, so the owner's
+    /// groups are never looked up in the user database), else
+    /// [`OwnerSession::for_owner`]. Not for work that uses the owner's
+    /// groups ([`OwnerSession::creds`]): that is [`OwnerSession::for_owner_from`].
+    pub fn reader_for_owner(
+        identity: &Identity,
+        session: OwnerSession,
+    ) -> Result<OwnerSession, AccessError> {
+        if session.agent.is_none() && session.view.is_none() && session.creds.uid == identity.uid {
+            return Ok(session);
+        }
+        OwnerSession::for_owner(identity)
+    }
+
     pub fn creds(&self) -> &Creds {
         &self.creds
     }
