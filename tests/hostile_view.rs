@@ -149,16 +149,7 @@ fn attack(ws: &Ws, wrapper: &[String], cmd: &str, path: &str) -> Run {
     let (_, _, home) = view_user();
     let body = serde_json::json!({"command": cmd, "working_dir": ws.dir,
                                   "env": {"HOME": home, "PATH": path}});
-    let p = ws.root.path().join(format!("attack-{}.json", random_hex()));
-    std::fs::write(&p, body.to_string()).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let out = ws
-        .command_via(wrapper)
-        .args(["execute", "--json", "--file"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    to_run(out)
+    execute_envelope(ws, wrapper, &body)
 }
 
 fn expand(home: &Path, p: &str) -> PathBuf {

@@ -98,17 +98,8 @@ fn attack_env(ws: &Ws, wrapper: &[String], cmd: &str, env: serde_json::Value) ->
         env["PATH"] = serde_json::json!("/usr/bin:/bin");
     }
     let body = serde_json::json!({"command": cmd, "working_dir": ws.dir, "env": env});
-    let p = ws.root.path().join(format!("attack-{}.json", random_hex()));
-    std::fs::write(&p, body.to_string()).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     chown_r(&ws.dir, u, g);
-    let out = ws
-        .command_via(wrapper)
-        .args(["execute", "--json", "--file"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    to_run(out)
+    execute_envelope(ws, wrapper, &body)
 }
 
 fn attack(ws: &Ws, wrapper: &[String], cmd: &str) -> Run {

@@ -15,35 +15,50 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, processes_with};
 use common::*;
 
-/// `dryrun execute --json --command CMD` in `ws`: in-process with `env`
-/// set, or through `daemon` (started with `env`).
-fn execute(
-    ws: &Ws,
-    daemon: Option<&Daemon>,
-    cmd: &str,
-    env: (&str, &str),
-) -> std::process::Command {
-    let mut c = match daemon {
-        None => {
-            let mut c = ws.command();
-            c.env(env.0, env.1);
-            c
-        }
-        Some(d) if ws.who == Who::User => d.cli_user(),
-        Some(d) => d.cli_root(),
-    };
-    c.current_dir(&ws.dir)
-        .args(["execute", "--json", "--command", cmd]);
-    c
-}
+/// Where a run is submitted: in-process (the fault injected into the
+/// CLI's environment) or to a daemon started with it.
+struct Door(Option<Daemon>);
 
-/// A daemon with the fault injected, or none (in-process).
-fn doors(env: (&str, &str)) -> Vec<Option<Daemon>> {
-    let mut d = vec![None];
-    if require_root() {
-        d.push(Some(Daemon::start_env(&[], &[env])));
+impl Door {
+    /// In-process, and a daemon when the tests run as root.
+    fn all(env: (&str, &str)) -> Vec<Door> {
+        let mut d = vec![Door(None)];
+        if require_root() {
+            d.push(Door(Some(Daemon::start_env(&[], &[env]))));
+        }
+        d
     }
-    d
+
+    fn name(&self) -> &'static str {
+        if self.0.is_some() {
+            "daemon"
+        } else {
+            "in-process"
+        }
+    }
+
+    /// `dryrun execute --json --command CMD` in `ws`, as `ws`'s identity.
+    fn execute(&self, ws: &Ws, cmd: &str, env: (&str, &str)) -> std::process::Command {
+        let mut c = match &self.0 {
+            None => {
+                let mut c = ws.command();
+                c.env(env.0, env.1);
+                c
+            }
+            Some(d) if ws.who == Who::User => d.cli_user(),
+            Some(d) => d.cli_root(),
+        };
+        c.current_dir(&ws.dir)
+            .args(["execute", "--json", "--command", cmd]);
+        c
+    }
+
+    /// The state directory the run lands in.
+    fn state(&self, ws: &Ws) -> std::path::PathBuf {
+        self.0
+            .as_ref()
+            .map_or(ws.state.clone(), |d| d.state.clone())
+    }
 }
 
 /// The command's start, in ns since the epoch, as it printed it.
@@ -67,30 +82,25 @@ fn the_command_starts_only_once_its_submission_is_on_disk() {
     const STALL_MS: u128 = 1_500;
     let stall = STALL_MS.to_string();
     let env = ("DRYRUN_FAULT_JOURNAL_STALL_MS", stall.as_str());
-    for daemon in doors(env) {
+    for door in Door::all(env) {
         for who in identities() {
             let ws = Ws::new(who);
-            let door = if daemon.is_some() {
-                "daemon"
-            } else {
-                "in-process"
-            };
+            let name = door.name();
             let t0 = now_ns();
-            let out = execute(&ws, daemon.as_ref(), "echo started $(date +%s%N)", env)
+            let out = door
+                .execute(&ws, "echo started $(date +%s%N)", env)
                 .output()
                 .unwrap();
             let r = to_run(out);
-            assert_eq!(r.decision(), "promote", "{door} {who:?}: {r:?}");
+            assert_eq!(r.decision(), "promote", "{name} {who:?}: {r:?}");
             // The submission's batch stalls before its second half and its
             // sync: a command released before that would start at once.
             let waited_ms = (started_at(&r) - t0) / 1_000_000;
             assert!(
                 waited_ms >= STALL_MS,
-                "{door} {who:?}: the command started {waited_ms} ms after the submission began, before its journal entry was on disk ({STALL_MS} ms stall)"
+                "{name} {who:?}: the command started {waited_ms} ms after the submission began, before its journal entry was on disk ({STALL_MS} ms stall)"
             );
-            let state = daemon
-                .as_ref()
-                .map_or(ws.state.clone(), |d| d.state.clone());
+            let state = door.state(&ws);
             let journal = std::fs::read_to_string(state.join("journal.jsonl")).unwrap();
             let id = run_id(&r);
             let at = |kind: &str| {
@@ -100,7 +110,7 @@ fn the_command_starts_only_once_its_submission_is_on_disk() {
             };
             assert!(
                 at("run_submitted").is_some() && at("run_submitted") < at("verdict"),
-                "{door} {who:?}: the journal holds the submission before the verdict:\n{journal}"
+                "{name} {who:?}: the journal holds the submission before the verdict:\n{journal}"
             );
         }
     }
@@ -109,21 +119,18 @@ fn the_command_starts_only_once_its_submission_is_on_disk() {
 #[test]
 fn a_submission_that_cannot_be_journaled_never_starts_its_command() {
     let env = ("DRYRUN_FAULT_JOURNAL_FAIL", "run_submitted");
-    for daemon in doors(env) {
+    for door in Door::all(env) {
         for who in identities() {
             let ws = Ws::new(who);
-            let door = if daemon.is_some() {
-                "daemon"
-            } else {
-                "in-process"
-            };
+            let name = door.name();
             let marker = format!("dryrun-release-{}", random_hex());
             let started = Instant::now();
             // Quoted in two halves: the CLI's own command line does not
             // hold the marker, only the released command's would.
             let (a, b) = marker.split_at(8);
             let cmd = format!("exec -a '{a}''{b}' sleep 5");
-            let mut child = execute(&ws, daemon.as_ref(), &cmd, env)
+            let mut child = door
+                .execute(&ws, &cmd, env)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -135,7 +142,7 @@ fn a_submission_that_cannot_be_journaled_never_starts_its_command() {
                 seen.extend(processes_with(&marker));
                 assert!(
                     started.elapsed() < Duration::from_secs(120),
-                    "{door} {who:?}: the CLI did not end"
+                    "{name} {who:?}: the CLI did not end"
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -145,20 +152,18 @@ fn a_submission_that_cannot_be_journaled_never_starts_its_command() {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert!(seen.is_empty(), "{door} {who:?}: the command ran: {seen:?}");
-            assert_ne!(out.status.code(), Some(0), "{door} {who:?}: {said}");
+            assert!(seen.is_empty(), "{name} {who:?}: the command ran: {seen:?}");
+            assert_ne!(out.status.code(), Some(0), "{name} {who:?}: {said}");
             assert!(
                 said.contains("journal") && said.contains("DRYRUN_FAULT_JOURNAL_FAIL"),
-                "{door} {who:?}: the error names the journal's failure: {said}"
+                "{name} {who:?}: the error names the journal's failure: {said}"
             );
             // Undone as a failed submission is: no run directory, no marker.
-            let state = daemon
-                .as_ref()
-                .map_or(ws.state.clone(), |d| d.state.clone());
+            let state = door.state(&ws);
             let runs: Vec<_> = std::fs::read_dir(state.join("runs"))
                 .map(|d| d.flatten().map(|e| e.file_name()).collect())
                 .unwrap_or_default();
-            assert!(runs.is_empty(), "{door} {who:?}: runs left: {runs:?}");
+            assert!(runs.is_empty(), "{name} {who:?}: runs left: {runs:?}");
             let inflight: Vec<_> = std::fs::read_dir(state.join("inflight"))
                 .map(|d| {
                     d.flatten()
@@ -169,7 +174,7 @@ fn a_submission_that_cannot_be_journaled_never_starts_its_command() {
                 .unwrap_or_default();
             assert!(
                 inflight.is_empty(),
-                "{door} {who:?}: markers left: {inflight:?}"
+                "{name} {who:?}: markers left: {inflight:?}"
             );
         }
     }

@@ -1,10 +1,26 @@
 //! What the hostile view tests ask of every run: a secret nowhere in
 //! what it reported or kept, and the test user's home to plant files in.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Run, TEST_USER, test_user};
+use super::{Run, TEST_USER, Ws, random_hex, test_user, to_run};
+
+/// `dryrun execute --json --file` of the envelope `body` (written 0644 in
+/// the workspace's scratch root), started through `wrapper`.
+pub fn execute_envelope(ws: &Ws, wrapper: &[String], body: &serde_json::Value) -> Run {
+    let p = ws.root.path().join(format!("attack-{}.json", random_hex()));
+    std::fs::write(&p, body.to_string()).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = ws
+        .command_via(wrapper)
+        .args(["execute", "--json", "--file"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    to_run(out)
+}
 
 /// The test user's passwd home, made (its own, 0755) when missing.
 pub fn test_home() -> PathBuf {
