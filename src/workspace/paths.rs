@@ -186,15 +186,14 @@ impl PathMatcher {
                     message: e.kind().to_string(),
                 })
         };
-        let mut globs = vec![build(&norm)?];
-        if norm != "**" {
-            globs.push(build(&format!("{norm}/**"))?);
-        }
+        // One glob per pattern: what lies beneath a match is covered by
+        // matching the path's ancestors too (`first_match`), not by a
+        // `{norm}/**` twin, which globset can only compile into a regex
+        // (about 5 ms for the default policy's protected paths, paid by
+        // every run that changes a file).
+        let glob = build(&norm)?;
         self.patterns.push(pattern.to_string());
-        let index = self.patterns.len() - 1;
-        for g in globs {
-            self.globs.push((g, index));
-        }
+        self.globs.push((glob, self.patterns.len() - 1));
         // The set is compiled once, after the last pattern (see `compile`).
         self.set = std::sync::OnceLock::new();
         Ok(())
@@ -204,16 +203,26 @@ impl PathMatcher {
         self.patterns.is_empty()
     }
 
-    /// The first pattern covering `path` (bytes, workspace-relative).
+    /// The first pattern covering `path` (bytes, workspace-relative): a
+    /// pattern covers what it matches and everything beneath it, so the
+    /// path and each of its ancestors are looked up.
     pub(crate) fn first_match(&self, path: &[u8]) -> Option<&str> {
         let Ok((set, index)) = self.compile() else {
             return self.patterns.first().map(String::as_str);
         };
-        set.matches(std::ffi::OsStr::from_bytes(path))
-            .into_iter()
-            .map(|g| index[g])
-            .min()
-            .map(|i| self.patterns[i].as_str())
+        let mut hits = Vec::new();
+        let mut first: Option<usize> = None;
+        let ancestors = path
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| **b == b'/' && *i > 0)
+            .map(|(i, _)| i);
+        for end in ancestors.chain(std::iter::once(path.len())) {
+            let candidate = globset::Candidate::new(std::ffi::OsStr::from_bytes(&path[..end]));
+            set.matches_candidate_into(&candidate, &mut hits);
+            first = hits.iter().map(|g| index[*g]).chain(first).min();
+        }
+        first.map(|i| self.patterns[i].as_str())
     }
 
     pub(crate) fn matches(&self, path: &[u8]) -> bool {
@@ -294,6 +303,96 @@ mod tests {
         ));
         assert!(PathMatcher::at_any_depth(&["/".into()]).is_err());
         assert!(PathMatcher::at_any_depth(&["//x".into()]).is_err());
+    }
+
+    /// The ancestors looked up one by one match exactly what the pattern
+    /// and its `/**` twin matched on the whole path (the form before):
+    /// the default policy's protected paths and intent globs, over paths
+    /// made of their own names and others, at depths 1 to 6.
+    #[test]
+    fn ancestors_match_as_the_pattern_and_its_twin_did() {
+        #[derive(serde::Deserialize)]
+        struct Policy {
+            protected_paths: Vec<String>,
+        }
+        let policy: Policy =
+            serde_yaml::from_str(include_str!("../../policies/default.yaml")).unwrap();
+        let intent: Vec<String> = ["src/**", "blog/*.md", "dist/", "out/*/x", "**/*.lock"]
+            .map(String::from)
+            .to_vec();
+        let mut names: Vec<String> = ["a", "b", "x.md", "x", "lib.rs", "deep", "config.toml"]
+            .map(String::from)
+            .to_vec();
+        for p in policy.protected_paths.iter().chain(&intent) {
+            for c in p.split('/') {
+                if !c.is_empty() && !c.contains(['*', '?', '[', '{']) && !names.contains(&c.into())
+                {
+                    names.push(c.into());
+                }
+            }
+        }
+        // The form before: each pattern's glob and its `/**` twin, one set.
+        let twins = |m: &PathMatcher| -> (globset::GlobSet, Vec<usize>) {
+            let build = |t: &str| {
+                GlobBuilder::new(t)
+                    .literal_separator(true)
+                    .backslash_escape(true)
+                    .build()
+                    .unwrap()
+            };
+            let mut b = globset::GlobSetBuilder::new();
+            let mut index = Vec::new();
+            for (g, i) in &m.globs {
+                b.add(build(g.glob()));
+                index.push(*i);
+                if g.glob() != "**" {
+                    b.add(build(&format!("{}/**", g.glob())));
+                    index.push(*i);
+                }
+            }
+            (b.build().unwrap(), index)
+        };
+        let matchers = [
+            PathMatcher::at_any_depth(&policy.protected_paths).unwrap(),
+            PathMatcher::new(&intent).unwrap(),
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) as usize % n
+        };
+        let paths: Vec<Vec<u8>> = (0..3000)
+            .map(|_| {
+                let depth = 1 + next(6);
+                (0..depth)
+                    .map(|_| names[next(names.len())].clone())
+                    .collect::<Vec<_>>()
+                    .join("/")
+                    .into_bytes()
+            })
+            .collect();
+        let (mut matched, mut missed) = (0, 0);
+        for m in &matchers {
+            let (set, index) = twins(m);
+            for p in &paths {
+                let want = set
+                    .matches(std::ffi::OsStr::from_bytes(p))
+                    .into_iter()
+                    .map(|g| index[g])
+                    .min();
+                let got = m
+                    .first_match(p)
+                    .map(|t| m.patterns.iter().position(|x| x == t).unwrap());
+                assert_eq!(got, want, "{}", String::from_utf8_lossy(p));
+                matched += usize::from(want.is_some());
+                missed += usize::from(want.is_none());
+            }
+        }
+        // The paths reach both sides of the question.
+        assert!(
+            matched > 300 && missed > 300,
+            "{matched} matched, {missed} not"
+        );
     }
 
     #[test]
