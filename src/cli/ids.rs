@@ -9,12 +9,9 @@ use crate::request::{LIST_MAX, List, RunId};
 /// The word for the newest run.
 const LAST: &str = "last";
 
-/// Does `id` have the whole shape the engine generates (`r<hex secs>-<16
-/// hex>`)? Such an id is used as it is, without listing.
+/// A whole id the engine generates is used as it is, without listing.
 fn is_whole(id: &str) -> bool {
-    id.split_once('-').is_some_and(|(head, tail)| {
-        head.len() > 1 && tail.len() == 16 && tail.chars().all(|c| c.is_ascii_hexdigit())
-    })
+    crate::engine::is_whole_run_id(id)
 }
 
 /// The run `text` names; on failure the error is printed (exit 2).
@@ -80,7 +77,9 @@ mod tests {
 
     #[test]
     fn whole_ids_are_told_from_prefixes() {
-        assert!(is_whole("r6924b1c2-0123456789abcdef"));
+        assert!(is_whole("r6b0c026f-cf9b36601e342489e"));
+        // A generated id's first 16 digits are a prefix, not a whole id.
+        assert!(!is_whole("r6b0c026f-cf9b36601e342489"));
         assert!(!is_whole("r6924b1c2-0123"));
         assert!(!is_whole("r6924b1c2"));
         assert!(!is_whole("last"));

@@ -41,6 +41,7 @@ mod recover;
 mod rehearse;
 mod replay;
 mod review;
+mod run_id;
 mod store;
 mod submit;
 pub mod summary;
@@ -108,7 +109,8 @@ pub use host_prompt::GRANT_TTL_S;
 pub use live::valid_receipt_id;
 pub use queue::{DEFAULT_APPROVAL_EXPIRY, in_review_queue};
 pub use replay::ReplayRequest;
-pub use store::{default_state_dir, valid_run_id};
+pub use run_id::{is_whole_run_id, valid_run_id};
+pub use store::default_state_dir;
 pub use submit::access_as;
 
 use crate::envelope::EnvelopeSpec;

@@ -29,7 +29,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::live::{Plan, valid_receipt_id};
-use super::store::{RunGuard, Wait, valid_run_id, write_atomic};
+use super::run_id::valid_run_id;
+use super::store::{RunGuard, Wait, write_atomic};
 use super::{Engine, EngineError, entries};
 use crate::journal::{Actor, Entry};
 use crate::record::{Receipt, RunRecord, RunState};

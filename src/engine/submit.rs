@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::store::new_run_id;
+use super::run_id::new_run_id;
 use super::{
     Engine, EngineError, ID_COUNT, Input, LiveRun, MIN_LANDLOCK_ABI, Prepared, authz, bound,
     entries, now_rfc3339, system_policy_dir, unix_now,
