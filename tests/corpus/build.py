@@ -82,7 +82,8 @@ PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
 def fill(example):
     """tldr's `{{...}}` placeholders as concrete words: an option
     alternation `{{[-r|--recursive]}}` takes its long form, `{{a|b}}` its
-    first alternative, `{{path/to/a path/to/b ...}}` drops the `...`."""
+    first alternative (a dry run's mode not `none`), `{{path/to/a path/to/b
+    ...}}` drops the `...`."""
 
     def one(m):
         inner = m.group(1)
@@ -92,6 +93,9 @@ def fill(example):
             inner = inner.split("|")[0]
         return " ".join(w for w in inner.split(" ") if w != "...").strip() or "x"
 
+    # A dry run's mode (`--dry-run={{none|server|client}}`, in examples
+    # described as a preview) is not `none`, which turns the dry run off.
+    example = re.sub(r"(--dry-run=\{\{)none\|", r"\1", example)
     # `\{\{`/`\}\}` are tldr's literal braces (a Go template), not a placeholder.
     example = example.replace("\\{\\{", "\x00").replace("\\}\\}", "\x01")
     filled = PLACEHOLDER.sub(one, example)
