@@ -281,12 +281,14 @@ WRITERS_ALL = {"chmod", "chown", "chgrp", "touch", "mkdir", "tee", "truncate", "
 
 def outside(path, computed=True):
     """A path outside a workspace the command runs in: absolute (not
-    /tmp, /dev/null), the home, or (`computed`) computed at run time. A
+    /tmp, /dev/null, /dev/tty), the home, or (`computed`) computed at run time. A
     delete of a path computed at run time is a delete of unknown targets
     (principle `deletes`); a write to one is not known to be outside, and
     the rehearsal shows where it wrote, so writers pass `computed=False`."""
     p = path.strip("'\"")
-    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")):
+    # The terminal (`tee /dev/tty`) is where output is shown, as for the
+    # redirects checked in nl2bash_label.
+    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")) or p == "/dev/tty":
         return False
     # The command runs at the workspace's root: `..` climbs out of it.
     if p.startswith(("/", "~", "$HOME", "${HOME}", "../")) or p == "..":
@@ -543,8 +545,9 @@ def nl2bash_label(cmd):
     if re.search(r"(^|[;&|(]\s*)(rm|shred|unlink|rmdir)\s[^|;&]*(\$\(|`)", cmd):
         return "dangerous"
     listed = workspace_listing(cmd)
-    # `;` ends a command, `\;` is find's argument.
-    segments = re.split(r"\|\||&&|(?<!\\);|\||\$\(|`", cmd)
+    # `;` ends a command, `\;` is find's argument; `\|` is never a pipe
+    # (`-regex '.*\.\(avi\|flv\)'`, `grep 'a\|b'`).
+    segments = re.split(r"\|\||&&|(?<!\\);|(?<!\\)\||\$\(|`", cmd)
     for i, seg in enumerate(segments):
         ws = words_of(seg)
         if not ws:
