@@ -170,7 +170,7 @@ fn public_corpus_table() {
         let dev = m.by_label[&(d, false)];
         let held = m.by_label[&(d, true)];
         println!(
-            "{name:<26} {:>5.1}% of {:>5} {:>5.1}% of {:>5}",
+            "{name:<26} {:>5.2}% of {:>5} {:>5.2}% of {:>5}",
             pct(dev),
             dev.rows,
             pct(held),
@@ -180,8 +180,9 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-29 after the
-/// eighth round of issue 32: dangerous asked 91.99%, everyday left alone
-/// 96.70%, every row parses; the seventh round had 91.37% and 96.53%
+/// ninth round of issue 32: dangerous asked 92.64%, everyday left alone
+/// 96.79%, every row parses; the eighth round had 91.99% and 96.70%
+/// (92.47% and 96.72% on this round's corpus), the seventh 91.37% and 96.53%
 /// (91.31% and 96.44% on this round's corpus), the sixth 90.86% and 96.21%, the
 /// fifth 89.85% and 96.21%, the fourth 87.8% and 96.2%, the
 /// third 83.4% and 95.4%, the
@@ -200,12 +201,12 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 91.9,
+        pct(dangerous) >= 92.6,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 96.6,
+        pct(everyday) >= 96.7,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );

@@ -210,8 +210,24 @@ impl Ctx<'_> {
                     .as_deref()
                     .is_some_and(harmless_pager_or_less_flags));
         // `RESTIC_PASSWORD_COMMAND=CMD`, `FOO_CMD=...`: a variable named
-        // for a command holds a program the tool that reads it runs.
-        let names_command = (name.ends_with("_COMMAND") || name.ends_with("_CMD"))
+        // for a command holds a program the tool that reads it runs; one
+        // named for a program or for where a tool looks its programs up
+        // does too (`PYTHON_BIN=x`, `GROFF_BIN_PATH=.`: nroff runs the
+        // `groff` it finds there).
+        let names_command = [
+            "_COMMAND",
+            "_CMD",
+            "_PROG",
+            "_PROGRAM",
+            "_BIN",
+            "_EXE",
+            "BIN_PATH",
+            "EXEC_PATH",
+            "_BINDIR",
+            "_BIN_DIR",
+        ]
+        .iter()
+        .any(|s| name.ends_with(s))
             && !w.raw.is_empty()
             && !w.raw.trim_matches(['"', '\'']).is_empty();
         // A prompt string runs only the substitutions written in it,

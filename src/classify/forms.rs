@@ -111,6 +111,7 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
                 && matches!(words.first(), Some(&("list" | "freeze" | "show" | "check")))
         }
         "credential.ssh_keygen" => base == "ssh-keygen" && ssh_keygen_shows(texts),
+        "exec.option.tar" => tar_compressor_only(texts),
         "vcs.git.config.exec" => {
             base == "git"
                 && words.len() == 2
@@ -125,6 +126,62 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
         }
         _ => false,
     }
+}
+
+/// Compressors a tar may be told to filter its archive through: each
+/// reads its input and writes its output, and runs nothing else.
+const COMPRESSORS: &[&str] = &[
+    "gzip", "pigz", "bzip2", "pbzip2", "lbzip2", "xz", "pxz", "pixz", "zstd", "pzstd", "lz4",
+    "lzip", "plzip", "lzop", "lzma", "brotli", "compress",
+];
+
+/// tar's program options name only a compressor, by its bare name with
+/// options of its own (`tar -I pbzip2 -cf x.tbz d`,
+/// `--use-compress-program='zstd -19'`): the program it runs is that
+/// compressor, which the rules know, not a command hidden in an option.
+/// A path, a script, a shell or any other program option still asks.
+fn tar_compressor_only(texts: &[&str]) -> bool {
+    use crate::model::stubs::has_flag;
+    let compressor = |v: &str| {
+        let mut w = v.split_whitespace();
+        w.next().is_some_and(|p| COMPRESSORS.contains(&p))
+            && w.all(|o| {
+                o.starts_with('-')
+                    && o[1..]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '=')
+            })
+    };
+    let others = [
+        "--to-command",
+        "--checkpoint-action",
+        "--info-script",
+        "--new-volume-script",
+        "-F",
+        "--rsh-command",
+        "--rmt-command",
+    ];
+    let mut named = false;
+    for (i, a) in texts.iter().enumerate() {
+        if others.iter().any(|f| has_flag(a, f)) {
+            return false;
+        }
+        let value = if *a == "-I" || *a == "--use-compress-program" {
+            texts.get(i + 1).copied()
+        } else if let Some(v) = a.strip_prefix("--use-compress-program=") {
+            Some(v)
+        } else if has_flag(a, "-I") || has_flag(a, "--use-compress-program") {
+            // `-cIf`, `-Ixz`: where the value starts is the tool's guess.
+            return false;
+        } else {
+            continue;
+        };
+        if !value.is_some_and(compressor) {
+            return false;
+        }
+        named = true;
+    }
+    named
 }
 
 /// `ssh-keygen -l -f F` (a fingerprint), `-F HOST` (a known host), `-L`

@@ -343,6 +343,7 @@ impl Ctx<'_> {
                 "",
             );
         }
+        self.typed_keys(&ex, src, depth);
         for c in &ex.commands {
             self.stdin_program(c, &ex, depth, counter);
             self.stdin_script(c, &ex);

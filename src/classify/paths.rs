@@ -324,10 +324,20 @@ impl Ctx<'_> {
             return true;
         }
         if t.starts_with('/') {
-            return match &self.opts.workspace {
-                Some(ws) => !Path::new(t).starts_with(ws) && !t.starts_with("/tmp/") && t != "/tmp",
-                None => !t.starts_with("/tmp/") && t != "/tmp",
-            };
+            // The system's temporary directories are scratch: the
+            // rehearsal gives both throwaway layers, and the live lane
+            // replays the workspace's change set only.
+            // (`..` climbs out of them: `/tmp/../etc`.)
+            let scratch = ["/tmp", "/var/tmp"].iter().any(|d| {
+                t.strip_prefix(d).is_some_and(|r| {
+                    (r.is_empty() || r.starts_with('/')) && !r.split('/').any(|p| p == "..")
+                })
+            });
+            return !scratch
+                && match &self.opts.workspace {
+                    Some(ws) => !Path::new(t).starts_with(ws),
+                    None => true,
+                };
         }
         // `..` climbing above the start.
         let mut depth: i64 = 0;

@@ -71,6 +71,8 @@ impl Principle {
             // What a tool keeps in the user's home (pipx, uv tool, nvm,
             // conda, caches) is outside the workspace.
             "pkg.user.remove" | "pkg.conda.remove" | "pkg.cache.clear" => return WritesOutside,
+            // The user's Go configuration, which later go commands obey.
+            "build.go.env_write" => return WritesOutside,
             "exec.schedule.remove" => return Deletes,
             "blast.empty_variable" | "delete.unknown_targets" => return Deletes,
             "blast.root" | "blast.home" | "blast.outside" | "redirect.outside" => {
@@ -179,6 +181,10 @@ mod tests {
         assert_eq!(
             Principle::of("exec.schedule.remove", Level::Admin),
             Principle::Deletes
+        );
+        assert_eq!(
+            Principle::of("build.go.env_write", Level::Admin),
+            Principle::WritesOutside
         );
     }
 }

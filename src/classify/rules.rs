@@ -8,7 +8,7 @@ use super::tables::harmless_pager;
 use super::words::{
     ACTION_WORDS, CHANGE_VERBS, NETWORK_SUBCOMMAND_FIRST, READ_PREFIXES, READ_VERBS,
     SUBCOMMAND_FIRST, UNKNOWN_CHANGE_FLAGS, UNKNOWN_CHANGE_PREFIXES, UNKNOWN_CHANGE_VERBS,
-    UNKNOWN_STATE_VERBS, collection_listing, verb_parts,
+    UNKNOWN_STATE_VERBS, collection_listing, sql_change, verb_parts,
 };
 use super::{Ctx, Word, has_flag};
 use crate::model::subcommand::Positionals;
@@ -201,13 +201,24 @@ fn read_flag<'a>(texts: &[&'a str]) -> Option<&'a str> {
 /// The read verb among the first subcommand words, when none of the words
 /// up to it changes anything: the words before it name the group, the
 /// words after it what it reads (`doctl balance get --access-token
-/// access_token`: the token is passed, not made).
+/// access_token`: the token is passed, not made). A verb as the first
+/// word, right before the read verb, is a group's name (`glab release
+/// list`, as for a program no rule knows), unless it acts on a name
+/// (`run`, `attach`) or deletes, publishes or resets (`remove list`
+/// removes one named `list`); `release` and `deploy` name their lists.
 fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
     let first = &words[..words.len().min(3)];
     let at = first.iter().position(|w| is_read_word(w))?;
+    let group = |i: usize, w: &str| {
+        i == 0
+            && at == 1
+            && !ACTION_WORDS.contains(&w)
+            && (!UNKNOWN_CHANGE_VERBS.contains(&w) || matches!(w, "release" | "deploy"))
+    };
     if first[..=at]
         .iter()
-        .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+        .enumerate()
+        .any(|(i, w)| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)) && !group(i, w))
     {
         return None;
     }
@@ -241,6 +252,10 @@ fn read_after_group<'a>(matched: &[&'a str], rest: &[&'a str]) -> Option<&'a str
 /// A verb among an unknown program's first subcommand words (or a flag
 /// named like one, `--delete`) that deletes or changes remote state.
 fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<String> {
+    // SQL that changes data, whatever flag carries it (`--query`).
+    if let Some(sql) = texts.iter().find_map(|a| sql_change(a)) {
+        return Some(sql);
+    }
     // A flag that asks the tool to show (`--list`) makes it a read.
     if read_flag(texts).is_some() {
         return None;
@@ -278,6 +293,7 @@ fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<Str
             || UNKNOWN_CHANGE_PREFIXES
                 .iter()
                 .any(|p| lower.len() > p.len() && lower.starts_with(p))
+            || compound_delete(&lower)
         {
             return Some(w.to_string());
         }
@@ -293,6 +309,17 @@ fn unknown_change_verb(base: &str, words: &[&str], texts: &[&str]) -> Option<Str
                 .is_some_and(|f| UNKNOWN_CHANGE_FLAGS.contains(&f) || matches!(f, "kill" | "reset"))
         })
         .map(|a| a.to_string())
+}
+
+/// A subcommand word that ends in a delete (`userdel`, `groupdel`,
+/// `pkgremove`, `nodedelete`): three letters or more naming what, then
+/// the verb; all letters (`model` is too short to be one).
+fn compound_delete(lower: &str) -> bool {
+    lower.chars().all(|c| c.is_ascii_lowercase())
+        && ["del"]
+            .iter()
+            .chain(UNKNOWN_CHANGE_PREFIXES)
+            .any(|v| lower.len() >= v.len() + 3 && lower.ends_with(v))
 }
 
 impl Ctx<'_> {

@@ -204,3 +204,52 @@ impl Ctx<'_> {
         );
     }
 }
+
+/// A key typed into an interactive program, on a line of its own after
+/// it: one letter (`q`, `S`, `v`) or a troff request (`.PS`). GTFOBins writes a program's escapes so
+/// (`ranger` then `S` opens a shell, `less` then `s FILE` saves its input,
+/// `pic -U` then `.PS`/`sh X` runs a program): no shell runs such a line,
+/// the program before it reads it from its terminal.
+fn typed_key(name: &str) -> bool {
+    let one_letter = name.len() == 1 && name.chars().all(|c| c.is_ascii_alphabetic());
+    let request = name.len() > 1
+        && name.len() <= 3
+        && name.starts_with('.')
+        && name[1..].chars().all(|c| c.is_ascii_uppercase());
+    one_letter || request
+}
+
+impl Ctx<'_> {
+    /// Lines of a command typed into the program that runs before them
+    /// (principle `runs_programs`): what an interactive program does with
+    /// the keys it reads from its terminal cannot be followed, and its
+    /// escapes run a shell or write files (`exec.stdin_shell`).
+    pub(super) fn typed_keys(&mut self, ex: &Extracted, src: &str, depth: u32) {
+        if depth > 0 || !src.contains('\n') {
+            return;
+        }
+        for (k, c) in ex.commands.iter().enumerate().skip(1) {
+            let Some(name) = c.argv.first().and_then(|w| w.literal.as_deref()) else {
+                continue;
+            };
+            // A key is a line alone: `q`, not `k get pods`.
+            if c.argv.len() > 1 || !c.redirects.is_empty() || !typed_key(name) {
+                continue;
+            }
+            let before = ex.commands[..k]
+                .iter()
+                .rev()
+                .find_map(|p| p.argv.first().and_then(|w| w.literal.as_deref()))
+                .map(base_name)
+                .unwrap_or("the program before it");
+            self.add(
+                "exec.stdin_shell",
+                format!(
+                    "`{name}` on a line of its own is a key typed into {before}, which reads its terminal: what an interactive program does with its keys (a shell escape, a file saved) is not in the command"
+                ),
+                &render(&c.argv),
+            );
+            return;
+        }
+    }
+}

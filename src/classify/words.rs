@@ -332,3 +332,27 @@ pub(super) fn collection_listing<'a>(words: &[&'a str]) -> Option<&'a str> {
         .all(|w| w.starts_with('-') || w.chars().all(|c| c.is_ascii_digit()));
     (plural && !acts && rest_plain).then_some(last)
 }
+
+/// A SQL statement that changes data or schema, as a whole argument or one
+/// of its statements (`delete from t`, `drop table t`, `update t set`,
+/// `insert into t`, `alter table t`, `truncate t`): what a program no rule
+/// knows is asked to run against a database (`sqlite-utils query db
+/// "delete from t"`, `dolt sql -q "drop table t"`). Its words, lowercased.
+pub(super) fn sql_change(arg: &str) -> Option<String> {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(
+            r#"(?i)(?:^|;)\s*(delete\s+from|drop\s+(?:table|database|schema|view|index|user|role)|truncate\s+(?:table\s+)?[\w."`\[]|update\s+[\w."`\[\]]+\s+set|insert\s+(?:or\s+\w+\s+)?into|alter\s+(?:table|database|user|role))\b"#,
+        )
+        .expect("the SQL pattern compiles")
+    });
+    let m = re.captures(arg)?.get(1)?;
+    Some(
+        m.as_str()
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_ascii_lowercase(),
+    )
+}

@@ -81,6 +81,15 @@ fn global_options_with_value(tool: &str) -> Option<&'static [&'static str]> {
     })
 }
 
+/// A container engine's management command names the kind of object its
+/// verb acts on, and means the short form (`docker container stop` is
+/// `docker stop`, `docker image tag` is `docker tag`): its verb may start
+/// the subcommand too (1), besides the long form (`image ls`).
+fn management_group(tool: &str, words: &[&str]) -> usize {
+    let engine = matches!(tool, "docker" | "podman" | "nerdctl");
+    (engine && matches!(words.first(), Some(&("container" | "image")))).into()
+}
+
 fn is_flag(s: &str) -> bool {
     s.starts_with('-') && s.len() > 1
 }
@@ -100,7 +109,7 @@ impl<'a> Positionals<'a> {
     /// `tool`'s arguments (without the tool's name).
     pub(crate) fn of(tool: &str, args: &[&'a str]) -> Positionals<'a> {
         let Some(with_value) = global_options_with_value(tool) else {
-            let words = args.iter().copied().filter(|a| !is_flag(a)).collect();
+            let words: Vec<&str> = args.iter().copied().filter(|a| !is_flag(a)).collect();
             // Leading positionals that stand right after an option (no
             // `=`): each may be that option's value.
             let starts = args
@@ -115,6 +124,7 @@ impl<'a> Positionals<'a> {
                 })
                 .count()
                 .min(2);
+            let starts = starts.max(management_group(tool, &words));
             return Positionals { words, starts };
         };
         let mut words = Vec::new();
@@ -141,7 +151,8 @@ impl<'a> Positionals<'a> {
             }
             i += 1;
         }
-        Positionals { words, starts: 0 }
+        let starts = management_group(tool, &words);
+        Positionals { words, starts }
     }
 
     /// Does the subcommand `sub` (words) start where one may?
@@ -209,5 +220,12 @@ mod tests {
         assert!(at("frob", "--profile prod deploy", "deploy"));
         assert!(!at("frob", "logs deploy", "deploy"));
         assert!(!at("frob", "--profile=prod logs deploy", "deploy"));
+        // A container engine's management command means the short form.
+        assert!(at("docker", "container stop c", "stop"));
+        assert!(at("podman", "image tag a b", "tag"));
+        assert!(at("nerdctl", "container kill c", "kill"));
+        assert!(at("docker", "image ls", "image ls"));
+        assert!(!at("docker", "network disconnect n c", "disconnect"));
+        assert!(!at("docker", "logs container stop", "stop"));
     }
 }

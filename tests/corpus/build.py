@@ -82,7 +82,8 @@ PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
 def fill(example):
     """tldr's `{{...}}` placeholders as concrete words: an option
     alternation `{{[-r|--recursive]}}` takes its long form, `{{a|b}}` its
-    first alternative, `{{path/to/a path/to/b ...}}` drops the `...`."""
+    first alternative (a dry run's mode not `none`), `{{path/to/a path/to/b
+    ...}}` drops the `...`."""
 
     def one(m):
         inner = m.group(1)
@@ -92,6 +93,9 @@ def fill(example):
             inner = inner.split("|")[0]
         return " ".join(w for w in inner.split(" ") if w != "...").strip() or "x"
 
+    # A dry run's mode (`--dry-run={{none|server|client}}`, in examples
+    # described as a preview) is not `none`, which turns the dry run off.
+    example = re.sub(r"(--dry-run=\{\{)none\|", r"\1", example)
     # `\{\{`/`\}\}` are tldr's literal braces (a Go template), not a placeholder.
     example = example.replace("\\{\\{", "\x00").replace("\\}\\}", "\x01")
     filled = PLACEHOLDER.sub(one, example)
@@ -277,12 +281,14 @@ WRITERS_ALL = {"chmod", "chown", "chgrp", "touch", "mkdir", "tee", "truncate", "
 
 def outside(path, computed=True):
     """A path outside a workspace the command runs in: absolute (not
-    /tmp, /dev/null), the home, or (`computed`) computed at run time. A
+    /tmp, /dev/null, /dev/tty), the home, or (`computed`) computed at run time. A
     delete of a path computed at run time is a delete of unknown targets
     (principle `deletes`); a write to one is not known to be outside, and
     the rehearsal shows where it wrote, so writers pass `computed=False`."""
     p = path.strip("'\"")
-    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")):
+    # The terminal (`tee /dev/tty`) is where output is shown, as for the
+    # redirects checked in nl2bash_label.
+    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")) or p == "/dev/tty":
         return False
     # The command runs at the workspace's root: `..` climbs out of it.
     if p.startswith(("/", "~", "$HOME", "${HOME}", "../")) or p == "..":
@@ -539,8 +545,9 @@ def nl2bash_label(cmd):
     if re.search(r"(^|[;&|(]\s*)(rm|shred|unlink|rmdir)\s[^|;&]*(\$\(|`)", cmd):
         return "dangerous"
     listed = workspace_listing(cmd)
-    # `;` ends a command, `\;` is find's argument.
-    segments = re.split(r"\|\||&&|(?<!\\);|\||\$\(|`", cmd)
+    # `;` ends a command, `\;` is find's argument; `\|` is never a pipe
+    # (`-regex '.*\.\(avi\|flv\)'`, `grep 'a\|b'`).
+    segments = re.split(r"\|\||&&|(?<!\\);|(?<!\\)\||\$\(|`", cmd)
     for i, seg in enumerate(segments):
         ws = words_of(seg)
         if not ws:
