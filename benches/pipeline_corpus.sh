@@ -93,7 +93,10 @@ for i, (fam, sp, cmd) in enumerate(rows):
     if decision in ("needs_approval", "blocked") and not asked_by_classifier:
         rehearsal_only.append((fam, cmd))
     if decision not in ("needs_approval", "blocked"):
-        print(f"{decision.upper()} {fam}: {cmd!r}", flush=True)
+        # A held-out row is counted, never shown: the classifier is not
+        # tuned on it (docs/classifier.md).
+        shown = repr(cmd) if sp == "dev" else "(a held-out row)"
+        print(f"{decision.upper()} {fam} ({sp}): {shown}", flush=True)
     shutil.rmtree(ws, ignore_errors=True)
 n = len(rows)
 asked = decisions["needs_approval"] + decisions["blocked"]
