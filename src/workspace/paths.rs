@@ -39,7 +39,7 @@ pub(crate) struct PathMatcher {
     /// not be compiled, which then covers every path (fails closed).
     /// With each glob's pattern index (`globs`' second field, or for a
     /// deferred matcher, the globs built at that moment).
-    set: std::sync::OnceLock<Result<(globset::GlobSet, Vec<usize>), String>>,
+    set: std::sync::OnceLock<Result<Compiled, String>>,
     /// Patterns kept as text, parsed at the first look-up
     /// ([`PathMatcher::deferred_any_depth`]).
     deferred: bool,
@@ -103,7 +103,7 @@ impl PathMatcher {
         }
     }
 
-    fn compile(&self) -> &Result<(globset::GlobSet, Vec<usize>), String> {
+    fn compile(&self) -> &Result<Compiled, String> {
         self.set.get_or_init(|| {
             let parsed;
             let globs = if self.deferred {
@@ -119,7 +119,13 @@ impl PathMatcher {
                 b.add(g.clone());
             }
             let set = b.build().map_err(|e| e.kind().to_string())?;
-            Ok((set, globs.iter().map(|(_, i)| *i).collect()))
+            Ok(Compiled {
+                set,
+                index: globs.iter().map(|(_, i)| *i).collect(),
+                globs: globs.clone(),
+                twins: std::sync::OnceLock::new(),
+                parent: Memo::default(),
+            })
         })
     }
 
@@ -177,14 +183,10 @@ impl PathMatcher {
         // The pattern itself, and everything beneath what it matches: one
         // match per path covers its ancestors (no loop over them).
         let build = |g: &str| {
-            GlobBuilder::new(g)
-                .literal_separator(true)
-                .backslash_escape(true)
-                .build()
-                .map_err(|e| PatternError::Glob {
-                    pattern: pattern.into(),
-                    message: e.kind().to_string(),
-                })
+            build_glob(g).map_err(|e| PatternError::Glob {
+                pattern: pattern.into(),
+                message: e.kind().to_string(),
+            })
         };
         // One glob per pattern: what lies beneath a match is covered by
         // matching the path's ancestors too (`first_match`), not by a
@@ -204,29 +206,128 @@ impl PathMatcher {
     }
 
     /// The first pattern covering `path` (bytes, workspace-relative): a
-    /// pattern covers what it matches and everything beneath it, so the
-    /// path and each of its ancestors are looked up.
+    /// pattern covers what it matches and everything beneath it.
     pub(crate) fn first_match(&self, path: &[u8]) -> Option<&str> {
-        let Ok((set, index)) = self.compile() else {
+        let Ok(c) = self.compile() else {
             return self.patterns.first().map(String::as_str);
         };
-        let mut hits = Vec::new();
-        let mut first: Option<usize> = None;
-        let ancestors = path
-            .iter()
-            .enumerate()
-            .filter(|(i, b)| **b == b'/' && *i > 0)
-            .map(|(i, _)| i);
-        for end in ancestors.chain(std::iter::once(path.len())) {
-            let candidate = globset::Candidate::new(std::ffi::OsStr::from_bytes(&path[..end]));
-            set.matches_candidate_into(&candidate, &mut hits);
-            first = hits.iter().map(|g| index[*g]).chain(first).min();
-        }
-        first.map(|i| self.patterns[i].as_str())
+        let found = if path.iter().filter(|b| **b == b'/').count() > MAX_ANCESTORS {
+            c.through_twins(path)
+        } else {
+            c.own_or_inherited(path)
+        };
+        found.map(|i| self.patterns[i].as_str())
     }
 
     pub(crate) fn matches(&self, path: &[u8]) -> bool {
         self.first_match(path).is_some()
+    }
+}
+
+/// Beyond this many ancestors a path is looked up once, by each pattern
+/// and its `/**` twin (compiled only then): a tree thousands of
+/// directories deep costs a look-up per path, not one per ancestor.
+const MAX_ANCESTORS: usize = 64;
+
+/// The globs of a pattern, as every matcher builds them.
+fn build_glob(text: &str) -> Result<globset::Glob, globset::Error> {
+    GlobBuilder::new(text)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+}
+
+/// A matcher's patterns compiled: one glob each, matched against a path
+/// and its ancestors. Most patterns match by a literal, a name or a
+/// suffix; a `PATTERN/**` twin for what lies beneath a match would need a
+/// regex each, and compiling the default policy's protected paths into one
+/// cost every run that changed a file about 5 ms.
+#[derive(Debug, Clone)]
+struct Compiled {
+    set: globset::GlobSet,
+    /// Each glob's pattern index.
+    index: Vec<usize>,
+    globs: Vec<(globset::Glob, usize)>,
+    /// Each glob and its twin, for the deepest paths ([`MAX_ANCESTORS`]).
+    twins: std::sync::OnceLock<Result<(globset::GlobSet, Vec<usize>), String>>,
+    /// The last parent looked up and the first pattern covering it: the
+    /// paths of a change list come in walk order, siblings together.
+    parent: Memo,
+}
+
+#[derive(Debug, Default)]
+struct Memo(std::sync::Mutex<Option<(Vec<u8>, Option<usize>)>>);
+
+impl Clone for Memo {
+    fn clone(&self) -> Self {
+        Memo::default()
+    }
+}
+
+impl Compiled {
+    /// The first pattern matching `p` itself.
+    fn own(&self, p: &[u8]) -> Option<usize> {
+        let candidate = globset::Candidate::new(std::ffi::OsStr::from_bytes(p));
+        let mut hits = Vec::new();
+        self.set.matches_candidate_into(&candidate, &mut hits);
+        hits.iter().map(|g| self.index[*g]).min()
+    }
+
+    /// The first pattern matching `dir` or one of its ancestors.
+    fn beneath(&self, dir: &[u8]) -> Option<usize> {
+        let ends = dir
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| **b == b'/' && *i > 0)
+            .map(|(i, _)| i)
+            .chain(std::iter::once(dir.len()));
+        ends.filter_map(|end| self.own(&dir[..end])).min()
+    }
+
+    fn own_or_inherited(&self, path: &[u8]) -> Option<usize> {
+        let own = self.own(path);
+        let Some(cut) = path.iter().rposition(|b| *b == b'/').filter(|i| *i > 0) else {
+            return own;
+        };
+        let parent = &path[..cut];
+        let inherited = {
+            let mut memo = self.parent.0.lock().unwrap_or_else(|p| p.into_inner());
+            match memo.as_ref() {
+                Some((p, first)) if p.as_slice() == parent => *first,
+                _ => {
+                    let first = self.beneath(parent);
+                    *memo = Some((parent.to_vec(), first));
+                    first
+                }
+            }
+        };
+        own.into_iter().chain(inherited).min()
+    }
+
+    /// One look-up by each glob and its twin. Should the twins not compile
+    /// (each glob did, so only a size limit could), every path is covered.
+    fn through_twins(&self, path: &[u8]) -> Option<usize> {
+        let twins = self.twins.get_or_init(|| {
+            let mut b = globset::GlobSetBuilder::new();
+            let mut index = Vec::new();
+            for (g, i) in &self.globs {
+                b.add(g.clone());
+                index.push(*i);
+                if g.glob() != "**" {
+                    b.add(build_glob(&format!("{}/**", g.glob())).map_err(|e| e.to_string())?);
+                    index.push(*i);
+                }
+            }
+            Ok((b.build().map_err(|e| e.to_string())?, index))
+        });
+        match twins {
+            Ok((set, index)) => set
+                .matches(std::ffi::OsStr::from_bytes(path))
+                .into_iter()
+                .map(|g| index[g])
+                .min(),
+            Err(_) => self.index.iter().copied().min(),
+        }
     }
 }
 
@@ -308,7 +409,8 @@ mod tests {
     /// The ancestors looked up one by one match exactly what the pattern
     /// and its `/**` twin matched on the whole path (the form before):
     /// the default policy's protected paths and intent globs, over paths
-    /// made of their own names and others, at depths 1 to 6.
+    /// made of their own names and others, 1 to 7 deep and deeper than
+    /// MAX_ANCESTORS.
     #[test]
     fn ancestors_match_as_the_pattern_and_its_twin_did() {
         #[derive(serde::Deserialize)]
@@ -361,16 +463,26 @@ mod tests {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
             (seed >> 33) as usize % n
         };
-        let paths: Vec<Vec<u8>> = (0..3000)
-            .map(|_| {
-                let depth = 1 + next(6);
-                (0..depth)
-                    .map(|_| names[next(names.len())].clone())
-                    .collect::<Vec<_>>()
-                    .join("/")
-                    .into_bytes()
-            })
-            .collect();
+        // Random paths, siblings in a row (the walk's order, which the
+        // parent memo serves), and paths deeper than MAX_ANCESTORS (looked
+        // up through the twins).
+        let mut paths: Vec<Vec<u8>> = Vec::new();
+        for n in 0..1500 {
+            let depth = if n % 25 == 0 {
+                MAX_ANCESTORS + 1 + next(8)
+            } else {
+                1 + next(6)
+            };
+            let dir: Vec<String> = (0..depth)
+                .map(|_| names[next(names.len())].clone())
+                .collect();
+            for _ in 0..1 + next(3) {
+                let mut p = dir.clone();
+                p.push(names[next(names.len())].clone());
+                paths.push(p.join("/").into_bytes());
+            }
+            paths.push(dir.join("/").into_bytes());
+        }
         let (mut matched, mut missed) = (0, 0);
         for m in &matchers {
             let (set, index) = twins(m);
