@@ -454,7 +454,14 @@ pub fn path_dirs_in(workspace: &Path, paths: &[&OsStr], dirs: &[PathBuf]) -> Vec
         .flat_map(|p| p.as_bytes().split(|b| *b == b':'))
         .map(|e| PathBuf::from(OsStr::from_bytes(e)))
         .chain(dirs.iter().cloned());
+    // The rehearsal's PATH and the caller's are usually the same, and a
+    // PATH often names a directory twice: each entry is placed once.
+    let mut placed: Vec<PathBuf> = Vec::new();
     for e in entries {
+        if placed.contains(&e) {
+            continue;
+        }
+        placed.push(e.clone());
         let abs = if e.is_absolute() {
             place_with(&e, &|c| fuse.canonicalize(c))
         } else {

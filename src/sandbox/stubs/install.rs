@@ -1,6 +1,8 @@
 //! Installing the stubs: what the sandbox's init does, before pivot_root,
 //! to put a stub script over every copy of a stubbed tool.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -68,6 +70,41 @@ struct Dirs<'a> {
     open_in_root: &'a dyn Fn(&str) -> nix::Result<std::os::fd::OwnedFd>,
     /// Each directory as given, and where it leads.
     looked_up: Vec<(String, Place)>,
+    /// Each small directory's names, read once (see [`Dirs::may_hold`]).
+    listed: Vec<(String, Option<HashSet<OsString>>)>,
+}
+
+/// A search directory of at most this size (`st_size`: a block or two of
+/// a disk file system's directory, some hundreds of entries on a tmpfs)
+/// is read once instead of looked up tool by tool; a larger one (`/usr/bin`)
+/// costs more to read than the tools' lookups.
+const LIST_MAX_BYTES: i64 = 8192;
+
+/// The names `dir` (found inside the root) holds, ASCII case ignored, when
+/// it is small and every name is ASCII; `None` otherwise (look each tool
+/// up). On a case-insensitive directory a lookup of `git` finds `GIT`, and
+/// casefolding maps some non-ASCII letters to ASCII ones: such a name makes
+/// the listing say nothing.
+fn small_dir_names(root: &std::os::fd::OwnedFd, dir: &str) -> Option<HashSet<OsString>> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    use std::os::unix::ffi::OsStrExt;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = nix::fcntl::openat2(root, dir.trim_start_matches('/'), how).ok()?;
+    if nix::sys::stat::fstat(&fd).ok()?.st_size > LIST_MAX_BYTES {
+        return None;
+    }
+    let mut d = nix::dir::Dir::from_fd(fd).ok()?;
+    let mut names = HashSet::new();
+    for entry in d.iter() {
+        let n = entry.ok()?.file_name().to_bytes().to_vec();
+        if !n.is_ascii() {
+            return None;
+        }
+        names.insert(std::ffi::OsStr::from_bytes(&n).to_ascii_lowercase());
+    }
+    Some(names)
 }
 
 /// Where a directory of the search leads inside the root.
@@ -94,6 +131,24 @@ impl Dirs<'_> {
         };
         self.looked_up.push((dir.to_string(), place.clone()));
         place
+    }
+
+    /// False only when `dir` certainly holds no `tool`: it is small and was
+    /// read, and the name is not among its entries. A directory changing
+    /// while the stubs go on is no different from one changing between two
+    /// lookups.
+    fn may_hold(&mut self, root: &std::os::fd::OwnedFd, dir: &str, tool: &str) -> bool {
+        let i = match self.listed.iter().position(|(d, _)| d == dir) {
+            Some(i) => i,
+            None => {
+                self.listed
+                    .push((dir.to_string(), small_dir_names(root, dir)));
+                self.listed.len() - 1
+            }
+        };
+        self.listed[i].1.as_ref().is_none_or(|names| {
+            names.contains(std::ffi::OsStr::new(tool).to_ascii_lowercase().as_os_str())
+        })
     }
 
     /// `dirs` in order, without those that are missing or lead where an
@@ -225,21 +280,24 @@ pub(crate) fn install_stubs(
     let mut dirs = Dirs {
         open_in_root: &open_in_root,
         looked_up: Vec::new(),
+        listed: Vec::new(),
     };
     let default_dirs = dirs.distinct(PATH_DIRS.iter().copied());
-    let protected: Vec<(libc::dev_t, libc::ino_t)> = NEVER_STUBBED
-        .iter()
-        .flat_map(|t| {
-            default_dirs
-                .iter()
-                .map(move |d| format!("{}/{t}", d.trim_start_matches('/')))
-        })
-        .filter_map(|rel| {
-            let fd = open_in_root(&rel).ok()?;
-            let st = nix::sys::stat::fstat(&fd).ok()?;
-            Some((st.st_dev, st.st_ino))
-        })
-        .collect();
+    let mut protected: Vec<(libc::dev_t, libc::ino_t)> = Vec::new();
+    for t in NEVER_STUBBED {
+        for d in &default_dirs {
+            if !dirs.may_hold(&root_fd, d, t) {
+                continue;
+            }
+            let rel = format!("{}/{t}", d.trim_start_matches('/'));
+            if let Some(st) = open_in_root(&rel)
+                .ok()
+                .and_then(|fd| nix::sys::stat::fstat(&fd).ok())
+            {
+                protected.push((st.st_dev, st.st_ino));
+            }
+        }
+    }
     // Every script is written, then their directory becomes a read-only,
     // nosuid, nodev mount of its own: each bind of a script over a tool
     // below takes those flags from it, with no remount per bind.
@@ -263,6 +321,9 @@ pub(crate) fn install_stubs(
                 .chain(image_path_dirs.iter().map(String::as_str)),
         );
         for dir in search {
+            if !dirs.may_hold(&root_fd, dir, tool) {
+                continue;
+            }
             let rel = format!("{}/{tool}", dir.trim_start_matches('/'));
             let Ok(fd) = open_in_root(&rel) else {
                 continue;
@@ -331,4 +392,54 @@ pub(crate) fn path_with_stubs(path: &str, image: &[String]) -> String {
         out.push(STUB_BIN_DIR);
     }
     out.join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_fd(p: &Path) -> std::os::fd::OwnedFd {
+        nix::fcntl::open(
+            p,
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
+            nix::sys::stat::Mode::empty(),
+        )
+        .unwrap()
+    }
+
+    /// A small directory is read once and answers for the tools it lacks
+    /// (ASCII case ignored, as a case-insensitive directory's lookup
+    /// would); one with a name that is not ASCII, or a large one, answers
+    /// for nothing.
+    #[test]
+    fn a_small_directory_rules_out_the_tools_it_lacks() {
+        let t = tempfile::tempdir().unwrap();
+        let bin = t.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::write(bin.join("Git"), "").unwrap();
+        std::fs::write(bin.join("aws"), "").unwrap();
+        let odd = t.path().join("odd");
+        std::fs::create_dir(&odd).unwrap();
+        std::fs::write(odd.join("caf\u{e9}"), "").unwrap();
+        let big = t.path().join("big");
+        std::fs::create_dir(&big).unwrap();
+        for i in 0..2000 {
+            std::fs::write(big.join(format!("tool-with-a-long-name-{i}")), "").unwrap();
+        }
+        let root = root_fd(t.path());
+        let none = |_: &str| Err(nix::errno::Errno::ENOENT);
+        let mut dirs = Dirs {
+            open_in_root: &none,
+            looked_up: Vec::new(),
+            listed: Vec::new(),
+        };
+        assert!(dirs.may_hold(&root, "/bin", "git"));
+        assert!(dirs.may_hold(&root, "/bin", "aws"));
+        assert!(!dirs.may_hold(&root, "/bin", "curl"));
+        assert!(dirs.may_hold(&root, "/odd", "curl"));
+        assert!(dirs.may_hold(&root, "/big", "curl"));
+        // Not there at all: looked up (and found missing) as before.
+        assert!(dirs.may_hold(&root, "/missing", "curl"));
+        assert_eq!(dirs.listed.len(), 4);
+    }
 }
