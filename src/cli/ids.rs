@@ -3,20 +3,17 @@
 //! caller may list, through the same door as the request that follows.
 
 use super::{EXIT_INVALID, output, send};
+use crate::engine::is_whole_run_id;
 use crate::request::door::Door;
 use crate::request::{LIST_MAX, List, RunId};
 
 /// The word for the newest run.
 const LAST: &str = "last";
 
-/// A whole id the engine generates is used as it is, without listing.
-fn is_whole(id: &str) -> bool {
-    crate::engine::is_whole_run_id(id)
-}
-
 /// The run `text` names; on failure the error is printed (exit 2).
 pub(super) fn resolve_run_id(door: &Door, text: &str) -> Result<RunId, i32> {
-    if text != LAST && is_whole(text) {
+    // A whole id the engine generates is used as it is, without listing.
+    if text != LAST && is_whole_run_id(text) {
         return RunId::parse(text).map_err(|e| output::error(e.code, &e.message, EXIT_INVALID));
     }
     if text != LAST {
@@ -77,11 +74,11 @@ mod tests {
 
     #[test]
     fn whole_ids_are_told_from_prefixes() {
-        assert!(is_whole("r6b0c026f-cf9b36601e342489e"));
+        assert!(is_whole_run_id("r6b0c026f-cf9b36601e342489e"));
         // A generated id's first 16 digits are a prefix, not a whole id.
-        assert!(!is_whole("r6b0c026f-cf9b36601e342489"));
-        assert!(!is_whole("r6924b1c2-0123"));
-        assert!(!is_whole("r6924b1c2"));
-        assert!(!is_whole("last"));
+        assert!(!is_whole_run_id("r6b0c026f-cf9b36601e342489"));
+        assert!(!is_whole_run_id("r6924b1c2-0123"));
+        assert!(!is_whole_run_id("r6924b1c2"));
+        assert!(!is_whole_run_id("last"));
     }
 }

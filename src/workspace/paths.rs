@@ -32,13 +32,10 @@ pub(crate) struct PathMatcher {
     pub patterns: Vec<String>,
     /// (glob, index of the pattern it came from).
     globs: Vec<(globset::Glob, usize)>,
-    /// All patterns compiled together: one match per ancestor, whatever
-    /// the number of patterns (deep paths have thousands of ancestors).
-    /// Compiled once, at the first look-up ([`PathMatcher::at_any_depth_lazy`])
-    /// or at construction; `Err` only for a lazy matcher whose set could
-    /// not be compiled, which then covers every path (fails closed).
-    /// With each glob's pattern index (`globs`' second field, or for a
-    /// deferred matcher, the globs built at that moment).
+    /// All patterns compiled together (see [`Compiled`]), once, at the
+    /// first look-up ([`PathMatcher::at_any_depth_lazy`]) or at
+    /// construction; `Err` only for a lazy matcher whose set could not be
+    /// compiled, which then covers every path (fails closed).
     set: std::sync::OnceLock<Result<Compiled, String>>,
     /// Patterns kept as text, parsed at the first look-up
     /// ([`PathMatcher::deferred_any_depth`]).
@@ -121,7 +118,6 @@ impl PathMatcher {
             let set = b.build().map_err(|e| e.kind().to_string())?;
             Ok(Compiled {
                 set,
-                index: globs.iter().map(|(_, i)| *i).collect(),
                 globs: globs.clone(),
                 twins: std::sync::OnceLock::new(),
                 parent: Memo::default(),
@@ -180,8 +176,6 @@ impl PathMatcher {
             // `**/x` also matches `x` at the root.
             norm = format!("**/{norm}");
         }
-        // The pattern itself, and everything beneath what it matches: one
-        // match per path covers its ancestors (no loop over them).
         let build = |g: &str| {
             build_glob(g).map_err(|e| PatternError::Glob {
                 pattern: pattern.into(),
@@ -245,8 +239,8 @@ fn build_glob(text: &str) -> Result<globset::Glob, globset::Error> {
 #[derive(Debug, Clone)]
 struct Compiled {
     set: globset::GlobSet,
-    /// Each glob's pattern index.
-    index: Vec<usize>,
+    /// Each glob of the set, in its order, with its pattern's index (for
+    /// a deferred matcher, the globs built at that moment).
     globs: Vec<(globset::Glob, usize)>,
     /// Each glob and its twin, for the deepest paths ([`MAX_ANCESTORS`]).
     twins: std::sync::OnceLock<Result<(globset::GlobSet, Vec<usize>), String>>,
@@ -270,7 +264,7 @@ impl Compiled {
         let candidate = globset::Candidate::new(std::ffi::OsStr::from_bytes(p));
         let mut hits = Vec::new();
         self.set.matches_candidate_into(&candidate, &mut hits);
-        hits.iter().map(|g| self.index[*g]).min()
+        hits.iter().map(|g| self.globs[*g].1).min()
     }
 
     /// The first pattern matching `dir` or one of its ancestors.
@@ -326,7 +320,7 @@ impl Compiled {
                 .into_iter()
                 .map(|g| index[g])
                 .min(),
-            Err(_) => self.index.iter().copied().min(),
+            Err(_) => self.globs.iter().map(|(_, i)| *i).min(),
         }
     }
 }
@@ -435,13 +429,7 @@ mod tests {
         }
         // The form before: each pattern's glob and its `/**` twin, one set.
         let twins = |m: &PathMatcher| -> (globset::GlobSet, Vec<usize>) {
-            let build = |t: &str| {
-                GlobBuilder::new(t)
-                    .literal_separator(true)
-                    .backslash_escape(true)
-                    .build()
-                    .unwrap()
-            };
+            let build = |t: &str| build_glob(t).unwrap();
             let mut b = globset::GlobSetBuilder::new();
             let mut index = Vec::new();
             for (g, i) in &m.globs {
