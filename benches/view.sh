@@ -20,10 +20,15 @@ rm -rf "$WORK"; mkdir -p "$WORK/ws" "$WORK/user-ws"
 # changes what faulting in its code costs (the linker's output in target/
 # cost about 1.5 ms more CPU per run here than a copy of the same file),
 # and an installed binary is a copy.
-cp "$BASELINE" "$WORK/dryrun-before"
-cp target/release/dryrun "$WORK/dryrun-after"
-BASELINE=$WORK/dryrun-before
-DRYRUN=$WORK/dryrun-after
+# Each in a directory of its own, as installed: this build's stub program
+# (dryrun-stub) beside it, and the baseline's when it had one.
+mkdir -p "$WORK/before" "$WORK/after"
+cp "$BASELINE" "$WORK/before/dryrun"
+[ ! -x "$(dirname "$BASELINE")/dryrun-stub" ] || cp "$(dirname "$BASELINE")/dryrun-stub" "$WORK/before/"
+cp target/release/dryrun target/release/dryrun-stub "$WORK/after/"
+chmod 0755 "$WORK/before" "$WORK/after"
+BASELINE=$WORK/before/dryrun
+DRYRUN=$WORK/after/dryrun
 echo hello >"$WORK/ws/README.md"
 echo hello >"$WORK/user-ws/README.md"
 USER_NAME=${AS_USER:-nobody}

@@ -17,6 +17,10 @@
 
 /// mimalloc: the classifier and the evidence walk allocate many small
 /// strings; the system allocator was a quarter of classification time.
+/// Declared by the `dryrun` binary, not here: the stub interpreter's own
+/// binary keeps the C library's allocator (mimalloc's first arena is about
+/// a hundred page faults of a call that allocates a few kilobytes).
+#[cfg(test)]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

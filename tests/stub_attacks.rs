@@ -454,6 +454,9 @@ DRYRUN_STATE_DIR=/tmp/st $D execute --local --command 'touch {target}' >/dev/nul
 echo x > {canary} 2>/dev/null
 timeout 2 $D daemon --socket /tmp/d.sock --state-dir /tmp/dst >/dev/null 2>&1
 $D '__stub-exec git' /usr/bin/git push origin main >/dev/null 2>&1 || echo DIRECT-STUB-FAILED
+S=/.dryrun/bin/dryrun-stub
+echo x >> $S 2>/dev/null && echo SMALL-STUB-WRITTEN
+$S '__stub-exec git' /usr/bin/git push origin main >/dev/null 2>&1 || echo DIRECT-SMALL-FAILED
 git push origin main >/dev/null 2>&1 || echo PUSH-FAILED
 exit 0
 "#,
@@ -477,13 +480,14 @@ exit 0
         // throwaway layer: the write above may succeed inside (a live run
         // could write it too) but lands in the layer, never on the host.
         assert_eq!(std::fs::read_to_string(&canary).unwrap(), "host\n");
-        // Both pushes (through the interpreter directly and through PATH)
-        // were answered by the stub and recorded, after all the attacks.
+        // The three pushes (through either interpreter directly and
+        // through PATH) were answered by the stub and recorded, after all
+        // the attacks.
         let pushes: Vec<Value> = actions(&r)
             .into_iter()
             .filter(|a| a["rule"] == "git.push" && a["source"] == "stub")
             .collect();
-        assert_eq!(pushes.len(), 2, "{who:?}: {:?}", actions(&r));
+        assert_eq!(pushes.len(), 3, "{who:?}: {:?}", actions(&r));
         assert_ne!(r.decision(), "promote");
     }
 }

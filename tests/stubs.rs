@@ -476,7 +476,11 @@ fn a_stub_on_one_name_of_a_program_leaves_its_other_names_running_for_real() {
 /// read-only, nosuid and nodev, and nothing can be written through it.
 #[test]
 fn stubs_and_masks_are_read_only_nosuid_nodev_mounts() {
-    let mut files = vec!["/usr/bin/git", "/.dryrun/bin/dryrun"];
+    let mut files = vec![
+        "/usr/bin/git",
+        "/.dryrun/bin/dryrun",
+        "/.dryrun/bin/dryrun-stub",
+    ];
     files.extend(
         ["/etc/machine-id", "/etc/subuid"]
             .into_iter()
@@ -515,6 +519,60 @@ fn stubs_and_masks_are_read_only_nosuid_nodev_mounts() {
             for want in ["ro", "nosuid", "nodev"] {
                 assert!(opts.contains(&want), "{who:?}: {f} is not {want}: {line}");
             }
+        }
+    }
+}
+
+/// The stub scripts' interpreter is the build's small stub program
+/// (`dryrun-stub`) when it is installed beside `dryrun`, as cargo builds
+/// it, and `dryrun` itself when it is not (a copy of `dryrun` alone): either
+/// way a stubbed call is answered and recorded and a passthrough call runs
+/// the real tool.
+#[test]
+fn the_scripts_run_the_small_stub_program_or_dryrun_without_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let small = bin().with_file_name("dryrun-stub");
+    assert!(
+        small.is_file(),
+        "cargo builds dryrun-stub beside dryrun: {}",
+        small.display()
+    );
+    let alone = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(alone.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = alone.path().join("dryrun");
+    std::fs::copy(bin(), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let through_copy: Vec<std::ffi::OsString> = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("shift; exec '{}' \"$@\"", copy.display()).into(),
+        "sh".into(),
+    ];
+    for who in identities() {
+        for (interpreter, prefix) in [
+            ("/.dryrun/bin/dryrun-stub", Vec::new()),
+            ("/.dryrun/bin/dryrun", through_copy.clone()),
+        ] {
+            let ws = Ws::new(who);
+            let out = ws
+                .command_through(&prefix)
+                .args(["execute", "--json", "--command"])
+                .arg("head -n1 /.dryrun/stubs/bin/git; git push origin main; git --version")
+                .output()
+                .unwrap();
+            let r = to_run(out);
+            assert_ran(who, &r);
+            assert_eq!(
+                r.out().lines().next(),
+                Some(format!("#!{interpreter} __stub-exec git").as_str()),
+                "{who:?}: {r:?}"
+            );
+            assert!(r.out().contains("git version"), "{who:?}: {r:?}");
+            let pushes: Vec<Value> = actions(&r)
+                .into_iter()
+                .filter(|a| a["rule"] == "git.push" && a["source"] == "stub")
+                .collect();
+            assert_eq!(pushes.len(), 1, "{who:?} {interpreter}: {:?}", actions(&r));
         }
     }
 }

@@ -375,7 +375,7 @@ impl Engine {
             } else {
                 let mut rules = spec.stubs.clone();
                 rules.extend(c.policy.stubs.iter().cloned());
-                StubPlan::new(&StubTable { rules, replay })
+                StubPlan::new(&StubTable::new(rules, replay))
             },
             egress: None,
             view,

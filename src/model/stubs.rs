@@ -8,15 +8,33 @@ use serde::{Deserialize, Serialize};
 
 /// The argument (after the shebang's interpreter) that selects stub mode.
 pub const STUB_ARG_PREFIX: &str = "__stub-exec ";
-/// The stub scripts' interpreter inside the sandbox (this binary).
+/// The `dryrun` binary inside the sandbox: the stub scripts' interpreter
+/// when the build's small stub program is not installed beside it, and
+/// where that program hands a call it should not decide.
 pub(crate) const STUB_INTERPRETER: &str = "/.dryrun/bin/dryrun";
-/// How every stub script begins (the tool's name follows).
-pub(crate) fn stub_script_prefix() -> String {
-    format!("#!{STUB_INTERPRETER} {STUB_ARG_PREFIX}")
+/// The small stub program (`dryrun-stub`, the same stub code and nothing
+/// else) inside the sandbox: the scripts' interpreter when it is there.
+pub(crate) const SMALL_STUB_INTERPRETER: &str = "/.dryrun/bin/dryrun-stub";
+/// The small stub program's file name, beside the `dryrun` binary.
+pub(crate) const SMALL_STUB_NAME: &str = "dryrun-stub";
+/// This build's identity (see `build.rs`): the stub table carries the
+/// helper's, the small stub program compares it with its own.
+pub(crate) const BUILD_ID: &str = env!("DRYRUN_BUILD_ID");
+/// How a stub script run by `interpreter` begins (the tool's name follows).
+pub(crate) fn stub_script_prefix(interpreter: &str) -> String {
+    format!("#!{interpreter} {STUB_ARG_PREFIX}")
+}
+/// The tool a stub script shadows, when `text` is one (either interpreter).
+pub(crate) fn stub_script_tool(text: &[u8]) -> Option<String> {
+    [STUB_INTERPRETER, SMALL_STUB_INTERPRETER]
+        .iter()
+        .find_map(|i| text.strip_prefix(stub_script_prefix(i).as_bytes()))
+        .and_then(|rest| std::str::from_utf8(rest).ok())
+        .map(|t| t.trim_end().to_string())
 }
 /// Tools a stub may never shadow: the shell that runs the command and the
-/// stub's own interpreter.
-pub(crate) const NEVER_STUBBED: [&str; 5] = ["bash", "sh", "dash", "env", "dryrun"];
+/// stubs' own interpreters.
+pub(crate) const NEVER_STUBBED: [&str; 6] = ["bash", "sh", "dash", "env", "dryrun", "dryrun-stub"];
 /// How a strict replay's refusal of a novel call begins (its stderr).
 pub(crate) const NOVEL_REFUSAL_PREFIX: &str = "dryrun replay (strict): ";
 /// The first bytes of stdin kept in a would-be action.
@@ -140,6 +158,9 @@ pub struct StubTable {
     pub rules: Vec<StubRule>,
     #[serde(default)]
     pub replay: Option<ReplaySet>,
+    /// The build that wrote the table ([`BUILD_ID`]).
+    #[serde(default)]
+    pub build: String,
 }
 
 fn yes() -> bool {
@@ -268,6 +289,15 @@ pub enum StubDecision {
 }
 
 impl StubTable {
+    /// A table of this build.
+    pub fn new(rules: Vec<StubRule>, replay: Option<ReplaySet>) -> Self {
+        StubTable {
+            rules,
+            replay,
+            build: BUILD_ID.to_string(),
+        }
+    }
+
     pub fn tools(&self) -> Vec<String> {
         let mut t: Vec<String> = self.rules.iter().map(|r| r.tool.clone()).collect();
         t.sort();

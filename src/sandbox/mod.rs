@@ -31,7 +31,7 @@ pub use resident::{
     ForkedWorker, MAX_WORKER_ARG, RESIDENT_ARG, ViewFds, WorkerEntry, fork_worker, fork_worker_in,
     kill_worker, run_resident_helper, start_resident_helper,
 };
-pub use stubs::{STUB_ARG_PREFIX, run_stub};
+pub use stubs::{STUB_ARG_PREFIX, run_small_stub, run_stub};
 
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};

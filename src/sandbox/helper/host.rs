@@ -117,6 +117,8 @@ struct StagedMounts {
     /// The stubs' interpreter (this binary), staged for P1 beside the
     /// lower layer: a mount of H's namespace P1 can open by path.
     exe: Option<OwnedFd>,
+    /// The build's small stub program beside it, when installed.
+    small_exe: Option<OwnedFd>,
     /// Detached clones of the view's throwaway layers' real trees, by
     /// their index in the plan (a tree that moved since is left out).
     view: Vec<(usize, PathBuf, OwnedFd)>,
@@ -153,6 +155,7 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
     let mut staged = StagedMounts {
         workspace: Some(fd),
         exe: None,
+        small_exe: None,
         view: clone_view_layers(spec)?,
     };
     if !spec.stubs.tools.is_empty() {
@@ -162,6 +165,9 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
             sys::open_tree_clone(&exe, sys::Reach::Mount)
                 .map_err(clone_err("open_tree exe", &exe))?,
         );
+        // Absent, or not as trusted as this binary: the scripts run it.
+        staged.small_exe = crate::sandbox::stubs::open_small_stub()
+            .and_then(|fd| sys::open_tree_clone_at(fd.as_raw_fd(), sys::Reach::Mount).ok());
     }
     Ok(staged)
 }
@@ -352,6 +358,11 @@ fn attach_idmapped_lower(child: i32, mut staged: StagedMounts) -> Result<Vec<Str
         let exe = Path::new(STAGE_EXE);
         std::fs::write(exe, b"").map_err(idmap("stage exe", exe))?;
         sys::move_mount_to(e.as_raw_fd(), exe).map_err(idmap("attach exe", exe))?;
+    }
+    if let Some(e) = staged.small_exe.take() {
+        let exe = Path::new(super::STAGE_SMALL_EXE);
+        std::fs::write(exe, b"").map_err(idmap("stage stub program", exe))?;
+        sys::move_mount_to(e.as_raw_fd(), exe).map_err(idmap("attach stub program", exe))?;
     }
     let mut notes = Vec::new();
     for (i, path, tree) in staged.view {

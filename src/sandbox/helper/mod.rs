@@ -102,6 +102,8 @@ pub const HELPER_ARG: &str = "__sandbox-helper";
 const STAGE_LOWER: &str = "/tmp/dryrun-lower";
 /// Where H attaches this binary for the stubs (root plan).
 const STAGE_EXE: &str = "/tmp/dryrun-exe";
+/// Where H5 stages the small stub program (`dryrun-stub`) beside it.
+const STAGE_SMALL_EXE: &str = "/tmp/dryrun-stub-exe";
 /// The helper's answer: frames on fd 1.
 const OUT_FD: RawFd = 1;
 

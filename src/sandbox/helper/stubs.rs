@@ -12,14 +12,17 @@ use nix::sys::stat::Mode;
 use super::super::spec::SandboxSpec;
 use super::super::stubs as stub_files;
 use super::super::wire::RehearsalReport;
-use super::STAGE_EXE;
 use super::error::HelperError;
 use super::init::RunIds;
+use super::{STAGE_EXE, STAGE_SMALL_EXE};
 
 /// The run's stubs as init prepares them (empty when the table has none).
 pub(super) struct StubSetup {
     /// This binary, opened while its path is visible (P1).
     interpreter: Option<OwnedFd>,
+    /// The build's small stub program beside it, when it is installed
+    /// (the scripts' interpreter then).
+    small: Option<OwnedFd>,
     /// The image directories of the command's `PATH`: stubs cover copies of
     /// their tools there too, and go on `PATH` just before the first of them.
     image_path_dirs: Vec<String>,
@@ -33,6 +36,7 @@ impl StubSetup {
     pub(super) fn open_interpreter(spec: &SandboxSpec, ids: &RunIds) -> Result<Self, HelperError> {
         let mut setup = StubSetup {
             interpreter: None,
+            small: None,
             image_path_dirs: Vec::new(),
             tools: Vec::new(),
         };
@@ -53,6 +57,18 @@ impl StubSetup {
             stub_files::open_own_exe()
         };
         setup.interpreter = Some(exe.map_err(|source| HelperError::StubInterpreter { source })?);
+        // H5 staged it when H3 found it (root plan); else it is looked for
+        // beside this binary now.
+        setup.small = if ids.shifted {
+            open(
+                STAGE_SMALL_EXE,
+                OFlag::O_PATH | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()
+        } else {
+            stub_files::open_small_stub()
+        };
         let command_path = spec
             .env
             .iter()
@@ -87,7 +103,10 @@ impl StubSetup {
             root,
             &spec.stubs.tools,
             spec.stubs.table_json().as_bytes(),
-            exe,
+            stub_files::Interpreters {
+                dryrun: exe,
+                small: self.small.as_ref(),
+            },
             ids.uid,
             ids.gid,
             &self.image_path_dirs,

@@ -9,10 +9,58 @@ use super::*;
 
 // ---------------------------------------------------------------------------
 
-/// Entry point when `argv[1]` starts with [`STUB_ARG_PREFIX`]:
+/// Entry point of the `dryrun` binary when `argv[1]` starts with
+/// [`STUB_ARG_PREFIX`]:
 /// `argv = [interpreter, "__stub-exec TOOL", script path, args...]`.
 pub fn run_stub(argv: Vec<std::ffi::OsString>) -> ! {
-    let code = match stub_main(argv) {
+    run(argv, Program::Dryrun)
+}
+
+/// Entry point of the small `dryrun-stub` program (the stub scripts'
+/// interpreter when it is installed beside `dryrun`): the same, except
+/// that a table it cannot read as one of its own build's is handed to the
+/// `dryrun` binary, which is always in the sandbox too.
+pub fn run_small_stub(argv: Vec<std::ffi::OsString>) -> ! {
+    run(argv, Program::Small)
+}
+
+/// Which binary runs the stub code.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Program {
+    Dryrun,
+    Small,
+}
+
+/// The run's table, when it is one this build wrote: another build's
+/// table (or one this build cannot parse) may mean other rules.
+fn table_of_this_build(bytes: &[u8]) -> Result<StubTable, String> {
+    let table: StubTable =
+        serde_json::from_slice(bytes).map_err(|e| format!("{STUB_TABLE}: {e}"))?;
+    if table.build != BUILD_ID {
+        return Err(format!(
+            "{STUB_TABLE} was written by another build of dryrun ({:?}, this program is {BUILD_ID:?})",
+            table.build
+        ));
+    }
+    Ok(table)
+}
+
+/// Hand the call, as it came, to the `dryrun` binary.
+fn hand_to_dryrun(argv: &[std::ffi::OsString], why: &str) -> Result<i32, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |s: &[u8]| std::ffi::CString::new(s).map_err(|_| "NUL in an argument".to_string());
+    let mut cargv = vec![c(STUB_INTERPRETER.as_bytes())?];
+    for a in argv.iter().skip(1) {
+        cargv.push(c(a.as_bytes())?);
+    }
+    let e = nix::unistd::execv(&c(STUB_INTERPRETER.as_bytes())?, &cargv).unwrap_err();
+    Err(format!(
+        "{why}; and cannot run {STUB_INTERPRETER} instead: {e}"
+    ))
+}
+
+fn run(argv: Vec<std::ffi::OsString>, program: Program) -> ! {
+    let code = match stub_main(argv, program) {
         Ok(code) => code,
         Err(msg) => {
             let _ = writeln!(std::io::stderr(), "dryrun stub: {msg}");
@@ -22,7 +70,7 @@ pub fn run_stub(argv: Vec<std::ffi::OsString>) -> ! {
     std::process::exit(code)
 }
 
-fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
+fn stub_main(argv: Vec<std::ffi::OsString>, program: Program) -> Result<i32, String> {
     use std::os::unix::ffi::OsStrExt;
     let lossy = |s: &std::ffi::OsString| String::from_utf8_lossy(s.as_bytes()).into_owned();
     let mut tool = argv
@@ -35,11 +83,18 @@ fn stub_main(argv: Vec<std::ffi::OsString>) -> Result<i32, String> {
     let script = PathBuf::from(argv.get(2).cloned().unwrap_or_else(|| tool.clone().into()));
     let raw_args: Vec<std::ffi::OsString> = argv.iter().skip(3).cloned().collect();
     let args: Vec<String> = raw_args.iter().map(lossy).collect();
-    let table: StubTable = std::fs::read(STUB_TABLE)
-        .map_err(|e| {
-            format!("cannot read {STUB_TABLE}: {e} (stub mode runs only inside a rehearsal)")
-        })
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{STUB_TABLE}: {e}")))?;
+    let bytes = std::fs::read(STUB_TABLE).map_err(|e| {
+        format!("cannot read {STUB_TABLE}: {e} (stub mode runs only inside a rehearsal)")
+    })?;
+    let table = match (table_of_this_build(&bytes), program) {
+        (Ok(t), _) => t,
+        (Err(why), Program::Small) => return hand_to_dryrun(&argv, &why),
+        // The binary whose helper wrote the table: a table of another
+        // build can only be a parse error.
+        (Err(_), Program::Dryrun) => {
+            serde_json::from_slice(&bytes).map_err(|e| format!("{STUB_TABLE}: {e}"))?
+        }
+    };
     // Another name in the image for the file this stub covers (a
     // multi-call binary: `rustc` and `cargo` both lead to `rustup`) is that
     // name's own program: stubbed if it is a stubbed tool, else the real one.
@@ -258,4 +313,23 @@ fn record_call(a: &WouldBeAction) -> Result<(), String> {
         .map_err(|e| format!("cannot record the call (so it is not answered): {e}"))?;
     f.write_all(&serde_json::to_vec(a).expect("serializes"))
         .map_err(|e| format!("cannot record the call (so it is not answered): {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The small program decides only tables of its own build.
+    #[test]
+    fn a_table_of_another_build_is_not_this_programs() {
+        let mine = serde_json::to_vec(&StubTable::new(vec![], None)).unwrap();
+        assert!(table_of_this_build(&mine).is_ok());
+        let mut other = StubTable::new(vec![], None);
+        other.build = "0123456789abcdef".into();
+        let err = table_of_this_build(&serde_json::to_vec(&other).unwrap()).unwrap_err();
+        assert!(err.contains("another build"), "{err}");
+        let unset = serde_json::to_vec(&serde_json::json!({"rules": []})).unwrap();
+        assert!(table_of_this_build(&unset).is_err());
+        assert!(table_of_this_build(b"{\"rules\": 3}").is_err());
+    }
 }

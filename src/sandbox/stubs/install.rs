@@ -194,6 +194,38 @@ pub(crate) fn open_own_exe() -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(fd)
 }
 
+/// The build's small stub program (`dryrun-stub`) beside this binary, when
+/// it is there and as trusted as this binary: a regular file (not a link)
+/// of this binary's owner, executable as this binary is, writable by no
+/// one else. `None` otherwise: the scripts then run this binary.
+pub(crate) fn open_small_stub() -> Option<std::os::fd::OwnedFd> {
+    use nix::fcntl::OFlag;
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    let path = exe.parent()?.join(SMALL_STUB_NAME);
+    let fd = nix::fcntl::open(
+        &path,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    let small = nix::sys::stat::fstat(&fd).ok()?;
+    let me = nix::sys::stat::stat("/proc/self/exe").ok()?;
+    let kind = libc::S_IFMT;
+    let trusted = small.st_mode & kind == libc::S_IFREG
+        && small.st_uid == me.st_uid
+        && small.st_mode & 0o022 == 0
+        && small.st_mode & 0o111 == me.st_mode & 0o111;
+    trusted.then_some(fd)
+}
+
+/// The stub programs to bind into the sandbox, opened by the helper.
+pub(crate) struct Interpreters<'a> {
+    /// This binary.
+    pub dryrun: &'a std::os::fd::OwnedFd,
+    /// The build's small stub program ([`open_small_stub`]), when installed.
+    pub small: Option<&'a std::os::fd::OwnedFd>,
+}
+
 /// Install the run's stubs under `root` (the future `/`): a read-only view
 /// of the image as it is before any stub (the real tools, [`REAL_ROOT`]),
 /// the interpreter, the table, a script per tool on PATH and over each copy
@@ -204,7 +236,7 @@ pub(crate) fn install_stubs(
     root: &Path,
     tools: &[String],
     table_json: &[u8],
-    exe: &std::os::fd::OwnedFd,
+    interpreters: Interpreters<'_>,
     run_uid: u32,
     run_gid: u32,
     image_path_dirs: &[String],
@@ -230,16 +262,24 @@ pub(crate) fn install_stubs(
         .map_err(|e| ioerr("recursive bind", &real_root)(e.into()))?;
         remount_ro(&real_root)?;
     }
-    let interp = at(STUB_INTERPRETER);
-    std::fs::write(&interp, b"").map_err(ioerr("create", &interp))?;
-    bind_file(
-        Path::new(&format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(exe)
-        )),
-        &interp,
-        &interp,
-    )?;
+    // Both interpreters: the small program hands a call it should not
+    // decide (a table of another build) to this binary.
+    let mut interpreter = STUB_INTERPRETER;
+    for (fd, inside) in std::iter::once((interpreters.dryrun, STUB_INTERPRETER))
+        .chain(interpreters.small.map(|s| (s, SMALL_STUB_INTERPRETER)))
+    {
+        let interp = at(inside);
+        std::fs::write(&interp, b"").map_err(ioerr("create", &interp))?;
+        bind_file(
+            Path::new(&format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(fd)
+            )),
+            &interp,
+            &interp,
+        )?;
+        interpreter = inside;
+    }
     let table_path = at(STUB_TABLE);
     std::fs::write(&table_path, table_json).map_err(ioerr("write", &table_path))?;
     std::fs::set_permissions(&table_path, std::fs::Permissions::from_mode(0o644))
@@ -303,8 +343,11 @@ pub(crate) fn install_stubs(
     // below takes those flags from it, with no remount per bind.
     for tool in tools {
         let script = at(&format!("{STUB_BIN_DIR}/{tool}"));
-        std::fs::write(&script, format!("{}{tool}\n", stub_script_prefix()))
-            .map_err(ioerr("write", &script))?;
+        std::fs::write(
+            &script,
+            format!("{}{tool}\n", stub_script_prefix(interpreter)),
+        )
+        .map_err(ioerr("write", &script))?;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .map_err(ioerr("chmod", &script))?;
     }

@@ -30,9 +30,10 @@ mod install;
 
 pub use crate::model::stubs::*;
 pub(crate) use calls::collect_calls;
-pub use exec::run_stub;
+pub use exec::{run_small_stub, run_stub};
 pub(crate) use install::{
-    StubInstallError, image_path_dirs, install_stubs, open_own_exe, path_with_stubs,
+    Interpreters, StubInstallError, image_path_dirs, install_stubs, open_own_exe, open_small_stub,
+    path_with_stubs,
 };
 
 /// Where things live inside the sandbox.
@@ -118,6 +119,7 @@ mod tests {
                 rule("c", "gh", &["pr", "create"], "policy", 1),
             ],
             replay: None,
+            build: String::new(),
         };
         let plan = StubPlan::new(&t);
         assert_eq!(plan.tools, s(&["curl", "gh"]));
@@ -145,6 +147,7 @@ mod tests {
                 rule("gh.pr.create", "gh", &["pr", "create"], "policy", 0),
             ],
             replay: None,
+            build: String::new(),
         };
         match t.decide("gh", &s(&["-R", "o/r", "pr", "merge", "12"])) {
             StubDecision::Answer { rule, source, .. } => {
@@ -178,6 +181,7 @@ mod tests {
                 novel: NovelPolicy::Strict,
                 calls: vec![recorded],
             }),
+            build: String::new(),
         };
         let get = |t: &StubTable, args: &[&str]| match t.decide("gh", &s(args)) {
             StubDecision::Answer { source, answer, .. } => (source, answer),
@@ -219,6 +223,7 @@ mod tests {
         let t = StubTable {
             rules: vec![rule("gh.pr.merge", "gh", &["pr", "merge"], "policy", 0)],
             replay: None,
+            build: String::new(),
         };
         let args = s(&["pr", "merge", "1"]);
         let StubDecision::Answer { answer, .. } = t.decide("gh", &args) else {

@@ -93,7 +93,7 @@ pub(super) fn xattr_names_differing(
 }
 
 /// A file of the upper layer: its hash, and the tool it is the shadow-stub
-/// script of when it is one (`#!/.dryrun/bin/dryrun __stub-exec TOOL\n`,
+/// script of when it is one (`#!/.dryrun/bin/dryrun-stub __stub-exec TOOL\n`,
 /// see `sandbox::stubs`). A file small enough to be a stub script is read
 /// once for both.
 pub(super) fn hash_created_file(
@@ -108,10 +108,7 @@ pub(super) fn hash_created_file(
     }
     let mut text = Vec::new();
     f.take(STUB_SCRIPT_MAX + 1).read_to_end(&mut text)?;
-    let tool = text
-        .strip_prefix(crate::model::stubs::stub_script_prefix().as_bytes())
-        .and_then(|rest| std::str::from_utf8(rest).ok())
-        .map(|t| t.trim_end().to_string());
+    let tool = crate::model::stubs::stub_script_tool(&text);
     Ok((blake3::hash(&text), tool))
 }
 
