@@ -10,6 +10,10 @@ use dryrun::policy::Policy;
 use std::hint::black_box;
 use std::time::Instant;
 
+/// The allocator the `dryrun` binary classifies with (its `main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CORPUS: &str = include_str!("../tests/classifier_corpus.txt");
 const PUBLIC: &str = include_str!("../tests/corpus/public_corpus.tsv");
 
