@@ -953,8 +953,13 @@ fn every_finding_is_explained_with_its_principle() {
             Principle::RunsPrograms,
         ),
         (
-            "git -c core.pager='sh -c id' log",
+            "git config core.pager 'sh -c id'",
             "vcs.git.config.exec",
+            Principle::RunsPrograms,
+        ),
+        (
+            "git -c core.pager='sh -c id' log",
+            "vcs.git.config.exec.option",
             Principle::RunsPrograms,
         ),
         ("ls 'a", "parse.error", Principle::FailClosed),

@@ -83,6 +83,7 @@ impl Principle {
             "read.plan" => return OnlyReads,
             // Configuration and options that make a tool run a program.
             "vcs.git.config.exec"
+            | "vcs.git.config.exec.option"
             | "exec.sed.script"
             | "exec.awk.system"
             | "exec.stdin_program" => return RunsPrograms,
