@@ -608,6 +608,12 @@ def changes_outside(ws, seg, piped, listed=False):
                 target = w.split("=", 1)[1]
             if target and written_outside(target):
                 return True
+    # find writes the file its `-fprint`/`-fprintf`/`-fls` names.
+    if prog == "find" and any(
+        w in ("-fprint", "-fprint0", "-fprintf", "-fls") and k + 1 < len(ws) and written_outside(ws[k + 1])
+        for k, w in enumerate(ws)
+    ):
+        return True
     # split writes its pieces under its second operand, the prefix.
     if prog == "split":
         ops = split_operands(ws, {"-a", "-b", "-C", "-l", "-n", "-t"})
