@@ -345,7 +345,7 @@ impl Ctx<'_> {
         // made it match begin (None: it matched the tool in general).
         let mut matched: Vec<(&crate::policy::Rule, Option<usize>)> = Vec::new();
         for r in policy.rules_for(base) {
-            if read_form_of(&r.id, base, &texts, self.dir_targets) {
+            if read_form_of(r, base, &texts, self.dir_targets) {
                 continue;
             }
             any_rule |= !r.from_workspace;
