@@ -27,6 +27,9 @@ pub(super) fn help_request<'a>(base: &str, texts: &[&'a str]) -> Option<&'a str>
     if let Some(h) = windows_help(texts) {
         return Some(h);
     }
+    if completion_script(texts) {
+        return Some(texts[0]);
+    }
     if TRAILING_HELP.contains(&base)
         && texts.len() >= 2
         && texts.last() == Some(&"help")
@@ -35,6 +38,31 @@ pub(super) fn help_request<'a>(base: &str, texts: &[&'a str]) -> Option<&'a str>
         return Some("help");
     }
     None
+}
+
+/// `completion [SHELL]` (`frpc completion bash`, `gh completion --shell
+/// zsh`, `starship completions fish`): the program prints the script a
+/// shell completes its words with, and exits, as for `--help`.
+fn completion_script(texts: &[&str]) -> bool {
+    const SHELLS: &[&str] = &[
+        "bash",
+        "zsh",
+        "fish",
+        "powershell",
+        "pwsh",
+        "elvish",
+        "nushell",
+    ];
+    let shell = |w: &str| SHELLS.contains(&w);
+    match texts {
+        [c, rest @ ..] if matches!(*c, "completion" | "completions") => match rest {
+            [] => true,
+            [s] => shell(s) || s.strip_prefix("--shell=").is_some_and(shell),
+            [f, s] => matches!(*f, "--shell" | "-s") && shell(s),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// `export 'NAME=value'`, `local NAME='$(x)'`: a declaration builtin
