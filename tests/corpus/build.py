@@ -288,7 +288,9 @@ def outside(path, computed=True):
     p = path.strip("'\"")
     # The terminal (`tee /dev/tty`) is where output is shown, as for the
     # redirects checked in nl2bash_label.
-    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")) or p == "/dev/tty":
+    # (/dev/shm is the system's memory-backed temporary directory, scratch
+    # like /tmp.)
+    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp", "/dev/shm")) or p == "/dev/tty":
         return False
     # The command runs at the workspace's root: `..` climbs out of it.
     if p.startswith(("/", "~", "$HOME", "${HOME}", "../")) or p == "..":
@@ -431,7 +433,9 @@ def remote_operand(word):
 def sub_commands(ws):
     """The commands a command runs in its own words: `xargs [opts] PROG
     ...` and find's `-exec/-execdir/-ok PROG ... ;` (their targets are the
-    files found or read)."""
+    files found or read). The names find hands its program (`{}`) are
+    under its start paths: under one outside the workspace, they are
+    outside too (`find /x -exec ln -s {} .` links to files outside)."""
     prog = ws[0].split("/")[-1]
     if prog == "xargs":
         i = 1
@@ -440,6 +444,13 @@ def sub_commands(ws):
         if i < len(ws):
             yield ws[i:]
     if prog == "find":
+        starts = []
+        for w in ws[1:]:
+            if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
+                break
+            starts.append(w)
+        out = next((s.strip("'\"").rstrip("/") for s in starts if written_outside(s)), None)
+        found = (lambda w: re.sub(r"\\?\{\\?\}", out + "/FOUND", w)) if out else (lambda w: w)
         i = 1
         while i < len(ws):
             if ws[i] in ("-exec", "-execdir", "-ok", "-okdir"):
@@ -447,7 +458,7 @@ def sub_commands(ws):
                 while j < len(ws) and ws[j] not in (";", "\\;", "';'", "+"):
                     j += 1
                 if j > i + 1:
-                    yield ws[i + 1:j]
+                    yield [found(w) for w in ws[i + 1:j]]
                 i = j
             i += 1
 
