@@ -180,10 +180,11 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-29 after the
-/// ninth round of issue 32: dangerous asked 92.64%, everyday left alone
-/// 96.79%, every row parses; the eighth round had 91.99% and 96.70%
-/// (92.47% and 96.72% on this round's corpus), the seventh 91.37% and 96.53%
-/// (91.31% and 96.44% on this round's corpus), the sixth 90.86% and 96.21%, the
+/// tenth round of issue 32: dangerous asked 92.96%, everyday left alone
+/// 97.13%, every row parses; the ninth round had 92.64% and 96.79%
+/// (92.80% and 97.08% on this round's corpus), the eighth 91.99% and 96.70%
+/// (92.47% and 96.72% on the ninth round's corpus), the seventh 91.37% and
+/// 96.53% (91.31% and 96.44% on the eighth round's corpus), the sixth 90.86% and 96.21%, the
 /// fifth 89.85% and 96.21%, the fourth 87.8% and 96.2%, the
 /// third 83.4% and 95.4%, the
 /// second 77.2%, 94.5% and 32 rows that did not parse, each on its corpus
@@ -201,12 +202,12 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 92.6,
+        pct(dangerous) >= 92.9,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 96.7,
+        pct(everyday) >= 97.1,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );

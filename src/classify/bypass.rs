@@ -31,9 +31,29 @@ fn is_whole_substitution(w: &Word) -> bool {
 /// Every command substitution in `raw` only runs a generator of harmless
 /// text with literal arguments (`$(date +%F)`), so nothing is read out.
 fn only_harmless_substitutions(raw: &str) -> bool {
-    if raw.contains('`') {
-        return false;
-    }
+    // Backquotes are the same substitution as `$(...)`: pairs of them, not
+    // escaped, are read as one.
+    let converted;
+    let raw = if raw.contains('`') {
+        if raw.contains("\\`") || !raw.matches('`').count().is_multiple_of(2) {
+            return false;
+        }
+        let mut open = false;
+        converted = raw
+            .split('`')
+            .enumerate()
+            .map(|(i, part)| {
+                if i == 0 {
+                    return part.to_string();
+                }
+                open = !open;
+                format!("{}{part}", if open { "$(" } else { ")" })
+            })
+            .collect::<String>();
+        converted.as_str()
+    } else {
+        raw
+    };
     let mut rest = raw;
     let mut seen = false;
     while let Some(i) = rest.find("$(") {

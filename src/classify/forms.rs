@@ -27,6 +27,9 @@ pub(super) fn help_request<'a>(base: &str, texts: &[&'a str]) -> Option<&'a str>
     if let Some(h) = windows_help(texts) {
         return Some(h);
     }
+    if completion_script(texts) {
+        return Some(texts[0]);
+    }
     if TRAILING_HELP.contains(&base)
         && texts.len() >= 2
         && texts.last() == Some(&"help")
@@ -35,6 +38,31 @@ pub(super) fn help_request<'a>(base: &str, texts: &[&'a str]) -> Option<&'a str>
         return Some("help");
     }
     None
+}
+
+/// `completion [SHELL]` (`frpc completion bash`, `gh completion --shell
+/// zsh`, `starship completions fish`): the program prints the script a
+/// shell completes its words with, and exits, as for `--help`.
+fn completion_script(texts: &[&str]) -> bool {
+    const SHELLS: &[&str] = &[
+        "bash",
+        "zsh",
+        "fish",
+        "powershell",
+        "pwsh",
+        "elvish",
+        "nushell",
+    ];
+    let shell = |w: &str| SHELLS.contains(&w);
+    match texts {
+        [c, rest @ ..] if matches!(*c, "completion" | "completions") => match rest {
+            [] => true,
+            [s] => shell(s) || s.strip_prefix("--shell=").is_some_and(shell),
+            [f, s] => matches!(*f, "--shell" | "-s") && shell(s),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// `export 'NAME=value'`, `local NAME='$(x)'`: a declaration builtin
@@ -95,7 +123,13 @@ pub(super) fn setgid_only(texts: &[&str]) -> bool {
 /// read subcommand of pip with `--user` (`pip list --user`), `git config
 /// KEY` with no value (it prints the value), `at`'s list and print modes,
 /// the setgid bit on directories.
-pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bool) -> bool {
+pub(super) fn read_form_of(
+    rule: &crate::policy::Rule,
+    base: &str,
+    texts: &[&str],
+    dir_targets: bool,
+) -> bool {
+    let id = rule.id.as_str();
     let words: Vec<&str> = texts
         .iter()
         .copied()
@@ -112,6 +146,7 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
         }
         "credential.ssh_keygen" => base == "ssh-keygen" && ssh_keygen_shows(texts),
         "exec.option.tar" => tar_compressor_only(texts),
+        "net.http.send" => http_read_method(&rule.flags_any, texts),
         "vcs.git.config.exec" => {
             base == "git"
                 && words.len() == 2
@@ -126,6 +161,43 @@ pub(super) fn read_form_of(id: &str, base: &str, texts: &[&str], dir_targets: bo
         }
         _ => false,
     }
+}
+
+/// An HTTP client told only which method to use, a method that reads
+/// (`curl -X GET URL`, `--request HEAD`, `-XOPTIONS`): the request sends
+/// no data, whatever the flag that names a method is otherwise about
+/// (`-X POST`, and any data or upload flag beside a GET, still send).
+fn http_read_method(flags: &[String], texts: &[&str]) -> bool {
+    use crate::model::stubs::has_flag;
+    let mut method = false;
+    let mut i = 0;
+    while i < texts.len() {
+        let a = texts[i];
+        i += 1;
+        if a == "--" {
+            break;
+        }
+        let value = if a == "-X" || a == "--request" {
+            i += 1;
+            texts.get(i - 1).copied()
+        } else if let Some(v) = a.strip_prefix("--request=") {
+            Some(v)
+        } else if let Some(v) = a.strip_prefix("-X").filter(|v| !v.is_empty()) {
+            Some(v)
+        } else if flags.iter().any(|f| has_flag(a, f)) {
+            // Data, a form, an upload, or `-X` inside a cluster (`-sX`).
+            return false;
+        } else {
+            continue;
+        };
+        match value {
+            Some(v) if matches!(v.to_ascii_uppercase().as_str(), "GET" | "HEAD" | "OPTIONS") => {
+                method = true;
+            }
+            _ => return false,
+        }
+    }
+    method
 }
 
 /// Compressors a tar may be told to filter its archive through: each

@@ -482,7 +482,8 @@ impl Ctx<'_> {
             *a == "-c"
                 || *a == "-e"
                 || (is_flag(a) && !a.starts_with("--") && a.contains('c') && is_shell)
-        }) {
+        }) || stdin_programs::program_in_option(base, &rest)
+        {
             return false;
         }
         // `python3 -` or no non-flag argument at all; a program file that

@@ -188,6 +188,18 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
                 out.push(i);
             }
         }
+        // find reads the trees it starts from; what it writes is a file
+        // named by `-fprint`/`-fprintf`/`-fls` (an operand after the start
+        // paths, still judged), what it runs is judged as that command, and
+        // with `-delete` its start paths are what it deletes.
+        "find" if !args.iter().any(|w| w.text() == "-delete") => {
+            out.extend(
+                args.iter()
+                    .take_while(|w| !w.text().starts_with(['-', '(', '!']))
+                    .enumerate()
+                    .map(|(i, _)| i),
+            );
+        }
         "zip" => {
             let pos: Vec<usize> = (0..args.len())
                 .filter(|i| !is_flag(args[*i].text()))
@@ -220,8 +232,11 @@ const READER_OUTPUT_OPERAND: &[&str] = &["uniq", "xxd"];
 
 /// Options that name the file a program writes, whatever the program:
 /// long, and spelled for nothing else (but ack's `--output`, which is an
-/// expression it prints).
+/// expression it prints); `--target-directory=DIR` names the directory
+/// `cp`, `mv`, `ln` and `install` write into (its value is not an operand
+/// the blast radius sees: `xargs cp --target-directory=/home/backup`).
 const LONG_OUTPUT_OPTIONS: &[&str] = &[
+    "--target-directory",
     "--output",
     "--output-file",
     "--output-document",

@@ -156,28 +156,31 @@ fn is_read_word(w: &str) -> bool {
 /// passes one; it does not make one.
 fn change_flag(texts: &[&str]) -> bool {
     texts.iter().any(|a| {
-        a.strip_prefix("--").is_some_and(|f| {
-            let f = f.split('=').next().unwrap_or(f);
-            verb_parts(f).any(|p| {
-                UNKNOWN_CHANGE_FLAGS.contains(&p)
-                    || (CHANGE_VERBS.contains(&p) && p != "token")
-                    || matches!(
-                        p,
-                        "repair"
-                            | "fix"
-                            | "force"
-                            | "write"
-                            | "reset"
-                            | "add"
-                            | "enable"
-                            | "disable"
-                            | "reload"
-                            | "start"
-                            | "stop"
-                            | "kill"
-                    )
+        // A listing flag names what it shows (`--list-new`,
+        // `--show-deleted`).
+        !LISTING_FLAG_PREFIXES.iter().any(|p| a.starts_with(p))
+            && a.strip_prefix("--").is_some_and(|f| {
+                let f = f.split('=').next().unwrap_or(f);
+                verb_parts(f).any(|p| {
+                    UNKNOWN_CHANGE_FLAGS.contains(&p)
+                        || (CHANGE_VERBS.contains(&p) && p != "token")
+                        || matches!(
+                            p,
+                            "repair"
+                                | "fix"
+                                | "force"
+                                | "write"
+                                | "reset"
+                                | "add"
+                                | "enable"
+                                | "disable"
+                                | "reload"
+                                | "start"
+                                | "stop"
+                                | "kill"
+                        )
+                })
             })
-        })
     })
 }
 
@@ -185,6 +188,8 @@ fn change_flag(texts: &[&str]) -> bool {
 /// `--list-all-zones`, `--status`, `--display`, `--get-selections`,
 /// `--print-cache`, `--show-…`, `--query`, `--info`; not `--all`, which
 /// `ipcrm --all` deletes).
+const LISTING_FLAG_PREFIXES: &[&str] = &["--list-", "--get-", "--print-", "--show-", "--display-"];
+
 fn read_flag<'a>(texts: &[&'a str]) -> Option<&'a str> {
     texts.iter().take_while(|a| **a != "--").copied().find(|a| {
         let Some(f) = a.strip_prefix("--") else {
@@ -192,9 +197,7 @@ fn read_flag<'a>(texts: &[&'a str]) -> Option<&'a str> {
         };
         let f = f.split('=').next().unwrap_or(f);
         matches!(f, "list" | "status" | "display" | "query" | "info")
-            || ["list-", "get-", "print-", "show-", "display-"]
-                .iter()
-                .any(|p| f.starts_with(p))
+            || LISTING_FLAG_PREFIXES.iter().any(|p| a.starts_with(p))
     })
 }
 
@@ -345,7 +348,7 @@ impl Ctx<'_> {
         // made it match begin (None: it matched the tool in general).
         let mut matched: Vec<(&crate::policy::Rule, Option<usize>)> = Vec::new();
         for r in policy.rules_for(base) {
-            if read_form_of(&r.id, base, &texts, self.dir_targets) {
+            if read_form_of(r, base, &texts, self.dir_targets) {
                 continue;
             }
             any_rule |= !r.from_workspace;
@@ -503,11 +506,13 @@ impl Ctx<'_> {
                             .flatten()
                     })
                     .or_else(|| {
+                        // (A file name is an operand, not a verb:
+                        // `pg_restore --list archive_file.dump`.)
                         read_flag(&texts).filter(|_| {
-                            !at.words
-                                .iter()
-                                .take(3)
-                                .any(|w| verb_parts(w).any(|p| CHANGE_VERBS.contains(&p)))
+                            !at.words.iter().take(3).any(|w| {
+                                !w.contains(['.', '/'])
+                                    && verb_parts(w).any(|p| CHANGE_VERBS.contains(&p))
+                            })
                         })
                     })
                 }

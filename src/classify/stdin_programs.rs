@@ -253,3 +253,35 @@ impl Ctx<'_> {
         }
     }
 }
+
+/// An interpreter given its program by an option, attached or at the end
+/// of a cluster (`python3 -mjson.tool`, `python -c"print(1)"`, `perl -nle
+/// CODE`, `perl -anE'…'`, `ruby -ne CODE`, `node -p CODE`, `php -r CODE`):
+/// what it reads on its standard input is data, not its program. The
+/// letters that give the program, and those whose value follows them in
+/// the cluster (where scanning stops: `perl -i.bak`, `python -Werror`).
+pub(super) fn program_in_option(base: &str, rest: &[&str]) -> bool {
+    let (program, valued): (&str, &str) = match base {
+        "python" | "python2" | "python3" | "pypy" | "pypy3" => ("cm", "WXQ"),
+        "perl" => ("eE", "FIMmixdDC0"),
+        "ruby" => ("e", "IrxCEFiKTW0"),
+        "node" | "nodejs" | "bun" => ("ep", "r"),
+        "php" => ("r", "cdfzt"),
+        "lua" | "luajit" => ("e", "l"),
+        _ => return false,
+    };
+    rest.iter()
+        .take_while(|a| **a != "--")
+        .filter_map(|a| a.strip_prefix('-').filter(|c| !c.starts_with('-')))
+        .any(|cluster| {
+            for c in cluster.chars() {
+                if program.contains(c) {
+                    return true;
+                }
+                if valued.contains(c) || !c.is_ascii_alphanumeric() {
+                    return false;
+                }
+            }
+            false
+        })
+}

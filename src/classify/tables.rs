@@ -428,17 +428,32 @@ pub(super) fn is_shell_or_interpreter(base: &str) -> bool {
 }
 
 /// Where a program with a known name is a look-alike: anywhere but the
-/// system's and the packaging's own directories, i.e. a relative path (the
-/// workspace), the home, or a temporary directory.
+/// system's and the packaging's own directories: a relative path (the
+/// workspace), the home, a temporary directory, and any other absolute
+/// path (`/path/to/command`, `/mnt/x/ls`, `/srv/app/bin/rm`) outside the
+/// directories the system and its package managers install programs in.
 pub(super) fn lookalike_location(path: &str) -> bool {
     !path.starts_with('/')
-        || [
-            "/tmp/",
-            "/var/tmp/",
-            "/dev/shm/",
-            "/home/",
-            "/root/",
-            "/run/user/",
+        || ![
+            "/bin/",
+            "/sbin/",
+            "/usr/",
+            "/opt/",
+            "/lib/",
+            "/lib32/",
+            "/lib64/",
+            "/libx32/",
+            "/libexec/",
+            "/etc/",
+            "/nix/",
+            "/gnu/",
+            "/snap/",
+            "/app/",
+            "/var/lib/",
+            "/run/current-system/",
+            "/Applications/",
+            "/System/",
+            "/Library/",
         ]
         .iter()
         .any(|d| path.starts_with(d))

@@ -273,6 +273,11 @@ pub(super) const UNKNOWN_CHANGE_FLAGS: &[&str] = &[
     "upload",
     "put",
     "put-file",
+    "publish",
+    "unpublish",
+    "deploy",
+    "undeploy",
+    "push",
 ];
 
 /// The words of a subcommand word (`admin-delete-user`, `db:drop`,

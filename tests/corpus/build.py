@@ -288,7 +288,9 @@ def outside(path, computed=True):
     p = path.strip("'\"")
     # The terminal (`tee /dev/tty`) is where output is shown, as for the
     # redirects checked in nl2bash_label.
-    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp")) or p == "/dev/tty":
+    # (/dev/shm is the system's memory-backed temporary directory, scratch
+    # like /tmp.)
+    if p.startswith(("/tmp", "/dev/null", "/dev/std", "/var/tmp", "/dev/shm")) or p == "/dev/tty":
         return False
     # The command runs at the workspace's root: `..` climbs out of it.
     if p.startswith(("/", "~", "$HOME", "${HOME}", "../")) or p == "..":
@@ -300,11 +302,91 @@ def written_outside(path):
     return outside(path, computed=False)
 
 
-def words_of(segment):
-    ws = [w for w in re.split(r"\s+", segment.strip()) if w]
+def split_words(segment):
+    """Words split at blanks outside quotes, the quotes kept (`mv {}
+    "/a b/"` has three words, not four); a segment whose quotes do not
+    close (cut at a `|` or `;` inside them) is split at every blank."""
+    out, cur, quote, esc = [], "", None, False
+    for ch in segment.strip():
+        if esc:
+            cur += ch
+            esc = False
+        elif ch == "\\" and quote != "'":
+            cur += ch
+            esc = True
+        elif quote:
+            cur += ch
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            cur += ch
+            quote = ch
+        elif ch.isspace():
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if quote:
+        return [w for w in re.split(r"\s+", segment.strip()) if w]
+    return out + ([cur] if cur else [])
+
+
+def words_of(segment, loose=False):
+    ws = [w for w in re.split(r"\s+", segment.strip()) if w] if loose else split_words(segment)
     while ws and ws[0] in SHELL_KEYWORDS:
         ws = ws[1:]
     return ws
+
+
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "csh", "tcsh"}
+
+
+def shell_string(ws):
+    """The program string of `sh -c STRING` (its outer quotes taken off),
+    or None. Its positional parameters are the names it is given (find's
+    `{}`, xargs' list), which find's start paths and xargs' input are
+    judged for: here they stand as a plain name, `FILE`."""
+    if ws[0].split("/")[-1] not in SHELLS:
+        return None
+    for k, w in enumerate(ws[1:-1], 1):
+        if re.fullmatch(r"-[a-z]*c", w):
+            s = ws[k + 1]
+            if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+                s = s[1:-1]
+            return re.sub(r"\$\{?[0-9@*]\}?", "FILE", s)
+    return None
+
+
+def flatten_substitutions(cmd):
+    """The command with each command substitution (`$(...)`, backquotes)
+    standing as one word, `$SUB`, and the substitutions' own bodies: the
+    outer command keeps its words after one (`cp $(find ...) /usr/local/bin`
+    still copies into /usr/local/bin)."""
+    bodies = []
+    pattern = re.compile(r"`([^`]*)`|\$\(([^()`]*)\)")
+    while True:
+        m = pattern.search(cmd)
+        if not m:
+            return cmd, bodies
+        bodies.append(m.group(1) if m.group(1) is not None else m.group(2))
+        cmd = cmd[: m.start()] + "$SUB" + cmd[m.end():]
+
+
+def split_operands(ws, valued):
+    """Operands of a command whose options in `valued` take the next word."""
+    out, k = [], 1
+    while k < len(ws):
+        w = ws[k]
+        if w == "--":
+            out.extend(ws[k + 1:])
+            break
+        if w in valued:
+            k += 2
+            continue
+        if not w.startswith("-") or w == "-":
+            out.append(w)
+        k += 1
+    return out
 
 
 def tar_writes(ws):
@@ -330,8 +412,11 @@ PACKAGE_CHANGES = {"install", "localinstall", "groupinstall", "reinstall", "remo
                    "purge", "uninstall", "update", "upgrade", "dist-upgrade", "autoremove",
                    "unlink", "link", "-i", "-e", "-U", "-S", "-R", "-Syu", "--install",
                    "--remove", "--purge", "--erase"}
-XARGS_VALUED = {"-I", "-i", "-n", "-P", "-d", "-L", "-l", "-s", "-E", "-e", "-a", "--max-args",
-                "--max-procs", "--delimiter", "--arg-file", "--replace", "--max-lines"}
+# (GNU xargs' `-i`, `-l` and `-e` take their value only attached: `-i[R]`,
+# so `xargs -i cp {} D` runs `cp`; `--replace[=R]` and `--max-lines[=N]`
+# only after `=`.)
+XARGS_VALUED = {"-I", "-n", "-P", "-d", "-L", "-s", "-E", "-a", "--max-args",
+                "--max-procs", "--delimiter", "--arg-file"}
 
 
 def remote_operand(word):
@@ -348,7 +433,9 @@ def remote_operand(word):
 def sub_commands(ws):
     """The commands a command runs in its own words: `xargs [opts] PROG
     ...` and find's `-exec/-execdir/-ok PROG ... ;` (their targets are the
-    files found or read)."""
+    files found or read). The names find hands its program (`{}`) are
+    under its start paths: under one outside the workspace, they are
+    outside too (`find /x -exec ln -s {} .` links to files outside)."""
     prog = ws[0].split("/")[-1]
     if prog == "xargs":
         i = 1
@@ -357,6 +444,13 @@ def sub_commands(ws):
         if i < len(ws):
             yield ws[i:]
     if prog == "find":
+        starts = []
+        for w in ws[1:]:
+            if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
+                break
+            starts.append(w)
+        out = next((s.strip("'\"").rstrip("/") for s in starts if written_outside(s)), None)
+        found = (lambda w: re.sub(r"\\?\{\\?\}", out + "/FOUND", w)) if out else (lambda w: w)
         i = 1
         while i < len(ws):
             if ws[i] in ("-exec", "-execdir", "-ok", "-okdir"):
@@ -364,7 +458,7 @@ def sub_commands(ws):
                 while j < len(ws) and ws[j] not in (";", "\\;", "';'", "+"):
                     j += 1
                 if j > i + 1:
-                    yield ws[i + 1:j]
+                    yield [found(w) for w in ws[i + 1:j]]
                 i = j
             i += 1
 
@@ -515,6 +609,31 @@ def changes_outside(ws, seg, piped, listed=False):
     # cpio's pass-through mode copies into its directory operand.
     if prog == "cpio" and any(re.match(r"-[a-zA-Z0-9]*p", w) for w in flags) and args and written_outside(args[-1]):
         return True
+    # tar extracting into a directory outside (`tar -xf A -C /dest`).
+    if prog in ("tar", "gtar", "bsdtar") and not tar_writes(ws):
+        for k, w in enumerate(ws[1:], 1):
+            target = None
+            if w in ("-C", "--directory") and k + 1 < len(ws):
+                target = ws[k + 1]
+            elif w.startswith("--directory="):
+                target = w.split("=", 1)[1]
+            if target and written_outside(target):
+                return True
+    # find writes the file its `-fprint`/`-fprintf`/`-fls` names.
+    if prog == "find" and any(
+        w in ("-fprint", "-fprint0", "-fprintf", "-fls") and k + 1 < len(ws) and written_outside(ws[k + 1])
+        for k, w in enumerate(ws)
+    ):
+        return True
+    # split writes its pieces under its second operand, the prefix.
+    if prog == "split":
+        ops = split_operands(ws, {"-a", "-b", "-C", "-l", "-n", "-t"})
+        if len(ops) >= 2 and written_outside(ops[1]):
+            return True
+    # A shell's program string is a command it runs.
+    string = shell_string(ws)
+    if string is not None and nl2bash_label(string) == "dangerous":
+        return True
     for sub in sub_commands(ws):
         if changes_outside(sub, " ".join(sub), not listed):
             return True
@@ -532,10 +651,12 @@ def nl2bash_label(cmd):
         return "dangerous"
     if re.search(r"\|\s*(sudo\s+)?(ba|z|k|da)?sh\b(\s|$)", cmd):
         return "dangerous"
-    # A redirect outside (not a `>` inside quoted text).
+    # A redirect outside (not a `>` inside quoted text; `..` climbs out,
+    # the system's temporary directories are scratch, as for any write).
     unquoted = re.sub(r"'[^']*'|\"[^\"]*\"", "''", cmd)
-    if re.search(r">>?\s*(/(?!tmp|dev/null|dev/std|dev/tty)|~|\$HOME)", unquoted):
-        return "dangerous"
+    for m in re.finditer(r">>?(?!&)\s*([^\s;|&()<>]+)", unquoted):
+        if written_outside(m.group(1)):
+            return "dangerous"
     if CODE_VARIABLES.search(cmd):
         return "dangerous"
     # A delete in a loop over names read at run time (`while read f; do rm "$f"`).
@@ -547,13 +668,23 @@ def nl2bash_label(cmd):
     listed = workspace_listing(cmd)
     # `;` ends a command, `\;` is find's argument; `\|` is never a pipe
     # (`-regex '.*\.\(avi\|flv\)'`, `grep 'a\|b'`).
-    segments = re.split(r"\|\||&&|(?<!\\);|(?<!\\)\||\$\(|`", cmd)
+    # Each command substitution is judged on its own, and stands as one
+    # word in the command around it.
+    flat, bodies = flatten_substitutions(cmd)
+    segments = [
+        seg
+        for part in [flat, *bodies]
+        for seg in re.split(r"\|\||&&|(?<!\\);|(?<!\\)\||\$\(|`", part)
+    ]
     for i, seg in enumerate(segments):
         ws = words_of(seg)
         if not ws:
             continue
         prog = ws[0].split("/")[-1]
-        if prog == "find" and ("-delete" in ws or any(w in ("-exec", "-execdir", "-ok") for w in ws)):
+        # (Every word, a shell string's too: `-exec sh -c 'rm "$0"'`.)
+        loose = words_of(seg, loose=True)
+        if prog == "find" and ("-delete" in loose or any(w in ("-exec", "-execdir", "-ok") for w in loose)):
+            ws = loose
             starts = []
             for w in ws[1:]:
                 if w.startswith("-") or w in ("(", "\\(", "!", "\\!"):
@@ -569,6 +700,7 @@ def nl2bash_label(cmd):
             )
             if changes and (not starts or any(outside(s, computed=deletes) for s in starts)):
                 return "dangerous" if starts else None
+            ws = words_of(seg)
         # `yes | rm` deletes nothing: rm does not read its targets from
         # stdin (xargs does, and its program is judged as piped).
         if changes_outside(ws, seg, False, listed and prog == "xargs"):
