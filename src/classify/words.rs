@@ -344,6 +344,12 @@ pub(super) fn collection_listing<'a>(words: &[&'a str]) -> Option<&'a str> {
 /// knows is asked to run against a database (`sqlite-utils query db
 /// "delete from t"`, `dolt sql -q "drop table t"`). Its words, lowercased.
 pub(super) fn sql_change(arg: &str) -> Option<String> {
+    // Every statement the pattern knows has whitespace after its first
+    // word: an argument without any is none, and the pattern is compiled
+    // only for one that could be (most processes classify no SQL).
+    if !arg.contains(char::is_whitespace) {
+        return None;
+    }
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = RE.get_or_init(|| {
         regex::Regex::new(

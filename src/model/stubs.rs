@@ -34,7 +34,8 @@ pub(crate) fn stub_script_tool(text: &[u8]) -> Option<String> {
 }
 /// Tools a stub may never shadow: the shell that runs the command and the
 /// stubs' own interpreters.
-pub(crate) const NEVER_STUBBED: [&str; 6] = ["bash", "sh", "dash", "env", "dryrun", "dryrun-stub"];
+pub(crate) const NEVER_STUBBED: [&str; 6] =
+    ["bash", "sh", "dash", "env", "dryrun", SMALL_STUB_NAME];
 /// How a strict replay's refusal of a novel call begins (its stderr).
 pub(crate) const NOVEL_REFUSAL_PREFIX: &str = "dryrun replay (strict): ";
 /// The first bytes of stdin kept in a would-be action.

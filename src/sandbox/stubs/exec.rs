@@ -31,11 +31,15 @@ enum Program {
     Small,
 }
 
+/// The run's table.
+fn parse_table(bytes: &[u8]) -> Result<StubTable, String> {
+    serde_json::from_slice(bytes).map_err(|e| format!("{STUB_TABLE}: {e}"))
+}
+
 /// The run's table, when it is one this build wrote: another build's
 /// table (or one this build cannot parse) may mean other rules.
 fn table_of_this_build(bytes: &[u8]) -> Result<StubTable, String> {
-    let table: StubTable =
-        serde_json::from_slice(bytes).map_err(|e| format!("{STUB_TABLE}: {e}"))?;
+    let table = parse_table(bytes)?;
     if table.build != BUILD_ID {
         return Err(format!(
             "{STUB_TABLE} was written by another build of dryrun ({:?}, this program is {BUILD_ID:?})",
@@ -45,15 +49,26 @@ fn table_of_this_build(bytes: &[u8]) -> Result<StubTable, String> {
     Ok(table)
 }
 
-/// Hand the call, as it came, to the `dryrun` binary.
-fn hand_to_dryrun(argv: &[std::ffi::OsString], why: &str) -> Result<i32, String> {
+/// Run `path` with `argv0` and `args` in place of this process; returns
+/// only what kept it from running.
+fn exec(path: &Path, argv0: &Path, args: &[std::ffi::OsString]) -> String {
     use std::os::unix::ffi::OsStrExt;
     let c = |s: &[u8]| std::ffi::CString::new(s).map_err(|_| "NUL in an argument".to_string());
-    let mut cargv = vec![c(STUB_INTERPRETER.as_bytes())?];
-    for a in argv.iter().skip(1) {
-        cargv.push(c(a.as_bytes())?);
-    }
-    let e = nix::unistd::execv(&c(STUB_INTERPRETER.as_bytes())?, &cargv).unwrap_err();
+    let run = || -> Result<std::convert::Infallible, String> {
+        let mut cargv = vec![c(argv0.as_os_str().as_bytes())?];
+        for a in args {
+            cargv.push(c(a.as_bytes())?);
+        }
+        nix::unistd::execv(&c(path.as_os_str().as_bytes())?, &cargv).map_err(|e| e.to_string())
+    };
+    let Err(e) = run();
+    e
+}
+
+/// Hand the call, as it came, to the `dryrun` binary.
+fn hand_to_dryrun(argv: &[std::ffi::OsString], why: &str) -> Result<i32, String> {
+    let dryrun = Path::new(STUB_INTERPRETER);
+    let e = exec(dryrun, dryrun, argv.get(1..).unwrap_or_default());
     Err(format!(
         "{why}; and cannot run {STUB_INTERPRETER} instead: {e}"
     ))
@@ -86,14 +101,13 @@ fn stub_main(argv: Vec<std::ffi::OsString>, program: Program) -> Result<i32, Str
     let bytes = std::fs::read(STUB_TABLE).map_err(|e| {
         format!("cannot read {STUB_TABLE}: {e} (stub mode runs only inside a rehearsal)")
     })?;
-    let table = match (table_of_this_build(&bytes), program) {
-        (Ok(t), _) => t,
-        (Err(why), Program::Small) => return hand_to_dryrun(&argv, &why),
-        // The binary whose helper wrote the table: a table of another
-        // build can only be a parse error.
-        (Err(_), Program::Dryrun) => {
-            serde_json::from_slice(&bytes).map_err(|e| format!("{STUB_TABLE}: {e}"))?
-        }
+    let table = match program {
+        // The binary whose helper wrote the table.
+        Program::Dryrun => parse_table(&bytes)?,
+        Program::Small => match table_of_this_build(&bytes) {
+            Ok(t) => t,
+            Err(why) => return hand_to_dryrun(&argv, &why),
+        },
     };
     // Another name in the image for the file this stub covers (a
     // multi-call binary: `rustc` and `cargo` both lead to `rustup`) is that
@@ -122,19 +136,11 @@ fn stub_main(argv: Vec<std::ffi::OsString>, program: Program) -> Result<i32, Str
                 let _ = writeln!(std::io::stderr(), "{tool}: command not found");
                 return Ok(127);
             };
-            let c =
-                |s: &[u8]| std::ffi::CString::new(s).map_err(|_| "NUL in an argument".to_string());
             // argv[0]: the path the tool is known by in the image. Live, a
             // PATH call gets the bare name, but a tool that finds itself by
             // searching PATH for it (python's sys.executable) would find the
             // stub's script here.
-            let arg0 = known_as.as_os_str().as_bytes().to_vec();
-            let mut cargv = vec![c(&arg0)?];
-            for a in &raw_args {
-                cargv.push(c(a.as_bytes())?);
-            }
-            let path = c(real.as_os_str().as_bytes())?;
-            let e = nix::unistd::execv(&path, &cargv).unwrap_err();
+            let e = exec(&real, &known_as, &raw_args);
             return Err(format!("cannot run the real {tool}: {e}"));
         }
         StubDecision::Answer {

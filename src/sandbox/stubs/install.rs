@@ -263,8 +263,12 @@ pub(crate) fn install_stubs(
         remount_ro(&real_root)?;
     }
     // Both interpreters: the small program hands a call it should not
-    // decide (a table of another build) to this binary.
-    let mut interpreter = STUB_INTERPRETER;
+    // decide (a table of another build) to this binary. The scripts name
+    // the small one when it is there.
+    let interpreter = match interpreters.small {
+        Some(_) => SMALL_STUB_INTERPRETER,
+        None => STUB_INTERPRETER,
+    };
     for (fd, inside) in std::iter::once((interpreters.dryrun, STUB_INTERPRETER))
         .chain(interpreters.small.map(|s| (s, SMALL_STUB_INTERPRETER)))
     {
@@ -278,7 +282,6 @@ pub(crate) fn install_stubs(
             &interp,
             &interp,
         )?;
-        interpreter = inside;
     }
     let table_path = at(STUB_TABLE);
     std::fs::write(&table_path, table_json).map_err(ioerr("write", &table_path))?;
