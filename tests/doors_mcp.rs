@@ -24,6 +24,14 @@ fn python_sdk_session_lists_executes_waits_shows_and_promotes() {
     let ws = root.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("a.txt"), "content\n").unwrap();
+    // A workspace rule the classify tool must apply when told the
+    // workspace (and only then).
+    std::fs::create_dir_all(ws.join(".dryrun")).unwrap();
+    std::fs::write(
+        ws.join(".dryrun/policy.yaml"),
+        "rules:\n  - id: site.ship\n    match: {command: ship-it}\n    level: WRITE\n    score: 75\n    reason: ships the site\n",
+    )
+    .unwrap();
     let out = Command::new(python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/doors/mcp_session.py"))
         .arg(bin())
@@ -104,6 +112,10 @@ fn python_sdk_session_lists_executes_waits_shows_and_promotes() {
             .contains("awaiting approval")
     );
     assert_eq!(r["classify"]["structured"]["level"], "critical");
+    let reasons = |k: &str| r[k]["structured"]["reasons"].to_string();
+    assert!(reasons("classify_ws").contains("[site.ship]"), "{r}");
+    assert_eq!(r["classify_ws"]["structured"]["requires_approval"], true);
+    assert!(!reasons("classify_bare").contains("[site.ship]"), "{r}");
     assert_eq!(r["bad_args"]["error"], true);
 }
 

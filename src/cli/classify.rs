@@ -9,6 +9,7 @@ use super::usage_error;
 /// `dryrun classify`: exit 0 when no approval is needed, 3 when it is, 4
 /// when the classifier alone blocks, 2 on invalid input.
 pub(super) fn classify(
+    g: &super::GlobalOpts,
     command: String,
     workspace: Option<PathBuf>,
     json: bool,
@@ -17,43 +18,17 @@ pub(super) fn classify(
     if command.trim().is_empty() {
         return usage_error("the command to classify is empty");
     }
-    // The workspace and its policy are read with this process's own rights
-    // (a root CLI reads a user's workspace policy as that user).
-    let access = match crate::workspace::owner::OwnerSession::start(
-        &crate::workspace::owner::Creds::current(),
-    ) {
-        Ok(a) => a,
-        Err(e) => return usage_error(e),
-    };
-    let resolved = workspace
-        .or_else(|| std::env::current_dir().ok())
-        .and_then(|w| access.resolve(&w).ok());
-    let ws_policy = match &resolved {
-        Some(r) => {
-            let owner = match crate::workspace::owner::OwnerSession::for_owner(&r.identity) {
-                Ok(o) => o,
-                Err(e) => return usage_error(e),
-            };
-            match crate::policy::read_workspace_policy(&owner, &r.canonical, &r.identity) {
-                Ok(p) => p,
-                Err(e) => return usage_error(e),
-            }
-        }
-        None => None,
-    };
-    let ws = resolved.map(|r| r.canonical);
-    let policy = match crate::policy::Policy::load(&crate::engine::system_policy_dir(), ws_policy) {
-        Ok(p) => p,
-        Err(e) => return usage_error(e),
-    };
-    let c = crate::classify::classify(
-        &command,
-        &policy,
-        &crate::classify::Options {
-            workspace: ws,
-            is_step: false,
-        },
-    );
+    let workspace = workspace.or_else(|| std::env::current_dir().ok());
+    // The system policy's merge from the cache a run through the same
+    // door would use (the in-process engine's state directory, or the
+    // caller's cache directory beside a daemon).
+    let cache = super::target_of(g, super::door(g)).policy_cache_dir();
+    let c =
+        match crate::doors::classify::classify_in(&command, workspace.as_deref(), cache.as_deref())
+        {
+            Ok(c) => c,
+            Err(e) => return usage_error(e),
+        };
     if json && explain {
         let mut v = serde_json::to_value(&c).expect("serializes");
         v["explain"] = serde_json::to_value(c.explain()).expect("serializes");

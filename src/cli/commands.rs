@@ -28,7 +28,7 @@ pub(super) fn run(g: GlobalOpts, cmd: Cmd) -> i32 {
             workspace,
             json,
             explain,
-        } => super::classify::classify(command, workspace, json, explain),
+        } => super::classify::classify(&g, command, workspace, json, explain),
         Cmd::Daemon(a) => daemon(&g, a),
         Cmd::Replay {
             run_id,
@@ -440,12 +440,7 @@ fn with_resident(d: Door) -> Door {
 /// Where the doors (`hook`, `mcp`, a hook's `promote`) send requests: the
 /// same choice as every other subcommand.
 fn doors_target(g: &GlobalOpts) -> crate::doors::Target {
-    match with_resident(door(g)) {
-        crate::request::door::Door::Daemon(c) => {
-            crate::doors::Target::Daemon(c.socket().to_path_buf())
-        }
-        crate::request::door::Door::Local(_) => crate::doors::Target::Local(state_dir(g)),
-    }
+    super::target_of(g, with_resident(door(g)))
 }
 
 fn show_receipt(rc: &crate::record::Receipt, json: bool) {

@@ -121,6 +121,15 @@ fn door(g: &GlobalOpts) -> Door {
     })
 }
 
+/// The doors' name for where `d` sends requests (a daemon's socket, or
+/// this process's engine on its state directory).
+fn target_of(g: &GlobalOpts, d: Door) -> crate::doors::Target {
+    match d {
+        Door::Daemon(c) => crate::doors::Target::Daemon(c.socket().to_path_buf()),
+        Door::Local(_) => crate::doors::Target::Local(state_dir(g)),
+    }
+}
+
 fn door_with(g: &GlobalOpts, options: EngineOptions) -> Door {
     Door::choose(
         g.socket.as_deref(),

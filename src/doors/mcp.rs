@@ -7,7 +7,7 @@
 //! reviewer).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -409,19 +409,15 @@ impl DryrunMcp {
         if a.command.trim().is_empty() {
             return Err("command is empty".into());
         }
-        let c = blocking(move || {
-            let policy = crate::policy::Policy::load(&crate::engine::system_policy_dir(), None)
-                .map_err(|e| DoorError::Failed(e.to_string()))?;
-            Ok(crate::classify::classify(
-                &a.command,
-                &policy,
-                &crate::classify::Options {
-                    workspace: a.working_dir.map(PathBuf::from),
-                    is_step: false,
-                },
-            ))
-        })
-        .await?;
+        if a.working_dir
+            .as_deref()
+            .is_some_and(|w| !Path::new(w).is_absolute())
+        {
+            return Err("working_dir must be an absolute path".into());
+        }
+        let b = self.backend.clone();
+        let c = blocking(move || b.classify(&a.command, a.working_dir.as_deref().map(Path::new)))
+            .await?;
         Ok(Json(ClassifyOut {
             score: c.score,
             level: c.level.clone(),

@@ -6,6 +6,7 @@
 //! [`Backend::connect`]: typed requests sent through `Door::send`, the one
 //! client function the CLI uses too.
 
+pub mod classify;
 pub mod hook;
 pub mod mcp;
 pub mod mcp_http;
@@ -59,6 +60,7 @@ impl From<request::RequestError> for DoorError {
 /// Where a door's requests go: the daemon at a socket, or the engine in
 /// this process on a state directory. Chosen by the CLI's rules
 /// (`--local`, `--socket`/`DRYRUN_SOCKET`, the default socket).
+#[derive(Debug, Clone)]
 pub enum Target {
     Daemon(PathBuf),
     Local(PathBuf),
@@ -102,6 +104,7 @@ impl Target {
 /// uses.
 pub struct Backend {
     door: Door,
+    target: Target,
 }
 
 impl Backend {
@@ -113,7 +116,10 @@ impl Backend {
                 options: EngineOptions::default(),
             })),
         };
-        Ok(Backend { door })
+        Ok(Backend {
+            door,
+            target: target.clone(),
+        })
     }
 
     /// The global options that make another `dryrun` process reach the
@@ -149,6 +155,17 @@ impl Backend {
         reply
             .into_record()
             .ok_or_else(|| DoorError::Failed("the run was queued without a verdict".into()))
+    }
+
+    /// Classify `command` as a run in `workspace` would be, without running
+    /// it ([`classify::classify_in`], with this door's policy cache).
+    pub fn classify(
+        &self,
+        command: &str,
+        workspace: Option<&Path>,
+    ) -> Result<crate::classify::Classification, DoorError> {
+        let cache = self.target.policy_cache_dir();
+        classify::classify_in(command, workspace, cache.as_deref()).map_err(DoorError::Failed)
     }
 
     pub fn run(&self, run_id: &str) -> Result<RunRecord, DoorError> {

@@ -19,7 +19,7 @@
 //! - it is opened without following a symlink, must be a regular file of
 //!   the same owner, not group- or world-writable, of at most
 //!   [`CACHE_MAX_BYTES`];
-//! - it is keyed by the BLAKE3 of the binary's version, the cache format
+//! - it is keyed by the BLAKE3 of the build (a hash of its sources), the cache format
 //!   and every system layer's name and text (what is on disk now, read this
 //!   run), and carries the BLAKE3 of its payload: a key or digest mismatch,
 //!   a payload that does not deserialize exactly (trailing bytes included),
@@ -170,12 +170,15 @@ fn system_merged(
     Ok(m)
 }
 
-/// The cache file's key: the format, the binary's version and the system
-/// layers' names and texts (`system_key`, see `layer_digests`).
+/// The cache file's key: the format, the build (a hash of the sources,
+/// `build.rs`: two builds of one version may lay out the merge
+/// differently, and a layout that still deserializes could mean something
+/// else) and the system layers' names and texts (`system_key`, see
+/// `layer_digests`).
 fn cache_key(system_key: &[u8; 32]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(MAGIC);
-    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    h.update(crate::model::stubs::BUILD_ID.as_bytes());
     h.update(system_key);
     *h.finalize().as_bytes()
 }

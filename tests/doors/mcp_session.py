@@ -47,6 +47,9 @@ async def main():
             report["execute_risky"] = risky
             report["promote_risky"] = await call("promote", {"run_id": risky["structured"]["run_id"]})
             report["classify"] = await call("classify", {"command": "sh -c 'rm -rf /'"})
+            # The workspace's own policy counts, as it does for a run there.
+            report["classify_ws"] = await call("classify", {"command": "ship-it now", "working_dir": WS})
+            report["classify_bare"] = await call("classify", {"command": "ship-it now"})
             report["bad_args"] = await call("execute", {"command": "ls", "working_dir": WS, "nope": 1})
     print(json.dumps(report))
 
