@@ -35,6 +35,14 @@ pub struct IntentRecord {
     pub network_presets: Vec<String>,
 }
 
+impl IntentRecord {
+    /// A `read_only` run: the live lane writes nothing for it, not even the
+    /// time of a file it rewrote unchanged.
+    pub fn is_read_only(&self) -> bool {
+        self.mode == "read_only"
+    }
+}
+
 /// How the sandbox was built for this run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SandboxRecord {
@@ -148,10 +156,15 @@ impl Rehearsal {
 /// and limits hit, and each step's exit status. Durations, timings, run ids
 /// and enforcement details are left out.
 pub(crate) fn evidence_hash(r: &Rehearsal) -> String {
+    // Times aside: a run a second later is not another result.
     let mut changes: Vec<String> = r
         .changes
         .iter()
-        .map(|c| serde_json::to_string(c).expect("serializes"))
+        .map(|c| {
+            let mut c = c.clone();
+            c.mtime_after_ns = None;
+            serde_json::to_string(&c).expect("serializes")
+        })
         .collect();
     changes.sort();
     let mut blocked: Vec<String> = r

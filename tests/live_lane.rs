@@ -939,3 +939,89 @@ fn a_promoted_run_with_stubbed_calls_says_in_its_receipt_and_journal_that_they_w
     assert_eq!(code, 0, "{err}");
     assert!(rec["receipt"]["calls_not_made"].is_null(), "{rec}");
 }
+
+/// The live lane gives what it writes the modification time the command
+/// left in the rehearsal, as the command itself would have: a `touch` of
+/// unchanged content (a make stamp) moves it forward, `touch -d`, `cp -p`
+/// and `touch -h` set older ones, on files, new directories' entries and
+/// symlinks. A read-only run writes nothing, not even a time. Judged on
+/// the host's files after the promotion, as root and as the test user.
+#[test]
+fn promoted_paths_keep_the_times_the_command_gave_them() {
+    const OLD: i64 = 1_262_304_000; // 2010-01-01
+    for who in identities() {
+        let ws = Ws::new(who);
+        for f in ["stamp", "old.txt", "ro-stamp"] {
+            let p = ws.write(f, "s\n");
+            let st = Command::new("touch")
+                .args(["-h", "-d", &format!("@{OLD}")])
+                .arg(&p)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let mtime = |rel: &str| {
+            std::fs::symlink_metadata(ws.dir.join(rel))
+                .unwrap_or_else(|e| panic!("{who:?} {rel}: {e}"))
+                .mtime()
+        };
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let r = ws.rehearse(
+            "touch stamp && touch -d @1577836800 old.txt && mkdir -p x && printf n > x/new.txt \
+             && touch -d @981158400 x/new.txt && cp -p old.txt x/copy.txt && ln -s new.txt x/l \
+             && touch -h -d @1104537600 x/l",
+            &["--expect-write", "**"],
+        );
+        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        let id = r.json["run_id"].as_str().unwrap().to_string();
+        let change = |p: &str| {
+            r.json["rehearsal"]["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["path"] == p)
+                .cloned()
+                .unwrap_or_else(|| panic!("{who:?}: no change for {p}: {r:?}"))
+        };
+        assert_eq!(change("stamp")["kind"], "identical", "{who:?}");
+        assert!(
+            change("stamp")["mtime_after_ns"].as_i64().is_some(),
+            "{who:?}"
+        );
+        let out = ws.command().args(["promote", &id]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{who:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            mtime("stamp") >= started - 1,
+            "{who:?}: the touch of stamp went live"
+        );
+        assert_eq!(mtime("old.txt"), 1_577_836_800, "{who:?}");
+        assert_eq!(mtime("x/new.txt"), 981_158_400, "{who:?}");
+        assert_eq!(mtime("x/copy.txt"), 1_577_836_800, "{who:?}: cp -p");
+        assert_eq!(mtime("x/l"), 1_104_537_600, "{who:?}: the link itself");
+
+        // A read-only run: nothing is written, not even a time.
+        let r = ws.rehearse("touch ro-stamp", &["--read-only"]);
+        assert_eq!(r.code, 0, "{who:?}: {r:?}");
+        let id = r.json["run_id"].as_str().unwrap().to_string();
+        let out = ws.command().args(["promote", &id]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{who:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            mtime("ro-stamp"),
+            OLD,
+            "{who:?}: a read-only run touched nothing"
+        );
+    }
+}

@@ -77,6 +77,14 @@ pub struct Change {
     /// stubbed tool, `cp /usr/bin/git x`): live, it would be the real TOOL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stub_copy_of: Option<String>,
+    /// The result's modification time in the rehearsal (nanoseconds since
+    /// the epoch), when it differs from what the workspace had: the live
+    /// lane gives what it writes this time, as the command would have (a
+    /// `touch -d`, `cp -p` or `tar x` keeps an older time, a `touch` of
+    /// unchanged content a newer one). Not part of the evidence hash: a run
+    /// a second later is not another result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime_after_ns: Option<i64>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -89,6 +97,13 @@ impl Change {
             Some(h) => hex::decode(h).unwrap_or_else(|_| self.path.as_bytes().to_vec()),
             None => self.path.as_bytes().to_vec(),
         }
+    }
+
+    /// Does the live lane write anything for this change? Everything but
+    /// an identical rewrite does; an identical rewrite only its time, and
+    /// only when `times_of_rewrites` (a mutating run's).
+    pub fn goes_live(&self, times_of_rewrites: bool) -> bool {
+        self.kind != ChangeKind::Identical || (times_of_rewrites && self.mtime_after_ns.is_some())
     }
 
     pub fn new(path: &[u8], kind: ChangeKind, file_type: FileType) -> Self {
@@ -119,6 +134,7 @@ impl Change {
             content_withheld: false,
             content_not_kept: false,
             stub_copy_of: None,
+            mtime_after_ns: None,
         }
     }
 }

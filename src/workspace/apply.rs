@@ -43,7 +43,7 @@ pub(crate) enum ApplyError {
     },
 }
 
-fn perr(path: &[u8], message: impl std::fmt::Display) -> ApplyError {
+pub(super) fn perr(path: &[u8], message: impl std::fmt::Display) -> ApplyError {
     ApplyError::Path {
         path: crate::workspace::paths::escape_for_humans(path),
         message: message.to_string(),
@@ -138,6 +138,11 @@ pub(crate) enum Action {
     Chmod {
         mode: u32,
     },
+    /// Give the path the rehearsal's modification time (after every
+    /// other step; `meta.rs`).
+    SetTime {
+        mtime_ns: i64,
+    },
 }
 
 /// A state to compare with, loose where the rehearsal recorded less.
@@ -193,10 +198,10 @@ pub struct Identity {
 /// rights (see `owner::Workspace`, which picks this or an agent holding the
 /// owner's credentials).
 pub(crate) struct LocalWorkspace {
-    root: OwnedFd,
+    pub(super) root: OwnedFd,
     /// Ids promoted files get (the workspace root's owner); applied only
     /// when we may (running as root).
-    owner: (u32, u32),
+    pub(super) owner: (u32, u32),
     chown: bool,
     /// Regular files larger than this are neither hashed nor backed up.
     max_file: u64,
@@ -339,7 +344,7 @@ impl LocalWorkspace {
     /// the workspace owner (checked on the opened handle, which every later
     /// step uses): a directory of someone else's swapped in is refused, so
     /// nothing is done there that the owner could not do itself.
-    fn parent(&self, rel: &[u8]) -> Result<(OwnedFd, Vec<u8>), ApplyError> {
+    pub(super) fn parent(&self, rel: &[u8]) -> Result<(OwnedFd, Vec<u8>), ApplyError> {
         let (fd, name) = self.parent_lookup(rel)?;
         let st = nix::sys::stat::fstat(&fd).map_err(|e| perr(rel, e))?;
         if st.st_uid != self.owner.0 {
@@ -694,46 +699,6 @@ impl LocalWorkspace {
         nix::unistd::unlinkat(&dir, name, flag).map_err(|e| perr(rel, e))?;
         Ok(())
     }
-
-    pub(crate) fn chmod(&self, rel: &[u8], mode: u32) -> Result<(), ApplyError> {
-        // An O_PATH handle: its owner is checked without needing to read it,
-        // and the mode is changed on that very inode (through its
-        // /proc/self/fd link, which names the open file, not a path).
-        let fd = if rel == b"." {
-            nix::fcntl::openat2(&self.root, ".", how(OFlag::O_PATH | OFlag::O_DIRECTORY))
-        } else {
-            let (dir, name) = self.parent(rel)?;
-            nix::fcntl::openat(
-                &dir,
-                OsStr::from_bytes(&name),
-                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-        }
-        .map_err(|e| perr(rel, e))?;
-        let st = nix::sys::stat::fstat(&fd).map_err(|e| perr(rel, e))?;
-        if st.st_uid != self.owner.0 {
-            return Err(perr(
-                rel,
-                format!(
-                    "belongs to uid {}, not the workspace owner: its mode is not changed",
-                    st.st_uid
-                ),
-            ));
-        }
-        if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits() {
-            return Err(perr(rel, "is a symlink: its mode is not changed"));
-        }
-        use std::os::fd::AsRawFd;
-        self.note().inode(rel);
-        nix::sys::stat::fchmodat(
-            nix::fcntl::AT_FDCWD,
-            format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
-            Mode::from_bits_truncate(mode & 0o1777),
-            nix::sys::stat::FchmodatFlags::FollowSymlink,
-        )
-        .map_err(|e| perr(rel, e))
-    }
 }
 
 impl Op {
@@ -758,6 +723,7 @@ impl Op {
             }
             Action::Remove => ws.remove(&rel),
             Action::Chmod { mode } => ws.chmod(&rel, *mode),
+            Action::SetTime { mtime_ns } => ws.set_mtime(&rel, *mtime_ns),
         }
     }
 
@@ -765,6 +731,9 @@ impl Op {
     /// symlink). Call for a step that was applied, even partly.
     pub(crate) fn undo(&self, ws: &Workspace, backups: &Path, tag: &str) -> Result<(), ApplyError> {
         let rel = self.path_bytes();
+        if matches!(self.action, Action::SetTime { .. }) {
+            return Ok(()); // times are not restored (content, types, modes, owners are)
+        }
         match (&self.expect_before, &self.backup) {
             (Expect::Absent, _) => ws.remove(&rel),
             (Expect::Hashed { .. }, Some(b)) => match &b.symlink_target_hex {

@@ -6,6 +6,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod durable;
+mod meta;
 pub(crate) mod owner;
 pub(crate) mod paths;
 

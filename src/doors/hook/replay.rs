@@ -38,15 +38,16 @@ const MAX_COMMAND: usize = 32 << 10;
 
 /// Does `r` need no promotion, so that its output can be the answer?
 /// Decision promote, still `rehearsed`, nothing to apply (every change an
-/// identical rewrite), no call a stub answered, and a live lane that would
-/// only apply.
+/// identical rewrite that leaves no time to set), no call a stub answered,
+/// and a live lane that would only apply.
 pub(super) fn nothing_to_apply(r: &RunRecord) -> bool {
     let Some(h) = &r.rehearsal else { return false };
     r.state == RunState::Rehearsed
         && r.verdict.as_ref().map(|v| v.decision) == Some(Decision::Promote)
-        && h.changes
+        && !h
+            .changes
             .iter()
-            .all(|c| c.kind == crate::model::ChangeKind::Identical)
+            .any(|c| c.goes_live(!r.intent.is_read_only()))
         && h.would_be_actions.is_empty()
         && r.live
             .as_ref()

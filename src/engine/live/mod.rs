@@ -38,7 +38,7 @@ use crate::model::{Change, promotion};
 use crate::record::{
     LiveMode, LiveResult, RECEIPT_SCHEMA, Receipt, ReceiptChange, Rehearsal, RunRecord, RunState,
 };
-use crate::workspace::apply::{Expect, Op, Workspace};
+use crate::workspace::apply::{Action, Expect, Op, Workspace};
 
 /// Receipt ids are ours: `p` + the run id's shape.
 pub fn valid_receipt_id(id: &str) -> bool {
@@ -170,7 +170,11 @@ impl Engine {
             promotion::check_stubbed_calls(mode, &reh.would_be_actions, how.local_only)
                 .map_err(|refusal| EngineError::in_state(r.state, refusal.message(run_id)))?;
         let to_apply = self.what_to_apply(&mut r, &reh, actor, how.host_env, spent)?;
-        let (ops, identical, notes) = plan_ops(&to_apply.changes, &to_apply.blobs)?;
+        // A read-only run writes nothing, not even the time of a file it
+        // rewrote unchanged.
+        let identical_times = !r.intent.is_read_only();
+        let (ops, identical, notes) =
+            plan_ops(&to_apply.changes, &to_apply.blobs, identical_times)?;
         crate::phase("promote: planned");
         let identity = r.workspace_identity.ok_or_else(|| {
             EngineError::conflict(format!(
@@ -307,6 +311,9 @@ impl Engine {
             let Expect::Hashed { hash, .. } = &op.expect_before else {
                 continue;
             };
+            if matches!(op.action, Action::SetTime { .. }) {
+                continue; // changes no content: nothing to keep
+            }
             let rel = op.path_bytes();
             let b = match ws.state(&rel).map_err(apply_err)? {
                 crate::workspace::apply::State::Symlink { .. } => {
@@ -377,9 +384,16 @@ impl Engine {
         let stall = std::env::var("DRYRUN_FAULT_APPLY_STALL_MS")
             .ok()
             .and_then(|v| v.parse::<u64>().ok());
+        // The middle of the steps that write content (the times come last).
+        let middle = plan
+            .ops
+            .iter()
+            .filter(|o| !matches!(o.action, Action::SetTime { .. }))
+            .count()
+            / 2;
         for (i, op) in plan.ops.iter().enumerate() {
             if let Some(ms) = stall
-                && i == plan.ops.len() / 2
+                && i == middle
             {
                 // Fault injection for the crash tests (tests/live_lane.rs).
                 std::thread::sleep(std::time::Duration::from_millis(ms));

@@ -32,10 +32,14 @@ pub(super) fn apply_err(e: ApplyError) -> EngineError {
 
 /// Turn the rehearsal's change list into ordered steps, refusing what must
 /// never go live. Deletions first (deepest first), then directories and
-/// files (shallowest first), then permission changes (deepest first).
+/// files (shallowest first), then permission changes (deepest first), then
+/// the rehearsal's modification times of what the steps wrote and, unless
+/// `identical_times` is false (a read-only run: nothing is written), of the
+/// files the command rewrote with the same content (a `touch`).
 pub(super) fn plan_ops(
     changes: &[Change],
     blobs: &Path,
+    identical_times: bool,
 ) -> Result<(Vec<Op>, usize, Vec<String>), EngineError> {
     let mut refusals = Vec::new();
     let mut notes = Vec::new();
@@ -52,6 +56,13 @@ pub(super) fn plan_ops(
         }
         if c.kind == ChangeKind::Identical {
             identical += 1;
+            if identical_times && let (Some(t), Some(hash)) = (c.mtime_after_ns, &c.before) {
+                let at = Expect::Hashed {
+                    hash: hash.clone(),
+                    mode: None,
+                };
+                steps.times.push(time_op(c, t, at));
+            }
             continue;
         }
         if let Some(other) = &c.hardlink_of {
@@ -59,8 +70,13 @@ pub(super) fn plan_ops(
                 "{shown} was a hard link of {other} in the rehearsal; it is written as its own file"
             ));
         }
-        if let Err(refusal) = steps.add(c, &shown, blobs) {
-            refusals.push(refusal);
+        match steps.add(c, &shown, blobs) {
+            Err(refusal) => refusals.push(refusal),
+            Ok(after) => {
+                if let (Some(t), Some(after)) = (c.mtime_after_ns, after) {
+                    steps.times.push(time_op(c, t, after));
+                }
+            }
         }
     }
     if !refusals.is_empty() {
@@ -91,17 +107,33 @@ fn expect_before(c: &Change) -> Option<Expect> {
     })
 }
 
+/// The step that gives `c`'s path the rehearsal's modification time `t`,
+/// after every other step (`at`: what the path holds by then). Its undo
+/// leaves the time alone (a rollback restores content, not times).
+fn time_op(c: &Change, t: i64, at: Expect) -> Op {
+    Op {
+        path_hex: hex::encode(c.path_bytes()),
+        path: c.path.clone(),
+        action: Action::SetTime { mtime_ns: t },
+        expect_before: at.clone(),
+        after: at,
+        backup: None,
+    }
+}
+
 /// The steps planned so far, by phase.
 #[derive(Default)]
 struct Steps {
     deletions: Vec<Op>,
     writes: Vec<Op>,
     modes: Vec<Op>,
+    times: Vec<Op>,
 }
 
 impl Steps {
-    /// Plan one change's steps; `Err`: why it cannot go live.
-    fn add(&mut self, c: &Change, shown: &str, blobs: &Path) -> Result<(), String> {
+    /// Plan one change's steps; `Err`: why it cannot go live. `Ok`: what
+    /// the path holds after them (`None`: nothing, a deletion).
+    fn add(&mut self, c: &Change, shown: &str, blobs: &Path) -> Result<Option<Expect>, String> {
         // `promotion::refusals` already refused a change without a before
         // state; checked again so the planner never writes without a check,
         // whatever the model says.
@@ -115,8 +147,16 @@ impl Steps {
             after,
             backup: None,
         };
+        let mut last: Option<Expect> = None;
+        let mut push = |to: &mut Vec<Op>, o: Op| {
+            last = Some(o.after.clone());
+            to.push(o);
+        };
         match (c.kind, c.file_type) {
-            (ChangeKind::Deleted, _) => self.deletions.push(op(Action::Remove, Expect::Absent)),
+            (ChangeKind::Deleted, _) => {
+                self.deletions.push(op(Action::Remove, Expect::Absent));
+                return Ok(None);
+            }
             (ChangeKind::Metadata, ft) => {
                 let mode = c.mode_after.unwrap_or(0o644);
                 let after = match (&before, ft) {
@@ -128,19 +168,22 @@ impl Steps {
                     _ => Expect::Dir { mode: Some(mode) },
                 };
                 if ft != FileType::Symlink {
-                    self.modes.push(op(Action::Chmod { mode }, after));
+                    push(&mut self.modes, op(Action::Chmod { mode }, after));
                 }
             }
             (_, FileType::Dir) => {
                 let mode = c.mode_after.unwrap_or(0o755);
-                self.writes.push(op(
-                    Action::MakeDir { mode: 0o700 },
-                    Expect::Dir { mode: None },
-                ));
-                self.modes.push(Op {
-                    expect_before: Expect::Dir { mode: None },
-                    ..op(Action::Chmod { mode }, Expect::Dir { mode: Some(mode) })
-                });
+                push(
+                    &mut self.writes,
+                    op(Action::MakeDir { mode: 0o700 }, Expect::Dir { mode: None }),
+                );
+                push(
+                    &mut self.modes,
+                    Op {
+                        expect_before: Expect::Dir { mode: None },
+                        ..op(Action::Chmod { mode }, Expect::Dir { mode: Some(mode) })
+                    },
+                );
             }
             (_, FileType::File) => {
                 let Some(hash) = c.after.clone() else {
@@ -153,44 +196,52 @@ impl Steps {
                     ));
                 }
                 let mode = c.mode_after.unwrap_or(0o644) & 0o1777;
-                self.writes.push(op(
-                    Action::WriteFile {
-                        blob,
-                        hash: hash.clone(),
-                        mode,
-                    },
-                    Expect::Hashed {
-                        hash,
-                        mode: Some(mode),
-                    },
-                ));
+                push(
+                    &mut self.writes,
+                    op(
+                        Action::WriteFile {
+                            blob,
+                            hash: hash.clone(),
+                            mode,
+                        },
+                        Expect::Hashed {
+                            hash,
+                            mode: Some(mode),
+                        },
+                    ),
+                );
             }
             (_, FileType::Symlink) => {
                 let (Some(t), Some(h)) = (&c.symlink_target, &c.after) else {
                     return Err(Refusal::SymlinkTargetMissing.message(shown));
                 };
-                self.writes.push(op(
-                    Action::Symlink {
-                        target_hex: hex::encode(t.as_bytes()),
-                    },
-                    Expect::Hashed {
-                        hash: h.clone(),
-                        mode: None,
-                    },
-                ));
+                push(
+                    &mut self.writes,
+                    op(
+                        Action::Symlink {
+                            target_hex: hex::encode(t.as_bytes()),
+                        },
+                        Expect::Hashed {
+                            hash: h.clone(),
+                            mode: None,
+                        },
+                    ),
+                );
             }
             (_, FileType::Other) => unreachable!("refused by promotion::refusals"),
         }
-        Ok(())
+        Ok(last)
     }
 
     /// Deletions (deepest first), then directories before files
-    /// (shallowest first), then permission changes (deepest first).
+    /// (shallowest first), then permission changes (deepest first), then
+    /// times (a directory's after every entry in it was written).
     fn ordered(self) -> Vec<Op> {
         let Steps {
             mut deletions,
             mut writes,
             mut modes,
+            times,
         } = self;
         deletions.sort_by_key(|o| std::cmp::Reverse(depth(&o.path_bytes())));
         writes.sort_by_key(|o| {
@@ -203,6 +254,7 @@ impl Steps {
         let mut ops = deletions;
         ops.extend(writes);
         ops.extend(modes);
+        ops.extend(times);
         ops
     }
 }
@@ -345,7 +397,7 @@ mod tests {
                     ..Default::default()
                 };
                 let v = crate::verdict::judge(&spec, &report, &HostReport::default());
-                let planned = plan_ops(&changes, blobs.path());
+                let planned = plan_ops(&changes, blobs.path(), true);
                 if v.decision == Decision::Promote {
                     promoted.set(promoted.get() + 1);
                     prop_assert!(

@@ -60,6 +60,10 @@ pub(super) fn compare_root(upper_root: &Path, lower: &Lower) -> Option<Change> {
         owner: (low.st_uid, low.st_gid),
         size: 0,
         xattrs: low_x,
+        mtime_ns: low
+            .st_mtime
+            .saturating_mul(1_000_000_000)
+            .saturating_add(low.st_mtime_nsec),
     };
     // The upper root is named by its `/proc/self/fd` link: read what it
     // leads to (P2 gave it the lower root's own `user.*` attributes).
@@ -98,6 +102,15 @@ pub(super) struct LowerEntry {
     pub(super) owner: (u32, u32),
     pub(super) size: u64,
     pub(super) xattrs: BTreeMap<String, Vec<u8>>,
+    /// Modification time, nanoseconds since the epoch.
+    pub(super) mtime_ns: i64,
+}
+
+/// `m`'s modification time in nanoseconds since the epoch.
+pub(super) fn mtime_ns(m: &Metadata) -> i64 {
+    m.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(m.mtime_nsec())
 }
 
 pub(super) fn perm_bits(m: &Metadata) -> u32 {
@@ -112,6 +125,11 @@ pub(super) fn fill_mode(c: &mut Change, lower: Option<&LowerEntry>, upper: Optio
     c.mode_before = lower.map(|l| l.mode);
     if let Some(m) = upper {
         c.mode_after = Some(perm_bits(m));
+        // A time the command left that the workspace did not have.
+        let t = mtime_ns(m);
+        if lower.is_none_or(|l| l.mtime_ns != t) {
+            c.mtime_after_ns = Some(t);
+        }
         c.setid = perm_bits(m) & 0o6000 != 0 && !m.file_type().is_dir();
     }
 }
@@ -143,6 +161,7 @@ pub(super) fn lookup_lower(lower: &Lower, rel: &Path) -> io::Result<Option<Lower
                 owner: (u32::MAX, u32::MAX),
                 size: 0,
                 xattrs: BTreeMap::new(),
+                mtime_ns: 0,
             }));
         }
         Err(e) => return Err(e),
@@ -197,5 +216,9 @@ pub(super) fn lookup_lower(lower: &Lower, rel: &Path) -> io::Result<Option<Lower
         owner: (st.st_uid, st.st_gid),
         size: st.st_size as u64,
         xattrs,
+        mtime_ns: st
+            .st_mtime
+            .saturating_mul(1_000_000_000)
+            .saturating_add(st.st_mtime_nsec),
     }))
 }

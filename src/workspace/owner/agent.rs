@@ -232,6 +232,9 @@ pub(super) fn serve_one(
         } => apply_reply(w.symlink(&rel_of(&rel_hex), &rel_of(&target_hex), w.owner(), &tag)),
         Request::Remove { rel_hex } => apply_reply(w.remove(&rel_of(&rel_hex))),
         Request::Chmod { rel_hex, mode } => apply_reply(w.chmod(&rel_of(&rel_hex), mode)),
+        Request::SetTime { rel_hex, mtime_ns } => {
+            apply_reply(w.set_mtime(&rel_of(&rel_hex), mtime_ns))
+        }
         Request::Sync => apply_reply(w.sync().map(|_| ())),
     };
     write_json(to, &reply)

@@ -56,6 +56,10 @@ pub(super) enum Request {
         rel_hex: String,
         mode: u32,
     },
+    SetTime {
+        rel_hex: String,
+        mtime_ns: i64,
+    },
     /// Make every step taken so far durable (an fsync of each path the
     /// steps changed, or one `syncfs` for thousands: `durable.rs`).
     Sync,

@@ -536,4 +536,17 @@ impl Workspace {
             ),
         }
     }
+
+    pub(crate) fn set_mtime(&self, rel: &[u8], mtime_ns: i64) -> Result<(), ApplyError> {
+        match self {
+            Workspace::Local(w) => w.set_mtime(rel, mtime_ns),
+            Workspace::Agent { .. } => self.expect_ok(
+                rel,
+                Request::SetTime {
+                    rel_hex: hex::encode(rel),
+                    mtime_ns,
+                },
+            ),
+        }
+    }
 }
