@@ -825,6 +825,43 @@ fn someone_elses_objects_swapped_in_are_never_touched() {
         before,
         "root's directory untouched"
     );
+
+    // (e) A root-owned file swapped in where the promotion only sets a
+    // time (the command touched notes.txt): the time is the owner's to
+    // set on its own files only; root's file keeps its time and content.
+    let ws = project();
+    let r = submit_user(
+        &d,
+        &ws,
+        "touch notes.txt; echo 1 > a1; echo 2 > a2; echo 3 > a3",
+        &["--expect-write", "*"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json["run_id"].as_str().unwrap().to_string();
+    let rootfile = ws.root.path().join("rootfile");
+    std::fs::write(&rootfile, "ROOT\n").unwrap();
+    let st = Command::new("touch")
+        .args(["-d", "@1262304000"])
+        .arg(&rootfile)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = as_user_promote(&d, &id);
+    wait_until("the first write", 20, || ws.dir.join("a1").exists());
+    std::fs::rename(&rootfile, ws.dir.join("notes.txt")).unwrap();
+    let out = p.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let m = std::fs::metadata(ws.dir.join("notes.txt")).unwrap();
+    assert_eq!(
+        (m.uid(), m.mtime()),
+        (0, 1_262_304_000),
+        "root's file's time untouched"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("notes.txt")).unwrap(),
+        "ROOT\n"
+    );
 }
 
 fn as_user_promote(d: &Daemon, id: &str) -> std::process::Child {

@@ -87,15 +87,27 @@ impl LocalWorkspace {
                 )
             }
         };
+        let not_set = |e: Errno| {
+            let path = crate::workspace::paths::escape_for_humans(rel);
+            tracing::warn!(%path, error = %e, "modification time not set");
+        };
         match set(&t) {
             Ok(()) => Ok(()),
+            // The path is not where the steps put it: drift, as for any step.
+            Err(e @ (Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV)) => {
+                Err(perr(rel, format!("setting its modification time: {e}")))
+            }
             Err(Errno::EPERM | Errno::EACCES) => {
                 if let Err(e) = set(&TimeSpec::UTIME_NOW) {
-                    tracing::warn!(path = %crate::workspace::paths::escape_for_humans(rel), error = %e, "modification time not set");
+                    not_set(e);
                 }
                 Ok(())
             }
-            Err(e) => Err(perr(rel, format!("setting its modification time: {e}"))),
+            // A time this file system cannot hold, say.
+            Err(e) => {
+                not_set(e);
+                Ok(())
+            }
         }
     }
 }
