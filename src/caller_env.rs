@@ -188,6 +188,17 @@ pub(crate) fn of_this_process() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// This process's file mode creation mask, as a client sends it (read
+/// from `/proc/self/status`: `umask(2)` can only be read by changing it,
+/// which another thread could see). `None` when it cannot be read.
+pub(crate) fn umask_of_this_process() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let v = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(v.trim(), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+}
+
 /// The environment a login of `uid` starts with, for a client that sent
 /// none: `HOME`, `USER`, `LOGNAME` and `SHELL` from the password database,
 /// and [`DEFAULT_PATH`].

@@ -568,3 +568,94 @@ fn the_hook_deadline_follows_hook_timeout_s() {
         "{err}"
     );
 }
+
+/// `c` with `mask` as its umask.
+fn with_umask(c: &mut Command, mask: u32) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: umask(2) is async-signal-safe and touches nothing else.
+    unsafe {
+        c.pre_exec(move || {
+            libc::umask(mask as libc::mode_t);
+            Ok(())
+        })
+    }
+}
+
+/// The modes of what the run created, by path.
+fn created_modes(rec: &Value) -> Vec<(String, u64)> {
+    rec["rehearsal"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_string(),
+                c["mode_after"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Files the command creates get the modes the client's own shell would
+/// give them: the client's umask reaches the command in-process and
+/// through a daemon (whose own umask, here the test's, is never the
+/// command's when the client sent one); a plain HTTP client that sends
+/// none gets the daemon's; a mask out of range is refused naming the field.
+#[test]
+fn files_are_created_with_each_clients_umask() {
+    if !require_root() {
+        return;
+    }
+    const MAKE: &str = "mkdir d && echo x > d/f && umask";
+    let d = Daemon::start(&[]);
+    for who in [Who::Root, Who::User] {
+        let ws = if who == Who::User {
+            user_workspace()
+        } else {
+            Ws::new(Who::Root)
+        };
+        for (mask, dir, file) in [(0o077, 0o700, 0o600), (0o002, 0o775, 0o664)] {
+            for via_daemon in [false, true] {
+                let what = format!("{who:?}, umask {mask:03o}, daemon {via_daemon}");
+                let _ = std::fs::remove_dir_all(ws.dir.join("d"));
+                let mut c = match (via_daemon, who) {
+                    (true, Who::User) => d.cli_user(),
+                    (true, Who::Root) => d.cli_root(),
+                    (false, _) => ws.command(),
+                };
+                with_umask(&mut c, mask).current_dir(&ws.dir).args([
+                    "execute",
+                    "--json",
+                    "--expect-write",
+                    "**",
+                    "--command",
+                    MAKE,
+                ]);
+                let r = to_run(c.output().unwrap());
+                assert_eq!(r.exit_code(), Some(0), "{what}: {r:?}");
+                assert_eq!(r.out().trim(), format!("{mask:04o}"), "{what}");
+                let modes = created_modes(&r.json);
+                assert_eq!(
+                    modes,
+                    vec![("d".to_string(), dir), ("d/f".to_string(), file)],
+                    "{what}"
+                );
+            }
+        }
+        // No umask sent: the daemon's own (the test's, which started it).
+        let own = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:").map(|v| v.trim().to_string()))
+            .unwrap();
+        let body = serde_json::json!({"command": "umask", "working_dir": ws.dir});
+        let (code, rec) = d.curl(who, "POST", "/v1/runs?wait=true", Some(&body.to_string()));
+        assert_eq!(code, 200, "{who:?}: {rec}");
+        assert_eq!(rec["rehearsal"]["stdout"].as_str().unwrap().trim(), own);
+        let body =
+            serde_json::json!({"command": "true", "working_dir": ws.dir, "caller_umask": 512});
+        let (code, rec) = d.curl(who, "POST", "/v1/runs?wait=true", Some(&body.to_string()));
+        assert_eq!(code, 400, "{who:?}: {rec}");
+        assert!(rec.to_string().contains("caller_umask"), "{who:?}: {rec}");
+    }
+}

@@ -617,6 +617,9 @@ fn execute(g: &GlobalOpts, a: ExecuteArgs) -> i32 {
     // by the engine, unless the envelope carries one.
     env.caller_env
         .get_or_insert_with(crate::caller_env::of_this_process);
+    if env.caller_umask.is_none() {
+        env.caller_umask = crate::caller_env::umask_of_this_process();
+    }
     env.intent
         .expected_writes
         .extend(a.expect_write.iter().cloned());

@@ -147,6 +147,9 @@ impl Backend {
         envelope
             .caller_env
             .get_or_insert_with(crate::caller_env::of_this_process);
+        if envelope.caller_umask.is_none() {
+            envelope.caller_umask = crate::caller_env::umask_of_this_process();
+        }
         crate::phase("hook: sending");
         let reply = self.door.send(&request::Submit {
             envelope,

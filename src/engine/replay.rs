@@ -44,15 +44,22 @@ impl Engine {
         let mut env: crate::envelope::Envelope =
             serde_json::from_slice(&bytes).map_err(|e| EngineError::corrupt(&p, e))?;
         if let Some(new) = &req.envelope {
-            let (wd, caller_env) = (env.working_dir.take(), env.caller_env.take());
+            let (wd, caller_env, umask) = (
+                env.working_dir.take(),
+                env.caller_env.take(),
+                env.caller_umask.take(),
+            );
             env = new.clone();
             if env.working_dir.is_none() {
                 env.working_dir = wd;
             }
-            // The recorded run's environment, unless the new envelope
-            // carries one.
+            // The recorded run's environment and umask, unless the new
+            // envelope carries its own.
             if env.caller_env.is_none() {
                 env.caller_env = caller_env;
+            }
+            if env.caller_umask.is_none() {
+                env.caller_umask = umask;
             }
         }
         if let Some(c) = &req.command {

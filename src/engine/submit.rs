@@ -343,6 +343,12 @@ impl Engine {
             steps: spec.steps.clone(),
             shell: PathBuf::from("/bin/bash"),
             env,
+            // The client's, else this engine's own (the caller's when
+            // in-process).
+            umask: spec
+                .caller_umask
+                .or_else(crate::caller_env::umask_of_this_process)
+                .unwrap_or(0o022),
             limits: SandboxLimits {
                 timeout_ms: spec.limits.timeout_s * 1000,
                 memory_bytes: spec.limits.memory_mb << 20,

@@ -34,6 +34,12 @@ pub(crate) struct Envelope {
     /// hashed and saved (see `crate::caller_env`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller_env: Option<BTreeMap<String, String>>,
+    /// The submitting client's file mode creation mask (`umask`, 0 to
+    /// 0o777), filled by dryrun's clients: files the command creates get
+    /// the modes they would get in the client's own shell. Absent: the
+    /// engine's own (in-process, the caller's; a daemon's, its unit's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_umask: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -281,6 +287,8 @@ pub(crate) struct EnvelopeSpec {
     pub env: BTreeMap<String, String>,
     /// The client's environment, filtered (`None`: it sent none).
     pub caller_env: Option<crate::caller_env::FilteredEnv>,
+    /// The client's umask (`None`: it sent none).
+    pub caller_umask: Option<u32>,
     pub live: Live,
     /// The envelope's stub overrides, validated (they take precedence over
     /// the policy's and over a replay's recording).
@@ -399,6 +407,12 @@ pub(crate) fn load_task(workspace: &Path, name: &str) -> Result<Envelope, Envelo
         return Err(field(
             &format!("tasks.{name}.caller_env"),
             "is the submitting client's own environment, which dryrun sends; set variables in env",
+        ));
+    }
+    if env.caller_umask.is_some() {
+        return Err(field(
+            &format!("tasks.{name}.caller_umask"),
+            "is the submitting client's own umask, which dryrun sends; remove it",
         ));
     }
     if let Some(t) = &env.task
@@ -589,6 +603,14 @@ impl Envelope {
             None => None,
         };
         self.caller_env = caller_env.as_ref().map(|c| c.vars.clone());
+        if let Some(m) = self.caller_umask
+            && m > 0o777
+        {
+            return Err(field(
+                "caller_umask",
+                format!("{m} is not a file mode creation mask; use a value from 0 to 511 (0o777)"),
+            ));
+        }
 
         for (k, v) in &self.env {
             if !crate::model::text::is_shell_identifier(k) {
@@ -663,6 +685,7 @@ impl Envelope {
             limits,
             env: self.env.clone(),
             caller_env,
+            caller_umask: self.caller_umask,
             live,
             stubs,
             envelope: self,

@@ -116,6 +116,21 @@ fn the_callers_environment_is_filtered_before_it_is_kept() {
 }
 
 #[test]
+fn the_callers_umask_is_a_mode_mask() {
+    assert_eq!(
+        v("{\"command\": \"ls\", \"caller_umask\": 63}")
+            .unwrap()
+            .caller_umask,
+        Some(0o077)
+    );
+    let e = v("{\"command\": \"ls\", \"caller_umask\": 512}")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("caller_umask:"), "{e}");
+    assert!(v("command: ls\n").unwrap().caller_umask.is_none());
+}
+
+#[test]
 fn globs_and_limits() {
     let e = v("command: ls\nintent: {expected_writes: ['../x']}\n")
         .unwrap_err()

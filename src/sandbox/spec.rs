@@ -176,6 +176,8 @@ pub struct SandboxSpec {
     pub steps: Vec<String>,
     pub shell: PathBuf,
     pub env: Vec<(String, String)>,
+    /// The command's file mode creation mask.
+    pub umask: u32,
     pub limits: SandboxLimits,
     pub ids: IdPlan,
     pub image: ImageProfile,

@@ -118,6 +118,9 @@ class Envelope:
     # The client's environment (None: the Client fills it from os.environ,
     # unless told not to).
     caller_env: Optional[Dict[str, str]] = None
+    # The client's umask (None: the Client sends this process's, unless
+    # told not to send its environment).
+    caller_umask: Optional[int] = None
     # Per-run stub overrides by id (the policy's StubConfig shape:
     # {"match": {...}, "answer": {"stdout": ..., "exit": N}, ...}).
     stubs: Dict[str, Dict[str, Any]] = field(default_factory=dict)
@@ -149,6 +152,19 @@ class Change:
     file_type: str  # file | dir | symlink | other
     before: Optional[str]
     after: Optional[str]
+
+
+def this_process_umask() -> Optional[int]:
+    """This process's umask, read without changing it (os.umask can only
+    read it by setting it, which another thread could see)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def interleave(stdout: str, stderr: str, order: Optional[List[Dict[str, Any]]]) -> str:
@@ -256,6 +272,10 @@ class Client:
         body = envelope.to_json()
         if envelope.caller_env is None and self.send_environment:
             body["caller_env"] = dict(os.environ)
+        if envelope.caller_umask is None and self.send_environment:
+            mask = this_process_umask()
+            if mask is not None:
+                body["caller_umask"] = mask
         return body
 
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:

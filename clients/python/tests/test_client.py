@@ -99,3 +99,19 @@ def test_the_command_sees_this_processs_environment_filtered(daemon, workspace, 
     run = quiet.execute(Envelope(command=cmd, working_dir=str(workspace)))
     assert run.stdout == "venv= pdwb= gh=unset\n", run.record
     assert "provided:env:PATH" in run.record["rehearsal"]["stripped"]
+
+
+def test_the_command_creates_files_with_this_processs_umask(daemon, workspace):
+    # The daemon's umask is the test's; the client's is set apart from it.
+    old = os.umask(0o077)
+    try:
+        run = daemon.execute(Envelope(command="echo x > out/f; umask", working_dir=str(workspace),
+                                      intent=Intent(expected_writes=["out/**"])))
+    finally:
+        os.umask(old)
+    assert run.stdout.strip() == "0077", run.record
+    modes = {c["path"]: c["mode_after"] for c in run.record["rehearsal"]["changes"]}
+    assert modes == {"out/f": 0o600}, run.record
+    # Set by hand, it wins over this process's.
+    run = daemon.execute(Envelope(command="umask", working_dir=str(workspace), caller_umask=0o027))
+    assert run.stdout.strip() == "0027", run.record

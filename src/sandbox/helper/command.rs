@@ -86,6 +86,8 @@ fn apply_rlimits(plan: &CommandPlan) -> io::Result<()> {
         nix::sys::resource::setrlimit(*res, *soft, *hard).map_err(errno("setrlimit"))?;
     }
     nix::sys::prctl::set_thp_disable(false).map_err(errno("prctl thp"))?;
+    // The client's umask: files are created as its own shell creates them.
+    nix::sys::stat::umask(Mode::from_bits_truncate(plan.umask & 0o777));
     Ok(())
 }
 

@@ -109,6 +109,8 @@ pub(super) struct CommandPlan {
     pub filter: Vec<libc::sock_filter>,
     pub env: Vec<CString>,
     pub shell: CString,
+    /// The command's umask (the client's).
+    pub umask: u32,
 }
 
 /// P1's whole life. Never returns.
@@ -506,6 +508,7 @@ fn prepare_command(
         filter,
         env,
         shell,
+        umask: spec.umask,
     })
 }
 
