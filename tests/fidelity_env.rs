@@ -659,3 +659,21 @@ fn files_are_created_with_each_clients_umask() {
         assert!(rec.to_string().contains("caller_umask"), "{who:?}: {rec}");
     }
 }
+
+/// The command sees the host's own host name (`uname -n`, `hostname`, and
+/// `/etc/hostname` agree), as the live run does: a build stamp, a
+/// coverage file's name or git's fallback identity made with it are the
+/// live run's. As root and as the test user.
+#[test]
+fn the_command_sees_the_hosts_own_host_name() {
+    let host = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse("uname -n; hostname", &[]);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        assert_eq!(r.out(), format!("{host}\n{host}\n"), "{who:?}");
+    }
+}

@@ -17,15 +17,14 @@ pub struct ImageProfile {
     pub ro_binds: Vec<PathBuf>,
     #[serde(default)]
     pub mask: Vec<PathBuf>,
-    #[serde(default = "default_hostname")]
-    pub hostname: String,
+    /// The sandbox's host name; absent, the host's own (the new UTS
+    /// namespace starts with it), as the live run sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
     #[serde(default = "default_tmp_size")]
     pub tmp_size_mb: u64,
 }
 
-fn default_hostname() -> String {
-    "dryrun".into()
-}
 fn default_tmp_size() -> u64 {
     256
 }
@@ -89,7 +88,7 @@ impl ImageProfile {
         if p.tmp_size_mb == 0 || p.tmp_size_mb > 65536 {
             return Err(invalid("tmp_size_mb must be between 1 and 65536".into()));
         }
-        if p.hostname.is_empty() || p.hostname.len() > 64 {
+        if p.hostname.as_ref().is_some_and(|h| h.is_empty() || h.len() > 64) {
             return Err(invalid("hostname must be 1 to 64 bytes".into()));
         }
         Ok(p)

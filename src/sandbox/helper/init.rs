@@ -439,7 +439,9 @@ fn pivot_into_root(root: &Path) -> Result<(), HelperError> {
 fn name_host_and_cut_network(spec: &SandboxSpec) -> Result<bool, HelperError> {
     mark("P7 net + prep");
     let prep = |op| move |e: io::Error| HelperError::Prepare { op, source: e };
-    nix::unistd::sethostname(&spec.image.hostname).map_err(|e| prep("hostname")(e.into()))?;
+    if let Some(h) = &spec.image.hostname {
+        nix::unistd::sethostname(h).map_err(|e| prep("hostname")(e.into()))?;
+    }
     if !spec.network_host {
         sys::loopback_up().map_err(prep("loopback"))?;
         super::egress::hand_sockets_to_proxy(spec)?;
