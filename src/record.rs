@@ -435,7 +435,11 @@ pub struct ReceiptChange {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LiveResult {
+    /// Steps that wrote content, types, modes or removed paths.
     pub applied_steps: usize,
+    /// Paths given the modification time the command left on them.
+    #[serde(default, skip_serializing_if = "is_no_step")]
+    pub times_set: usize,
     pub skipped_identical: usize,
     pub notes: Vec<String>,
     /// Mode `rerun`: the run record of the live execution.
@@ -450,6 +454,10 @@ pub struct RolledBack {
     pub at: String,
     pub by: Actor,
     pub steps: usize,
+}
+
+fn is_no_step(n: &usize) -> bool {
+    *n == 0
 }
 
 pub(crate) const RECEIPT_SCHEMA: &str = "dryrun.receipt/v1";

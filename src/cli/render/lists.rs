@@ -192,8 +192,12 @@ pub fn print_receipt(rc: &crate::engine::Receipt) {
     );
     say!("workspace: {}", Shown::raw(&rc.workspace));
     say!(
-        "applied: {} step(s) · identical rewrites skipped: {} · change set {}",
+        "applied: {} step(s){} · identical rewrites skipped: {} · change set {}",
         rc.live_result.applied_steps,
+        match rc.live_result.times_set {
+            0 => String::new(),
+            n => format!(" · times set: {n}"),
+        },
         rc.live_result.skipped_identical,
         head(&rc.change_set, 16)
     );

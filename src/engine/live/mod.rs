@@ -200,8 +200,14 @@ impl Engine {
             ops,
             started_at: now_rfc3339(),
         };
+        let times_set = plan
+            .ops
+            .iter()
+            .filter(|o| matches!(o.action, Action::SetTime { .. }))
+            .count();
         let result = LiveResult {
-            applied_steps: plan.ops.len(),
+            applied_steps: plan.ops.len() - times_set,
+            times_set,
             skipped_identical: identical,
             notes,
             live_run_id: to_apply.live_run.as_ref().map(|l| l.run_id.clone()),
