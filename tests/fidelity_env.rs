@@ -677,3 +677,36 @@ fn the_command_sees_the_hosts_own_host_name() {
         assert_eq!(r.out(), format!("{host}\n{host}\n"), "{who:?}");
     }
 }
+
+/// The sandbox has the `/dev` a program expects of a Linux machine beyond
+/// the null devices: `/dev/shm` (Python's `multiprocessing` locks and
+/// process pools fail without it) and pseudo-terminals of its own
+/// (`script`, `expect`, tests of terminal programs). Both are the
+/// sandbox's own: the host's terminals are not in its `/dev/pts`, and
+/// what it leaves in `/dev/shm` never reaches the host's. As root and as
+/// the test user.
+#[test]
+fn shared_memory_and_pseudo_terminals_are_the_sandboxes_own() {
+    let tag = format!("dryrun-shm-canary-{}", std::process::id());
+    let py = "import multiprocessing as m\nfrom concurrent.futures import ProcessPoolExecutor\n\
+              l = m.Lock()\nwith ProcessPoolExecutor(2) as ex: print('pool', sum(ex.map(abs, [-1, -2])))";
+    for who in identities() {
+        let ws = Ws::new(who);
+        ws.write("mp.py", py);
+        let cmd = format!(
+            "python3 mp.py && script -qc 'tty' /dev/null && ls /dev/pts && echo x > /dev/shm/{tag} && ls /dev/shm"
+        );
+        let r = ws.rehearse(&cmd, &[]);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        let out = r.out().replace('\r', "");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "pool 3", "{who:?}: {out}");
+        assert!(lines[1].starts_with("/dev/pts/"), "{who:?}: {out}");
+        assert_eq!(lines[2], "ptmx", "{who:?}: only its own (none open now): {out}");
+        assert_eq!(lines[3], tag, "{who:?}: {out}");
+        assert!(
+            !Path::new("/dev/shm").join(&tag).exists(),
+            "{who:?}: the sandbox's /dev/shm reached the host's"
+        );
+    }
+}

@@ -190,6 +190,9 @@ pub(super) fn apply_landlock_on_current_thread(
             ["/dev/null", "/dev/zero", "/dev/full"],
             AccessFs::from_file(abi),
         ))?
+        // The sandbox's own shared memory and pseudo-terminals (`mounts::build_dev`).
+        .add_rules(path_beneath_rules(["/dev/shm"], AccessFs::from_all(abi)))?
+        .add_rules(path_beneath_rules(["/dev/pts"], AccessFs::from_file(abi)))?
         .add_rules(path_beneath_rules(stub_calls, AccessFs::from_all(abi)))?
         .restrict_self()?;
     let enforcement = match status.ruleset {

@@ -322,8 +322,12 @@ pub(super) fn build_image(
 }
 
 /// A minimal /dev: null, zero, full, random, urandom bound from the host, the
-/// usual symlinks, nothing else.
-pub(super) fn build_dev(root: &Path) -> Result<(), MountError> {
+/// usual symlinks; `shm`, a private tmpfs of `shm_bytes` and `shm_inodes`
+/// (POSIX shared memory and semaphores: Python's `multiprocessing` locks
+/// and process pools need it), and `pts`, a new devpts instance of the
+/// sandbox's own with `ptmx` (pseudo-terminals the command makes for
+/// itself: `script`, `expect`, a test of a terminal program), nothing else.
+pub(super) fn build_dev(root: &Path, shm_bytes: u64, shm_inodes: u64) -> Result<(), MountError> {
     let dev = root.join("dev");
     mkdir_p(&dev, 0o755)?;
     mount_tmpfs(&dev, 65536, 0o755, MsFlags::MS_NOEXEC)?;
@@ -349,7 +353,24 @@ pub(super) fn build_dev(root: &Path) -> Result<(), MountError> {
         let l = dev.join(name);
         std::os::unix::fs::symlink(to, &l).map_err(|e| perr(&l, e))?;
     }
-    remount_ro(&dev)
+    let (shm, pts) = (dev.join("shm"), dev.join("pts"));
+    for d in [&shm, &pts] {
+        mkdir_p(d, 0o755)?;
+    }
+    let ptmx = dev.join("ptmx");
+    std::os::unix::fs::symlink("pts/ptmx", &ptmx).map_err(|e| perr(&ptmx, e))?;
+    remount_ro(&dev)?;
+    mount_tmpfs_capped(&shm, shm_bytes, shm_inodes, 0o1777)?;
+    // A new instance: the host's terminals are not in it, and what the
+    // command opens here is its own.
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(|e| merr("devpts", &pts, e))
 }
 
 /// A new /proc for the new pid namespace, with the kernel knobs read-only.

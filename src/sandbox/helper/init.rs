@@ -142,7 +142,7 @@ fn init_main(
     // workspace), so it shows nothing the command's own paths do not.
     mark("P4 stubs");
     stubs.install(spec, &root, &ids)?;
-    mount_dev_and_proc(&root)?;
+    mount_dev_and_proc(spec, &root)?;
     pivot_into_root(&root)?;
     let nested_userns_capped = name_host_and_cut_network(spec)?;
     let plan = prepare_command(spec, ids, &stubs, &view)?;
@@ -408,7 +408,7 @@ fn mount_tmp_and_overlay(
 }
 
 /// P5: a minimal /dev and a new /proc with the kernel knobs read-only.
-fn mount_dev_and_proc(root: &Path) -> Result<(), HelperError> {
+fn mount_dev_and_proc(spec: &SandboxSpec, root: &Path) -> Result<(), HelperError> {
     mark("P5 dev + proc");
     let step = |op| {
         move |e: mounts::MountError| HelperError::DevAndProc {
@@ -416,7 +416,7 @@ fn mount_dev_and_proc(root: &Path) -> Result<(), HelperError> {
             source: e.into(),
         }
     };
-    mounts::build_dev(root).map_err(step("/dev"))?;
+    mounts::build_dev(root, spec.limits.tmp_bytes, MAX_INODES).map_err(step("/dev"))?;
     mounts::mount_proc(root).map_err(step("/proc"))
 }
 
