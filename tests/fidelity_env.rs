@@ -683,8 +683,9 @@ fn the_command_sees_the_hosts_own_host_name() {
 /// process pools fail without it) and pseudo-terminals of its own
 /// (`script`, `expect`, tests of terminal programs). Both are the
 /// sandbox's own: the host's terminals are not in its `/dev/pts`, and
-/// what it leaves in `/dev/shm` never reaches the host's. As root and as
-/// the test user.
+/// what it leaves in `/dev/shm` never reaches the host's; a line
+/// discipline cannot be set on its terminals (the kernel would load the
+/// discipline's module). As root and as the test user.
 #[test]
 fn shared_memory_and_pseudo_terminals_are_the_sandboxes_own() {
     let tag = format!("dryrun-shm-canary-{}", std::process::id());
@@ -693,8 +694,14 @@ fn shared_memory_and_pseudo_terminals_are_the_sandboxes_own() {
     for who in identities() {
         let ws = Ws::new(who);
         ws.write("mp.py", py);
+        ws.write(
+            "ldisc.py",
+            "import fcntl, os, pty, struct, termios\nm, s = pty.openpty()\n\
+             try:\n    fcntl.ioctl(s, termios.TIOCSETD, struct.pack('i', 21))\n    print('ldisc set')\n\
+             except OSError as e:\n    print('ldisc', e.strerror)\n",
+        );
         let cmd = format!(
-            "python3 mp.py && script -qc 'tty' /dev/null && ls /dev/pts && echo x > /dev/shm/{tag} && ls /dev/shm"
+            "python3 mp.py && script -qc 'tty' /dev/null && ls /dev/pts && echo x > /dev/shm/{tag} && ls /dev/shm && python3 ldisc.py"
         );
         let r = ws.rehearse(&cmd, &[]);
         assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
@@ -702,8 +709,12 @@ fn shared_memory_and_pseudo_terminals_are_the_sandboxes_own() {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "pool 3", "{who:?}: {out}");
         assert!(lines[1].starts_with("/dev/pts/"), "{who:?}: {out}");
-        assert_eq!(lines[2], "ptmx", "{who:?}: only its own (none open now): {out}");
+        assert_eq!(
+            lines[2], "ptmx",
+            "{who:?}: only its own (none open now): {out}"
+        );
         assert_eq!(lines[3], tag, "{who:?}: {out}");
+        assert_eq!(lines[4], "ldisc Operation not permitted", "{who:?}: {out}");
         assert!(
             !Path::new("/dev/shm").join(&tag).exists(),
             "{who:?}: the sandbox's /dev/shm reached the host's"

@@ -77,6 +77,12 @@ pub const DENIED_SYSCALLS: &[(&str, libc::c_long)] = &[
 
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
+/// A terminal's line discipline: setting one makes the kernel load its
+/// module when `dev.tty.ldisc_autoload` is on (n_gsm, n_hdlc: old kernel
+/// attack surface); the sandbox's own pseudo-terminals are a tty the
+/// command can open, so this is refused, with console redirection.
+const TIOCSETD: u64 = 0x5423;
+const TIOCCONS: u64 = 0x541D;
 const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWUSER as u64,
     libc::CLONE_NEWNS as u64,
@@ -152,7 +158,7 @@ fn rule_sets() -> Result<Vec<(Rules, SeccompAction)>, SeccompError> {
     // is an unsigned int), so high garbage does not dodge the rule.
     deny.insert(
         libc::SYS_ioctl,
-        [TIOCSTI, TIOCLINUX]
+        [TIOCSTI, TIOCLINUX, TIOCSETD, TIOCCONS]
             .iter()
             .map(|r| when(1, Dword, SeccompCmpOp::Eq, *r))
             .collect::<Result<_, _>>()?,

@@ -88,7 +88,10 @@ impl ImageProfile {
         if p.tmp_size_mb == 0 || p.tmp_size_mb > 65536 {
             return Err(invalid("tmp_size_mb must be between 1 and 65536".into()));
         }
-        if p.hostname.as_ref().is_some_and(|h| h.is_empty() || h.len() > 64) {
+        if p.hostname
+            .as_ref()
+            .is_some_and(|h| h.is_empty() || h.len() > 64)
+        {
             return Err(invalid("hostname must be 1 to 64 bytes".into()));
         }
         Ok(p)

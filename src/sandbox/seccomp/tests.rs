@@ -121,6 +121,8 @@ fn argument_rules_ioctl_clone_and_clone3() {
     let ioctl = |req: u64| native(&prog, libc::SYS_ioctl, [0, req, 0, 0, 0, 0]);
     assert_eq!(ioctl(TIOCSTI), ERRNO | libc::EPERM as u32);
     assert_eq!(ioctl(TIOCLINUX), ERRNO | libc::EPERM as u32);
+    assert_eq!(ioctl(TIOCSETD), ERRNO | libc::EPERM as u32);
+    assert_eq!(ioctl(TIOCCONS), ERRNO | libc::EPERM as u32);
     // High bits above the 32-bit command do not dodge the rule.
     assert_eq!(
         ioctl(0xdead_beef_0000_0000 | TIOCSTI),
