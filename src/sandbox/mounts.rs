@@ -181,7 +181,9 @@ pub(super) fn bind_checked_dir_ro(
     src: &Path,
     identity: Option<(u64, u64)>,
 ) -> Result<bool, MountError> {
-    let Some(fd) = open_dir_no_symlinks(src, identity).map_err(|e| merr("open", src, e))? else {
+    let Some(fd) =
+        open_dir_no_symlinks(src, identity).map_err(|e| merr("open", src, io::Error::from(e)))?
+    else {
         return Ok(false);
     };
     let tree = super::sys::open_tree_clone_at(fd.as_raw_fd(), super::sys::Reach::Tree)
@@ -202,28 +204,33 @@ pub(super) fn bind_checked_dir_ro(
 }
 
 /// `path` opened `O_PATH` as a directory with no symlink among its
-/// components; `None` when it is missing or no longer the directory
-/// `identity` (device, inode) names.
+/// components, through the view's resolver (no mount it does not cross,
+/// such as a FUSE mount another user serves, is looked at: refused with
+/// the line that names it); `None` when it is missing or no longer the
+/// directory `identity` (device, inode) names.
 pub(super) fn open_dir_no_symlinks(
     path: &Path,
     identity: Option<(u64, u64)>,
-) -> io::Result<Option<std::os::fd::OwnedFd>> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
-        Ok(fd) => fd,
-        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR | nix::errno::Errno::ELOOP) => {
+) -> Result<Option<std::os::fd::OwnedFd>, super::view::Refusal> {
+    use super::view::Refusal;
+    let opened = match super::view::Resolver::new().open_exact(path) {
+        Ok(o) => o,
+        Err(Refusal::Io(e))
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+            ) =>
+        {
             return Ok(None);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
-    let st = nix::sys::stat::fstat(&fd)?;
-    if identity.is_some_and(|id| id != (st.st_dev, st.st_ino)) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = opened.meta()?;
+    if !meta.is_dir() || identity.is_some_and(|id| id != (meta.dev(), meta.ino())) {
         return Ok(None);
     }
-    Ok(Some(fd))
+    Ok(Some(opened.file.into()))
 }
 
 /// Bind `src` onto `target` (which may be a `/proc/self/fd/N` link to an

@@ -144,7 +144,7 @@ impl ViewSetup {
                     opened => opened.map_err(|source| HelperError::OpenView {
                         op: "open layer",
                         path: l.path.clone(),
-                        source,
+                        source: source.into(),
                     })?,
                 }
             };
