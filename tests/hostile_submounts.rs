@@ -1009,11 +1009,22 @@ fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting
     );
     let conf = made.dir(&PathBuf::from(format!("/var/tmp/hsub-fhome-{tag}")), None);
     made.file(&conf.join("fuse.conf"), "user_allow_other\n", 0o644, None);
-    let cmd = "cat ~/canary canary; ls -la ~; echo HSUB-RAN; exit 0".to_string();
+    // A PATH directory outside the home the account owns: bound by the
+    // plan, covered once the plan is made.
+    let bin = made.dir(
+        &PathBuf::from(format!("/srv/hsub-fpath-{tag}/bin")),
+        account(),
+    );
+    let path = format!("/usr/bin:/bin:{}", bin.display());
+    let cmd = format!(
+        "cat ~/canary canary {}/canary; ls -la ~; echo HSUB-RAN; exit 0",
+        bin.display()
+    );
     for (case, (over, later, daemon)) in [
         ("home", false, false),
         ("workspace", false, false),
         ("home", true, false),
+        ("PATH directory", true, false),
         ("home", false, true),
     ]
     .into_iter()
@@ -1022,6 +1033,8 @@ fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting
         let (ws, _) = account_ws(Mode::RootEngine);
         let point = if over == "home" {
             home.clone()
+        } else if over == "PATH directory" {
+            bin.clone()
         } else {
             ws.dir.clone()
         };
@@ -1045,7 +1058,7 @@ fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting
         let r = if daemon {
             let d = Daemon::start_wrapped(&in_ns(&setup, &args, &[]), &[]);
             let body = serde_json::json!({"command": cmd, "working_dir": ws.dir,
-                                          "env": {"HOME": home, "PATH": "/usr/bin:/bin"}});
+                                          "env": {"HOME": home, "PATH": path}});
             let (_k, file) = agent_envelope_file(&body.to_string());
             let t0 = Instant::now();
             let child = d
@@ -1089,7 +1102,7 @@ fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting
             }
             let mut all: Vec<String> = ["timeout", "-s", "KILL", "40"].map(String::from).into();
             all.extend(in_ns(&setup, &args, &mode_wrapper));
-            let r = attack(&ws, &all, &cmd);
+            let r = attack_with_path(&ws, &all, &cmd, &path);
             served = kill_servers(&pidfile);
             r
         };
@@ -1100,7 +1113,7 @@ fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting
             "{what}: the run waited on the stopped server ({took:?}): {r:?}"
         );
         assert_nowhere(&what, &r, &ws.state, &format!("FUSEHOME-{tag}"));
-        if over == "home" {
+        if over != "workspace" {
             assert_command_ran(&what, &r, "HSUB-RAN");
             assert!(named(&r, &point, "FUSE"), "{what}: {:?}", r.stripped());
         } else {

@@ -82,9 +82,16 @@ pub(crate) fn other_homes(uid: u32) -> Vec<(u32, PathBuf)> {
     }
     // A system account (uid below 1000) whose home is a directory it owns
     // is a user's home too (a test or service user with a real home).
+    // Looked at through the resolver: such a home may be a directory the
+    // agent made and mounted over.
+    let look = Resolver::new();
     let owns = |u: u32, home: &Path| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(home).is_ok_and(|m| m.is_dir() && m.uid() == u)
+        let (Some(dir), Some(name)) = (home.parent(), home.file_name()) else {
+            return false;
+        };
+        look.canonicalize(dir)
+            .and_then(|d| Ok(look.open_exact(&d.join(name))?.meta()?))
+            .is_ok_and(|m| m.is_dir() && m.uid() == u)
     };
     parse_other_homes(&text, uid, owns)
 }

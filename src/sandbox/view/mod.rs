@@ -234,7 +234,10 @@ pub(crate) fn plan_view(r: &ViewRequest) -> ViewSpec {
         ..Default::default()
     };
     for scratch in ["/tmp", "/var/tmp"] {
-        if std::fs::symlink_metadata(scratch).is_ok_and(|m| m.is_dir()) {
+        if look
+            .open_exact(Path::new(scratch))
+            .is_ok_and(|o| o.meta().is_ok_and(|m| m.is_dir()))
+        {
             v.layers.push(ShownDir {
                 path: scratch.into(),
                 identity: None,
