@@ -30,6 +30,7 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 
 use super::submounts::read_mount_table;
+use crate::model::mount_table::MountTable;
 
 /// Why a path was not resolved.
 #[derive(Debug)]
@@ -252,22 +253,7 @@ impl Resolver {
             Some(r) => r,
             None => {
                 // Read after the pin: the line with this id is this mount's.
-                let table = read_mount_table();
-                let refused = match table.0.iter().find(|l| l.id == id) {
-                    None => Some(
-                        "a mount the mount table does not list (made since it was read)"
-                            .to_string(),
-                    ),
-                    Some(l) => match l.fuse {
-                        Some(served) if served != Some(self.me) => Some(format!(
-                            "a FUSE mount served by {}",
-                            served.map_or("a user the mount table does not name".into(), |u| {
-                                format!("uid {u}")
-                            })
-                        )),
-                        _ => None,
-                    },
-                };
+                let refused = verdict(&read_mount_table(), id, self.me);
                 self.judged.borrow_mut().push(Judged {
                     id,
                     _pin: fd.try_clone().map_err(Refusal::Io)?,
@@ -284,6 +270,24 @@ impl Resolver {
                 point.display()
             ))),
         }
+    }
+}
+
+/// Why the mount `id` is not crossed by a look as `me`, as `table` lists
+/// it: a FUSE mount another user serves, or one the table does not list;
+/// `None`: it is crossed.
+fn verdict(table: &MountTable, id: u64, me: u32) -> Option<String> {
+    let Some(line) = table.0.iter().find(|l| l.id == id) else {
+        return Some("a mount the mount table does not list (made since it was read)".into());
+    };
+    match line.fuse {
+        Some(served) if served != Some(me) => Some(format!(
+            "a FUSE mount served by {}",
+            served.map_or("a user the mount table does not name".into(), |u| format!(
+                "uid {u}"
+            ))
+        )),
+        _ => None,
     }
 }
 
@@ -379,6 +383,30 @@ mod tests {
         // Mounts met on the way (the root's, this tree's) are judged once.
         assert!(!r.judged.borrow().is_empty());
         assert!(r.judged.borrow().iter().all(|j| j.refused.is_none()));
+    }
+
+    /// A FUSE mount another user serves (named or not) and a mount the
+    /// table does not list are refused; any other mount, the user's own
+    /// FUSE mounts included, is crossed.
+    #[test]
+    fn the_verdict_refuses_foreign_fuse_and_unlisted_mounts() {
+        let table = MountTable::parse(
+            b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+              44 22 0:60 / /home/u rw - fuse.bindfs bindfs rw,user_id=1000,group_id=1000\n\
+              45 22 0:61 / /srv/f rw - fuse sshfs rw\n",
+            usize::MAX,
+        );
+        assert_eq!(verdict(&table, 22, 1000), None);
+        assert_eq!(verdict(&table, 44, 1000), None);
+        let theirs = verdict(&table, 44, 0).unwrap();
+        assert!(theirs.contains("FUSE mount served by uid 1000"), "{theirs}");
+        let unnamed = verdict(&table, 45, 1000).unwrap();
+        assert!(
+            unnamed.contains("a user the mount table does not name"),
+            "{unnamed}"
+        );
+        let unlisted = verdict(&table, 46, 0).unwrap();
+        assert!(unlisted.contains("does not list"), "{unlisted}");
     }
 
     /// The mount id read without syncing is the one the table lists for
