@@ -979,12 +979,16 @@ fn kill_servers(pidfile: &Path) -> usize {
 
 /// Attack 7: A FUSE mount the agent serves over its own home, or over its
 /// workspace (both directories it owns, so `fusermount` lets it mount
-/// there), with `allow_other` and its server stopped; and the same mount
-/// over the home made only after the engine planned the view (while the
-/// sandbox helper is held at its first `unshare`, by `strace`'s delay), so
-/// that no reading of the mount table before can know it. Root's engine
-/// (the CLI, and a root daemon for the mount made before) finishes within
-/// 20 s, names what it did not look at, and shows nothing of the mount.
+/// there), or beneath a `PATH` directory outside the home (named as a
+/// tool the stubs cover), with `allow_other` and its server stopped; and
+/// the same mount over the home, and over a `PATH` directory the plan
+/// binds, made only after the engine planned the view (while the sandbox
+/// helper is held at its first `unshare`, by `strace`'s delay), so that no
+/// reading of the mount table before can know it. Root's engine (the CLI,
+/// and a root daemon for the home) finishes within 20 s, names what it did
+/// not look at (a workspace it cannot look at is refused, named), and
+/// shows nothing of the mount. Each case waited until killed (40 s)
+/// before the resolver.
 #[test]
 fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting() {
     let _l = lock();
@@ -1026,6 +1030,7 @@ fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting
         ("home", true, false),
         ("PATH directory", true, false),
         ("home", false, true),
+        ("tool in a PATH directory", false, false),
     ]
     .into_iter()
     .enumerate()
@@ -1035,6 +1040,10 @@ fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting
             home.clone()
         } else if over == "PATH directory" {
             bin.clone()
+        } else if over == "tool in a PATH directory" {
+            // Beneath a PATH directory the view binds with the mounts
+            // below it: where the stubs look for the tools they cover.
+            made.dir(&bin.join("git"), account())
         } else {
             ws.dir.clone()
         };

@@ -264,13 +264,42 @@ impl Resolver {
         };
         match refused {
             None => Ok(()),
-            Some(what) => Err(Refusal::NotLooked(format!(
-                "hidden:{} (on {what} at {}: not looked at, its server could keep the run waiting)",
-                asked.display(),
-                point.display()
-            ))),
+            Some(what) => Err(Refusal::NotLooked(not_looked(asked, &what, point))),
         }
     }
+}
+
+/// The lines that name the mounts strictly beneath `dir`, as the mount
+/// table lists them now, that a look would not cross (what a bind of
+/// `dir` with the mounts below it would carry along); `None` when the
+/// table cannot be read.
+pub(crate) fn refused_below(dir: &Path) -> Option<Vec<String>> {
+    let table = read_mount_table();
+    if table.0.is_empty() {
+        return None;
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    let below = table
+        .0
+        .iter()
+        .filter(|l| l.point.starts_with(dir) && l.point != dir);
+    Some(
+        below
+            .filter_map(|l| {
+                let what = verdict(&table, l.id, me)?;
+                Some(not_looked(&l.point, &what, &l.point))
+            })
+            .collect(),
+    )
+}
+
+/// The line that names `asked` as not looked at: on `what` at `point`.
+fn not_looked(asked: &Path, what: &str, point: &Path) -> String {
+    format!(
+        "hidden:{} (on {what} at {}: not looked at, its server could keep the run waiting)",
+        asked.display(),
+        point.display()
+    )
 }
 
 /// Why the mount `id` is not crossed by a look as `me`, as `table` lists
