@@ -266,13 +266,12 @@ impl LocalWorkspace {
             path: path.to_path_buf(),
             message: m,
         };
-        // Reached through the view's resolver (no symlink, nothing on a
-        // mount it does not cross asked), then opened for reading.
-        let pinned = crate::sandbox::view::Resolver::new()
-            .open_exact(path)
-            .map_err(|e| root_err(e.to_string()))?;
+        // Through the host opener (no symlink, nothing on a mount the
+        // view's resolver does not cross), then opened for reading.
+        let (_, pinned) = crate::workspace::paths::open_on_host(path, false)
+            .map_err(|e| root_err(format!("{e} (is a component of the path a symlink?)")))?;
         let root = nix::fcntl::openat(
-            &pinned.file,
+            &pinned,
             ".",
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),

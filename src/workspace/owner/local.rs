@@ -26,29 +26,25 @@ pub(super) fn resolve_here(path: &Path) -> Result<Resolved, AccessError> {
             message: "is relative; give an absolute path".into(),
         });
     }
-    // Through the resolver: resolved from `/` with no symlink followed
-    // but by the resolver itself, and nothing on a mount it does not
-    // cross (a FUSE mount another user serves, which could keep this
-    // process waiting forever) asked.
-    let errno = |e: &std::io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
-    let opened = crate::sandbox::view::Resolver::new()
-        .resolve(path)
-        .map_err(|e| match e {
-            crate::sandbox::view::Refusal::Io(e) => AccessError::from_errno(&shown, uid, errno(&e)),
-            crate::sandbox::view::Refusal::NotLooked(note) => AccessError::Other {
+    // Through the host opener (the view's resolver in the binary): from
+    // `/`, no symlink followed but by the opener itself, nothing on a
+    // mount it does not cross (a FUSE mount another user serves, which
+    // could keep this process waiting forever) asked.
+    let (canonical, fd) =
+        crate::workspace::paths::open_on_host(path, true).map_err(|e| match e.raw_os_error() {
+            Some(n) => AccessError::from_errno(&shown, uid, Errno::from_raw(n)),
+            None => AccessError::Other {
                 path: shown.clone(),
-                message: format!("cannot be looked at: {note}"),
+                message: format!("cannot be looked at: {e}"),
             },
         })?;
-    let canonical = opened.path.clone();
     if canonical == Path::new("/") {
         return Err(AccessError::Other {
             path: shown,
             message: "the root directory cannot be a workspace; pick a project directory".into(),
         });
     }
-    let st =
-        nix::sys::stat::fstat(&opened.file).map_err(|e| AccessError::from_errno(&shown, uid, e))?;
+    let st = nix::sys::stat::fstat(&fd).map_err(|e| AccessError::from_errno(&shown, uid, e))?;
     if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFDIR.bits() {
         return Err(AccessError::Other {
             path: shown,
