@@ -8,8 +8,10 @@
 //! one, with a symlink to another user's home) while runs are planned;
 //! mount points whose names the mount table escapes, or that are long; a
 //! root daemon serving two users with mounts beneath their homes; a FUSE
-//! mount the agent serves itself, its server stopped; and writes beneath
-//! a layer (read-only ones, hard links and renames across layers).
+//! mount the agent serves itself, its server stopped (beneath the home,
+//! over the home, the workspace or a `PATH` directory, beneath one, and
+//! made after the plan); and writes beneath a layer (read-only ones, hard
+//! links and renames across layers).
 //!
 //! Every attack is judged on the host side: canaries of unique random
 //! content never appear in anything the run reports or keeps in its state
