@@ -13,6 +13,8 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // Every host look of the workspace goes through the view's resolver.
+    dryrun::workspace::install_host_open(dryrun::sandbox::host_open);
     dryrun::phase("main");
     if std::env::args_os()
         .nth(1)

@@ -8,8 +8,10 @@
 //! one, with a symlink to another user's home) while runs are planned;
 //! mount points whose names the mount table escapes, or that are long; a
 //! root daemon serving two users with mounts beneath their homes; a FUSE
-//! mount the agent serves itself, its server stopped; and writes beneath
-//! a layer (read-only ones, hard links and renames across layers).
+//! mount the agent serves itself, its server stopped (beneath the home,
+//! over the home, the workspace or a `PATH` directory, beneath one, and
+//! made after the plan); and writes beneath a layer (read-only ones, hard
+//! links and renames across layers).
 //!
 //! Every attack is judged on the host side: canaries of unique random
 //! content never appear in anything the run reports or keeps in its state
@@ -908,4 +910,232 @@ fn writes_beneath_a_layer_stay_in_the_rehearsal_and_are_listed() {
     .filter(|p| p.exists())
     .collect();
     assert!(left.is_empty(), "written on the host: {left:?}");
+}
+
+/// The setup (a `sh -c` script for [`in_ns`], with its arguments from
+/// `$1`) of a FUSE mount the account serves with `allow_other` at each of
+/// `points` (`bindfs` of `src`; `/etc/fuse.conf` saying
+/// `user_allow_other` and a `/dev/fuse` anyone may open, in the test's
+/// namespace only), its servers stopped once the mounts are there, their
+/// pids in `pidfile`. `after`: a shell condition the mounts wait for, in
+/// the background of the namespace's shell (the CLI is started at once);
+/// `None`: made before the CLI starts.
+fn stopped_fuse(
+    conf: &Path,
+    src: &Path,
+    points: &[PathBuf],
+    pidfile: &Path,
+    dev: &Path,
+    after: Option<&str>,
+) -> (String, Vec<String>) {
+    let (u, g, _) = hsub_user();
+    let mut args = vec![
+        conf.join("fuse.conf").display().to_string(),
+        src.display().to_string(),
+        pidfile.display().to_string(),
+        dev.display().to_string(),
+    ];
+    let first = args.len() + 1;
+    args.extend(points.iter().map(|p| p.display().to_string()));
+    let all: Vec<String> = (first..first + points.len())
+        .map(|i| format!("\"${{{i}}}\""))
+        .collect();
+    let mounted: Vec<String> = (first..first + points.len())
+        .map(|i| format!("grep -q \" ${{{i}}} \" /proc/self/mountinfo"))
+        .collect();
+    let mounted = mounted.join(" && ");
+    let serve = format!(
+        "for p in {all}; do setpriv --reuid={u} --regid={g} --clear-groups -- bindfs -f -o allow_other,nonempty \"$2\" \"$p\" & echo $! >> \"$3\"; done; \
+         for i in $(seq 1 100); do {mounted} && break; sleep 0.1; done; \
+         {mounted} && kill -STOP $(cat \"$3\")",
+        all = all.join(" ")
+    );
+    let serve = match after {
+        None => serve,
+        Some(cond) => format!(
+            "(for i in $(seq 1 3000); do {cond} && break; sleep 0.01; done; {serve}) >/dev/null 2>&1 & true"
+        ),
+    };
+    let setup = format!(
+        "mount --bind \"$1\" /etc/fuse.conf && mount -t tmpfs hsub \"$4\" && \
+         mknod -m 666 \"$4/fuse\" c 10 229 && mount --bind \"$4/fuse\" /dev/fuse && {{ {serve} ; }}"
+    );
+    (setup, args)
+}
+
+/// Kills the stopped servers whose pids `pidfile` holds; how many.
+fn kill_servers(pidfile: &Path) -> usize {
+    let pids: Vec<i32> = std::fs::read_to_string(pidfile)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for pid in &pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    pids.len()
+}
+
+/// Attack 7: A FUSE mount the agent serves over its own home, or over its
+/// workspace (both directories it owns, so `fusermount` lets it mount
+/// there), or beneath a `PATH` directory outside the home (named as a
+/// tool the stubs cover), with `allow_other` and its server stopped; and
+/// the same mount over the home, and over a `PATH` directory the plan
+/// binds, made only after the engine planned the view (while the sandbox
+/// helper is held at its first `unshare`, by `strace`'s delay), so that no
+/// reading of the mount table before can know it. Root's engine (the CLI,
+/// and a root daemon for the home) finishes within 20 s, names what it did
+/// not look at (a workspace it cannot look at is refused, named), and
+/// shows nothing of the mount. Each case waited until killed (40 s)
+/// before the resolver.
+#[test]
+fn a_stopped_fuse_mount_over_the_home_or_the_workspace_keeps_no_root_run_waiting() {
+    let _l = lock();
+    if !require_root() {
+        return;
+    }
+    if !require_tool("bindfs", "bindfs") || !require_tool("strace", "strace") {
+        return;
+    }
+    let (_, _, home) = hsub_user();
+    let tag = random_hex();
+    let mut made = Made(Vec::new());
+    let src = made.dir(
+        &PathBuf::from(format!("/var/tmp/hsub-fsrc-{tag}")),
+        account(),
+    );
+    made.file(
+        &src.join("canary"),
+        &format!("FUSEHOME-{tag}\n"),
+        0o644,
+        account(),
+    );
+    let conf = made.dir(&PathBuf::from(format!("/var/tmp/hsub-fhome-{tag}")), None);
+    made.file(&conf.join("fuse.conf"), "user_allow_other\n", 0o644, None);
+    // A PATH directory outside the home the account owns: bound by the
+    // plan, covered once the plan is made.
+    let bin = made.dir(
+        &PathBuf::from(format!("/srv/hsub-fpath-{tag}/bin")),
+        account(),
+    );
+    let path = format!("/usr/bin:/bin:{}", bin.display());
+    let cmd = format!(
+        "cat ~/canary canary {}/canary; ls -la ~; echo HSUB-RAN; exit 0",
+        bin.display()
+    );
+    for (case, (over, later, daemon)) in [
+        ("home", false, false),
+        ("workspace", false, false),
+        ("home", true, false),
+        ("PATH directory", true, false),
+        ("home", false, true),
+        ("tool in a PATH directory", false, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (ws, _) = account_ws(Mode::RootEngine);
+        let point = if over == "home" {
+            home.clone()
+        } else if over == "PATH directory" {
+            bin.clone()
+        } else if over == "tool in a PATH directory" {
+            // Beneath a PATH directory the view binds with the mounts
+            // below it: where the stubs look for the tools they cover.
+            made.dir(&bin.join("git"), account())
+        } else {
+            ws.dir.clone()
+        };
+        let pidfile = conf.join(format!("pid-{case}"));
+        let dev = made.dir(&conf.join(format!("dev-{case}")), None);
+        // The sandbox helper at its first unshare of a mount namespace
+        // (after the plan), as strace's log shows it.
+        let log = conf.join(format!("strace-{case}"));
+        let helper_held = format!("grep -qs 'unshare(CLONE_NEWNS' '{}'", log.display());
+        let (setup, args) = stopped_fuse(
+            &conf,
+            &src,
+            std::slice::from_ref(&point),
+            &pidfile,
+            &dev,
+            later.then_some(helper_held.as_str()),
+        );
+        let what = format!("over the {over}, made later {later}, daemon {daemon}");
+        let served;
+        let t0 = Instant::now();
+        let r = if daemon {
+            let d = Daemon::start_wrapped(&in_ns(&setup, &args, &[]), &[]);
+            let body = serde_json::json!({"command": cmd, "working_dir": ws.dir,
+                                          "env": {"HOME": home, "PATH": path}});
+            let (_k, file) = agent_envelope_file(&body.to_string());
+            let t0 = Instant::now();
+            let child = d
+                .cli_root()
+                .current_dir(&ws.dir)
+                .args(["execute", "--json", "--file"])
+                .arg(&file)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let pid = child.id() as i32;
+            let done = std::sync::Arc::new(AtomicBool::new(false));
+            let watch = done.clone();
+            std::thread::spawn(move || {
+                while t0.elapsed() < Duration::from_secs(40) {
+                    if watch.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            });
+            let r = run_json(child.wait_with_output().unwrap());
+            done.store(true, Ordering::SeqCst);
+            served = kill_servers(&pidfile);
+            drop(d);
+            r
+        } else {
+            let mut mode_wrapper = Vec::new();
+            if later {
+                // The helper held 3 s at its first unshare: the mount
+                // appears then, long after the view was planned.
+                mode_wrapper.extend(["strace", "-f", "-qq", "-o"].map(String::from));
+                mode_wrapper.push(log.display().to_string());
+                mode_wrapper.extend(["-e", "trace=unshare", "-e"].map(String::from));
+                mode_wrapper.push("inject=unshare:delay_enter=3000000:when=1".into());
+            }
+            let mut all: Vec<String> = ["timeout", "-s", "KILL", "40"].map(String::from).into();
+            all.extend(in_ns(&setup, &args, &mode_wrapper));
+            let r = attack_with_path(&ws, &all, &cmd, &path);
+            served = kill_servers(&pidfile);
+            r
+        };
+        assert_eq!(served, 1, "{what}: the FUSE server did not start: {r:?}");
+        let took = t0.elapsed();
+        assert!(
+            took < Duration::from_secs(20),
+            "{what}: the run waited on the stopped server ({took:?}): {r:?}"
+        );
+        assert_nowhere(&what, &r, &ws.state, &format!("FUSEHOME-{tag}"));
+        if over != "workspace" {
+            assert_command_ran(&what, &r, "HSUB-RAN");
+            assert!(named(&r, &point, "FUSE"), "{what}: {:?}", r.stripped());
+        } else {
+            // Refused, and named: nothing ran in a workspace the engine
+            // could not look at.
+            assert!(
+                r.code != 0,
+                "{what}: a workspace the engine cannot look at ran: {r:?}"
+            );
+            let not_looked = format!("hidden:{} (on a FUSE mount", point.display());
+            assert!(r.stdout.contains(&not_looked), "{what}: {r:?}");
+        }
+    }
 }

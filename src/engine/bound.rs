@@ -24,6 +24,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::model::mount_table::{MOUNTINFO, MountLine, MountTable};
+use crate::sandbox::view::Resolver;
 
 /// Paths (intent-glob semantics: relative to the workspace root) that
 /// every run is forbidden to touch, through every door, whatever its
@@ -180,9 +181,11 @@ fn normalize(p: &Path) -> PathBuf {
 
 /// Where `p` is, or would be: its deepest existing ancestor with every
 /// symlink resolved, then the rest of its components. A home that does
-/// not exist is compared by the place it would have once created.
-fn place(p: &Path) -> PathBuf {
-    place_with(p, &|c| std::fs::canonicalize(c).ok())
+/// not exist is compared by the place it would have once created. A
+/// directory `look` does not cross (on a FUSE mount another user serves)
+/// counts as one that does not exist: placed by its path.
+fn place(look: &Resolver, p: &Path) -> PathBuf {
+    place_with(p, &|c| look.canonicalize(c).ok())
 }
 
 /// [`place`], with `resolve` resolving a path that exists.
@@ -218,8 +221,8 @@ fn read_mounts() -> Result<MountTable, String> {
 
 /// The device and inode of `p`, following links (`None`: it does not
 /// exist or cannot be looked at).
-fn dev_ino(p: &Path) -> Option<(u64, u64)> {
-    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+fn dev_ino(look: &Resolver, p: &Path) -> Option<(u64, u64)> {
+    look.metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// May a run have `workspace` (resolved, with its device and inode) as its
@@ -232,7 +235,8 @@ pub fn check_workspace(
     allow_homes: bool,
 ) -> Result<(), BoundError> {
     let workspace = normalize(workspace);
-    if workspace == Path::new("/") || dev_ino(Path::new("/")) == Some(identity) {
+    let look = Resolver::new();
+    if workspace == Path::new("/") || dev_ino(&look, Path::new("/")) == Some(identity) {
         return Err(BoundError::Root { workspace });
     }
     if allow_homes {
@@ -244,7 +248,7 @@ pub fn check_workspace(
         path: MOUNTINFO,
         message,
     })?;
-    match home_within(&workspace, identity, homes, &mounts) {
+    match home_within(&look, &workspace, identity, homes, &mounts) {
         None => Ok(()),
         Some((h, exposed)) => {
             let (account, home) = (h.account.clone(), h.path.clone());
@@ -270,6 +274,7 @@ pub fn check_workspace(
 /// The first home that `workspace` is or holds, and where in the
 /// workspace it is reached.
 fn home_within<'h>(
+    look: &Resolver,
     workspace: &Path,
     identity: (u64, u64),
     homes: &'h [Home],
@@ -278,12 +283,12 @@ fn home_within<'h>(
     let ws_fs = mounts.locate(workspace);
     let below: Vec<&MountLine> = mounts.at_or_below(workspace).collect();
     for h in homes {
-        let at = place(&h.path);
+        let at = place(look, &h.path);
         if at == Path::new("/") {
             continue;
         }
         // The same directory (a bind mount of the home is one).
-        if dev_ino(&at) == Some(identity) {
+        if dev_ino(look, &at) == Some(identity) {
             return Some((h, workspace.to_path_buf()));
         }
         // Below it as resolved paths go.
@@ -322,8 +327,12 @@ fn home_within<'h>(
 /// show a home past the masks that apply at the home's own path. Fails
 /// closed: when `dir` or the mount table cannot be read, it counts as
 /// reaching one.
-pub(crate) fn reaches_a_home_by_another_name(dir: &Path, homes: &[PathBuf]) -> bool {
-    let (Some(identity), Ok(mounts)) = (dev_ino(dir), read_mounts()) else {
+pub(crate) fn reaches_a_home_by_another_name(
+    look: &Resolver,
+    dir: &Path,
+    homes: &[PathBuf],
+) -> bool {
+    let (Some(identity), Ok(mounts)) = (dev_ino(look, dir), read_mounts()) else {
         return true;
     };
     let homes: Vec<Home> = homes
@@ -333,14 +342,14 @@ pub(crate) fn reaches_a_home_by_another_name(dir: &Path, homes: &[PathBuf]) -> b
             path: p.clone(),
         })
         .collect();
-    if home_within(dir, identity, &homes, &mounts).is_some() {
+    if home_within(look, dir, identity, &homes, &mounts).is_some() {
         return true;
     }
     let Some(here) = mounts.locate(dir) else {
         return true;
     };
     homes.iter().any(|h| {
-        let at = place(&h.path);
+        let at = place(look, &h.path);
         at != Path::new("/")
             && !dir.starts_with(&at)
             && mounts
@@ -448,7 +457,7 @@ pub fn path_dirs_in(workspace: &Path, paths: &[&OsStr], dirs: &[PathBuf]) -> Vec
     // An entry on a FUSE mount another user serves is placed without
     // looking at anything on it (its server, the agent's own process
     // perhaps, could keep the engine waiting forever).
-    let fuse = crate::sandbox::view::ForeignFuse::read();
+    let look = Resolver::new();
     let entries = paths
         .iter()
         .flat_map(|p| p.as_bytes().split(|b| *b == b':'))
@@ -463,7 +472,7 @@ pub fn path_dirs_in(workspace: &Path, paths: &[&OsStr], dirs: &[PathBuf]) -> Vec
         }
         placed.push(e.clone());
         let abs = if e.is_absolute() {
-            place_with(&e, &|c| fuse.canonicalize(c))
+            place_with(&e, &|c| look.canonicalize(c).ok())
         } else {
             normalize(&workspace.join(&e))
         };
@@ -514,24 +523,25 @@ mod tests {
         );
         let homes = [home("u", "/home/u")];
         let none = (0, 0);
+        let look = Resolver::new();
         // A bind of the home below the workspace.
-        let (_, at) = home_within(Path::new("/srv/ws"), none, &homes, &m).unwrap();
+        let (_, at) = home_within(&look, Path::new("/srv/ws"), none, &homes, &m).unwrap();
         assert_eq!(at, Path::new("/srv/ws/bind"));
         // The workspace is a bind of the directory above the home.
-        let (_, at) = home_within(Path::new("/srv/all"), none, &homes, &m).unwrap();
+        let (_, at) = home_within(&look, Path::new("/srv/all"), none, &homes, &m).unwrap();
         assert_eq!(at, Path::new("/srv/all/u"));
         // By path.
-        let (_, at) = home_within(Path::new("/home"), none, &homes, &m).unwrap();
+        let (_, at) = home_within(&look, Path::new("/home"), none, &homes, &m).unwrap();
         assert_eq!(at, Path::new("/home/u"));
         // Elsewhere: none.
-        assert!(home_within(Path::new("/srv/other"), none, &homes, &m).is_none());
-        assert!(home_within(Path::new("/home/u/proj"), none, &homes, &m).is_none());
+        assert!(home_within(&look, Path::new("/srv/other"), none, &homes, &m).is_none());
+        assert!(home_within(&look, Path::new("/home/u/proj"), none, &homes, &m).is_none());
     }
 
     #[test]
     fn a_home_that_does_not_exist_is_placed_where_it_would_be() {
         assert_eq!(
-            place(Path::new("/nonexistent-dryrun-x/a/../b")),
+            place(&Resolver::new(), Path::new("/nonexistent-dryrun-x/a/../b")),
             Path::new("/nonexistent-dryrun-x/b")
         );
     }

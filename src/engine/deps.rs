@@ -393,14 +393,14 @@ fn pip(
 
 /// The interpreter a bare `python3` (else `python`) names on `path`, its
 /// real path.
-fn caller_interpreter(path: &str, fuse: &crate::sandbox::view::ForeignFuse) -> Option<PathBuf> {
+fn caller_interpreter(path: &str, look: &crate::sandbox::view::Resolver) -> Option<PathBuf> {
     for name in ["python3", "python"] {
         for dir in path.split(':').filter(|d| d.starts_with('/')) {
             let p = Path::new(dir).join(name);
-            if let Some(real) = fuse.canonicalize(&p)
-                && real.is_file()
+            if let Ok(real) = look.resolve(&p)
+                && real.meta().is_ok_and(|m| m.is_file())
             {
-                return Some(real);
+                return Some(real.path);
             }
         }
     }
@@ -430,8 +430,8 @@ pub(super) fn mark_interpreter_links(
     };
     // Nothing on a FUSE mount another user serves is looked at: the
     // agent's own stopped server would keep the engine waiting forever.
-    let fuse = crate::sandbox::view::ForeignFuse::read();
-    let Some(interp) = caller_interpreter(path, &fuse) else {
+    let look = crate::sandbox::view::Resolver::new();
+    let Some(interp) = caller_interpreter(path, &look) else {
         return;
     };
     if interp.starts_with(workspace) {
@@ -453,7 +453,7 @@ pub(super) fn mark_interpreter_links(
         if !t.is_absolute() {
             continue;
         }
-        if fuse.canonicalize(t).as_deref() == Some(interp.as_path()) {
+        if look.canonicalize(t).ok().as_deref() == Some(interp.as_path()) {
             c.link_expected = Some(format!(
                 "the virtual environment's interpreter: {} is the caller's python3",
                 interp.display()
@@ -506,7 +506,7 @@ mod tests {
     #[test]
     fn only_links_to_the_callers_python3_are_expected() {
         let Some(interp) =
-            caller_interpreter("/usr/bin:/bin", &crate::sandbox::view::ForeignFuse::read())
+            caller_interpreter("/usr/bin:/bin", &crate::sandbox::view::Resolver::new())
         else {
             return;
         };

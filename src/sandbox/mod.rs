@@ -33,6 +33,24 @@ pub use resident::{
 };
 pub use stubs::{STUB_ARG_PREFIX, run_small_stub, run_stub};
 
+/// A path on the host opened through the view's resolver (`follow`: its
+/// symlinks resolved; else none may be on the way): its resolved path and
+/// an `O_PATH` descriptor; a mount the resolver does not cross is an error
+/// with the line that names it. What the binary installs for the
+/// workspace's looks (`workspace::install_host_open`).
+pub fn host_open(
+    p: &std::path::Path,
+    follow: bool,
+) -> std::io::Result<(std::path::PathBuf, std::os::fd::OwnedFd)> {
+    let look = view::Resolver::new();
+    let opened = if follow {
+        look.resolve(p)
+    } else {
+        look.open_exact(p)
+    }?;
+    Ok((opened.path, opened.file.into()))
+}
+
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;

@@ -175,15 +175,37 @@ pub(super) fn bind_ro_from_host(root: &Path, src: &Path) -> Result<bool, MountEr
 /// `root/src`, read-only, nosuid, nodev, as [`bind_ro_from_host`] does,
 /// but only if `src` is reached without a symlink and is still the
 /// directory `identity` names: a path swapped since the view was planned
-/// is not shown. Returns false when it is not there (or swapped).
+/// is not shown. Nor is one with a mount below it that the view's
+/// resolver would not cross (a FUSE mount another user serves: a look
+/// inside the sandbox would wait on its server; a bind without the mounts
+/// below it is refused where the sandbox's user namespace holds them
+/// locked). The helper's namespace sees no mount made on the host since it
+/// was taken, so the table read here is the one the bind would copy. Not
+/// shown: `Err` with the lines that name why.
 pub(super) fn bind_checked_dir_ro(
     root: &Path,
     src: &Path,
     identity: Option<(u64, u64)>,
-) -> Result<bool, MountError> {
-    let Some(fd) = open_dir_no_symlinks(src, identity).map_err(|e| merr("open", src, e))? else {
-        return Ok(false);
+) -> Result<Result<(), Vec<String>>, MountError> {
+    let Some(fd) =
+        open_dir_no_symlinks(src, identity).map_err(|e| merr("open", src, io::Error::from(e)))?
+    else {
+        return Ok(Err(vec![format!(
+            "hidden:{} (it moved or changed since the run was planned)",
+            src.display()
+        )]));
     };
+    match super::view::resolve::refused_below(src) {
+        Some(refused) if refused.is_empty() => {}
+        refused => {
+            let mut named = vec![format!(
+                "hidden:{} (not bound: a mount beneath it is not looked at, or the mount table could not be read)",
+                src.display()
+            )];
+            named.extend(refused.unwrap_or_default());
+            return Ok(Err(named));
+        }
+    }
     let tree = super::sys::open_tree_clone_at(fd.as_raw_fd(), super::sys::Reach::Tree)
         .map_err(|e| merr("clone", src, e))?;
     super::sys::mount_setattr(
@@ -198,32 +220,37 @@ pub(super) fn bind_checked_dir_ro(
     let target = root.join(src.strip_prefix("/").unwrap_or(src));
     std::fs::create_dir_all(&target).map_err(|e| perr(&target, e))?;
     super::sys::move_mount_to(tree.as_raw_fd(), &target).map_err(|e| merr("attach", &target, e))?;
-    Ok(true)
+    Ok(Ok(()))
 }
 
 /// `path` opened `O_PATH` as a directory with no symlink among its
-/// components; `None` when it is missing or no longer the directory
-/// `identity` (device, inode) names.
+/// components, through the view's resolver (no mount it does not cross,
+/// such as a FUSE mount another user serves, is looked at: refused with
+/// the line that names it); `None` when it is missing or no longer the
+/// directory `identity` (device, inode) names.
 pub(super) fn open_dir_no_symlinks(
     path: &Path,
     identity: Option<(u64, u64)>,
-) -> io::Result<Option<std::os::fd::OwnedFd>> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
-        Ok(fd) => fd,
-        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR | nix::errno::Errno::ELOOP) => {
+) -> Result<Option<std::os::fd::OwnedFd>, super::view::Refusal> {
+    use super::view::Refusal;
+    let opened = match super::view::Resolver::new().open_exact(path) {
+        Ok(o) => o,
+        Err(Refusal::Io(e))
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+            ) =>
+        {
             return Ok(None);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
-    let st = nix::sys::stat::fstat(&fd)?;
-    if identity.is_some_and(|id| id != (st.st_dev, st.st_ino)) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = opened.meta()?;
+    if !meta.is_dir() || identity.is_some_and(|id| id != (meta.dev(), meta.ino())) {
         return Ok(None);
     }
-    Ok(Some(fd))
+    Ok(Some(opened.file.into()))
 }
 
 /// Bind `src` onto `target` (which may be a `/proc/self/fd/N` link to an

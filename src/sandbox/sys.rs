@@ -598,8 +598,7 @@ pub(super) fn clone_in_view(ns: RawFd, dir: RawFd) -> io::Result<OwnedFd> {
     tree
 }
 
-/// What `statx` says of the object at `path` (its last component not
-/// followed, no automount triggered), in one lookup.
+/// What `statx` says of an object opened `O_PATH` (not followed).
 pub(super) struct MountPointStat {
     pub dir: bool,
     pub dev: u64,
@@ -609,19 +608,20 @@ pub(super) struct MountPointStat {
     pub root_of_mount: Option<u64>,
 }
 
-/// `statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+/// `statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
 /// STATX_TYPE | STATX_INO | STATX_MNT_ID)`.
-pub(super) fn statx_mount_point(path: &Path) -> io::Result<MountPointStat> {
-    let c = cstr(path)?;
+pub(super) fn statx_mount_point(f: &std::fs::File) -> io::Result<MountPointStat> {
+    use std::os::fd::AsRawFd;
     // SAFETY: all-zero bytes are a valid `statx` (plain integers).
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path alive for the call; the kernel
-    // writes one `statx` through the pointer, which points at `st`.
+    // SAFETY: the path is a NUL-terminated literal and `f` open for the
+    // call; the kernel writes one `statx` through the pointer, which
+    // points at `st`.
     check(unsafe {
         libc::statx(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
+            f.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
             libc::STATX_TYPE | libc::STATX_INO | libc::STATX_MNT_ID,
             &mut st,
         )

@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{Mode, SFlag};
 use nix::unistd::{Gid, Uid, UnlinkatFlags};
 use serde::{Deserialize, Serialize};
@@ -271,18 +271,17 @@ impl LocalWorkspace {
             path: path.to_path_buf(),
             message: m,
         };
-        let slash = nix::fcntl::open(
-            "/",
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        // Through the host opener (no symlink, nothing on a mount the
+        // view's resolver does not cross), then opened for reading.
+        let (_, pinned) = crate::workspace::paths::open_on_host(path, false)
+            .map_err(|e| root_err(format!("{e} (is a component of the path a symlink?)")))?;
+        let root = nix::fcntl::openat(
+            &pinned,
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
         .map_err(|e| root_err(e.to_string()))?;
-        let rel = path.strip_prefix("/").unwrap_or(path);
-        let h = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        let root = nix::fcntl::openat2(&slash, rel, h)
-            .map_err(|e| root_err(format!("{e} (is a component of the path a symlink?)")))?;
         let st = nix::sys::stat::fstat(&root).map_err(|e| root_err(e.to_string()))?;
         let got = Identity {
             dev: st.st_dev,

@@ -14,3 +14,4 @@ pub(crate) mod paths;
 /// process acting with the workspace owner's credentials) by its first
 /// argument.
 pub use owner::{AGENT_ARG, run_forked_workspace_agent, run_workspace_agent};
+pub use paths::{HostOpen, install_host_open};

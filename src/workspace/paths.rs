@@ -3,6 +3,7 @@
 
 use globset::GlobBuilder;
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 pub(crate) use crate::model::text::escape_for_humans;
 
@@ -398,6 +399,44 @@ impl Compiled {
             Err(_) => self.globs.iter().map(|(_, i)| *i).min(),
         }
     }
+}
+
+/// How this process opens a path on the host for its looks: resolved
+/// path and an `O_PATH` descriptor of it (`follow`: symlinks resolved as
+/// `canonicalize` does; else none may be on the way). The binary installs
+/// the view's resolver at start ([`install_host_open`]; the workspace does
+/// not import the sandbox), which opens nothing on a mount it does not
+/// cross (a FUSE mount another user serves: an error naming it).
+pub type HostOpen = fn(&Path, bool) -> std::io::Result<(PathBuf, std::os::fd::OwnedFd)>;
+
+static HOST_OPEN: std::sync::OnceLock<HostOpen> = std::sync::OnceLock::new();
+
+/// Installs the opener every host look of the workspace goes through.
+pub fn install_host_open(open: HostOpen) {
+    let _ = HOST_OPEN.set(open);
+}
+
+/// `p` opened as [`HostOpen`] says, through the installed opener; without
+/// one (a library test), from `/` with no symlink followed on the way
+/// (`follow`: after `canonicalize`).
+pub(crate) fn open_on_host(
+    p: &Path,
+    follow: bool,
+) -> std::io::Result<(PathBuf, std::os::fd::OwnedFd)> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    if let Some(open) = HOST_OPEN.get() {
+        return open(p, follow);
+    }
+    let p = if follow {
+        std::fs::canonicalize(p)?
+    } else {
+        p.to_path_buf()
+    };
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = nix::fcntl::openat2(nix::fcntl::AT_FDCWD, &p, how)?;
+    Ok((p, fd))
 }
 
 #[cfg(test)]

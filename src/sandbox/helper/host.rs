@@ -54,9 +54,11 @@ fn idmap<E: Into<io::Error>>(op: &'static str, target: &Path) -> impl FnOnce(E) 
 
 /// H's whole job, step by step.
 pub(super) fn run_host_side() -> Result<(), HelperError> {
-    let spec = take_over_process()?;
+    let mut spec = take_over_process()?;
     let (mut enforcement, walk_room) = create_run_cgroups(&spec)?;
     let mut staged = clone_workspace_mount(&spec)?;
+    // The layers H3 did not look at are named with the plan's own notes.
+    spec.view.notes.append(&mut staged.not_looked);
     let child = fork_sandbox_child(&spec, &mut staged, walk_room)?;
     write_id_maps(child.pid, &spec.ids, &spec.mapped_groups)?;
     enforcement.extend(attach_idmapped_lower(child.pid, staged)?);
@@ -122,6 +124,9 @@ struct StagedMounts {
     /// Detached clones of the view's throwaway layers' real trees, by
     /// their index in the plan (a tree that moved since is left out).
     view: Vec<(usize, PathBuf, OwnedFd)>,
+    /// The lines that name the layers left out unlooked at (on a mount
+    /// the resolver does not cross), for the record's `stripped`.
+    not_looked: Vec<String>,
 }
 
 /// H3 (root): a private mount namespace and a detached clone of the
@@ -148,15 +153,23 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
             &spec.workspace,
         ))?
     } else {
-        sys::open_tree_clone(&spec.workspace, sys::Reach::Mount)
+        // Reached through the resolver: nothing on a mount it does not
+        // cross (a FUSE mount the agent serves, made since the engine
+        // looked) is asked.
+        let dir = crate::sandbox::view::Resolver::new()
+            .open_exact(&spec.workspace)
+            .map_err(|e| clone_err("open workspace", &spec.workspace)(e.into()))?;
+        sys::open_tree_clone_at(dir.file.as_raw_fd(), sys::Reach::Mount)
             .map_err(clone_err("open_tree workspace", &spec.workspace))?
     };
     check_workspace_identity(&fd, spec.workspace_identity, Step::H3)?;
+    let (view, not_looked) = clone_view_layers(spec)?;
     let mut staged = StagedMounts {
         workspace: Some(fd),
         exe: None,
         small_exe: None,
-        view: clone_view_layers(spec)?,
+        view,
+        not_looked,
     };
     if !spec.stubs.tools.is_empty() {
         let exe_link = Path::new("/proc/self/exe");
@@ -187,15 +200,26 @@ fn staged_in_view() -> io::Result<OwnedFd> {
 /// H3 (root): detached, non-recursive clones of the view's throwaway
 /// layers' real trees (the home, each mount beneath it, `/tmp`,
 /// `/var/tmp`), each reached without a symlink and checked to be the
-/// directory the plan saw; one that is not is left out (P1 names it).
-fn clone_view_layers(spec: &SandboxSpec) -> Result<Vec<(usize, PathBuf, OwnedFd)>, HelperError> {
+/// directory the plan saw; one that is not is left out (P1 names it), and
+/// one on a mount the resolver does not cross too (named here).
+#[allow(clippy::type_complexity)]
+fn clone_view_layers(
+    spec: &SandboxSpec,
+) -> Result<(Vec<(usize, PathBuf, OwnedFd)>, Vec<String>), HelperError> {
     let mut out = Vec::new();
+    let mut not_looked = Vec::new();
     for (i, l) in spec.view.layers.iter().enumerate() {
         let err = |op| {
             let path = l.path.clone();
             move |source: io::Error| HelperError::StageView { op, path, source }
         };
-        let opened = mounts::open_dir_no_symlinks(&l.path, l.identity).map_err(err("open"));
+        let opened = match mounts::open_dir_no_symlinks(&l.path, l.identity) {
+            Err(crate::sandbox::view::Refusal::NotLooked(named)) => {
+                not_looked.push(named);
+                continue;
+            }
+            opened => opened.map_err(|e| err("open")(e.into())),
+        };
         let tree = opened.and_then(|dir| {
             dir.map(|d| sys::open_tree_clone_at(d.as_raw_fd(), sys::Reach::Mount))
                 .transpose()
@@ -210,7 +234,7 @@ fn clone_view_layers(spec: &SandboxSpec) -> Result<Vec<(usize, PathBuf, OwnedFd)
             Err(e) => return Err(e),
         }
     }
-    Ok(out)
+    Ok((out, not_looked))
 }
 
 /// The directory about to become the lower layer must be the one the engine

@@ -105,9 +105,8 @@ fn mask_err(op: &'static str, path: &Path) -> impl Fn(std::io::Error) -> HelperE
 
 impl ViewSetup {
     /// P1: the layers' real trees, before P2 covers `/tmp`: H's idmapped
-    /// clones (root plan; a layer H left out is not there) or the trees
-    /// themselves, reached without a symlink and checked to be what the
-    /// plan saw.
+    /// clones (root plan; a layer H left out is not there) or the trees,
+    /// reached without a symlink and checked to be what the plan saw.
     pub(super) fn open_lowers(spec: &SandboxSpec, ids: &RunIds) -> Result<Self, HelperError> {
         let mut v = ViewSetup {
             layers: Vec::new(),
@@ -144,7 +143,7 @@ impl ViewSetup {
                     opened => opened.map_err(|source| HelperError::OpenView {
                         op: "open layer",
                         path: l.path.clone(),
-                        source,
+                        source: source.into(),
                     })?,
                 }
             };
@@ -185,8 +184,7 @@ impl ViewSetup {
         fresh
     }
 
-    /// The directories the command may write outside the workspace: the
-    /// throwaway layers and the fresh scratch trees.
+    /// Where the command may write outside the workspace: the layers, the fresh scratch trees.
     pub(super) fn writable(&self) -> Vec<PathBuf> {
         let layers = self.layers.iter().map(|l| l.target.clone());
         layers
@@ -251,11 +249,8 @@ impl ViewSetup {
         let mut bound = 0;
         for b in &spec.view.path_binds {
             match mounts::bind_checked_dir_ro(root, &b.path, b.identity) {
-                Ok(true) => bound += 1,
-                Ok(false) => self.stripped.push(format!(
-                    "hidden:{} (it moved or changed since the run was planned)",
-                    b.path.display()
-                )),
+                Ok(Ok(())) => bound += 1,
+                Ok(Err(named)) => self.stripped.extend(named),
                 Err(e) => self.stripped.push(format!(
                     "hidden:{} (could not be bound: {e})",
                     b.path.display()
@@ -280,13 +275,12 @@ impl ViewSetup {
                 }
             };
             let ro = view_home::read_only(&spec.view, &l.target);
-            // The kernel refuses some real trees as a lower layer (one that
-            // holds a mount of another layer's tree, for instance a home
-            // bind-mounted under /tmp; in the caller's own namespace, a home
-            // holding mounts). The run goes on without that layer, and the
-            // record says so: /tmp and /var/tmp are then fresh, empty ones
-            // (P4), a mount beneath the home the directory under it, another
-            // tree an empty directory the command cannot write.
+            // The kernel refuses some real trees as a lower layer (one with
+            // a mount of another layer's tree: a home bound under /tmp; in
+            // the caller's namespace, a home holding mounts). The run goes on
+            // without it, named: /tmp and /var/tmp are then fresh (P4), a mount
+            // beneath the home the directory under it, another tree an empty
+            // directory the command cannot write.
             let lower = proc_fd(&l.lower);
             match mounts::mount_overlay(&proc_fd(&target), &lower, &l.upper, &l.work, ro) {
                 Ok(()) => kept.push(l),

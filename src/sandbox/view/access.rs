@@ -4,7 +4,9 @@
 //! live, nor one inside (or holding) another user's home.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use super::Resolver;
 
 /// The user a view is planned for: the uid the command runs as on the
 /// host and its groups.
@@ -37,45 +39,31 @@ impl HostUser {
     /// with every directory on the way searchable and no symlink among
     /// its components? The final component's metadata when so. Access
     /// control lists are not read: a directory with one is judged by its
-    /// mode bits, which the kernel keeps as their mask.
-    pub(crate) fn reach(&self, path: &Path) -> Option<std::fs::Metadata> {
-        let mut at = PathBuf::from("/");
-        let mut meta = std::fs::symlink_metadata(&at).ok()?;
-        for c in path.components() {
-            match c {
-                Component::RootDir => continue,
-                Component::Normal(n) => {
-                    if !meta.is_dir() || !self.may(&meta, 1) {
-                        return None;
-                    }
-                    at.push(n);
-                    meta = std::fs::symlink_metadata(&at).ok()?;
-                    if meta.file_type().is_symlink() {
-                        return None;
-                    }
-                }
-                _ => return None,
-            }
-        }
-        Some(meta)
+    /// mode bits, which the kernel keeps as their mask. Looked at through
+    /// `look` (nothing on a mount it does not cross).
+    pub(crate) fn reach(&self, look: &Resolver, path: &Path) -> Option<std::fs::Metadata> {
+        let opened = look
+            .open_exact_through(path, &mut |dir| dir.is_dir() && self.may(dir, 1))
+            .ok()?;
+        opened.meta().ok()
     }
 
     /// Could this user run the regular file `path`?
-    pub(crate) fn may_run(&self, path: &Path) -> bool {
-        self.reach(path)
+    pub(crate) fn may_run(&self, look: &Resolver, path: &Path) -> bool {
+        self.reach(look, path)
             .is_some_and(|m| m.is_file() && self.may(&m, 1) && m.mode() & 0o111 != 0)
     }
 
     /// Could this user use `path` live: search it (a directory) or read
     /// it (anything else)?
-    pub(crate) fn may_use(&self, path: &Path) -> bool {
-        self.reach(path)
+    pub(crate) fn may_use(&self, look: &Resolver, path: &Path) -> bool {
+        self.reach(look, path)
             .is_some_and(|m| self.may(&m, if m.is_dir() { 1 } else { 4 }))
     }
 
     /// Could this user search the directory `path`?
-    pub(crate) fn may_search(&self, path: &Path) -> bool {
-        self.reach(path)
+    pub(crate) fn may_search(&self, look: &Resolver, path: &Path) -> bool {
+        self.reach(look, path)
             .is_some_and(|m| m.is_dir() && self.may(&m, 1))
     }
 }
@@ -94,9 +82,16 @@ pub(crate) fn other_homes(uid: u32) -> Vec<(u32, PathBuf)> {
     }
     // A system account (uid below 1000) whose home is a directory it owns
     // is a user's home too (a test or service user with a real home).
+    // Looked at through the resolver: such a home may be a directory the
+    // agent made and mounted over.
+    let look = Resolver::new();
     let owns = |u: u32, home: &Path| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(home).is_ok_and(|m| m.is_dir() && m.uid() == u)
+        let (Some(dir), Some(name)) = (home.parent(), home.file_name()) else {
+            return false;
+        };
+        look.canonicalize(dir)
+            .and_then(|d| Ok(look.open_exact(&d.join(name))?.meta()?))
+            .is_ok_and(|m| m.is_dir() && m.uid() == u)
     };
     parse_other_homes(&text, uid, owns)
 }
@@ -153,11 +148,12 @@ mod tests {
             gid: 4242,
             groups: vec![],
         };
-        assert!(me.may_search(Path::new("/usr/bin")));
-        assert!(me.may_run(Path::new("/usr/bin/env")));
+        let look = Resolver::new();
+        assert!(me.may_search(&look, Path::new("/usr/bin")));
+        assert!(me.may_run(&look, Path::new("/usr/bin/env")));
         let root_home = std::fs::symlink_metadata("/root").unwrap();
         if root_home.mode() & 0o001 == 0 {
-            assert!(!me.may_search(Path::new("/root")));
+            assert!(!me.may_search(&look, Path::new("/root")));
         }
         // Root passes every mode check; a symlink on the way still fails.
         let root = HostUser {
@@ -167,7 +163,7 @@ mod tests {
         };
         let d = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/usr", d.path().join("l")).unwrap();
-        assert!(root.reach(&d.path().join("l/bin")).is_none());
-        assert!(root.reach(d.path()).is_some());
+        assert!(root.reach(&look, &d.path().join("l/bin")).is_none());
+        assert!(root.reach(&look, d.path()).is_some());
     }
 }

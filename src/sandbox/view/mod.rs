@@ -14,10 +14,11 @@
 
 pub(crate) mod access;
 pub(crate) mod filter;
+pub(crate) mod resolve;
 mod submounts;
 pub(crate) mod table;
 
-pub(crate) use submounts::ForeignFuse;
+pub(crate) use resolve::{Refusal, Resolver};
 
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
@@ -214,20 +215,29 @@ pub(crate) struct ViewRequest<'a> {
     pub policy_masks: &'a [(String, String)],
     /// Does a directory reach one of these homes by another name than the
     /// home's own path (the engine's one identity rule, shared with the
-    /// workspace bound)?
-    pub reaches_home: &'a dyn Fn(&Path, &[PathBuf]) -> bool,
+    /// workspace bound)? Looked at through the resolver given.
+    pub reaches_home: &'a dyn Fn(&Resolver, &Path, &[PathBuf]) -> bool,
 }
 
 /// The view of one run (see the module's documentation).
 pub(crate) fn plan_view(r: &ViewRequest) -> ViewSpec {
-    let home = shown_home(r);
+    // Every look at the host below goes through it.
+    let look = Resolver::new();
+    let (home, note) = match shown_home(r, &look) {
+        Ok(h) => (Some(h), None),
+        Err(note) => (None, note),
+    };
     let mut v = ViewSpec {
         user: r.user.clone(),
         home: home.as_ref().map(|h| h.path.clone()),
+        notes: note.into_iter().collect(),
         ..Default::default()
     };
     for scratch in ["/tmp", "/var/tmp"] {
-        if std::fs::symlink_metadata(scratch).is_ok_and(|m| m.is_dir()) {
+        if look
+            .open_exact(Path::new(scratch))
+            .is_ok_and(|o| o.meta().is_ok_and(|m| m.is_dir()))
+        {
             v.layers.push(ShownDir {
                 path: scratch.into(),
                 identity: None,
@@ -235,17 +245,16 @@ pub(crate) fn plan_view(r: &ViewRequest) -> ViewSpec {
         }
     }
     v.layers.extend(home);
-    // One read of the mount table for the mounts beneath the home and the
-    // FUSE mounts the PATH directories must not be looked at on.
-    let mounts = submounts::read_mount_table();
+    // The mounts beneath the home, as the table lists them.
     if let Some(h) = v.home.clone() {
-        submounts::plan_submounts(r, &mut v, &h, &mounts);
+        let mounts = submounts::read_mount_table();
+        submounts::plan_submounts(r, &mut v, &h, &mounts, &look);
     }
     v.layers.sort_by(|a, b| a.path.cmp(&b.path));
     let home = v.home.clone();
     let env = |name: &str| r.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     if let Some(path) = env("PATH") {
-        plan_path_dirs(r, &mut v, path, &ForeignFuse::of(&mounts));
+        plan_path_dirs(r, &mut v, path, &look);
     }
     for e in table::MASKS {
         for p in e.paths.iter().filter_map(|t| expand(t, home.as_deref())) {
@@ -296,11 +305,19 @@ pub(crate) fn plan_view(r: &ViewRequest) -> ViewSpec {
 /// The home of the user the command runs as, when the view can show it:
 /// its passwd entry's directory (symlinks resolved), a directory that user
 /// owns, outside the image's trees, not the workspace or the state
-/// directory and not holding them whole.
-fn shown_home(r: &ViewRequest) -> Option<ShownDir> {
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(r.user.uid)).ok()??;
-    let home = std::fs::canonicalize(&user.dir).ok()?;
-    let meta = std::fs::symlink_metadata(&home).ok()?;
+/// directory and not holding them whole. Else the line that names it, when
+/// it was not looked at (on a FUSE mount another user serves).
+fn shown_home(r: &ViewRequest, look: &Resolver) -> Result<ShownDir, Option<String>> {
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(r.user.uid))
+        .ok()
+        .flatten()
+        .ok_or(None)?;
+    let opened = look.resolve(&user.dir).map_err(|e| match e {
+        Refusal::NotLooked(note) => Some(note),
+        Refusal::Io(_) => None,
+    })?;
+    let home = opened.path.clone();
+    let meta = opened.meta().map_err(|_| None)?;
     // The workspace inside the home is the usual case; the home inside the
     // workspace never is (and the workspace bound refuses a home). The
     // state directory inside the home is masked, not a reason to hide it.
@@ -313,11 +330,12 @@ fn shown_home(r: &ViewRequest) -> Option<ShownDir> {
         identity: Some((meta.dev(), meta.ino())),
         path: home,
     })
+    .ok_or(None)
 }
 
 /// The `PATH` directories the view binds, and those it hides with the
 /// rule that hides them (see `docs/sandbox-view.md`).
-fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str, fuse: &ForeignFuse) {
+fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str, look: &Resolver) {
     let mut others: Option<Vec<(u32, PathBuf)>> = None;
     for d in path.split(':').map(Path::new) {
         if !d.is_absolute() || d.components().any(|c| c == std::path::Component::ParentDir) {
@@ -331,18 +349,18 @@ fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str, fuse: &ForeignF
         if shown(d) {
             continue;
         }
-        if let Some(named) = fuse.crossed(d) {
-            if !v.notes.contains(&named) {
-                v.notes.push(named);
+        let real = match look.canonicalize(d) {
+            Ok(real) => real,
+            Err(Refusal::NotLooked(named)) => {
+                if !v.notes.contains(&named) {
+                    v.notes.push(named);
+                }
+                continue;
             }
-            continue;
-        }
-        let Some(real) = fuse.canonicalize(d) else {
-            // Not on the host either: no difference from the live run
-            // (or a link onto a FUSE mount another user serves).
-            continue;
+            // Not on the host either: no difference from the live run.
+            Err(Refusal::Io(_)) => continue,
         };
-        if !r.user.may_search(&real) {
+        if !r.user.may_search(look, &real) {
             // The host refuses the user there too.
             continue;
         }
@@ -361,6 +379,7 @@ fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str, fuse: &ForeignF
         } else if real != d {
             Some(RULE_SYMLINKED)
         } else if (r.reaches_home)(
+            look,
             &real,
             &others
                 .iter()
@@ -382,7 +401,7 @@ fn plan_path_dirs(r: &ViewRequest, v: &mut ViewSpec, path: &str, fuse: &ForeignF
                 }
             }
             None => {
-                let Ok(meta) = std::fs::symlink_metadata(&real) else {
+                let Ok(meta) = look.open_exact(&real).and_then(|o| Ok(o.meta()?)) else {
                     continue;
                 };
                 if !v.path_binds.iter().any(|b| real.starts_with(&b.path)) {
@@ -413,7 +432,7 @@ pub(crate) fn explain_hidden(view: &ViewSpec, shown: &Shown, stderr: &[u8]) -> V
     let mut out: Vec<Hidden> = Vec::new();
     // Nothing on a FUSE mount another user serves is looked at (its
     // server, the agent's own process perhaps, could never answer).
-    let mut fuse: Option<submounts::ForeignFuse> = None;
+    let look = Resolver::new();
     let push = |h: Hidden, out: &mut Vec<Hidden>| {
         if out.len() < MAX && !out.iter().any(|o| o.path == h.path) {
             out.push(h);
@@ -424,11 +443,9 @@ pub(crate) fn explain_hidden(view: &ViewSpec, shown: &Shown, stderr: &[u8]) -> V
         if let Some(name) = missing_program(line) {
             for d in &view.path_hidden {
                 let p = d.path.join(name);
-                let fuse = fuse.get_or_insert_with(submounts::ForeignFuse::read);
-                if fuse.crossed(&p).is_some() {
-                    continue;
-                }
-                if user.may_run(&p) || fuse.canonicalize(&p).is_some_and(|c| user.may_run(&c)) {
+                if user.may_run(&look, &p)
+                    || look.canonicalize(&p).is_ok_and(|c| user.may_run(&look, &c))
+                {
                     let h = Hidden {
                         kind: HiddenKind::Program,
                         path: p.display().to_string(),
@@ -456,13 +473,7 @@ pub(crate) fn explain_hidden(view: &ViewSpec, shown: &Shown, stderr: &[u8]) -> V
                     seen,
                 };
                 push(h, &mut out);
-            } else if fuse
-                .get_or_insert_with(submounts::ForeignFuse::read)
-                .crossed(&p)
-                .is_some()
-            {
-                continue;
-            } else if let Some(rule) = hidden_by(view, shown, user, &p) {
+            } else if let Some(rule) = hidden_by(view, shown, user, &look, &p) {
                 let h = Hidden {
                     kind: HiddenKind::Path,
                     path: p.display().to_string(),
@@ -509,11 +520,17 @@ fn absolute_paths(line: &str) -> Vec<PathBuf> {
 
 /// Why the view does not show `p`, when it exists on the host where the
 /// user could reach it (`None` otherwise: no difference from live).
-fn hidden_by(view: &ViewSpec, shown: &Shown, user: &HostUser, p: &Path) -> Option<&'static str> {
+fn hidden_by(
+    view: &ViewSpec,
+    shown: &Shown,
+    user: &HostUser,
+    look: &Resolver,
+    p: &Path,
+) -> Option<&'static str> {
     let in_view = p.starts_with(shown.workspace)
         || shown.image.covers(p).is_some()
         || view.shown_trees().any(|t| p.starts_with(t));
-    if in_view || !user.may_use(p) {
+    if in_view || !user.may_use(look, p) {
         return None;
     }
     let others = access::other_homes(user.uid);

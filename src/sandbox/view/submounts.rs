@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::super::sys::{self, MountPointStat};
 use super::access::{self, overlaps};
-use super::{RULE_HOME_ALIAS, ShownDir, ViewRequest, ViewSpec};
+use super::{RULE_HOME_ALIAS, Refusal, Resolver, ShownDir, ViewRequest, ViewSpec};
 use crate::model::mount_table::{MOUNTINFO, MountLine, MountTable};
 
 /// The most mounts beneath the home shown as layers of their own.
@@ -31,106 +31,26 @@ pub(super) fn read_mount_table() -> MountTable {
     MountTable::parse(&text, MOUNTINFO_MAX_LINES)
 }
 
-/// The FUSE mounts of the planner's mount table that another user
-/// serves (not this process's effective user): a look at anything on one
-/// waits on that user's process, which may never answer. The planner and
-/// the engine's look-ups for the user go around them.
-pub(crate) struct ForeignFuse(Vec<(PathBuf, Option<u32>)>);
-
-impl ForeignFuse {
-    pub(crate) fn of(table: &MountTable) -> ForeignFuse {
-        let me = nix::unistd::geteuid().as_raw();
-        ForeignFuse(
-            table
-                .0
-                .iter()
-                .filter_map(|m| {
-                    m.fuse
-                        .filter(|u| *u != Some(me))
-                        .map(|u| (m.point.clone(), u))
-                })
-                .collect(),
-        )
-    }
-
-    /// From the mount table as it is now.
-    pub(crate) fn read() -> ForeignFuse {
-        Self::of(&read_mount_table())
-    }
-
-    /// The line that names `p` (on or through such a mount) as not looked
-    /// at, when it is.
-    pub(crate) fn crossed(&self, p: &Path) -> Option<String> {
-        let (point, served) = self.0.iter().find(|(point, _)| p.starts_with(point))?;
-        Some(format!(
-            "hidden:{} (on a FUSE mount at {} served by {}: not looked at, its server could keep the run waiting)",
-            p.display(),
-            point.display(),
-            served.map_or("a user the mount table does not name".into(), |u| format!(
-                "uid {u}"
-            ))
-        ))
-    }
-
-    /// `p` with its symlinks resolved, as `canonicalize` does, without
-    /// looking at anything on such a mount: `None` when it does not
-    /// resolve, or would lead onto one.
-    pub(crate) fn canonicalize(&self, p: &Path) -> Option<PathBuf> {
-        use std::path::Component;
-        let mut out = PathBuf::from("/");
-        let mut todo: Vec<std::ffi::OsString> = Vec::new();
-        let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
-            for c in p.components().rev() {
-                match c {
-                    Component::Normal(n) => todo.push(n.to_os_string()),
-                    Component::ParentDir => todo.push("..".into()),
-                    _ => {}
-                }
-            }
-        };
-        if !p.is_absolute() {
-            return None;
-        }
-        push(&mut todo, p);
-        let mut links = 0;
-        while let Some(c) = todo.pop() {
-            if c == ".." {
-                out.pop();
-                continue;
-            }
-            let next = out.join(&c);
-            if self.crossed(&next).is_some() {
-                return None;
-            }
-            let meta = std::fs::symlink_metadata(&next).ok()?;
-            if !meta.file_type().is_symlink() {
-                out = next;
-                continue;
-            }
-            links += 1;
-            if links > 40 {
-                return None;
-            }
-            let target = std::fs::read_link(&next).ok()?;
-            if target.is_absolute() {
-                out = PathBuf::from("/");
-            }
-            push(&mut todo, &target);
-        }
-        Some(out)
-    }
-}
-
 /// Adds to `v` a layer for every mount point strictly beneath the shown
 /// `home` that the view can show (parents first once sorted), and names
 /// the others under `notes`. Mount points in the workspace (its own
 /// overlay) or dryrun's state directory (masked), and beneath a mount
 /// point not shown, are left to what covers them.
-pub(super) fn plan_submounts(r: &ViewRequest, v: &mut ViewSpec, home: &Path, table: &MountTable) {
-    plan_submounts_with(r, v, home, table, &sys::statx_mount_point);
+pub(super) fn plan_submounts(
+    r: &ViewRequest,
+    v: &mut ViewSpec,
+    home: &Path,
+    table: &MountTable,
+    look: &Resolver,
+) {
+    let at = |p: &Path| -> Result<MountPointStat, Refusal> {
+        let opened = look.open_exact(p)?;
+        Ok(sys::statx_mount_point(&opened.file)?)
+    };
+    plan_submounts_with(r, v, home, table, look, &at);
 }
 
-/// [`plan_submounts`], with `look` telling what is at a mount point now.
+/// [`plan_submounts`], with `at` telling what is at a mount point now.
 /// A line of the table is shown only as the mount it names: the object
 /// at its path must be the root of that very mount (its id), so that what
 /// the checks below judge (the line's filesystem and root) is what the
@@ -143,7 +63,8 @@ fn plan_submounts_with(
     v: &mut ViewSpec,
     home: &Path,
     table: &MountTable,
-    look: &dyn Fn(&Path) -> std::io::Result<MountPointStat>,
+    look: &Resolver,
+    at: &dyn Fn(&Path) -> Result<MountPointStat, Refusal>,
 ) {
     let mut points: Vec<&MountLine> = table
         .0
@@ -208,8 +129,12 @@ fn plan_submounts_with(
             ));
             continue;
         }
-        let why = match look(p) {
-            Err(e) => format!(
+        let why = match at(p) {
+            Err(Refusal::NotLooked(named)) => {
+                v.notes.push(named);
+                continue;
+            }
+            Err(Refusal::Io(e)) => format!(
                 "a mount beneath the home that could not be looked at: {e}; the command sees the directory under it"
             ),
             Ok(at) if !at.dir => {
@@ -224,7 +149,7 @@ fn plan_submounts_with(
                 if home_at
                     .as_ref()
                     .is_some_and(|at| at.dev == m.dev && overlaps(&m.root, &at.path))
-                    || (!others.is_empty() && (r.reaches_home)(p, &others)) =>
+                    || (!others.is_empty() && (r.reaches_home)(look, p, &others)) =>
             {
                 format!("{RULE_HOME_ALIAS}; the command sees the directory under the mount")
             }
@@ -336,14 +261,16 @@ mod tests {
             state_dir: &state,
             image: &image,
             policy_masks: &[],
-            reaches_home: &|_, _| false,
+            reaches_home: &|_, _, _| false,
         };
         for (i, l) in table.iter_mut().enumerate() {
             l.id = 100 + i as u64;
         }
         let table = MountTable(table);
         let mut v = ViewSpec::default();
-        plan_submounts_with(&r, &mut v, &home, &table, &|p| as_mounted(&table, p));
+        plan_submounts_with(&r, &mut v, &home, &table, &Resolver::new(), &|p| {
+            Ok(as_mounted(&table, p)?)
+        });
         let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
         assert_eq!(layers.len(), MAX_SUBMOUNTS, "{layers:?}");
         assert_eq!(layers[0], home.join("a-ro"), "{layers:?} {:?}", v.notes);
@@ -439,11 +366,11 @@ mod tests {
             state_dir: &state,
             image: &image,
             policy_masks: &[],
-            reaches_home: &|_, _| false,
+            reaches_home: &|_, _, _| false,
         };
         // Now: `kept` is its mount's root, another mount (an alias of the
         // home, say) stands at `swapped`, and `plain` is no mount's root.
-        let now = |p: &Path| {
+        let now = |p: &Path| -> Result<MountPointStat, Refusal> {
             let mut at = as_mounted(&table, p)?;
             at.root_of_mount = match p.file_name().and_then(|n| n.to_str()) {
                 Some("swapped") => Some(31),
@@ -453,7 +380,7 @@ mod tests {
             Ok(at)
         };
         let mut v = ViewSpec::default();
-        plan_submounts_with(&r, &mut v, &home, &table, &now);
+        plan_submounts_with(&r, &mut v, &home, &table, &Resolver::new(), &now);
         let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
         assert_eq!(layers, [home.join("kept")], "{:?}", v.notes);
         for p in ["plain", "swapped"] {
@@ -509,7 +436,7 @@ mod tests {
             state_dir: &state,
             image: &image,
             policy_masks: &[],
-            reaches_home: &|_, _| false,
+            reaches_home: &|_, _, _| false,
         };
         let looked = std::cell::RefCell::new(Vec::new());
         let look = |p: &Path| {
@@ -517,7 +444,9 @@ mod tests {
             as_mounted(&table, p)
         };
         let mut v = ViewSpec::default();
-        plan_submounts_with(&r, &mut v, &home, &table, &look);
+        plan_submounts_with(&r, &mut v, &home, &table, &Resolver::new(), &|p| {
+            Ok(look(p)?)
+        });
         assert_eq!(*looked.borrow(), [home.join("mine")]);
         let layers: Vec<&Path> = v.layers.iter().map(|l| l.path.as_path()).collect();
         assert_eq!(layers, [home.join("mine")], "{:?}", v.notes);
@@ -531,47 +460,5 @@ mod tests {
                 v.notes
             );
         }
-    }
-
-    /// Paths on or through a FUSE mount another user serves are resolved
-    /// without looking at anything on it: a link onto one resolves to
-    /// nothing, a path elsewhere as `canonicalize` would.
-    #[test]
-    fn resolving_goes_around_a_foreign_fuse_mount() {
-        let t = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(t.path()).unwrap();
-        let fuse = base.join("fuse");
-        std::fs::create_dir_all(fuse.join("bin")).unwrap();
-        std::fs::create_dir_all(base.join("real/bin")).unwrap();
-        std::os::unix::fs::symlink(fuse.join("bin"), base.join("onto")).unwrap();
-        std::os::unix::fs::symlink("real/bin", base.join("elsewhere")).unwrap();
-        let me = nix::unistd::geteuid().as_raw();
-        let table = MountTable(vec![MountLine {
-            id: 60,
-            dev: (0, 90),
-            root: "/".into(),
-            point: fuse.clone(),
-            read_only: false,
-            fuse: Some(Some(me.wrapping_add(1))),
-        }]);
-        let f = ForeignFuse::of(&table);
-        assert!(f.crossed(&fuse.join("bin")).is_some());
-        assert!(f.crossed(&base.join("real")).is_none());
-        assert_eq!(f.canonicalize(&base.join("onto")), None);
-        assert_eq!(f.canonicalize(&fuse.join("bin")), None);
-        assert_eq!(
-            f.canonicalize(&base.join("elsewhere/../bin/./")),
-            Some(base.join("real/bin"))
-        );
-        assert_eq!(
-            f.canonicalize(&base.join("elsewhere")),
-            Some(base.join("real/bin"))
-        );
-        // The planner's own user's FUSE mounts are looked at.
-        let mine = MountTable(vec![MountLine {
-            fuse: Some(Some(me)),
-            ..table.0[0].clone()
-        }]);
-        assert!(ForeignFuse::of(&mine).crossed(&fuse).is_none());
     }
 }

@@ -124,7 +124,7 @@ fn a_plan_masks_the_state_directory_and_hides_other_homes_on_path() {
         state_dir: Path::new("/var/lib/dryrun-test-state"),
         image: &image,
         policy_masks: &[("~/.config/mine".into(), "mine".into())],
-        reaches_home: &|_, _| false,
+        reaches_home: &|_, _, _| false,
     });
     assert!(v.layers.iter().any(|l| l.path == Path::new("/tmp")));
     assert!(v.path_binds.is_empty(), "{:?}", v.path_binds);

@@ -6,8 +6,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{Mode, SFlag};
+use nix::fcntl::OFlag;
+use nix::sys::stat::SFlag;
 
 use super::{AccessError, Resolved};
 use crate::workspace::apply::{Identity, LocalWorkspace};
@@ -26,36 +26,24 @@ pub(super) fn resolve_here(path: &Path) -> Result<Resolved, AccessError> {
             message: "is relative; give an absolute path".into(),
         });
     }
-    let canonical = std::fs::canonicalize(path).map_err(|e| {
-        AccessError::from_errno(
-            &shown,
-            uid,
-            Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        )
-    })?;
+    // Through the host opener (the view's resolver in the binary): from
+    // `/`, no symlink followed but by the opener itself, nothing on a
+    // mount it does not cross (a FUSE mount another user serves, which
+    // could keep this process waiting forever) asked.
+    let (canonical, fd) =
+        crate::workspace::paths::open_on_host(path, true).map_err(|e| match e.raw_os_error() {
+            Some(n) => AccessError::from_errno(&shown, uid, Errno::from_raw(n)),
+            None => AccessError::Other {
+                path: shown.clone(),
+                message: format!("cannot be looked at: {e}"),
+            },
+        })?;
     if canonical == Path::new("/") {
         return Err(AccessError::Other {
             path: shown,
             message: "the root directory cannot be a workspace; pick a project directory".into(),
         });
     }
-    let slash = nix::fcntl::open(
-        "/",
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| AccessError::from_errno("/", uid, e))?;
-    let rel = canonical.strip_prefix("/").unwrap_or(&canonical);
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = nix::fcntl::openat2(&slash, rel, how).map_err(|e| match e {
-        Errno::ELOOP => AccessError::Other {
-            path: shown.clone(),
-            message: "changed while it was being resolved (a component is a symlink now)".into(),
-        },
-        e => AccessError::from_errno(&shown, uid, e),
-    })?;
     let st = nix::sys::stat::fstat(&fd).map_err(|e| AccessError::from_errno(&shown, uid, e))?;
     if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFDIR.bits() {
         return Err(AccessError::Other {
