@@ -110,6 +110,16 @@ impl Ctx<'_> {
                 );
                 return;
             }
+            if let Some(program) = shell_escape_inside(a) {
+                self.add(
+                    "exec.option.command",
+                    format!(
+                        "{base} is given a shell escape that runs {program} ({a}): a program the rules of {base} never see"
+                    ),
+                    shown,
+                );
+                return;
+            }
         }
     }
 
@@ -222,6 +232,49 @@ fn shell_path_inside(a: &str) -> Option<&'static str> {
                 return Some(p);
             }
             from = end;
+        }
+    }
+    None
+}
+
+/// A shell escape inside an argument: `!` (alone, after `:` or `\`, as
+/// the escapes of ed, vi, gdb, dc, ftp clients, less and database clients
+/// are written: `'!/path/to/cmd'`, `':!/usr/bin/id'`, `'\! /opt/x/run'`)
+/// followed by a program's absolute path, which the tool hands to a shell.
+/// Not a script's `#!` line, not `!=` or `!~`, not a pattern between
+/// slashes (`awk '!/^#/'`, `!/usr/lib/`: a path ends in a name).
+fn shell_escape_inside(a: &str) -> Option<&str> {
+    if !a.contains('!') {
+        return None;
+    }
+    let bytes = a.as_bytes();
+    for (at, _) in a.match_indices('!') {
+        let before_ok = at == 0
+            || matches!(
+                bytes[at - 1],
+                b':' | b'\\' | b' ' | b'\t' | b'\n' | b';' | b'(' | b'{'
+            );
+        if !before_ok {
+            continue;
+        }
+        let rest = a[at + 1..].trim_start_matches([' ', '\t']);
+        if !rest.starts_with('/') {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-')))
+            .unwrap_or(rest.len());
+        let path = &rest[..end];
+        let after_ok = rest[end..]
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_whitespace() || matches!(c, '\'' | '"' | ';' | ')' | '}'));
+        if after_ok
+            && !path.ends_with('/')
+            && path.matches('/').count() >= 2
+            && !path.contains("//")
+        {
+            return Some(path);
         }
     }
     None

@@ -571,7 +571,8 @@ impl Ctx<'_> {
             }
             let shown = first_shown.take().unwrap_or_else(|| render(argv));
             let name_word = &argv[0];
-            let Some(name) = name_word.literal.clone() else {
+            let computed = self.known_computed_name(name_word);
+            let Some(name) = name_word.literal.clone().or(computed) else {
                 self.commands.push(shown.clone());
                 self.add(
                     "obfuscation.dynamic_command",
