@@ -36,10 +36,9 @@ fn lang(base: &str) -> Option<Lang> {
         "python" | "py" | "pypy" | "ipython" => Lang::Python,
         "node" | "nodejs" | "deno" | "bun" => Lang::Js,
         "perl" | "ruby" | "irb" | "php" | "lua" | "luajit" | "Rscript" | "julia" | "tclsh"
-        | "wish" | "osascript" | "pwsh" | "powershell" | "jshell" | "jrunscript" | "groovy"
-        | "scala" | "elixir" | "erl" | "guile" | "racket" | "expect" | "octave" | "octave-cli" => {
-            Lang::Other
-        }
+        | "wish" | "osascript" | "pwsh" | "powershell" | "jshell" | "jrunscript" | "jjs"
+        | "groovy" | "scala" | "elixir" | "erl" | "guile" | "racket" | "expect" | "octave"
+        | "octave-cli" => Lang::Other,
         _ => return None,
     })
 }

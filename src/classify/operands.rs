@@ -131,11 +131,29 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
         // Creating an archive reads its inputs; only the archive (`-f A`,
         // zip's first operand) is written.
         "tar" | "gtar" | "bsdtar" => {
+            // `-C DIR` is where the inputs are read from when creating
+            // (`tar -czf site.tgz -C /var/www .`); extracting, it is where
+            // files are written (above, not skipped there).
+            let creates = args.iter().enumerate().any(|(i, w)| {
+                let a = w.text();
+                a == "--create"
+                    || (is_short_cluster(a) || i == 0 && !a.starts_with('-'))
+                        && a.trim_start_matches('-').contains('c')
+            });
             let mut skip_next = false;
             for (i, w) in args.iter().enumerate() {
                 let a = w.text();
                 if skip_next {
                     skip_next = false;
+                    continue;
+                }
+                if creates && matches!(a, "-C" | "--directory") {
+                    out.push(i + 1);
+                    skip_next = true;
+                    continue;
+                }
+                if creates && a.starts_with("--directory=") {
+                    out.push(i);
                     continue;
                 }
                 let archive_flag = a == "-f"
@@ -226,6 +244,10 @@ const READER_OUTPUT_OPTIONS: &[(&str, &[&str])] = &[
     ("xmllint", &["-o", "--output"]),
     ("rlwrap", &["-l", "--logfile"]),
     ("less", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("zless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("bzless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("xzless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("zstdless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
     ("tree", &["-o"]),
 ];
 const READER_OUTPUT_OPERAND: &[&str] = &["uniq", "xxd"];
