@@ -110,6 +110,16 @@ impl Ctx<'_> {
                 );
                 return;
             }
+            if super::inline::starts_processes_in(a) {
+                self.add(
+                    "exec.inline_code.process",
+                    format!(
+                        "{base} is given code that starts processes ({a}), which are not in the command"
+                    ),
+                    shown,
+                );
+                return;
+            }
             if let Some(program) = program_call_inside(a) {
                 self.add(
                     "exec.option.command",

@@ -202,6 +202,26 @@ fn patterns() -> &'static Patterns {
     })
 }
 
+/// Code that starts processes, in any language, given in an argument of a
+/// program that is not an interpreter known by name (`gimp -b 'import os;
+/// os.system("sh")'`, `rview -c ':lua os.execute("sh")'`): the same calls
+/// as inline code's, beside a call's parenthesis (`man popen` names a
+/// page), and called with a literal (`os.system("sh")`, `subprocess.run(["make"])`:
+/// `subprocess.run() failed` in a title is prose).
+pub(super) fn starts_processes_in(arg: &str) -> bool {
+    if !arg.contains('(') {
+        return false;
+    }
+    patterns().process.find_iter(arg).any(|m| {
+        let near = &arg[m.start()..arg.len().min(m.end() + 40)];
+        near.match_indices('(').any(|(i, _)| {
+            near[i + 1..]
+                .trim_start_matches([' ', '['])
+                .starts_with(['"', '\'', '`'])
+        })
+    })
+}
+
 impl Ctx<'_> {
     /// Inline code given to an interpreter as an argument (`-c CODE`).
     pub(super) fn inline_code_args(&mut self, base: &str, args: &[Word], shown: &str) {
