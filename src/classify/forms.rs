@@ -148,6 +148,21 @@ pub(super) fn read_form_of(
         "exec.option.tar" => tar_compressor_only(texts),
         "net.http.send" => http_read_method(&rule.flags_any, texts),
         "system.date.set" => base == "date" && !date_sets_clock(texts),
+        // A forge's catch-all is not about checking a pull or merge
+        // request out (`vcs.forge.checkout`: a fetch and a local switch).
+        "vcs.glab" => matches!(words.as_slice(), ["pr" | "mr", "checkout", ..]),
+        // `kubectl attach POD` without `-i` streams the container's output;
+        // `apply view-last-applied` prints what was applied.
+        "infra.kubectl.mutate" => {
+            matches!(words.as_slice(), ["apply", "view-last-applied", ..])
+                || matches!(words.first(), Some(&"attach"))
+                    && !texts.iter().any(|a| {
+                        matches!(*a, "--stdin" | "--stdin=true" | "--tty" | "--tty=true")
+                            || a.starts_with('-')
+                                && !a.starts_with("--")
+                                && a[1..].contains(['i', 't'])
+                    })
+        }
         // `git symbolic-ref HEAD` prints what HEAD points at; with a second
         // operand it sets it, with `-d` it deletes it.
         "vcs.git.reflog.expire" => {
