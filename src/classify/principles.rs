@@ -70,7 +70,9 @@ impl Principle {
             "exec.unknown.verb" => return ChangesRemoteState,
             // What a tool keeps in the user's home (pipx, uv tool, nvm,
             // conda, caches) is outside the workspace.
-            "pkg.user.remove" | "pkg.conda.remove" | "pkg.cache.clear" => return WritesOutside,
+            "pkg.user.remove" | "pkg.conda.remove" | "pkg.cache.clear" | "pkg.nix.gc" => {
+                return WritesOutside;
+            }
             // The user's Go configuration, which later go commands obey.
             "build.go.env_write" => return WritesOutside,
             // yadm's work tree is the home directory.
