@@ -337,7 +337,9 @@ const PROGRAM_CALLS: &[&str] = &[
 /// '\write18{/opt/x/run}'`). A shell's path anywhere is
 /// [`shell_path_inside`]'s; a program in `/usr/bin` is a known one.
 fn program_call_inside(a: &str) -> Option<&str> {
-    if !a.contains('/') || a.starts_with('/') && !a.contains([' ', '(', '{']) {
+    // Every call needs a separator before its path: a plain path or word
+    // (`src/main.rs`, the most common argument with a `/`) holds none.
+    if !a.contains('/') || !a.contains([' ', '(', '{', '=']) {
         return None;
     }
     for call in PROGRAM_CALLS {

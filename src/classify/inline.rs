@@ -209,7 +209,7 @@ fn patterns() -> &'static Patterns {
 /// page), and called with a literal (`os.system("sh")`, `subprocess.run(["make"])`:
 /// `subprocess.run() failed` in a title is prose).
 pub(super) fn starts_processes_in(arg: &str) -> bool {
-    if !arg.contains('(') {
+    if !arg.contains('(') || !arg.contains(['"', '\'', '`']) {
         return false;
     }
     patterns().process.find_iter(arg).any(|m| {
