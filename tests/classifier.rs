@@ -754,7 +754,7 @@ fn the_second_rounds_principles_ask_and_leave_alone() {
     for (cmd, rule) in [
         // An unknown program judged by its subcommand verb.
         ("adb uninstall com.example.app", "exec.unknown.verb"),
-        ("argocd app delete app_name", "exec.unknown.verb"),
+        ("kargo project delete app_name", "exec.unknown.verb"),
         ("buku --delete 12", "exec.unknown.verb"),
         // A command line handed to any program.
         (

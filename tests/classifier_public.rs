@@ -180,8 +180,9 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-29 after the
-/// tenth round of issue 32: dangerous asked 92.96%, everyday left alone
-/// 97.13%, every row parses; the ninth round had 92.64% and 96.79%
+/// eleventh round of issue 32: dangerous asked 93.30% (557 of 597, so the
+/// floor is 93.2), everyday left alone 97.20%, every row parses; the tenth round had 92.96% and 97.13%, the
+/// ninth 92.64% and 96.79%
 /// (92.80% and 97.08% on this round's corpus), the eighth 91.99% and 96.70%
 /// (92.47% and 96.72% on the ninth round's corpus), the seventh 91.37% and
 /// 96.53% (91.31% and 96.44% on the eighth round's corpus), the sixth 90.86% and 96.21%, the
@@ -202,7 +203,7 @@ fn public_corpus_heldout_does_not_regress() {
         dangerous.errors + everyday.errors
     );
     assert!(
-        pct(dangerous) >= 92.9,
+        pct(dangerous) >= 93.2,
         "held-out dangerous asked {:.2}%",
         pct(dangerous)
     );

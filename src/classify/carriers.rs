@@ -110,6 +110,36 @@ impl Ctx<'_> {
                 );
                 return;
             }
+            if super::inline::starts_processes_in(a) {
+                self.add(
+                    "exec.inline_code.process",
+                    format!(
+                        "{base} is given code that starts processes ({a}), which are not in the command"
+                    ),
+                    shown,
+                );
+                return;
+            }
+            if let Some(program) = program_call_inside(a) {
+                self.add(
+                    "exec.option.command",
+                    format!(
+                        "{base} is given code that runs {program} ({a}), a program outside the system's program directories: it may be anything, and the rules of {base} never see it"
+                    ),
+                    shown,
+                );
+                return;
+            }
+            if let Some(program) = shell_escape_inside(a) {
+                self.add(
+                    "exec.option.command",
+                    format!(
+                        "{base} is given a shell escape that runs {program} ({a}): a program the rules of {base} never see"
+                    ),
+                    shown,
+                );
+                return;
+            }
         }
     }
 
@@ -222,6 +252,129 @@ fn shell_path_inside(a: &str) -> Option<&'static str> {
                 return Some(p);
             }
             from = end;
+        }
+    }
+    None
+}
+
+/// A shell escape inside an argument: `!` (alone, after `:` or `\`, as
+/// the escapes of ed, vi, gdb, dc, ftp clients, less and database clients
+/// are written: `'!/path/to/cmd'`, `':!/usr/bin/id'`, `'\! /opt/x/run'`)
+/// followed by a program's absolute path, which the tool hands to a shell.
+/// Not a script's `#!` line, not `!=` or `!~`, not a pattern between
+/// slashes (`awk '!/^#/'`, `!/usr/lib/`: a path ends in a name).
+fn shell_escape_inside(a: &str) -> Option<&str> {
+    if !a.contains('!') {
+        return None;
+    }
+    let bytes = a.as_bytes();
+    for (at, _) in a.match_indices('!') {
+        let before_ok = at == 0
+            || matches!(
+                bytes[at - 1],
+                b':' | b'\\' | b' ' | b'\t' | b'\n' | b';' | b'(' | b'{'
+            );
+        if !before_ok {
+            continue;
+        }
+        let rest = a[at + 1..].trim_start_matches([' ', '\t']);
+        if !rest.starts_with('/') {
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-')))
+            .unwrap_or(rest.len());
+        let path = &rest[..end];
+        let after_ok = rest[end..]
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_whitespace() || matches!(c, '\'' | '"' | ';' | ')' | '}'));
+        if after_ok
+            && !path.ends_with('/')
+            && path.matches('/').count() >= 2
+            && !path.contains("//")
+        {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// Words that start a program in the languages and configurations tools
+/// take in an argument: `system("/x")`, `exec "/x"`, `popen(`, `spawn
+/// /x`, Haskell's `callCommand "/x"`, Lisp's `(run-shell-command "/x"`,
+/// TeX's `\write18{/x}`, make's `$(shell /x)`, ssh's `ProxyCommand /x`,
+/// rpm's `%(/x)`, sd-bus's `unixexec:path=/x`, fzf's `execute(/x)`.
+const PROGRAM_CALLS: &[&str] = &[
+    "system",
+    "exec",
+    "execute",
+    "execl",
+    "execlp",
+    "execv",
+    "execvp",
+    "execve",
+    "execSync",
+    "popen",
+    "spawn",
+    "spawnSync",
+    "callCommand",
+    "run-shell-command",
+    "shell_exec",
+    "proc_open",
+    "passthru",
+    "write18",
+    "ProxyCommand",
+    "shell",
+    "%",
+    "unixexec:path",
+];
+
+/// A program outside the system's program directories started by code in
+/// an argument: one of [`PROGRAM_CALLS`], one separator (`(`, `{`, a
+/// space, `=`), an optional quote, then an absolute path of two names or
+/// more (`gnuplot -e 'system("/path/to/command")'`, `latex
+/// '\write18{/opt/x/run}'`). A shell's path anywhere is
+/// [`shell_path_inside`]'s; a program in `/usr/bin` is a known one.
+fn program_call_inside(a: &str) -> Option<&str> {
+    // Every call needs a separator before its path: a plain path or word
+    // (`src/main.rs`, the most common argument with a `/`) holds none.
+    if !a.contains('/') || !a.contains([' ', '(', '{', '=']) {
+        return None;
+    }
+    for call in PROGRAM_CALLS {
+        for (at, _) in a.match_indices(call) {
+            let word_start = a[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+            if !word_start && *call != "%" {
+                continue;
+            }
+            let mut rest = &a[at + call.len()..];
+            let Some(sep) = rest.chars().next() else {
+                continue;
+            };
+            if !matches!(sep, '(' | '{' | ' ' | '=') || *call == "%" && sep != '(' {
+                continue;
+            }
+            rest = &rest[1..];
+            rest = rest.strip_prefix(['"', '\'', '`']).unwrap_or(rest);
+            if !rest.starts_with('/') {
+                continue;
+            }
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-')))
+                .unwrap_or(rest.len());
+            let path = &rest[..end];
+            let system = SYSTEM_DIRS.iter().any(|d| path.starts_with(d));
+            if !system
+                && !path.ends_with('/')
+                && !path.contains("//")
+                && path.matches('/').count() >= 2
+            {
+                return Some(path);
+            }
         }
     }
     None

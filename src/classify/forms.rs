@@ -147,6 +147,32 @@ pub(super) fn read_form_of(
         "credential.ssh_keygen" => base == "ssh-keygen" && ssh_keygen_shows(texts),
         "exec.option.tar" => tar_compressor_only(texts),
         "net.http.send" => http_read_method(&rule.flags_any, texts),
+        "system.date.set" => base == "date" && !date_sets_clock(texts),
+        // A forge's catch-all is not about checking a pull or merge
+        // request out (`vcs.forge.checkout`: a fetch and a local switch).
+        "vcs.glab" => matches!(words.as_slice(), ["pr" | "mr", "checkout", ..]),
+        // `kubectl attach POD` without `-i` streams the container's output;
+        // `apply view-last-applied` prints what was applied.
+        "infra.kubectl.mutate" => {
+            matches!(words.as_slice(), ["apply", "view-last-applied", ..])
+                || matches!(words.first(), Some(&"attach"))
+                    && !texts.iter().any(|a| {
+                        matches!(*a, "--stdin" | "--stdin=true" | "--tty" | "--tty=true")
+                            || a.starts_with('-')
+                                && !a.starts_with("--")
+                                && a[1..].contains(['i', 't'])
+                    })
+        }
+        // `git symbolic-ref HEAD` prints what HEAD points at; with a second
+        // operand it sets it, with `-d` it deletes it.
+        "vcs.git.reflog.expire" => {
+            base == "git"
+                && words.len() == 2
+                && words[0] == "symbolic-ref"
+                && texts
+                    .iter()
+                    .all(|a| !a.starts_with('-') || matches!(*a, "--short" | "-q" | "--quiet"))
+        }
         "vcs.git.config.exec" => {
             base == "git"
                 && words.len() == 2
@@ -161,6 +187,45 @@ pub(super) fn read_form_of(
         }
         _ => false,
     }
+}
+
+/// Whether `date` is told to set the clock: `-s`/`--set` as an option of
+/// its own, not a letter of a value attached to the option before it
+/// (`date -Iseconds` prints in ISO 8601 to the second, `-d`, `-f`, `-r`
+/// take the rest of their cluster or the next word as their value).
+fn date_sets_clock(texts: &[&str]) -> bool {
+    let mut i = 0;
+    while i < texts.len() {
+        let a = texts[i];
+        i += 1;
+        if a == "--" {
+            break;
+        }
+        if a == "--set" || a.starts_with("--set=") {
+            return true;
+        }
+        if matches!(a, "--date" | "--file" | "--reference") {
+            i += 1;
+            continue;
+        }
+        let Some(cluster) = a.strip_prefix('-').filter(|c| !c.starts_with('-')) else {
+            continue;
+        };
+        for (k, c) in cluster.char_indices() {
+            match c {
+                's' => return true,
+                'I' => break,
+                'd' | 'f' | 'r' => {
+                    if k + 1 == cluster.len() {
+                        i += 1;
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    false
 }
 
 /// An HTTP client told only which method to use, a method that reads

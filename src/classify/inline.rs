@@ -36,10 +36,9 @@ fn lang(base: &str) -> Option<Lang> {
         "python" | "py" | "pypy" | "ipython" => Lang::Python,
         "node" | "nodejs" | "deno" | "bun" => Lang::Js,
         "perl" | "ruby" | "irb" | "php" | "lua" | "luajit" | "Rscript" | "julia" | "tclsh"
-        | "wish" | "osascript" | "pwsh" | "powershell" | "jshell" | "jrunscript" | "groovy"
-        | "scala" | "elixir" | "erl" | "guile" | "racket" | "expect" | "octave" | "octave-cli" => {
-            Lang::Other
-        }
+        | "wish" | "osascript" | "pwsh" | "powershell" | "jshell" | "jrunscript" | "jjs"
+        | "groovy" | "scala" | "elixir" | "erl" | "guile" | "racket" | "expect" | "octave"
+        | "octave-cli" => Lang::Other,
         _ => return None,
     })
 }
@@ -200,6 +199,26 @@ fn patterns() -> &'static Patterns {
             // Loads code or code objects (`marshal.loads`, `pickle.loads`).
             loads_code: re(r"\b(marshal|pickle|cPickle|dill|shelve)\s*\.\s*loads?\b|\bMarshal\s*\.\s*load\b|\bunserialize\s*\("),
         }
+    })
+}
+
+/// Code that starts processes, in any language, given in an argument of a
+/// program that is not an interpreter known by name (`gimp -b 'import os;
+/// os.system("sh")'`, `rview -c ':lua os.execute("sh")'`): the same calls
+/// as inline code's, beside a call's parenthesis (`man popen` names a
+/// page), and called with a literal (`os.system("sh")`, `subprocess.run(["make"])`:
+/// `subprocess.run() failed` in a title is prose).
+pub(super) fn starts_processes_in(arg: &str) -> bool {
+    if !arg.contains('(') || !arg.contains(['"', '\'', '`']) {
+        return false;
+    }
+    patterns().process.find_iter(arg).any(|m| {
+        let near = &arg[m.start()..arg.len().min(m.end() + 40)];
+        near.match_indices('(').any(|(i, _)| {
+            near[i + 1..]
+                .trim_start_matches([' ', '['])
+                .starts_with(['"', '\'', '`'])
+        })
     })
 }
 

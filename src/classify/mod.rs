@@ -474,10 +474,10 @@ impl Ctx<'_> {
         let is_interp = INTERPRETERS
             .iter()
             .any(|i| i.trim_end_matches(|c: char| c.is_ascii_digit()) == base);
-        if !is_shell && !is_interp {
-            return false;
-        }
         let rest: Vec<&str> = argv[1..].iter().map(|w| w.text()).collect();
+        if !is_shell && !is_interp {
+            return tables::REPLS.contains(&base) && rest.iter().all(|a| is_flag(a));
+        }
         if rest.iter().any(|a| {
             *a == "-c"
                 || *a == "-e"
@@ -571,7 +571,8 @@ impl Ctx<'_> {
             }
             let shown = first_shown.take().unwrap_or_else(|| render(argv));
             let name_word = &argv[0];
-            let Some(name) = name_word.literal.clone() else {
+            let computed = self.known_computed_name(name_word);
+            let Some(name) = name_word.literal.clone().or(computed) else {
                 self.commands.push(shown.clone());
                 self.add(
                     "obfuscation.dynamic_command",

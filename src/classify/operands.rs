@@ -131,11 +131,29 @@ pub(super) fn read_only_operands(base: &str, args: &[Word]) -> Vec<usize> {
         // Creating an archive reads its inputs; only the archive (`-f A`,
         // zip's first operand) is written.
         "tar" | "gtar" | "bsdtar" => {
+            // `-C DIR` is where the inputs are read from when creating
+            // (`tar -czf site.tgz -C /var/www .`); extracting, it is where
+            // files are written (above, not skipped there).
+            let creates = args.iter().enumerate().any(|(i, w)| {
+                let a = w.text();
+                a == "--create"
+                    || (is_short_cluster(a) || i == 0 && !a.starts_with('-'))
+                        && a.trim_start_matches('-').contains('c')
+            });
             let mut skip_next = false;
             for (i, w) in args.iter().enumerate() {
                 let a = w.text();
                 if skip_next {
                     skip_next = false;
+                    continue;
+                }
+                if creates && matches!(a, "-C" | "--directory") {
+                    out.push(i + 1);
+                    skip_next = true;
+                    continue;
+                }
+                if creates && a.starts_with("--directory=") {
+                    out.push(i);
                     continue;
                 }
                 let archive_flag = a == "-f"
@@ -226,6 +244,10 @@ const READER_OUTPUT_OPTIONS: &[(&str, &[&str])] = &[
     ("xmllint", &["-o", "--output"]),
     ("rlwrap", &["-l", "--logfile"]),
     ("less", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("zless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("bzless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("xzless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
+    ("zstdless", &["-o", "-O", "--log-file", "--LOG-FILE"]),
     ("tree", &["-o"]),
 ];
 const READER_OUTPUT_OPERAND: &[&str] = &["uniq", "xxd"];
@@ -259,7 +281,11 @@ fn reader_output_targets(base: &str, args: &[Word]) -> Vec<Word> {
     } else {
         LONG_OUTPUT_OPTIONS
     };
-    let mut out = Vec::new();
+    let mut out = if matches!(base, "awk" | "gawk" | "mawk" | "nawk") {
+        awk_output_targets(args)
+    } else {
+        Vec::new()
+    };
     let mut operands = 0;
     let mut i = 0;
     while i < args.len() {
@@ -293,6 +319,80 @@ fn reader_output_targets(base: &str, args: &[Word]) -> Vec<Word> {
             operands += 1;
             if operands == 2 && READER_OUTPUT_OPERAND.contains(&base) {
                 out.push(w.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The files an awk program prints into: `print … > "F"`, `printf … >> F`
+/// where `F` is a variable given with `-v F=PATH` (or as an operand
+/// `F=PATH`), as GTFOBins' file-write form does (`awk -v LFILE=/etc/x
+/// 'BEGIN { print "DATA" > LFILE }'`). awk writes them; a target computed
+/// from the data (`> $2`) or from a variable the command does not set is
+/// not named here.
+fn awk_output_targets(args: &[Word]) -> Vec<Word> {
+    let mut vars: Vec<(&str, &str)> = Vec::new();
+    let mut programs: Vec<&str> = Vec::new();
+    let mut program_file = false;
+    let mut positional = false;
+    fn assignment(a: &str) -> Option<(&str, &str)> {
+        a.split_once('=').filter(|(n, _)| {
+            !n.is_empty()
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !n.starts_with(|c: char| c.is_ascii_digit())
+        })
+    }
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].text();
+        i += 1;
+        let value = args.get(i).map(|w| w.text());
+        match a {
+            "-v" | "--assign" => {
+                vars.extend(value.and_then(assignment));
+                i += 1;
+            }
+            "-e" | "--source" => {
+                programs.extend(value);
+                i += 1;
+            }
+            "-f" | "--file" | "-E" | "--exec" => {
+                program_file = true;
+                i += 1;
+            }
+            "-F" | "--field-separator" | "-i" | "--include" | "-l" | "--load" => i += 1,
+            _ if a.starts_with("-v") && a.len() > 2 => vars.extend(assignment(&a[2..])),
+            _ if a.starts_with('-') && a != "-" => {}
+            _ if !positional && !program_file && programs.is_empty() => {
+                positional = true;
+                programs.push(a);
+            }
+            _ => vars.extend(assignment(a)),
+        }
+    }
+    if !programs.iter().any(|p| p.contains('>')) {
+        return Vec::new();
+    }
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(r#"\bprintf?\b[^;}\n>]*>>?\s*(?:"([^"]+)"|([A-Za-z_][A-Za-z_0-9]*))"#)
+            .expect("the awk output pattern compiles")
+    });
+    let mut out = Vec::new();
+    for p in programs {
+        for c in re.captures_iter(p) {
+            let target = match (c.get(1), c.get(2)) {
+                (Some(path), _) => Some(path.as_str()),
+                (None, Some(var)) => vars
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| *n == var.as_str())
+                    .map(|(_, v)| *v),
+                _ => None,
+            };
+            if let Some(t) = target.filter(|t| !t.contains('$')) {
+                out.push(Word::quoted_literal(t));
             }
         }
     }

@@ -70,9 +70,13 @@ impl Principle {
             "exec.unknown.verb" => return ChangesRemoteState,
             // What a tool keeps in the user's home (pipx, uv tool, nvm,
             // conda, caches) is outside the workspace.
-            "pkg.user.remove" | "pkg.conda.remove" | "pkg.cache.clear" => return WritesOutside,
+            "pkg.user.remove" | "pkg.conda.remove" | "pkg.cache.clear" | "pkg.nix.gc" => {
+                return WritesOutside;
+            }
             // The user's Go configuration, which later go commands obey.
             "build.go.env_write" => return WritesOutside,
+            // yadm's work tree is the home directory.
+            "vcs.yadm.home" => return WritesOutside,
             "exec.schedule.remove" => return Deletes,
             "blast.empty_variable" | "delete.unknown_targets" => return Deletes,
             "blast.root" | "blast.home" | "blast.outside" | "redirect.outside" => {
@@ -185,6 +189,10 @@ mod tests {
         );
         assert_eq!(
             Principle::of("build.go.env_write", Level::Admin),
+            Principle::WritesOutside
+        );
+        assert_eq!(
+            Principle::of("vcs.yadm.home", Level::Admin),
             Principle::WritesOutside
         );
     }

@@ -148,7 +148,25 @@ fn is_read_word(w: &str) -> bool {
                     && !w.starts_with("listen")
             })
         })
+        || READ_SUFFIXES.iter().any(|r| {
+            w.strip_suffix(r).is_some_and(|named| {
+                named.len() >= 3
+                    && named.chars().all(|c| c.is_ascii_lowercase())
+                    && !LIST_CHANGES.iter().any(|c| named.ends_with(c))
+            })
+        })
 }
+
+/// Read verbs that also end compound subcommand words, after what they
+/// show (`dominfo`, `domblklist`, `nodeinfo`, `domstats`).
+const READ_SUFFIXES: &[&str] = &["info", "list", "stats"];
+
+/// What a list is changed by when its name ends the word (`blacklist`,
+/// `allowlist`, `setinfo`, `dellist`): not a read.
+const LIST_CHANGES: &[&str] = &[
+    "black", "white", "allow", "deny", "block", "ban", "trust", "ignore", "set", "add", "del",
+    "remove", "skip", "safe",
+];
 
 /// A flag that names a change (`--delete`, `--repair`, `--force`,
 /// `--add-port`): a read verb beside it does not make the command a read.
@@ -210,7 +228,7 @@ fn read_flag<'a>(texts: &[&'a str]) -> Option<&'a str> {
 /// (`run`, `attach`) or deletes, publishes or resets (`remove list`
 /// removes one named `list`); `release` and `deploy` name their lists.
 fn read_subcommand<'a>(words: &[&'a str]) -> Option<&'a str> {
-    let first = &words[..words.len().min(3)];
+    let first = &words[..words.len().min(4)];
     let at = first.iter().position(|w| is_read_word(w))?;
     let group = |i: usize, w: &str| {
         i == 0

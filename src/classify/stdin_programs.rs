@@ -232,8 +232,13 @@ impl Ctx<'_> {
             let Some(name) = c.argv.first().and_then(|w| w.literal.as_deref()) else {
                 continue;
             };
+            // A shell escape typed into the program before it (`!sh`,
+            // `:!id`, with its arguments): no shell runs a word that starts
+            // with `!` as a program, an interactive one hands the rest to
+            // a shell.
+            let escape = name.len() > 1 && (name.starts_with('!') || name.starts_with(":!"));
             // A key is a line alone: `q`, not `k get pods`.
-            if c.argv.len() > 1 || !c.redirects.is_empty() || !typed_key(name) {
+            if !escape && (c.argv.len() > 1 || !c.redirects.is_empty() || !typed_key(name)) {
                 continue;
             }
             let before = ex.commands[..k]

@@ -38,6 +38,30 @@ pub(super) const INTERPRETERS: &[&str] = &[
     "jshell",
     "julia",
 ];
+/// Language interpreters with a read-eval-print loop that the lists above
+/// do not hold: given no program (only options), they run whatever reaches
+/// their standard input or terminal, as `python3` alone does (`echo CODE |
+/// jjs`, `R --no-save`). Their code given in an option is judged where
+/// `inline.rs` knows the language; any other argument is a script file.
+pub(super) const REPLS: &[&str] = &[
+    "jjs",
+    "jrunscript",
+    "guile",
+    "racket",
+    "sbcl",
+    "clisp",
+    "ecl",
+    "scala",
+    "ghci",
+    "erl",
+    "iex",
+    "octave",
+    "octave-cli",
+    "gnuplot",
+    "slsh",
+    "groovysh",
+    "R",
+];
 /// Variables that make a later program run or load something else: the
 /// shell's own hooks, loaders, interpreters' start-up options, and the
 /// pagers, editors, diff drivers and helpers tools launch (issue 16's

@@ -62,13 +62,14 @@ pub(super) const ACTION_WORDS: &[&str] = &[
 ];
 
 /// Subcommand verbs that only read or show (`glab mr list`, `doctl apps
-/// get`, `consul kv get`, `cdk diff`, `hub ci-status`).
+/// get`, `consul kv get`, `cdk diff`, `hub ci-status`, `vagrant box
+/// outdated`).
 pub(super) const READ_VERBS: &[&str] = &[
     "list", "ls", "get", "describe", "show", "status", "info", "logs", "log", "diff", "plan",
     "view", "whoami", "inspect", "search", "cat", "tree", "history", "version", "help", "validate",
     "check", "top", "events", "explain", "print", "preview", "outputs", "output", "read", "query",
     "find", "browse", "ps", "stats", "synth", "doctor", "lint", "lookup", "members", "whois",
-    "usage",
+    "usage", "outdated",
 ];
 
 /// Subcommand verbs that change something, wherever they stand among the

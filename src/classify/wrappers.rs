@@ -28,6 +28,10 @@ pub(super) fn peel_wrappers(argv: &[Word]) -> &[Word] {
             _ => return rest,
         };
         let base = base_name(name);
+        // `command -v NAME` prints where NAME is found; it runs nothing.
+        if base == "command" && rest.iter().any(|w| matches!(w.text(), "-v" | "-V")) {
+            return rest;
+        }
         let mut i = 1;
         while i < rest.len() {
             let a = rest[i].text();
@@ -587,3 +591,42 @@ const SHELL_STATE_BUILTINS: &[&str] = &[
     "shopt", "source", ".", "eval", "exec", "alias", "unalias", "trap", "builtin", "command",
     "enable", "hash", "umask", "ulimit",
 ];
+
+impl Ctx<'_> {
+    /// A command name computed when it runs whose value is still known:
+    /// the path `which NAME`, `command -v NAME` or `type -P NAME` prints is
+    /// NAME as the shell finds it on the PATH (`` `which find` . -print ``
+    /// runs find), and `$SHELL` is the user's login shell unless this
+    /// string sets it (`$SHELL -c 'echo "$0"'` is a shell given a string).
+    /// The program is then judged as what it is; any other computed name
+    /// stays `obfuscation.dynamic_command`.
+    pub(super) fn known_computed_name(&self, w: &Word) -> Option<String> {
+        let raw = w
+            .raw
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .unwrap_or(&w.raw);
+        if matches!(raw, "$SHELL" | "${SHELL}") {
+            let set = self
+                .set_vars
+                .iter()
+                .chain(&self.read_vars)
+                .any(|v| v == "SHELL");
+            return (!set).then(|| "sh".to_string());
+        }
+        let inner = raw
+            .strip_prefix("$(")
+            .and_then(|r| r.strip_suffix(')'))
+            .or_else(|| raw.strip_prefix('`').and_then(|r| r.strip_suffix('`')))?;
+        let words: Vec<&str> = inner.split_whitespace().collect();
+        let name = match words.as_slice() {
+            ["which", n] | ["command", "-v", n] | ["type", "-P" | "-p", n] => *n,
+            _ => return None,
+        };
+        let plain = !name.starts_with(['-', '.'])
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '+'));
+        plain.then(|| name.to_string())
+    }
+}
