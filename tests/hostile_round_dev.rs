@@ -18,7 +18,8 @@
 
 mod common;
 
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -143,4 +144,191 @@ fn a_rehearsal_cannot_take_the_hosts_pseudo_terminals() {
         "user via the daemon",
         peak_ptys_during(|| submit_user(&d, &ws, "python3 hog.py", &[])),
     );
+}
+
+/// Every pty trick the sandbox's own pseudo-terminals give a command that
+/// wants to type into the terminal of the person who started it: a
+/// session of its own with one of its ptys as the controlling terminal,
+/// `TIOCSTI` there and with high bits in the request, line disciplines
+/// (`TIOCSETD`), console redirection (`TIOCCONS`), the peer of a master
+/// (`TIOCGPTPEER`), packet mode, every terminal behind `/proc/*/fd`, and
+/// device nodes made for the host's terminals in `/dev/shm` and the
+/// workspace.
+const PTY_TRICKS: &str = r#"
+import fcntl, glob, os, struct, sys, termios
+line = b"echo INJECTED-9e41\n"
+live = sys.argv[1:] == ["live"]
+def sti(fd, req=termios.TIOCSTI):
+    try:
+        for c in line:
+            fcntl.ioctl(fd, req, bytes([c]))
+        return "yes"
+    except OSError as e:
+        return e.strerror
+def tryio(what, f):
+    try:
+        print(what, f())
+    except OSError as e:
+        print(what, e.strerror)
+for fd in (0, 1, 2):
+    print("fd", fd, sti(fd))
+m = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+fcntl.ioctl(m, 0x40045431, struct.pack("i", 0))
+n = struct.unpack("i", fcntl.ioctl(m, 0x80045430, struct.pack("i", 0)))[0]
+tryio("peer", lambda: os.ttyname(fcntl.ioctl(m, 0x5441, os.O_RDWR)))
+tryio("pkt", lambda: fcntl.ioctl(m, termios.TIOCPKT, struct.pack("i", 1)))
+tryio("setd", lambda: fcntl.ioctl(m, 0x5423, struct.pack("i", 13)))
+tryio("cons", lambda: fcntl.ioctl(m, 0x541D))
+tryio("sti-high", lambda: sti(m, termios.TIOCSTI | (1 << 32)))
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    s = os.open("/dev/pts/%d" % n, os.O_RDWR)
+    tryio("sctty", lambda: fcntl.ioctl(s, termios.TIOCSCTTY, 1))
+    print("sti own", sti(s))
+    for p in ["/dev/tty"] + sorted(glob.glob("/proc/[0-9]*/fd/*")):
+        try:
+            if not os.isatty(os.open(p, os.O_RDWR | os.O_NOCTTY)):
+                continue
+        except OSError:
+            continue
+        fd = os.open(p, os.O_RDWR | os.O_NOCTTY)
+        print(p, os.ttyname(fd), sti(fd))
+    os._exit(0)
+os.waitpid(pid, 0)
+for d in ["."] if live else ["/dev/shm", "."]:
+    for name, dev in [("t0", os.makedev(136, 0)), ("tty", os.makedev(5, 0)), ("c", os.makedev(5, 1)), ("v", os.makedev(4, 1))]:
+        p = d + "/node-" + name
+        try:
+            os.mknod(p, 0o666 | 0o020000, dev)
+        except OSError as e:
+            print("mknod", p, e.strerror)
+            continue
+        try:
+            fd = os.open(p, os.O_RDWR | os.O_NOCTTY)
+            print("node", p, sti(fd))
+        except OSError as e:
+            print("node", p, "open:", e.strerror)
+print("DONE")
+"#;
+
+fn loaded_modules() -> String {
+    std::fs::read_to_string("/proc/modules").unwrap_or_default()
+}
+
+/// The person's terminal (a pty the test made, `script`), as `who`: a shell
+/// there runs `dryrun execute` of [`PTY_TRICKS`], then reads, without
+/// waiting, what the terminal holds as typed input. `live` runs the tricks
+/// without dryrun (the control). What the terminal held, and the tricks'
+/// own report.
+fn tricks_at_a_terminal(who: Who, live: bool) -> (String, String) {
+    let ws = Ws::new(who);
+    ws.write("tricks.py", PTY_TRICKS);
+    let drain = ws.write(
+        "drain.py",
+        "import os, fcntl\nfcntl.fcntl(0, fcntl.F_SETFL, os.O_NONBLOCK)\ntry:\n    print('PENDING:' + repr(os.read(0, 4096)))\nexcept BlockingIOError:\n    print('PENDING:none')\n",
+    );
+    ws.chown_all();
+    let run = if live {
+        "python3 tricks.py live".to_string()
+    } else {
+        format!(
+            "DRYRUN_LOCAL=1 DRYRUN_STATE_DIR={state} HOME={home} {bin} execute --command 'python3 tricks.py' --expect-write '**'",
+            state = ws.state.display(),
+            home = ws.state.parent().unwrap().display(),
+            bin = bin().display(),
+        )
+    };
+    let shell = format!(
+        "cd {dir} && {run}; python3 {drain}",
+        dir = ws.dir.display(),
+        drain = drain.display(),
+    );
+    let mut c = if who == Who::User {
+        as_test_user("script")
+    } else {
+        Command::new(tool("script", "bsdutils"))
+    };
+    let mut ch = c
+        .args(["-qfec", &shell, "/dev/null"])
+        .env("TERM", "dumb")
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The terminal's input stays open until the shell is done: its end
+    // would be read as an end of file ahead of anything injected.
+    let stdin = ch.stdin.take().unwrap();
+    let mut seen = String::new();
+    ch.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
+    drop(stdin);
+    let _ = ch.wait();
+    let pending = seen
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("PENDING:"))
+        .unwrap_or_else(|| panic!("the drain did not run: {seen}"))
+        .to_string();
+    let report = if live {
+        seen
+    } else {
+        std::fs::read_dir(ws.state.join("runs"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
+            .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
+            .map(|v| {
+                v["rehearsal"]["stdout"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    (pending, report)
+}
+
+/// As root and as the test user at a terminal: nothing the tricks type
+/// reaches it, no line discipline's module is loaded, and no device node
+/// for a host terminal is left in the workspace. The control: the same
+/// program run live at that terminal does type the line in (through the
+/// terminal it inherits, `/proc/self/fd`).
+#[test]
+fn the_sandboxes_ptys_reach_no_persons_terminal() {
+    if !require_root() || !require_tool("python3", "python3") {
+        return;
+    }
+    let modules = loaded_modules();
+    for who in identities() {
+        let (live, said) = tricks_at_a_terminal(who, true);
+        assert!(
+            live.contains("INJECTED-9e41"),
+            "{who:?} control: {live} {said}"
+        );
+        let (pending, report) = tricks_at_a_terminal(who, false);
+        eprintln!("TRICKS {who:?}: {report}");
+        assert!(
+            report.contains("DONE"),
+            "{who:?}: the tricks did not run: {report}"
+        );
+        assert!(
+            report.contains("sti own Operation not permitted"),
+            "{report}"
+        );
+        assert!(report.contains("setd Operation not permitted"), "{report}");
+        assert!(report.contains("cons Operation not permitted"), "{report}");
+        assert!(
+            report.contains("sti-high Operation not permitted"),
+            "{report}"
+        );
+        assert_eq!(pending, "none", "{who:?}: input was injected: {report}");
+    }
+    for m in ["n_hdlc", "n_gsm", "slip", "ppp_async", "can327"] {
+        let line = |s: &str| s.lines().any(|l| l.starts_with(&format!("{m} ")));
+        assert!(
+            line(&modules) || !line(&loaded_modules()),
+            "the line discipline {m} was loaded"
+        );
+    }
 }
