@@ -332,3 +332,110 @@ fn the_sandboxes_ptys_reach_no_persons_terminal() {
         );
     }
 }
+
+/// The command's use of its `/dev/shm`: a canary left there, hard-linked
+/// and renamed into the workspace, then the tmpfs filled with 1 MiB files
+/// (up to 300: past the 256 MiB cap of the default image) and, with
+/// `tmp` set, `/tmp` too.
+fn shm_attack(tag: &str, tmp: bool) -> String {
+    format!(
+        r#"
+import os
+open("/dev/shm/{tag}", "w").write("x")
+for f, what in ((os.link, "link"), (os.rename, "rename")):
+    try:
+        f("/dev/shm/{tag}", what + "-{tag}")
+        print(what, "done")
+    except OSError as e:
+        print(what, e.strerror)
+block = b"z" * (1 << 20)
+for d in ["/dev/shm"] + (["/tmp"] if {tmp} else []):
+    n, err = 0, "none"
+    try:
+        for i in range(300):
+            open("%s/fill%d" % (d, i), "wb").write(block)
+            n += 1
+    except OSError as e:
+        err = e.strerror
+    print("FILL", d, n, err, flush=True)
+print("END")
+"#,
+        tmp = if tmp { "True" } else { "False" }
+    )
+}
+
+/// `/dev/shm` past its cap, linked or renamed into the workspace, left
+/// for the host: the tmpfs refuses past its cap (256 MiB), a link or
+/// rename into the workspace is refused (another file system), nothing of
+/// it reaches the host's `/dev/shm` or the workspace. As root and the test
+/// user. Then through a root daemon with a small memory limit, `/dev/shm`
+/// and `/tmp` both filled (the second capped tmpfs is not in the memory
+/// ceiling): the command is OOM-killed, the run still complete, the
+/// evidence whole, nothing promoted.
+#[test]
+fn the_sandboxes_dev_shm_stays_its_own_and_capped() {
+    if !require_root() || !require_tool("python3", "python3") {
+        return;
+    }
+    let tag = format!("dryrun-shm-{}", random_hex());
+    let host_shm = || {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(&tag) || n.starts_with("fill"))
+            .collect::<Vec<_>>()
+    };
+    for who in identities() {
+        let ws = Ws::new(who);
+        ws.write("shm.py", &shm_attack(&tag, false));
+        ws.chown_all();
+        let r = ws.rehearse("python3 shm.py", &["--expect-write", "**"]);
+        let out = r.out().to_string();
+        eprintln!("SHM {who:?}: {out}");
+        assert!(out.contains("END"), "{who:?}: {r:?}");
+        assert!(out.contains("link Invalid cross-device link"), "{out}");
+        assert!(out.contains("rename Invalid cross-device link"), "{out}");
+        let filled: u64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("FILL /dev/shm "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(filled <= 256, "{who:?}: {filled} MiB in /dev/shm: {out}");
+        assert!(out.contains("No space left on device"), "{out}");
+        assert!(host_shm().is_empty(), "{who:?}: {:?}", host_shm());
+        let names: Vec<String> = r.changes().iter().map(|c| c["path"].to_string()).collect();
+        assert!(!names.iter().any(|n| n.contains(&tag)), "{names:?}");
+        assert!(!ws.dir.join(format!("link-{tag}")).exists());
+        assert!(!ws.dir.join(format!("rename-{tag}")).exists());
+    }
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    ws.write("shm.py", &shm_attack(&tag, true));
+    ws.chown_all();
+    let body = serde_json::json!({
+        "command": "echo more >> README.md; python3 shm.py; echo after",
+        "working_dir": ws.dir.display().to_string(),
+        "limits": {"memory_mb": 16, "disk_mb": 16, "timeout_s": 60},
+        "intent": {"expected_writes": ["*"]},
+    })
+    .to_string();
+    let (_dir, p) = agent_envelope_file(&body);
+    let r = run_json(
+        d.cli_user()
+            .current_dir(&ws.dir)
+            .args(["execute", "--json", "--file"])
+            .arg(&p)
+            .output()
+            .unwrap(),
+    );
+    eprintln!("SHM daemon: {} {:?}", r.out(), r.limits_hit());
+    assert_ne!(r.json["state"], "failed", "{}", r.json);
+    assert!(r.out().contains("FILL /dev/shm"), "{}", r.json);
+    assert!(r.change("README.md").is_some(), "{}", r.json);
+    assert_ne!(r.decision(), "promote", "{}", r.json);
+    assert_eq!(std::fs::read_to_string(ws.dir.join("README.md")).unwrap(), "hello\n");
+    assert!(host_shm().is_empty(), "{:?}", host_shm());
+}
