@@ -19,6 +19,8 @@
 mod common;
 
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -436,6 +438,79 @@ fn the_sandboxes_dev_shm_stays_its_own_and_capped() {
     assert!(r.out().contains("FILL /dev/shm"), "{}", r.json);
     assert!(r.change("README.md").is_some(), "{}", r.json);
     assert_ne!(r.decision(), "promote", "{}", r.json);
-    assert_eq!(std::fs::read_to_string(ws.dir.join("README.md")).unwrap(), "hello\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.dir.join("README.md")).unwrap(),
+        "hello\n"
+    );
     assert!(host_shm().is_empty(), "{:?}", host_shm());
+}
+
+fn mtime_of(p: &Path) -> i64 {
+    std::fs::symlink_metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .mtime()
+}
+
+/// The time of an identical rewrite goes live in a mutating run: a command
+/// whose intent names only `out.txt` touches a make target outside it and
+/// a protected hook (an identical rewrite is no write to the verdict, so
+/// nothing asks about them) and is promoted. Only what the intent allows
+/// takes its new time: the others keep theirs. The control: `stamp`, an
+/// expected path, does take it. As root and as the test user.
+#[test]
+fn an_identical_rewrite_outside_the_intent_keeps_its_time() {
+    const OLD: i64 = 1_262_304_000;
+    for who in identities() {
+        let ws = Ws::new(who);
+        for f in ["Makefile", "other.txt", ".git/hooks/pre-commit", "stamp"] {
+            let p = ws.write(f, "s\n");
+            let t = nix::sys::time::TimeSpec::new(OLD, 0);
+            nix::sys::stat::utimensat(
+                nix::fcntl::AT_FDCWD,
+                &p,
+                &t,
+                &t,
+                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+            )
+            .unwrap();
+        }
+        // In a script: the classifier does not read it.
+        ws.write(
+            "t.sh",
+            "touch Makefile other.txt .git/hooks/pre-commit stamp\n",
+        );
+        ws.chown_all();
+        let r = ws.rehearse(
+            "sh t.sh && echo x > out.txt",
+            &["--expect-write", "out.txt", "--expect-write", "stamp"],
+        );
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        let id = run_id(&r);
+        let out = ws.command().args(["promote", &id]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        eprintln!(
+            "TIMES {who:?}: {} {:?} {:?} {said}",
+            r.decision(),
+            r.reasons(),
+            out.status
+        );
+        if out.status.code() != Some(0) {
+            // Not promoted at all: nothing was written, times included.
+            assert!(!ws.dir.join("out.txt").exists(), "{who:?}: {said}");
+        } else {
+            assert!(ws.dir.join("out.txt").exists(), "{who:?}: {said}");
+            assert!(
+                mtime_of(&ws.dir.join("stamp")) > OLD,
+                "{who:?}: the control"
+            );
+        }
+        for f in ["Makefile", "other.txt", ".git/hooks/pre-commit"] {
+            assert_eq!(
+                mtime_of(&ws.dir.join(f)),
+                OLD,
+                "{who:?}: {f} took a time the intent never allowed ({}): {said}",
+                r.decision()
+            );
+        }
+    }
 }
