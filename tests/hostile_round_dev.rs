@@ -514,3 +514,158 @@ fn an_identical_rewrite_outside_the_intent_keeps_its_time() {
         }
     }
 }
+
+/// The client's umask over the HTTP API: hostile values (negative, past
+/// 0o777, past 32 bits, a string, a float, a boolean) are refused naming
+/// the field and the daemon goes on; a umask of 0 makes world-writable
+/// files, and the run says so (`evidence.world_writable`) and waits for a
+/// person instead of promoting, as root and as the test user.
+#[test]
+fn the_callers_umask_cannot_be_turned_against_the_host() {
+    if !require_root() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    for who in [Who::User, Who::Root] {
+        let ws = if who == Who::User {
+            user_workspace()
+        } else {
+            Ws::new(Who::Root)
+        };
+        for bad in [
+            "-1",
+            "512",
+            "4294967295",
+            "4294967296",
+            "18446744073709551615",
+            "-9223372036854775808",
+            "\"077\"",
+            "63.5",
+            "true",
+            "[63]",
+        ] {
+            let body = format!(
+                "{{\"command\": \"touch x\", \"working_dir\": {}, \"caller_umask\": {bad}}}",
+                serde_json::json!(ws.dir)
+            );
+            let (code, rec) = d.curl(who, "POST", "/v1/runs?wait=true", Some(&body));
+            assert_eq!(code, 400, "{who:?} {bad}: {rec}");
+            assert!(
+                rec.to_string().contains("caller_umask"),
+                "{who:?} {bad}: {rec}"
+            );
+        }
+        assert!(!ws.dir.join("x").exists());
+        let body = serde_json::json!({
+            "command": "mkdir open && echo x > open/f && echo y > g",
+            "working_dir": ws.dir,
+            "caller_umask": 0,
+            "intent": {"expected_writes": ["**"]},
+        });
+        let (code, rec) = d.curl(who, "POST", "/v1/runs?wait=true", Some(&body.to_string()));
+        assert_eq!(code, 200, "{who:?}: {rec}");
+        let modes: Vec<(String, u64)> = rec["rehearsal"]["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["path"].as_str().unwrap().to_string(),
+                    c["mode_after"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        assert!(modes.contains(&("g".into(), 0o666)), "{who:?}: {modes:?}");
+        assert!(
+            modes.contains(&("open".into(), 0o777)),
+            "{who:?}: {modes:?}"
+        );
+        let text = rec["verdict"].to_string();
+        assert!(text.contains("evidence.world_writable"), "{who:?}: {text}");
+        assert_ne!(rec["verdict"]["decision"], "promote", "{who:?}: {text}");
+        assert!(!ws.dir.join("g").exists(), "{who:?}");
+    }
+}
+
+/// Times the command gives its files that an i64 of nanoseconds cannot
+/// hold or a file system may refuse: before the epoch, year 1, past 2262
+/// (saturated to the latest an i64 holds), on a file, a directory and a
+/// symlink. The promotion completes, every file is written, the daemon
+/// answers after it, as the test user through a root daemon and as root
+/// locally.
+#[test]
+fn hostile_modification_times_break_no_promotion() {
+    if !require_root() {
+        return;
+    }
+    const CMD: &str = "printf a > neg && touch -d @-1000000 neg && printf b > year1 \
+        && touch -d @-62135596800 year1 && printf c > far && touch -d @99999999999 far \
+        && mkdir d && printf e > d/e && touch -d @9223372036 d/e && touch -d @99999999999 d \
+        && ln -s far l && touch -h -d @-62135596800 l";
+    // What the host's file system keeps of a time (ext4 with small inodes
+    // clamps to 1901..2446): the live run's own result.
+    let kept = |dir: &Path, secs: i64| {
+        let p = dir.join(".time-probe");
+        std::fs::write(&p, "").unwrap();
+        let t = nix::sys::time::TimeSpec::new(secs, 0);
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &p,
+            &t,
+            &t,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
+        let got = mtime_of(&p);
+        std::fs::remove_file(&p).unwrap();
+        got
+    };
+    let check = |what: &str, dir: &Path| {
+        assert_eq!(mtime_of(&dir.join("neg")), -1_000_000, "{what}");
+        let year1 = kept(dir, -62_135_596_800);
+        assert_eq!(mtime_of(&dir.join("year1")), year1, "{what}");
+        assert_eq!(mtime_of(&dir.join("l")), year1, "{what}: the link itself");
+        // Saturated in the evidence (i64 nanoseconds end in 2262): an
+        // earlier time than the live run's, never an error.
+        assert!(mtime_of(&dir.join("far")) >= 9_223_372_036, "{what}");
+        assert_eq!(mtime_of(&dir.join("d/e")), 9_223_372_036, "{what}");
+        assert_eq!(std::fs::read_to_string(dir.join("d/e")).unwrap(), "e");
+        assert_eq!(
+            std::fs::read_link(dir.join("l")).unwrap(),
+            Path::new("far"),
+            "{what}"
+        );
+    };
+    let d = Daemon::start(&[]);
+    let ws = user_workspace();
+    let r = submit_user(&d, &ws, CMD, &["--expect-write", "**"]);
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    let out = d
+        .cli_user()
+        .args(["promote", &run_id(&r)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check("user via the daemon", &ws.dir);
+    assert!(health_ok(&d.socket), "the daemon answers");
+    let ws = Ws::new(Who::Root);
+    let r = ws.rehearse(CMD, &["--expect-write", "**"]);
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    let out = ws
+        .command()
+        .args(["promote", &run_id(&r)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check("root local", &ws.dir);
+}
