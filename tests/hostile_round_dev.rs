@@ -19,7 +19,7 @@
 mod common;
 
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -668,4 +668,110 @@ fn hostile_modification_times_break_no_promotion() {
         String::from_utf8_lossy(&out.stderr)
     );
     check("root local", &ws.dir);
+}
+
+/// While a promotion stalls in its content steps, the agent swaps the
+/// paths that only take a time (identical rewrites) for a symlink to a
+/// root-owned file outside the workspace and a symlink to a root-owned
+/// directory holding a file of the same name: the root-owned files keep
+/// their times. Then a promotion killed (-9) mid-apply with time steps in
+/// its plan: after the restart the workspace is as before, the root-owned
+/// files untouched.
+#[test]
+fn time_steps_never_reach_swapped_in_root_files() {
+    if !require_root() {
+        return;
+    }
+    const OLD: i64 = 1_262_304_000;
+    let set_old = |p: &Path| {
+        let t = nix::sys::time::TimeSpec::new(OLD, 0);
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            p,
+            &t,
+            &t,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
+    };
+    const CMD: &str = "touch stamp sub/stamp2 && echo 1 > a1 && echo 2 > a2 && echo 3 > a3";
+    let armed = || {
+        let ws = user_workspace();
+        ws.write("sub/stamp2", "s\n");
+        ws.write("stamp", "s\n");
+        ws.chown_all();
+        for f in ["stamp", "sub/stamp2"] {
+            set_old(&ws.dir.join(f));
+        }
+        let rootdir = ws.root.path().join("rootdir");
+        std::fs::create_dir(&rootdir).unwrap();
+        for f in ["canary", "stamp2"] {
+            std::fs::write(rootdir.join(f), "ROOT\n").unwrap();
+            std::fs::set_permissions(rootdir.join(f), std::fs::Permissions::from_mode(0o666))
+                .unwrap();
+            set_old(&rootdir.join(f));
+        }
+        (ws, rootdir)
+    };
+    let swap = |ws: &Ws, rootdir: &Path, dir: bool| {
+        std::fs::remove_file(ws.dir.join("stamp")).unwrap();
+        std::os::unix::fs::symlink(rootdir.join("canary"), ws.dir.join("stamp")).unwrap();
+        if !dir {
+            return;
+        }
+        std::fs::rename(ws.dir.join("sub"), ws.dir.join("sub.moved")).unwrap();
+        std::os::unix::fs::symlink(rootdir, ws.dir.join("sub")).unwrap();
+    };
+    let untouched = |what: &str, rootdir: &Path| {
+        for f in ["canary", "stamp2"] {
+            assert_eq!(mtime_of(&rootdir.join(f)), OLD, "{what}: root's {f}");
+            assert_eq!(std::fs::read_to_string(rootdir.join(f)).unwrap(), "ROOT\n");
+        }
+    };
+    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "2500")]);
+    for dir in [false, true] {
+        let (ws, rootdir) = armed();
+        let r = submit_user(&d, &ws, CMD, &["--expect-write", "**"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert!(
+            r.change("stamp").unwrap()["mtime_after_ns"].is_i64(),
+            "{r:?}"
+        );
+        let p = d
+            .cli_user()
+            .args(["promote", &run_id(&r)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("the first steps", 20, || ws.dir.join("a1").exists());
+        swap(&ws, &rootdir, dir);
+        let out = p.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        eprintln!("SWAP {dir}: {:?} {err}", out.status);
+        untouched(&format!("swapped mid-promotion ({dir})"), &rootdir);
+        // The link itself may take the time (the owner's agent may touch
+        // an entry of its own directory); what it points at never does.
+        assert!(matches!(out.status.code(), Some(0 | 4)), "{err}");
+    }
+
+    d.kill9();
+    let mut d = Daemon::start_env(&[], &[("DRYRUN_FAULT_APPLY_STALL_MS", "60000")]);
+    let (ws, rootdir) = armed();
+    let r = submit_user(&d, &ws, CMD, &["--expect-write", "**"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut p = d
+        .cli_user()
+        .args(["promote", &run_id(&r)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the first steps", 20, || ws.dir.join("a1").exists());
+    swap(&ws, &rootdir, true);
+    d.kill9();
+    let _ = p.wait();
+    d.restart(&[]);
+    untouched("killed mid-promotion", &rootdir);
+    assert!(!ws.dir.join("a1").exists(), "the crash's steps undone");
 }
