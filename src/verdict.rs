@@ -23,6 +23,7 @@ mod exit;
 mod fidelity;
 mod files;
 mod view;
+pub(crate) use files::keep_only_judged_times;
 use files::{
     is_gitdir_pointer, newly_executable, world_writable_introduced, written_into_path_dir,
 };

@@ -94,7 +94,7 @@ print("SEEN:", seen.decode(errors="replace"))
 /// rehearsal made (where the pty's holder would be out of sight, as a
 /// container runtime's is), the code read and typed back. The run still
 /// waits and the journal holds no approval: the rehearsal gets no
-/// pseudo-terminal (no devpts), cannot make a namespace (nor so a devpts
+/// pseudo-terminal outside its own devpts instance, cannot make a namespace (nor so a devpts
 /// of its own), and its view of the state directory is masked. The
 /// control: the same program run live by root does approve (the limit
 /// docs/approvals.md states: a root shell of its own is not confined).

@@ -107,6 +107,7 @@ impl Engine {
                     &blobs,
                     &mut report,
                 );
+                verdict::keep_only_judged_times(&spec, Some(&protected), &mut report.changes);
                 let mut verdict = verdict::judge_with(
                     &spec,
                     &report,

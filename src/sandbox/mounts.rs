@@ -348,6 +348,11 @@ pub(super) fn build_image(
     Ok(masked)
 }
 
+/// The most pseudo-terminals a sandbox holds at once (its devpts
+/// instance's `max`): `script`, `expect` and a test suite's terminal
+/// programs need a few each.
+pub(super) const PTY_MAX: u32 = 128;
+
 /// A minimal /dev: null, zero, full, random, urandom bound from the host, the
 /// usual symlinks; `shm`, a private tmpfs of `shm_bytes` and `shm_inodes`
 /// (POSIX shared memory and semaphores: Python's `multiprocessing` locks
@@ -389,13 +394,18 @@ pub(super) fn build_dev(root: &Path, shm_bytes: u64, shm_inodes: u64) -> Result<
     remount_ro(&dev)?;
     mount_tmpfs_capped(&shm, shm_bytes, shm_inodes, 0o1777)?;
     // A new instance: the host's terminals are not in it, and what the
-    // command opens here is its own.
+    // command opens here is its own. Capped: the kernel counts every
+    // instance's pseudo-terminals against one host-wide limit
+    // (`kernel.pty.max` less the reserve only the host's first mount
+    // namespace may use), so an uncapped instance let one command take
+    // every pseudo-terminal the host's other sandboxes and containers get.
+    let opts = format!("newinstance,ptmxmode=0666,mode=0620,max={PTY_MAX}");
     mount(
         Some("devpts"),
         &pts,
         Some("devpts"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=0620"),
+        Some(opts.as_str()),
     )
     .map_err(|e| merr("devpts", &pts, e))
 }

@@ -184,6 +184,33 @@ pub(super) fn is_gitdir_pointer(c: &Change) -> bool {
     name == ".git" && c.kind != ChangeKind::Deleted && c.file_type != FileType::Dir
 }
 
+/// An identical rewrite is no write to the verdict (nothing about it is
+/// judged), yet the live lane gives a mutating run's the time the command
+/// left: only where the intent expects writes, outside its forbidden and
+/// the protected paths, does that time stay in the evidence. Elsewhere it
+/// is dropped, so a promotion sets no time the verdict never weighed (a
+/// `touch` of a Makefile or a hook in a script the intent did not name
+/// went live unasked).
+pub(crate) fn keep_only_judged_times(
+    spec: &crate::envelope::EnvelopeSpec,
+    protected: Option<&crate::workspace::paths::PathMatcher>,
+    changes: &mut [Change],
+) {
+    for c in changes.iter_mut() {
+        if c.kind != ChangeKind::Identical || c.mtime_after_ns.is_none() {
+            continue;
+        }
+        let p = c.path_bytes();
+        let judged = spec.mode == crate::envelope::Mode::Mutating
+            && spec.expected_writes.matches(&p)
+            && !spec.forbidden.matches(&p)
+            && !protected.is_some_and(|m| m.matches(&p));
+        if !judged {
+            c.mtime_after_ns = None;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{change, ok_report, spec, with_modes};
