@@ -30,7 +30,7 @@ use common::*;
 
 /// The most pseudo-terminals one rehearsal may hold at once (the devpts
 /// instance's `max`; kept in step with `src/sandbox/mounts.rs`).
-const PTY_CAP: u64 = 128;
+const PTY_CAP: u64 = 32;
 
 fn host_ptys() -> u64 {
     std::fs::read_to_string("/proc/sys/kernel/pty/nr")

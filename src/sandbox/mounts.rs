@@ -351,7 +351,7 @@ pub(super) fn build_image(
 /// The most pseudo-terminals a sandbox holds at once (its devpts
 /// instance's `max`): `script`, `expect` and a test suite's terminal
 /// programs need a few each.
-pub(super) const PTY_MAX: u32 = 128;
+pub(super) const PTY_MAX: u32 = 32;
 
 /// A minimal /dev: null, zero, full, random, urandom bound from the host, the
 /// usual symlinks; `shm`, a private tmpfs of `shm_bytes` and `shm_inodes`
