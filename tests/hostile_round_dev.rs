@@ -18,7 +18,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -226,69 +225,15 @@ fn loaded_modules() -> String {
 fn tricks_at_a_terminal(who: Who, live: bool) -> (String, String) {
     let ws = Ws::new(who);
     ws.write("tricks.py", PTY_TRICKS);
-    let drain = ws.write(
-        "drain.py",
-        "import os, fcntl\nfcntl.fcntl(0, fcntl.F_SETFL, os.O_NONBLOCK)\ntry:\n    print('PENDING:' + repr(os.read(0, 4096)))\nexcept BlockingIOError:\n    print('PENDING:none')\n",
-    );
     ws.chown_all();
-    let run = if live {
-        "python3 tricks.py live".to_string()
+    let cmd = if live {
+        "python3 tricks.py live"
     } else {
-        format!(
-            "DRYRUN_LOCAL=1 DRYRUN_STATE_DIR={state} HOME={home} {bin} execute --command 'python3 tricks.py' --expect-write '**'",
-            state = ws.state.display(),
-            home = ws.state.parent().unwrap().display(),
-            bin = bin().display(),
-        )
+        "python3 tricks.py"
     };
-    let shell = format!(
-        "cd {dir} && {run}; python3 {drain}",
-        dir = ws.dir.display(),
-        drain = drain.display(),
-    );
-    let mut c = if who == Who::User {
-        as_test_user("script")
-    } else {
-        Command::new(tool("script", "bsdutils"))
-    };
-    let mut ch = c
-        .args(["-qfec", &shell, "/dev/null"])
-        .env("TERM", "dumb")
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The terminal's input stays open until the shell is done: its end
-    // would be read as an end of file ahead of anything injected.
-    let stdin = ch.stdin.take().unwrap();
-    let mut seen = String::new();
-    ch.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
-    drop(stdin);
-    let _ = ch.wait();
-    let pending = seen
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("PENDING:"))
-        .unwrap_or_else(|| panic!("the drain did not run: {seen}"))
-        .to_string();
-    let report = if live {
-        seen
-    } else {
-        std::fs::read_dir(ws.state.join("runs"))
-            .unwrap()
-            .flatten()
-            .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
-            .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
-            .map(|v| {
-                v["rehearsal"]["stdout"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
-            })
-            .collect()
-    };
-    (pending, report)
+    let t = common::terminal::at_a_terminal(&ws, who, cmd, live);
+    let report = if live { t.seen } else { t.rehearsed.concat() };
+    (t.pending, report)
 }
 
 /// As root and as the test user at a terminal: nothing the tricks type
@@ -640,33 +585,13 @@ fn hostile_modification_times_break_no_promotion() {
     let ws = user_workspace();
     let r = submit_user(&d, &ws, CMD, &["--expect-write", "**"]);
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
-    let out = d
-        .cli_user()
-        .args(["promote", &run_id(&r)])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    promote_ok(d.cli_user(), &run_id(&r), "user via the daemon");
     check("user via the daemon", &ws.dir);
     assert!(health_ok(&d.socket), "the daemon answers");
     let ws = Ws::new(Who::Root);
     let r = ws.rehearse(CMD, &["--expect-write", "**"]);
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
-    let out = ws
-        .command()
-        .args(["promote", &run_id(&r)])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    promote_ok(ws.command(), &run_id(&r), "root local");
     check("root local", &ws.dir);
 }
 

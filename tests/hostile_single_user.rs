@@ -21,7 +21,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -204,63 +203,14 @@ for p in ["/dev/tty", "/dev/console"] + sorted(glob.glob("/dev/pts/*")) + sorted
     os.close(fd)
 "#,
     );
-    let drain = "import os, fcntl, sys\nfcntl.fcntl(0, fcntl.F_SETFL, os.O_NONBLOCK)\ntry:\n    print('PENDING:' + repr(os.read(0, 4096)))\nexcept BlockingIOError:\n    print('PENDING:none')\n";
-    let drain_file = ws.write("drain.py", drain);
-    let run = if live {
-        "python3 inject.py".to_string()
-    } else {
-        format!(
-            "DRYRUN_LOCAL=1 DRYRUN_STATE_DIR={state} HOME={home} {bin} execute --command 'python3 inject.py' --expect-write '**'",
-            state = ws.state.display(),
-            home = ws.state.parent().unwrap().display(),
-            bin = bin().display(),
-        )
-    };
-    let shell = format!(
-        "cd {dir} && {run}; python3 {drain}",
-        dir = ws.dir.display(),
-        drain = drain_file.display(),
-    );
-    let mut c = if who == Who::User {
-        as_test_user("script")
-    } else {
-        Command::new(tool("script", "bsdutils"))
-    };
-    let mut ch = c
-        .args(["-qfec", &shell, "/dev/null"])
-        .env("TERM", "dumb")
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = ch.stdin.take().unwrap();
-    let mut seen = String::new();
-    ch.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
-    drop(stdin);
-    let _ = ch.wait();
-    let pending = seen
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("PENDING:"))
-        .unwrap_or_else(|| panic!("the drain did not run: {seen}"))
-        .to_string();
+    let cmd = "python3 inject.py";
+    let t = common::terminal::at_a_terminal(&ws, who, cmd, live);
+    let (pending, seen) = (t.pending, t.seen);
     if live {
         return pending;
     }
     // What each injection attempt got, from the run's record.
-    let tried: Vec<String> = std::fs::read_dir(ws.state.join("runs"))
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("record.json")).ok())
-        .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
-        .map(|v| {
-            v["rehearsal"]["stdout"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect();
+    let tried = t.rehearsed;
     eprintln!("INJECT {who:?}: {tried:?}");
     assert!(
         tried.iter().any(|t| t.contains("fd 0 ")),

@@ -1028,13 +1028,7 @@ fn promoted_paths_keep_the_times_the_command_gave_them() {
             change("stamp")["mtime_after_ns"].as_i64().is_some(),
             "{who:?}"
         );
-        let out = ws.command().args(["promote", &id]).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{who:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        promote_ok(ws.command(), &id, &format!("{who:?}"));
         assert!(
             mtime("stamp") >= started - 1,
             "{who:?}: the touch of stamp went live"
@@ -1048,13 +1042,7 @@ fn promoted_paths_keep_the_times_the_command_gave_them() {
         let r = ws.rehearse("touch ro-stamp", &["--read-only"]);
         assert_eq!(r.code, 0, "{who:?}: {r:?}");
         let id = r.json["run_id"].as_str().unwrap().to_string();
-        let out = ws.command().args(["promote", &id]).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{who:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        promote_ok(ws.command(), &id, &format!("{who:?}"));
         assert_eq!(
             mtime("ro-stamp"),
             OLD,

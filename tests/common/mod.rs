@@ -12,6 +12,7 @@ pub mod net;
 pub mod ns;
 pub mod pg;
 pub mod python;
+pub mod terminal;
 pub mod tmux;
 
 use std::collections::BTreeMap;
@@ -780,4 +781,17 @@ pub fn account_ws(mode: Mode, u: u32, g: u32) -> (Ws, Vec<String>) {
         }
     };
     (ws, wrapper)
+}
+
+/// `promote ID` through `c` (a dryrun command already pointed at its
+/// engine: a workspace's or a daemon client's), which must succeed.
+pub fn promote_ok(mut c: Command, id: &str, what: &str) -> std::process::Output {
+    let out = c.args(["promote", id]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: promote {id}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }

@@ -158,7 +158,18 @@ fn clone_workspace_mount(spec: &SandboxSpec) -> Result<StagedMounts, HelperError
         // looked) is asked.
         let dir = crate::sandbox::view::Resolver::new()
             .open_exact(&spec.workspace)
-            .map_err(|e| clone_err("open workspace", &spec.workspace)(e.into()))?;
+            .map_err(|e| {
+                let e: io::Error = e.into();
+                // The engine checked a path without a link on it.
+                let e = if e.raw_os_error() == Some(libc::ELOOP) {
+                    io::Error::other(
+                        "a symbolic link now stands on the path: it was swapped after the check; nothing ran",
+                    )
+                } else {
+                    e
+                };
+                clone_err("open workspace", &spec.workspace)(e)
+            })?;
         sys::open_tree_clone_at(dir.file.as_raw_fd(), sys::Reach::Mount)
             .map_err(clone_err("open_tree workspace", &spec.workspace))?
     };
