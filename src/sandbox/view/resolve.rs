@@ -166,7 +166,7 @@ impl Resolver {
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
         )?;
-        self.judge(&root, p, Path::new("/"))?;
+        self.judge(&root, p, Path::new("/"), true)?;
         let mut stack: Vec<(PathBuf, File)> = vec![(PathBuf::from("/"), File::from(root))];
         let mut todo: Vec<OsString> = Vec::new();
         push_components(&mut todo, p, follow)?;
@@ -233,15 +233,16 @@ impl Resolver {
                     name,
                     OpenHow::new().flags(flags).resolve(no_links),
                 )?;
-                self.judge(&fd, asked, next)?;
+                self.judge(&fd, asked, next, false)?;
                 Ok(fd)
             }
             Err(e) => Err(e.into()),
         }
     }
 
-    /// May the mount `fd` is on be crossed? `point`: where it was met.
-    fn judge(&self, fd: &OwnedFd, asked: &Path, point: &Path) -> Result<(), Refusal> {
+    /// May the mount `fd` is on be crossed? `point`: where it was met;
+    /// `root`: it is this process's own root, where every walk starts.
+    fn judge(&self, fd: &OwnedFd, asked: &Path, point: &Path, root: bool) -> Result<(), Refusal> {
         let id = mount_id(fd).map_err(Refusal::Io)?;
         let known = self
             .judged
@@ -253,7 +254,7 @@ impl Resolver {
             Some(r) => r,
             None => {
                 // Read after the pin: the line with this id is this mount's.
-                let refused = verdict(&read_mount_table(), id, self.me);
+                let refused = verdict(&read_mount_table(), id, self.me, root);
                 self.judged.borrow_mut().push(Judged {
                     id,
                     _pin: fd.try_clone().map_err(Refusal::Io)?,
@@ -286,7 +287,7 @@ pub(crate) fn refused_below(dir: &Path) -> Option<Vec<String>> {
     Some(
         below
             .filter_map(|l| {
-                let what = verdict(&table, l.id, me)?;
+                let what = verdict(&table, l.id, me, false)?;
                 Some(not_looked(&l.point, &what, &l.point))
             })
             .collect(),
@@ -305,8 +306,14 @@ fn not_looked(asked: &Path, what: &str, point: &Path) -> String {
 /// Why the mount `id` is not crossed by a look as `me`, as `table` lists
 /// it: a FUSE mount another user serves, or one the table does not list;
 /// `None`: it is crossed.
-fn verdict(table: &MountTable, id: u64, me: u32) -> Option<String> {
+fn verdict(table: &MountTable, id: u64, me: u32, root: bool) -> Option<String> {
     let Some(line) = table.0.iter().find(|l| l.id == id) else {
+        // This process's own root, inside a mount whose point is above
+        // it (a look from within a client's view, chrooted there), is not
+        // listed: it is where the process lives, not a crossing.
+        if root {
+            return None;
+        }
         return Some("a mount the mount table does not list (made since it was read)".into());
     };
     match line.fuse {
@@ -425,16 +432,19 @@ mod tests {
               45 22 0:61 / /srv/f rw - fuse sshfs rw\n",
             usize::MAX,
         );
-        assert_eq!(verdict(&table, 22, 1000), None);
-        assert_eq!(verdict(&table, 44, 1000), None);
-        let theirs = verdict(&table, 44, 0).unwrap();
+        assert_eq!(verdict(&table, 22, 1000, false), None);
+        assert_eq!(verdict(&table, 44, 1000, false), None);
+        let theirs = verdict(&table, 44, 0, false).unwrap();
         assert!(theirs.contains("FUSE mount served by uid 1000"), "{theirs}");
-        let unnamed = verdict(&table, 45, 1000).unwrap();
+        let unnamed = verdict(&table, 45, 1000, false).unwrap();
         assert!(
             unnamed.contains("a user the mount table does not name"),
             "{unnamed}"
         );
-        let unlisted = verdict(&table, 46, 0).unwrap();
+        // This process's own root, unlisted (a chroot into a client's
+        // view): where the walk starts, not a crossing.
+        assert_eq!(verdict(&table, 46, 0, true), None);
+        let unlisted = verdict(&table, 46, 0, false).unwrap();
         assert!(unlisted.contains("does not list"), "{unlisted}");
     }
 
