@@ -364,7 +364,14 @@ fn mount_id(fd: &OwnedFd) -> io::Result<u64> {
     if r == 0 && st.stx_mask & libc::STATX_MNT_ID != 0 {
         return Ok(st.stx_mnt_id);
     }
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;
+    let mut info = String::new();
+    std::io::Read::read_to_string(
+        &mut super::submounts::open_proc_file(Path::new(&format!(
+            "/proc/self/fdinfo/{}",
+            fd.as_raw_fd()
+        )))?,
+        &mut info,
+    )?;
     info.lines()
         .find_map(|l| l.strip_prefix("mnt_id:"))
         .and_then(|v| v.trim().parse().ok())

@@ -18,12 +18,32 @@ pub(crate) const MAX_SUBMOUNTS: usize = 32;
 const MOUNTINFO_MAX_BYTES: u64 = 4 << 20;
 const MOUNTINFO_MAX_LINES: usize = 10_000;
 
+/// A file of this process's `/proc`, opened only if it is one: a regular
+/// file on a procfs, opened without blocking. A look from within a
+/// client's view (chrooted into a root its user made) may find a FIFO
+/// there, or a file that lies: then an error, and nothing is read.
+pub(super) fn open_proc_file(p: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(p)?;
+    let fs = nix::sys::statfs::fstatfs(&f)?;
+    if fs.filesystem_type() != nix::sys::statfs::PROC_SUPER_MAGIC || !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not this process's /proc",
+            p.display()
+        )));
+    }
+    Ok(f)
+}
+
 /// The planner's own mount table (empty when it cannot be read: then no
 /// mount beneath the home is shown, as before).
 pub(super) fn read_mount_table() -> MountTable {
     use std::io::Read;
     let mut text = Vec::new();
-    let read = std::fs::File::open(MOUNTINFO)
+    let read = open_proc_file(Path::new(MOUNTINFO))
         .and_then(|f| f.take(MOUNTINFO_MAX_BYTES).read_to_end(&mut text));
     if read.is_err() {
         return MountTable::default();
