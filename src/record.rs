@@ -35,14 +35,6 @@ pub struct IntentRecord {
     pub network_presets: Vec<String>,
 }
 
-impl IntentRecord {
-    /// A `read_only` run: the live lane writes nothing for it, not even the
-    /// time of a file it rewrote unchanged.
-    pub fn is_read_only(&self) -> bool {
-        self.mode == "read_only"
-    }
-}
-
 /// How the sandbox was built for this run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SandboxRecord {

@@ -100,10 +100,11 @@ impl Change {
     }
 
     /// Does the live lane write anything for this change? Everything but
-    /// an identical rewrite does; an identical rewrite only its time, and
-    /// only when `times_of_rewrites` (a mutating run's).
-    pub fn goes_live(&self, times_of_rewrites: bool) -> bool {
-        self.kind != ChangeKind::Identical || (times_of_rewrites && self.mtime_after_ns.is_some())
+    /// an identical rewrite does; an identical rewrite only its time, which
+    /// the evidence keeps only where the verdict judged it
+    /// (`verdict::keep_only_judged_times`: a mutating run's expected write).
+    pub fn goes_live(&self) -> bool {
+        self.kind != ChangeKind::Identical || self.mtime_after_ns.is_some()
     }
 
     pub fn new(path: &[u8], kind: ChangeKind, file_type: FileType) -> Self {

@@ -44,10 +44,7 @@ pub(super) fn nothing_to_apply(r: &RunRecord) -> bool {
     let Some(h) = &r.rehearsal else { return false };
     r.state == RunState::Rehearsed
         && r.verdict.as_ref().map(|v| v.decision) == Some(Decision::Promote)
-        && !h
-            .changes
-            .iter()
-            .any(|c| c.goes_live(!r.intent.is_read_only()))
+        && !h.changes.iter().any(crate::model::Change::goes_live)
         && h.would_be_actions.is_empty()
         && r.live
             .as_ref()

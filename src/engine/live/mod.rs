@@ -170,11 +170,7 @@ impl Engine {
             promotion::check_stubbed_calls(mode, &reh.would_be_actions, how.local_only)
                 .map_err(|refusal| EngineError::in_state(r.state, refusal.message(run_id)))?;
         let to_apply = self.what_to_apply(&mut r, &reh, actor, how.host_env, spent)?;
-        // A read-only run writes nothing, not even the time of a file it
-        // rewrote unchanged.
-        let identical_times = !r.intent.is_read_only();
-        let (ops, identical, notes) =
-            plan_ops(&to_apply.changes, &to_apply.blobs, identical_times)?;
+        let (ops, identical, notes) = plan_ops(&to_apply.changes, &to_apply.blobs)?;
         crate::phase("promote: planned");
         let identity = r.workspace_identity.ok_or_else(|| {
             EngineError::conflict(format!(

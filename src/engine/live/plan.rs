@@ -33,13 +33,13 @@ pub(super) fn apply_err(e: ApplyError) -> EngineError {
 /// Turn the rehearsal's change list into ordered steps, refusing what must
 /// never go live. Deletions first (deepest first), then directories and
 /// files (shallowest first), then permission changes (deepest first), then
-/// the rehearsal's modification times of what the steps wrote and, unless
-/// `identical_times` is false (a read-only run: nothing is written), of the
-/// files the command rewrote with the same content (a `touch`).
+/// the rehearsal's modification times of what the steps wrote and of the
+/// files the command rewrote with the same content (a `touch`) where the
+/// evidence kept their time (`verdict::keep_only_judged_times`: a mutating
+/// run's expected writes only).
 pub(super) fn plan_ops(
     changes: &[Change],
     blobs: &Path,
-    identical_times: bool,
 ) -> Result<(Vec<Op>, usize, Vec<String>), EngineError> {
     let mut refusals = Vec::new();
     let mut notes = Vec::new();
@@ -56,7 +56,7 @@ pub(super) fn plan_ops(
         }
         if c.kind == ChangeKind::Identical {
             identical += 1;
-            if identical_times && let (Some(t), Some(hash)) = (c.mtime_after_ns, &c.before) {
+            if let (Some(t), Some(hash)) = (c.mtime_after_ns, &c.before) {
                 let at = Expect::Hashed {
                     hash: hash.clone(),
                     mode: None,
@@ -397,7 +397,7 @@ mod tests {
                     ..Default::default()
                 };
                 let v = crate::verdict::judge(&spec, &report, &HostReport::default());
-                let planned = plan_ops(&changes, blobs.path(), true);
+                let planned = plan_ops(&changes, blobs.path());
                 if v.decision == Decision::Promote {
                     promoted.set(promoted.get() + 1);
                     prop_assert!(
