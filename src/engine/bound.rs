@@ -154,7 +154,7 @@ fn parse_passwd(text: &[u8]) -> Vec<Home> {
 
 fn read_capped(p: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(crate::sandbox::view::TABLE_ROOM);
     std::fs::File::open(p)
         .and_then(|f| f.take(TABLE_MAX + 1).read_to_end(&mut out))
         .map_err(|e| e.to_string())?;

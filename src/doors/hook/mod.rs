@@ -339,6 +339,9 @@ pub fn decide(
     if !cwd.is_absolute() {
         return Err(HookError::Input("cwd is not an absolute path".into()));
     }
+    // The hook's looks at the host's paths and an in-process engine's
+    // share their judged mounts.
+    let _looks = crate::sandbox::view::Looks::hold();
     let backend = Backend::connect(target)?;
     crate::phase("hook: backend");
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's

@@ -56,7 +56,12 @@ fn idmap<E: Into<io::Error>>(op: &'static str, target: &Path) -> impl FnOnce(E) 
 pub(super) fn run_host_side() -> Result<(), HelperError> {
     let mut spec = take_over_process()?;
     let (mut enforcement, walk_room) = create_run_cgroups(&spec)?;
-    let mut staged = clone_workspace_mount(&spec)?;
+    // The looks at the workspace and the layers share their judged
+    // mounts; nothing of them (the pins) is held past the fork.
+    let mut staged = {
+        let _looks = crate::sandbox::view::Looks::hold();
+        clone_workspace_mount(&spec)?
+    };
     // The layers H3 did not look at are named with the plan's own notes.
     spec.view.notes.append(&mut staged.not_looked);
     let child = fork_sandbox_child(&spec, &mut staged, walk_room)?;

@@ -18,7 +18,8 @@ pub(crate) mod resolve;
 mod submounts;
 pub(crate) mod table;
 
-pub(crate) use resolve::{Refusal, Resolver};
+pub(crate) use resolve::{Looks, Refusal, Resolver};
+pub(crate) use submounts::TABLE_ROOM;
 
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;

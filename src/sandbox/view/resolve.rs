@@ -19,12 +19,13 @@
 //! `/etc/fuse.conf` says `user_allow_other`, a look by root at anything
 //! on it (a stat, an open, the lookup of a name in it) may wait forever.
 
-use std::cell::RefCell;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
@@ -90,16 +91,63 @@ impl Opened {
 /// A mount crossed once, judged by the table read after it was pinned.
 struct Judged {
     id: u64,
+    /// Who looked (its own FUSE mounts are crossed) and whether the mount
+    /// was the look's own root: the same mount may be judged otherwise
+    /// for another.
+    me: u32,
+    root: bool,
     /// Holds the mount (and so its id) while the verdict is kept.
     _pin: OwnedFd,
     /// `None`: crossed; else why not (`on ...: not looked at, ...`).
     refused: Option<String>,
 }
 
-/// See the module's documentation. One per planning or look-up: it keeps
-/// the verdicts of the mounts it crossed (pinned).
+/// The verdicts of the mounts crossed by the resolvers of one submission.
+/// Each is kept with its pin, so the id it is kept under names the same
+/// mount for as long as the verdict is used: a mount made later has
+/// another id and is judged by a table read after it was pinned. Shared
+/// by the resolvers made while one is alive ([`Looks::hold`]), for a
+/// second at most: what is held pins mounts, and a user's `umount` of one
+/// must not stay refused (`EBUSY`) for longer than a submission's looks.
+struct Judgements {
+    made: Instant,
+    list: Mutex<Vec<Judged>>,
+}
+
+const SHARED_FOR: Duration = Duration::from_secs(1);
+
+static SHARED: Mutex<Weak<Judgements>> = Mutex::new(Weak::new());
+
+/// The judgements resolvers made now share: the living ones if they are
+/// young enough, else new ones.
+fn shared() -> Arc<Judgements> {
+    let mut current = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(j) = current.upgrade().filter(|j| j.made.elapsed() < SHARED_FOR) {
+        return j;
+    }
+    let j = Arc::new(Judgements {
+        made: Instant::now(),
+        list: Mutex::new(Vec::new()),
+    });
+    *current = Arc::downgrade(&j);
+    j
+}
+
+/// Held for a submission's planning (the hook's checks, the engine's
+/// preparation): the resolvers made meanwhile share one set of judged
+/// mounts instead of reading the mount table again for each.
+pub(crate) struct Looks(#[allow(dead_code)] Arc<Judgements>);
+
+impl Looks {
+    pub(crate) fn hold() -> Looks {
+        Looks(shared())
+    }
+}
+
+/// See the module's documentation. It keeps the verdicts of the mounts it
+/// crossed (pinned), shared with the other resolvers of a submission.
 pub(crate) struct Resolver {
-    judged: RefCell<Vec<Judged>>,
+    judged: Arc<Judgements>,
     /// The effective user: its own FUSE mounts are crossed.
     me: u32,
 }
@@ -115,7 +163,7 @@ const MAX_LINKS: usize = 40;
 impl Resolver {
     pub(crate) fn new() -> Resolver {
         Resolver {
-            judged: RefCell::new(Vec::new()),
+            judged: shared(),
             me: nix::unistd::geteuid().as_raw(),
         }
     }
@@ -128,13 +176,13 @@ impl Resolver {
     /// `p` (absolute) opened with its symlinks resolved (a final symlink
     /// too).
     pub(crate) fn resolve(&self, p: &Path) -> Result<Opened, Refusal> {
-        self.walk(p, true, &mut |_| true)
+        self.walk(p, true, None)
     }
 
     /// `p` (absolute, without `..`) opened with no symlink among its
     /// components: one is `ELOOP`.
     pub(crate) fn open_exact(&self, p: &Path) -> Result<Opened, Refusal> {
-        self.walk(p, false, &mut |_| true)
+        self.walk(p, false, None)
     }
 
     /// [`Self::open_exact`], with `enter` asked about each directory before
@@ -144,7 +192,7 @@ impl Resolver {
         p: &Path,
         enter: &mut dyn FnMut(&std::fs::Metadata) -> bool,
     ) -> Result<Opened, Refusal> {
-        self.walk(p, false, enter)
+        self.walk(p, false, Some(enter))
     }
 
     /// The metadata of `p` following its symlinks (`metadata`).
@@ -156,7 +204,7 @@ impl Resolver {
         &self,
         p: &Path,
         follow: bool,
-        enter: &mut dyn FnMut(&std::fs::Metadata) -> bool,
+        mut enter: Option<&mut dyn FnMut(&std::fs::Metadata) -> bool>,
     ) -> Result<Opened, Refusal> {
         if !p.is_absolute() {
             return Err(Refusal::Io(io::Error::from(io::ErrorKind::InvalidInput)));
@@ -179,7 +227,9 @@ impl Resolver {
                 }
                 continue;
             }
-            if !enter(&dir.metadata()?) {
+            if let Some(enter) = enter.as_mut()
+                && !enter(&dir.metadata()?)
+            {
                 return Err(Refusal::Io(io::Error::from_raw_os_error(libc::EACCES)));
             }
             let next = at.join(&name);
@@ -244,25 +294,27 @@ impl Resolver {
     /// `root`: it is this process's own root, where every walk starts.
     fn judge(&self, fd: &OwnedFd, asked: &Path, point: &Path, root: bool) -> Result<(), Refusal> {
         let id = mount_id(fd).map_err(Refusal::Io)?;
-        let known = self
-            .judged
-            .borrow()
+        let mut judged = self.judged.list.lock().unwrap_or_else(|p| p.into_inner());
+        let known = judged
             .iter()
-            .find(|j| j.id == id)
+            .find(|j| j.id == id && j.me == self.me && j.root == root)
             .map(|j| j.refused.clone());
         let refused = match known {
             Some(r) => r,
             None => {
                 // Read after the pin: the line with this id is this mount's.
                 let refused = verdict(&read_mount_table(), id, self.me, root);
-                self.judged.borrow_mut().push(Judged {
+                judged.push(Judged {
                     id,
+                    me: self.me,
+                    root,
                     _pin: fd.try_clone().map_err(Refusal::Io)?,
                     refused: refused.clone(),
                 });
                 refused
             }
         };
+        drop(judged);
         match refused {
             None => Ok(()),
             Some(what) => Err(Refusal::NotLooked(not_looked(asked, &what, point))),
@@ -424,8 +476,31 @@ mod tests {
         });
         assert!(refused.is_err());
         // Mounts met on the way (the root's, this tree's) are judged once.
-        assert!(!r.judged.borrow().is_empty());
-        assert!(r.judged.borrow().iter().all(|j| j.refused.is_none()));
+        let judged = r.judged.list.lock().unwrap();
+        assert!(!judged.is_empty());
+        assert!(judged.iter().all(|j| j.refused.is_none()));
+    }
+
+    /// The resolvers made while a submission's looks are held share one
+    /// set of judged mounts: the second finds the root judged by the first
+    /// and reads no table for it.
+    #[test]
+    fn the_resolvers_of_one_submission_share_their_judgements() {
+        let looks = Looks::hold();
+        let (a, b) = (Resolver::new(), Resolver::new());
+        assert!(Arc::ptr_eq(&a.judged, &looks.0) && Arc::ptr_eq(&b.judged, &looks.0));
+        a.canonicalize(Path::new("/")).unwrap();
+        let root = b
+            .judged
+            .list
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|j| j.root && j.me == b.me);
+        assert!(
+            root,
+            "the root judged by the first resolver is the second's"
+        );
     }
 
     /// A FUSE mount another user serves (named or not) and a mount the

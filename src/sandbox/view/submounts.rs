@@ -17,6 +17,8 @@ pub(crate) const MAX_SUBMOUNTS: usize = 32;
 /// How much of the mount table is read.
 const MOUNTINFO_MAX_BYTES: u64 = 4 << 20;
 const MOUNTINFO_MAX_LINES: usize = 10_000;
+/// What a usual mount table fits in.
+pub(crate) const TABLE_ROOM: usize = 64 << 10;
 
 /// A file of this process's `/proc`, opened only if it is one: a regular
 /// file on a procfs, opened without blocking. A look from within a
@@ -42,7 +44,9 @@ pub(super) fn open_proc_file(p: &Path) -> std::io::Result<std::fs::File> {
 /// mount beneath the home is shown, as before).
 pub(super) fn read_mount_table() -> MountTable {
     use std::io::Read;
-    let mut text = Vec::new();
+    // Room for a usual table: read in one call, not in doubling chunks
+    // (each a pass of the kernel's formatting).
+    let mut text = Vec::with_capacity(TABLE_ROOM);
     let read = open_proc_file(Path::new(MOUNTINFO))
         .and_then(|f| f.take(MOUNTINFO_MAX_BYTES).read_to_end(&mut text));
     if read.is_err() {
