@@ -721,3 +721,25 @@ fn shared_memory_and_pseudo_terminals_are_the_sandboxes_own() {
         );
     }
 }
+
+/// The system's package databases are shown read-only: what `dpkg-query`
+/// and `dpkg -s` say is installed is what they say live. Without them both
+/// answered "nothing" (`dpkg -l` printed no package, with exit 0), and an
+/// agent would have installed what is there. As root and as the test user.
+#[test]
+fn the_package_databases_say_what_is_installed() {
+    if !require_tool("dpkg-query", "dpkg") {
+        return;
+    }
+    let cmd =
+        "dpkg-query -W -f '${Package} ${Version}\\n' | sort | sha256sum && dpkg -s bash | head -1";
+    let live = Command::new("bash").args(["-c", cmd]).output().unwrap();
+    let live = String::from_utf8_lossy(&live.stdout).into_owned();
+    assert!(live.contains("Package: bash"), "{live}");
+    for who in identities() {
+        let ws = Ws::new(who);
+        let r = ws.rehearse(cmd, &[]);
+        assert_eq!(r.exit_code(), Some(0), "{who:?}: {r:?}");
+        assert_eq!(r.out(), live, "{who:?}: {r:?}");
+    }
+}
