@@ -21,6 +21,7 @@ mod common;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use common::leaks::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -166,5 +167,157 @@ fn a_root_hooks_judgements_pin_no_mount_past_their_second() {
             "{} stayed busy while the hook waited on its rehearsal: {umounts:?}; {stderr}",
             m.display()
         );
+    }
+}
+
+/// `dryrun execute` of `cmd` by root's engine on a workspace of the
+/// account (`HOME` its home), in a private mount namespace after `setup`
+/// (its arguments from `$1`), under `timeout -s KILL 40`; `held`: a
+/// strace log, the sandbox helper then held 3 s at its first `unshare`
+/// of a mount namespace (after the engine's plan).
+fn root_run(setup: &str, args: &[String], held: Option<&Path>, cmd: &str) -> (Ws, Run, Duration) {
+    let (u, g, home) = hres_user();
+    let (ws, _) = common::account_ws(Mode::RootEngine, u, g);
+    let mut inner: Vec<String> = Vec::new();
+    if let Some(log) = held {
+        inner.extend(["strace", "-f", "-qq", "-o"].map(String::from));
+        inner.push(log.display().to_string());
+        inner.extend(["-e", "trace=unshare", "-e"].map(String::from));
+        inner.push("inject=unshare:delay_enter=3000000:when=1".into());
+    }
+    let script = format!("{setup} && shift {} && exec \"$@\"", args.len());
+    let mut wrapper: Vec<String> = ["timeout", "-s", "KILL", "40"].map(String::from).into();
+    wrapper.extend(ns::in_private_mount_ns(
+        &script,
+        &[vec!["hres".to_string()], args.to_vec()].concat(),
+    ));
+    wrapper.extend(inner);
+    let body = serde_json::json!({"command": cmd, "working_dir": ws.dir,
+                                  "env": {"HOME": home, "PATH": "/usr/bin:/bin"}});
+    chown_r(&ws.dir, u, g);
+    let t0 = Instant::now();
+    let r = execute_envelope(&ws, &wrapper, &body);
+    (ws, r, t0.elapsed())
+}
+
+/// Kills the server whose pid `pidfile` holds; whether there was one.
+fn kill_server(pidfile: &Path) -> bool {
+    let pid: Option<i32> = std::fs::read_to_string(pidfile)
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    if let Some(pid) = pid {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    pid.is_some()
+}
+
+/// Attack 1: the account's home a tmpfs, judged crossable by root's
+/// engine; after the plan (the helper held at its first `unshare`), it is
+/// lazily unmounted and a FUSE mount the account serves (`allow_other`,
+/// its server then stopped, a canary in it) is made at the same place:
+/// the kernel hands a freed mount id out again (the lowest free one), so
+/// the new mount may carry the old one's id, and its verdict. The run
+/// ends within 20 s, runs its command, and the canary comes back nowhere;
+/// the ids both mounts had are printed. Held: the pin a verdict is kept
+/// with keeps the old id from being handed out while the verdict lives,
+/// and the helper is another process, which judges for itself.
+#[test]
+fn a_judged_mount_swapped_for_a_fuse_mount_at_its_place_is_not_crossed() {
+    let _l = lock();
+    if !require_root() || !require_tool("bindfs", "bindfs") || !require_tool("strace", "strace") {
+        return;
+    }
+    let (u, g, home) = hres_user();
+    let tag = random_hex();
+    let mut made = Made(Vec::new());
+    let base = made.dir(&PathBuf::from(format!("/var/tmp/hres-swap-{tag}")), None);
+    let src = made.dir(&base.join("src"), account());
+    std::fs::write(src.join("canary"), format!("SWAPPED-{tag}\n")).unwrap();
+    std::fs::set_permissions(src.join("canary"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(src.join("canary"), Some(u), Some(g)).unwrap();
+    std::fs::write(base.join("fuse.conf"), "user_allow_other\n").unwrap();
+    let dev = made.dir(&base.join("dev"), None);
+    let (log, pidfile, ids) = (base.join("strace"), base.join("pid"), base.join("ids"));
+    let swap = format!(
+        "(for i in $(seq 1 3000); do grep -qs 'unshare(CLONE_NEWNS' \"$5\" && break; sleep 0.01; done; \
+          grep \" $1 \" /proc/self/mountinfo | cut -d' ' -f1 > \"$7\"; umount -l \"$1\"; \
+          setpriv --reuid={u} --regid={g} --clear-groups -- bindfs -f -o allow_other \"$2\" \"$1\" & echo $! > \"$3\"; \
+          for i in $(seq 1 100); do grep -q \" $1 \" /proc/self/mountinfo && break; sleep 0.05; done; \
+          grep \" $1 \" /proc/self/mountinfo | cut -d' ' -f1 >> \"$7\"; kill -STOP $(cat \"$3\")) >/dev/null 2>&1 &"
+    );
+    let setup = format!(
+        "mount -t tmpfs -o uid={u},gid={g},mode=0755 hres \"$1\" && mount --bind \"$6\" /etc/fuse.conf && \
+         mount -t tmpfs hres \"$4\" && mknod -m 666 \"$4/fuse\" c 10 229 && mount --bind \"$4/fuse\" /dev/fuse && \
+         {{ {swap} }}"
+    );
+    let args: Vec<String> = [
+        &home,
+        &src,
+        &pidfile,
+        &dev,
+        &log,
+        &base.join("fuse.conf"),
+        &ids,
+    ]
+    .iter()
+    .map(|p| p.display().to_string())
+    .collect();
+    let cmd = "cat ~/canary; ls -la ~; echo HRES-RAN; exit 0";
+    let (ws, r, took) = root_run(&setup, &args, Some(&log), cmd);
+    let served = kill_server(&pidfile);
+    let ids = std::fs::read_to_string(&ids).unwrap_or_default();
+    eprintln!("mount ids at the home, before and after the swap: {ids:?}");
+    assert!(served, "the FUSE server did not start: {r:?}");
+    assert!(
+        took < Duration::from_secs(20),
+        "the run waited on the stopped server ({took:?}): {r:?}"
+    );
+    assert!(r.out().contains("HRES-RAN"), "the command did not run: {r:?}");
+    assert_nowhere("swapped home", &r, &ws.state, &format!("SWAPPED-{tag}"));
+}
+
+/// Attack 3: the account's home a tmpfs (judged and pinned by root's
+/// engine and the helper's staging); the command lists every descriptor
+/// it and the sandbox's init hold (`/proc/self/fd`, `/proc/1/fd`) with the
+/// device and inode each is. None is the host's root, `/home` or the
+/// home's mount (as the namespace saw them before the run).
+#[test]
+fn no_pin_of_the_hosts_mounts_is_reachable_from_the_rehearsal() {
+    let _l = lock();
+    if !require_root() {
+        return;
+    }
+    let (u, g, home) = hres_user();
+    let tag = random_hex();
+    let mut made = Made(Vec::new());
+    let base = made.dir(&PathBuf::from(format!("/var/tmp/hres-fds-{tag}")), None);
+    let seen = base.join("seen");
+    let setup = format!(
+        "mount -t tmpfs -o uid={u},gid={g},mode=0755 hres \"$1\" && stat -c %d:%i / /home \"$1\" > \"$2\""
+    );
+    let args = vec![home.display().to_string(), seen.display().to_string()];
+    let cmd = "for f in /proc/self/fd/* /proc/1/fd/*; do echo \"FD $f $(stat -L -c %d:%i \"$f\" 2>/dev/null) $(readlink \"$f\" 2>/dev/null)\"; done; echo HRES-RAN";
+    let (_ws, r, took) = root_run(&setup, &args, None, cmd);
+    assert!(took < Duration::from_secs(35), "{r:?}");
+    assert!(r.out().contains("HRES-RAN"), "the command did not run: {r:?}");
+    let hosts: Vec<String> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(hosts.len(), 3, "{hosts:?}");
+    let fds: Vec<&str> = r.out().lines().filter(|l| l.starts_with("FD ")).collect();
+    assert!(!fds.is_empty(), "{r:?}");
+    eprintln!("descriptors seen from the rehearsal: {fds:#?}");
+    for l in &fds {
+        for h in &hosts {
+            assert!(
+                !l.split(' ').any(|w| w == h),
+                "a descriptor of the host's {h} is reachable from the rehearsal: {l}"
+            );
+        }
     }
 }
