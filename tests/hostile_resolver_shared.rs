@@ -19,9 +19,9 @@
 
 mod common;
 
+use common::leaks::*;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use common::leaks::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -275,7 +275,10 @@ fn a_judged_mount_swapped_for_a_fuse_mount_at_its_place_is_not_crossed() {
         took < Duration::from_secs(20),
         "the run waited on the stopped server ({took:?}): {r:?}"
     );
-    assert!(r.out().contains("HRES-RAN"), "the command did not run: {r:?}");
+    assert!(
+        r.out().contains("HRES-RAN"),
+        "the command did not run: {r:?}"
+    );
     assert_nowhere("swapped home", &r, &ws.state, &format!("SWAPPED-{tag}"));
 }
 
@@ -302,7 +305,10 @@ fn no_pin_of_the_hosts_mounts_is_reachable_from_the_rehearsal() {
     let cmd = "for f in /proc/self/fd/* /proc/1/fd/*; do echo \"FD $f $(stat -L -c %d:%i \"$f\" 2>/dev/null) $(readlink \"$f\" 2>/dev/null)\"; done; echo HRES-RAN";
     let (_ws, r, took) = root_run(&setup, &args, None, cmd);
     assert!(took < Duration::from_secs(35), "{r:?}");
-    assert!(r.out().contains("HRES-RAN"), "the command did not run: {r:?}");
+    assert!(
+        r.out().contains("HRES-RAN"),
+        "the command did not run: {r:?}"
+    );
     let hosts: Vec<String> = std::fs::read_to_string(&seen)
         .unwrap()
         .lines()

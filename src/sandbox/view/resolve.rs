@@ -126,8 +126,13 @@ static SHARED: Mutex<Weak<Judgements>> = Mutex::new(Weak::new());
 /// young enough, else new ones.
 fn shared() -> Arc<Judgements> {
     let mut current = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(j) = current.upgrade().filter(|j| j.made.elapsed() < SHARED_FOR) {
-        return j;
+    if let Some(j) = current.upgrade() {
+        if j.made.elapsed() < SHARED_FOR {
+            return j;
+        }
+        // Past its second, still held (a submission's looks that wait):
+        // its pins are let go now, not when its last holder ends.
+        j.list.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
     let j = Arc::new(Judgements {
         made: Instant::now(),
@@ -487,11 +492,15 @@ mod tests {
         assert!(!judged.is_empty());
     }
 
+    /// The tests that make or replace the shared set, one at a time.
+    static SHARING: Mutex<()> = Mutex::new(());
+
     /// The resolvers made while a submission's looks are held share one
     /// set of judged mounts: the second finds the root judged by the first
     /// and reads no table for it.
     #[test]
     fn the_resolvers_of_one_submission_share_their_judgements() {
+        let _one = SHARING.lock().unwrap_or_else(|p| p.into_inner());
         let looks = Looks::hold();
         let (a, b) = (Resolver::new(), Resolver::new());
         assert!(Arc::ptr_eq(&a.judged, &looks.0) && Arc::ptr_eq(&b.judged, &looks.0));
@@ -526,6 +535,26 @@ mod tests {
         };
         old.canonicalize(Path::new("/")).unwrap();
         assert!(old.judged.list.lock().unwrap().is_empty());
+    }
+
+    /// A set past its second that its holders keep (a submission's looks
+    /// that wait) lets its pins go when a newer set is made, whoever
+    /// makes it.
+    #[test]
+    fn a_held_set_past_its_second_is_emptied_by_the_next_set() {
+        let _one = SHARING.lock().unwrap_or_else(|p| p.into_inner());
+        let young = Resolver::new();
+        young.canonicalize(Path::new("/")).unwrap();
+        let held = std::mem::take(&mut *young.judged.list.lock().unwrap());
+        assert!(!held.is_empty());
+        let stale = Arc::new(Judgements {
+            made: Instant::now() - SHARED_FOR,
+            list: Mutex::new(held),
+        });
+        *SHARED.lock().unwrap() = Arc::downgrade(&stale);
+        let next = Looks::hold();
+        assert!(!Arc::ptr_eq(&next.0, &stale));
+        assert!(stale.list.lock().unwrap().is_empty());
     }
 
     /// A FUSE mount another user serves (named or not) and a mount the
