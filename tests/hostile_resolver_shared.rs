@@ -327,3 +327,71 @@ fn no_pin_of_the_hosts_mounts_is_reachable_from_the_rehearsal() {
         }
     }
 }
+
+/// Attack 2, through a root daemon: the test user (the agent) keeps
+/// submissions flowing (three at a time, five seconds) whose `PATH` goes
+/// through a tmpfs the account (another user) has mounted, so that root's
+/// looks cross it again and again; meanwhile the namespace's root tries
+/// `umount` (not lazy) every 0.1 s from 1.5 s in. It must succeed within
+/// two seconds: a pin is kept for one submission's looks, never
+/// handed on from one to the next.
+#[test]
+fn a_flood_of_submissions_keeps_no_other_users_mount_busy() {
+    let _l = lock();
+    if !require_root() {
+        return;
+    }
+    let (u, g, _) = hres_user();
+    let tag = random_hex();
+    let mut made = Made(Vec::new());
+    let base = made.dir(&PathBuf::from(format!("/var/tmp/hres-flood-{tag}")), None);
+    let victim = made.dir(&PathBuf::from(format!("/srv/hres-victim-{tag}")), account());
+    let (go, res) = (base.join("go"), base.join("umount"));
+    let setup = format!(
+        "mount -t tmpfs -o uid={u},gid={g},mode=0755 hres \"$1\" && mkdir \"$1/bin\" && \
+         {{ (for i in $(seq 1 3000); do test -e \"$2\" && break; sleep 0.01; done; sleep 1.5; \
+             for i in $(seq 1 60); do if umount \"$1\" 2>/dev/null; then echo \"umounted after $i\"; exit; fi; sleep 0.1; done; \
+             echo busy) > \"$3\" 2>/dev/null & }}"
+    );
+    let args = [&victim, &go, &res].map(|p| p.display().to_string());
+    let script = format!("{setup} && shift 3 && exec \"$@\"");
+    let wrapper =
+        ns::in_private_mount_ns(&script, &[vec!["hres".to_string()], args.to_vec()].concat());
+    let d = common::daemon::Daemon::start_wrapped(&wrapper, &[]);
+    let ws = common::daemon::user_workspace();
+    let path = format!("/usr/bin:/bin:{}", victim.join("bin").display());
+    let t0 = Instant::now();
+    std::fs::write(&go, "").unwrap();
+    let runs: usize = std::thread::scope(|s| {
+        let floods: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut n = 0;
+                    while t0.elapsed() < Duration::from_secs(5) {
+                        let o = d
+                            .cli_user()
+                            .env("PATH", &path)
+                            .current_dir(&ws.dir)
+                            .args(["execute", "--json", "--command", "true"])
+                            .output()
+                            .unwrap();
+                        n += usize::from(o.status.code().is_some());
+                    }
+                    n
+                })
+            })
+            .collect();
+        floods.into_iter().map(|f| f.join().unwrap()).sum()
+    });
+    let umount = std::fs::read_to_string(&res).unwrap_or_default();
+    eprintln!("{runs} submissions in 5 s; the victim's umount: {umount:?}");
+    drop(d);
+    let tries: Option<u32> = umount
+        .trim()
+        .strip_prefix("umounted after ")
+        .and_then(|n| n.parse().ok());
+    assert!(
+        tries.is_some_and(|n| n <= 20),
+        "the other user's mount stayed busy while the agent's submissions flowed: {umount:?} ({runs} submissions)"
+    );
+}
