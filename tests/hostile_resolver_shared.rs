@@ -6,8 +6,10 @@
 //! root hook that waits on its rehearsal; swapping a judged mount for a
 //! FUSE mount the agent serves (a lazy unmount, then a mount at the same
 //! place) between the engine's plan and the helper's staging, hoping for
-//! the old mount's id and verdict; and reaching a pin from inside the
-//! rehearsal (`/proc/self/fd`, `/proc/1/fd`).
+//! the old mount's id and verdict; reaching a pin from inside the
+//! rehearsal (`/proc/self/fd`, `/proc/1/fd`); and keeping another user's
+//! mount busy through a root daemon, with a flood of submissions or with
+//! one that waits while it is prepared.
 //!
 //! Every attack is judged on the host side: whether the host's `umount`
 //! of the mount succeeds while the run goes on, that no canary comes back
@@ -393,5 +395,85 @@ fn a_flood_of_submissions_keeps_no_other_users_mount_busy() {
     assert!(
         tries.is_some_and(|n| n <= 20),
         "the other user's mount stayed busy while the agent's submissions flowed: {umount:?} ({runs} submissions)"
+    );
+}
+
+/// Attack 2, one submission that waits: the test user (the agent) serves
+/// a FUSE mount over its workspace's `.dryrun` and stops the server, so
+/// that the engine's read of the workspace policy (through the agent that
+/// acts as the owner) waits for its deadline while the engine prepares;
+/// its `PATH` goes through a tmpfs the account (another user) has
+/// mounted. From 1.5 s in, the namespace's root tries `umount` (not lazy)
+/// every 0.1 s: it must succeed within two seconds. Held: the agent
+/// crosses no mount on the policy's path, and the submission is refused
+/// at once (`invalid_policy`), so nothing waits holding judgements.
+#[test]
+fn a_submission_that_waits_keeps_no_other_users_mount_busy() {
+    let _l = lock();
+    if !require_root() || !require_tool("bindfs", "bindfs") {
+        return;
+    }
+    let (u, g, _) = hres_user();
+    let (tu, tg) = test_user();
+    let tag = random_hex();
+    let mut made = Made(Vec::new());
+    let base = made.dir(&PathBuf::from(format!("/var/tmp/hres-wait-{tag}")), None);
+    let victim = made.dir(&PathBuf::from(format!("/srv/hres-victim-{tag}")), account());
+    let src = made.dir(&base.join("src"), Some((tu, tg)));
+    let dev = made.dir(&base.join("dev"), None);
+    let ws = common::daemon::user_workspace();
+    let point = ws.dir.join(".dryrun");
+    std::fs::create_dir_all(&point).unwrap();
+    std::os::unix::fs::chown(&point, Some(tu), Some(tg)).unwrap();
+    let (go, res, pid) = (base.join("go"), base.join("umount"), base.join("pid"));
+    let setup = format!(
+        "mount -t tmpfs -o uid={u},gid={g},mode=0755 hres \"$1\" && mkdir \"$1/bin\" && \
+         mount -t tmpfs hres \"$4\" && mknod -m 666 \"$4/fuse\" c 10 229 && mount --bind \"$4/fuse\" /dev/fuse && \
+         {{ setpriv --reuid={tu} --regid={tg} --clear-groups -- bindfs -f --no-allow-other \"$5\" \"$6\" >/dev/null 2>&1 & echo $! > \"$7\"; }} && \
+         for i in $(seq 1 100); do grep -q \" $6 \" /proc/self/mountinfo && break; sleep 0.1; done && \
+         grep -q \" $6 \" /proc/self/mountinfo && kill -STOP $(cat \"$7\") && \
+         {{ (for i in $(seq 1 3000); do test -e \"$2\" && break; sleep 0.01; done; sleep 1.5; \
+             for i in $(seq 1 60); do if umount \"$1\" 2>/dev/null; then echo \"umounted after $i\"; exit; fi; sleep 0.1; done; \
+             echo busy) > \"$3\" 2>/dev/null & }}"
+    );
+    let args = [&victim, &go, &res, &dev, &src, &point, &pid].map(|p| p.display().to_string());
+    let script = format!("{setup} && shift 7 && exec \"$@\"");
+    let wrapper =
+        ns::in_private_mount_ns(&script, &[vec!["hres".to_string()], args.to_vec()].concat());
+    let d = common::daemon::Daemon::start_wrapped(&wrapper, &[]);
+    let path = format!("/usr/bin:/bin:{}", victim.join("bin").display());
+    std::fs::write(&go, "").unwrap();
+    let t0 = Instant::now();
+    let o = d
+        .cli_user()
+        .env("PATH", &path)
+        .current_dir(&ws.dir)
+        .args(["execute", "--json", "--command", "true"])
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let served = kill_server(&pid);
+    // Let the probe finish when the submission did not wait.
+    for _ in 0..80 {
+        if std::fs::read_to_string(&res).is_ok_and(|s| !s.is_empty()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let umount = std::fs::read_to_string(&res).unwrap_or_default();
+    eprintln!(
+        "the submission took {took:?} ({:?}: {}); the victim's umount: {umount:?}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    drop(d);
+    assert!(served, "the FUSE server did not start");
+    let tries: Option<u32> = umount
+        .trim()
+        .strip_prefix("umounted after ")
+        .and_then(|n| n.parse().ok());
+    assert!(
+        tries.is_some_and(|n| n <= 20),
+        "the other user's mount stayed busy while the submission waited: {umount:?} (it took {took:?})"
     );
 }
