@@ -342,7 +342,7 @@ pub fn decide(
     // The hook's own looks at the host's paths share their judged mounts;
     // let go before the rehearsal (which may take minutes, and an
     // approval longer): what is held pins mounts.
-    let looks = crate::sandbox::view::Looks::hold();
+    let looks = crate::engine::Looks::hold();
     let backend = Backend::connect(target)?;
     crate::phase("hook: backend");
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
