@@ -54,6 +54,9 @@ pub(crate) use crate::sandbox::CancelHandle;
 /// What a replay of recorded output needs (`doors::promote`): whether the
 /// reader of a pipe has taken what was written to it.
 pub(crate) use crate::sandbox::unread_bytes;
+/// Held around a door's own looks at the host's paths: the resolvers made
+/// meanwhile share their judged mounts.
+pub(crate) use crate::sandbox::view::Looks;
 
 /// Start the resident sandbox helper for this process's rehearsals (the
 /// daemon at its start, the CLI at the start of an in-process command;

@@ -339,17 +339,20 @@ pub fn decide(
     if !cwd.is_absolute() {
         return Err(HookError::Input("cwd is not an absolute path".into()));
     }
-    // The hook's looks at the host's paths and an in-process engine's
-    // share their judged mounts.
-    let _looks = crate::sandbox::view::Looks::hold();
+    // The hook's own looks at the host's paths share their judged mounts;
+    // let go before the rehearsal (which may take minutes, and an
+    // approval longer): what is held pins mounts.
+    let looks = crate::engine::Looks::hold();
     let backend = Backend::connect(target)?;
     crate::phase("hook: backend");
     // Our own rewrite, seen again (a host that re-hooks it, or Codex's
     // PermissionRequest after the PreToolUse rewrite): judged again.
     if let Some(run_id) = replay::run_of(&command) {
+        drop(looks);
         return judge_replay(host, &backend, &run_id, &command, tool_input);
     }
     if let Some(form) = Rewrite::parse(&command) {
+        drop(looks);
         let person = ask_reaches_a_person(host, input.permission_mode.as_deref());
         return judge_rewrite(host, target, &backend, event, person, &form, tool_input);
     }
@@ -400,6 +403,7 @@ pub fn decide(
     on_deadline(Deadline::for_timeout(timeout_s, deadline_from_env())?);
     let envelope = hook_envelope(host, &command, &cwd, hook_intent.as_ref());
     crate::phase("hook: envelope");
+    drop(looks);
     let record = backend
         .execute(&envelope, &cwd)
         .map_err(|e| name_hook_field(e, &project))?;

@@ -88,7 +88,10 @@ impl Opened {
     }
 }
 
-/// A mount crossed once, judged by the table read after it was pinned.
+/// A mount crossed once, judged crossable by the table read after it was
+/// pinned. A refusal is not kept: it would pin a mount the look never
+/// enters (another user's FUSE mount, whose `umount` would be refused
+/// `EBUSY` meanwhile) and is judged again when met again.
 struct Judged {
     id: u64,
     /// Who looked (its own FUSE mounts are crossed) and whether the mount
@@ -98,8 +101,6 @@ struct Judged {
     root: bool,
     /// Holds the mount (and so its id) while the verdict is kept.
     _pin: OwnedFd,
-    /// `None`: crossed; else why not (`on ...: not looked at, ...`).
-    refused: Option<String>,
 }
 
 /// The verdicts of the mounts crossed by the resolvers of one submission.
@@ -109,6 +110,9 @@ struct Judged {
 /// by the resolvers made while one is alive ([`Looks::hold`]), for a
 /// second at most: what is held pins mounts, and a user's `umount` of one
 /// must not stay refused (`EBUSY`) for longer than a submission's looks.
+/// A set older than that is emptied (its pins closed) by the next look
+/// that uses it, and keeps nothing more; holders keep it only around
+/// their looks (never while a rehearsal runs or an approval is awaited).
 struct Judgements {
     made: Instant,
     list: Mutex<Vec<Judged>>,
@@ -122,8 +126,13 @@ static SHARED: Mutex<Weak<Judgements>> = Mutex::new(Weak::new());
 /// young enough, else new ones.
 fn shared() -> Arc<Judgements> {
     let mut current = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(j) = current.upgrade().filter(|j| j.made.elapsed() < SHARED_FOR) {
-        return j;
+    if let Some(j) = current.upgrade() {
+        if j.made.elapsed() < SHARED_FOR {
+            return j;
+        }
+        // Past its second, still held (a submission's looks that wait):
+        // its pins are let go now, not when its last holder ends.
+        j.list.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
     let j = Arc::new(Judgements {
         made: Instant::now(),
@@ -295,25 +304,28 @@ impl Resolver {
     fn judge(&self, fd: &OwnedFd, asked: &Path, point: &Path, root: bool) -> Result<(), Refusal> {
         let id = mount_id(fd).map_err(Refusal::Io)?;
         let mut judged = self.judged.list.lock().unwrap_or_else(|p| p.into_inner());
-        let known = judged
+        // Past its second the set keeps no pin: what it held is let go,
+        // and each look judges for itself (its own `fd` pins the mount).
+        let fresh = self.judged.made.elapsed() < SHARED_FOR;
+        if !fresh {
+            judged.clear();
+        }
+        if judged
             .iter()
-            .find(|j| j.id == id && j.me == self.me && j.root == root)
-            .map(|j| j.refused.clone());
-        let refused = match known {
-            Some(r) => r,
-            None => {
-                // Read after the pin: the line with this id is this mount's.
-                let refused = verdict(&read_mount_table(), id, self.me, root);
-                judged.push(Judged {
-                    id,
-                    me: self.me,
-                    root,
-                    _pin: fd.try_clone().map_err(Refusal::Io)?,
-                    refused: refused.clone(),
-                });
-                refused
-            }
-        };
+            .any(|j| j.id == id && j.me == self.me && j.root == root)
+        {
+            return Ok(());
+        }
+        // Read after the pin: the line with this id is this mount's.
+        let refused = verdict(&read_mount_table(), id, self.me, root);
+        if refused.is_none() && fresh {
+            judged.push(Judged {
+                id,
+                me: self.me,
+                root,
+                _pin: fd.try_clone().map_err(Refusal::Io)?,
+            });
+        }
         drop(judged);
         match refused {
             None => Ok(()),
@@ -478,14 +490,17 @@ mod tests {
         // Mounts met on the way (the root's, this tree's) are judged once.
         let judged = r.judged.list.lock().unwrap();
         assert!(!judged.is_empty());
-        assert!(judged.iter().all(|j| j.refused.is_none()));
     }
+
+    /// The tests that make or replace the shared set, one at a time.
+    static SHARING: Mutex<()> = Mutex::new(());
 
     /// The resolvers made while a submission's looks are held share one
     /// set of judged mounts: the second finds the root judged by the first
     /// and reads no table for it.
     #[test]
     fn the_resolvers_of_one_submission_share_their_judgements() {
+        let _one = SHARING.lock().unwrap_or_else(|p| p.into_inner());
         let looks = Looks::hold();
         let (a, b) = (Resolver::new(), Resolver::new());
         assert!(Arc::ptr_eq(&a.judged, &looks.0) && Arc::ptr_eq(&b.judged, &looks.0));
@@ -501,6 +516,45 @@ mod tests {
             root,
             "the root judged by the first resolver is the second's"
         );
+    }
+
+    /// A set past its second keeps no pin: what it held is let go at the
+    /// next look, and nothing more is kept.
+    #[test]
+    fn a_set_past_its_second_keeps_no_pin() {
+        let young = Resolver::new();
+        young.canonicalize(Path::new("/")).unwrap();
+        let held = std::mem::take(&mut *young.judged.list.lock().unwrap());
+        assert!(!held.is_empty());
+        let old = Resolver {
+            judged: Arc::new(Judgements {
+                made: Instant::now() - SHARED_FOR,
+                list: Mutex::new(held),
+            }),
+            me: young.me,
+        };
+        old.canonicalize(Path::new("/")).unwrap();
+        assert!(old.judged.list.lock().unwrap().is_empty());
+    }
+
+    /// A set past its second that its holders keep (a submission's looks
+    /// that wait) lets its pins go when a newer set is made, whoever
+    /// makes it.
+    #[test]
+    fn a_held_set_past_its_second_is_emptied_by_the_next_set() {
+        let _one = SHARING.lock().unwrap_or_else(|p| p.into_inner());
+        let young = Resolver::new();
+        young.canonicalize(Path::new("/")).unwrap();
+        let held = std::mem::take(&mut *young.judged.list.lock().unwrap());
+        assert!(!held.is_empty());
+        let stale = Arc::new(Judgements {
+            made: Instant::now() - SHARED_FOR,
+            list: Mutex::new(held),
+        });
+        *SHARED.lock().unwrap() = Arc::downgrade(&stale);
+        let next = Looks::hold();
+        assert!(!Arc::ptr_eq(&next.0, &stale));
+        assert!(stale.list.lock().unwrap().is_empty());
     }
 
     /// A FUSE mount another user serves (named or not) and a mount the
