@@ -597,6 +597,9 @@ impl Ctx<'_> {
                     && (read_subcommand(&at.words).is_some()
                         || read_flag(&texts).is_some()
                         || base == "ssh-keygen" && super::forms::ssh_keygen_shows(&texts));
+                // Unless what it deletes is a file of the workspace.
+                let change = change
+                    .filter(|v| !super::operands::deletes_only_workspace_files(base, v, &texts));
                 if let Some(verb) = change
                     && plan.is_none()
                 {
