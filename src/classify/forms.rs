@@ -151,6 +151,29 @@ pub(super) fn read_form_of(
         "shell.enable" => texts.iter().all(|a| {
             a.len() > 1 && a.starts_with('-') && a[1..].chars().all(|c| "pasn".contains(c))
         }),
+        // `aws configure get KEY` prints one setting; only the keys that
+        // hold a credential (`aws_secret_access_key`, `aws_session_token`,
+        // `aws_access_key_id`, a `sso_…` token's) are what the rule is about.
+        "credential.cloud" => {
+            let mut rest = Vec::new();
+            let mut it = texts.iter();
+            while let Some(a) = it.next() {
+                match *a {
+                    "--profile" => {
+                        it.next();
+                    }
+                    a if a.starts_with("--profile=") => {}
+                    a => rest.push(a),
+                }
+            }
+            base == "aws"
+                && matches!(rest.as_slice(), ["configure", "get", key] if {
+                    let k = key.to_ascii_lowercase();
+                    !["key", "secret", "token", "password", "credential", "sso"]
+                        .iter()
+                        .any(|s| k.contains(s))
+                })
+        }
         // `setcap -v` checks that a file has the capabilities: it sets none.
         "system.attrs" => base == "setcap" && texts.contains(&"-v"),
         "exec.option.tar" => tar_compressor_only(texts),
