@@ -174,6 +174,16 @@ pub(super) fn read_form_of(
                         .any(|s| k.contains(s))
                 })
         }
+        // Proxmox's `qm config ID`, `qm pending ID` and `pct config ID`
+        // print a guest's configuration (`qm set` changes it); vagrant's
+        // `port` and `ssh-config` print a machine's forwarded ports and
+        // the SSH settings to reach it.
+        "infra.vm" => {
+            matches!(base, "qm" | "pct") && matches!(words.first(), Some(&("config" | "pending")))
+        }
+        "infra.cloud.cli" => {
+            base == "vagrant" && matches!(words.first(), Some(&("port" | "ssh-config")))
+        }
         // `setcap -v` checks that a file has the capabilities: it sets none.
         "system.attrs" => base == "setcap" && texts.contains(&"-v"),
         "exec.option.tar" => tar_compressor_only(texts),
