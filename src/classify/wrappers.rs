@@ -495,9 +495,10 @@ impl Ctx<'_> {
     /// (`alias git='git -c core.pager=sh'` still asks for its option).
     /// The same holds when the program is named by its system path or run
     /// with variables set, and when its output goes on to other programs
-    /// (`alias pwd='/bin/pwd | pbcopy'`, `alias go='GOPATH=$(x) go'`):
+    /// (`alias pwd='/bin/pwd | pbcopy'`, `alias go='GOFLAGS=-mod=mod go'`):
     /// what the name runs later starts with that program, and the rest is
-    /// judged now. A suffix alias (zsh's `alias -s ps='okular'`) names a
+    /// judged now; code computed when it is used (`$(…)`, a variable) still
+    /// asks. A suffix alias (zsh's `alias -s ps='okular'`) names a
     /// file extension, not a program: its value is judged, no name is
     /// redefined.
     pub(super) fn record_aliases(
@@ -530,7 +531,7 @@ impl Ctx<'_> {
             let same_program = w.literal.is_some()
                 && !SHELL_STATE_BUILTINS.contains(&n)
                 && (names_itself || suffix)
-                && !v.contains(['`', '\n', '\\']);
+                && !v.contains(['`', '$', '\n', '\\']);
             if same_program {
                 self.nested(v, depth, counter);
             } else if self.policy.knows(n) || SENSITIVE_NAMES.contains(&n) {
