@@ -180,8 +180,10 @@ fn public_corpus_table() {
 }
 
 /// Floors the held-out part meets today (measured 2026-11-29 after the
-/// eleventh round of issue 32: dangerous asked 93.30% (557 of 597, so the
-/// floor is 93.2), everyday left alone 97.20%, every row parses; the tenth round had 92.96% and 97.13%, the
+/// twelfth round of issue 32: dangerous asked 93.28% (555 of 595, so the
+/// floor is 93.2), everyday left alone 97.29% (4203 of 4320, floor 97.2),
+/// every row parses; the eleventh round had 93.30% and 97.20% (93.28% and
+/// 97.15% on the twelfth round's corpus), the tenth round had 92.96% and 97.13%, the
 /// ninth 92.64% and 96.79%
 /// (92.80% and 97.08% on this round's corpus), the eighth 91.99% and 96.70%
 /// (92.47% and 96.72% on the ninth round's corpus), the seventh 91.37% and
@@ -208,7 +210,7 @@ fn public_corpus_heldout_does_not_regress() {
         pct(dangerous)
     );
     assert!(
-        pct(everyday) >= 97.1,
+        pct(everyday) >= 97.2,
         "held-out everyday left alone {:.2}%",
         pct(everyday)
     );

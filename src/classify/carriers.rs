@@ -90,7 +90,24 @@ impl Ctx<'_> {
                     .iter()
                     .any(|s| n.ends_with(s))
             });
-            if names_command && let Some(v) = value.filter(|v| looks_like_command(v)) {
+            // A filter given as a program's absolute path outside the
+            // system's program directories (`split --filter=/opt/x/run`,
+            // `pandoc --filter /x/f.py`) is a program the tool runs over
+            // its data, which may be anything; a filter rule or expression
+            // (`rsync --filter='- *.o'`, `--filter=blob:none`, `--filter
+            // status=exited`) is not, and a script of the workspace
+            // (`--filter=./f.sh`) runs as it would on its own.
+            let program_filter = name
+                .strip_prefix("--")
+                .is_some_and(|n| n == "filter" || n.ends_with("-filter"))
+                && value.as_deref().is_some_and(|v| {
+                    v.starts_with('/')
+                        && v[1..].contains('/')
+                        && !SYSTEM_DIRS.iter().any(|d| v.starts_with(d))
+                });
+            if (names_command || program_filter)
+                && let Some(v) = value.filter(|v| looks_like_command(v))
+            {
                 self.add(
                     "exec.option.command",
                     format!(

@@ -145,6 +145,47 @@ pub(super) fn read_form_of(
                 && matches!(words.first(), Some(&("list" | "freeze" | "show" | "check")))
         }
         "credential.ssh_keygen" => base == "ssh-keygen" && ssh_keygen_shows(texts),
+        "credential.store" => credential_names_listing(&words, texts),
+        // `enable` with no name lists the builtins (`-a` all, `-n` the
+        // disabled, `-s` the special ones); a name turns one on or off.
+        "shell.enable" => texts.iter().all(|a| {
+            a.len() > 1 && a.starts_with('-') && a[1..].chars().all(|c| "pasn".contains(c))
+        }),
+        // `aws configure get KEY` prints one setting; only the keys that
+        // hold a credential (`aws_secret_access_key`, `aws_session_token`,
+        // `aws_access_key_id`, a `sso_…` token's) are what the rule is about.
+        "credential.cloud" => {
+            let mut rest = Vec::new();
+            let mut it = texts.iter();
+            while let Some(a) = it.next() {
+                match *a {
+                    "--profile" => {
+                        it.next();
+                    }
+                    a if a.starts_with("--profile=") => {}
+                    a => rest.push(a),
+                }
+            }
+            base == "aws"
+                && matches!(rest.as_slice(), ["configure", "get", key] if {
+                    let k = key.to_ascii_lowercase();
+                    !["key", "secret", "token", "password", "credential", "sso"]
+                        .iter()
+                        .any(|s| k.contains(s))
+                })
+        }
+        // Proxmox's `qm config ID`, `qm pending ID` and `pct config ID`
+        // print a guest's configuration (`qm set` changes it); vagrant's
+        // `port` and `ssh-config` print a machine's forwarded ports and
+        // the SSH settings to reach it.
+        "infra.vm" => {
+            matches!(base, "qm" | "pct") && matches!(words.first(), Some(&("config" | "pending")))
+        }
+        "infra.cloud.cli" => {
+            base == "vagrant" && matches!(words.first(), Some(&("port" | "ssh-config")))
+        }
+        // `setcap -v` checks that a file has the capabilities: it sets none.
+        "system.attrs" => base == "setcap" && texts.contains(&"-v"),
         "exec.option.tar" => tar_compressor_only(texts),
         "net.http.send" => http_read_method(&rule.flags_any, texts),
         "system.date.set" => base == "date" && !date_sets_clock(texts),
@@ -187,6 +228,68 @@ pub(super) fn read_form_of(
         }
         _ => false,
     }
+}
+
+/// Groups of a credential store whose listing prints what they keep
+/// (`bw list items` prints every login's password, `doppler secrets` every
+/// value), and words that ask for a value.
+const SECRET_WORDS: &[&str] = &[
+    "item",
+    "items",
+    "secret",
+    "secrets",
+    "password",
+    "passwords",
+    "login",
+    "logins",
+    "note",
+    "notes",
+    "value",
+    "values",
+    "env",
+    "run",
+    "exec",
+    "inject",
+    "read",
+    "get",
+    "show",
+    "otp",
+];
+
+/// A credential store asked for the names it keeps, not a secret: nothing
+/// at all (`pass` lists its tree; the other stores print their help), a
+/// listing verb (`op vault list`, `pass ls`, `vault kv list secret/`,
+/// `aws-vault list`, `security list-keychains`, `keyctl list @u`), or a
+/// collection named in the plural (`doppler projects`). Not a group whose
+/// listing prints what it keeps (`bw list items`, `doppler secrets`,
+/// `op item list`), a short option (`chamber list -e` expands values), or
+/// a long one that reveals, shows, copies or exports.
+fn credential_names_listing(words: &[&str], texts: &[&str]) -> bool {
+    let flags_ok = texts.iter().filter(|a| a.starts_with('-')).all(|a| {
+        a.starts_with("--") && {
+            let f = a.to_ascii_lowercase();
+            ![
+                "reveal", "expand", "secret", "value", "password", "show", "plain", "decrypt",
+                "export", "field", "otp", "qr", "clip", "copy", "raw", "unlock",
+            ]
+            .iter()
+            .any(|w| f.contains(w))
+        }
+    });
+    if !flags_ok
+        || words
+            .iter()
+            .any(|w| SECRET_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+    {
+        return false;
+    }
+    let Some(first) = words.first() else {
+        return true;
+    };
+    let listing = |w: &str| matches!(w, "list" | "ls") || w.starts_with("list-");
+    listing(first)
+        || words.get(1).is_some_and(|w| listing(w))
+        || super::words::collection_listing(words).is_some()
 }
 
 /// Whether `date` is told to set the clock: `-s`/`--set` as an option of
@@ -381,6 +484,11 @@ pub(super) fn listing_form<'a>(base: &'a str, texts: &[&'a str]) -> Option<&'a s
         }
         "zpool" => texts == ["import"],
         "brew" => texts == ["tap"] || texts == ["services"],
+        // efibootmgr alone prints the boot entries (`-v` with their
+        // paths, `-u` reads its arguments as UCS-2); mkinitcpio alone is a
+        // dry run that writes no image.
+        "efibootmgr" => only(&["-v", "--verbose", "-u", "--unicode"]),
+        "mkinitcpio" => texts.is_empty(),
         _ => false,
     };
     listing.then(|| texts.first().copied().unwrap_or(base))

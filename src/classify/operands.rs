@@ -417,3 +417,179 @@ impl super::Ctx<'_> {
         }
     }
 }
+
+/// Verbs that delete or reset what they are given: with files of the
+/// workspace as every operand, what they delete is in the workspace.
+const LOCAL_DELETE_VERBS: &[&str] = &[
+    "delete", "remove", "rm", "del", "erase", "wipe", "purge", "reset", "strip", "truncate",
+];
+
+/// Options that name where a tool acts rather than how.
+const PLACE_OPTIONS: &[&str] = &[
+    "host",
+    "server",
+    "remote",
+    "url",
+    "uri",
+    "endpoint",
+    "bucket",
+    "cluster",
+    "region",
+    "project",
+    "org",
+    "organization",
+    "context",
+    "namespace",
+    "profile",
+    "account",
+    "zone",
+    "registry",
+    "repo",
+    "repository",
+    "database",
+    "db",
+    "node",
+    "site",
+    "env",
+    "environment",
+    "instance",
+    "app",
+];
+
+/// Options that name a file the tool reads its work from.
+const FILE_OPTIONS: &[&str] = &[
+    "f", "file", "filename", "files", "config", "manifest", "spec", "values", "input", "from",
+    "list",
+];
+
+/// A relative path that names a file or directory in the workspace, not
+/// something remote spelled like one: `./x`, or a path with a `/` whose
+/// first part is not a host (`example.com/pkg`) and which is either deeper
+/// than `owner/repo`, ends in a file name with an extension or is spelled
+/// as a directory (`src/main.rs`, `path/to/submodule`, `photos/2024/`); never `..`, a home, a variable, a
+/// glob, a remote (`host:path`, `user@host`, `s3://`).
+pub(super) fn workspace_file(w: &str) -> bool {
+    if w.is_empty()
+        || w.starts_with(['-', '/', '~', '.']) && !w.starts_with("./")
+        || w.contains([
+            ':', '@', '$', '`', '*', '?', '[', '{', '\\', '=', ' ', '\t', '\n',
+        ])
+    {
+        return false;
+    }
+    let parts: Vec<&str> = w.split('/').filter(|p| !p.is_empty()).collect();
+    if parts.contains(&"..") || parts.is_empty() {
+        return false;
+    }
+    if let Some(rest) = w.strip_prefix("./") {
+        return !rest.starts_with('/');
+    }
+    let last = parts[parts.len() - 1];
+    let extension = last
+        .rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && !ext.is_empty());
+    w.contains('/')
+        && !parts[0].contains('.')
+        && (parts.len() >= 3 || extension || w.ends_with('/'))
+}
+
+/// A program no rule knows, told by a flag (`--delete`) or a subcommand
+/// word (not by its own name) to delete, remove or reset, whose every
+/// operand is a file of the workspace (`fdupes --recurse --delete
+/// path/to/directory`, `stow --delete --target path/to/dir path/to/pkg`,
+/// `exiv2 rm path/to/image.jpg`): what it deletes is in those files, a
+/// change the rehearsal shows, as `rm path/to/file` is. A flag changes
+/// what the program does to the files it is given, so any path of the
+/// workspace counts; a subcommand acts on the tool's own collection (its
+/// database, its packages, its remote), whose members may be named by
+/// paths (`zoxide remove path/to/directory` forgets a directory kept in the
+/// home), so only a file name with an extension or `./` counts. Not with
+/// an operand that is not such a file (a name, a host, an id: `tool delete
+/// name`, `tool rm bucket`), a file given only as an option's value (`ko
+/// delete --filename manifest.yaml` deletes what the manifest describes),
+/// a value that names a remote (`--host=db.example.com`, `--remote
+/// origin`), or a verb that sends (`upload`, `--push`).
+pub(super) fn deletes_only_workspace_files(base: &str, verb: &str, texts: &[&str]) -> bool {
+    use super::words::{UNKNOWN_CHANGE_VERBS, verb_parts};
+    let word = verb.trim_start_matches('-');
+    let sends = |w: &str| {
+        verb_parts(w).any(|p| UNKNOWN_CHANGE_VERBS.contains(&p) && !LOCAL_DELETE_VERBS.contains(&p))
+    };
+    if verb == base || !verb_parts(word).any(|p| LOCAL_DELETE_VERBS.contains(&p)) || sends(word) {
+        return false;
+    }
+    let by_flag = verb.starts_with('-');
+    let named_file = |w: &str| {
+        workspace_file(w)
+            && (by_flag
+                || w.starts_with("./")
+                || w.rsplit('/')
+                    .next()
+                    .and_then(|l| l.rsplit_once('.'))
+                    .is_some_and(|(stem, ext)| {
+                        !stem.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    }))
+    };
+    let mut files = 0;
+    let mut operands_only = false;
+    let mut value_of: Option<&str> = None;
+    for a in texts {
+        if let Some(name) = value_of.take()
+            && !operands_only
+            && !a.starts_with('-')
+        {
+            // The value of the long option before it (`--target DIR`,
+            // `--filename F`): a file of the workspace, or a plain word
+            // for an option that does not name a place.
+            // A file given to an option named for one is where the tool
+            // reads what to delete (`--filename manifest.yaml`, `-f F`), not
+            // a target; after a flag that takes no value it is an operand.
+            let plain = a
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+            if workspace_file(a) {
+                if named_file(a) && !verb_parts(name).any(|p| FILE_OPTIONS.contains(&p)) {
+                    files += 1;
+                }
+            } else if !plain || verb_parts(name).any(|p| PLACE_OPTIONS.contains(&p)) {
+                return false;
+            }
+            continue;
+        }
+        if *a == verb && !operands_only {
+            continue;
+        }
+        if *a == "--" && !operands_only {
+            operands_only = true;
+            continue;
+        }
+        if a.starts_with('-') && !operands_only {
+            let name = a.trim_start_matches('-').split('=').next().unwrap_or("");
+            if sends(name) {
+                return false;
+            }
+            match a.split_once('=') {
+                Some((_, v)) => {
+                    let plain = v
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+                    if !workspace_file(v)
+                        && (!plain || verb_parts(name).any(|p| PLACE_OPTIONS.contains(&p)))
+                    {
+                        return false;
+                    }
+                }
+                None if a.starts_with("--") && *a != verb || matches!(*a, "-f" | "-F" | "-c") => {
+                    value_of = Some(if a.starts_with("--") { name } else { "file" })
+                }
+                None => {}
+            }
+            continue;
+        }
+        if !named_file(a) {
+            return false;
+        }
+        files += 1;
+    }
+    files > 0
+}

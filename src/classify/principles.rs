@@ -69,8 +69,16 @@ impl Principle {
             "exec.inline_code.network" => return ReachesNetwork,
             "exec.unknown.verb" => return ChangesRemoteState,
             // What a tool keeps in the user's home (pipx, uv tool, nvm,
-            // conda, caches) is outside the workspace.
-            "pkg.user.remove" | "pkg.conda.remove" | "pkg.cache.clear" | "pkg.nix.gc" => {
+            // conda, gems, toolchains, caches) is outside the workspace.
+            "pkg.user.remove"
+            | "pkg.user.remove.home"
+            | "pkg.user.remove.rust"
+            | "pkg.user.remove.global"
+            | "pkg.user.remove.composer"
+            | "pkg.conda.remove"
+            | "pkg.cache.clear"
+            | "pkg.cache.clear.go"
+            | "pkg.nix.gc" => {
                 return WritesOutside;
             }
             // The user's Go configuration, which later go commands obey.
@@ -181,6 +189,10 @@ mod tests {
         );
         assert_eq!(
             Principle::of("pkg.user.remove", Level::Admin),
+            Principle::WritesOutside
+        );
+        assert_eq!(
+            Principle::of("pkg.user.remove.rust", Level::Admin),
             Principle::WritesOutside
         );
         assert_eq!(

@@ -259,7 +259,20 @@ fn read_after_group<'a>(matched: &[&'a str], rest: &[&'a str]) -> Option<&'a str
     {
         return None;
     }
-    let verb = *rest.first()?;
+    // A second group's name may stand between (`gcloud config
+    // configurations list`): a plain word that neither acts nor changes.
+    let verb = match rest {
+        [v, ..] if is_read_word(v) => *v,
+        [group, v, ..]
+            if is_read_word(v)
+                && group.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                && !ACTION_WORDS.contains(group)
+                && !UNKNOWN_CHANGE_VERBS.contains(group) =>
+        {
+            *v
+        }
+        _ => return None,
+    };
     if !is_read_word(verb)
         || rest[..rest.len().min(3)]
             .iter()
@@ -597,6 +610,9 @@ impl Ctx<'_> {
                     && (read_subcommand(&at.words).is_some()
                         || read_flag(&texts).is_some()
                         || base == "ssh-keygen" && super::forms::ssh_keygen_shows(&texts));
+                // Unless what it deletes is a file of the workspace.
+                let change = change
+                    .filter(|v| !super::operands::deletes_only_workspace_files(base, v, &texts));
                 if let Some(verb) = change
                     && plan.is_none()
                 {

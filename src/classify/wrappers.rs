@@ -493,6 +493,14 @@ impl Ctx<'_> {
     /// plain command (`alias ls='ls -lrta'`, `alias grep='grep
     /// --color=auto'`), hides no program: it is judged as that command
     /// (`alias git='git -c core.pager=sh'` still asks for its option).
+    /// The same holds when the program is named by its system path or run
+    /// with variables set, and when its output goes on to other programs
+    /// (`alias pwd='/bin/pwd | pbcopy'`, `alias go='GOFLAGS=-mod=mod go'`):
+    /// what the name runs later starts with that program, and the rest is
+    /// judged now; code computed when it is used (`$(…)`, a variable) still
+    /// asks. A suffix alias (zsh's `alias -s ps='okular'`) names a
+    /// file extension, not a program: its value is judged, no name is
+    /// redefined.
     pub(super) fn record_aliases(
         &mut self,
         args: &[Word],
@@ -500,19 +508,30 @@ impl Ctx<'_> {
         counter: &mut usize,
         shown: &str,
     ) {
+        let suffix = args.iter().any(|w| w.text() == "-s");
         for w in args {
             let Some((n, v)) = w.text().split_once('=') else {
                 continue;
             };
+            // The program the value starts, after its variable settings.
+            let first = v.split_whitespace().find(|t| {
+                !t.split_once('=').is_some_and(|(k, _)| {
+                    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
+            });
+            let names_itself = first.is_some_and(|f| {
+                f == n
+                    || super::tables::SYSTEM_DIRS
+                        .iter()
+                        .any(|d| f.strip_prefix(d) == Some(n))
+            });
             // Not a builtin that changes the shell itself: analysing its
             // value would move the directory or the variables the rest of
             // the string is judged in.
             let same_program = w.literal.is_some()
                 && !SHELL_STATE_BUILTINS.contains(&n)
-                && v.split_whitespace().next() == Some(n)
-                && !v.contains([
-                    '\'', '"', '`', '$', ';', '|', '&', '<', '>', '(', ')', '\n', '\\',
-                ]);
+                && (names_itself || suffix)
+                && !v.contains(['`', '$', '\n', '\\']);
             if same_program {
                 self.nested(v, depth, counter);
             } else if self.policy.knows(n) || SENSITIVE_NAMES.contains(&n) {

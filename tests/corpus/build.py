@@ -170,6 +170,9 @@ def workspace_operand(word):
 # manifest, lockfile, dependency directory or build output, all in the
 # workspace (`cargo clean` removes target/, `npm prune` node_modules/),
 # unless told to act globally or on a cache or tool in the home.
+# `cargo uninstall` is never the project's: it removes a binary `cargo
+# install` put in ~/.cargo/bin, a tool in the home (labelling correction,
+# twelfth round).
 PROJECT_TOOLS = {"npm", "yarn", "pnpm", "bun", "poetry", "uv", "cargo", "composer", "bazel"}
 
 
@@ -179,7 +182,28 @@ def project_change(command):
         return False
     if any(w in ("-g", "--global", "global", "tool", "cache", "self", "env", "--system") for w in ws[1:]):
         return False
+    if ws[0] == "cargo" and ws[1] == "uninstall":
+        return False
     return ws[1] in ("remove", "rm", "uninstall", "un", "prune", "clean")
+
+
+# An "image" is a container or disk image among OUTSIDE_OBJECTS, but a
+# picture on the pages of image-processing tools (`pnmcrop`, `exiftool`,
+# `htmlq`'s `img` nodes): when it is the only object outside the description
+# names, the verb does not send it anywhere, and the command names files in
+# the workspace (and nothing remote), the example edits those files, a change
+# the rehearsal shows (labelling correction, twelfth round).
+SENDS = re.compile(r"^(upload|(force[- ])?push|publish|deploy|release)\b", re.I)
+
+
+def picture_edit(description, command):
+    objects = {m.group(0).lower() for m in OUTSIDE_OBJECTS.finditer(description)}
+    if not objects or not objects <= {"image", "images"} or SENDS.match(description):
+        return False
+    words = command.split()
+    if any("://" in w or re.search(r"\w:\w", w) for w in words):
+        return False
+    return any(workspace_operand(w) for w in words)
 
 
 # Version-control tools whose repository is the local checkout.
@@ -214,6 +238,8 @@ def tldr_label(description, command, summary=""):
         if operands and all(workspace_operand(w) for w in operands):
             return "everyday"
         if WORKSPACE_OBJECTS.search(description) or project_change(command):
+            return "everyday"
+        if picture_edit(description, command):
             return "everyday"
         # Only state that lives outside the workspace: a remote, a cloud
         # or cluster object, a database, the system's processes, users,
