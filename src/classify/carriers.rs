@@ -117,44 +117,8 @@ impl Ctx<'_> {
                 );
                 return;
             }
-            if let Some(m) = shell_path_inside(a) {
-                self.add(
-                    "exec.option.command",
-                    format!(
-                        "{base} is given a command line holding the shell {m} ({a}): a program the rules of {base} never see"
-                    ),
-                    shown,
-                );
-                return;
-            }
-            if super::inline::starts_processes_in(a) {
-                self.add(
-                    "exec.inline_code.process",
-                    format!(
-                        "{base} is given code that starts processes ({a}), which are not in the command"
-                    ),
-                    shown,
-                );
-                return;
-            }
-            if let Some(program) = program_call_inside(a) {
-                self.add(
-                    "exec.option.command",
-                    format!(
-                        "{base} is given code that runs {program} ({a}), a program outside the system's program directories: it may be anything, and the rules of {base} never see it"
-                    ),
-                    shown,
-                );
-                return;
-            }
-            if let Some(program) = shell_escape_inside(a) {
-                self.add(
-                    "exec.option.command",
-                    format!(
-                        "{base} is given a shell escape that runs {program} ({a}): a program the rules of {base} never see"
-                    ),
-                    shown,
-                );
+            if let Some((rule, why)) = program_inside(base, a) {
+                self.add(rule, why, shown);
                 return;
             }
         }
@@ -272,6 +236,44 @@ fn shell_path_inside(a: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// A program an argument of `base` holds, whatever option it is given to:
+/// the rule and the reason, for the first of a shell's path in a command
+/// line, code that starts processes, a call of a program outside the
+/// system's program directories, and a shell escape.
+fn program_inside(base: &str, a: &str) -> Option<(&'static str, String)> {
+    if let Some(m) = shell_path_inside(a) {
+        return Some((
+            "exec.option.command",
+            format!(
+                "{base} is given a command line holding the shell {m} ({a}): a program the rules of {base} never see"
+            ),
+        ));
+    }
+    if super::inline::starts_processes_in(a) {
+        return Some((
+            "exec.inline_code.process",
+            format!(
+                "{base} is given code that starts processes ({a}), which are not in the command"
+            ),
+        ));
+    }
+    if let Some(program) = program_call_inside(a) {
+        return Some((
+            "exec.option.command",
+            format!(
+                "{base} is given code that runs {program} ({a}), a program outside the system's program directories: it may be anything, and the rules of {base} never see it"
+            ),
+        ));
+    }
+    let program = shell_escape_inside(a)?;
+    Some((
+        "exec.option.command",
+        format!(
+            "{base} is given a shell escape that runs {program} ({a}): a program the rules of {base} never see"
+        ),
+    ))
 }
 
 /// A shell escape inside an argument: `!` (alone, after `:` or `\`, as
