@@ -45,20 +45,7 @@ fn waiting_run(ws: &Ws) -> String {
 /// `shell` (one shell string) under a pseudo-terminal script(1) makes,
 /// as `who`; the code shown is typed back. The exit code and the text.
 fn at_a_terminal(who: Who, shell: &str) -> (Option<i32>, String) {
-    let mut c = if who == Who::User {
-        as_test_user("script")
-    } else {
-        Command::new(tool("script", "bsdutils"))
-    };
-    let mut ch = c
-        .args(["-qfec", shell, "/dev/null"])
-        .env("TERM", "dumb")
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut ch = common::terminal::under_a_pty(who, shell).spawn().unwrap();
     let mut stdout = ch.stdout.take().unwrap();
     let mut stdin = ch.stdin.take().unwrap();
     let mut seen = Vec::new();

@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use common::daemon::*;
 use common::*;
@@ -33,20 +33,10 @@ fn approve_at_a_terminal(
         bin().display(),
         ws.state.display()
     );
-    let mut c = if who == Who::User {
-        as_test_user("script")
-    } else {
-        Command::new(tool("script", "bsdutils"))
-    };
-    let mut ch = c
-        .args(["-qfec", &cmdline, "/dev/null"])
+    let mut ch = common::terminal::under_a_pty(who, &cmdline)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("TERM", "dumb")
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stdout = ch.stdout.take().unwrap();

@@ -9,6 +9,23 @@ use std::process::{Command, Stdio};
 
 use super::*;
 
+/// `shell` (one shell string) run by script(1) under a pseudo-terminal it
+/// makes, as `who`, its streams piped, `TERM=dumb`, from `/`.
+pub fn under_a_pty(who: Who, shell: &str) -> Command {
+    let mut c = if who == Who::User {
+        as_test_user("script")
+    } else {
+        Command::new(tool("script", "bsdutils"))
+    };
+    c.args(["-qfec", shell, "/dev/null"])
+        .env("TERM", "dumb")
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
 /// What the terminal showed and held, and what each rehearsal printed.
 pub struct AtTerminal {
     /// The input the terminal holds afterwards (`none`, or its bytes).
@@ -41,20 +58,7 @@ pub fn at_a_terminal(ws: &Ws, who: Who, cmd: &str, live: bool) -> AtTerminal {
         dir = ws.dir.display(),
         drain = drain.display(),
     );
-    let mut c = if who == Who::User {
-        as_test_user("script")
-    } else {
-        Command::new(tool("script", "bsdutils"))
-    };
-    let mut ch = c
-        .args(["-qfec", &shell, "/dev/null"])
-        .env("TERM", "dumb")
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut ch = under_a_pty(who, &shell).spawn().unwrap();
     // The terminal's input stays open until the shell is done: its end
     // would be read as an end of file ahead of anything injected.
     let stdin = ch.stdin.take().unwrap();
