@@ -390,6 +390,19 @@ fn the_sandboxes_dev_shm_stays_its_own_and_capped() {
     assert!(host_shm().is_empty(), "{:?}", host_shm());
 }
 
+/// Give `p` (not followed) the access and modification time `secs`.
+fn set_time(p: &Path, secs: i64) {
+    let t = nix::sys::time::TimeSpec::new(secs, 0);
+    nix::sys::stat::utimensat(
+        nix::fcntl::AT_FDCWD,
+        p,
+        &t,
+        &t,
+        nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+    )
+    .unwrap();
+}
+
 fn mtime_of(p: &Path) -> i64 {
     std::fs::symlink_metadata(p)
         .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -408,16 +421,7 @@ fn an_identical_rewrite_outside_the_intent_keeps_its_time() {
     for who in identities() {
         let ws = Ws::new(who);
         for f in ["Makefile", "other.txt", ".git/hooks/pre-commit", "stamp"] {
-            let p = ws.write(f, "s\n");
-            let t = nix::sys::time::TimeSpec::new(OLD, 0);
-            nix::sys::stat::utimensat(
-                nix::fcntl::AT_FDCWD,
-                &p,
-                &t,
-                &t,
-                nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-            )
-            .unwrap();
+            set_time(&ws.write(f, "s\n"), OLD);
         }
         // In a script: the classifier does not read it.
         ws.write(
@@ -552,15 +556,7 @@ fn hostile_modification_times_break_no_promotion() {
     let kept = |dir: &Path, secs: i64| {
         let p = dir.join(".time-probe");
         std::fs::write(&p, "").unwrap();
-        let t = nix::sys::time::TimeSpec::new(secs, 0);
-        nix::sys::stat::utimensat(
-            nix::fcntl::AT_FDCWD,
-            &p,
-            &t,
-            &t,
-            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-        )
-        .unwrap();
+        set_time(&p, secs);
         let got = mtime_of(&p);
         std::fs::remove_file(&p).unwrap();
         got
@@ -608,17 +604,7 @@ fn time_steps_never_reach_swapped_in_root_files() {
         return;
     }
     const OLD: i64 = 1_262_304_000;
-    let set_old = |p: &Path| {
-        let t = nix::sys::time::TimeSpec::new(OLD, 0);
-        nix::sys::stat::utimensat(
-            nix::fcntl::AT_FDCWD,
-            p,
-            &t,
-            &t,
-            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-        )
-        .unwrap();
-    };
+    let set_old = |p: &Path| set_time(p, OLD);
     const CMD: &str = "touch stamp sub/stamp2 && echo 1 > a1 && echo 2 > a2 && echo 3 > a3";
     let armed = || {
         let ws = user_workspace();
