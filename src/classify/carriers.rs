@@ -276,6 +276,21 @@ fn program_inside(base: &str, a: &str) -> Option<(&'static str, String)> {
     ))
 }
 
+/// The path `rest` starts with (letters, digits and `/._-`), and what
+/// follows it.
+fn leading_path(rest: &str) -> (&str, &str) {
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-')))
+        .unwrap_or(rest.len());
+    rest.split_at(end)
+}
+
+/// Whether an absolute path names a program in a directory (`/opt/x/run`),
+/// not a directory (`/usr/lib/`), a top-level name or a doubled slash.
+fn names_a_program(path: &str) -> bool {
+    !path.ends_with('/') && path.matches('/').count() >= 2 && !path.contains("//")
+}
+
 /// A shell escape inside an argument: `!` (alone, after `:` or `\`, as
 /// the escapes of ed, vi, gdb, dc, ftp clients, less and database clients
 /// are written: `'!/path/to/cmd'`, `':!/usr/bin/id'`, `'\! /opt/x/run'`)
@@ -300,19 +315,12 @@ fn shell_escape_inside(a: &str) -> Option<&str> {
         if !rest.starts_with('/') {
             continue;
         }
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-')))
-            .unwrap_or(rest.len());
-        let path = &rest[..end];
-        let after_ok = rest[end..]
+        let (path, after) = leading_path(rest);
+        let after_ok = after
             .chars()
             .next()
             .is_none_or(|c| c.is_whitespace() || matches!(c, '\'' | '"' | ';' | ')' | '}'));
-        if after_ok
-            && !path.ends_with('/')
-            && path.matches('/').count() >= 2
-            && !path.contains("//")
-        {
+        if after_ok && names_a_program(path) {
             return Some(path);
         }
     }
@@ -382,16 +390,9 @@ fn program_call_inside(a: &str) -> Option<&str> {
             if !rest.starts_with('/') {
                 continue;
             }
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-')))
-                .unwrap_or(rest.len());
-            let path = &rest[..end];
+            let (path, _) = leading_path(rest);
             let system = SYSTEM_DIRS.iter().any(|d| path.starts_with(d));
-            if !system
-                && !path.ends_with('/')
-                && !path.contains("//")
-                && path.matches('/').count() >= 2
-            {
+            if !system && names_a_program(path) {
                 return Some(path);
             }
         }
