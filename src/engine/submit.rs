@@ -125,7 +125,7 @@ impl Engine {
         sync_later: bool,
     ) -> Result<Prepared, EngineError> {
         // The looks at the host's paths below share their judged mounts.
-        let _looks = crate::sandbox::view::Looks::hold();
+        let _looks = super::Looks::hold();
         let mut spec = self.fit_to_this_machine(spec, actor)?;
         // The workspace as resolved for the requester (no symlinks, device,
         // inode and owner): what the sandbox mounts and runs as.
